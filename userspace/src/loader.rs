@@ -1,1 +1,235 @@
-//! TODO
+//! Loading the XDP program, attaching it to an interface, and filling its maps (aya).
+//!
+//! The program is attached through a BPF link where the kernel supports it (Linux >= 5.9), so
+//! it is detached by the kernel when the daemon exits for any reason, including SIGKILL.
+//! Map layouts are the shared types in [`lidarxdp_common`].
+
+use std::os::fd::AsRawFd;
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, XskMap},
+    programs::{Xdp, XdpMode},
+};
+use lidarxdp_common::{
+    COUNTER_MAP, Counter, FILTER_MAP, FilterKey, FilterValue, PROGRAM_NAME, XSK_MAP,
+};
+
+/// The XDP object embedded at build time by `cargo xtask build-ebpf` (empty when the daemon was
+/// built without it; then [`XdpProgram::load_and_attach`] needs an object file).
+pub static EMBEDDED_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lidarxdp.bpf.o"));
+
+/// How to attach the XDP program (kernel `XDP_FLAGS_*`, `include/uapi/linux/if_link.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachMode {
+    /// Native (driver) mode, falling back to generic when the driver refuses.
+    Auto,
+    /// Native (driver) XDP only (`XDP_FLAGS_DRV_MODE`).
+    Native,
+    /// Generic XDP in the kernel stack (`XDP_FLAGS_SKB_MODE`); works on every interface.
+    Generic,
+}
+
+/// Errors from loading or attaching the program or touching its maps.
+#[derive(Debug, thiserror::Error)]
+pub enum LoaderError {
+    /// The daemon was built without an embedded object and none was given.
+    #[error("no XDP object: this build has none embedded; build with `cargo xtask build` or pass --bpf-object FILE")]
+    NoObject,
+    /// The kernel or aya refused the object.
+    #[error("loading the XDP object: {0}")]
+    Load(#[from] aya::EbpfError),
+    /// A program-level failure (verifier, attach).
+    #[error("XDP program {what}: {source}")]
+    Program {
+        /// What was being done.
+        what: String,
+        /// Underlying error.
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    /// A map is missing from the object or has the wrong type.
+    #[error("XDP map {name}: {source}")]
+    Map {
+        /// Map name.
+        name: &'static str,
+        /// Underlying error.
+        #[source]
+        source: aya::maps::MapError,
+    },
+    /// A map named in `lidarxdp_common` is not in the object.
+    #[error("XDP object has no map named {0}")]
+    MissingMap(&'static str),
+}
+
+/// Sums of the XDP program's per-CPU counters ([`Counter`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgramCounters {
+    /// Frames the program ran on.
+    pub seen: u64,
+    /// Frames redirected into an AF_XDP socket.
+    pub redirected: u64,
+    /// Frames passed to the kernel stack.
+    pub passed: u64,
+    /// Frames with truncated or invalid headers (also passed).
+    pub malformed: u64,
+    /// Sensor frames passed because no AF_XDP socket was bound on their queue.
+    pub no_socket: u64,
+}
+
+/// The loaded and attached XDP program with handles to its maps. Dropping it detaches the
+/// program and unloads it.
+pub struct XdpProgram {
+    _ebpf: Ebpf,
+    filter: HashMap<MapData, FilterKey, FilterValue>,
+    xsks: XskMap<MapData>,
+    counters: PerCpuArray<MapData, u64>,
+    mode: AttachMode,
+}
+
+impl XdpProgram {
+    /// Loads `object` (or [`EMBEDDED_OBJECT`] when `None`), verifies it and attaches it to
+    /// `iface` in `mode`. With [`AttachMode::Auto`], native mode is tried first and generic mode
+    /// used when the driver refuses.
+    ///
+    /// Errors: [`LoaderError::NoObject`], verifier or attach failures (unknown interface,
+    /// another program already attached, missing CAP_BPF/CAP_NET_ADMIN).
+    pub fn load_and_attach(
+        object: Option<&[u8]>,
+        iface: &str,
+        mode: AttachMode,
+    ) -> Result<Self, LoaderError> {
+        let bytes = object.unwrap_or(EMBEDDED_OBJECT);
+        if bytes.is_empty() {
+            return Err(LoaderError::NoObject);
+        }
+        let mut ebpf = EbpfLoader::new().load(bytes)?;
+        let program: &mut Xdp = ebpf
+            .program_mut(PROGRAM_NAME)
+            .ok_or(LoaderError::MissingMap(PROGRAM_NAME))?
+            .try_into()
+            .map_err(|source| LoaderError::Program {
+                what: "type".into(),
+                source,
+            })?;
+        program.load().map_err(|source| LoaderError::Program {
+            what: "load (verifier)".into(),
+            source,
+        })?;
+        let used = match mode {
+            AttachMode::Generic => {
+                attach(program, iface, XdpMode::Skb)?;
+                AttachMode::Generic
+            }
+            AttachMode::Native => {
+                attach(program, iface, XdpMode::Driver)?;
+                AttachMode::Native
+            }
+            AttachMode::Auto => match attach(program, iface, XdpMode::Driver) {
+                Ok(()) => AttachMode::Native,
+                Err(e) => {
+                    log::info!("native XDP refused on {iface} ({e}); using generic XDP");
+                    attach(program, iface, XdpMode::Skb)?;
+                    AttachMode::Generic
+                }
+            },
+        };
+        let filter = take_map(&mut ebpf, FILTER_MAP)?;
+        let filter = HashMap::try_from(filter).map_err(|source| LoaderError::Map {
+            name: FILTER_MAP,
+            source,
+        })?;
+        let xsks = XskMap::try_from(take_map(&mut ebpf, XSK_MAP)?).map_err(|source| {
+            LoaderError::Map {
+                name: XSK_MAP,
+                source,
+            }
+        })?;
+        let counters = PerCpuArray::try_from(take_map(&mut ebpf, COUNTER_MAP)?).map_err(
+            |source| LoaderError::Map {
+                name: COUNTER_MAP,
+                source,
+            },
+        )?;
+        Ok(Self {
+            _ebpf: ebpf,
+            filter,
+            xsks,
+            counters,
+            mode: used,
+        })
+    }
+
+    /// The attach mode actually in use ([`AttachMode::Native`] or [`AttachMode::Generic`]).
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    /// Steers UDP packets to `dst_port` from IPv4 source `src` (`None` = any source) to the
+    /// sensor `sensor_id`.
+    pub fn add_sensor(
+        &mut self,
+        dst_port: u16,
+        src: Option<[u8; 4]>,
+        sensor_id: u16,
+    ) -> Result<(), LoaderError> {
+        let key = FilterKey::new(dst_port, src.unwrap_or([0; 4]));
+        let value = FilterValue {
+            sensor_id,
+            flags: 0,
+        };
+        self.filter
+            .insert(key, value, 0)
+            .map_err(|source| LoaderError::Map {
+                name: FILTER_MAP,
+                source,
+            })
+    }
+
+    /// Puts the AF_XDP socket `fd` into the XSKMAP slot for RX queue `queue`, after which
+    /// matching packets on that queue are redirected to it.
+    pub fn bind_socket(&mut self, queue: u32, fd: impl AsRawFd) -> Result<(), LoaderError> {
+        self.xsks
+            .set(queue, fd, 0)
+            .map_err(|source| LoaderError::Map {
+                name: XSK_MAP,
+                source,
+            })
+    }
+
+    /// Reads and sums the per-CPU counters.
+    pub fn counters(&self) -> Result<ProgramCounters, LoaderError> {
+        let mut sums = [0u64; Counter::COUNT as usize];
+        for (i, sum) in sums.iter_mut().enumerate() {
+            let values = self
+                .counters
+                .get(&(i as u32), 0)
+                .map_err(|source| LoaderError::Map {
+                    name: COUNTER_MAP,
+                    source,
+                })?;
+            *sum = values.iter().sum();
+        }
+        Ok(ProgramCounters {
+            seen: sums[Counter::Seen as usize],
+            redirected: sums[Counter::Redirected as usize],
+            passed: sums[Counter::Passed as usize],
+            malformed: sums[Counter::Malformed as usize],
+            no_socket: sums[Counter::NoSocket as usize],
+        })
+    }
+}
+
+fn attach(program: &mut Xdp, iface: &str, mode: XdpMode) -> Result<(), LoaderError> {
+    program
+        .attach(iface, mode)
+        .map(|_| ())
+        .map_err(|source| LoaderError::Program {
+            what: format!("attach to {iface} ({mode:?})"),
+            source,
+        })
+}
+
+fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoaderError> {
+    ebpf.take_map(name).ok_or(LoaderError::MissingMap(name))
+}

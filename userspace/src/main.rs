@@ -1,1 +1,20 @@
-fn main() {}
+//! `lidarxdp`: the daemon and its companion commands.
+//!
+//! - `lidarxdp run`: attach the XDP program, bind an AF_XDP socket, decode, publish over TCP;
+//! - `lidarxdp subscribe ADDR`: print one line per received frame, optionally write PCDs;
+//! - `lidarxdp replay PCAP --to IP:PORT`: send a capture's UDP payloads with recorded timing;
+//! - `lidarxdp decode PCAP`: decode a capture offline into frames (and PCDs).
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    match cli::main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

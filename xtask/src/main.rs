@@ -1,1 +1,170 @@
-fn main() {}
+//! Developer tasks for lidarxdp: `cargo xtask <command>`.
+//!
+//! Every command first runs `setup` (idempotent): Debian packages, bpf-linker, the BPF-capable
+//! rustc, hugepages. See README.md.
+mod demo;
+mod netns;
+mod setup;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Instant,
+};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "lidarxdp developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install the toolchain pieces and reserve hugepages (idempotent).
+    Setup,
+    /// Build the XDP program (ebpf/) for bpfel-unknown-none.
+    BuildEbpf,
+    /// Build the XDP program and the daemon (release), with the object embedded.
+    Build,
+    /// Build everything and run the daemon attached to an interface (extra args go to `lidarxdp run`).
+    BuildAndLoad {
+        /// Interface to attach the XDP program to.
+        #[arg(long)]
+        iface: String,
+        /// Further `lidarxdp run` arguments, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Create or remove the demo's network namespaces.
+    Netns {
+        #[arg(value_parser = ["up", "down"])]
+        action: String,
+    },
+    /// Replay the bundled VLP-16 capture through XDP/AF_XDP to a subscriber and print a summary.
+    Demo {
+        /// Capture to replay (default: the bundled VLP-16 dual-return capture).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        /// Calibration for the capture.
+        #[arg(long)]
+        calibration: Option<PathBuf>,
+    },
+    /// Run formatting and lint checks, unit tests and the privileged integration tests.
+    Test,
+}
+
+/// Repository root (the parent of xtask/).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs a command, failing with its name when it exits non-zero.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("spawn {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+/// Runs a command with its output discarded.
+pub fn run_quiet(cmd: &mut Command) -> Result<()> {
+    run(cmd.stdout(Stdio::null()).stderr(Stdio::null()))
+}
+
+/// Path of the built XDP object.
+pub fn ebpf_object() -> PathBuf {
+    root().join("ebpf/target/bpfel-unknown-none/release/lidarxdp")
+}
+
+fn build_ebpf(tc: &setup::BpfToolchain) -> Result<PathBuf> {
+    let t = Instant::now();
+    run(Command::new("cargo")
+        .args(["build", "--release", "--target", "bpfel-unknown-none"])
+        .current_dir(root().join("ebpf"))
+        .env("RUSTC", &tc.rustc)
+        .env("LD_LIBRARY_PATH", &tc.ld_library_path)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS"))?;
+    eprintln!("build-ebpf: {} in {:.1} s", ebpf_object().display(), t.elapsed().as_secs_f64());
+    Ok(ebpf_object())
+}
+
+/// Builds the daemon in release mode with the XDP object embedded; returns the binary path.
+fn build_daemon(obj: &Path) -> Result<PathBuf> {
+    run(Command::new("cargo")
+        .args(["build", "--release", "-p", "lidarxdp", "--bin", "lidarxdp"])
+        .current_dir(root())
+        .env("LIDARXDP_BPF_OBJ", obj))?;
+    Ok(root().join("target/release/lidarxdp"))
+}
+
+fn test(obj: &Path) -> Result<()> {
+    let r = root();
+    run(Command::new("cargo").args(["fmt", "--all", "--check"]).current_dir(&r))?;
+    run(Command::new("cargo")
+        .args(["fmt", "--check", "--manifest-path", "ebpf/Cargo.toml"])
+        .current_dir(&r))?;
+    run(Command::new("cargo")
+        .args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+        .current_dir(&r)
+        .env("LIDARXDP_BPF_OBJ", obj))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root_user = unsafe { libc::geteuid() } == 0;
+    let mut cmd = Command::new("cargo");
+    cmd.args(["test", "--workspace", "--release"])
+        .current_dir(&r)
+        .env("LIDARXDP_BPF_OBJ", obj);
+    if root_user {
+        cmd.env("LIDARXDP_REQUIRE_PRIVILEGED", "1");
+    } else {
+        eprintln!("test: not root: privileged integration tests will be skipped");
+    }
+    run(&mut cmd)
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let t = Instant::now();
+    let tc = setup::setup()?;
+    match cli.cmd {
+        Cmd::Setup => {}
+        Cmd::BuildEbpf => {
+            build_ebpf(&tc)?;
+        }
+        Cmd::Build => {
+            let obj = build_ebpf(&tc)?;
+            let bin = build_daemon(&obj)?;
+            eprintln!("build: {} in {:.1} s", bin.display(), t.elapsed().as_secs_f64());
+        }
+        Cmd::BuildAndLoad { iface, args } => {
+            let obj = build_ebpf(&tc)?;
+            let bin = build_daemon(&obj)?;
+            run(Command::new(bin).args(["run", "--iface", &iface]).args(args))?;
+        }
+        Cmd::Netns { action } => match action.as_str() {
+            "up" => netns::up()?,
+            _ => netns::down(),
+        },
+        Cmd::Demo { pcap, calibration } => {
+            let obj = build_ebpf(&tc)?;
+            let bin = build_daemon(&obj)?;
+            demo::demo(&bin, pcap, calibration)?;
+        }
+        Cmd::Test => {
+            let obj = build_ebpf(&tc)?;
+            test(&obj)?;
+            eprintln!("test: all passed in {:.0} s", t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(())
+}

@@ -1,1 +1,316 @@
-//! TODO
+//! Our own AF_XDP socket (XSK): UMEM, fill/RX/completion rings, bind, statistics.
+//!
+//! Built directly on `libc` (syscalls, the `if_xdp.h` structs and constants) and `memmap2`
+//! (the UMEM and ring mappings). It follows the kernel's
+//! `Documentation/networking/af_xdp.rst` and `include/uapi/linux/if_xdp.h`; the ring
+//! bookkeeping (cached producer/consumer indices, masks, acquire/release on the shared
+//! indices) follows libxdp's `xsk.h`.
+//!
+//! One module per concern:
+//! - [`ring`]: the single-producer/single-consumer rings shared with the kernel, with the
+//!   index arithmetic kept sans-IO so it is unit-tested without a socket;
+//! - [`umem`]: the UMEM area (2 MiB huge pages when possible) and UMEM frames as ownership
+//!   tokens on a free list;
+//! - [`socket`]: [`XskSocket`]: socket, `XDP_UMEM_REG`, ring sizes, ring mmaps, bind (with
+//!   zero-copy → copy fallback and `EBUSY` retry), the RX burst loop;
+//! - [`stats`]: the kernel's `XDP_STATISTICS` and our own lock-free [`XskCounters`];
+//! - [`hugepage`]: reserving 2 MiB huge pages ([`reserve_hugepages`]).
+//!
+//! This socket is RX-only: it has a fill, an RX and a completion ring (the kernel requires
+//! both UMEM rings before bind) and no TX ring.
+//!
+//! Minimum kernel: 5.4 (ring `flags` / `XDP_USE_NEED_WAKEUP`, `XDP_OPTIONS`); the six-field
+//! `XDP_STATISTICS` needs 5.9 (older kernels report the last three as 0).
+
+pub mod hugepage;
+pub mod ring;
+pub mod socket;
+pub mod stats;
+pub mod umem;
+
+use std::io;
+use std::time::Duration;
+
+pub use hugepage::{HUGE_PAGE_SIZE, huge_pages_for, reserve_hugepages};
+pub use socket::XskSocket;
+pub use stats::{XdpStatistics, XskCounters, XskCountersSnapshot};
+pub use umem::FrameAddr;
+
+/// Whether the UMEM is backed by 2 MiB huge pages (`MAP_HUGETLB | MAP_HUGE_2MB`).
+///
+/// Huge pages cut TLB misses on the packet buffers; reserve them first with
+/// [`reserve_hugepages`] (or `echo N > /proc/sys/vm/nr_hugepages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HugePages {
+    /// Huge pages or fail with [`XskError::HugePages`].
+    Require,
+    /// Huge pages when enough are free, otherwise normal 4 KiB pages and one `log::warn`
+    /// per process.
+    #[default]
+    Prefer,
+    /// Normal pages.
+    Off,
+}
+
+/// UMEM geometry and UMEM ring sizes.
+///
+/// The UMEM is `frame_count * frame_size` bytes in aligned-chunk mode (one packet per
+/// frame, no headroom). All sizes must be powers of two (kernel requirement for the rings
+/// and for aligned chunks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UmemConfig {
+    /// Number of frames (power of two, e.g. 4096).
+    pub frame_count: u32,
+    /// Bytes per frame: 2048 or 4096 (aligned chunks: a power of two in
+    /// `2048..=PAGE_SIZE`). Bounds the largest receivable Ethernet frame.
+    pub frame_size: u32,
+    /// Fill ring entries (power of two). `>= frame_count` lets every frame sit on the ring.
+    pub fill_size: u32,
+    /// Completion ring entries (power of two; unused for RX but required by the kernel).
+    pub comp_size: u32,
+    /// RX ring entries (power of two).
+    pub rx_size: u32,
+    /// Huge page policy for the UMEM.
+    pub huge_pages: HugePages,
+}
+
+impl Default for UmemConfig {
+    /// 4096 frames of 2048 bytes (8 MiB, four 2 MiB huge pages); fill and RX rings of
+    /// 4096, completion ring of 64; [`HugePages::Prefer`].
+    fn default() -> Self {
+        Self {
+            frame_count: 4096,
+            frame_size: 2048,
+            fill_size: 4096,
+            comp_size: 64,
+            rx_size: 4096,
+            huge_pages: HugePages::Prefer,
+        }
+    }
+}
+
+impl UmemConfig {
+    /// UMEM size in bytes (`frame_count * frame_size`).
+    pub fn umem_bytes(&self) -> usize {
+        self.frame_count as usize * self.frame_size as usize
+    }
+
+    /// Checks the constraints the kernel enforces at `XDP_UMEM_REG` / ring setup, so a bad
+    /// value is reported by name instead of as a bare `EINVAL`.
+    pub fn validate(&self) -> Result<(), XskError> {
+        let pow2 = |name: &str, v: u32| {
+            if v == 0 || !v.is_power_of_two() {
+                Err(XskError::InvalidConfig(format!(
+                    "{name} = {v} must be a non-zero power of two"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        pow2("frame_count", self.frame_count)?;
+        pow2("fill_size", self.fill_size)?;
+        pow2("comp_size", self.comp_size)?;
+        pow2("rx_size", self.rx_size)?;
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            return Err(XskError::InvalidConfig(format!(
+                "frame_size = {} must be 2048 or 4096",
+                self.frame_size
+            )));
+        }
+        // XDP_UMEM_REG wants a whole number of 4 KiB pages.
+        if self.umem_bytes() % 4096 != 0 {
+            return Err(XskError::InvalidConfig(format!(
+                "UMEM of {} bytes (frame_count * frame_size) must be a multiple of 4096",
+                self.umem_bytes()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How to bind: `sockaddr_xdp.sxdp_flags` `XDP_ZEROCOPY` / `XDP_COPY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BindMode {
+    /// Try zero-copy; on `EOPNOTSUPP` or `EINVAL` fall back to copy mode.
+    #[default]
+    Auto,
+    /// `XDP_COPY`: the kernel copies each packet into a UMEM frame (works on any driver).
+    Copy,
+    /// `XDP_ZEROCOPY`: the driver DMAs into the UMEM; fails if the driver cannot.
+    ZeroCopy,
+}
+
+/// The mode the socket is actually bound in (read back with `getsockopt(XDP_OPTIONS)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundMode {
+    /// Copy mode.
+    Copy,
+    /// Zero-copy mode.
+    ZeroCopy,
+}
+
+/// Which interface queue to bind and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XskConfig {
+    /// Interface name (in the calling thread's network namespace).
+    pub ifname: String,
+    /// RX queue id (the XDP program redirects with `ctx->rx_queue_index` as XSKMAP key).
+    pub queue: u32,
+    /// Zero-copy / copy policy.
+    pub mode: BindMode,
+    /// Bind with `XDP_USE_NEED_WAKEUP`: the kernel sets `XDP_RING_NEED_WAKEUP` on the fill
+    /// ring when it wants a syscall; [`XskSocket::rx_burst`] then wakes it with `recvfrom`.
+    pub need_wakeup: bool,
+    /// Retry `bind` failing with `EBUSY` (queue still held by a recently closed socket) with
+    /// exponential backoff (10 ms doubling to 500 ms) for up to this long. Zero: no retry.
+    pub bind_retry: Duration,
+}
+
+impl XskConfig {
+    /// Queue `queue` of `ifname`, [`BindMode::Auto`], need-wakeup on, 5 s `EBUSY` retry.
+    pub fn new(ifname: impl Into<String>, queue: u32) -> Self {
+        Self {
+            ifname: ifname.into(),
+            queue,
+            mode: BindMode::Auto,
+            need_wakeup: true,
+            bind_retry: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Errors from opening or querying an [`XskSocket`].
+///
+/// Syscall failures name the call and carry the `io::Error` (whose text ends in
+/// `(os error N)`, the errno); [`XskError::raw_os_error`] returns that errno.
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    /// A configuration value the kernel would reject (checked before any syscall).
+    #[error("invalid AF_XDP configuration: {0}")]
+    InvalidConfig(String),
+    /// `if_nametoindex` found no such interface in this network namespace.
+    #[error("interface {ifname:?}: if_nametoindex: {source}")]
+    NoSuchInterface {
+        /// The name looked up.
+        ifname: String,
+        /// errno from `if_nametoindex` (usually `ENODEV`).
+        #[source]
+        source: io::Error,
+    },
+    /// A syscall failed; `call` names it and its argument, e.g. `setsockopt(XDP_UMEM_REG)`.
+    #[error("{call}: {source}")]
+    Syscall {
+        /// The syscall, with the sockopt or mmap offset in parentheses.
+        call: &'static str,
+        /// The errno.
+        #[source]
+        source: io::Error,
+    },
+    /// [`HugePages::Require`] and the huge-page mmap failed (usually `ENOMEM`: too few free).
+    #[error(
+        "mmap(MAP_HUGETLB|MAP_HUGE_2MB) of {bytes} bytes ({pages} huge pages of 2 MiB) for the UMEM: {source}; reserve them with `echo N > /proc/sys/vm/nr_hugepages`"
+    )]
+    HugePages {
+        /// Mapping size in bytes (rounded up to 2 MiB).
+        bytes: usize,
+        /// 2 MiB pages needed.
+        pages: u32,
+        /// The errno.
+        #[source]
+        source: io::Error,
+    },
+    /// `bind` failed (after the `EBUSY` retries and zero-copy fallback, if any).
+    #[error("bind(AF_XDP {ifname} queue {queue}, {mode}) after {attempts} attempt(s): {source}")]
+    Bind {
+        /// Interface name.
+        ifname: String,
+        /// Queue id.
+        queue: u32,
+        /// The flags of the last attempt: `XDP_COPY` or `XDP_ZEROCOPY`.
+        mode: &'static str,
+        /// How many binds were tried in this mode.
+        attempts: u32,
+        /// The errno (`EBUSY`: another socket still holds the queue).
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel is older than this code needs (e.g. no ring `flags` offset, < 5.4).
+    #[error("kernel does not support {0}")]
+    Unsupported(&'static str),
+}
+
+impl XskError {
+    /// The errno behind this error, if it came from a syscall.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            XskError::NoSuchInterface { source, .. }
+            | XskError::Syscall { source, .. }
+            | XskError::HugePages { source, .. }
+            | XskError::Bind { source, .. } => source.raw_os_error(),
+            XskError::InvalidConfig(_) | XskError::Unsupported(_) => None,
+        }
+    }
+
+    pub(crate) fn last_os(call: &'static str) -> Self {
+        XskError::Syscall {
+            call,
+            source: io::Error::last_os_error(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_umem_config_is_valid() {
+        let c = UmemConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.umem_bytes(), 8 << 20);
+    }
+
+    #[test]
+    fn umem_config_rejects_bad_values() {
+        let ok = UmemConfig::default();
+        for bad in [
+            UmemConfig {
+                frame_count: 3000,
+                ..ok.clone()
+            },
+            UmemConfig {
+                frame_size: 1024,
+                ..ok.clone()
+            },
+            UmemConfig {
+                rx_size: 0,
+                ..ok.clone()
+            },
+            UmemConfig {
+                fill_size: 100,
+                ..ok.clone()
+            },
+            UmemConfig {
+                frame_count: 1,
+                ..ok.clone()
+            },
+        ] {
+            assert!(
+                matches!(bad.validate(), Err(XskError::InvalidConfig(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_carries_errno_and_call() {
+        let e = XskError::Syscall {
+            call: "socket(AF_XDP)",
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+        let s = e.to_string();
+        assert!(s.starts_with("socket(AF_XDP): "), "{s}");
+        assert!(s.contains("os error 1"), "{s}");
+    }
+}

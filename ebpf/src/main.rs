@@ -1,0 +1,180 @@
+//! The lidarxdp XDP program.
+//!
+//! For every received frame: parse Ethernet II (plus at most one 802.1Q tag), IPv4 with any
+//! header length, and UDP; look the (UDP destination port, IPv4 source) pair up in the
+//! `SENSORS` hash map (exact source first, then "any source"); a match is redirected with
+//! `bpf_redirect_map` into the `XSKS` XSKMAP entry for the frame's RX queue, falling back to
+//! `XDP_PASS` when no AF_XDP socket is bound there. Everything else is `XDP_PASS`ed to the
+//! kernel untouched. Per-CPU counters (indices in `lidarxdp_common::Counter`) count what
+//! happened.
+//!
+//! References: kernel `Documentation/networking/af_xdp.rst` (XSKMAP redirect),
+//! `include/uapi/linux/bpf.h` (`bpf_redirect_map` flags: the low bits are the action returned
+//! when the lookup fails), RFC 791 (IPv4 header, IHL), RFC 768 (UDP), IEEE 802.1Q.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    bindings::xdp_action,
+    macros::{map, xdp},
+    maps::{HashMap, PerCpuArray, XskMap},
+    programs::XdpContext,
+};
+use lidarxdp_common::{
+    Counter, FILTER_MAP_CAPACITY, FilterKey, FilterValue, XSK_MAP_CAPACITY,
+};
+
+/// (port, source) -> sensor, written by userspace.
+#[map(name = "SENSORS")]
+static SENSORS: HashMap<FilterKey, FilterValue> =
+    HashMap::with_max_entries(FILTER_MAP_CAPACITY, 0);
+
+/// RX queue index -> AF_XDP socket.
+#[map(name = "XSKS")]
+static XSKS: XskMap = XskMap::with_max_entries(XSK_MAP_CAPACITY, 0);
+
+/// Per-CPU u64 counters indexed by `Counter`.
+#[map(name = "COUNTERS")]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
+
+const ETH_HLEN: usize = 14;
+const VLAN_HLEN: usize = 4;
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_8021Q: u16 = 0x8100;
+const ETH_P_8021AD: u16 = 0x88A8;
+const IPPROTO_UDP: u8 = 17;
+const UDP_HLEN: usize = 8;
+
+#[inline(always)]
+fn count(c: Counter) {
+    if let Some(v) = COUNTERS.get_ptr_mut(c as u32) {
+        // SAFETY: the pointer comes from a per-CPU array lookup, is valid for this CPU for the
+        // duration of the program, and no other context on this CPU runs concurrently.
+        unsafe { *v += 1 };
+    }
+}
+
+/// Returns a pointer to `T` at `offset` bytes into the packet, or `Err` if it would run past
+/// the end. The explicit comparison against `data_end` is what the verifier needs.
+#[inline(always)]
+fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Result<*const T, ()> {
+    let start = ctx.data();
+    let end = ctx.data_end();
+    let len = core::mem::size_of::<T>();
+    if start + offset + len > end {
+        return Err(());
+    }
+    Ok((start + offset) as *const T)
+}
+
+#[inline(always)]
+fn read_u8(ctx: &XdpContext, offset: usize) -> Result<u8, ()> {
+    // SAFETY: ptr_at checked that `offset + 1` bytes are inside [data, data_end).
+    Ok(unsafe { *ptr_at::<u8>(ctx, offset)? })
+}
+
+#[inline(always)]
+fn read_be16(ctx: &XdpContext, offset: usize) -> Result<u16, ()> {
+    let p = ptr_at::<[u8; 2]>(ctx, offset)?;
+    // SAFETY: ptr_at checked that the 2 bytes at `offset` are inside the packet; [u8; 2] has
+    // alignment 1.
+    Ok(u16::from_be_bytes(unsafe { *p }))
+}
+
+#[inline(always)]
+fn read_4(ctx: &XdpContext, offset: usize) -> Result<[u8; 4], ()> {
+    let p = ptr_at::<[u8; 4]>(ctx, offset)?;
+    // SAFETY: ptr_at checked that the 4 bytes at `offset` are inside the packet; alignment 1.
+    Ok(unsafe { *p })
+}
+
+/// Entry point attached to the interface.
+#[xdp]
+pub fn lidarxdp(ctx: XdpContext) -> u32 {
+    count(Counter::Seen);
+    match try_lidarxdp(&ctx) {
+        Ok(action) => action,
+        Err(()) => {
+            count(Counter::Malformed);
+            count(Counter::Passed);
+            xdp_action::XDP_PASS
+        }
+    }
+}
+
+#[inline(always)]
+fn pass() -> Result<u32, ()> {
+    count(Counter::Passed);
+    Ok(xdp_action::XDP_PASS)
+}
+
+fn try_lidarxdp(ctx: &XdpContext) -> Result<u32, ()> {
+    let mut l3 = ETH_HLEN;
+    let mut ethertype = read_be16(ctx, 12)?;
+    if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
+        ethertype = read_be16(ctx, ETH_HLEN + 2)?;
+        l3 += VLAN_HLEN;
+    }
+    if ethertype != ETH_P_IP {
+        return pass();
+    }
+    let ver_ihl = read_u8(ctx, l3)?;
+    if ver_ihl >> 4 != 4 {
+        return pass();
+    }
+    let ihl = ((ver_ihl & 0x0f) as usize) * 4;
+    if ihl < 20 {
+        return Err(());
+    }
+    if read_u8(ctx, l3 + 9)? != IPPROTO_UDP {
+        return pass();
+    }
+    // Fragments after the first carry no UDP header; they are not sensor packets we can match
+    // by port here (IPv4 fragment steering arrives with the Ouster work), so pass them.
+    let frag = read_be16(ctx, l3 + 6)?;
+    if frag & 0x1fff != 0 {
+        return pass();
+    }
+    let src = read_4(ctx, l3 + 12)?;
+    let l4 = l3 + ihl;
+    // Bound the variable offset for the verifier: IHL <= 60, VLAN <= 4.
+    if l4 > ETH_HLEN + VLAN_HLEN + 60 {
+        return Err(());
+    }
+    let dst_port = read_be16(ctx, l4 + 2)?;
+    // Make sure the whole UDP header is present.
+    ptr_at::<[u8; UDP_HLEN]>(ctx, l4)?;
+
+    let exact = FilterKey::new(dst_port, src);
+    // SAFETY: HashMap::get returns a reference valid until the program returns; we only copy
+    // out of it. The map value type is Copy and fully initialised by userspace.
+    let hit = unsafe { SENSORS.get(&exact) }.is_some()
+        // SAFETY: as above.
+        || unsafe { SENSORS.get(&FilterKey::new(dst_port, [0; 4])) }.is_some();
+    if !hit {
+        return pass();
+    }
+    // SAFETY: ctx.ctx points to the kernel's xdp_md for this invocation.
+    let queue = unsafe { (*ctx.ctx).rx_queue_index };
+    match XSKS.redirect(queue, xdp_action::XDP_PASS as u64) {
+        Ok(action) if action == xdp_action::XDP_REDIRECT => {
+            count(Counter::Redirected);
+            Ok(action)
+        }
+        _ => {
+            count(Counter::NoSocket);
+            count(Counter::Passed);
+            Ok(xdp_action::XDP_PASS)
+        }
+    }
+}
+
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+/// License section required to call GPL-only helpers (`bpf_redirect_map`).
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

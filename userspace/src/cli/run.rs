@@ -1,0 +1,232 @@
+//! `lidarxdp run`: the daemon.
+//!
+//! Start-up order: validate the configuration and load the calibration (fail before touching
+//! the network), attach the XDP program, open and bind the AF_XDP socket, register it and the
+//! sensor in the program's maps, start the capture thread, and only then start listening for
+//! subscribers, so a connected subscriber knows the daemon is ready. SIGTERM/SIGINT stop the
+//! capture thread, which flushes its frame in progress; the publisher drains and closes; the
+//! counters are written (`--stats-json`); dropping the program detaches it.
+use std::{
+    net::{Ipv4Addr, SocketAddr},
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use crossbeam_queue::ArrayQueue;
+use lidarxdp::{
+    capture::{CaptureStats, CaptureWorker, SensorCounters, SensorSlot},
+    loader::{AttachMode, XdpProgram},
+    publish::{FrameSender, Publisher, PublisherConfig},
+    sensor::{ScanPipeline, SensorConfig, SensorModel},
+    xsk::{BindMode, HugePages, UmemConfig, XskConfig, XskSocket},
+};
+use serde::Deserialize;
+
+/// `lidarxdp run` arguments. Every flag can also come from `--config FILE` (TOML, same names
+/// with underscores); flags given on the command line win.
+#[derive(clap::Args, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// TOML file with any of these settings (e.g. `iface = "eth0"`, `port = 2368`).
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Interface to attach the XDP program to and capture on.
+    #[arg(long)]
+    iface: Option<String>,
+    /// RX queue of the interface to bind the AF_XDP socket to (default 0).
+    #[arg(long)]
+    queue: Option<u32>,
+    /// Sensor model, e.g. `vlp16`.
+    #[arg(long)]
+    sensor: Option<SensorModel>,
+    /// UDP destination port of the sensor's data packets (default 2368).
+    #[arg(long)]
+    port: Option<u16>,
+    /// IPv4 source address of the sensor (default: any source).
+    #[arg(long)]
+    source: Option<Ipv4Addr>,
+    /// Calibration file (Velodyne: ros-drivers/Nebula YAML).
+    #[arg(long)]
+    calibration: Option<PathBuf>,
+    /// Cut angle in degrees, [0, 360] (default 0).
+    #[arg(long)]
+    cut_angle: Option<f64>,
+    /// Address subscribers connect to (default 127.0.0.1:7510).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// XDP attach mode: auto (native, else generic), native or generic.
+    #[arg(long, value_enum)]
+    #[serde(skip)]
+    xdp_mode: Option<AttachMode>,
+    /// XDP object file to load instead of the one embedded at build time.
+    #[arg(long, value_name = "FILE")]
+    bpf_object: Option<PathBuf>,
+    /// UMEM frames (power of two, 64..=65536; default 4096, i.e. 16 MiB of 4 KiB frames).
+    #[arg(long)]
+    umem_frames: Option<u32>,
+    /// Pin the capture thread to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Write the final counters as JSON to this file on exit.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+}
+
+macro_rules! merge {
+    ($cli:ident, $file:ident, $($f:ident),*) => { $( if $cli.$f.is_none() { $cli.$f = $file.$f.take(); } )* };
+}
+
+fn load_config(mut a: RunArgs) -> Result<RunArgs> {
+    if let Some(path) = a.config.clone() {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("read config {}", path.display()))?;
+        let mut f: RunArgs =
+            toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
+        merge!(a, f, iface, queue, sensor, port, source, calibration, cut_angle, listen, bpf_object, umem_frames, cpu, stats_json);
+    }
+    Ok(a)
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let a = load_config(args)?;
+    let iface = a.iface.clone().context("--iface (or `iface` in the config file) is required")?;
+    let queue = a.queue.unwrap_or(0);
+    let model = a.sensor.context("--sensor is required, e.g. --sensor vlp16")?;
+    let calibration = a.calibration.clone().context("--calibration FILE is required")?;
+    let port = a.port.unwrap_or(2368);
+    if port == 0 {
+        bail!("--port: 0 is not a valid UDP port (valid range 1..=65535)");
+    }
+    let umem_frames = a.umem_frames.unwrap_or(4096);
+    if !(64..=65536).contains(&umem_frames) || !umem_frames.is_power_of_two() {
+        bail!("--umem-frames: {umem_frames} is not a power of two in 64..=65536");
+    }
+    let listen = a.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7510)));
+
+    let cfg = SensorConfig {
+        cut_angle_deg: a.cut_angle.unwrap_or(0.0),
+        ..SensorConfig::new(0, model, calibration)
+    };
+    let pipeline = ScanPipeline::new(&cfg).context("sensor configuration")?;
+
+    let object = match &a.bpf_object {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
+        None => None,
+    };
+    let mut program =
+        XdpProgram::load_and_attach(object.as_deref(), &iface, a.xdp_mode.unwrap_or(AttachMode::Auto))?;
+    log::info!("XDP program attached to {iface} ({:?} mode)", program.mode());
+
+    let umem = UmemConfig {
+        frame_count: umem_frames,
+        ..UmemConfig::default()
+    };
+    let xcfg = XskConfig {
+        ifname: iface.clone(),
+        queue,
+        mode: BindMode::Auto,
+        need_wakeup: true,
+        bind_retry: Duration::from_secs(10),
+    };
+    let xsk = XskSocket::open(&umem, &xcfg).with_context(|| format!("AF_XDP socket on {iface} queue {queue}"))?;
+    log::info!(
+        "AF_XDP socket bound to {iface} queue {queue}: {:?} mode, UMEM {} frames on {}",
+        xsk.bound_mode(),
+        umem_frames,
+        if xsk.uses_huge_pages() { "2 MiB hugepages" } else { "normal pages" }
+    );
+    program.bind_socket(queue, &xsk)?;
+    program.add_sensor(port, a.source.map(|ip| ip.octets()), 0)?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
+    }
+    let worker_stop = Arc::new(AtomicBool::new(false));
+    let queue_frames = Arc::new(ArrayQueue::new(16));
+    let publisher = Publisher::spawn(
+        PublisherConfig {
+            listen,
+            ..PublisherConfig::default()
+        },
+        queue_frames.clone(),
+    )
+    .with_context(|| format!("publisher on {listen}"))?;
+    let sender = FrameSender::new(queue_frames, &publisher);
+    let stats = Arc::new(CaptureStats {
+        sensors: vec![SensorCounters::default()],
+        ..CaptureStats::default()
+    });
+    let worker = CaptureWorker {
+        xsk,
+        sensors: vec![SensorSlot {
+            port,
+            source: a.source.map(|ip| ip.octets()),
+            pipeline,
+        }],
+        sender,
+        idle_wait: Duration::from_millis(20),
+        stop: worker_stop.clone(),
+        stats: stats.clone(),
+    };
+    let cpu = a.cpu;
+    let thread = std::thread::Builder::new()
+        .name(format!("capture-{iface}-{queue}"))
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_to_cpu(cpu);
+            }
+            worker.run()
+        })?;
+    log::info!(
+        "serving sensor {model} on UDP port {port}; subscribers at {}",
+        publisher.local_addr()
+    );
+
+    let mut last_log = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) && !thread.is_finished() {
+        std::thread::sleep(Duration::from_millis(50));
+        if last_log.elapsed() >= Duration::from_secs(10) {
+            last_log = std::time::Instant::now();
+            log::info!("{}", stats_json(&program, None, &stats, &publisher));
+        }
+    }
+    log::info!("stopping");
+    worker_stop.store(true, Ordering::Relaxed);
+    let xsk_stats = match thread.join() {
+        Ok(Ok(xsk_stats)) => Some(xsk_stats),
+        Ok(Err(e)) => {
+            log::error!("capture thread: {e}");
+            None
+        }
+        Err(_) => bail!("capture thread panicked"),
+    };
+    let publisher_counters = publisher.shutdown();
+    let summary = stats_json(&program, xsk_stats.as_ref(), &stats, &publisher_counters);
+    log::info!("final counters: {summary}");
+    if let Some(path) = &a.stats_json {
+        std::fs::write(path, summary.to_string()).with_context(|| format!("write {}", path.display()))?;
+    }
+    drop(program);
+    Ok(())
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it, and
+    // sched_setaffinity reads it for the calling thread (pid 0).
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        log::warn!("--cpu {cpu}: sched_setaffinity failed: {}", std::io::Error::last_os_error());
+    }
+}

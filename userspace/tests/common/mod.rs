@@ -1,0 +1,222 @@
+//! Shared helpers for the privileged integration tests: throwaway network namespaces joined by a
+//! veth pair, removed again on drop (even when the test panics).
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// True when the tests run as root (CI does). Privileged tests return early with a message when
+/// not root, unless `LIDARXDP_REQUIRE_PRIVILEGED=1` (set by `cargo xtask test`), where they fail.
+pub fn privileged() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
+            "privileged test needs root (LIDARXDP_REQUIRE_PRIVILEGED is set)"
+        );
+        eprintln!("skipping: needs root (run through `cargo xtask test`)");
+    }
+    root
+}
+
+/// Runs a command, panicking with its stderr when it fails.
+pub fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Two namespaces, "sensor" and "host", joined by a veth pair with one RX/TX queue each.
+/// Addresses: sensor side 10.77.N.1/24, host side 10.77.N.2/24 (N unique per pair).
+pub struct NetnsPair {
+    /// Sensor-side namespace name.
+    pub sensor_ns: String,
+    /// Host-side namespace name (the daemon runs here).
+    pub host_ns: String,
+    /// Sensor-side veth name.
+    pub sensor_if: String,
+    /// Host-side veth name (the XDP program attaches here).
+    pub host_if: String,
+    /// Sensor-side IPv4 address.
+    pub sensor_ip: String,
+    /// Host-side IPv4 address.
+    pub host_ip: String,
+}
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+impl NetnsPair {
+    /// Creates the namespaces and veth pair with names unique to this process and call.
+    pub fn new(tag: &str) -> Self {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let id = format!("{}{}", pid % 100_000, n);
+        let subnet = 100 + (pid as usize * 7 + n as usize) % 150;
+        let p = Self {
+            sensor_ns: format!("lxs-{tag}-{id}"),
+            host_ns: format!("lxh-{tag}-{id}"),
+            sensor_if: format!("lxs{id}"),
+            host_if: format!("lxh{id}"),
+            sensor_ip: format!("10.77.{subnet}.1"),
+            host_ip: format!("10.77.{subnet}.2"),
+        };
+        sh(&["ip", "netns", "add", &p.sensor_ns]);
+        sh(&["ip", "netns", "add", &p.host_ns]);
+        sh(&[
+            "ip", "link", "add", &p.sensor_if, "numrxqueues", "1", "numtxqueues", "1", "netns",
+            &p.sensor_ns, "type", "veth", "peer", "name", &p.host_if, "numrxqueues", "1",
+            "numtxqueues", "1", "netns", &p.host_ns,
+        ]);
+        for (ns, ifname, ip) in [
+            (&p.sensor_ns, &p.sensor_if, &p.sensor_ip),
+            (&p.host_ns, &p.host_if, &p.host_ip),
+        ] {
+            sh(&["ip", "-n", ns, "addr", "add", &format!("{ip}/24"), "dev", ifname]);
+            sh(&["ip", "-n", ns, "link", "set", ifname, "up"]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        p
+    }
+
+    /// `ip netns exec <ns> args...` as a Command.
+    pub fn exec(ns: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).args(args);
+        c
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.sensor_ns]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.host_ns]).status();
+    }
+}
+
+/// Runs `f` on a new thread that has joined the network namespace `ns` (`setns(2)` with
+/// `CLONE_NEWNET` affects only the calling thread), and returns its result.
+pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        use std::os::fd::AsRawFd;
+        // SAFETY: the fd is an open namespace file for the lifetime of this call; setns only
+        // changes this thread's network namespace.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("netns thread panicked")
+}
+
+/// Path of a capture in the shared data folder (read in place, never copied).
+pub fn data(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data")
+        .join(rel)
+}
+
+/// A daemon started in a namespace; killed on drop if still running.
+pub struct Daemon {
+    /// The `ip netns exec` child (which has exec'd into the daemon: same pid).
+    pub child: std::process::Child,
+    /// Where the daemon writes its final counters.
+    pub stats_path: std::path::PathBuf,
+}
+
+impl Daemon {
+    /// Starts `lidarxdp run` in `ns` on `iface`, VLP-16 on UDP port 2368, publisher on
+    /// 127.0.0.1:`listen_port` inside `ns`. Waits until the publisher accepts connections.
+    pub fn start(ns: &str, iface: &str, listen_port: u16, extra: &[&str]) -> Self {
+        let stats_path = std::env::temp_dir().join(format!(
+            "lidarxdp-test-{}-{listen_port}.json",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&stats_path);
+        let calib = data("velodyne/vlp16/calibration/VLP16db.yaml");
+        let child = NetnsPair::exec(ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface])
+            .args(["--sensor", "vlp16", "--port", "2368", "--listen"])
+            .arg(format!("127.0.0.1:{listen_port}"))
+            .arg("--calibration")
+            .arg(&calib)
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .args(extra)
+            .spawn()
+            .expect("spawn daemon");
+        let mut d = Self { child, stats_path };
+        let ns2 = ns.to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(s) = d.child.try_wait().unwrap() {
+                panic!("daemon exited during start-up: {s}");
+            }
+            let ok = in_netns(&ns2, move || {
+                std::net::TcpStream::connect(("127.0.0.1", listen_port)).is_ok()
+            });
+            if ok {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "daemon not ready in 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        d
+    }
+
+    /// Sends `sig` to the daemon.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on a child we own and have not reaped; `sig` is a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// SIGTERM, wait for a clean exit, and return the final counters.
+    pub fn stop(mut self) -> serde_json::Value {
+        self.signal(libc::SIGTERM);
+        let status = wait(&mut self.child, 15);
+        assert!(status.success(), "daemon exited with {status}");
+        let text = std::fs::read(&self.stats_path).expect("daemon stats file");
+        let _ = std::fs::remove_file(&self.stats_path);
+        serde_json::from_slice(&text).expect("stats JSON")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits up to `secs` for a child, panicking on timeout.
+pub fn wait(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "process still running after {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Reads a u64 at a path of keys/indices in a JSON value (panics when absent).
+pub fn get(v: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut cur = v;
+    for p in path {
+        cur = match p.parse::<usize>() {
+            Ok(i) if cur.is_array() => &cur[i],
+            _ => &cur[*p],
+        };
+    }
+    cur.as_u64()
+        .unwrap_or_else(|| panic!("{path:?} missing in {v}"))
+}

@@ -1,0 +1,202 @@
+//! `cargo xtask setup`: installs, idempotently, what building and running lidarxdp needs, from
+//! Debian packages and crates.io only (see DESIGN.md section 4):
+//! - Debian packages: LLVM 22 (for bpf-linker), iproute2, ping;
+//! - `bpf-linker` 0.13.0 built against LLVM 22 with `cargo install`;
+//! - Debian's `rustc-web` 1.96 with its prebuilt `core` for `bpfel-unknown-none`, unpacked into
+//!   a cache folder (never installed system-wide: it would shadow rustup's rustc);
+//! - 2 MiB hugepages, reserved when fewer than wanted are free.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::run;
+
+/// Debian packages needed to build bpf-linker and run the tests.
+const APT_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "zlib1g-dev",
+    "libzstd-dev",
+    "iproute2",
+    "iputils-ping",
+];
+/// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
+const RUSTC_DEBS: &[&str] = &[
+    "rustc-web",
+    "libstd-rust-web-1.96",
+    "libstd-rust-web-dev",
+    "libstd-rust-web-dev-bpf",
+];
+const BPF_LINKER_VERSION: &str = "0.13.0";
+/// Hugepages (2 MiB each) the daemon and tests want free: 64 = 128 MiB.
+pub const HUGEPAGES_WANTED: u64 = 64;
+
+/// Where the unpacked Debian rustc lives (`LIDARXDP_TOOLCHAIN_CACHE` overrides).
+pub fn toolchain_dir() -> PathBuf {
+    std::env::var_os("LIDARXDP_TOOLCHAIN_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/lidarxdp-toolchain"))
+}
+
+/// The BPF-capable rustc and the library path it needs.
+pub struct BpfToolchain {
+    /// Path of Debian's rustc 1.96.
+    pub rustc: PathBuf,
+    /// `LD_LIBRARY_PATH` for it.
+    pub ld_library_path: PathBuf,
+}
+
+/// Runs every set-up step; cheap when everything is already there.
+pub fn setup() -> Result<BpfToolchain> {
+    apt_packages()?;
+    bpf_linker()?;
+    let tc = debian_rustc()?;
+    hugepages(HUGEPAGES_WANTED)?;
+    Ok(tc)
+}
+
+fn dpkg_installed(pkg: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        .unwrap_or(false)
+}
+
+fn apt_packages() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("setup: installing Debian packages {missing:?}");
+    let install = |pkgs: &[&str]| {
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(pkgs)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !install(&missing) {
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        if !install(&missing) {
+            bail!("apt-get install {missing:?} failed");
+        }
+    }
+    Ok(())
+}
+
+fn cargo_bin(name: &str) -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+    home.join("bin").join(name)
+}
+
+fn bpf_linker() -> Result<()> {
+    let bin = cargo_bin("bpf-linker");
+    if let Ok(out) = Command::new(&bin).arg("--version").output()
+        && String::from_utf8_lossy(&out.stdout).contains(BPF_LINKER_VERSION)
+    {
+        return Ok(());
+    }
+    eprintln!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes, once)");
+    run(Command::new("cargo")
+        .args([
+            "install",
+            "bpf-linker",
+            "--version",
+            BPF_LINKER_VERSION,
+            "--no-default-features",
+            "--features",
+            "llvm-22",
+            "--locked",
+        ])
+        .env("LLVM_PREFIX", "/usr/lib/llvm-22"))
+}
+
+fn debian_rustc() -> Result<BpfToolchain> {
+    let dir = toolchain_dir();
+    let root = dir.join("root");
+    let tc = BpfToolchain {
+        rustc: root.join("usr/bin/rustc"),
+        ld_library_path: root.join("usr/lib/x86_64-linux-gnu"),
+    };
+    let bpf_core = root.join("usr/lib/rustlib/bpfel-unknown-none");
+    if tc.rustc.exists() && bpf_core.exists() {
+        return Ok(tc);
+    }
+    eprintln!("setup: fetching Debian rustc-web 1.96 with the bpfel core into {}", dir.display());
+    let debs = dir.join("debs");
+    fs::create_dir_all(&debs).with_context(|| format!("create {}", debs.display()))?;
+    let download = || {
+        Command::new("apt-get")
+            .arg("download")
+            .args(RUSTC_DEBS)
+            .current_dir(&debs)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !download() {
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        if !download() {
+            bail!("apt-get download {RUSTC_DEBS:?} failed");
+        }
+    }
+    let tmp = dir.join("root.partial");
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(&tmp)?;
+    for entry in fs::read_dir(&debs)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "deb") {
+            run(Command::new("dpkg").arg("-x").arg(&path).arg(&tmp))?;
+        }
+    }
+    let _ = fs::remove_dir_all(&root);
+    fs::rename(&tmp, &root)?;
+    if !tc.rustc.exists() || !bpf_core.exists() {
+        bail!("unpacked Debian rustc is incomplete in {}", root.display());
+    }
+    Ok(tc)
+}
+
+fn meminfo(field: &str) -> Result<u64> {
+    let text = fs::read_to_string("/proc/meminfo")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.trim().split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("{field} missing from /proc/meminfo"))
+}
+
+/// Makes sure at least `wanted` 2 MiB hugepages are free, raising `vm.nr_hugepages`.
+/// Not fatal when the kernel cannot provide them (the daemon then falls back to normal pages
+/// with a warning).
+pub fn hugepages(wanted: u64) -> Result<()> {
+    let free = meminfo("HugePages_Free:")?;
+    if free >= wanted {
+        return Ok(());
+    }
+    let total = meminfo("HugePages_Total:")?;
+    let target = total + (wanted - free);
+    let path = Path::new("/proc/sys/vm/nr_hugepages");
+    if let Err(e) = fs::write(path, target.to_string()) {
+        eprintln!("setup: warning: cannot raise vm.nr_hugepages to {target}: {e}");
+        return Ok(());
+    }
+    let now = meminfo("HugePages_Free:")?;
+    if now < wanted {
+        eprintln!("setup: warning: only {now} of {wanted} hugepages free after raising nr_hugepages");
+    } else {
+        eprintln!("setup: reserved hugepages: {now} free");
+    }
+    Ok(())
+}
