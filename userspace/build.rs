@@ -7,7 +7,8 @@ use std::{env, fs, path::PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LIDARXDP_BPF_OBJ");
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("lidarxdp.bpf.o");
+    let out =
+        PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("lidarxdp.bpf.o");
     match env::var_os("LIDARXDP_BPF_OBJ") {
         Some(src) => {
             let src = PathBuf::from(src);

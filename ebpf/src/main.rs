@@ -20,14 +20,11 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, XskMap},
     programs::XdpContext,
 };
-use lidarxdp_common::{
-    Counter, FILTER_MAP_CAPACITY, FilterKey, FilterValue, XSK_MAP_CAPACITY,
-};
+use lidarxdp_common::{Counter, FILTER_MAP_CAPACITY, FilterKey, FilterValue, XSK_MAP_CAPACITY};
 
 /// (port, source) -> sensor, written by userspace.
 #[map(name = "SENSORS")]
-static SENSORS: HashMap<FilterKey, FilterValue> =
-    HashMap::with_max_entries(FILTER_MAP_CAPACITY, 0);
+static SENSORS: HashMap<FilterKey, FilterValue> = HashMap::with_max_entries(FILTER_MAP_CAPACITY, 0);
 
 /// RX queue index -> AF_XDP socket.
 #[map(name = "XSKS")]

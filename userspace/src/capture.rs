@@ -24,7 +24,7 @@ use crate::{
     net::{self, NetError},
     publish::FrameSender,
     sensor::ScanPipeline,
-    xsk::XskSocket,
+    xsk::{XdpStatistics, XskCountersSnapshot, XskSocket},
 };
 
 /// Descriptors taken from the RX ring per burst (DPDK-style burst of 64).
@@ -89,6 +89,15 @@ pub struct CaptureStats {
     pub sensors: Vec<SensorCounters>,
 }
 
+/// What a capture thread reports when it ends.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CaptureExit {
+    /// The socket's `XDP_STATISTICS` at exit (`None` if the getsockopt failed).
+    pub xdp_statistics: Option<XdpStatistics>,
+    /// The socket's own RX counters at exit.
+    pub xsk: XskCountersSnapshot,
+}
+
 /// The state moved into the capture thread.
 pub struct CaptureWorker {
     /// The bound AF_XDP socket of this (interface, queue).
@@ -127,10 +136,11 @@ struct Local {
 }
 
 impl CaptureWorker {
-    /// Runs the capture loop until `stop` is set, then flushes the frames in progress.
+    /// Runs the capture loop until `stop` is set, then flushes the frames in progress and
+    /// returns the socket's final counters.
     ///
     /// Errors: creating the io_uring instance (`io_uring_setup`) or waiting on it.
-    pub fn run(mut self) -> std::io::Result<()> {
+    pub fn run(mut self) -> std::io::Result<CaptureExit> {
         let mut ring = IoUring::new(8)?;
         let fd = types::Fd(self.xsk.as_raw_fd());
         let mut poll_armed = false;
@@ -201,7 +211,17 @@ impl CaptureWorker {
         }
         self.publish(&mut out, &mut local);
         self.store(&local);
-        Ok(())
+        let xdp_statistics = match self.xsk.statistics() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                log::warn!("XDP_STATISTICS: {e}");
+                None
+            }
+        };
+        Ok(CaptureExit {
+            xdp_statistics,
+            xsk: self.xsk.counters().snapshot(),
+        })
     }
 
     fn publish(&mut self, out: &mut Vec<Frame>, local: &mut Local) {
@@ -218,7 +238,8 @@ impl CaptureWorker {
         let c = &self.stats.capture;
         c.rx_frames.store(l.rx_frames, Ordering::Relaxed);
         c.rx_bytes.store(l.rx_bytes, Ordering::Relaxed);
-        c.sensor_datagrams.store(l.sensor_datagrams, Ordering::Relaxed);
+        c.sensor_datagrams
+            .store(l.sensor_datagrams, Ordering::Relaxed);
         c.not_udp.store(l.not_udp, Ordering::Relaxed);
         c.fragments.store(l.fragments, Ordering::Relaxed);
         c.unknown_sensor.store(l.unknown_sensor, Ordering::Relaxed);

@@ -2,9 +2,8 @@
 //!
 //! ```no_run
 //! use lidarxdp::client::Subscriber;
-//! let mut sub = Subscriber::connect("127.0.0.1:7510")?;
-//! loop {
-//!     let frame = sub.next_frame()?;
+//! let mut sub = Subscriber::connect("127.0.0.1:7510".parse().unwrap())?;
+//! while let Some(frame) = sub.next_frame()? {
 //!     println!("seq {} with {} points", frame.header().sequence, frame.points().len());
 //! }
 //! # Ok::<(), lidarxdp::client::ClientError>(())
@@ -12,15 +11,15 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use crate::frame::{Frame, FrameHeader};
 use crate::point::PointXYZIRCAEDT;
 use crate::protocol::{FrameReader, Hello};
 
-/// Error of a [`Subscriber`]: connection, protocol or I/O failure, or a clean close
-/// ([`ClientError::Closed`]).
+/// Error of a [`Subscriber`]: connection, protocol or I/O failure. (A clean close between two
+/// frames is not an error: [`Subscriber::next_frame`] returns `Ok(None)`.)
 pub type ClientError = crate::protocol::ReadError;
 
 /// A connected subscriber. Reads the server's hello on connect, then one frame per
@@ -60,15 +59,17 @@ impl ReceivedFrame {
 
     /// Converts into a [`Frame`] without copying the points.
     pub fn into_frame(self) -> Frame {
-        Frame { header: self.header, points: self.points }
+        Frame {
+            header: self.header,
+            points: self.points,
+        }
     }
 }
 
 impl Subscriber {
-    /// Connects to a publisher and reads its hello.
-    ///
-    /// Tries each resolved address in turn, like [`TcpStream::connect`].
-    pub fn connect<A: ToSocketAddrs>(addr: A) -> Result<Self, ClientError> {
+    /// Connects to a publisher and reads its hello. (For a host name, resolve it with
+    /// [`std::net::ToSocketAddrs`] and use [`from_stream`](Self::from_stream) or try each address.)
+    pub fn connect(addr: SocketAddr) -> Result<Self, ClientError> {
         let stream = TcpStream::connect(addr)?;
         Self::from_stream(stream)
     }
@@ -89,7 +90,13 @@ impl Subscriber {
         let peer = stream.peer_addr()?;
         let mut reader = FrameReader::new(stream);
         let hello = reader.read_hello()?;
-        Ok(Subscriber { reader, hello, peer, last_sequence: HashMap::new(), gaps: 0 })
+        Ok(Subscriber {
+            reader,
+            hello,
+            peer,
+            last_sequence: HashMap::new(),
+            gaps: 0,
+        })
     }
 
     /// The server's hello.
@@ -115,17 +122,21 @@ impl Subscriber {
         self.gaps
     }
 
-    /// Blocks for the next frame.
-    pub fn next_frame(&mut self) -> Result<ReceivedFrame, ClientError> {
+    /// Blocks for the next frame; `Ok(None)` when the server closed the connection cleanly
+    /// between two frames (e.g. on shutdown).
+    pub fn next_frame(&mut self) -> Result<Option<ReceivedFrame>, ClientError> {
         let mut f = ReceivedFrame::default();
-        self.next_frame_into(&mut f)?;
-        Ok(f)
+        Ok(self.next_frame_into(&mut f)?.then_some(f))
     }
 
     /// Blocks for the next frame, reusing `frame`'s point buffer (no allocation once the buffer
-    /// is large enough).
-    pub fn next_frame_into(&mut self, frame: &mut ReceivedFrame) -> Result<(), ClientError> {
-        let info = self.reader.read_frame(&mut frame.points)?;
+    /// is large enough). Returns `Ok(false)` at a clean end of stream.
+    pub fn next_frame_into(&mut self, frame: &mut ReceivedFrame) -> Result<bool, ClientError> {
+        let info = match self.reader.read_frame(&mut frame.points) {
+            Ok(info) => info,
+            Err(ClientError::Closed) => return Ok(false),
+            Err(e) => return Err(e),
+        };
         frame.header = info.header;
         let h = &frame.header;
         if let Some(&seq) = self.last_sequence.get(&h.sensor_id)
@@ -134,6 +145,6 @@ impl Subscriber {
             self.gaps += h.sequence - seq - 1;
         }
         self.last_sequence.insert(h.sensor_id, h.sequence);
-        Ok(())
+        Ok(true)
     }
 }

@@ -18,6 +18,7 @@ pub mod frame;
 pub mod loader;
 pub mod net;
 pub mod offline;
+pub mod pcd;
 pub mod point;
 pub mod protocol;
 pub mod publish;

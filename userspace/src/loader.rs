@@ -34,7 +34,9 @@ pub enum AttachMode {
 #[derive(Debug, thiserror::Error)]
 pub enum LoaderError {
     /// The daemon was built without an embedded object and none was given.
-    #[error("no XDP object: this build has none embedded; build with `cargo xtask build` or pass --bpf-object FILE")]
+    #[error(
+        "no XDP object: this build has none embedded; build with `cargo xtask build` or pass --bpf-object FILE"
+    )]
     NoObject,
     /// The kernel or aya refused the object.
     #[error("loading the XDP object: {0}")]
@@ -139,18 +141,18 @@ impl XdpProgram {
             name: FILTER_MAP,
             source,
         })?;
-        let xsks = XskMap::try_from(take_map(&mut ebpf, XSK_MAP)?).map_err(|source| {
-            LoaderError::Map {
+        let xsks =
+            XskMap::try_from(take_map(&mut ebpf, XSK_MAP)?).map_err(|source| LoaderError::Map {
                 name: XSK_MAP,
                 source,
-            }
-        })?;
-        let counters = PerCpuArray::try_from(take_map(&mut ebpf, COUNTER_MAP)?).map_err(
-            |source| LoaderError::Map {
-                name: COUNTER_MAP,
-                source,
-            },
-        )?;
+            })?;
+        let counters =
+            PerCpuArray::try_from(take_map(&mut ebpf, COUNTER_MAP)?).map_err(|source| {
+                LoaderError::Map {
+                    name: COUNTER_MAP,
+                    source,
+                }
+            })?;
         Ok(Self {
             _ebpf: ebpf,
             filter,

@@ -111,14 +111,64 @@ pub struct PointField {
 
 /// Field list of [`PointXYZIRCAEDT`], in offset order.
 pub const POINT_FIELDS: [PointField; 10] = [
-    PointField { name: "x", offset: 0, datatype: datatype::FLOAT32, count: 1 },
-    PointField { name: "y", offset: 4, datatype: datatype::FLOAT32, count: 1 },
-    PointField { name: "z", offset: 8, datatype: datatype::FLOAT32, count: 1 },
-    PointField { name: "intensity", offset: 12, datatype: datatype::UINT8, count: 1 },
-    PointField { name: "return_type", offset: 13, datatype: datatype::UINT8, count: 1 },
-    PointField { name: "channel", offset: 14, datatype: datatype::UINT16, count: 1 },
-    PointField { name: "azimuth", offset: 16, datatype: datatype::FLOAT32, count: 1 },
-    PointField { name: "elevation", offset: 20, datatype: datatype::FLOAT32, count: 1 },
-    PointField { name: "distance", offset: 24, datatype: datatype::FLOAT32, count: 1 },
-    PointField { name: "time_stamp", offset: 28, datatype: datatype::UINT32, count: 1 },
+    PointField {
+        name: "x",
+        offset: 0,
+        datatype: datatype::FLOAT32,
+        count: 1,
+    },
+    PointField {
+        name: "y",
+        offset: 4,
+        datatype: datatype::FLOAT32,
+        count: 1,
+    },
+    PointField {
+        name: "z",
+        offset: 8,
+        datatype: datatype::FLOAT32,
+        count: 1,
+    },
+    PointField {
+        name: "intensity",
+        offset: 12,
+        datatype: datatype::UINT8,
+        count: 1,
+    },
+    PointField {
+        name: "return_type",
+        offset: 13,
+        datatype: datatype::UINT8,
+        count: 1,
+    },
+    PointField {
+        name: "channel",
+        offset: 14,
+        datatype: datatype::UINT16,
+        count: 1,
+    },
+    PointField {
+        name: "azimuth",
+        offset: 16,
+        datatype: datatype::FLOAT32,
+        count: 1,
+    },
+    PointField {
+        name: "elevation",
+        offset: 20,
+        datatype: datatype::FLOAT32,
+        count: 1,
+    },
+    PointField {
+        name: "distance",
+        offset: 24,
+        datatype: datatype::FLOAT32,
+        count: 1,
+    },
+    PointField {
+        name: "time_stamp",
+        offset: 28,
+        datatype: datatype::UINT32,
+        count: 1,
+    },
 ];

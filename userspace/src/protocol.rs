@@ -224,7 +224,10 @@ pub struct WireField {
 impl WireField {
     /// Whether this entry equals a static [`PointField`].
     pub fn matches(&self, f: &PointField) -> bool {
-        self.name == f.name && self.offset == f.offset && self.datatype == f.datatype && self.count == f.count
+        self.name == f.name
+            && self.offset == f.offset
+            && self.datatype == f.datatype
+            && self.count == f.count
     }
 }
 
@@ -250,7 +253,11 @@ impl FrameInfo {
             });
         }
         if self.fields.len() != POINT_FIELDS.len()
-            || !self.fields.iter().zip(POINT_FIELDS.iter()).all(|(a, b)| a.matches(b))
+            || !self
+                .fields
+                .iter()
+                .zip(POINT_FIELDS.iter())
+                .all(|(a, b)| a.matches(b))
         {
             return Err(ProtocolError::UnsupportedLayout {
                 detail: format!("field list {:?} differs from POINT_FIELDS", self.fields),
@@ -341,7 +348,10 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     if buf.len() >= 6 {
         let version = u16_at(buf, 4);
         if version != VERSION {
-            return Err(ProtocolError::UnsupportedVersion { found: version, supported: VERSION });
+            return Err(ProtocolError::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            });
         }
     }
     if buf.len() >= 8 {
@@ -357,9 +367,9 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     let header_len = u32_at(buf, 8);
     let min = match msg_type {
         MSG_HELLO => HELLO_FIXED_LEN,
-        _ => FRAME_FIXED_LEN + 16, // at least one field entry, rounded to 8
+        _ => align8(FRAME_FIXED_LEN + 11), // at least one one-letter field entry
     } as u32;
-    if header_len < min || header_len as usize > MAX_HEADER_LEN || header_len % 8 != 0 {
+    if header_len < min || header_len as usize > MAX_HEADER_LEN || !header_len.is_multiple_of(8) {
         return Err(ProtocolError::HeaderLen {
             msg_type,
             found: header_len,
@@ -380,7 +390,11 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
             (Message::Frame(info), len)
         }
     };
-    Ok(Parsed::Complete { message, header_len, payload_len })
+    Ok(Parsed::Complete {
+        message,
+        header_len,
+        payload_len,
+    })
 }
 
 fn parse_hello(h: &[u8]) -> Result<Hello, ProtocolError> {
@@ -405,7 +419,10 @@ fn parse_hello(h: &[u8]) -> Result<Hello, ProtocolError> {
         });
     }
     let server_name = std::str::from_utf8(&h[HELLO_FIXED_LEN..end])
-        .map_err(|_| ProtocolError::BadUtf8 { what: "server_name".into(), offset: HELLO_FIXED_LEN })?
+        .map_err(|_| ProtocolError::BadUtf8 {
+            what: "server_name".into(),
+            offset: HELLO_FIXED_LEN,
+        })?
         .to_owned();
     Ok(Hello {
         server_name,
@@ -419,7 +436,13 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
     // h.len() == header_len >= FRAME_FIXED_LEN, checked by the caller.
     let range = |field, offset, found: u64, min: u64, max: u64| {
         if found < min || found > max {
-            Err(ProtocolError::OutOfRange { field, offset, found, min, max })
+            Err(ProtocolError::OutOfRange {
+                field,
+                offset,
+                found,
+                min,
+                max,
+            })
         } else {
             Ok(())
         }
@@ -427,12 +450,27 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
     let field_count = u16_at(h, 14);
     range("field_count", 14, field_count.into(), 1, MAX_FIELDS.into())?;
     let point_step = u32_at(h, 52);
-    range("point_step", 52, point_step.into(), 1, MAX_POINT_STEP.into())?;
+    range(
+        "point_step",
+        52,
+        point_step.into(),
+        1,
+        MAX_POINT_STEP.into(),
+    )?;
     let point_count = u32_at(h, 56);
-    range("point_count", 56, point_count.into(), 0, MAX_POINT_COUNT.into())?;
+    range(
+        "point_count",
+        56,
+        point_count.into(),
+        0,
+        MAX_POINT_COUNT.into(),
+    )?;
     let payload = u64::from(point_count) * u64::from(point_step);
     if payload > MAX_PAYLOAD_LEN {
-        return Err(ProtocolError::PayloadTooLarge { found: payload, max: MAX_PAYLOAD_LEN });
+        return Err(ProtocolError::PayloadTooLarge {
+            found: payload,
+            max: MAX_PAYLOAD_LEN,
+        });
     }
     let header = FrameHeader {
         sensor_id: u16_at(h, 12),
@@ -472,7 +510,10 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
             return Err(overrun("entry", o, 10 + name_len as usize));
         }
         let name = std::str::from_utf8(&h[name_at..rest_at])
-            .map_err(|_| ProtocolError::BadUtf8 { what: format!("fields[{index}].name"), offset: name_at })?
+            .map_err(|_| ProtocolError::BadUtf8 {
+                what: format!("fields[{index}].name"),
+                offset: name_at,
+            })?
             .to_owned();
         let offset = u32_at(h, rest_at);
         let datatype = h[rest_at + 4];
@@ -509,10 +550,20 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
                 max: max_offset,
             });
         }
-        fields.push(WireField { name, offset, datatype, count });
+        fields.push(WireField {
+            name,
+            offset,
+            datatype,
+            count,
+        });
         o = rest_at + 9;
     }
-    Ok(FrameInfo { header, point_count, point_step, fields })
+    Ok(FrameInfo {
+        header,
+        point_count,
+        point_step,
+        fields,
+    })
 }
 
 fn put_prefix(out: &mut Vec<u8>, msg_type: u16, header_len: usize) {
@@ -588,7 +639,10 @@ pub struct FrameReader<R> {
 impl<R: Read> FrameReader<R> {
     /// Wraps a byte stream positioned at a message boundary.
     pub fn new(inner: R) -> Self {
-        FrameReader { inner, buf: Vec::with_capacity(FRAME_HEADER_LEN) }
+        FrameReader {
+            inner,
+            buf: Vec::with_capacity(FRAME_HEADER_LEN),
+        }
     }
 
     /// The underlying stream.
@@ -613,7 +667,10 @@ impl<R: Read> FrameReader<R> {
     /// After an error other than [`ReadError::Io`] with kind `WouldBlock`/`TimedOut`/
     /// `Interrupted` *before any byte of the message was read*, the stream is out of sync and
     /// must be dropped.
-    pub fn read_message(&mut self, points: &mut Vec<PointXYZIRCAEDT>) -> Result<Message, ReadError> {
+    pub fn read_message(
+        &mut self,
+        points: &mut Vec<PointXYZIRCAEDT>,
+    ) -> Result<Message, ReadError> {
         self.buf.clear();
         let mut needed = PREFIX_LEN;
         let (message, payload_len) = loop {
@@ -622,13 +679,21 @@ impl<R: Read> FrameReader<R> {
             if let Err(e) = read_full(&mut self.inner, &mut self.buf[have..]) {
                 return Err(match e {
                     Short(0) if have == 0 => ReadError::Closed,
-                    Short(got) => ReadError::Truncated { part: "header", got: have + got, needed },
+                    Short(got) => ReadError::Truncated {
+                        part: "header",
+                        got: have + got,
+                        needed,
+                    },
                     Failed(e) => ReadError::Io(e),
                 });
             }
             match parse_header(&self.buf)? {
                 Parsed::Incomplete { needed: n } => needed = n,
-                Parsed::Complete { message, payload_len, .. } => break (message, payload_len),
+                Parsed::Complete {
+                    message,
+                    payload_len,
+                    ..
+                } => break (message, payload_len),
             }
         };
         if let Message::Frame(info) = &message {
@@ -639,7 +704,11 @@ impl<R: Read> FrameReader<R> {
             debug_assert_eq!(bytes.len(), payload_len);
             if let Err(e) = read_full(&mut self.inner, bytes) {
                 return Err(match e {
-                    Short(got) => ReadError::Truncated { part: "payload", got, needed: payload_len },
+                    Short(got) => ReadError::Truncated {
+                        part: "payload",
+                        got,
+                        needed: payload_len,
+                    },
                     Failed(e) => ReadError::Io(e),
                 });
             }
@@ -652,15 +721,26 @@ impl<R: Read> FrameReader<R> {
         let mut none = Vec::new();
         match self.read_message(&mut none)? {
             Message::Hello(h) => Ok(h),
-            m => Err(ProtocolError::UnexpectedMessage { expected: "hello", found: m.kind() }.into()),
+            m => Err(ProtocolError::UnexpectedMessage {
+                expected: "hello",
+                found: m.kind(),
+            }
+            .into()),
         }
     }
 
     /// Reads the next message and requires it to be a frame (points into `points`).
-    pub fn read_frame(&mut self, points: &mut Vec<PointXYZIRCAEDT>) -> Result<FrameInfo, ReadError> {
+    pub fn read_frame(
+        &mut self,
+        points: &mut Vec<PointXYZIRCAEDT>,
+    ) -> Result<FrameInfo, ReadError> {
         match self.read_message(points)? {
             Message::Frame(f) => Ok(f),
-            m => Err(ProtocolError::UnexpectedMessage { expected: "frame", found: m.kind() }.into()),
+            m => Err(ProtocolError::UnexpectedMessage {
+                expected: "frame",
+                found: m.kind(),
+            }
+            .into()),
         }
     }
 }
@@ -751,7 +831,10 @@ mod tests {
         // First entry: "x", offset 0, float32, count 1.
         assert_eq!(&v[60..70], &[1, b'x', 0, 0, 0, 0, 7, 1, 0, 0]);
         // Last entry ends exactly at 224.
-        assert_eq!(&v[204..224], b"\x0atime_stamp\x1c\x00\x00\x00\x06\x01\x00\x00\x00");
+        assert_eq!(
+            &v[204..224],
+            b"\x0atime_stamp\x1c\x00\x00\x00\x06\x01\x00\x00\x00"
+        );
     }
 
     #[test]
@@ -759,7 +842,11 @@ mod tests {
         let h = sample_header();
         let pts = points(1000);
         let bytes = frame_bytes(&h, &pts);
-        let Ok(Parsed::Complete { message: Message::Frame(info), header_len, payload_len }) = parse_header(&bytes)
+        let Ok(Parsed::Complete {
+            message: Message::Frame(info),
+            header_len,
+            payload_len,
+        }) = parse_header(&bytes)
         else {
             panic!("not a complete frame");
         };
@@ -798,7 +885,10 @@ mod tests {
         let mut hb = Vec::new();
         encode_hello(&hello(), &mut hb);
         for n in 0..hb.len() {
-            assert!(matches!(parse_header(&hb[..n]), Ok(Parsed::Incomplete { .. })), "hello prefix {n}");
+            assert!(
+                matches!(parse_header(&hb[..n]), Ok(Parsed::Incomplete { .. })),
+                "hello prefix {n}"
+            );
         }
     }
 
@@ -808,13 +898,21 @@ mod tests {
         for n in [1, 11, 12, 100, FRAME_HEADER_LEN - 1] {
             let mut r = FrameReader::new(&bytes[..n]);
             match r.read_message(&mut Vec::new()) {
-                Err(ReadError::Truncated { part: "header", got, .. }) => assert_eq!(got, n),
+                Err(ReadError::Truncated {
+                    part: "header",
+                    got,
+                    ..
+                }) => assert_eq!(got, n),
                 other => panic!("{n}: {other:?}"),
             }
         }
         let mut r = FrameReader::new(&bytes[..FRAME_HEADER_LEN + 40]);
         match r.read_message(&mut Vec::new()) {
-            Err(ReadError::Truncated { part: "payload", got: 40, needed: 96 }) => {}
+            Err(ReadError::Truncated {
+                part: "payload",
+                got: 40,
+                needed: 96,
+            }) => {}
             other => panic!("{other:?}"),
         }
     }
@@ -827,17 +925,41 @@ mod tests {
             v[off..off + b.len()].copy_from_slice(b);
             parse_header(&v)
         };
-        assert_eq!(with(0, b"LXDQ"), Err(ProtocolError::BadMagic { found: *b"LXDQ" }));
-        assert!(matches!(parse_header(b"GET / HTTP/1.1\r\n"), Err(ProtocolError::BadMagic { .. })));
-        assert!(matches!(parse_header(b"X"), Err(ProtocolError::BadMagic { .. })));
+        assert_eq!(
+            with(0, b"LXDQ"),
+            Err(ProtocolError::BadMagic { found: *b"LXDQ" })
+        );
+        assert!(matches!(
+            parse_header(b"GET / HTTP/1.1\r\n"),
+            Err(ProtocolError::BadMagic { .. })
+        ));
+        assert!(matches!(
+            parse_header(b"X"),
+            Err(ProtocolError::BadMagic { .. })
+        ));
         assert_eq!(
             with(4, &2u16.to_le_bytes()),
-            Err(ProtocolError::UnsupportedVersion { found: 2, supported: 1 })
+            Err(ProtocolError::UnsupportedVersion {
+                found: 2,
+                supported: 1
+            })
         );
-        assert_eq!(with(6, &9u16.to_le_bytes()), Err(ProtocolError::UnknownMessageType { found: 9 }));
-        assert!(matches!(with(8, &225u32.to_le_bytes()), Err(ProtocolError::HeaderLen { found: 225, .. })));
-        assert!(matches!(with(8, &8u32.to_le_bytes()), Err(ProtocolError::HeaderLen { found: 8, .. })));
-        assert!(matches!(with(8, &u32::MAX.to_le_bytes()), Err(ProtocolError::HeaderLen { .. })));
+        assert_eq!(
+            with(6, &9u16.to_le_bytes()),
+            Err(ProtocolError::UnknownMessageType { found: 9 })
+        );
+        assert!(matches!(
+            with(8, &225u32.to_le_bytes()),
+            Err(ProtocolError::HeaderLen { found: 225, .. })
+        ));
+        assert!(matches!(
+            with(8, &8u32.to_le_bytes()),
+            Err(ProtocolError::HeaderLen { found: 8, .. })
+        ));
+        assert!(matches!(
+            with(8, &u32::MAX.to_le_bytes()),
+            Err(ProtocolError::HeaderLen { .. })
+        ));
         let e = with(56, &u32::MAX.to_le_bytes()).unwrap_err();
         assert_eq!(
             e,
@@ -851,17 +973,62 @@ mod tests {
         );
         assert!(e.to_string().contains("point_count"), "{e}");
         assert!(e.to_string().contains("0..=4194304"), "{e}");
-        assert!(matches!(with(52, &0u32.to_le_bytes()), Err(ProtocolError::OutOfRange { field: "point_step", .. })));
+        assert!(matches!(
+            with(52, &0u32.to_le_bytes()),
+            Err(ProtocolError::OutOfRange {
+                field: "point_step",
+                ..
+            })
+        ));
         let mut v = good.clone();
         v[52..56].copy_from_slice(&1024u32.to_le_bytes());
         v[56..60].copy_from_slice(&MAX_POINT_COUNT.to_le_bytes());
-        assert!(matches!(parse_header(&v), Err(ProtocolError::PayloadTooLarge { found: 0x1_0000_0000, .. })));
-        assert!(matches!(with(14, &0u16.to_le_bytes()), Err(ProtocolError::OutOfRange { field: "field_count", .. })));
-        assert!(matches!(with(14, &60u16.to_le_bytes()), Err(ProtocolError::HeaderOverrun { .. })));
-        assert!(matches!(with(66, &[9]), Err(ProtocolError::BadField { index: 0, field: "datatype", .. })));
-        assert!(matches!(with(62, &[31, 0, 0, 0]), Err(ProtocolError::BadField { index: 0, field: "offset", .. })));
-        assert!(matches!(with(60, &[0]), Err(ProtocolError::BadField { index: 0, field: "name_len", .. })));
-        assert!(matches!(with(61, &[0xff]), Err(ProtocolError::BadUtf8 { .. })));
+        assert!(matches!(
+            parse_header(&v),
+            Err(ProtocolError::PayloadTooLarge {
+                found: 0x1_0000_0000,
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(14, &0u16.to_le_bytes()),
+            Err(ProtocolError::OutOfRange {
+                field: "field_count",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(14, &60u16.to_le_bytes()),
+            Err(ProtocolError::HeaderOverrun { .. })
+        ));
+        assert!(matches!(
+            with(66, &[9]),
+            Err(ProtocolError::BadField {
+                index: 0,
+                field: "datatype",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(62, &[31, 0, 0, 0]),
+            Err(ProtocolError::BadField {
+                index: 0,
+                field: "offset",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(60, &[0]),
+            Err(ProtocolError::BadField {
+                index: 0,
+                field: "name_len",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(61, &[0xff]),
+            Err(ProtocolError::BadUtf8 { .. })
+        ));
         // Layout mismatch is detected by the reader, not the parser.
         let mut v = good.clone();
         v[61] = b'q';
@@ -870,6 +1037,68 @@ mod tests {
             r.read_message(&mut Vec::new()),
             Err(ReadError::Protocol(ProtocolError::UnsupportedLayout { .. }))
         ));
+    }
+
+    /// The hex examples in docs/protocol.md are what the encoder produces.
+    #[test]
+    fn docs_examples_match_the_encoder() {
+        let doc = include_str!("../../docs/protocol.md");
+        let mut dumps: Vec<Vec<u8>> = Vec::new();
+        let mut in_block = false;
+        for line in doc.lines() {
+            if line.starts_with("```") {
+                in_block = !in_block;
+                if in_block {
+                    dumps.push(Vec::new());
+                }
+            } else if in_block && line.len() > 6 && line.as_bytes()[4] == b' ' {
+                let hex = &line[6..line.len().min(6 + 48)];
+                let last = dumps.last_mut().unwrap();
+                last.extend(
+                    hex.split_whitespace()
+                        .map(|b| u8::from_str_radix(b, 16).unwrap()),
+                );
+            }
+        }
+        let mut hello_bytes = Vec::new();
+        encode_hello(&hello(), &mut hello_bytes);
+        assert_eq!(dumps[0], hello_bytes);
+        let h = FrameHeader {
+            sensor_id: 1,
+            sequence: 42,
+            start_ns: 1_700_000_000_100_000_000,
+            host_ns: 1_700_000_000_100_250_000,
+            packets_received: 75,
+            packets_expected: 76,
+            packets_malformed: 0,
+        };
+        let pts = [
+            PointXYZIRCAEDT {
+                x: 1.0,
+                y: 0.5,
+                z: -0.25,
+                intensity: 100,
+                return_type: 3,
+                channel: 7,
+                azimuth: 0.0,
+                elevation: -0.261_799_4,
+                distance: 1.1456,
+                time_stamp: 0,
+            },
+            PointXYZIRCAEDT {
+                x: 10.0,
+                y: -2.0,
+                z: 0.75,
+                intensity: 12,
+                return_type: 1,
+                channel: 15,
+                azimuth: std::f32::consts::PI,
+                elevation: 0.261_799_4,
+                distance: 10.225,
+                time_stamp: 2304,
+            },
+        ];
+        assert_eq!(dumps[1], frame_bytes(&h, &pts));
     }
 
     #[test]

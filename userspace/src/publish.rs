@@ -44,8 +44,10 @@ use crate::point::PointXYZIRCAEDT;
 use crate::protocol::{self, FRAME_HEADER_LEN, Hello, MAX_POINT_COUNT};
 
 /// Default listen address of the publisher.
-pub const DEFAULT_LISTEN: SocketAddr =
-    SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 7510));
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    7510,
+));
 
 /// Publisher settings.
 #[derive(Clone, Debug)]
@@ -62,11 +64,21 @@ pub struct PublisherConfig {
     /// queue directly (not through a [`FrameSender`]) within this delay. `None` relies on the
     /// [`FrameSender`]'s eventfd only. Default 10 ms.
     pub idle_poll: Option<Duration>,
+    /// On [`PublisherHandle::shutdown`], how long subscribers may take to receive the frames
+    /// already queued for them (including frames still in the input queue) before they are
+    /// disconnected anyway. Default 2 s.
+    pub linger: Duration,
 }
 
 impl Default for PublisherConfig {
     fn default() -> Self {
-        PublisherConfig { listen: DEFAULT_LISTEN, max_subscribers: 16, queue_depth: 4, idle_poll: Some(Duration::from_millis(10)) }
+        PublisherConfig {
+            listen: DEFAULT_LISTEN,
+            max_subscribers: 16,
+            queue_depth: 4,
+            idle_poll: Some(Duration::from_millis(10)),
+            linger: Duration::from_secs(2),
+        }
     }
 }
 
@@ -161,6 +173,20 @@ pub struct FrameSender {
 }
 
 impl FrameSender {
+    /// A sender for `publisher`. `frames` must be the queue the publisher was spawned with
+    /// (otherwise its frames are never published); same as [`PublisherHandle::frame_sender`].
+    pub fn new(frames: Arc<ArrayQueue<Frame>>, publisher: &PublisherHandle) -> Self {
+        if !Arc::ptr_eq(&frames, &publisher.frames) {
+            log::warn!(
+                "FrameSender::new: queue differs from the publisher's; frames will not be published"
+            );
+        }
+        FrameSender {
+            frames,
+            shared: publisher.shared.clone(),
+        }
+    }
+
     /// Queues a frame for publishing and wakes the publisher. Returns `false` (and counts the
     /// drop) if the queue is full; the frame is then dropped.
     pub fn send(&self, frame: Frame) -> bool {
@@ -208,12 +234,17 @@ impl Publisher {
     ///
     /// Errors: bind failure, io_uring unavailable (e.g. `kernel.io_uring_disabled`), eventfd
     /// or thread creation failure.
-    pub fn spawn(cfg: PublisherConfig, frames: Arc<ArrayQueue<Frame>>) -> io::Result<PublisherHandle> {
+    pub fn spawn(
+        cfg: PublisherConfig,
+        frames: Arc<ArrayQueue<Frame>>,
+    ) -> io::Result<PublisherHandle> {
         let listener = TcpListener::bind(cfg.listen)?;
         let local_addr = listener.local_addr()?;
         let max_subscribers = cfg.max_subscribers.max(1);
         let queue_depth = cfg.queue_depth.max(1);
-        let entries = (max_subscribers * 3 + 16).next_power_of_two().clamp(64, 4096) as u32;
+        let entries = (max_subscribers * 3 + 16)
+            .next_power_of_two()
+            .clamp(64, 4096) as u32;
         let ring = IoUring::new(entries)?;
         // SAFETY: plain syscall; the returned fd (checked) is owned by the OwnedFd below.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -226,31 +257,46 @@ impl Publisher {
             counters: Counters::default(),
             stop: AtomicBool::new(false),
             wake,
-            pool: ArrayQueue::new(8),
+            pool: ArrayQueue::new(4),
         });
-        let state = Loop {
-            ring,
-            listener,
-            frames: frames.clone(),
-            shared: shared.clone(),
-            max_subscribers,
-            queue_depth,
-            idle_poll: cfg.idle_poll,
-            subs: Vec::new(),
-            free: Vec::new(),
-            active: 0,
-            inflight: 0,
-            accept_armed: false,
-            accept_retry_at: None,
-            wake_armed: false,
-            stopping: false,
-            cqes: Vec::with_capacity(entries as usize * 2),
-        };
-        let thread = std::thread::Builder::new().name("lidarxdp-publish".into()).spawn(move || {
-            let mut state = state;
-            state.run()
-        })?;
-        Ok(PublisherHandle { local_addr, shared, frames, thread: Some(thread) })
+        let (frames2, shared2) = (frames.clone(), shared.clone());
+        let (idle_poll, linger) = (cfg.idle_poll, cfg.linger);
+        let thread = std::thread::Builder::new()
+            .name("lidarxdp-publish".into())
+            .spawn(move || {
+                // Built on the publisher thread: `Loop` holds raw pointers (msghdr) and is not Send.
+                let mut state = Loop {
+                    ring,
+                    listener,
+                    frames: frames2,
+                    shared: shared2,
+                    max_subscribers,
+                    queue_depth,
+                    idle_poll,
+                    linger,
+                    stop_deadline: None,
+                    subs: Vec::new(),
+                    free: Vec::new(),
+                    active: 0,
+                    inflight: 0,
+                    accept_armed: false,
+                    accept_retry_at: None,
+                    wake_armed: false,
+                    stopping: false,
+                    cqes: Vec::with_capacity(entries as usize * 2),
+                };
+                let r = state.run();
+                if let Err(e) = &r {
+                    log::error!("publisher thread failed: {e}");
+                }
+                r
+            })?;
+        Ok(PublisherHandle {
+            local_addr,
+            shared,
+            frames,
+            thread: Some(thread),
+        })
     }
 }
 
@@ -265,7 +311,9 @@ pub struct PublisherHandle {
 
 impl std::fmt::Debug for PublisherHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PublisherHandle").field("local_addr", &self.local_addr).finish_non_exhaustive()
+        f.debug_struct("PublisherHandle")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -277,7 +325,10 @@ impl PublisherHandle {
 
     /// A sender for the decoder side, bound to this publisher's queue and wake-up eventfd.
     pub fn frame_sender(&self) -> FrameSender {
-        FrameSender { frames: self.frames.clone(), shared: self.shared.clone() }
+        FrameSender {
+            frames: self.frames.clone(),
+            shared: self.shared.clone(),
+        }
     }
 
     /// Counter snapshot.
@@ -297,15 +348,20 @@ impl PublisherHandle {
         }
     }
 
-    /// Stops the publisher: closes every subscriber (frames still queued are not sent), waits
-    /// for all in-flight io_uring operations to finish and joins the thread. Returns the
-    /// thread's error, if it failed.
-    pub fn shutdown(mut self) -> io::Result<()> {
-        self.stop()
+    /// Stops the publisher and returns its final counters: stops accepting, publishes the
+    /// frames still in the input queue, lets each subscriber receive what is queued for it for
+    /// up to [`PublisherConfig::linger`], then closes every connection (clients see a clean
+    /// end of stream between two messages), waits for all in-flight io_uring operations to
+    /// finish and joins the thread. Errors if the thread failed.
+    pub fn shutdown(mut self) -> io::Result<PublisherCounters> {
+        self.stop()?;
+        Ok(self.counters())
     }
 
     fn stop(&mut self) -> io::Result<()> {
-        let Some(t) = self.thread.take() else { return Ok(()) };
+        let Some(t) = self.thread.take() else {
+            return Ok(());
+        };
         self.shared.stop.store(true, Relaxed);
         self.shared.notify();
         match t.join() {
@@ -384,6 +440,9 @@ struct Loop {
     max_subscribers: usize,
     queue_depth: usize,
     idle_poll: Option<Duration>,
+    linger: Duration,
+    /// Set when stopping: subscribers still sending after it are disconnected.
+    stop_deadline: Option<Instant>,
     subs: Vec<Option<Sub>>,
     free: Vec<usize>,
     /// Subscribers not closing.
@@ -420,6 +479,15 @@ impl Loop {
             if self.stopping && self.inflight == 0 {
                 break;
             }
+            if self.stop_deadline.is_some_and(|t| Instant::now() >= t) {
+                self.stop_deadline = None;
+                log::warn!(
+                    "publisher: linger time over, disconnecting subscribers still receiving"
+                );
+                for slot in 0..self.subs.len() {
+                    self.close_sub(slot)?;
+                }
+            }
             if !self.stopping {
                 self.drain_input()?;
                 if !self.accept_armed && self.accept_retry_at.is_some_and(|t| Instant::now() >= t) {
@@ -429,7 +497,11 @@ impl Loop {
             }
             self.wait()?;
             self.cqes.clear();
-            self.cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+            self.cqes.extend(
+                self.ring
+                    .completion()
+                    .map(|c| (c.user_data(), c.result(), c.flags())),
+            );
             for i in 0..self.cqes.len() {
                 let (u, res, flags) = self.cqes[i];
                 match ud_kind(u) {
@@ -446,14 +518,20 @@ impl Loop {
 
     /// Submits pending SQEs and waits for at least one CQE (or the idle timeout).
     fn wait(&mut self) -> io::Result<()> {
-        let mut timeout = if self.stopping { Some(Duration::from_millis(100)) } else { self.idle_poll };
+        let mut timeout = if self.stopping {
+            Some(Duration::from_millis(20))
+        } else {
+            self.idle_poll
+        };
         if let Some(t) = self.accept_retry_at {
             let d = t.saturating_duration_since(Instant::now());
             timeout = Some(timeout.map_or(d, |x| x.min(d)));
         }
         let r = match timeout {
             Some(d) => {
-                let ts = types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos());
+                let ts = types::Timespec::new()
+                    .sec(d.as_secs())
+                    .nsec(d.subsec_nanos());
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.ring.submitter().submit_with_args(1, &args)
             }
@@ -461,7 +539,14 @@ impl Loop {
         };
         match r {
             Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY)) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
@@ -506,13 +591,17 @@ impl Loop {
     }
 
     fn cancel(&mut self, target: u64) -> io::Result<()> {
-        let e = opcode::AsyncCancel::new(target).build().user_data(ud(K_CANCEL, 0, 0));
+        let e = opcode::AsyncCancel::new(target)
+            .build()
+            .user_data(ud(K_CANCEL, 0, 0));
         // SAFETY: a cancel request references no memory.
         unsafe { self.push(e) }
     }
 
     fn begin_stop(&mut self) -> io::Result<()> {
+        self.drain_input()?;
         self.stopping = true;
+        self.stop_deadline = Some(Instant::now() + self.linger);
         if self.accept_armed {
             self.cancel(ud(K_ACCEPT, 0, 0))?;
         }
@@ -520,7 +609,13 @@ impl Loop {
             self.cancel(ud(K_WAKE, 0, 0))?;
         }
         for slot in 0..self.subs.len() {
-            self.close_sub(slot)?;
+            // Idle subscribers are closed now; busy ones when their queue is empty.
+            if self.subs[slot]
+                .as_ref()
+                .is_some_and(|s| s.current.is_none())
+            {
+                self.close_sub(slot)?;
+            }
         }
         Ok(())
     }
@@ -532,7 +627,10 @@ impl Loop {
         }
         if res < 0 {
             if !self.stopping && res != -libc::ECANCELED {
-                log::warn!("publisher: accept failed: {}", io::Error::from_raw_os_error(-res));
+                log::warn!(
+                    "publisher: accept failed: {}",
+                    io::Error::from_raw_os_error(-res)
+                );
             }
             if !self.accept_armed && !self.stopping {
                 // Back off (e.g. EMFILE) instead of spinning on a failing accept.
@@ -548,7 +646,10 @@ impl Loop {
         let c = &self.shared.counters;
         if self.stopping || self.active >= self.max_subscribers {
             add(&c.subscribers_rejected, 1);
-            log::info!("publisher: rejecting subscriber (max_subscribers = {})", self.max_subscribers);
+            log::info!(
+                "publisher: rejecting subscriber (max_subscribers = {})",
+                self.max_subscribers
+            );
             return Ok(()); // closes fd
         }
         set_nodelay(fd.as_raw_fd());
@@ -560,11 +661,17 @@ impl Loop {
                     server_name: concat!("lidarxdp/", env!("CARGO_PKG_VERSION")).into(),
                     max_subscribers: self.max_subscribers as u32,
                     queue_depth: self.queue_depth as u32,
-                    server_time_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+                    server_time_ns: SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64),
                 },
                 &mut header,
             );
-            Arc::new(Outgoing { header, points: Vec::new(), is_frame: false })
+            Arc::new(Outgoing {
+                header,
+                points: Vec::new(),
+                is_frame: false,
+            })
         };
         let sub = Sub {
             fd,
@@ -591,13 +698,18 @@ impl Loop {
         self.active += 1;
         add(&c.subscribers, 1);
         add(&c.subscribers_accepted, 1);
-        log::info!("publisher: subscriber {slot} connected ({} active)", self.active);
+        log::info!(
+            "publisher: subscriber {slot} connected ({} active)",
+            self.active
+        );
         self.submit_send(slot)?;
         self.arm_hup(slot)
     }
 
     fn arm_hup(&mut self, slot: usize) -> io::Result<()> {
-        let Some(sub) = self.subs[slot].as_mut() else { return Ok(()) };
+        let Some(sub) = self.subs[slot].as_mut() else {
+            return Ok(());
+        };
         let e = opcode::PollAdd::new(
             types::Fd(sub.fd.as_raw_fd()),
             (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) as u32,
@@ -616,7 +728,10 @@ impl Loop {
             self.wake_armed = false;
             if !self.stopping {
                 if res < 0 && res != -libc::ECANCELED {
-                    log::warn!("publisher: wake poll failed: {}", io::Error::from_raw_os_error(-res));
+                    log::warn!(
+                        "publisher: wake poll failed: {}",
+                        io::Error::from_raw_os_error(-res)
+                    );
                 }
                 self.arm_wake()?;
             }
@@ -648,9 +763,15 @@ impl Loop {
         }
         let mut header = Vec::with_capacity(FRAME_HEADER_LEN);
         protocol::encode_frame_header(&frame.header, frame.points.len() as u32, &mut header);
-        let out = Arc::new(Outgoing { header, points: frame.points, is_frame: true });
+        let out = Arc::new(Outgoing {
+            header,
+            points: frame.points,
+            is_frame: true,
+        });
         for slot in 0..self.subs.len() {
-            let Some(sub) = self.subs[slot].as_mut() else { continue };
+            let Some(sub) = self.subs[slot].as_mut() else {
+                continue;
+            };
             if sub.closing {
                 continue;
             }
@@ -674,11 +795,18 @@ impl Loop {
 
     /// Submits a send of the unsent rest of the subscriber's current message.
     fn submit_send(&mut self, slot: usize) -> io::Result<()> {
-        let Some(sub) = self.subs[slot].as_mut() else { return Ok(()) };
-        let Some(cur) = sub.current.as_ref() else { return Ok(()) };
+        let Some(sub) = self.subs[slot].as_mut() else {
+            return Ok(());
+        };
+        let Some(cur) = sub.current.as_ref() else {
+            return Ok(());
+        };
         let header = &cur.header[..];
         let payload = cur.payload();
-        let iov = |s: &[u8]| libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
+        let iov = |s: &[u8]| libc::iovec {
+            iov_base: s.as_ptr() as *mut libc::c_void,
+            iov_len: s.len(),
+        };
         let n = if sub.written < header.len() {
             sub.buf.iov[0] = iov(&header[sub.written..]);
             sub.buf.iov[1] = iov(payload);
@@ -704,7 +832,9 @@ impl Loop {
 
     fn on_send(&mut self, slot: usize, generation: u32, res: i32) -> io::Result<()> {
         self.inflight -= 1;
-        let Some(sub) = self.subs.get_mut(slot).and_then(|s| s.as_mut()) else { return Ok(()) };
+        let Some(sub) = self.subs.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return Ok(());
+        };
         if sub.generation != generation {
             return Ok(());
         }
@@ -718,7 +848,10 @@ impl Loop {
         }
         if res <= 0 {
             if res < 0 {
-                log::info!("publisher: subscriber {slot}: send failed: {}", io::Error::from_raw_os_error(-res));
+                log::info!(
+                    "publisher: subscriber {slot}: send failed: {}",
+                    io::Error::from_raw_os_error(-res)
+                );
             } else {
                 log::info!("publisher: subscriber {slot}: sent 0 bytes, closing");
             }
@@ -726,7 +859,10 @@ impl Loop {
         }
         add(&self.shared.counters.bytes_sent, res as u64);
         sub.written += res as usize;
-        let cur = sub.current.as_ref().expect("send completion without a current message");
+        let cur = sub
+            .current
+            .as_ref()
+            .expect("send completion without a current message");
         if sub.written < cur.len() {
             return self.submit_send(slot); // partial send: resume
         }
@@ -740,12 +876,20 @@ impl Loop {
         if let Some(done) = done {
             recycle(&self.shared.pool, done);
         }
-        if more { self.submit_send(slot) } else { Ok(()) }
+        if more {
+            self.submit_send(slot)
+        } else if self.stopping {
+            self.close_sub(slot)
+        } else {
+            Ok(())
+        }
     }
 
     fn on_hup(&mut self, slot: usize, generation: u32, res: i32) -> io::Result<()> {
         self.inflight -= 1;
-        let Some(sub) = self.subs.get_mut(slot).and_then(|s| s.as_mut()) else { return Ok(()) };
+        let Some(sub) = self.subs.get_mut(slot).and_then(|s| s.as_mut()) else {
+            return Ok(());
+        };
         if sub.generation != generation {
             return Ok(());
         }
@@ -755,7 +899,10 @@ impl Loop {
             return Ok(());
         }
         if res < 0 && res != -libc::ECANCELED {
-            log::debug!("publisher: subscriber {slot}: poll failed: {}", io::Error::from_raw_os_error(-res));
+            log::debug!(
+                "publisher: subscriber {slot}: poll failed: {}",
+                io::Error::from_raw_os_error(-res)
+            );
         }
         log::info!("publisher: subscriber {slot} hung up");
         self.close_sub(slot)
@@ -763,7 +910,9 @@ impl Loop {
 
     /// Starts removing a subscriber: cancels its operations; it is freed once they completed.
     fn close_sub(&mut self, slot: usize) -> io::Result<()> {
-        let Some(sub) = self.subs[slot].as_mut() else { return Ok(()) };
+        let Some(sub) = self.subs[slot].as_mut() else {
+            return Ok(());
+        };
         if sub.closing {
             return Ok(());
         }
@@ -790,7 +939,9 @@ impl Loop {
     }
 
     fn maybe_free(&mut self, slot: usize) {
-        let done = self.subs[slot].as_ref().is_some_and(|s| s.closing && !s.send_pending && !s.poll_pending);
+        let done = self.subs[slot]
+            .as_ref()
+            .is_some_and(|s| s.closing && !s.send_pending && !s.poll_pending);
         if done {
             if let Some(mut sub) = self.subs[slot].take()
                 && let Some(cur) = sub.current.take()

@@ -1,1 +1,548 @@
-//! TODO
+//! Replays the UDP payloads of a pcap capture to a UDP address, at recorded timing, a fixed
+//! packet rate, or as fast as possible.
+//!
+//! Pacing uses an absolute schedule against the monotonic clock: packet *i* is due at
+//! `start + offset_i` (recorded offset, or `i / pps`), never at "previous send + gap", so send
+//! jitter and sleep overshoot do not accumulate into drift. The sender sleeps until ~100 µs
+//! before the deadline and spins the rest, which keeps per-packet error in the microseconds.
+//! If the sender falls more than 1 ms behind the schedule it logs a warning (at most once a
+//! second) and catches up by sending late packets back to back.
+//!
+//! Records are parsed as Ethernet (with optional 802.1Q/802.1ad tags), Linux cooked capture
+//! (SLL) or raw IPv4, then IPv4 and UDP. Non-IPv4/UDP records and non-first IPv4 fragments are
+//! skipped and counted; a first fragment is skipped too (its payload is incomplete). Classic
+//! pcap and pcapng files are both accepted.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use pcap_file::DataLink;
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::{Block, PcapNgReader};
+use thiserror::Error;
+
+/// Sending rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rate {
+    /// The capture's recorded inter-packet timing.
+    Realtime,
+    /// A fixed number of datagrams per second.
+    Pps(u32),
+    /// As fast as the socket accepts them.
+    Max,
+}
+
+impl FromStr for Rate {
+    type Err = String;
+    /// `realtime`, `max`, or a positive integer (packets per second).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "realtime" | "real" => Ok(Rate::Realtime),
+            "max" => Ok(Rate::Max),
+            n => match n.trim_end_matches("pps").parse::<u32>() {
+                Ok(p) if p > 0 => Ok(Rate::Pps(p)),
+                _ => Err(format!(
+                    "rate {s:?}: expected `realtime`, `max` or packets per second (1..=4294967295)"
+                )),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rate::Realtime => f.write_str("realtime"),
+            Rate::Pps(p) => write!(f, "{p}"),
+            Rate::Max => f.write_str("max"),
+        }
+    }
+}
+
+/// What to replay, where, and how fast.
+#[derive(Clone, Debug)]
+pub struct ReplayConfig {
+    /// Capture file (classic pcap or pcapng).
+    pub pcap: PathBuf,
+    /// Destination of the datagrams.
+    pub to: SocketAddr,
+    /// Sending rate.
+    pub rate: Rate,
+    /// Times to send the capture; 0 is treated as 1. With [`Rate::Realtime`], each loop starts
+    /// one average inter-packet gap after the previous one's last packet.
+    pub loops: u32,
+    /// Only send datagrams whose UDP destination port in the capture equals this.
+    pub udp_port_filter: Option<u16>,
+}
+
+/// Outcome of [`replay`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayStats {
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Payload bytes sent.
+    pub bytes: u64,
+    /// Time from the schedule's start (the first send) to after the last send.
+    pub elapsed: Duration,
+    /// Wall-clock time (CLOCK_REALTIME) of the schedule's start, ns since the Unix epoch: datagram
+    /// *i* is due at this time plus its offset (to compare with receive timestamps).
+    pub start_unix_ns: u64,
+    /// Datagrams sent more than 1 ms after their scheduled time.
+    pub late: u64,
+    /// Largest lateness behind the schedule.
+    pub max_lag: Duration,
+    /// Sends that failed with a transient error (e.g. `ECONNREFUSED` from an earlier ICMP
+    /// port-unreachable, `ENOBUFS`) and were skipped.
+    pub send_errors: u64,
+    /// Records skipped: not IPv4/UDP, fragmented, truncated, or filtered out by port.
+    pub skipped: u64,
+}
+
+/// A replay failure.
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    /// The capture could not be opened.
+    #[error("open {path}: {source}")]
+    Open {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: io::Error,
+    },
+    /// The capture is not valid pcap/pcapng.
+    #[error("read {path}: {source}")]
+    Pcap {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: pcap_file::PcapError,
+    },
+    /// Link type other than Ethernet, Linux SLL, raw IP.
+    #[error("{path}: unsupported link type {link:?} (expected Ethernet, Linux SLL or raw IPv4)")]
+    LinkType {
+        /// File.
+        path: PathBuf,
+        /// The capture's link type.
+        link: DataLink,
+    },
+    /// Socket setup or a non-transient send error.
+    #[error("UDP socket to {to}: {source}")]
+    Socket {
+        /// Destination.
+        to: SocketAddr,
+        /// Cause.
+        source: io::Error,
+    },
+}
+
+/// One UDP datagram from a capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturedDatagram {
+    /// Record time (since the Unix epoch, as stored in the capture).
+    pub timestamp: Duration,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// UDP payload.
+    pub payload: Vec<u8>,
+}
+
+/// Reads the UDP/IPv4 datagrams of a capture, in file order. Returns them and the number of
+/// records skipped (not IPv4/UDP, fragmented, truncated, or not matching `dst_port_filter`).
+pub fn read_udp_datagrams(
+    path: &Path,
+    dst_port_filter: Option<u16>,
+) -> Result<(Vec<CapturedDatagram>, u64), ReplayError> {
+    let open_err = |source| ReplayError::Open {
+        path: path.to_owned(),
+        source,
+    };
+    let pcap_err = |source| ReplayError::Pcap {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = BufReader::new(File::open(path).map_err(open_err)?);
+    let mut magic = [0u8; 4];
+    file.read_exact(&mut magic).map_err(open_err)?;
+    let file = io::Cursor::new(magic).chain(file);
+    let mut out = Vec::new();
+    let mut skipped = 0u64;
+    let mut take = |link: DataLink, ts: Duration, data: &[u8]| match udp_of_record(link, data) {
+        Some(d) if dst_port_filter.is_none_or(|p| p == d.dst_port) => out.push(CapturedDatagram {
+            timestamp: ts,
+            src_port: d.src_port,
+            dst_port: d.dst_port,
+            payload: d.payload.to_vec(),
+        }),
+        _ => skipped += 1,
+    };
+    let supported = |l: DataLink| {
+        matches!(
+            l,
+            DataLink::ETHERNET | DataLink::LINUX_SLL | DataLink::RAW | DataLink::IPV4
+        )
+    };
+    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
+        let mut r = PcapNgReader::new(file).map_err(pcap_err)?;
+        let mut links: Vec<DataLink> = Vec::new();
+        while let Some(block) = r.next_block() {
+            match block.map_err(pcap_err)? {
+                Block::SectionHeader(_) => links.clear(),
+                Block::InterfaceDescription(i) => links.push(i.linktype),
+                Block::EnhancedPacket(p) => {
+                    let link = links
+                        .get(p.interface_id as usize)
+                        .copied()
+                        .unwrap_or(DataLink::ETHERNET);
+                    if !supported(link) {
+                        return Err(ReplayError::LinkType {
+                            path: path.to_owned(),
+                            link,
+                        });
+                    }
+                    take(link, p.timestamp, &p.data);
+                }
+                Block::SimplePacket(p) => take(
+                    links.first().copied().unwrap_or(DataLink::ETHERNET),
+                    Duration::ZERO,
+                    &p.data,
+                ),
+                _ => {}
+            }
+        }
+    } else {
+        let mut r = PcapReader::new(file).map_err(pcap_err)?;
+        let link = r.header().datalink;
+        if !supported(link) {
+            return Err(ReplayError::LinkType {
+                path: path.to_owned(),
+                link,
+            });
+        }
+        while let Some(p) = r.next_packet() {
+            let p = p.map_err(pcap_err)?;
+            take(link, p.timestamp, &p.data);
+        }
+    }
+    Ok((out, skipped))
+}
+
+/// Sends the capture's UDP payloads to `cfg.to` from an ephemeral UDP socket.
+///
+/// The whole capture is loaded into memory first, so file reading never disturbs the pacing.
+pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
+    let (datagrams, skipped) = read_udp_datagrams(&cfg.pcap, cfg.udp_port_filter)?;
+    if datagrams.is_empty() {
+        log::warn!(
+            "replay: {} has no matching IPv4/UDP datagrams",
+            cfg.pcap.display()
+        );
+    }
+    let sock_err = |source| ReplayError::Socket { to: cfg.to, source };
+    let bind: SocketAddr = if cfg.to.is_ipv4() {
+        "0.0.0.0:0".parse()
+    } else {
+        "[::]:0".parse()
+    }
+    .expect("literal address");
+    let sock = UdpSocket::bind(bind).map_err(sock_err)?;
+    sock.connect(cfg.to).map_err(sock_err)?;
+    let schedule = Schedule::new(cfg.rate, &datagrams);
+    let loops = cfg.loops.max(1);
+    let mut stats = ReplayStats {
+        skipped,
+        ..ReplayStats::default()
+    };
+    let mut last_warn: Option<Instant> = None;
+    let start = Instant::now();
+    stats.start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut i: u64 = 0;
+    for l in 0..loops {
+        for (j, d) in datagrams.iter().enumerate() {
+            if let Some(due) = schedule.offset(l, j, i) {
+                let due = start + due;
+                let lag = wait_until(due);
+                if lag > Duration::from_millis(1) {
+                    stats.late += 1;
+                    if last_warn.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                        last_warn = Some(Instant::now());
+                        log::warn!(
+                            "replay: {:.3} ms behind schedule at datagram {i}",
+                            lag.as_secs_f64() * 1e3
+                        );
+                    }
+                }
+                stats.max_lag = stats.max_lag.max(lag);
+            }
+            match send(&sock, &d.payload) {
+                Ok(()) => {
+                    stats.sent += 1;
+                    stats.bytes += d.payload.len() as u64;
+                }
+                Err(e) if transient(&e) => {
+                    stats.send_errors += 1;
+                    log::debug!("replay: send: {e}");
+                }
+                Err(e) => return Err(sock_err(e)),
+            }
+            i += 1;
+        }
+    }
+    stats.elapsed = start.elapsed();
+    if stats.late > 0 {
+        log::warn!(
+            "replay: {} of {} datagrams were > 1 ms late (max {:.3} ms)",
+            stats.late,
+            stats.sent,
+            stats.max_lag.as_secs_f64() * 1e3
+        );
+    }
+    Ok(stats)
+}
+
+fn send(sock: &UdpSocket, payload: &[u8]) -> io::Result<()> {
+    loop {
+        match sock.send(payload) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ECONNREFUSED
+                | libc::ENOBUFS
+                | libc::EAGAIN
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+        )
+    )
+}
+
+/// Sleeps until ~100 µs before `due`, then spins; returns how late we are at return.
+fn wait_until(due: Instant) -> Duration {
+    const SPIN: Duration = Duration::from_micros(100);
+    let now = Instant::now();
+    if now >= due {
+        return now - due;
+    }
+    if due - now > SPIN {
+        std::thread::sleep(due - now - SPIN);
+    }
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return now - due;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Per-datagram send offsets from the replay start.
+enum Schedule {
+    Max,
+    Pps(u32),
+    /// Recorded offsets from the first datagram, and the period of one loop.
+    Recorded {
+        offsets: Vec<Duration>,
+        period: Duration,
+    },
+}
+
+impl Schedule {
+    fn new(rate: Rate, d: &[CapturedDatagram]) -> Self {
+        match rate {
+            Rate::Max => Schedule::Max,
+            Rate::Pps(p) => Schedule::Pps(p.max(1)),
+            Rate::Realtime => {
+                let t0 = d.first().map_or(Duration::ZERO, |x| x.timestamp);
+                // Non-monotonic record times (re-ordered captures) are clamped, never negative.
+                let mut last = Duration::ZERO;
+                let offsets: Vec<Duration> = d
+                    .iter()
+                    .map(|x| {
+                        last = last.max(x.timestamp.saturating_sub(t0));
+                        last
+                    })
+                    .collect();
+                let span = offsets.last().copied().unwrap_or_default();
+                let gap = if offsets.len() > 1 {
+                    span / (offsets.len() as u32 - 1)
+                } else {
+                    Duration::ZERO
+                };
+                Schedule::Recorded {
+                    offsets,
+                    period: span + gap,
+                }
+            }
+        }
+    }
+
+    /// Offset of datagram `j` of loop `l` (`i` overall), or `None` for "now".
+    fn offset(&self, l: u32, j: usize, i: u64) -> Option<Duration> {
+        match self {
+            Schedule::Max => None,
+            Schedule::Pps(p) => {
+                let ns = u128::from(i) * 1_000_000_000 / u128::from(*p);
+                Some(Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64))
+            }
+            Schedule::Recorded { offsets, period } => Some(*period * l + offsets[j]),
+        }
+    }
+}
+
+/// Ports and payload of one UDP datagram inside a captured record.
+struct Udp<'a> {
+    src_port: u16,
+    dst_port: u16,
+    payload: &'a [u8],
+}
+
+fn be16(b: &[u8], o: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(o)?, *b.get(o + 1)?]))
+}
+
+/// Link layer → IPv4 → UDP. `None` for anything else, fragments, or truncated records.
+fn udp_of_record(link: DataLink, rec: &[u8]) -> Option<Udp<'_>> {
+    let ip = match link {
+        DataLink::ETHERNET => {
+            let mut o = 12;
+            let mut ethertype = be16(rec, o)?;
+            // 802.1Q, 802.1ad, legacy QinQ tags: 4 bytes each.
+            while matches!(ethertype, 0x8100 | 0x88a8 | 0x9100) {
+                o += 4;
+                ethertype = be16(rec, o)?;
+            }
+            if ethertype != 0x0800 {
+                return None;
+            }
+            rec.get(o + 2..)?
+        }
+        DataLink::LINUX_SLL => {
+            if be16(rec, 14)? != 0x0800 {
+                return None;
+            }
+            rec.get(16..)?
+        }
+        _ => rec, // RAW / IPV4
+    };
+    let vihl = *ip.first()?;
+    if vihl >> 4 != 4 {
+        return None;
+    }
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    let total = usize::from(be16(ip, 2)?);
+    let frag = be16(ip, 6)?;
+    if ihl < 20 || total < ihl + 8 || total > ip.len() || ip[9] != 17 || frag & 0x3fff != 0 {
+        return None; // bad header, truncated, not UDP, or a fragment (MF set or offset != 0)
+    }
+    let udp = &ip[ihl..total];
+    let udp_len = usize::from(be16(udp, 4)?);
+    if udp_len < 8 || udp_len > udp.len() {
+        return None;
+    }
+    Some(Udp {
+        src_port: be16(udp, 0)?,
+        dst_port: be16(udp, 2)?,
+        payload: &udp[8..udp_len],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eth_udp(vlan: bool, payload: &[u8], frag: u16) -> Vec<u8> {
+        let mut v = vec![0xff; 12];
+        if vlan {
+            v.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        }
+        v.extend_from_slice(&[0x08, 0x00]);
+        let total = (20 + 8 + payload.len()) as u16;
+        v.extend_from_slice(&[
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            0,
+            (frag >> 8) as u8,
+            frag as u8,
+            64,
+            17,
+            0,
+            0,
+        ]);
+        v.extend_from_slice(&[192, 168, 1, 201, 192, 168, 1, 100]);
+        let ul = (8 + payload.len()) as u16;
+        v.extend_from_slice(&[0x09, 0x40, 0x09, 0x40, (ul >> 8) as u8, ul as u8, 0, 0]);
+        v.extend_from_slice(payload);
+        v.extend_from_slice(&[0, 0, 0, 0]); // Ethernet padding / FCS must be ignored
+        v
+    }
+
+    #[test]
+    fn parses_ethernet_vlan_and_rejects_fragments() {
+        let p = b"hello lidar";
+        let r = eth_udp(false, p, 0);
+        let u = udp_of_record(DataLink::ETHERNET, &r).unwrap();
+        assert_eq!((u.src_port, u.dst_port, u.payload), (2368, 2368, &p[..]));
+        let r = eth_udp(true, p, 0x4000); // DF is fine
+        assert_eq!(udp_of_record(DataLink::ETHERNET, &r).unwrap().payload, p);
+        assert!(udp_of_record(DataLink::ETHERNET, &eth_udp(false, p, 0x2000)).is_none()); // MF
+        assert!(udp_of_record(DataLink::ETHERNET, &eth_udp(false, p, 0x0010)).is_none()); // offset
+        let r = eth_udp(false, p, 0);
+        for n in 0..r.len() - 4 {
+            assert!(
+                udp_of_record(DataLink::ETHERNET, &r[..n]).is_none(),
+                "truncated at {n}"
+            );
+        }
+        assert!(udp_of_record(DataLink::RAW, &r[14..]).is_some());
+    }
+
+    #[test]
+    fn rate_parses() {
+        assert_eq!("realtime".parse::<Rate>(), Ok(Rate::Realtime));
+        assert_eq!("MAX".parse::<Rate>(), Ok(Rate::Max));
+        assert_eq!("1000".parse::<Rate>(), Ok(Rate::Pps(1000)));
+        assert!("0".parse::<Rate>().is_err());
+        assert!("fast".parse::<Rate>().is_err());
+    }
+
+    #[test]
+    fn schedules_are_absolute() {
+        let d: Vec<CapturedDatagram> = [10u64, 11, 13, 12]
+            .iter()
+            .map(|&ms| CapturedDatagram {
+                timestamp: Duration::from_millis(ms),
+                src_port: 1,
+                dst_port: 2,
+                payload: vec![],
+            })
+            .collect();
+        let s = Schedule::new(Rate::Realtime, &d);
+        let ms = |l, j| s.offset(l, j, 0).unwrap().as_millis();
+        assert_eq!([ms(0, 0), ms(0, 1), ms(0, 2), ms(0, 3)], [0, 1, 3, 3]);
+        assert_eq!(ms(1, 0), 4); // period = span 3 + mean gap 1
+        let s = Schedule::new(Rate::Pps(3), &d);
+        assert_eq!(s.offset(0, 0, 3).unwrap(), Duration::from_secs(1));
+        assert_eq!(
+            s.offset(0, 0, 1).unwrap(),
+            Duration::from_nanos(333_333_333)
+        );
+    }
+}

@@ -20,10 +20,20 @@ const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
 fn replay(net: &NetnsPair, pcap: &str, rate: &str) -> u64 {
     let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
         .arg(data(pcap))
-        .args(["--to", &format!("{}:2368", net.host_ip), "--rate", rate, "--json"])
+        .args([
+            "--to",
+            &format!("{}:2368", net.host_ip),
+            "--rate",
+            rate,
+            "--json",
+        ])
         .output()
         .expect("run replay");
-    assert!(out.status.success(), "replay: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "replay: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay JSON");
     get(&v, &["sent"])
 }
@@ -66,7 +76,11 @@ fn replayed_capture_arrives_whole_and_equals_offline_decode() {
     let stats = daemon.stop();
     let live = subscriber.join().unwrap();
 
-    assert_eq!(get(&stats, &["capture", "sensor_datagrams"]), 603, "{stats}");
+    assert_eq!(
+        get(&stats, &["capture", "sensor_datagrams"]),
+        603,
+        "{stats}"
+    );
     assert_eq!(get(&stats, &["xdp", "redirected"]), 603, "{stats}");
     assert_eq!(get(&stats, &["xdp", "no_socket"]), 0, "{stats}");
     assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 603, "{stats}");
@@ -77,18 +91,28 @@ fn replayed_capture_arrives_whole_and_equals_offline_decode() {
         "rx_ring_full",
         "rx_fill_ring_empty_descs",
     ] {
-        assert_eq!(get(&stats, &["xsk", field]), 0, "XDP_STATISTICS {field}: {stats}");
+        assert_eq!(
+            get(&stats, &["xsk", field]),
+            0,
+            "XDP_STATISTICS {field}: {stats}"
+        );
     }
 
     let cfg = SensorConfig::new(0, SensorModel::Vlp16, data(CALIB));
     let (offline, _) = lidarxdp::offline::decode_pcap(&data(DUAL), &cfg, Some(2368)).unwrap();
     assert_eq!(live.len(), offline.len(), "frame count");
-    assert_eq!(get(&stats, &["capture", "frames_out"]), offline.len() as u64);
+    assert_eq!(
+        get(&stats, &["capture", "frames_out"]),
+        offline.len() as u64
+    );
     for (i, ((h, pts), off)) in live.iter().zip(&offline).enumerate() {
         assert_eq!(h.sequence, off.header.sequence, "frame {i}");
         assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
         assert_eq!(pts.len(), off.points.len(), "frame {i} point count");
-        assert!(pts == &off.points, "frame {i}: points differ from offline decoding");
+        assert!(
+            pts == &off.points,
+            "frame {i}: points differ from offline decoding"
+        );
     }
 }
 
@@ -105,10 +129,17 @@ fn other_traffic_passes_and_malformed_packets_are_counted() {
     assert!(xdp_attached(&net.host_ns, &net.host_if));
 
     // ping
-    let ping = NetnsPair::exec(&net.sensor_ns, &["ping", "-c", "3", "-i", "0.2", "-W", "2", &net.host_ip])
-        .output()
-        .unwrap();
-    assert!(ping.status.success(), "ping failed: {}", String::from_utf8_lossy(&ping.stdout));
+    let ping = NetnsPair::exec(
+        &net.sensor_ns,
+        &["ping", "-c", "3", "-i", "0.2", "-W", "2", &net.host_ip],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        ping.status.success(),
+        "ping failed: {}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
 
     // UDP to another port reaches a kernel socket.
     let udp = in_netns(&net.host_ns, || UdpSocket::bind("0.0.0.0:9999").unwrap());
@@ -116,10 +147,13 @@ fn other_traffic_passes_and_malformed_packets_are_counted() {
     let host_ip = net.host_ip.clone();
     in_netns(&net.sensor_ns, move || {
         let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-        s.send_to(b"not a sensor", format!("{host_ip}:9999")).unwrap();
+        s.send_to(b"not a sensor", format!("{host_ip}:9999"))
+            .unwrap();
     });
     let mut buf = [0u8; 64];
-    let (n, _) = udp.recv_from(&mut buf).expect("UDP datagram to port 9999 reached the kernel");
+    let (n, _) = udp
+        .recv_from(&mut buf)
+        .expect("UDP datagram to port 9999 reached the kernel");
     assert_eq!(&buf[..n], b"not a sensor");
 
     // TCP connection to a kernel listener.
@@ -153,7 +187,10 @@ fn other_traffic_passes_and_malformed_packets_are_counted() {
     assert_eq!(get(&stats, &["sensors", "0", "malformed"]), 2, "{stats}");
     assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 84, "{stats}");
     assert_eq!(get(&stats, &["xdp", "redirected"]), 86, "{stats}");
-    assert!(get(&stats, &["xdp", "passed"]) >= 6, "ping, UDP, TCP passed: {stats}");
+    assert!(
+        get(&stats, &["xdp", "passed"]) >= 6,
+        "ping, UDP, TCP passed: {stats}"
+    );
 }
 
 /// After SIGKILL no XDP program is left on the interface and sensor packets reach the kernel.
@@ -164,13 +201,19 @@ fn sigkill_leaves_no_program_behind() {
     }
     let net = NetnsPair::new("kill");
     let mut daemon = Daemon::start(&net.host_ns, &net.host_if, 7603, &[]);
-    assert!(xdp_attached(&net.host_ns, &net.host_if), "program attached while running");
+    assert!(
+        xdp_attached(&net.host_ns, &net.host_if),
+        "program attached while running"
+    );
     daemon.signal(libc::SIGKILL);
     let status = wait(&mut daemon.child, 10);
     assert!(!status.success());
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while xdp_attached(&net.host_ns, &net.host_if) {
-        assert!(std::time::Instant::now() < deadline, "XDP program still attached after SIGKILL");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "XDP program still attached after SIGKILL"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let udp = in_netns(&net.host_ns, || UdpSocket::bind("0.0.0.0:2368").unwrap());
@@ -183,7 +226,9 @@ fn sigkill_leaves_no_program_behind() {
         s.send_to(&sent, format!("{host_ip}:2368")).unwrap();
     });
     let mut buf = vec![0u8; 2048];
-    let (n, _) = udp.recv_from(&mut buf).expect("sensor packet reached the kernel after SIGKILL");
+    let (n, _) = udp
+        .recv_from(&mut buf)
+        .expect("sensor packet reached the kernel after SIGKILL");
     assert_eq!(&buf[..n], &payload[..]);
 }
 

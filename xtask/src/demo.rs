@@ -64,7 +64,10 @@ fn wait_timeout(child: &mut Child, timeout: Duration) -> Result<std::process::Ex
 fn num(v: &Value, path: &[&str]) -> u64 {
     let mut cur = v;
     for p in path {
-        cur = &cur[*p];
+        cur = match p.parse::<usize>() {
+            Ok(i) if cur.is_array() => &cur[i],
+            _ => &cur[*p],
+        };
     }
     cur.as_u64().unwrap_or(0)
 }
@@ -90,7 +93,15 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
     let daemon = Command::new("ip")
         .args(["netns", "exec", netns::HOST_NS])
         .arg(bin)
-        .args(["run", "--iface", netns::HOST_IF, "--queue", "0", "--sensor", "vlp16"])
+        .args([
+            "run",
+            "--iface",
+            netns::HOST_IF,
+            "--queue",
+            "0",
+            "--sensor",
+            "vlp16",
+        ])
         .args(["--port", &PORT.to_string(), "--listen", LISTEN])
         .arg("--calibration")
         .arg(&calibration)
@@ -112,7 +123,12 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
         .spawn()
         .context("start subscriber")?;
     guard.0.push(sub);
-    wait_for_file(&sub_ready, "subscriber", Duration::from_secs(20), &mut guard.0[1])?;
+    wait_for_file(
+        &sub_ready,
+        "subscriber",
+        Duration::from_secs(20),
+        &mut guard.0[1],
+    )?;
     if let Some(s) = guard.0[0].try_wait()? {
         bail!("daemon exited early: {s}");
     }
@@ -122,7 +138,13 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
         .arg(bin)
         .arg("replay")
         .arg(&pcap)
-        .args(["--to", &format!("{}:{PORT}", netns::HOST_IP), "--rate", "realtime", "--json"])
+        .args([
+            "--to",
+            &format!("{}:{PORT}", netns::HOST_IP),
+            "--rate",
+            "realtime",
+            "--json",
+        ])
         .stderr(Stdio::inherit())
         .output()
         .context("run replay")?;
@@ -171,7 +193,9 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
         bail!("{lost} of {sent} packets lost");
     }
     if sub_frames != frames || sub_points != points {
-        bail!("subscriber got {sub_frames} frames / {sub_points} points, daemon published {frames} / {points}");
+        bail!(
+            "subscriber got {sub_frames} frames / {sub_points} points, daemon published {frames} / {points}"
+        );
     }
     Ok(())
 }

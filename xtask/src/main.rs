@@ -95,7 +95,11 @@ fn build_ebpf(tc: &setup::BpfToolchain) -> Result<PathBuf> {
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS"))?;
-    eprintln!("build-ebpf: {} in {:.1} s", ebpf_object().display(), t.elapsed().as_secs_f64());
+    eprintln!(
+        "build-ebpf: {} in {:.1} s",
+        ebpf_object().display(),
+        t.elapsed().as_secs_f64()
+    );
     Ok(ebpf_object())
 }
 
@@ -110,12 +114,21 @@ fn build_daemon(obj: &Path) -> Result<PathBuf> {
 
 fn test(obj: &Path) -> Result<()> {
     let r = root();
-    run(Command::new("cargo").args(["fmt", "--all", "--check"]).current_dir(&r))?;
+    run(Command::new("cargo")
+        .args(["fmt", "--all", "--check"])
+        .current_dir(&r))?;
     run(Command::new("cargo")
         .args(["fmt", "--check", "--manifest-path", "ebpf/Cargo.toml"])
         .current_dir(&r))?;
     run(Command::new("cargo")
-        .args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+        .args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
         .current_dir(&r)
         .env("LIDARXDP_BPF_OBJ", obj))?;
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -144,12 +157,18 @@ fn main() -> Result<()> {
         Cmd::Build => {
             let obj = build_ebpf(&tc)?;
             let bin = build_daemon(&obj)?;
-            eprintln!("build: {} in {:.1} s", bin.display(), t.elapsed().as_secs_f64());
+            eprintln!(
+                "build: {} in {:.1} s",
+                bin.display(),
+                t.elapsed().as_secs_f64()
+            );
         }
         Cmd::BuildAndLoad { iface, args } => {
             let obj = build_ebpf(&tc)?;
             let bin = build_daemon(&obj)?;
-            run(Command::new(bin).args(["run", "--iface", &iface]).args(args))?;
+            run(Command::new(bin)
+                .args(["run", "--iface", &iface])
+                .args(args))?;
         }
         Cmd::Netns { action } => match action.as_str() {
             "up" => netns::up()?,

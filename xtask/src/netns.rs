@@ -30,12 +30,40 @@ pub fn up() -> Result<()> {
     run(Command::new("ip").args(["netns", "add", SENSOR_NS]))?;
     run(Command::new("ip").args(["netns", "add", HOST_NS]))?;
     run(Command::new("ip").args([
-        "link", "add", SENSOR_IF, "numrxqueues", "1", "numtxqueues", "1", "netns", SENSOR_NS,
-        "type", "veth", "peer", "name", HOST_IF, "numrxqueues", "1", "numtxqueues", "1", "netns",
+        "link",
+        "add",
+        SENSOR_IF,
+        "numrxqueues",
+        "1",
+        "numtxqueues",
+        "1",
+        "netns",
+        SENSOR_NS,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        HOST_IF,
+        "numrxqueues",
+        "1",
+        "numtxqueues",
+        "1",
+        "netns",
         HOST_NS,
     ]))?;
-    for (ns, ifname, ip) in [(SENSOR_NS, SENSOR_IF, SENSOR_IP), (HOST_NS, HOST_IF, HOST_IP)] {
-        run(Command::new("ip").args(["-n", ns, "addr", "add", &format!("{ip}/24"), "dev", ifname]))?;
+    for (ns, ifname, ip) in [
+        (SENSOR_NS, SENSOR_IF, SENSOR_IP),
+        (HOST_NS, HOST_IF, HOST_IP),
+    ] {
+        run(Command::new("ip").args([
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{ip}/24"),
+            "dev",
+            ifname,
+        ]))?;
         run(Command::new("ip").args(["-n", ns, "link", "set", ifname, "up"]))?;
         run(Command::new("ip").args(["-n", ns, "link", "set", "lo", "up"]))?;
     }

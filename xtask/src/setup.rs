@@ -98,7 +98,9 @@ fn apt_packages() -> Result<()> {
 fn cargo_bin(name: &str) -> PathBuf {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo")
+        });
     home.join("bin").join(name)
 }
 
@@ -109,7 +111,9 @@ fn bpf_linker() -> Result<()> {
     {
         return Ok(());
     }
-    eprintln!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes, once)");
+    eprintln!(
+        "setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes, once)"
+    );
     run(Command::new("cargo")
         .args([
             "install",
@@ -135,7 +139,10 @@ fn debian_rustc() -> Result<BpfToolchain> {
     if tc.rustc.exists() && bpf_core.exists() {
         return Ok(tc);
     }
-    eprintln!("setup: fetching Debian rustc-web 1.96 with the bpfel core into {}", dir.display());
+    eprintln!(
+        "setup: fetching Debian rustc-web 1.96 with the bpfel core into {}",
+        dir.display()
+    );
     let debs = dir.join("debs");
     fs::create_dir_all(&debs).with_context(|| format!("create {}", debs.display()))?;
     let download = || {
@@ -173,7 +180,14 @@ fn debian_rustc() -> Result<BpfToolchain> {
 fn meminfo(field: &str) -> Result<u64> {
     let text = fs::read_to_string("/proc/meminfo")?;
     text.lines()
-        .find_map(|l| l.strip_prefix(field)?.trim().split_whitespace().next()?.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
         .with_context(|| format!("{field} missing from /proc/meminfo"))
 }
 
@@ -194,7 +208,9 @@ pub fn hugepages(wanted: u64) -> Result<()> {
     }
     let now = meminfo("HugePages_Free:")?;
     if now < wanted {
-        eprintln!("setup: warning: only {now} of {wanted} hugepages free after raising nr_hugepages");
+        eprintln!(
+            "setup: warning: only {now} of {wanted} hugepages free after raising nr_hugepages"
+        );
     } else {
         eprintln!("setup: reserved hugepages: {now} free");
     }

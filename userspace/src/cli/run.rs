@@ -19,11 +19,11 @@ use std::{
 use anyhow::{Context, Result, bail};
 use crossbeam_queue::ArrayQueue;
 use lidarxdp::{
-    capture::{CaptureStats, CaptureWorker, SensorCounters, SensorSlot},
+    capture::{CaptureExit, CaptureStats, CaptureWorker, SensorCounters, SensorSlot},
     loader::{AttachMode, XdpProgram},
-    publish::{FrameSender, Publisher, PublisherConfig},
+    publish::{FrameSender, Publisher, PublisherConfig, PublisherCounters},
     sensor::{ScanPipeline, SensorConfig, SensorModel},
-    xsk::{BindMode, HugePages, UmemConfig, XskConfig, XskSocket},
+    xsk::{BindMode, UmemConfig, XskConfig, XskSocket},
 };
 use serde::Deserialize;
 
@@ -88,17 +88,40 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             .with_context(|| format!("read config {}", path.display()))?;
         let mut f: RunArgs =
             toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
-        merge!(a, f, iface, queue, sensor, port, source, calibration, cut_angle, listen, bpf_object, umem_frames, cpu, stats_json);
+        merge!(
+            a,
+            f,
+            iface,
+            queue,
+            sensor,
+            port,
+            source,
+            calibration,
+            cut_angle,
+            listen,
+            bpf_object,
+            umem_frames,
+            cpu,
+            stats_json
+        );
     }
     Ok(a)
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
     let a = load_config(args)?;
-    let iface = a.iface.clone().context("--iface (or `iface` in the config file) is required")?;
+    let iface = a
+        .iface
+        .clone()
+        .context("--iface (or `iface` in the config file) is required")?;
     let queue = a.queue.unwrap_or(0);
-    let model = a.sensor.context("--sensor is required, e.g. --sensor vlp16")?;
-    let calibration = a.calibration.clone().context("--calibration FILE is required")?;
+    let model = a
+        .sensor
+        .context("--sensor is required, e.g. --sensor vlp16")?;
+    let calibration = a
+        .calibration
+        .clone()
+        .context("--calibration FILE is required")?;
     let port = a.port.unwrap_or(2368);
     if port == 0 {
         bail!("--port: 0 is not a valid UDP port (valid range 1..=65535)");
@@ -119,9 +142,15 @@ pub fn run(args: RunArgs) -> Result<()> {
         Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
         None => None,
     };
-    let mut program =
-        XdpProgram::load_and_attach(object.as_deref(), &iface, a.xdp_mode.unwrap_or(AttachMode::Auto))?;
-    log::info!("XDP program attached to {iface} ({:?} mode)", program.mode());
+    let mut program = XdpProgram::load_and_attach(
+        object.as_deref(),
+        &iface,
+        a.xdp_mode.unwrap_or(AttachMode::Auto),
+    )?;
+    log::info!(
+        "XDP program attached to {iface} ({:?} mode)",
+        program.mode()
+    );
 
     let umem = UmemConfig {
         frame_count: umem_frames,
@@ -134,12 +163,17 @@ pub fn run(args: RunArgs) -> Result<()> {
         need_wakeup: true,
         bind_retry: Duration::from_secs(10),
     };
-    let xsk = XskSocket::open(&umem, &xcfg).with_context(|| format!("AF_XDP socket on {iface} queue {queue}"))?;
+    let xsk = XskSocket::open(&umem, &xcfg)
+        .with_context(|| format!("AF_XDP socket on {iface} queue {queue}"))?;
     log::info!(
         "AF_XDP socket bound to {iface} queue {queue}: {:?} mode, UMEM {} frames on {}",
         xsk.bound_mode(),
         umem_frames,
-        if xsk.uses_huge_pages() { "2 MiB hugepages" } else { "normal pages" }
+        if xsk.uses_huge_pages() {
+            "2 MiB hugepages"
+        } else {
+            "normal pages"
+        }
     );
     program.bind_socket(queue, &xsk)?;
     program.add_sensor(port, a.source.map(|ip| ip.octets()), 0)?;
@@ -194,24 +228,28 @@ pub fn run(args: RunArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
         if last_log.elapsed() >= Duration::from_secs(10) {
             last_log = std::time::Instant::now();
-            log::info!("{}", stats_json(&program, None, &stats, &publisher));
+            log::info!(
+                "{}",
+                stats_json(&program, None, &stats, &publisher.counters())
+            );
         }
     }
     log::info!("stopping");
     worker_stop.store(true, Ordering::Relaxed);
-    let xsk_stats = match thread.join() {
-        Ok(Ok(xsk_stats)) => Some(xsk_stats),
+    let exit = match thread.join() {
+        Ok(Ok(exit)) => Some(exit),
         Ok(Err(e)) => {
             log::error!("capture thread: {e}");
             None
         }
         Err(_) => bail!("capture thread panicked"),
     };
-    let publisher_counters = publisher.shutdown();
-    let summary = stats_json(&program, xsk_stats.as_ref(), &stats, &publisher_counters);
+    let publisher_counters = publisher.shutdown().context("publisher")?;
+    let summary = stats_json(&program, exit.as_ref(), &stats, &publisher_counters);
     log::info!("final counters: {summary}");
     if let Some(path) = &a.stats_json {
-        std::fs::write(path, summary.to_string()).with_context(|| format!("write {}", path.display()))?;
+        std::fs::write(path, summary.to_string())
+            .with_context(|| format!("write {}", path.display()))?;
     }
     drop(program);
     Ok(())
@@ -227,6 +265,76 @@ fn pin_to_cpu(cpu: usize) {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
-        log::warn!("--cpu {cpu}: sched_setaffinity failed: {}", std::io::Error::last_os_error());
+        log::warn!(
+            "--cpu {cpu}: sched_setaffinity failed: {}",
+            std::io::Error::last_os_error()
+        );
     }
+}
+
+/// All counters as one JSON object: `xdp` (program), `xsk` (XDP_STATISTICS and socket RX
+/// counters, present at exit), `capture`, `sensors[]`, `publisher`.
+fn stats_json(
+    program: &XdpProgram,
+    exit: Option<&CaptureExit>,
+    stats: &CaptureStats,
+    publisher: &PublisherCounters,
+) -> serde_json::Value {
+    use serde_json::json;
+    let r = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let xdp = match program.counters() {
+        Ok(c) => json!({
+            "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
+            "malformed": c.malformed, "no_socket": c.no_socket,
+        }),
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    let xsk = match exit {
+        Some(e) => {
+            let mut v = json!({
+                "packets": e.xsk.packets, "bytes": e.xsk.bytes, "bursts": e.xsk.bursts,
+                "wakeups": e.xsk.wakeups, "invalid_descs": e.xsk.invalid_descs,
+            });
+            if let Some(s) = e.xdp_statistics {
+                v["rx_dropped"] = s.rx_dropped.into();
+                v["rx_invalid_descs"] = s.rx_invalid_descs.into();
+                v["tx_invalid_descs"] = s.tx_invalid_descs.into();
+                v["rx_ring_full"] = s.rx_ring_full.into();
+                v["rx_fill_ring_empty_descs"] = s.rx_fill_ring_empty_descs.into();
+                v["tx_ring_empty_descs"] = s.tx_ring_empty_descs.into();
+            }
+            v
+        }
+        None => json!({}),
+    };
+    let c = &stats.capture;
+    let sensors: Vec<_> = stats
+        .sensors
+        .iter()
+        .map(|s| {
+            json!({
+                "decoded": r(&s.decoded), "malformed": r(&s.malformed), "ignored": r(&s.ignored),
+                "frames": r(&s.frames), "points": r(&s.points),
+            })
+        })
+        .collect();
+    json!({
+        "xdp": xdp,
+        "xsk": xsk,
+        "capture": {
+            "rx_frames": r(&c.rx_frames), "rx_bytes": r(&c.rx_bytes),
+            "sensor_datagrams": r(&c.sensor_datagrams), "not_udp": r(&c.not_udp),
+            "fragments": r(&c.fragments), "unknown_sensor": r(&c.unknown_sensor),
+            "waits": r(&c.waits), "frames_out": r(&c.frames_out),
+            "frames_dropped": r(&c.frames_dropped),
+        },
+        "sensors": sensors,
+        "publisher": {
+            "subscribers_accepted": publisher.subscribers_accepted,
+            "frames_in": publisher.frames_in, "frames_sent": publisher.frames_sent,
+            "frames_dropped_queue_full": publisher.frames_dropped_queue_full,
+            "frames_dropped_input_full": publisher.frames_dropped_input_full,
+            "bytes_sent": publisher.bytes_sent,
+        },
+    })
 }

@@ -51,11 +51,7 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
         std::fs::write(f, b"").with_context(|| format!("write {}", f.display()))?;
     }
     let (mut frames, mut points) = (0u64, 0u64);
-    loop {
-        let frame = match sub.next_frame()? {
-            Some(f) => f,
-            None => break,
-        };
+    while let Some(frame) = sub.next_frame()? {
         let h = frame.header();
         let pts = frame.points();
         println!(
@@ -82,8 +78,11 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
     }
     log::info!("stream ended: {frames} frames, {points} points");
     if let Some(f) = &a.summary_json {
-        std::fs::write(f, serde_json::json!({"frames": frames, "points": points}).to_string())
-            .with_context(|| format!("write {}", f.display()))?;
+        std::fs::write(
+            f,
+            serde_json::json!({"frames": frames, "points": points}).to_string(),
+        )
+        .with_context(|| format!("write {}", f.display()))?;
     }
     Ok(())
 }

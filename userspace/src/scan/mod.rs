@@ -1,1 +1,429 @@
-//! TODO
+//! Scan (frame) assembly: cut angle, timeouts, packet accounting. Sans-IO and vendor-neutral.
+//!
+//! The decoder hands over packets as three calls: [`ScanAssembler::begin_packet`] with the
+//! packet's times and raw first/last block azimuths, [`ScanAssembler::add_point`] per decoded
+//! point, [`ScanAssembler::end_packet`]. Finished frames are appended to a caller's `Vec<Frame>`.
+//!
+//! ## Frame boundary (the cut), as Tier IV Nebula's Velodyne decoders
+//!
+//! All azimuths are "phased": `(azimuth - cut) mod 360°`, in 0.01° units.
+//! 1. A packet *completes* the frame when at least one packet of the frame came before it and
+//!    either its last block's phased azimuth is smaller than its first block's (the cut lies
+//!    inside the packet) or its first block's phased azimuth is smaller than the previous
+//!    packet's (the cut lies between the two packets).
+//! 2. The completing packet's points are appended; then the *trailing run* of points whose
+//!    phased azimuth is below 90° is moved to the next frame (the points past the cut). The
+//!    run stops at the first point at or beyond 90°, so points before the cut stay.
+//! 3. The next frame starts at the completing packet: its start time is that packet's sensor
+//!    time and the moved points' `time_stamp` are rebased onto it.
+//!
+//! So a frame is one turn `[cut, cut + 360°)`, split at point granularity. Reference:
+//! Nebula `VelodyneScanDecoder::check_and_handle_scan_complete` and
+//! `Vlp16Decoder::get_pointcloud` / `reset_overflow` (tier4/nebula, 2026).
+//!
+//! ## Other closes
+//! * **Timeout**: no data packet for `frame_timeout_ns` of host time ([`ScanAssembler::poll_timeout`],
+//!   or noticed when the next packet arrives) closes the frame in progress as a partial frame.
+//! * **Overlong**: a frame spanning more than [`MAX_FRAME_SPAN_NS`] of sensor time, or a sensor
+//!   clock that steps backwards, closes the frame in progress first.
+//! * **Flush**: [`ScanAssembler::flush`] (end of a pcap, shutdown).
+//!
+//! A frame holding only points carried over from the previous cut and no packet of its own
+//! is dropped on timeout and flush (Nebula likewise discards its overflow after a 50 ms gap).
+//!
+//! ## Packet accounting
+//! `packets_received` counts the data packets decoded while the frame was open, including the
+//! completing packet shared with the previous frame. `packets_expected` adds an estimate of the
+//! packets lost: gaps in the sensor timestamps (`round(Δt / packet interval) - 1`), and, for a
+//! frame that did not begin at a cut (first frame, after a timeout) or did not end at one
+//! (timeout, flush, overlong), the azimuth between the cut and the first/last packet divided by
+//! the azimuth advance per packet. A complete frame has `packets_expected == packets_received`.
+
+use crate::frame::{Frame, FrameHeader};
+use crate::point::PointXYZIRCAEDT;
+
+/// Azimuth units per turn (0.01°).
+pub const AZIMUTH_UNITS: u32 = 36_000;
+/// Phased azimuth below which trailing points move to the next frame, 0.01° (90°).
+pub const CARRY_LIMIT_CDEG: u32 = 9_000;
+/// Longest sensor-time span of one frame before it is force-closed, ns (1 s; a VLP-16 turns at
+/// 5–20 Hz). Also keeps every `time_stamp` within `u32`.
+pub const MAX_FRAME_SPAN_NS: u64 = 1_000_000_000;
+
+/// What the assembler needs to know about one data packet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PacketInfo {
+    /// Host receive time (or pcap record time), ns since the Unix epoch.
+    pub host_ns: u64,
+    /// Sensor time of the packet (its first firing), ns since the Unix epoch.
+    pub sensor_ns: u64,
+    /// Raw azimuth of the first block, 0.01° (0..35999).
+    pub first_azimuth_cdeg: u16,
+    /// Raw azimuth of the last block, 0.01° (0..35999).
+    pub last_azimuth_cdeg: u16,
+    /// Azimuth the sensor turns during one packet, 0.01° (estimated from the packet).
+    pub advance_cdeg: u32,
+    /// Nominal time between two data packets, ns.
+    pub interval_ns: u64,
+}
+
+/// Frame being built.
+#[derive(Debug, Default)]
+struct Building {
+    points: Vec<PointXYZIRCAEDT>,
+    azimuths: Vec<u16>,
+    start_ns: u64,
+    host_ns: u64,
+    /// A start time is set (a packet or a carry has opened the frame).
+    open: bool,
+    /// At least one packet after the cut has been decoded into this frame.
+    own_packet: bool,
+    received: u32,
+    lost: u32,
+    malformed: u32,
+}
+
+/// Scan assembler for one sensor. See the module documentation for the rules.
+#[derive(Debug)]
+pub struct ScanAssembler {
+    sensor_id: u16,
+    cut_cdeg: u32,
+    frame_timeout_ns: u64,
+    sequence: u64,
+    cur: Building,
+    /// Packets since the last cut (Nebula `processed_packets_`).
+    packets_since_cut: u32,
+    prev_first_phased: u32,
+    last_host_ns: Option<u64>,
+    last_sensor_ns: Option<u64>,
+    last: Option<PacketInfo>,
+    cut_pending: bool,
+    packet_sensor_ns: u64,
+}
+
+fn phased(az: u32, cut: u32) -> u32 {
+    (AZIMUTH_UNITS + az % AZIMUTH_UNITS - cut) % AZIMUTH_UNITS
+}
+
+impl ScanAssembler {
+    /// Creates an assembler. `cut_deg` in [0, 360] (360 ≡ 0) is the frame boundary azimuth,
+    /// degrees; `frame_timeout_ns` the host-time silence that closes a frame, ns.
+    /// Out-of-range values are clamped (validation happens in [`crate::sensor::SensorConfig`]).
+    pub fn new(sensor_id: u16, cut_deg: f64, frame_timeout_ns: u64) -> Self {
+        let cut = if cut_deg.is_finite() {
+            (cut_deg.clamp(0.0, 360.0) * 100.0).round() as u32
+        } else {
+            0
+        };
+        Self {
+            sensor_id,
+            cut_cdeg: cut % AZIMUTH_UNITS,
+            frame_timeout_ns: frame_timeout_ns.max(1),
+            sequence: 0,
+            cur: Building::default(),
+            packets_since_cut: 0,
+            prev_first_phased: 0,
+            last_host_ns: None,
+            last_sensor_ns: None,
+            last: None,
+            cut_pending: false,
+            packet_sensor_ns: 0,
+        }
+    }
+
+    /// Number of points in the frame in progress (including points carried over from the cut).
+    pub fn points_in_progress(&self) -> usize {
+        self.cur.points.len()
+    }
+
+    /// Records a packet rejected as malformed against the frame in progress.
+    pub fn note_malformed(&mut self) {
+        self.cur.malformed = self.cur.malformed.saturating_add(1);
+    }
+
+    /// Starts a data packet. May first close the frame in progress (host gap longer than the
+    /// timeout, overlong frame, sensor clock stepping backwards), appending it to `out`.
+    pub fn begin_packet(&mut self, info: PacketInfo, out: &mut Vec<Frame>) {
+        if let Some(h) = self.last_host_ns
+            && info.host_ns.saturating_sub(h) > self.frame_timeout_ns
+        {
+            self.close_partial(out);
+        }
+        if self.cur.open
+            && (info.sensor_ns < self.last_sensor_ns.unwrap_or(0)
+                || info.sensor_ns.saturating_sub(self.cur.start_ns) > MAX_FRAME_SPAN_NS)
+        {
+            self.close_partial(out);
+        }
+        // Loss detection on the sensor clock.
+        if self.cur.open
+            && let Some(prev) = self.last_sensor_ns
+            && info.interval_ns > 0
+        {
+            let dt = info.sensor_ns.saturating_sub(prev);
+            if dt > info.interval_ns + info.interval_ns / 2 {
+                let missing = (dt + info.interval_ns / 2) / info.interval_ns - 1;
+                self.cur.lost = self
+                    .cur
+                    .lost
+                    .saturating_add(missing.min(u64::from(u32::MAX)) as u32);
+            }
+        }
+        // Nebula's completion test.
+        self.packets_since_cut += 1;
+        let first = phased(u32::from(info.first_azimuth_cdeg), self.cut_cdeg);
+        let last = phased(u32::from(info.last_azimuth_cdeg), self.cut_cdeg);
+        self.cut_pending =
+            self.packets_since_cut > 1 && (last < first || first < self.prev_first_phased);
+        self.prev_first_phased = first;
+
+        if !self.cur.open {
+            // A frame that does not begin at a cut: estimate the packets between the cut and us.
+            self.cur.open = true;
+            self.cur.start_ns = info.sensor_ns;
+            self.cur.host_ns = info.host_ns;
+            let adv = info.advance_cdeg.max(1);
+            if first + adv <= AZIMUTH_UNITS {
+                self.cur.lost = self.cur.lost.saturating_add(first.div_ceil(adv));
+            }
+        }
+        self.cur.own_packet = true;
+        self.cur.received = self.cur.received.saturating_add(1);
+        self.last_host_ns = Some(info.host_ns);
+        self.last_sensor_ns = Some(info.sensor_ns);
+        self.packet_sensor_ns = info.sensor_ns;
+        self.last = Some(info);
+    }
+
+    /// Adds one point of the current packet. `offset_ns` is its firing time after the packet's
+    /// sensor time; `azimuth_cdeg` its corrected azimuth (0.01°), used for the cut.
+    pub fn add_point(&mut self, mut point: PointXYZIRCAEDT, azimuth_cdeg: u16, offset_ns: u32) {
+        let t = (self.packet_sensor_ns + u64::from(offset_ns)).saturating_sub(self.cur.start_ns);
+        point.time_stamp = t.min(u64::from(u32::MAX)) as u32;
+        self.cur.points.push(point);
+        self.cur.azimuths.push(azimuth_cdeg);
+    }
+
+    /// Ends the current packet; if it completed the frame, appends the frame to `out` and
+    /// carries the points past the cut into the next frame.
+    pub fn end_packet(&mut self, out: &mut Vec<Frame>) {
+        if !std::mem::take(&mut self.cut_pending) {
+            return;
+        }
+        let cut = self.cut_cdeg;
+        let split = self
+            .cur
+            .azimuths
+            .iter()
+            .rposition(|&a| phased(u32::from(a), cut) >= CARRY_LIMIT_CDEG)
+            .map_or(0, |i| i + 1);
+        let (new_start, new_host) = match self.last {
+            Some(i) => (i.sensor_ns, i.host_ns),
+            None => (self.cur.start_ns, self.cur.host_ns),
+        };
+        let mut next = Building {
+            points: Vec::with_capacity(self.cur.points.len() + self.cur.points.len() / 8),
+            azimuths: Vec::with_capacity(self.cur.azimuths.len() + self.cur.azimuths.len() / 8),
+            start_ns: new_start,
+            host_ns: new_host,
+            open: true,
+            own_packet: false,
+            received: 1,
+            lost: 0,
+            malformed: 0,
+        };
+        let shift = new_start.saturating_sub(self.cur.start_ns);
+        next.points
+            .extend(self.cur.points.drain(split..).map(|mut p| {
+                p.time_stamp = (u64::from(p.time_stamp).saturating_sub(shift)) as u32;
+                p
+            }));
+        next.azimuths.extend(self.cur.azimuths.drain(split..));
+        let done = std::mem::replace(&mut self.cur, next);
+        self.emit(done, 0, out);
+        self.packets_since_cut = 0;
+    }
+
+    /// Closes the frame in progress if no data packet arrived for more than the frame timeout
+    /// of host time before `now_host_ns` (ns). Returns whether a frame was closed or dropped.
+    pub fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) -> bool {
+        match self.last_host_ns {
+            Some(h) if now_host_ns.saturating_sub(h) > self.frame_timeout_ns && self.cur.open => {
+                self.close_partial(out);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Closes the frame in progress (end of input). A frame with only carried-over points is
+    /// dropped.
+    pub fn flush(&mut self, out: &mut Vec<Frame>) {
+        self.close_partial(out);
+    }
+
+    fn close_partial(&mut self, out: &mut Vec<Frame>) {
+        let cur = std::mem::take(&mut self.cur);
+        if cur.own_packet {
+            // Packets still to come between the last packet and the cut.
+            let tail = match self.last {
+                Some(i) => {
+                    let adv = i.advance_cdeg.max(1);
+                    let to_cut = (AZIMUTH_UNITS
+                        - phased(u32::from(i.first_azimuth_cdeg), self.cut_cdeg))
+                        % AZIMUTH_UNITS;
+                    to_cut.div_ceil(adv).saturating_sub(1)
+                }
+                None => 0,
+            };
+            self.emit(cur, tail, out);
+        }
+        self.packets_since_cut = 0;
+        self.prev_first_phased = 0;
+        self.last_sensor_ns = None;
+    }
+
+    fn emit(&mut self, b: Building, extra_lost: u32, out: &mut Vec<Frame>) {
+        let header = FrameHeader {
+            sensor_id: self.sensor_id,
+            sequence: self.sequence,
+            start_ns: b.start_ns,
+            host_ns: b.host_ns,
+            packets_received: b.received,
+            packets_expected: b.received.saturating_add(b.lost).saturating_add(extra_lost),
+            packets_malformed: b.malformed,
+        };
+        self.sequence += 1;
+        out.push(Frame {
+            header,
+            points: b.points,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(i: u64, az0: u16) -> PacketInfo {
+        PacketInfo {
+            host_ns: 1_000_000_000 + i * 1_000_000,
+            sensor_ns: 5_000_000_000 + i * 1_000_000,
+            first_azimuth_cdeg: az0,
+            last_azimuth_cdeg: ((u32::from(az0) + 1100) % AZIMUTH_UNITS) as u16,
+            advance_cdeg: 1200,
+            interval_ns: 1_000_000,
+        }
+    }
+
+    /// Feeds packets of 12 points 1° apart starting at `az0` = 12°·i + `phase`.
+    fn feed(a: &mut ScanAssembler, from: u64, to: u64, phase: u32, out: &mut Vec<Frame>) {
+        for i in from..to {
+            let az0 = ((i as u32 * 1200 + phase) % AZIMUTH_UNITS) as u16;
+            a.begin_packet(info(i, az0), out);
+            for k in 0..12u32 {
+                let az = ((u32::from(az0) + 100 * k) % AZIMUTH_UNITS) as u16;
+                a.add_point(
+                    PointXYZIRCAEDT {
+                        azimuth: f32::from(az),
+                        ..Default::default()
+                    },
+                    az,
+                    k * 1000,
+                );
+            }
+            a.end_packet(out);
+        }
+    }
+
+    #[test]
+    fn cut_inside_packet_splits_at_point_granularity() {
+        let mut a = ScanAssembler::new(7, 0.0, 200_000_000);
+        let mut out = Vec::new();
+        // Packets start at 6°, 18°, ... : packet 29 covers 354°..365°(=5°) and holds the cut.
+        feed(&mut a, 0, 29, 600, &mut out);
+        assert!(out.is_empty());
+        feed(&mut a, 29, 30, 600, &mut out);
+        assert_eq!(out.len(), 1);
+        let f = &out[0];
+        // 29 packets × 12 points + the 6 points of packet 29 before 360°.
+        assert_eq!(f.points.len(), 29 * 12 + 6);
+        assert_eq!(f.points.last().unwrap().azimuth, 35900.0);
+        assert_eq!(f.header.sensor_id, 7);
+        assert_eq!(f.header.packets_received, 30);
+        // First frame began 6° after the cut: one packet (354°..6°) missing.
+        assert_eq!(f.header.packets_expected, 31);
+        assert_eq!(a.points_in_progress(), 6);
+        // Next frame: starts at packet 29's time with the carried points rebased.
+        feed(&mut a, 30, 60, 600, &mut out);
+        assert_eq!(out.len(), 2);
+        let g = &out[1];
+        assert_eq!(g.header.sequence, 1);
+        assert_eq!(g.header.start_ns, 5_000_000_000 + 29 * 1_000_000);
+        assert_eq!(g.points[0].azimuth, 0.0);
+        assert_eq!(g.points[0].time_stamp, 6000);
+        assert_eq!(g.points.len(), 360);
+        assert_eq!(
+            (g.header.packets_received, g.header.packets_expected),
+            (31, 31)
+        );
+    }
+
+    #[test]
+    fn cut_between_packets_moves_whole_packet() {
+        let mut a = ScanAssembler::new(0, 0.0, 200_000_000);
+        let mut out = Vec::new();
+        // Packets start at 0°, 12°, ...: packet 30 starts exactly at 360°.
+        feed(&mut a, 0, 31, 0, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].points.len(), 360);
+        assert_eq!(
+            (
+                out[0].header.packets_received,
+                out[0].header.packets_expected
+            ),
+            (31, 31)
+        );
+        assert_eq!(a.points_in_progress(), 12);
+    }
+
+    #[test]
+    fn lost_packets_and_timeouts() {
+        let mut a = ScanAssembler::new(0, 90.0, 200_000_000);
+        let mut out = Vec::new();
+        feed(&mut a, 0, 10, 9000, &mut out);
+        feed(&mut a, 12, 20, 9000, &mut out); // packets 10, 11 lost
+        assert!(!a.poll_timeout(1_000_000_000 + 19 * 1_000_000 + 200_000_000, &mut out));
+        assert!(a.poll_timeout(1_000_000_000 + 19 * 1_000_000 + 200_000_001, &mut out));
+        assert_eq!(out.len(), 1);
+        let h = out[0].header;
+        // 18 received, 2 lost inside, 30 - 20 = 10 still to come before the cut at 90°.
+        assert_eq!((h.packets_received, h.packets_expected), (18, 30));
+        assert!(!a.poll_timeout(u64::MAX, &mut out));
+        a.flush(&mut out);
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn carry_only_frame_is_dropped_on_flush() {
+        let mut a = ScanAssembler::new(0, 0.0, 200_000_000);
+        let mut out = Vec::new();
+        feed(&mut a, 0, 30, 600, &mut out);
+        assert_eq!((out.len(), a.points_in_progress()), (1, 6));
+        a.flush(&mut out);
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn host_gap_closes_before_the_next_packet() {
+        let mut a = ScanAssembler::new(0, 0.0, 5_000_000);
+        let mut out = Vec::new();
+        feed(&mut a, 0, 3, 600, &mut out);
+        feed(&mut a, 10, 12, 600, &mut out); // 7 ms host gap
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].points.len(), 36);
+        a.flush(&mut out);
+        assert_eq!(out[1].points.len(), 24);
+        assert_eq!(out[1].header.sequence, 1);
+    }
+}

@@ -92,7 +92,11 @@ fn check_range(field: String, value: f64, min: f64, max: f64) -> Result<(), Conf
     if value.is_finite() && value >= min && value <= max {
         Ok(())
     } else {
-        Err(ConfigError::OutOfRange { field, value: value.to_string(), valid: format!("[{min}, {max}]") })
+        Err(ConfigError::OutOfRange {
+            field,
+            value: value.to_string(),
+            valid: format!("[{min}, {max}]"),
+        })
     }
 }
 
@@ -104,15 +108,17 @@ impl VelodyneCalibration {
     /// if it is not valid YAML of the shape above, [`ConfigError::OutOfRange`] naming the field
     /// (e.g. `lasers[3].vert_correction`) and its valid range otherwise.
     pub fn from_file(path: &Path, expected_lasers: usize) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::CalibrationIo { path: path.to_path_buf(), source: e })?;
-        Self::from_yaml_str(&text, expected_lasers)
-            .map_err(|e| match e {
-                ConfigError::CalibrationYaml { message, .. } => {
-                    ConfigError::CalibrationYaml { path: path.to_path_buf(), message }
-                }
-                other => other,
-            })
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::CalibrationIo {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        Self::from_yaml_str(&text, expected_lasers).map_err(|e| match e {
+            ConfigError::CalibrationYaml { message, .. } => ConfigError::CalibrationYaml {
+                path: path.to_path_buf(),
+                message,
+            },
+            other => other,
+        })
     }
 
     /// Parses and validates a calibration table from YAML text (see [`Self::from_file`]).
@@ -125,10 +131,11 @@ impl VelodyneCalibration {
     /// # Errors
     /// As [`Self::from_file`] (the YAML error carries an empty path).
     pub fn from_yaml_str(text: &str, expected_lasers: usize) -> Result<Self, ConfigError> {
-        let raw: RawFile = serde_yaml::from_str(text).map_err(|e| ConfigError::CalibrationYaml {
-            path: Default::default(),
-            message: e.to_string(),
-        })?;
+        let raw: RawFile =
+            serde_yaml::from_str(text).map_err(|e| ConfigError::CalibrationYaml {
+                path: Default::default(),
+                message: e.to_string(),
+            })?;
         let n = expected_lasers;
         if let Some(num) = raw.num_lasers
             && num != n as i64
@@ -158,8 +165,18 @@ impl VelodyneCalibration {
         for (i, l) in raw.lasers.iter().enumerate() {
             let f = |name: &str| format!("lasers[{i}].{name}");
             check_range(f("laser_id"), l.laser_id as f64, 0.0, (n - 1) as f64)?;
-            check_range(f("rot_correction"), l.rot_correction, -MAX_ROT_CORRECTION_RAD, MAX_ROT_CORRECTION_RAD)?;
-            check_range(f("vert_correction"), l.vert_correction, -MAX_VERT_CORRECTION_RAD, MAX_VERT_CORRECTION_RAD)?;
+            check_range(
+                f("rot_correction"),
+                l.rot_correction,
+                -MAX_ROT_CORRECTION_RAD,
+                MAX_ROT_CORRECTION_RAD,
+            )?;
+            check_range(
+                f("vert_correction"),
+                l.vert_correction,
+                -MAX_VERT_CORRECTION_RAD,
+                MAX_VERT_CORRECTION_RAD,
+            )?;
             for (name, v) in [
                 ("dist_correction", l.dist_correction),
                 ("dist_correction_x", l.dist_correction_x),
@@ -193,12 +210,18 @@ impl VelodyneCalibration {
         let mut lasers: Vec<LaserCorrection> = slots.into_iter().flatten().collect();
         let mut order: Vec<usize> = (0..lasers.len()).collect();
         order.sort_by(|&a, &b| {
-            lasers[a].vert_correction.total_cmp(&lasers[b].vert_correction).then(a.cmp(&b))
+            lasers[a]
+                .vert_correction
+                .total_cmp(&lasers[b].vert_correction)
+                .then(a.cmp(&b))
         });
         for (ring, &idx) in order.iter().enumerate() {
             lasers[idx].ring = ring as u16;
         }
-        Ok(Self { distance_resolution_m: res as f32, lasers })
+        Ok(Self {
+            distance_resolution_m: res as f32,
+            lasers,
+        })
     }
 }
 
@@ -232,13 +255,26 @@ mod tests {
     #[test]
     fn rejects_bad_tables_naming_the_field() {
         let good = std::fs::read_to_string(DB).unwrap();
-        let e = VelodyneCalibration::from_yaml_str(&good, 32).unwrap_err().to_string();
+        let e = VelodyneCalibration::from_yaml_str(&good, 32)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("num_lasers"), "{e}");
-        let bad = good.replacen("vert_correction: -0.2617993877991494", "vert_correction: 2.5", 1);
-        let e = VelodyneCalibration::from_yaml_str(&bad, 16).unwrap_err().to_string();
-        assert!(e.contains("lasers[0].vert_correction") && e.contains("1.57"), "{e}");
+        let bad = good.replacen(
+            "vert_correction: -0.2617993877991494",
+            "vert_correction: 2.5",
+            1,
+        );
+        let e = VelodyneCalibration::from_yaml_str(&bad, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("lasers[0].vert_correction") && e.contains("1.57"),
+            "{e}"
+        );
         let dup = good.replacen("laser_id: 1,", "laser_id: 0,", 1);
-        let e = VelodyneCalibration::from_yaml_str(&dup, 16).unwrap_err().to_string();
+        let e = VelodyneCalibration::from_yaml_str(&dup, 16)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("lasers[1].laser_id"), "{e}");
         let e = VelodyneCalibration::from_yaml_str("lasers: 3", 16).unwrap_err();
         assert!(matches!(e, ConfigError::CalibrationYaml { .. }));

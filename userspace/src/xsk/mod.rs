@@ -118,7 +118,7 @@ impl UmemConfig {
             )));
         }
         // XDP_UMEM_REG wants a whole number of 4 KiB pages.
-        if self.umem_bytes() % 4096 != 0 {
+        if !self.umem_bytes().is_multiple_of(4096) {
             return Err(XskError::InvalidConfig(format!(
                 "UMEM of {} bytes (frame_count * frame_size) must be a multiple of 4096",
                 self.umem_bytes()
@@ -234,8 +234,9 @@ pub enum XskError {
         #[source]
         source: io::Error,
     },
-    /// The kernel is older than this code needs (e.g. no ring `flags` offset, < 5.4).
-    #[error("kernel does not support {0}")]
+    /// The kernel's answer is unusable: too old (no ring `flags` offset: Linux < 5.4) or
+    /// inconsistent (ring offsets outside the mapping).
+    #[error("unusable AF_XDP kernel interface: {0}")]
     Unsupported(&'static str),
 }
 

@@ -53,7 +53,9 @@ impl ProdIndex {
         }
         self.cached_cons = load_consumer().wrapping_add(self.size);
         // A misbehaving peer cannot make us claim more than `size` slots.
-        self.cached_cons.wrapping_sub(self.cached_prod).min(self.size)
+        self.cached_cons
+            .wrapping_sub(self.cached_prod)
+            .min(self.size)
     }
 
     /// Reserves exactly `n` slots, returning the index of the first; `None` if fewer than
@@ -100,7 +102,10 @@ impl ConsIndex {
         if n < want {
             self.cached_prod = load_producer();
             // A misbehaving peer cannot make us read more than `size` entries.
-            n = self.cached_prod.wrapping_sub(self.cached_cons).min(self.size);
+            n = self
+                .cached_prod
+                .wrapping_sub(self.cached_cons)
+                .min(self.size);
         }
         n.min(want)
     }
@@ -393,7 +398,6 @@ mod tests {
             next
         }));
         assert!(!ring.produce(2, || 0), "only 1 free");
-        drop(ring);
         assert_eq!(fake.producer.load(Ordering::Relaxed), 1);
         // slots: MAX-1 & 3 = 2, MAX & 3 = 3, 0 & 3 = 0
         assert_eq!(fake.descs, vec![103, 0, 101, 102]);
@@ -405,14 +409,19 @@ mod tests {
         let mut fake = FakeRing::<u64>::new(4, start);
         fake.descs = vec![10, 11, 12, 13];
         // Kernel "produced" 3 entries: slots 3, 0, 1.
-        fake.producer.store(start.wrapping_add(3), Ordering::Release);
+        fake.producer
+            .store(start.wrapping_add(3), Ordering::Release);
         // SAFETY: `fake` outlives `ring`; we are its only consumer.
         let mut ring = unsafe { ConsumerRing::new(fake.ptrs()) };
         let (s, n) = ring.peek(8);
         assert_eq!((s, n), (start, 3));
         let got: Vec<u64> = (0..n).map(|i| ring.read(s.wrapping_add(i))).collect();
         assert_eq!(got, vec![13, 10, 11]);
-        assert_eq!(fake.consumer.load(Ordering::Relaxed), start, "not yet released");
+        assert_eq!(
+            fake.consumer.load(Ordering::Relaxed),
+            start,
+            "not yet released"
+        );
         ring.release();
         assert_eq!(fake.consumer.load(Ordering::Relaxed), 2);
     }

@@ -38,8 +38,12 @@ impl XdpStatistics {
     pub fn delta_since(&self, earlier: &XdpStatistics) -> XdpStatistics {
         XdpStatistics {
             rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
-            rx_invalid_descs: self.rx_invalid_descs.saturating_sub(earlier.rx_invalid_descs),
-            tx_invalid_descs: self.tx_invalid_descs.saturating_sub(earlier.tx_invalid_descs),
+            rx_invalid_descs: self
+                .rx_invalid_descs
+                .saturating_sub(earlier.rx_invalid_descs),
+            tx_invalid_descs: self
+                .tx_invalid_descs
+                .saturating_sub(earlier.tx_invalid_descs),
             rx_ring_full: self.rx_ring_full.saturating_sub(earlier.rx_ring_full),
             rx_fill_ring_empty_descs: self
                 .rx_fill_ring_empty_descs

@@ -189,8 +189,9 @@ impl Umem {
         // SAFETY: `check_desc` proved off + len <= self.len, so the range is inside the
         // mapping (owned by self, hence alive for the returned lifetime); the caller
         // guarantees the kernel does not write it meanwhile (see `# Safety`).
-        let bytes =
-            unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off as usize), len as usize) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(off as usize), len as usize)
+        };
         Some((frame, bytes))
     }
 }
@@ -240,9 +241,18 @@ mod tests {
     fn check_desc_rejects_out_of_range() {
         let umem = 4 * 2048;
         assert!(check_desc(umem, 1, 2048, umem).is_none(), "past the end");
-        assert!(check_desc(3 * 2048 + 1, 2048, 2048, umem).is_none(), "crosses the end");
-        assert!(check_desc(2000, 100, 2048, umem).is_none(), "crosses a frame boundary");
-        assert!(check_desc(u64::MAX - 10, 100, 2048, umem).is_none(), "overflow");
+        assert!(
+            check_desc(3 * 2048 + 1, 2048, 2048, umem).is_none(),
+            "crosses the end"
+        );
+        assert!(
+            check_desc(2000, 100, 2048, umem).is_none(),
+            "crosses a frame boundary"
+        );
+        assert!(
+            check_desc(u64::MAX - 10, 100, 2048, umem).is_none(),
+            "overflow"
+        );
     }
 
     #[test]
@@ -253,6 +263,35 @@ mod tests {
         assert!(fl.is_empty());
         fl.push(FrameAddr(8192));
         assert_eq!(fl.len(), 1);
+    }
+
+    #[test]
+    fn umem_without_enough_huge_pages_prefer_falls_back_require_fails() {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let read = |k| super::super::hugepage::parse_meminfo(&meminfo, k);
+        let overcommit = std::fs::read_to_string("/proc/sys/vm/nr_overcommit_hugepages")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
+        if read("Hugepagesize") != Some(2048) || overcommit != Some(0) {
+            eprintln!("SKIPPED: default huge page size is not 2 MiB or overcommit is on");
+            return;
+        }
+        // 8 pages more than are free: the huge-page mmap must fail.
+        let pages = read("HugePages_Free").unwrap() + 8;
+        let cfg = UmemConfig {
+            frame_count: (pages * (HUGE_PAGE_SIZE as u64) / 2048) as u32,
+            huge_pages: HugePages::Prefer,
+            ..UmemConfig::default()
+        };
+        let u = Umem::new(&cfg).unwrap();
+        assert!(!u.huge(), "fell back to normal pages");
+        let e = Umem::new(&UmemConfig {
+            huge_pages: HugePages::Require,
+            ..cfg
+        })
+        .unwrap_err();
+        assert!(matches!(e, XskError::HugePages { .. }), "{e}");
+        assert_eq!(e.raw_os_error(), Some(libc::ENOMEM), "{e}");
     }
 
     #[test]

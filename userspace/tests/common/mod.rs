@@ -71,15 +71,42 @@ impl NetnsPair {
         sh(&["ip", "netns", "add", &p.sensor_ns]);
         sh(&["ip", "netns", "add", &p.host_ns]);
         sh(&[
-            "ip", "link", "add", &p.sensor_if, "numrxqueues", "1", "numtxqueues", "1", "netns",
-            &p.sensor_ns, "type", "veth", "peer", "name", &p.host_if, "numrxqueues", "1",
-            "numtxqueues", "1", "netns", &p.host_ns,
+            "ip",
+            "link",
+            "add",
+            &p.sensor_if,
+            "numrxqueues",
+            "1",
+            "numtxqueues",
+            "1",
+            "netns",
+            &p.sensor_ns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &p.host_if,
+            "numrxqueues",
+            "1",
+            "numtxqueues",
+            "1",
+            "netns",
+            &p.host_ns,
         ]);
         for (ns, ifname, ip) in [
             (&p.sensor_ns, &p.sensor_if, &p.sensor_ip),
             (&p.host_ns, &p.host_if, &p.host_ip),
         ] {
-            sh(&["ip", "-n", ns, "addr", "add", &format!("{ip}/24"), "dev", ifname]);
+            sh(&[
+                "ip",
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{ip}/24"),
+                "dev",
+                ifname,
+            ]);
             sh(&["ip", "-n", ns, "link", "set", ifname, "up"]);
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
@@ -96,8 +123,12 @@ impl NetnsPair {
 
 impl Drop for NetnsPair {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.sensor_ns]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.host_ns]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.sensor_ns])
+            .status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.host_ns])
+            .status();
     }
 }
 
@@ -143,16 +174,19 @@ impl Daemon {
         ));
         let _ = std::fs::remove_file(&stats_path);
         let calib = data("velodyne/vlp16/calibration/VLP16db.yaml");
-        let child = NetnsPair::exec(ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface])
-            .args(["--sensor", "vlp16", "--port", "2368", "--listen"])
-            .arg(format!("127.0.0.1:{listen_port}"))
-            .arg("--calibration")
-            .arg(&calib)
-            .arg("--stats-json")
-            .arg(&stats_path)
-            .args(extra)
-            .spawn()
-            .expect("spawn daemon");
+        let child = NetnsPair::exec(
+            ns,
+            &[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface],
+        )
+        .args(["--sensor", "vlp16", "--port", "2368", "--listen"])
+        .arg(format!("127.0.0.1:{listen_port}"))
+        .arg("--calibration")
+        .arg(&calib)
+        .arg("--stats-json")
+        .arg(&stats_path)
+        .args(extra)
+        .spawn()
+        .expect("spawn daemon");
         let mut d = Self { child, stats_path };
         let ns2 = ns.to_string();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -166,7 +200,10 @@ impl Daemon {
             if ok {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "daemon not ready in 30 s");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "daemon not ready in 30 s"
+            );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         d
@@ -203,7 +240,10 @@ pub fn wait(child: &mut std::process::Child, secs: u64) -> std::process::ExitSta
         if let Some(s) = child.try_wait().unwrap() {
             return s;
         }
-        assert!(std::time::Instant::now() < deadline, "process still running after {secs} s");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process still running after {secs} s"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

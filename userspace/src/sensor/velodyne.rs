@@ -1,0 +1,797 @@
+//! Velodyne VLP-16 data packets: a zero-copy packet view and a sans-IO point decoder.
+//!
+//! Source: *VLP-16 User Manual* (Velodyne, 63-9243), section 9 "Sensor Data": data packet format
+//! and firing timing table. Cross-checked against Tier IV Nebula's `vlp16_decoder.cpp`.
+//!
+//! ## Data packet layout (UDP payload, 1206 bytes, little-endian)
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | `100·b + 0` | 2 | block flag `0xFF 0xEE` (b = 0..11) |
+//! | `100·b + 2` | 2 | azimuth, u16, 0.01° units, 0..35999 |
+//! | `100·b + 4 + 3·k` | 2 | distance of channel slot k = 0..31, u16, 2 mm units (0 = no return) |
+//! | `100·b + 6 + 3·k` | 1 | calibrated reflectivity of slot k |
+//! | 1200 | 4 | timestamp, u32, µs past the top of the hour (time of the first firing of block 0) |
+//! | 1204 | 1 | return mode: 0x37 strongest, 0x38 last, 0x39 dual |
+//! | 1205 | 1 | product id: 0x22 VLP-16 (ignored: the configured model wins) |
+//!
+//! Slots 0..15 are the first firing sequence (laser ids 0..15), slots 16..31 the second one,
+//! fired 55.296 µs later. Lasers fire every 2.304 µs inside a sequence.
+//! In single-return modes each block is two firing sequences at consecutive times. In dual mode
+//! blocks come in pairs (2p, 2p+1) that describe the same two firing sequences: block 2p holds
+//! the last return, block 2p+1 the strongest one (or the second strongest when the strongest is
+//! also the last); both carry the same azimuth.
+
+use std::f64::consts::PI;
+
+use crate::point::{PointXYZIRCAEDT, ReturnType};
+
+use super::calibration::VelodyneCalibration;
+use super::{DecodeFlavor, ReturnMode};
+
+/// Size of a VLP-16 data packet (UDP payload), bytes.
+pub const DATA_PACKET_LEN: usize = 1206;
+/// Size of a VLP-16 position (GPS/telemetry) packet, bytes, sent to port 8308.
+pub const POSITION_PACKET_LEN: usize = 512;
+/// Data blocks per packet.
+pub const BLOCKS: usize = 12;
+/// Size of one data block, bytes.
+pub const BLOCK_LEN: usize = 100;
+/// Channel slots (2 firing sequences × 16 lasers) per block.
+pub const SLOTS_PER_BLOCK: usize = 32;
+/// Lasers per firing sequence.
+pub const LASERS: usize = 16;
+/// Block flag bytes at the start of every block.
+pub const BLOCK_FLAG: [u8; 2] = [0xFF, 0xEE];
+/// Offset of the u32 timestamp (µs past the hour).
+pub const TIMESTAMP_OFFSET: usize = 1200;
+/// Offset of the return-mode byte.
+pub const RETURN_MODE_OFFSET: usize = 1204;
+/// Offset of the product-id byte.
+pub const PRODUCT_ID_OFFSET: usize = 1205;
+/// Return-mode byte: strongest.
+pub const RETURN_MODE_STRONGEST: u8 = 0x37;
+/// Return-mode byte: last.
+pub const RETURN_MODE_LAST: u8 = 0x38;
+/// Return-mode byte: dual.
+pub const RETURN_MODE_DUAL: u8 = 0x39;
+/// Product-id byte of a VLP-16.
+pub const PRODUCT_ID_VLP16: u8 = 0x22;
+/// Time between two laser firings inside a firing sequence, ns (manual: 2.304 µs).
+pub const FIRING_NS: u32 = 2_304;
+/// Duration of one firing sequence (16 firings + recharge), ns (manual: 55.296 µs).
+pub const SEQUENCE_NS: u32 = 55_296;
+/// Number of azimuth units per turn (0.01° units).
+pub const AZIMUTH_UNITS: u32 = 36_000;
+
+/// Time between two data packets, ns: 24 firing sequences in single-return modes, 12 in dual.
+pub const fn packet_interval_ns(mode: ReturnMode) -> u64 {
+    match mode {
+        ReturnMode::Dual => 12 * SEQUENCE_NS as u64,
+        ReturnMode::Strongest | ReturnMode::Last => 24 * SEQUENCE_NS as u64,
+    }
+}
+
+/// Why a payload is not a valid VLP-16 data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    /// The payload is not 1206 bytes long.
+    #[error("payload is {len} bytes, a VLP-16 data packet is 1206")]
+    Length {
+        /// Payload length, bytes.
+        len: usize,
+    },
+    /// A block does not start with `0xFF 0xEE`.
+    #[error("block {block} flag is {flag:#06x}, expected 0xffee")]
+    BlockFlag {
+        /// Block index 0..11.
+        block: usize,
+        /// The two flag bytes, big-endian for display.
+        flag: u16,
+    },
+    /// A block azimuth is 36000 or more (0.01° units).
+    #[error("block {block} azimuth {azimuth} is outside [0, 35999] (0.01 deg)")]
+    Azimuth {
+        /// Block index 0..11.
+        block: usize,
+        /// Raw azimuth value.
+        azimuth: u16,
+    },
+    /// Byte 1204 is not 0x37, 0x38 or 0x39.
+    #[error("return mode byte {0:#04x} is not 0x37/0x38/0x39")]
+    ReturnMode(u8),
+}
+
+/// How a payload that is not a valid data packet is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Not a data packet at all (e.g. a 512-byte position packet): counted `ignored`.
+    Ignored,
+    /// Looks like a data packet but is damaged: counted `malformed`.
+    Malformed(PacketError),
+}
+
+/// Payload sizes within this many bytes of 1206 are treated as damaged data packets.
+pub const MALFORMED_LEN_TOLERANCE: usize = 64;
+
+/// A zero-copy view of a VLP-16 data packet (smoltcp `wire` style).
+///
+/// [`Packet::new_checked`] validates the length, every block flag, every block azimuth and the
+/// return-mode byte once; after that no accessor can panic or read out of bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps a buffer without checking it. Accessors on an unchecked short buffer return 0
+    /// instead of panicking, but use [`Packet::new_checked`] for untrusted input.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    /// Wraps and validates a buffer (see the module table).
+    ///
+    /// # Errors
+    /// [`PacketError::Length`] unless exactly 1206 bytes, [`PacketError::BlockFlag`] for a block
+    /// not starting with `FF EE`, [`PacketError::Azimuth`] for an azimuth >= 36000,
+    /// [`PacketError::ReturnMode`] for a byte 1204 other than 0x37/0x38/0x39.
+    pub fn new_checked(buffer: T) -> Result<Self, PacketError> {
+        let p = Self { buffer };
+        p.check()?;
+        Ok(p)
+    }
+
+    fn check(&self) -> Result<(), PacketError> {
+        let b = self.buffer.as_ref();
+        if b.len() != DATA_PACKET_LEN {
+            return Err(PacketError::Length { len: b.len() });
+        }
+        for block in 0..BLOCKS {
+            let o = block * BLOCK_LEN;
+            if b[o..o + 2] != BLOCK_FLAG {
+                return Err(PacketError::BlockFlag {
+                    block,
+                    flag: u16::from_be_bytes([b[o], b[o + 1]]),
+                });
+            }
+            let azimuth = self.azimuth(block);
+            if u32::from(azimuth) >= AZIMUTH_UNITS {
+                return Err(PacketError::Azimuth { block, azimuth });
+            }
+        }
+        match b[RETURN_MODE_OFFSET] {
+            RETURN_MODE_STRONGEST | RETURN_MODE_LAST | RETURN_MODE_DUAL => Ok(()),
+            other => Err(PacketError::ReturnMode(other)),
+        }
+    }
+
+    fn byte(&self, offset: usize) -> u8 {
+        self.buffer.as_ref().get(offset).copied().unwrap_or(0)
+    }
+
+    fn u16_at(&self, offset: usize) -> u16 {
+        u16::from_le_bytes([self.byte(offset), self.byte(offset + 1)])
+    }
+
+    /// Azimuth of block `block` (0..11), 0.01° units (bytes `100·b+2..+4`).
+    pub fn azimuth(&self, block: usize) -> u16 {
+        self.u16_at(block * BLOCK_LEN + 2)
+    }
+
+    /// Raw distance of slot `slot` (0..31) in block `block`, 2 mm units; 0 means no return.
+    pub fn distance_raw(&self, block: usize, slot: usize) -> u16 {
+        self.u16_at(block * BLOCK_LEN + 4 + 3 * slot)
+    }
+
+    /// Calibrated reflectivity of slot `slot` (0..31) in block `block` (0..255).
+    pub fn reflectivity(&self, block: usize, slot: usize) -> u8 {
+        self.byte(block * BLOCK_LEN + 6 + 3 * slot)
+    }
+
+    /// Timestamp: µs past the top of the hour of the first firing of block 0 (bytes 1200..1204).
+    pub fn timestamp_us(&self) -> u32 {
+        let o = TIMESTAMP_OFFSET;
+        u32::from_le_bytes([
+            self.byte(o),
+            self.byte(o + 1),
+            self.byte(o + 2),
+            self.byte(o + 3),
+        ])
+    }
+
+    /// Raw return-mode byte (offset 1204).
+    pub fn return_mode_byte(&self) -> u8 {
+        self.byte(RETURN_MODE_OFFSET)
+    }
+
+    /// Decoded return mode (offset 1204); `Strongest` for an unchecked unknown byte.
+    pub fn return_mode(&self) -> ReturnMode {
+        match self.return_mode_byte() {
+            RETURN_MODE_LAST => ReturnMode::Last,
+            RETURN_MODE_DUAL => ReturnMode::Dual,
+            _ => ReturnMode::Strongest,
+        }
+    }
+
+    /// Product-id byte (offset 1205); informative only.
+    pub fn product_id(&self) -> u8 {
+        self.byte(PRODUCT_ID_OFFSET)
+    }
+}
+
+/// Classifies a payload: `Ok(packet)` for a valid data packet, else how to count it.
+///
+/// Rule: a payload of exactly 1206 bytes that fails [`Packet::new_checked`] is malformed; one
+/// whose length is within [`MALFORMED_LEN_TOLERANCE`] bytes of 1206, or that starts with the
+/// block flag `FF EE`, is a damaged (truncated / padded) data packet, hence malformed; any other
+/// size (512-byte position packets, foreign traffic) is ignored.
+pub fn classify(payload: &[u8]) -> Result<Packet<&[u8]>, Rejection> {
+    match Packet::new_checked(payload) {
+        Ok(p) => Ok(p),
+        Err(e @ PacketError::Length { len }) => {
+            if len.abs_diff(DATA_PACKET_LEN) <= MALFORMED_LEN_TOLERANCE
+                || payload.starts_with(&BLOCK_FLAG)
+            {
+                Err(Rejection::Malformed(e))
+            } else {
+                Err(Rejection::Ignored)
+            }
+        }
+        Err(e) => Err(Rejection::Malformed(e)),
+    }
+}
+
+/// Firing time of `slot` in `block`, ns after the packet timestamp (manual section 9, firing
+/// timing table): single return `(2·b + slot/16)·55.296 µs + (slot%16)·2.304 µs`; dual return
+/// uses the pair index, `(2·(b/2) + slot/16)·55.296 µs + (slot%16)·2.304 µs`.
+pub const fn firing_offset_ns(mode: ReturnMode, block: usize, slot: usize) -> u32 {
+    let seq = match mode {
+        ReturnMode::Dual => 2 * (block / 2) + slot / LASERS,
+        ReturnMode::Strongest | ReturnMode::Last => 2 * block + slot / LASERS,
+    };
+    seq as u32 * SEQUENCE_NS + (slot % LASERS) as u32 * FIRING_NS
+}
+
+/// Field-of-view filter on the corrected point azimuth, 0.01° units, inclusive bounds
+/// (Nebula's `cloud_min_angle`/`cloud_max_angle` semantics; `min > max` wraps through 0°).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FovCdeg {
+    /// Lower bound, 0.01°.
+    pub min: u32,
+    /// Upper bound, 0.01°.
+    pub max: u32,
+}
+
+impl FovCdeg {
+    fn block_passes(self, az: u16) -> bool {
+        let az = u32::from(az);
+        (self.min < self.max && az >= self.min && az <= self.max) || self.min > self.max
+    }
+
+    fn point_passes(self, az: u32) -> bool {
+        (self.min < self.max && az >= self.min && az <= self.max)
+            || (self.min > self.max && (az <= self.max || az >= self.min))
+    }
+}
+
+/// Decoder settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecoderSettings {
+    /// Points with range `<= min_range_m` are dropped, m (exclusive, as Nebula).
+    pub min_range_m: f64,
+    /// Points with range `>= max_range_m` are dropped, m (exclusive, as Nebula).
+    pub max_range_m: f64,
+    /// Optional field of view; `None` keeps every azimuth.
+    pub fov: Option<FovCdeg>,
+    /// Azimuth interpolation and dual-return labelling rules.
+    pub flavor: DecodeFlavor,
+}
+
+/// One decoded point plus what the scan assembler needs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodedPoint {
+    /// The point; `time_stamp` is left 0 (the assembler sets it).
+    pub point: PointXYZIRCAEDT,
+    /// Corrected azimuth, 0.01° units, 0..35999.
+    pub azimuth_cdeg: u16,
+    /// Firing time after the packet timestamp, ns ([`firing_offset_ns`]).
+    pub offset_ns: u32,
+    /// Block index 0..11 the point came from.
+    pub block: u8,
+    /// Slot 0..31 inside the block (laser id = slot % 16, firing sequence = slot / 16).
+    pub slot: u8,
+}
+
+/// The VLP-16 point decoder: calibration + settings, no state between packets.
+#[derive(Clone)]
+pub struct Vlp16Decoder {
+    calib: VelodyneCalibration,
+    settings: DecoderSettings,
+    /// `(cos, sin)` of every azimuth unit, f32 (as Nebula's lookup tables).
+    trig: Box<[[f32; 2]]>,
+    /// `rot_correction` of each laser in 0.01° units (f64, as Nebula computes it).
+    rot_cdeg: [f64; LASERS],
+}
+
+impl std::fmt::Debug for Vlp16Decoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The 36,000-entry trig table is left out.
+        f.debug_struct("Vlp16Decoder")
+            .field("calib", &self.calib)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Vlp16Decoder {
+    /// Builds a decoder. `calib` must have 16 lasers (as [`VelodyneCalibration::from_file`]
+    /// with 16 enforces); missing lasers decode with zero corrections.
+    pub fn new(calib: VelodyneCalibration, settings: DecoderSettings) -> Self {
+        let trig = (0..AZIMUTH_UNITS)
+            .map(|i| {
+                let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
+                [rad.cos(), rad.sin()]
+            })
+            .collect();
+        let mut rot_cdeg = [0.0; LASERS];
+        for (r, l) in rot_cdeg.iter_mut().zip(&calib.lasers) {
+            *r = f64::from(l.rot_correction) * 180.0 / PI * 100.0;
+        }
+        Self {
+            calib,
+            settings,
+            trig,
+            rot_cdeg,
+        }
+    }
+
+    /// The decoder settings.
+    pub fn settings(&self) -> &DecoderSettings {
+        &self.settings
+    }
+
+    /// Block azimuth and per-block azimuth advance (0.01° units) used for interpolation.
+    fn block_azimuth(&self, p: &Packet<&[u8]>, dual: bool, block: usize) -> (u16, f32) {
+        let rot = |b: usize| p.azimuth(b.min(BLOCKS - 1));
+        let diff =
+            |a: u16, b: u16| ((AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS) as f32;
+        match (self.settings.flavor, dual) {
+            // Nebula `Vlp16Decoder::unpack`, reproduced exactly. The azimuth of block b > 0 is
+            // the value cached as "next" while decoding block b-1: rot[b] in single mode but
+            // rot[b+1] in dual mode, so an odd (second-return) block takes the *next* pair's
+            // azimuth. The advance is rot[b+step] - az(b) while b+step < 12 (step 1 single,
+            // 2 dual); block 12-step gets 0 (no interpolation), and in dual mode block 11 reuses
+            // the advance of block 9, rot[11] - rot[10] (0 for well-formed pairs).
+            (DecodeFlavor::Nebula, false) => {
+                let az = rot(block);
+                let d = if block < BLOCKS - 1 {
+                    diff(az, rot(block + 1))
+                } else {
+                    0.0
+                };
+                (az, d)
+            }
+            (DecodeFlavor::Nebula, true) => {
+                let az = if block == 0 { rot(0) } else { rot(block + 1) };
+                let d = if block < BLOCKS - 2 {
+                    diff(az, rot(block + 2))
+                } else if block == BLOCKS - 2 {
+                    0.0
+                } else {
+                    // Block 11 reuses the advance computed for block 9: rot[11] - rot[10].
+                    diff(rot(10), rot(11))
+                };
+                (az, d)
+            }
+            // VLP-16 manual: interpolate between this block (pair) and the next one; the last
+            // block (pair) reuses the previous advance.
+            (DecodeFlavor::Manual, false) => {
+                let az = rot(block);
+                let d = if block < BLOCKS - 1 {
+                    diff(az, rot(block + 1))
+                } else {
+                    diff(rot(BLOCKS - 2), az)
+                };
+                (az, d)
+            }
+            (DecodeFlavor::Manual, true) => {
+                let first = block & !1;
+                let az = rot(first);
+                let d = if first + 2 < BLOCKS {
+                    diff(az, rot(first + 2))
+                } else {
+                    diff(rot(first - 2), az)
+                };
+                (az, d)
+            }
+        }
+    }
+
+    /// Decodes one validated packet, calling `emit` for every point that survives the range and
+    /// field-of-view filters, in packet order (block, firing sequence, laser).
+    ///
+    /// Rules (Nebula-compatible): a zero distance is "no return"; distance = raw·resolution
+    /// (+ `dist_correction` when non-zero), kept when `min_range < d < max_range`. Dual mode:
+    /// a point of an odd block (strongest) whose raw distance equals the even block's (last)
+    /// is the same return and is skipped; the even-block point is then [`ReturnType::Identical`],
+    /// as is any point whose partner slot has no return. Otherwise the type combines
+    /// first/last (by distance) and strongest/weak (by reflectivity; on a tie the "last" one
+    /// is strongest); see [`DecodeFlavor`] for which distance counts as "first".
+    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+        let mode = p.return_mode();
+        let dual = mode == ReturnMode::Dual;
+        let s = &self.settings;
+        let res = self.calib.distance_resolution_m;
+        for block in 0..BLOCKS {
+            let (az, diff) = self.block_azimuth(p, dual, block);
+            if s.flavor == DecodeFlavor::Nebula
+                && let Some(fov) = s.fov
+                && !fov.block_passes(az)
+            {
+                continue;
+            }
+            let partner = block ^ 1;
+            for slot in 0..SLOTS_PER_BLOCK {
+                let laser = slot % LASERS;
+                let firing = slot / LASERS;
+                let raw = p.distance_raw(block, slot);
+                let other = if dual {
+                    p.distance_raw(partner, slot)
+                } else {
+                    0
+                };
+                if raw == 0 || (dual && block % 2 == 1 && other == raw) {
+                    continue;
+                }
+                let Some(corr) = self.calib.lasers.get(laser) else {
+                    continue;
+                };
+                let mut distance = f32::from(raw) * res;
+                if distance > 1e-6 {
+                    distance += corr.dist_correction;
+                }
+                let d = f64::from(distance);
+                if !(d > s.min_range_m && d < s.max_range_m) {
+                    continue;
+                }
+                // Same arithmetic and precision as Nebula (f32 interpolation, f64 correction).
+                let frac =
+                    diff * (laser as f32 * 2.304f32 + firing as f32 * 55.296f32) / 110.592f32;
+                let mut azf = (f64::from(f32::from(az) + frac) - self.rot_cdeg[laser]) as f32;
+                if azf < 0.0 {
+                    azf += AZIMUTH_UNITS as f32;
+                }
+                let azc = (azf.round() as u32) % AZIMUTH_UNITS;
+                if let Some(fov) = s.fov
+                    && !fov.point_passes(azc)
+                {
+                    continue;
+                }
+                let [cos_az, sin_az] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
+                let xy = distance * corr.cos_vert;
+                let intensity = p.reflectivity(block, slot);
+                let return_type = match mode {
+                    ReturnMode::Strongest => ReturnType::Strongest,
+                    ReturnMode::Last => ReturnType::Last,
+                    ReturnMode::Dual => {
+                        if other == 0 || other == raw {
+                            ReturnType::Identical
+                        } else {
+                            let other_i = p.reflectivity(partner, slot);
+                            let first = match s.flavor {
+                                DecodeFlavor::Nebula => raw > other,
+                                DecodeFlavor::Manual => raw < other,
+                            };
+                            let strongest = if other_i == intensity {
+                                !first
+                            } else {
+                                intensity > other_i
+                            };
+                            match (first, strongest) {
+                                (true, true) => ReturnType::FirstStrongest,
+                                (false, true) => ReturnType::LastStrongest,
+                                (true, false) => ReturnType::FirstWeak,
+                                (false, false) => ReturnType::LastWeak,
+                            }
+                        }
+                    }
+                };
+                emit(DecodedPoint {
+                    point: PointXYZIRCAEDT {
+                        x: xy * cos_az,
+                        y: -(xy * sin_az),
+                        z: distance * corr.sin_vert,
+                        intensity,
+                        return_type: return_type as u8,
+                        channel: corr.ring,
+                        azimuth: (f64::from(azc) * 0.01 * PI / 180.0) as f32,
+                        elevation: corr.vert_correction,
+                        distance,
+                        time_stamp: 0,
+                    },
+                    azimuth_cdeg: azc as u16,
+                    offset_ns: firing_offset_ns(mode, block, slot),
+                    block: block as u8,
+                    slot: slot as u8,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A synthetic packet: every block flagged, azimuth `az0 + step·b` (pairs in dual mode),
+    /// distances `dist(block, slot)`, reflectivity 100.
+    pub(crate) fn synth(
+        az0: u16,
+        step: u16,
+        mode: u8,
+        dist: impl Fn(usize, usize) -> u16,
+    ) -> Vec<u8> {
+        let mut b = vec![0u8; DATA_PACKET_LEN];
+        for blk in 0..BLOCKS {
+            let o = blk * BLOCK_LEN;
+            b[o..o + 2].copy_from_slice(&BLOCK_FLAG);
+            let idx = if mode == RETURN_MODE_DUAL {
+                blk / 2
+            } else {
+                blk
+            } as u32;
+            let az = ((u32::from(az0) + u32::from(step) * idx) % AZIMUTH_UNITS) as u16;
+            b[o + 2..o + 4].copy_from_slice(&az.to_le_bytes());
+            for s in 0..SLOTS_PER_BLOCK {
+                b[o + 4 + 3 * s..o + 6 + 3 * s].copy_from_slice(&dist(blk, s).to_le_bytes());
+                b[o + 6 + 3 * s] = 100;
+            }
+        }
+        b[TIMESTAMP_OFFSET..TIMESTAMP_OFFSET + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+        b[RETURN_MODE_OFFSET] = mode;
+        b[PRODUCT_ID_OFFSET] = PRODUCT_ID_VLP16;
+        b
+    }
+
+    fn decoder(flavor: DecodeFlavor) -> Vlp16Decoder {
+        let calib = VelodyneCalibration::from_file(
+            std::path::Path::new(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+            )),
+            16,
+        )
+        .unwrap();
+        Vlp16Decoder::new(
+            calib,
+            DecoderSettings {
+                min_range_m: 0.3,
+                max_range_m: 300.0,
+                fov: None,
+                flavor,
+            },
+        )
+    }
+
+    #[test]
+    fn checked_view_rejects_every_bad_shape() {
+        let good = synth(100, 20, RETURN_MODE_STRONGEST, |_, _| 500);
+        assert!(Packet::new_checked(&good[..]).is_ok());
+        assert_eq!(
+            Packet::new_checked(&good[..1205]).unwrap_err(),
+            PacketError::Length { len: 1205 }
+        );
+        let mut bad = good.clone();
+        bad[300] = 0xDD;
+        assert_eq!(
+            Packet::new_checked(&bad[..]).unwrap_err(),
+            PacketError::BlockFlag {
+                block: 3,
+                flag: 0xddee
+            }
+        );
+        let mut bad = good.clone();
+        bad[502..504].copy_from_slice(&36000u16.to_le_bytes());
+        assert_eq!(
+            Packet::new_checked(&bad[..]).unwrap_err(),
+            PacketError::Azimuth {
+                block: 5,
+                azimuth: 36000
+            }
+        );
+        let mut bad = good.clone();
+        bad[RETURN_MODE_OFFSET] = 0x3a;
+        assert_eq!(
+            Packet::new_checked(&bad[..]).unwrap_err(),
+            PacketError::ReturnMode(0x3a)
+        );
+        // Unchecked views over short buffers never panic.
+        let p = Packet::new_unchecked(&good[..10]);
+        assert_eq!(
+            (p.distance_raw(11, 31), p.timestamp_us(), p.product_id()),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn classify_sizes() {
+        assert_eq!(classify(&[0u8; 512]).unwrap_err(), Rejection::Ignored);
+        assert_eq!(classify(&[]).unwrap_err(), Rejection::Ignored);
+        assert!(matches!(
+            classify(&[0u8; 1207]).unwrap_err(),
+            Rejection::Malformed(PacketError::Length { len: 1207 })
+        ));
+        assert!(matches!(
+            classify(&[0xFF, 0xEE, 0, 0]).unwrap_err(),
+            Rejection::Malformed(_)
+        ));
+        assert!(matches!(
+            classify(&[0u8; 1206]).unwrap_err(),
+            Rejection::Malformed(PacketError::BlockFlag { block: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn firing_timing_table() {
+        // Manual section 9: last firing of a single-return packet at 23·55.296 + 15·2.304 µs.
+        assert_eq!(
+            firing_offset_ns(ReturnMode::Strongest, 11, 31),
+            23 * 55_296 + 15 * 2_304
+        );
+        assert_eq!(
+            firing_offset_ns(ReturnMode::Dual, 11, 31),
+            11 * 55_296 + 15 * 2_304
+        );
+        assert_eq!(firing_offset_ns(ReturnMode::Dual, 1, 0), 0);
+        assert_eq!(packet_interval_ns(ReturnMode::Dual), 663_552);
+        assert_eq!(packet_interval_ns(ReturnMode::Last), 1_327_104);
+    }
+
+    #[test]
+    fn single_return_geometry() {
+        // 10 m everywhere, azimuth 90.00 deg + 0.20 deg per block.
+        let pkt = synth(9000, 20, RETURN_MODE_STRONGEST, |_, _| 5000);
+        let p = Packet::new_checked(&pkt[..]).unwrap();
+        let mut pts = Vec::new();
+        decoder(DecodeFlavor::Manual).decode(&p, |d| pts.push(d));
+        assert_eq!(pts.len(), BLOCKS * SLOTS_PER_BLOCK);
+        let first = pts[0]; // laser 0: -15 deg, ring 0, azimuth 90.00 deg
+        assert_eq!(first.azimuth_cdeg, 9000);
+        assert_eq!(first.point.channel, 0);
+        assert_eq!(first.point.return_type, ReturnType::Strongest as u8);
+        assert!((first.point.distance - 10.0).abs() < 1e-6);
+        // Nebula axes: x = d cos(el) cos(az) ~ 0, y = -d cos(el) sin(az) < 0, z = d sin(el).
+        assert!(first.point.x.abs() < 1e-4);
+        assert!((first.point.y + 10.0 * (15f32.to_radians()).cos()).abs() < 1e-4);
+        assert!((first.point.z + 10.0 * (15f32.to_radians()).sin()).abs() < 1e-4);
+        // Second firing sequence of block 0 is half-way to block 1: +0.10 deg.
+        assert_eq!(pts[16].azimuth_cdeg, 9010);
+        // Manual: the last block reuses the previous advance; Nebula does not interpolate it.
+        assert_eq!(pts[11 * 32 + 16].azimuth_cdeg, 9000 + 11 * 20 + 10);
+        let mut neb = Vec::new();
+        decoder(DecodeFlavor::Nebula).decode(&p, |d| neb.push(d));
+        assert_eq!(neb[11 * 32 + 16].azimuth_cdeg, 9000 + 11 * 20);
+        assert_eq!(neb[16].azimuth_cdeg, 9010);
+    }
+
+    #[test]
+    fn range_filter_is_exclusive_and_zero_is_no_return() {
+        // 150 counts = 0.300 m exactly: Nebula keeps it (f32 0.3 > f64 0.3); 0 is no return.
+        let pkt = synth(0, 20, RETURN_MODE_LAST, |_, s| {
+            [0u16, 150, 149, 65535][s % 4]
+        });
+        let p = Packet::new_checked(&pkt[..]).unwrap();
+        let mut pts = Vec::new();
+        decoder(DecodeFlavor::Nebula).decode(&p, |d| pts.push(d));
+        assert_eq!(pts.len(), BLOCKS * 16);
+        assert!(
+            pts.iter()
+                .all(|d| d.point.return_type == ReturnType::Last as u8)
+        );
+    }
+
+    #[test]
+    fn dual_return_rules() {
+        // Even block (last return) / odd block (strongest) per slot:
+        // slot%4==0 identical, ==1 odd missing, ==2 different & odd stronger, ==3 even missing.
+        let pkt = synth(1000, 40, RETURN_MODE_DUAL, |b, s| match (s % 4, b % 2) {
+            (0, _) => 1000,
+            (1, 0) => 1000,
+            (1, _) => 0,
+            (2, 0) => 2000,
+            (2, _) => 1000,
+            (3, 0) => 0,
+            (3, _) => 1500,
+            _ => unreachable!(),
+        });
+        let mut pkt = pkt;
+        // Make odd blocks' slot 2 stronger than the even partner.
+        for b in (1..BLOCKS).step_by(2) {
+            for s in (2..SLOTS_PER_BLOCK).step_by(4) {
+                pkt[b * BLOCK_LEN + 6 + 3 * s] = 200;
+            }
+        }
+        let p = Packet::new_checked(&pkt[..]).unwrap();
+        for flavor in [DecodeFlavor::Nebula, DecodeFlavor::Manual] {
+            let mut pts = Vec::new();
+            decoder(flavor).decode(&p, |d| pts.push(d));
+            // Per pair and per 4 slots: even block emits 3 (slots 0,1,2), odd emits 2 (2,3).
+            assert_eq!(pts.len(), 6 * 8 * 5);
+            let ty = |blk: u8, slot: u8| {
+                pts.iter()
+                    .find(|d| d.block == blk && d.slot == slot)
+                    .map(|d| d.point.return_type)
+            };
+            let id = ReturnType::Identical as u8;
+            assert_eq!(ty(0, 0), Some(id));
+            assert_eq!(ty(1, 0), None, "identical odd return merged");
+            assert_eq!(ty(0, 1), Some(id));
+            assert_eq!(ty(1, 3), Some(id));
+            let (far, near) = (ty(0, 2).unwrap(), ty(1, 2).unwrap());
+            match flavor {
+                // Nebula labels the longer range "first".
+                DecodeFlavor::Nebula => {
+                    assert_eq!(
+                        (far, near),
+                        (ReturnType::FirstWeak as u8, ReturnType::LastStrongest as u8)
+                    )
+                }
+                DecodeFlavor::Manual => {
+                    assert_eq!(
+                        (far, near),
+                        (ReturnType::LastWeak as u8, ReturnType::FirstStrongest as u8)
+                    )
+                }
+            }
+            // Both returns of a pair share the firing time.
+            let t = |blk: u8, slot: u8| {
+                pts.iter()
+                    .find(|d| d.block == blk && d.slot == slot)
+                    .unwrap()
+                    .offset_ns
+            };
+            assert_eq!(t(2, 2), t(3, 2));
+        }
+        // Azimuth of the odd block: Nebula takes the next pair's azimuth without interpolation;
+        // the manual interpolates inside the pair.
+        let az = |flavor, blk: u8, slot: u8| {
+            let mut v = None;
+            decoder(flavor).decode(&p, |d| {
+                if d.block == blk && d.slot == slot {
+                    v = Some(d.azimuth_cdeg)
+                }
+            });
+            v.unwrap()
+        };
+        assert_eq!(az(DecodeFlavor::Nebula, 1, 18), 1040);
+        assert_eq!(az(DecodeFlavor::Manual, 1, 18), 1000 + 20 + 2); // 40·(55.296+2·2.304)/110.592 = 21.67
+        assert_eq!(az(DecodeFlavor::Nebula, 0, 18), 1022);
+    }
+
+    #[test]
+    fn decode_never_panics_on_garbage() {
+        let d = decoder(DecodeFlavor::Nebula);
+        let mut x: u32 = 0x1234_5678;
+        for _ in 0..200 {
+            let mut pkt = synth(0, 0, RETURN_MODE_DUAL, |_, _| 0);
+            for byte in pkt.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *byte = x as u8;
+            }
+            for blk in 0..BLOCKS {
+                pkt[blk * BLOCK_LEN..blk * BLOCK_LEN + 2].copy_from_slice(&BLOCK_FLAG);
+                let az = (u16::from_le_bytes([pkt[blk * BLOCK_LEN + 2], pkt[blk * BLOCK_LEN + 3]]))
+                    % 36000;
+                pkt[blk * BLOCK_LEN + 2..blk * BLOCK_LEN + 4].copy_from_slice(&az.to_le_bytes());
+            }
+            pkt[RETURN_MODE_OFFSET] = [RETURN_MODE_DUAL, RETURN_MODE_LAST][(x & 1) as usize];
+            let p = Packet::new_checked(&pkt[..]).unwrap();
+            d.decode(&p, |dp| {
+                assert!(dp.azimuth_cdeg < 36000 && dp.point.distance < 300.0)
+            });
+        }
+    }
+}

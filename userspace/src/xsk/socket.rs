@@ -1,0 +1,718 @@
+//! [`XskSocket`]: an RX-only AF_XDP socket with its own UMEM.
+//!
+//! Setup follows `af_xdp.rst` and libxdp's `xsk_socket__create`: `socket(AF_XDP)`,
+//! `XDP_UMEM_REG`, `XDP_UMEM_FILL_RING` / `XDP_UMEM_COMPLETION_RING` / `XDP_RX_RING` sizes,
+//! `XDP_MMAP_OFFSETS`, mmap of the three rings at `XDP_UMEM_PGOFF_FILL_RING`,
+//! `XDP_UMEM_PGOFF_COMPLETION_RING` and `XDP_PGOFF_RX_RING`, `bind(sockaddr_xdp)`, and
+//! finally every frame onto the fill ring. Each bind attempt uses a fresh socket, so a
+//! failed zero-copy bind or an `EBUSY` leaves no half-bound state behind.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use super::ring::{ConsumerRing, ProducerRing, RingPtrs};
+use super::stats::{XdpStatistics, XskCounters};
+use super::umem::{FreeList, Umem};
+use super::{BindMode, BoundMode, UmemConfig, XskConfig, XskError};
+
+/// An AF_XDP socket bound to one interface queue, with its UMEM and fill/RX/completion
+/// rings. RX only.
+///
+/// Owns, and releases on drop in this order: the socket fd (closing it unbinds; the kernel
+/// stops using the rings and UMEM), the three ring mappings, the UMEM mapping.
+///
+/// `Send` (move it to its decoder thread) but not `Sync`: one thread drives the rings.
+/// Other threads read progress through [`XskSocket::counters_handle`].
+pub struct XskSocket {
+    fd: OwnedFd,
+    rx: ConsumerRing<libc::xdp_desc>,
+    fill: ProducerRing<u64>,
+    /// Required by the kernel before bind; never used without a TX ring.
+    _comp: ConsumerRing<u64>,
+    /// Keep the ring pointers above valid; dropped after `fd`.
+    _ring_maps: [MmapRaw; 3],
+    umem: Umem,
+    free: FreeList,
+    bound: BoundMode,
+    need_wakeup: bool,
+    ifname: String,
+    ifindex: u32,
+    queue: u32,
+    counters: Arc<XskCounters>,
+}
+
+// SAFETY: the raw ring pointers point into mappings owned by this value (`_ring_maps`,
+// `umem`), not into thread-local state; nothing is shared with another user-space owner, so
+// moving the whole socket to another thread is sound. It is not `Sync`: the ring cursors are
+// mutated through `&mut self` only.
+unsafe impl Send for XskSocket {}
+
+impl std::fmt::Debug for XskSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskSocket")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("ifname", &self.ifname)
+            .field("ifindex", &self.ifindex)
+            .field("queue", &self.queue)
+            .field("bound", &self.bound)
+            .field("huge_pages", &self.umem.huge())
+            .field("frames_held", &self.free.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl XskSocket {
+    /// Creates the socket and UMEM, binds `cfg.queue` of `cfg.ifname`, and puts every frame
+    /// (up to `fill_size`) on the fill ring.
+    ///
+    /// With [`BindMode::Auto`] a zero-copy bind failing with `EOPNOTSUPP` or `EINVAL` is
+    /// retried in copy mode (veth: always copy). A bind failing with `EBUSY` is retried with
+    /// backoff for up to `cfg.bind_retry`. Needs `CAP_NET_RAW` (root); the interface is
+    /// looked up in the calling thread's network namespace.
+    ///
+    /// # Errors
+    /// [`XskError::InvalidConfig`] (bad sizes, checked first), [`XskError::NoSuchInterface`],
+    /// [`XskError::HugePages`] ([`HugePages::Require`](super::HugePages::Require) only),
+    /// [`XskError::Syscall`] naming the failing call (`socket(AF_XDP)`: `EPERM` without
+    /// privileges, `EAFNOSUPPORT` without `CONFIG_XDP_SOCKETS`; `setsockopt(XDP_UMEM_REG)`:
+    /// `ENOMEM`/`ENOBUFS` when pinning fails), [`XskError::Bind`] (`EBUSY` after the retries,
+    /// `EINVAL` for a queue id the device lacks, `EOPNOTSUPP` for forced zero-copy).
+    pub fn open(umem_cfg: &UmemConfig, cfg: &XskConfig) -> Result<Self, XskError> {
+        umem_cfg.validate()?;
+        let ifindex = ifindex(&cfg.ifname)?;
+        let umem = Umem::new(umem_cfg)?;
+        let wake = if cfg.need_wakeup {
+            libc::XDP_USE_NEED_WAKEUP
+        } else {
+            0
+        };
+        let (fd, rings) = match cfg.mode {
+            BindMode::Copy => bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_COPY | wake)?,
+            BindMode::ZeroCopy => {
+                bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_ZEROCOPY | wake)?
+            }
+            BindMode::Auto => {
+                match bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_ZEROCOPY | wake) {
+                    Ok(bound) => bound,
+                    Err(e @ XskError::Bind { .. })
+                        if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) =>
+                    {
+                        log::info!(
+                            "AF_XDP {} queue {}: zero-copy unavailable ({e}); using copy mode",
+                            cfg.ifname,
+                            cfg.queue
+                        );
+                        bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_COPY | wake)?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let bound = bound_mode(&fd)?;
+        let Rings {
+            rx,
+            fill,
+            comp,
+            maps,
+        } = rings;
+        let mut sock = XskSocket {
+            fd,
+            rx,
+            fill,
+            _comp: comp,
+            _ring_maps: maps,
+            free: FreeList::full(umem.frame_count(), umem.frame_size()),
+            umem,
+            bound,
+            need_wakeup: cfg.need_wakeup,
+            ifname: cfg.ifname.clone(),
+            ifindex,
+            queue: cfg.queue,
+            counters: Arc::new(XskCounters::default()),
+        };
+        sock.refill();
+        log::info!(
+            "AF_XDP socket on {} (ifindex {}) queue {}: {:?} mode, UMEM {} x {} B on {} pages, \
+             fill/rx rings {}/{}, need_wakeup {}",
+            sock.ifname,
+            ifindex,
+            sock.queue,
+            bound,
+            sock.umem.frame_count(),
+            sock.umem.frame_size(),
+            if sock.umem.huge() {
+                "2 MiB huge"
+            } else {
+                "4 KiB"
+            },
+            sock.fill.size(),
+            sock.rx.size(),
+            sock.need_wakeup
+        );
+        Ok(sock)
+    }
+
+    /// The AF_XDP socket fd: insert it into the XSKMAP at this queue's index, and poll it
+    /// (`POLLIN`) to wait for packets.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The mode the kernel actually bound (from `getsockopt(XDP_OPTIONS)`).
+    pub fn bound_mode(&self) -> BoundMode {
+        self.bound
+    }
+
+    /// The UMEM sits on 2 MiB huge pages.
+    pub fn uses_huge_pages(&self) -> bool {
+        self.umem.huge()
+    }
+
+    /// Interface name as given in [`XskConfig::ifname`].
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// Interface index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Bound queue id.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Bytes per UMEM frame: the largest packet the socket can receive.
+    pub fn frame_size(&self) -> u32 {
+        self.umem.frame_size()
+    }
+
+    /// Drains up to `max` RX descriptors in one burst, calling `f(packet)` for each, the
+    /// bytes starting at the Ethernet header; then returns all those frames to the fill
+    /// ring in one burst, waking the kernel with `recvfrom(MSG_DONTWAIT)` if
+    /// `need_wakeup` is on and the fill ring has `XDP_RING_NEED_WAKEUP`.
+    ///
+    /// Returns the number of packets passed to `f`. Descriptors pointing outside the UMEM
+    /// are counted in [`XskCounters::invalid_descs`] and skipped. No locks, no allocation,
+    /// no syscall except the wakeup. If `f` panics, the frames of this burst are lost to
+    /// the socket (it keeps working with fewer).
+    pub fn rx_burst(&mut self, max: u32, mut f: impl FnMut(&[u8])) -> usize {
+        let (start, n) = self.rx.peek(max);
+        let mut packets = 0u64;
+        let mut bytes = 0u64;
+        for i in 0..n {
+            let desc = self.rx.read(start.wrapping_add(i));
+            // SAFETY: `desc` was just peeked from the RX ring bound to `self.umem`, and its
+            // frame goes back to the kernel only in `refill` below, after `f` returned and
+            // the slice is dead (`f` cannot keep it: higher-ranked lifetime).
+            match unsafe { self.umem.rx_frame(desc.addr, desc.len) } {
+                Some((frame, data)) => {
+                    f(data);
+                    packets += 1;
+                    bytes += desc.len as u64;
+                    self.free.push(frame);
+                }
+                None => {
+                    log::debug!(
+                        "AF_XDP {} queue {}: RX descriptor addr {:#x} len {} outside the UMEM",
+                        self.ifname,
+                        self.queue,
+                        desc.addr,
+                        desc.len
+                    );
+                    XskCounters::add(&self.counters.invalid_descs, 1);
+                }
+            }
+        }
+        if n > 0 {
+            self.rx.release();
+            XskCounters::add(&self.counters.bursts, 1);
+            XskCounters::add(&self.counters.packets, packets);
+            XskCounters::add(&self.counters.bytes, bytes);
+        }
+        if !self.free.is_empty() {
+            self.refill();
+        }
+        packets as usize
+    }
+
+    /// Moves held frames onto the fill ring (one Release store), then wakes the kernel if it
+    /// asked for it.
+    fn refill(&mut self) {
+        let held = self.free.len() as u32;
+        let n = self.fill.free(held).min(held);
+        if n < held {
+            XskCounters::add(&self.counters.fill_ring_full, 1);
+        }
+        if n == 0 {
+            return;
+        }
+        let free = &mut self.free;
+        let produced = self.fill.produce(n, || {
+            free.pop()
+                .expect("n <= frames held, checked above")
+                .into_raw()
+        });
+        debug_assert!(produced, "free() said {n} slots are free");
+        if self.need_wakeup && self.fill_needs_wakeup() {
+            self.wake();
+        }
+    }
+
+    fn wake(&self) {
+        // SAFETY: recvfrom with a zero-length NULL buffer and NULL address is valid on any
+        // socket fd we own; for AF_XDP it only kicks the driver (`xsk_recvmsg`). Errors such
+        // as EAGAIN are expected and ignored.
+        unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                ptr::null_mut(),
+                ptr::null_mut(),
+            );
+        }
+        XskCounters::add(&self.counters.wakeups, 1);
+    }
+
+    /// The fill ring's `XDP_RING_NEED_WAKEUP` flag (only ever set when bound with
+    /// [`XskConfig::need_wakeup`]). veth in copy mode never sets it.
+    pub fn fill_needs_wakeup(&self) -> bool {
+        self.fill.flags() & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Waits up to `timeout` (millisecond resolution) for the RX ring to become readable
+    /// (`poll(POLLIN)`). Returns whether it is. `EINTR` counts as not readable.
+    ///
+    /// # Errors
+    /// [`XskError::Syscall`] `poll(AF_XDP)` for anything but `EINTR`.
+    pub fn poll_rx(&self, timeout: Duration) -> Result<bool, XskError> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd, count 1.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                return Ok(false);
+            }
+            return Err(XskError::Syscall {
+                call: "poll(AF_XDP)",
+                source: e,
+            });
+        }
+        Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+    }
+
+    /// The kernel's counters for this socket (`getsockopt(XDP_STATISTICS)`); see
+    /// [`XdpStatistics`]. One syscall: call it periodically, not per burst.
+    ///
+    /// # Errors
+    /// [`XskError::Syscall`] `getsockopt(XDP_STATISTICS)`.
+    pub fn statistics(&self) -> Result<XdpStatistics, XskError> {
+        // On kernels < 5.9 only the first three fields are written; the rest stay zero.
+        let (s, _len) = getsockopt::<libc::xdp_statistics>(
+            &self.fd,
+            libc::XDP_STATISTICS,
+            "getsockopt(XDP_STATISTICS)",
+        )?;
+        Ok(s.into())
+    }
+
+    /// Our own counters (packets, bytes, bursts, wakeups, invalid descriptors).
+    pub fn counters(&self) -> &XskCounters {
+        &self.counters
+    }
+
+    /// A shared handle on [`XskSocket::counters`] for a stats/metrics thread.
+    pub fn counters_handle(&self) -> Arc<XskCounters> {
+        Arc::clone(&self.counters)
+    }
+}
+
+impl AsRawFd for XskSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// So `&xsk` can be passed where `impl AsRawFd` is taken (e.g. aya's `XskMap::set`)
+/// without giving up the socket; std has no blanket `AsRawFd for &T`.
+impl AsRawFd for &XskSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for XskSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for XskSocket {
+    /// Fields then drop in declaration order: fd (close → unbind), rings, UMEM.
+    fn drop(&mut self) {
+        log::debug!(
+            "closing AF_XDP socket on {} queue {}: {:?}",
+            self.ifname,
+            self.queue,
+            self.counters.snapshot()
+        );
+    }
+}
+
+/// The rings of one not-yet-bound socket.
+struct Rings {
+    rx: ConsumerRing<libc::xdp_desc>,
+    fill: ProducerRing<u64>,
+    comp: ConsumerRing<u64>,
+    maps: [MmapRaw; 3],
+}
+
+fn ifindex(ifname: &str) -> Result<u32, XskError> {
+    let c = CString::new(ifname)
+        .map_err(|_| XskError::InvalidConfig(format!("interface name {ifname:?} contains NUL")))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(XskError::NoSuchInterface {
+            ifname: ifname.to_owned(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(idx)
+}
+
+fn setsockopt<T>(
+    fd: &OwnedFd,
+    opt: libc::c_int,
+    val: &T,
+    call: &'static str,
+) -> Result<(), XskError> {
+    // SAFETY: `val` points to a live, initialised T of the length passed; the kernel only
+    // reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(XskError::last_os(call));
+    }
+    Ok(())
+}
+
+/// `getsockopt` into a zeroed `T` (a plain-integer `if_xdp.h` struct); returns it and the
+/// length the kernel wrote.
+fn getsockopt<T: Copy>(
+    fd: &OwnedFd,
+    opt: libc::c_int,
+    call: &'static str,
+) -> Result<(T, usize), XskError> {
+    // SAFETY: only used with libc's `if_xdp.h` structs, all plain integers, for which
+    // all-zero bytes are a valid value.
+    let mut val: T = unsafe { zeroed() };
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `val` is a writable T of `len` bytes; the kernel writes at most `len` bytes
+    // and stores the written length in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (&mut val as *mut T).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(XskError::last_os(call));
+    }
+    Ok((val, len as usize))
+}
+
+fn bound_mode(fd: &OwnedFd) -> Result<BoundMode, XskError> {
+    let (opts, _) =
+        getsockopt::<libc::xdp_options>(fd, libc::XDP_OPTIONS, "getsockopt(XDP_OPTIONS)")?;
+    Ok(if opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 {
+        BoundMode::ZeroCopy
+    } else {
+        BoundMode::Copy
+    })
+}
+
+/// Maps one ring and checks the kernel's offsets against the mapping before making
+/// pointers.
+fn map_ring<T>(
+    fd: &OwnedFd,
+    off: &libc::xdp_ring_offset,
+    size: u32,
+    pgoff: u64,
+    call: &'static str,
+) -> Result<(MmapRaw, RingPtrs<T>), XskError> {
+    let len = off.desc as usize + size as usize * size_of::<T>();
+    let map = MmapOptions::new()
+        .offset(pgoff)
+        .len(len)
+        .populate()
+        .map_raw(fd)
+        .map_err(|source| XskError::Syscall { call, source })?;
+    let base = map.as_mut_ptr();
+    let bad =
+        || XskError::Unsupported("XDP_MMAP_OFFSETS points outside the ring mapping or misaligned");
+    let field = |o: u64, bytes: usize, align: usize| -> Result<*mut u8, XskError> {
+        let o = usize::try_from(o).map_err(|_| bad())?;
+        if o.checked_add(bytes).is_none_or(|end| end > len) {
+            return Err(bad());
+        }
+        // SAFETY: o + bytes <= len, so the result stays inside the mapping.
+        let p = unsafe { base.add(o) };
+        if !(p as usize).is_multiple_of(align) {
+            return Err(bad());
+        }
+        Ok(p)
+    };
+    let a32 = std::mem::align_of::<u32>();
+    let nn = |p: *mut u8| NonNull::new(p).ok_or_else(bad);
+    let ptrs = RingPtrs {
+        producer: nn(field(off.producer, 4, a32)?)?.cast(),
+        consumer: nn(field(off.consumer, 4, a32)?)?.cast(),
+        flags: nn(field(off.flags, 4, a32)?)?.cast(),
+        descs: nn(field(
+            off.desc,
+            size as usize * size_of::<T>(),
+            std::mem::align_of::<T>(),
+        )?)?
+        .cast(),
+        size,
+    };
+    Ok((map, ptrs))
+}
+
+/// socket, UMEM_REG, ring sizes, ring mmaps: everything before bind.
+fn create(umem: &Umem, cfg: &UmemConfig) -> Result<(OwnedFd, Rings), XskError> {
+    // SAFETY: plain syscall with constant arguments.
+    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(XskError::last_os("socket(AF_XDP)"));
+    }
+    // SAFETY: `raw` is a freshly created fd nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+
+    let reg = libc::xdp_umem_reg {
+        addr: umem.addr(),
+        len: umem.len(),
+        chunk_size: umem.frame_size(),
+        headroom: 0,
+        flags: 0, // aligned chunks
+        tx_metadata_len: 0,
+    };
+    setsockopt(&fd, libc::XDP_UMEM_REG, &reg, "setsockopt(XDP_UMEM_REG)")?;
+    setsockopt(
+        &fd,
+        libc::XDP_UMEM_FILL_RING,
+        &cfg.fill_size,
+        "setsockopt(XDP_UMEM_FILL_RING)",
+    )?;
+    setsockopt(
+        &fd,
+        libc::XDP_UMEM_COMPLETION_RING,
+        &cfg.comp_size,
+        "setsockopt(XDP_UMEM_COMPLETION_RING)",
+    )?;
+    setsockopt(
+        &fd,
+        libc::XDP_RX_RING,
+        &cfg.rx_size,
+        "setsockopt(XDP_RX_RING)",
+    )?;
+
+    let (off, len) = getsockopt::<libc::xdp_mmap_offsets>(
+        &fd,
+        libc::XDP_MMAP_OFFSETS,
+        "getsockopt(XDP_MMAP_OFFSETS)",
+    )?;
+    if len < size_of::<libc::xdp_mmap_offsets>() {
+        return Err(XskError::Unsupported(
+            "XDP_MMAP_OFFSETS has no ring flags (needs Linux >= 5.4)",
+        ));
+    }
+
+    let (rx_map, rx_ptrs) = map_ring::<libc::xdp_desc>(
+        &fd,
+        &off.rx,
+        cfg.rx_size,
+        libc::XDP_PGOFF_RX_RING as u64,
+        "mmap(XDP_PGOFF_RX_RING)",
+    )?;
+    let (fill_map, fill_ptrs) = map_ring::<u64>(
+        &fd,
+        &off.fr,
+        cfg.fill_size,
+        libc::XDP_UMEM_PGOFF_FILL_RING,
+        "mmap(XDP_UMEM_PGOFF_FILL_RING)",
+    )?;
+    let (comp_map, comp_ptrs) = map_ring::<u64>(
+        &fd,
+        &off.cr,
+        cfg.comp_size,
+        libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        "mmap(XDP_UMEM_PGOFF_COMPLETION_RING)",
+    )?;
+    // SAFETY: each `*_ptrs` points into its `*_map`, checked in-bounds and aligned by
+    // `map_ring`, with `size` descriptors as the kernel sized the ring; the maps move into
+    // `Rings` beside the ring views and outlive them (dropped later, in `XskSocket` field
+    // order). The kernel is the only other party: consumer of fill, producer of RX and
+    // completion.
+    let rings = unsafe {
+        Rings {
+            rx: ConsumerRing::new(rx_ptrs),
+            fill: ProducerRing::new(fill_ptrs),
+            comp: ConsumerRing::new(comp_ptrs),
+            maps: [rx_map, fill_map, comp_map],
+        }
+    };
+    Ok((fd, rings))
+}
+
+fn bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    let sa = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: 0,
+    };
+    // SAFETY: `sa` is a valid sockaddr_xdp and the length passed is its size.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_xdp).cast(),
+            size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Exponential backoff for `EBUSY`: 10 ms doubling, capped at 500 ms.
+fn next_backoff(b: Duration) -> Duration {
+    (b * 2).min(Duration::from_millis(500))
+}
+
+/// A fresh socket per attempt; retries `EBUSY` until `cfg.bind_retry` has elapsed.
+fn bind_retrying(
+    umem: &Umem,
+    umem_cfg: &UmemConfig,
+    cfg: &XskConfig,
+    ifindex: u32,
+    flags: u16,
+) -> Result<(OwnedFd, Rings), XskError> {
+    let mode = if flags & libc::XDP_ZEROCOPY != 0 {
+        "XDP_ZEROCOPY"
+    } else {
+        "XDP_COPY"
+    };
+    let started = Instant::now();
+    let mut backoff = Duration::from_millis(10);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let (fd, rings) = create(umem, umem_cfg)?;
+        let err = match bind(&fd, ifindex, cfg.queue, flags) {
+            Ok(()) => {
+                if attempts > 1 {
+                    log::info!(
+                        "AF_XDP {} queue {}: bound after {attempts} attempts ({:?})",
+                        cfg.ifname,
+                        cfg.queue,
+                        started.elapsed()
+                    );
+                }
+                return Ok((fd, rings));
+            }
+            Err(e) => e,
+        };
+        drop((fd, rings));
+        let remaining = cfg.bind_retry.saturating_sub(started.elapsed());
+        if err.raw_os_error() == Some(libc::EBUSY) && !remaining.is_zero() {
+            if attempts == 1 {
+                log::info!(
+                    "AF_XDP {} queue {}: bind EBUSY (queue still held by a closing socket?), \
+                     retrying for up to {:?}",
+                    cfg.ifname,
+                    cfg.queue,
+                    cfg.bind_retry
+                );
+            }
+            std::thread::sleep(backoff.min(remaining));
+            backoff = next_backoff(backoff);
+            continue;
+        }
+        return Err(XskError::Bind {
+            ifname: cfg.ifname.clone(),
+            queue: cfg.queue,
+            mode,
+            attempts,
+            source: err,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_is_send() {
+        fn is_send<T: Send>() {}
+        is_send::<XskSocket>();
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let mut b = Duration::from_millis(10);
+        let mut seen = vec![];
+        for _ in 0..8 {
+            seen.push(b.as_millis());
+            b = next_backoff(b);
+        }
+        assert_eq!(seen, vec![10, 20, 40, 80, 160, 320, 500, 500]);
+    }
+
+    #[test]
+    fn unknown_interface_is_reported_by_name() {
+        let e = ifindex("lxdp-no-such0").unwrap_err();
+        assert!(matches!(e, XskError::NoSuchInterface { .. }), "{e}");
+        assert!(e.to_string().contains("lxdp-no-such0"));
+    }
+
+    #[test]
+    fn open_rejects_bad_config_before_syscalls() {
+        let umem = UmemConfig {
+            rx_size: 1000,
+            ..UmemConfig::default()
+        };
+        let e = XskSocket::open(&umem, &XskConfig::new("lo", 0)).unwrap_err();
+        assert!(matches!(e, XskError::InvalidConfig(_)), "{e}");
+    }
+}
