@@ -182,7 +182,6 @@ fn meminfo(field: &str) -> Result<u64> {
     text.lines()
         .find_map(|l| {
             l.strip_prefix(field)?
-                .trim()
                 .split_whitespace()
                 .next()?
                 .parse()
