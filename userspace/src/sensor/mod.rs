@@ -6,13 +6,9 @@
 //! never blocks, never panics, and allocates once per frame (its point buffer, pre-sized from
 //! the previous frame).
 //!
-//! ## Sensor clock
-//! A VLP-16 stamps each packet with µs past the top of the hour (manual section 9). The hour
-//! comes from the host: for the first packet, the hour whose `top + µs` is nearest to the
-//! packet's host time (so a sensor clock within ±30 min of the host resolves correctly across
-//! an hour boundary, as ros-drivers/velodyne does); afterwards, the hour nearest to
-//! `previous sensor time + host time elapsed`, so an unsynchronised sensor clock never jumps
-//! by an hour in the middle of a stream.
+//! ## Vendors
+//! Each family has its module implementing [`VendorDecoder`] (decoder + scan assembly):
+//! [`velodyne`], [`hesai`], [`ouster`], [`robosense`]. [`SensorModel::family`] picks it.
 //!
 //! ## Compatibility with Tier IV Nebula
 //! With [`DecodeFlavor::Nebula`] (the default) a VLP-16 stream decodes point-for-point as
@@ -23,6 +19,9 @@
 //! blocks before a bad flag).
 
 pub mod calibration;
+pub mod hesai;
+pub mod ouster;
+pub mod robosense;
 pub mod velodyne;
 
 use std::fmt;
@@ -30,42 +29,128 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::frame::Frame;
-use crate::scan::{PacketInfo, ScanAssembler};
 
-use self::calibration::VelodyneCalibration;
-use self::velodyne::{DecoderSettings, FovCdeg, Packet, Rejection, Vlp16Decoder};
+/// Sensor families; each has its own decoder module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// Velodyne ([`velodyne`]).
+    Velodyne,
+    /// Hesai ([`hesai`]).
+    Hesai,
+    /// Ouster ([`ouster`]).
+    Ouster,
+    /// RoboSense ([`robosense`]).
+    Robosense,
+}
 
-/// Supported sensor models.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum SensorModel {
-    /// Velodyne VLP-16 (Puck): 16 lasers, 1206-byte data packets on UDP port 2368.
-    #[serde(rename = "VLP16", alias = "vlp16", alias = "VLP-16", alias = "vlp-16")]
-    Vlp16,
+macro_rules! models {
+    ($( $(#[$doc:meta])* $v:ident => $family:ident, $name:literal, [$($alias:literal),*]; )*) => {
+        /// Supported sensor models. The configured model always wins over what a packet says
+        /// (see the VLP-16 capture whose product byte claims HDL-32E).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum SensorModel {
+            $( $(#[$doc])* $v, )*
+        }
+
+        impl SensorModel {
+            /// Every supported model, in documentation order.
+            pub const ALL: &'static [SensorModel] = &[$(SensorModel::$v),*];
+
+            /// The model's family (which decoder module handles it).
+            pub const fn family(self) -> Family {
+                match self { $(SensorModel::$v => Family::$family,)* }
+            }
+
+            /// Canonical name, as printed and accepted by the CLI and config files.
+            pub const fn name(self) -> &'static str {
+                match self { $(SensorModel::$v => $name,)* }
+            }
+
+            fn lookup(norm: &str) -> Option<SensorModel> {
+                $( if normalise($name) == norm $(|| normalise($alias) == norm)* {
+                    return Some(SensorModel::$v);
+                } )*
+                None
+            }
+        }
+    };
+}
+
+models! {
+    /// Velodyne VLP-16 (Puck): 16 lasers, 1206-byte data packets.
+    Vlp16 => Velodyne, "VLP16", ["puck"];
+    /// Velodyne VLP-32C (Ultra Puck): 32 lasers, 1206-byte data packets.
+    Vlp32c => Velodyne, "VLP32C", ["vlp32", "ultrapuck"];
+    /// Velodyne HDL-32E: 32 lasers, 1206-byte data packets.
+    Hdl32e => Velodyne, "HDL32E", ["hdl32"];
+    /// Velodyne HDL-64E S2 (S2.1): 64 lasers in upper/lower blocks, per-laser calibration.
+    Hdl64eS2 => Velodyne, "HDL64E_S2", ["hdl64es2", "hdl64e"];
+    /// Velodyne HDL-64E S3: 64 lasers in upper/lower blocks, per-laser calibration.
+    Hdl64eS3 => Velodyne, "HDL64E_S3", ["hdl64es3"];
+    /// Velodyne VLS-128 (Alpha Prime): 128 lasers, 1206-byte data packets.
+    Vls128 => Velodyne, "VLS128", ["alphaprime"];
+    /// Hesai Pandar40P.
+    Pandar40p => Hesai, "Pandar40P", [];
+    /// Hesai Pandar64.
+    Pandar64 => Hesai, "Pandar64", [];
+    /// Hesai PandarQT64.
+    PandarQt64 => Hesai, "PandarQT64", ["qt64"];
+    /// Hesai PandarQT128 (QT128C2X).
+    PandarQt128 => Hesai, "PandarQT128", ["qt128"];
+    /// Hesai PandarXT16.
+    PandarXt16 => Hesai, "PandarXT16", ["xt16"];
+    /// Hesai PandarXT32.
+    PandarXt32 => Hesai, "PandarXT32", ["xt32"];
+    /// Hesai PandarXT32M (XT32M2X).
+    PandarXt32m => Hesai, "PandarXT32M", ["xt32m"];
+    /// Hesai Pandar128E4X / OT128.
+    Pandar128e4x => Hesai, "Pandar128E4X", ["ot128", "pandar128"];
+    /// Hesai AT128 (AT128E2X).
+    At128 => Hesai, "AT128", ["pandarat128", "at128e2x"];
+    /// Ouster OS0/OS1/OS2 (any beam count and UDP profile, from the metadata JSON).
+    Ouster => Ouster, "Ouster", ["os0", "os1", "os2", "os"];
+    /// RoboSense RS-LiDAR-16.
+    Rs16 => Robosense, "RS16", ["rslidar16"];
+    /// RoboSense RS-LiDAR-32.
+    Rs32 => Robosense, "RS32", ["rslidar32"];
+    /// RoboSense RS-Bpearl.
+    Bpearl => Robosense, "Bpearl", ["rsbp"];
+    /// RoboSense RS-Helios (32 beams).
+    Helios => Robosense, "Helios", ["helios32"];
+    /// RoboSense RS-Helios-16P.
+    Helios16p => Robosense, "Helios16P", [];
+}
+
+/// Lower-cases and drops `-`, `_` and spaces, so `VLP-16`, `vlp_16` and `VLP16` compare equal.
+fn normalise(s: &str) -> String {
+    s.chars()
+        .filter(|c| !matches!(c, '-' | '_' | ' '))
+        .collect::<String>()
+        .to_ascii_lowercase()
 }
 
 impl SensorModel {
-    /// Every supported model (for CLI help).
-    pub const ALL: [SensorModel; 1] = [SensorModel::Vlp16];
-
-    /// Number of lasers (channels).
-    pub const fn lasers(self) -> usize {
-        match self {
-            SensorModel::Vlp16 => 16,
-        }
-    }
-
-    /// UDP payload size of a data packet, bytes.
-    pub const fn data_packet_len(self) -> usize {
-        match self {
-            SensorModel::Vlp16 => velodyne::DATA_PACKET_LEN,
-        }
-    }
-
-    /// Factory default UDP destination port of data packets.
+    /// Factory default UDP destination port of data packets (Velodyne 2368, Hesai 2368,
+    /// Ouster lidar 7502, RoboSense MSOP 6699).
     pub const fn default_data_port(self) -> u16 {
-        match self {
-            SensorModel::Vlp16 => 2368,
+        match self.family() {
+            Family::Velodyne | Family::Hesai => 2368,
+            Family::Ouster => 7502,
+            Family::Robosense => 6699,
         }
+    }
+}
+
+impl serde::Serialize for SensorModel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SensorModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -81,57 +166,75 @@ pub struct ParseEnumError {
 impl FromStr for SensorModel {
     type Err = ParseEnumError;
 
-    /// Accepts `VLP16`, `vlp16`, `VLP-16` (case-insensitive, `-`/`_` ignored).
+    /// Accepts the canonical names and aliases, case-insensitive, `-`/`_`/spaces ignored
+    /// (`VLP16`, `vlp-16`, `pandar_xt32`, `OT128`, `os1`, ...).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let norm: String = s
-            .chars()
-            .filter(|c| !matches!(c, '-' | '_' | ' '))
-            .collect::<String>()
-            .to_ascii_lowercase();
-        match norm.as_str() {
-            "vlp16" => Ok(SensorModel::Vlp16),
-            _ => Err(ParseEnumError {
-                what: "sensor model",
-                given: s.into(),
-                valid: "VLP16",
-            }),
-        }
+        SensorModel::lookup(&normalise(s)).ok_or_else(|| ParseEnumError {
+            what: "sensor model",
+            given: s.into(),
+            valid: "VLP16, VLP32C, HDL32E, HDL64E_S2, HDL64E_S3, VLS128, Pandar40P, Pandar64, \
+                    PandarQT64, PandarQT128, PandarXT16, PandarXT32, PandarXT32M, Pandar128E4X, \
+                    AT128, Ouster, RS16, RS32, Bpearl, Helios, Helios16P",
+        })
     }
 }
 
 impl fmt::Display for SensorModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SensorModel::Vlp16 => "VLP16",
-        })
+        f.write_str(self.name())
     }
 }
 
-/// Return mode of a Velodyne sensor, detected per packet from byte 1204
-/// (0x37 strongest, 0x38 last, 0x39 dual; VLP-16 manual section 9).
+/// Return mode of a sensor, detected per packet where the format carries it (Velodyne byte
+/// 1204: 0x37 strongest, 0x38 last, 0x39 dual, VLP-16 manual section 9; Hesai tail "return
+/// mode" byte; RoboSense `return_mode`; Ouster from the metadata's UDP profile).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReturnMode {
-    /// Strongest return only (0x37).
+    /// Strongest return only.
     Strongest,
-    /// Last return only (0x38).
+    /// Last return only.
     Last,
-    /// Last and strongest returns in block pairs (0x39).
+    /// First return only.
+    First,
+    /// Dual: last and strongest returns (Velodyne 0x39, Hesai 0x39).
     Dual,
+    /// Dual: first and last returns.
+    FirstLast,
+    /// Dual: first and strongest returns.
+    FirstStrongest,
+    /// Triple: first, last and strongest returns.
+    Triple,
+}
+
+impl ReturnMode {
+    /// Returns per firing carried by the packet in this mode (1, 2 or 3).
+    pub const fn returns(self) -> usize {
+        match self {
+            ReturnMode::Strongest | ReturnMode::Last | ReturnMode::First => 1,
+            ReturnMode::Dual | ReturnMode::FirstLast | ReturnMode::FirstStrongest => 2,
+            ReturnMode::Triple => 3,
+        }
+    }
 }
 
 impl FromStr for ReturnMode {
     type Err = ParseEnumError;
 
-    /// Accepts `strongest`, `last`, `dual` (case-insensitive).
+    /// Accepts `strongest`, `last`, `first`, `dual`, `first-last`, `first-strongest`, `triple`
+    /// (case-insensitive, `-`/`_` ignored).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
+        match normalise(s).as_str() {
             "strongest" => Ok(ReturnMode::Strongest),
             "last" => Ok(ReturnMode::Last),
-            "dual" => Ok(ReturnMode::Dual),
+            "first" => Ok(ReturnMode::First),
+            "dual" | "laststrongest" => Ok(ReturnMode::Dual),
+            "firstlast" => Ok(ReturnMode::FirstLast),
+            "firststrongest" => Ok(ReturnMode::FirstStrongest),
+            "triple" => Ok(ReturnMode::Triple),
             _ => Err(ParseEnumError {
                 what: "return mode",
                 given: s.into(),
-                valid: "Strongest, Last, Dual",
+                valid: "Strongest, Last, First, Dual, FirstLast, FirstStrongest, Triple",
             }),
         }
     }
@@ -142,7 +245,11 @@ impl fmt::Display for ReturnMode {
         f.write_str(match self {
             ReturnMode::Strongest => "Strongest",
             ReturnMode::Last => "Last",
+            ReturnMode::First => "First",
             ReturnMode::Dual => "Dual",
+            ReturnMode::FirstLast => "FirstLast",
+            ReturnMode::FirstStrongest => "FirstStrongest",
+            ReturnMode::Triple => "Triple",
         })
     }
 }
@@ -275,6 +382,22 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The model's decoder is not available in this build.
+    #[error("sensor model {model}: decoder not implemented yet; supported now: {supported}")]
+    Unsupported {
+        /// The configured model.
+        model: SensorModel,
+        /// Models that are decodable.
+        supported: String,
+    },
+    /// The calibration / metadata file is invalid for this model (CSV, JSON, binary).
+    #[error("calibration file {path} is invalid: {message}")]
+    Calibration {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the row/field where possible.
+        message: String,
+    },
     /// The calibration file is not valid calibration YAML.
     #[error("calibration file {path} is not a valid Velodyne calibration: {message}")]
     CalibrationYaml {
@@ -305,23 +428,47 @@ pub struct DecodeCounters {
     pub points: u64,
 }
 
-/// Decoder + scan assembler for one sensor.
+/// How a payload that is not a valid data packet is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Not a data packet of this sensor at all (position/DIFOP packets, foreign datagrams on
+    /// the port): counted `ignored`, leaves the frame in progress untouched.
+    Ignored,
+    /// Looks like a data packet but is damaged (size a few bytes off, bad block flag, bad CRC,
+    /// out-of-range field): counted `malformed` and in the frame's `packets_malformed`.
+    Malformed,
+}
+
+/// A sans-IO decoder plus scan assembler for one sensor family: UDP payloads in, finished
+/// [`Frame`]s out. Implemented by [`velodyne::VelodyneStream`] and the other vendor modules.
+///
+/// Contract: no method panics or reads out of bounds on any input; no I/O; `push` appends
+/// the frames the payload completed to `out` and nothing else.
+pub trait VendorDecoder: Send + fmt::Debug {
+    /// Decodes one UDP payload received at `host_ns` (ns since the Unix epoch, or the pcap
+    /// record time).
+    ///
+    /// # Errors
+    /// [`Rejection`] says how the pipeline counts a payload that was not decoded; the decoder
+    /// itself records a malformed packet in the frame in progress.
+    fn push(&mut self, payload: &[u8], host_ns: u64, out: &mut Vec<Frame>)
+    -> Result<(), Rejection>;
+    /// Closes the frame in progress if no data packet arrived for the frame timeout before
+    /// `now_host_ns`.
+    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>);
+    /// Closes the frame in progress (end of a capture, shutdown).
+    fn flush(&mut self, out: &mut Vec<Frame>);
+    /// Return mode of the last decoded data packet, if any.
+    fn return_mode(&self) -> Option<ReturnMode>;
+}
+
+/// Decoder + scan assembler for one sensor: the per-sensor entry point of every capture
+/// backend. Dispatches to the model's [`VendorDecoder`] and keeps the [`DecodeCounters`].
 #[derive(Debug)]
 pub struct ScanPipeline {
     model: SensorModel,
-    decoder: Vlp16Decoder,
-    assembler: ScanAssembler,
+    decoder: Box<dyn VendorDecoder>,
     counters: DecodeCounters,
-    /// Last `(host_ns, sensor_ns)` pair, for resolving the hour of the sensor clock.
-    clock: Option<(u64, u64)>,
-    return_mode: Option<ReturnMode>,
-}
-
-const HOUR_NS: i128 = 3_600_000_000_000;
-
-/// f32 → f64 through the shortest decimal, so `0.3f32` compares as the `0.3` the user wrote.
-fn decimal_f64(v: f32) -> f64 {
-    v.to_string().parse().unwrap_or(f64::from(v))
 }
 
 impl ScanPipeline {
@@ -338,41 +485,31 @@ impl ScanPipeline {
     ///
     /// # Errors
     /// As [`ScanPipeline::new`], plus [`ConfigError::OutOfRange`] for a `fov_deg` bound
-    /// outside [0, 360].
+    /// outside [0, 360], and [`ConfigError::Unsupported`] for a model whose decoder is not
+    /// available yet.
     pub fn with_options(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
         cfg.validate()?;
-        let fov = match opts.fov_deg {
-            None => None,
-            Some((min, max)) => {
-                for (field, v) in [("fov_deg.min", min), ("fov_deg.max", max)] {
-                    if !(v.is_finite() && (0.0..=360.0).contains(&v)) {
-                        return Err(ConfigError::OutOfRange {
-                            field: field.into(),
-                            value: v.to_string(),
-                            valid: "[0, 360] deg".into(),
-                        });
-                    }
+        if let Some((min, max)) = opts.fov_deg {
+            for (field, v) in [("fov_deg.min", min), ("fov_deg.max", max)] {
+                if !(v.is_finite() && (0.0..=360.0).contains(&v)) {
+                    return Err(ConfigError::OutOfRange {
+                        field: field.into(),
+                        value: v.to_string(),
+                        valid: "[0, 360] deg".into(),
+                    });
                 }
-                Some(FovCdeg {
-                    min: (min * 100.0).round() as u32,
-                    max: (max * 100.0).round() as u32,
-                })
             }
-        };
-        let calib = VelodyneCalibration::from_file(&cfg.calibration, cfg.model.lasers())?;
-        let settings = DecoderSettings {
-            min_range_m: decimal_f64(cfg.min_range_m),
-            max_range_m: decimal_f64(cfg.max_range_m),
-            fov,
-            flavor: opts.flavor,
+        }
+        let decoder: Box<dyn VendorDecoder> = match cfg.model.family() {
+            Family::Velodyne => Box::new(velodyne::VelodyneStream::new(cfg, opts)?),
+            Family::Hesai => hesai::build(cfg, opts)?,
+            Family::Ouster => ouster::build(cfg, opts)?,
+            Family::Robosense => robosense::build(cfg, opts)?,
         };
         Ok(Self {
             model: cfg.model,
-            decoder: Vlp16Decoder::new(calib, settings),
-            assembler: ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns),
+            decoder,
             counters: DecodeCounters::default(),
-            clock: None,
-            return_mode: None,
         })
     }
 
@@ -381,79 +518,25 @@ impl ScanPipeline {
         self.model
     }
 
-    /// Return mode of the last decoded data packet (byte 1204), if any.
+    /// Return mode of the last decoded data packet, if any.
     pub fn return_mode(&self) -> Option<ReturnMode> {
-        self.return_mode
-    }
-
-    /// Resolves a µs-past-the-hour stamp to ns since the Unix epoch (see the module docs).
-    fn sensor_time_ns(&mut self, toh_us: u32, host_ns: u64) -> u64 {
-        let reference: i128 = match self.clock {
-            Some((h, s)) => i128::from(s) + (i128::from(host_ns) - i128::from(h)),
-            None => i128::from(host_ns),
-        };
-        let t = reference.div_euclid(HOUR_NS) * HOUR_NS + i128::from(toh_us) * 1000;
-        let best = [t - HOUR_NS, t, t + HOUR_NS]
-            .into_iter()
-            .min_by_key(|c| (c - reference).abs())
-            .unwrap_or(t);
-        let ns = best.clamp(0, i128::from(u64::MAX)) as u64;
-        self.clock = Some((host_ns, ns));
-        ns
+        self.decoder.return_mode()
     }
 
     /// Pushes one UDP payload received at `host_ns` (ns since the Unix epoch, or the pcap
     /// record time). Frames completed by this payload are appended to `out`.
     ///
-    /// Never panics: a 1206-byte payload is validated once by [`Packet::new_checked`]; anything
-    /// else is counted `malformed` or `ignored` (rule in [`velodyne::classify`]) and leaves the
-    /// frame in progress untouched apart from its malformed count. A host-time gap longer than
-    /// the frame timeout closes the frame in progress before this packet is decoded.
+    /// Never panics: anything that is not a valid data packet is counted `malformed` or
+    /// `ignored` (rules in the vendor module) and leaves the frame in progress untouched apart
+    /// from its malformed count.
     pub fn push(&mut self, payload: &[u8], host_ns: u64, out: &mut Vec<Frame>) {
         self.counters.packets += 1;
-        let packet: Packet<&[u8]> = match velodyne::classify(payload) {
-            Ok(p) => p,
-            Err(Rejection::Ignored) => {
-                self.counters.ignored += 1;
-                return;
-            }
-            Err(Rejection::Malformed(_)) => {
-                self.counters.malformed += 1;
-                self.assembler.note_malformed();
-                return;
-            }
-        };
-        self.counters.decoded += 1;
         let before = out.len();
-        let mode = packet.return_mode();
-        self.return_mode = Some(mode);
-        let sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
-        let span = |a: u16, b: u16| {
-            (velodyne::AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % velodyne::AZIMUTH_UNITS
-        };
-        // Azimuth turned per packet: 11 block steps (single) or 5 pair steps (dual), scaled to 12/6.
-        let advance = match mode {
-            ReturnMode::Dual => span(packet.azimuth(0), packet.azimuth(10)) * 6 / 5,
-            ReturnMode::Strongest | ReturnMode::Last => {
-                span(packet.azimuth(0), packet.azimuth(11)) * 12 / 11
-            }
-        };
-        self.assembler.begin_packet(
-            PacketInfo {
-                host_ns,
-                sensor_ns,
-                first_azimuth_cdeg: packet.azimuth(0),
-                last_azimuth_cdeg: packet.azimuth(velodyne::BLOCKS - 1),
-                advance_cdeg: advance,
-                interval_ns: velodyne::packet_interval_ns(mode),
-            },
-            out,
-        );
-        let asm = &mut self.assembler;
-        self.decoder.decode(&packet, |d| {
-            asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
-        });
-        self.assembler.end_packet(out);
+        match self.decoder.push(payload, host_ns, out) {
+            Ok(()) => self.counters.decoded += 1,
+            Err(Rejection::Ignored) => self.counters.ignored += 1,
+            Err(Rejection::Malformed) => self.counters.malformed += 1,
+        }
         self.count_frames(before, out);
     }
 
@@ -468,7 +551,7 @@ impl ScanPipeline {
     /// `frame_timeout_ns` of host time before `now_host_ns` (ns since the Unix epoch).
     pub fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
         let before = out.len();
-        self.assembler.poll_timeout(now_host_ns, out);
+        self.decoder.poll_timeout(now_host_ns, out);
         self.count_frames(before, out);
     }
 
@@ -476,7 +559,7 @@ impl ScanPipeline {
     /// points carried past the last cut, with no packet of its own, is dropped.
     pub fn flush(&mut self, out: &mut Vec<Frame>) {
         let before = out.len();
-        self.assembler.flush(out);
+        self.decoder.flush(out);
         self.count_frames(before, out);
     }
 
@@ -496,8 +579,15 @@ mod tests {
             assert_eq!(s.parse::<SensorModel>().unwrap(), SensorModel::Vlp16);
         }
         assert_eq!(SensorModel::Vlp16.to_string(), "VLP16");
-        let e = "HDL32".parse::<SensorModel>().unwrap_err().to_string();
-        assert!(e.contains("HDL32") && e.contains("VLP16"), "{e}");
+        let e = "HDL31".parse::<SensorModel>().unwrap_err().to_string();
+        assert!(e.contains("HDL31") && e.contains("VLP16"), "{e}");
+        for m in SensorModel::ALL {
+            assert_eq!(m.name().parse::<SensorModel>().unwrap(), *m);
+        }
+        assert_eq!(
+            "ot128".parse::<SensorModel>().unwrap(),
+            SensorModel::Pandar128e4x
+        );
         assert_eq!("dual".parse::<ReturnMode>().unwrap(), ReturnMode::Dual);
         assert_eq!(
             ReturnMode::Last.to_string().parse::<ReturnMode>().unwrap(),
@@ -565,31 +655,6 @@ mod tests {
             ConfigError::CalibrationIo { .. }
         ));
         assert!(ScanPipeline::new(&cfg()).is_ok());
-    }
-
-    #[test]
-    fn sensor_clock_hour_resolution() {
-        let mut p = ScanPipeline::new(&cfg()).unwrap();
-        let h = 3_600_000_000_000u64;
-        let host = 400_000 * h + 10_000_000_000; // 10 s past an hour
-        // Sensor says 3599.5 s past the hour: it is the previous hour, 10.5 s earlier.
-        assert_eq!(
-            p.sensor_time_ns(3_599_500_000, host),
-            400_000 * h - 500_000_000
-        );
-        // The sensor clock then wraps to 0.5 s: still continuous although the host moved 1 s.
-        assert_eq!(
-            p.sensor_time_ns(500_000, host + 1_000_000_000),
-            400_000 * h + 500_000_000
-        );
-        // An unsynchronised sensor (:10 while the host says :50) resolves to the nearest hour,
-        // 20 min ahead, and then stays continuous.
-        let mut p = ScanPipeline::new(&cfg()).unwrap();
-        let host = 400_000 * h + 50 * 60 * 1_000_000_000; // :50
-        let s0 = p.sensor_time_ns(10 * 60 * 1_000_000, host);
-        assert_eq!(s0, 400_001 * h + 10 * 60 * 1_000_000_000);
-        let s1 = p.sensor_time_ns(10 * 60 * 1_000_000 + 1_000, host + 11 * 60 * 1_000_000_000);
-        assert_eq!(s1, s0 + 1_000_000);
     }
 
     #[test]

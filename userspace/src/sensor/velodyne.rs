@@ -27,7 +27,12 @@ use std::f64::consts::PI;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
 use super::calibration::VelodyneCalibration;
-use super::{DecodeFlavor, ReturnMode};
+use super::{
+    ConfigError, DecodeFlavor, PipelineOptions, ReturnMode, SensorConfig, SensorModel,
+    VendorDecoder,
+};
+use crate::frame::Frame;
+use crate::scan::{PacketInfo, ScanAssembler};
 
 /// Size of a VLP-16 data packet (UDP payload), bytes.
 pub const DATA_PACKET_LEN: usize = 1206;
@@ -68,7 +73,7 @@ pub const AZIMUTH_UNITS: u32 = 36_000;
 pub const fn packet_interval_ns(mode: ReturnMode) -> u64 {
     match mode {
         ReturnMode::Dual => 12 * SEQUENCE_NS as u64,
-        ReturnMode::Strongest | ReturnMode::Last => 24 * SEQUENCE_NS as u64,
+        _ => 24 * SEQUENCE_NS as u64,
     }
 }
 
@@ -248,7 +253,7 @@ pub fn classify(payload: &[u8]) -> Result<Packet<&[u8]>, Rejection> {
 pub const fn firing_offset_ns(mode: ReturnMode, block: usize, slot: usize) -> u32 {
     let seq = match mode {
         ReturnMode::Dual => 2 * (block / 2) + slot / LASERS,
-        ReturnMode::Strongest | ReturnMode::Last => 2 * block + slot / LASERS,
+        _ => 2 * block + slot / LASERS,
     };
     seq as u32 * SEQUENCE_NS + (slot % LASERS) as u32 * FIRING_NS
 }
@@ -472,8 +477,12 @@ impl Vlp16Decoder {
                 let xy = distance * corr.cos_vert;
                 let intensity = p.reflectivity(block, slot);
                 let return_type = match mode {
-                    ReturnMode::Strongest => ReturnType::Strongest,
                     ReturnMode::Last => ReturnType::Last,
+                    ReturnMode::First => ReturnType::First,
+                    ReturnMode::Strongest
+                    | ReturnMode::FirstLast
+                    | ReturnMode::FirstStrongest
+                    | ReturnMode::Triple => ReturnType::Strongest,
                     ReturnMode::Dual => {
                         if other == 0 || other == raw {
                             ReturnType::Identical
@@ -517,6 +526,144 @@ impl Vlp16Decoder {
                 });
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stream: decoder + sensor clock + scan assembler, as a `VendorDecoder`.
+// ---------------------------------------------------------------------------------------------
+
+const HOUR_NS: i128 = 3_600_000_000_000;
+
+/// f32 → f64 through the shortest decimal, so `0.3f32` compares as the `0.3` the user wrote.
+fn decimal_f64(v: f32) -> f64 {
+    v.to_string().parse().unwrap_or(f64::from(v))
+}
+
+/// A Velodyne sensor's decoder, sensor clock and [`ScanAssembler`]: the Velodyne
+/// [`VendorDecoder`].
+///
+/// ## Sensor clock
+/// A Velodyne stamps each packet with µs past the top of the hour (manual section 9). The hour
+/// comes from the host: for the first packet, the hour whose `top + µs` is nearest to the
+/// packet's host time (so a sensor clock within ±30 min of the host resolves correctly across
+/// an hour boundary, as ros-drivers/velodyne does); afterwards, the hour nearest to
+/// `previous sensor time + host time elapsed`, so an unsynchronised sensor clock never jumps
+/// by an hour in the middle of a stream.
+#[derive(Debug)]
+pub struct VelodyneStream {
+    decoder: Vlp16Decoder,
+    assembler: ScanAssembler,
+    /// Last `(host_ns, sensor_ns)` pair, for resolving the hour of the sensor clock.
+    clock: Option<(u64, u64)>,
+    return_mode: Option<ReturnMode>,
+}
+
+impl VelodyneStream {
+    /// Builds the stream for `cfg` (model, calibration YAML, cut angle, ranges).
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unreadable or invalid calibration, or a Velodyne model whose
+    /// decoder is not available yet ([`ConfigError::Unsupported`]).
+    pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
+        if cfg.model != SensorModel::Vlp16 {
+            return Err(ConfigError::Unsupported {
+                model: cfg.model,
+                supported: "VLP16".into(),
+            });
+        }
+        let fov = opts.fov_deg.map(|(min, max)| FovCdeg {
+            min: (min * 100.0).round() as u32,
+            max: (max * 100.0).round() as u32,
+        });
+        let calib = VelodyneCalibration::from_file(&cfg.calibration, LASERS)?;
+        let settings = DecoderSettings {
+            min_range_m: decimal_f64(cfg.min_range_m),
+            max_range_m: decimal_f64(cfg.max_range_m),
+            fov,
+            flavor: opts.flavor,
+        };
+        Ok(Self {
+            decoder: Vlp16Decoder::new(calib, settings),
+            assembler: ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns),
+            clock: None,
+            return_mode: None,
+        })
+    }
+
+    /// Resolves a µs-past-the-hour stamp to ns since the Unix epoch (see the type docs).
+    fn sensor_time_ns(&mut self, toh_us: u32, host_ns: u64) -> u64 {
+        let reference: i128 = match self.clock {
+            Some((h, s)) => i128::from(s) + (i128::from(host_ns) - i128::from(h)),
+            None => i128::from(host_ns),
+        };
+        let t = reference.div_euclid(HOUR_NS) * HOUR_NS + i128::from(toh_us) * 1000;
+        let best = [t - HOUR_NS, t, t + HOUR_NS]
+            .into_iter()
+            .min_by_key(|c| (c - reference).abs())
+            .unwrap_or(t);
+        let ns = best.clamp(0, i128::from(u64::MAX)) as u64;
+        self.clock = Some((host_ns, ns));
+        ns
+    }
+}
+
+impl VendorDecoder for VelodyneStream {
+    /// A 1206-byte payload is validated once by [`Packet::new_checked`]; anything else is
+    /// rejected by [`classify`]. A host-time gap longer than the frame timeout closes the frame
+    /// in progress before this packet is decoded.
+    fn push(
+        &mut self,
+        payload: &[u8],
+        host_ns: u64,
+        out: &mut Vec<Frame>,
+    ) -> Result<(), super::Rejection> {
+        let packet: Packet<&[u8]> = match classify(payload) {
+            Ok(p) => p,
+            Err(Rejection::Ignored) => return Err(super::Rejection::Ignored),
+            Err(Rejection::Malformed(_)) => {
+                self.assembler.note_malformed();
+                return Err(super::Rejection::Malformed);
+            }
+        };
+        let mode = packet.return_mode();
+        self.return_mode = Some(mode);
+        let sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
+        let span = |a: u16, b: u16| (AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS;
+        // Azimuth turned per packet: 11 block steps (single) or 5 pair steps (dual), scaled to 12/6.
+        let advance = match mode {
+            ReturnMode::Dual => span(packet.azimuth(0), packet.azimuth(10)) * 6 / 5,
+            _ => span(packet.azimuth(0), packet.azimuth(11)) * 12 / 11,
+        };
+        self.assembler.begin_packet(
+            PacketInfo {
+                host_ns,
+                sensor_ns,
+                first_azimuth_cdeg: packet.azimuth(0),
+                last_azimuth_cdeg: packet.azimuth(BLOCKS - 1),
+                advance_cdeg: advance,
+                interval_ns: packet_interval_ns(mode),
+            },
+            out,
+        );
+        let asm = &mut self.assembler;
+        self.decoder.decode(&packet, |d| {
+            asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
+        });
+        self.assembler.end_packet(out);
+        Ok(())
+    }
+
+    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
+        self.assembler.poll_timeout(now_host_ns, out);
+    }
+
+    fn flush(&mut self, out: &mut Vec<Frame>) {
+        self.assembler.flush(out);
+    }
+
+    fn return_mode(&self) -> Option<ReturnMode> {
+        self.return_mode
     }
 }
 
@@ -793,5 +940,41 @@ mod tests {
                 assert!(dp.azimuth_cdeg < 36000 && dp.point.distance < 300.0)
             });
         }
+    }
+
+    fn stream_cfg() -> SensorConfig {
+        SensorConfig::new(
+            0,
+            SensorModel::Vlp16,
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+            ),
+        )
+    }
+
+    #[test]
+    fn sensor_clock_hour_resolution() {
+        let mut p = VelodyneStream::new(&stream_cfg(), PipelineOptions::default()).unwrap();
+        let h = 3_600_000_000_000u64;
+        let host = 400_000 * h + 10_000_000_000; // 10 s past an hour
+        // Sensor says 3599.5 s past the hour: it is the previous hour, 10.5 s earlier.
+        assert_eq!(
+            p.sensor_time_ns(3_599_500_000, host),
+            400_000 * h - 500_000_000
+        );
+        // The sensor clock then wraps to 0.5 s: still continuous although the host moved 1 s.
+        assert_eq!(
+            p.sensor_time_ns(500_000, host + 1_000_000_000),
+            400_000 * h + 500_000_000
+        );
+        // An unsynchronised sensor (:10 while the host says :50) resolves to the nearest hour,
+        // 20 min ahead, and then stays continuous.
+        let mut p = VelodyneStream::new(&stream_cfg(), PipelineOptions::default()).unwrap();
+        let host = 400_000 * h + 50 * 60 * 1_000_000_000; // :50
+        let s0 = p.sensor_time_ns(10 * 60 * 1_000_000, host);
+        assert_eq!(s0, 400_001 * h + 10 * 60 * 1_000_000_000);
+        let s1 = p.sensor_time_ns(10 * 60 * 1_000_000 + 1_000, host + 11 * 60 * 1_000_000_000);
+        assert_eq!(s1, s0 + 1_000_000);
     }
 }
