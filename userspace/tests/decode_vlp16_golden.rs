@@ -51,6 +51,7 @@ fn nebula_opts() -> PipelineOptions {
     PipelineOptions {
         flavor: DecodeFlavor::Nebula,
         fov_deg: Some((0.0, 359.0)),
+        ..Default::default()
     }
 }
 

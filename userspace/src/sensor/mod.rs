@@ -359,6 +359,9 @@ pub struct PipelineOptions {
     /// `None` (default) keeps all azimuths. With [`DecodeFlavor::Nebula`] whole blocks whose
     /// azimuth lies outside `[min, max]` are skipped first, as Nebula does.
     pub fov_deg: Option<(f64, f64)>,
+    /// Hesai only: skip the body/tail CRC-32 check of models that carry one (QT128, OT128).
+    /// Default `false`: a CRC mismatch makes the packet malformed. See [`hesai`].
+    pub hesai_skip_crc: bool,
 }
 
 /// An invalid configuration or calibration.
