@@ -28,7 +28,7 @@
 //!
 //! Tail fields (offsets from the tail start): return mode byte, timestamp (u32, µs within the
 //! second), date (6 bytes: year, month, day, hour, minute, second; year counted from 2000 for
-//! Pandar40P/64, from 1900 otherwise), UDP sequence (u32), tail CRC (CRC-32/MPEG-2 over the tail
+//! Pandar40P, from 1900 otherwise), UDP sequence (u32), tail CRC (CRC-32/MPEG-2 over the tail
 //! bytes before it, stored little-endian). The body CRC is CRC-32/MPEG-2 over the blocks.
 //! (Checked against the PandarQT128 capture in `shared/data/hesai/pandarqt128`.)
 
@@ -182,12 +182,14 @@ pub const PANDAR40P: Layout = Layout {
     range_m: (0.3, 200.0),
 };
 
-/// Pandar64 (same tail as Pandar40P).
+/// Pandar64 (same tail offsets as Pandar40P, but the year counts from 1900: the capture's
+/// year byte is 120 for 2020. Nebula counts it from 2000 and stamps 2120.)
 pub const PANDAR64: Layout = Layout {
     model: SensorModel::Pandar64,
     header: HeaderKind::Short8,
     blocks: 6,
     channels: 64,
+    year_base: 1900,
     ..PANDAR40P
 };
 

@@ -164,7 +164,10 @@ impl AngleCorrection {
 
 /// Firing time of (`block`, `channel`) relative to the packet timestamp, ns (may be negative:
 /// several models stamp the packet at its end). `None` where the channel does not fire (OT128
-/// high-resolution mode). Formulas from the manuals' timing appendices, as Nebula.
+/// high-resolution mode). Formulas from the manuals' timing appendices, as Nebula, except
+/// PandarQT128 in multi-return mode: both blocks are the same firing, so both get the block
+/// offset 9 µs (Nebula computes `111110·1/2` ns for block 0, which puts a channel's first
+/// return 55.6 µs after its second and makes `time_stamp` go backwards).
 pub fn firing_offset_ns<T: AsRef<[u8]>>(
     p: &Packet<T>,
     block: usize,
@@ -196,7 +199,7 @@ pub fn firing_offset_ns<T: AsRef<[u8]>>(
             } else {
                 &QT128_LOOP2_NS
             };
-            9_000 + 111_110 * (1 - b).max(0) / n + at(t)?
+            9_000 + 111_110 * ((1 - b).max(0) / n) + at(t)?
         }
         SensorModel::Pandar128e4x => {
             let blk = if n == 1 { -27_778 * 2 * (1 - b) } else { 0 };
