@@ -31,6 +31,44 @@ fn csv(name: &str, channels: usize, az: impl Fn(usize) -> f32) -> PathBuf {
     p
 }
 
+/// Writes an AT128 correction file (version 1.5, resolution 1): 3 fields, field k covering
+/// encoder azimuths [120°·k, 120°·k + 119.99°]; channel azimuth `az(c)` (0.01°/256),
+/// elevation `5 − c mod 16` degrees; azimuth adjustment `adj` (0.01°) for channel 1 only.
+fn at128_dat(name: &str, az: impl Fn(usize) -> i32, adj: i8) -> PathBuf {
+    let mut b = vec![0xEE, 0xFF, 1, 5, 128, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    for k in 0..3u32 {
+        b.extend_from_slice(&(k * 120 * 25_600).to_le_bytes());
+    }
+    for k in 0..3u32 {
+        b.extend_from_slice(&(k * 120 * 25_600 + 119 * 25_600).to_le_bytes());
+    }
+    for c in 0..128 {
+        b.extend_from_slice(&az(c).to_le_bytes());
+    }
+    for c in 0..128 {
+        b.extend_from_slice(&((5 - c % 16) * 25_600i32).to_le_bytes());
+    }
+    for c in 0..128 {
+        b.extend(std::iter::repeat_n(if c == 1 { adj as u8 } else { 0 }, 180));
+    }
+    b.extend(std::iter::repeat_n(0u8, 180 * 128 + 32));
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    let p = std::env::temp_dir().join(format!("lidarxdp_hesai_{name}_{pid}_{n}.dat"));
+    std::fs::write(&p, b).unwrap();
+    p
+}
+
+/// A calibration file for any layout: a CSV, or for AT128 a correction file.
+fn calib_for(l: &Layout, name: &str) -> PathBuf {
+    if l.fine_azimuth {
+        at128_dat(name, |c| (c as i32 % 5) * 25_600, 3)
+    } else {
+        csv(name, l.channels, |i| (i % 7) as f32 - 3.0)
+    }
+}
+
 /// A packet of `l`: block azimuths `az`, return mode `mode`, units `(distance, reflectivity)`
 /// from `unit(block, channel)`, UDP sequence `seq`, timestamp `us` µs past [`DATE_S`]; CRCs
 /// filled in; OT128 in standard (non-high-resolution) mode.
@@ -82,8 +120,13 @@ fn build(
     let t = l.tail_offset();
     b[t + l.t_return_mode] = mode;
     b[t + l.t_timestamp..t + l.t_timestamp + 4].copy_from_slice(&us.to_le_bytes());
-    let year = (2024 - l.year_base) as u8;
-    b[t + l.t_date..t + l.t_date + 6].copy_from_slice(&[year, 1, 2, 3, 4, 5]);
+    let date = if l.epoch_date {
+        let be = DATE_S.to_be_bytes();
+        [0, be[3], be[4], be[5], be[6], be[7]]
+    } else {
+        [(2024 - l.year_base) as u8, 1, 2, 3, 4, 5]
+    };
+    b[t + l.t_date..t + l.t_date + 6].copy_from_slice(&date);
     if let Some(o) = l.t_udp_seq {
         b[t + o..t + o + 4].copy_from_slice(&seq.to_le_bytes());
     }
@@ -630,12 +673,8 @@ fn calibration_errors_name_the_line() {
     let e = ScanPipeline::new(&cfg).unwrap_err().to_string();
     assert!(e.contains("channel 2 missing"), "{e}");
     let cfg = SensorConfig::new(0, SensorModel::At128, &bad);
-    assert!(
-        ScanPipeline::new(&cfg)
-            .unwrap_err()
-            .to_string()
-            .contains("not implemented")
-    );
+    let e = ScanPipeline::new(&cfg).unwrap_err().to_string();
+    assert!(e.contains("no EE FF delimiter"), "{e}");
     // A cut outside the field of view is refused.
     let mut cfg = SensorConfig::new(0, SensorModel::PandarXt16, csv("xt16_fov", 16, |_| 0.0));
     cfg.cut_angle_deg = 200.0;
@@ -659,9 +698,7 @@ mod properties {
         layout::ALL
             .iter()
             .map(|l| {
-                let calib = csv(&format!("prop_{}", l.model.name()), l.channels, |i| {
-                    (i % 7) as f32 - 3.0
-                });
+                let calib = calib_for(l, &format!("prop_{}", l.model.name()));
                 let opts = PipelineOptions {
                     hesai_skip_crc: skip_crc,
                     ..Default::default()
@@ -716,4 +753,55 @@ mod properties {
             }
         }
     }
+}
+
+/// AT128: exact values from a synthetic correction file and packet (fine azimuth, field
+/// mapping `(a − start)·2`, channel azimuth, interpolated adjustment, epoch-seconds date).
+#[test]
+fn at128_exact_values() {
+    let l = &layout::AT128;
+    let dat = at128_dat("at128", |c| if c == 1 { 25_600 } else { 0 }, 10);
+    let mut pkt = build(
+        l,
+        &[2000, 2010],
+        return_mode::STRONGEST,
+        |_, c| if c < 2 { (2500, 30) } else { (0, 0) },
+        9,
+        125_000,
+    );
+    // Fine azimuth of block 1: 128/256 of 0.01°.
+    pkt[l.azimuth_offset(1) + 2] = 128;
+    assert_eq!(pkt.len(), 1086);
+    assert_eq!(packet::detect_model(&pkt), Some(SensorModel::At128));
+    let p = packet::classify(&pkt, l, true).unwrap();
+    assert_eq!((p.azimuth_fine(0), p.azimuth_fine(1)), (512_000, 514_688));
+    assert_eq!(p.sensor_ns(), DATE_S * 1_000_000_000 + 125_000_000);
+    let mut pl = pipeline(SensorModel::At128, dat, 0.0, PipelineOptions::default());
+    let mut out = Vec::new();
+    pl.push(&pkt, 0, &mut out);
+    pl.flush(&mut out);
+    let f = &out[0];
+    assert_eq!(f.points.len(), 4);
+    // Block 0 at 20°: channel 0 at (20°−0)·2 = 40°, elevation 5°.
+    let (az, el) = (40f64.to_radians(), 5f64.to_radians());
+    let q = f.points[0];
+    assert!(close(q.azimuth, az) && close(q.elevation, el));
+    assert!(close(q.x, 10.0 * el.cos() * az.sin()));
+    assert!(close(q.y, 10.0 * el.cos() * az.cos()));
+    assert!(close(q.z, 10.0 * el.sin()));
+    // Channel 1: −1° channel azimuth, +0.10° adjustment, elevation 4°.
+    assert!(close(f.points[1].azimuth, 39.1f64.to_radians()));
+    assert!(close(f.points[1].elevation, 4f64.to_radians()));
+    // Block 1 at 20.105°: 40.21°.
+    assert!(close(f.points[2].azimuth, 40.21f64.to_radians()));
+    // Single return: block b fires at −9249 − 41666·(2 − b) ns; channels 0 and 1 at +0.
+    assert_eq!(
+        f.header.start_ns,
+        DATE_S * 1_000_000_000 + 125_000_000 - 92_581
+    );
+    assert_eq!(
+        f.points.iter().map(|q| q.time_stamp).collect::<Vec<_>>(),
+        [0, 0, 41_666, 41_666]
+    );
+    assert_eq!(f.points[0].return_type, ReturnType::Strongest as u8);
 }

@@ -18,6 +18,7 @@
 //! | PandarXT32 | 12 B, protocol 6.1 | 8 × 32 | 4 B | – | – | 24 + 4 seq | 1080 |
 //! | PandarXT32M | 12 B, protocol 6.1 | 6 × 32 | 4 B | – | – | 24 + 4 seq | 820 |
 //! | Pandar128E4X/OT128 | 12 B, protocol 1.4 | 2 × 128 | 3 B | yes | 17 B | 56 (seq, IMU, CRC) | 861 (+32 signature) |
+//! | AT128E2X | 12 B, protocol 4.3 | 2 × 128, fine azimuth | 4 B | yes | – | 40 (seq, CRC) | 1086 (+32 signature) |
 //!
 //! A block is `azimuth u16 (0.01°)` followed by the units (`distance u16` in `dis_unit` mm,
 //! `reflectivity u8`, and for 4-byte units a confidence/reserved byte); Pandar40P blocks start
@@ -87,6 +88,14 @@ pub struct Layout {
     pub variants: &'static [(usize, bool)],
     /// Model's own range limits, m (Nebula `SensorT::min_range/max_range`), inclusive.
     pub range_m: (f32, f32),
+    /// Blocks carry a fine-azimuth byte after the azimuth (AT128: azimuth = `coarse·256 +
+    /// fine`, in 0.01°/256).
+    pub fine_azimuth: bool,
+    /// The date is 6 bytes `0, seconds since the epoch (5 bytes, big-endian)` (AT128), not
+    /// year..second.
+    pub epoch_date: bool,
+    /// The CRC convention was verified on a capture; CRCs are checked only when true.
+    pub crc_verified: bool,
 }
 
 impl Layout {
@@ -98,10 +107,12 @@ impl Layout {
             HeaderKind::Long12 => 12,
         }
     }
-    /// Bytes before the first unit in a block (azimuth, plus `FF EE` for Pandar40P).
+    /// Bytes before the first unit in a block (azimuth, plus `FF EE` for Pandar40P, plus the
+    /// fine azimuth byte for AT128).
     pub const fn block_prefix(&self) -> usize {
-        match self.header {
-            HeaderKind::None => 4,
+        match (self.header, self.fine_azimuth) {
+            (HeaderKind::None, _) => 4,
+            (_, true) => 3,
             _ => 2,
         }
     }
@@ -121,9 +132,14 @@ impl Layout {
     pub const fn base_len(&self) -> usize {
         self.tail_offset() + self.tail_len
     }
-    /// Offset of the azimuth of `block`.
+    /// Offset of the (coarse) azimuth of `block`.
     pub const fn azimuth_offset(&self, block: usize) -> usize {
-        self.header_len() + block * self.block_len() + self.block_prefix() - 2
+        let back = if self.fine_azimuth { 3 } else { 2 };
+        self.header_len() + block * self.block_len() + self.block_prefix() - back
+    }
+    /// Azimuth units per degree: 100, or 25600 with a fine azimuth byte.
+    pub const fn azimuth_units_per_deg(&self) -> u32 {
+        if self.fine_azimuth { 25_600 } else { 100 }
     }
     /// Offset of the unit of `channel` in `block`.
     pub const fn unit_offset(&self, block: usize, channel: usize) -> usize {
@@ -156,6 +172,9 @@ const fn xt(model: SensorModel, blocks: usize, channels: usize, range_m: (f32, f
         t_azimuth_state: None,
         variants: NO_VARIANTS,
         range_m,
+        fine_azimuth: false,
+        epoch_date: false,
+        crc_verified: true,
     }
 }
 
@@ -180,6 +199,9 @@ pub const PANDAR40P: Layout = Layout {
     t_azimuth_state: None,
     variants: SEQ_VARIANT,
     range_m: (0.3, 200.0),
+    fine_azimuth: false,
+    epoch_date: false,
+    crc_verified: true,
 };
 
 /// Pandar64 (same tail offsets as Pandar40P, but the year counts from 1900: the capture's
@@ -214,6 +236,9 @@ pub const PANDARQT64: Layout = Layout {
     t_azimuth_state: None,
     variants: NO_VARIANTS,
     range_m: (0.1, 60.0),
+    fine_azimuth: false,
+    epoch_date: false,
+    crc_verified: true,
 };
 
 /// PandarQT128C2X (tail: mode flag @5, return mode @12, date @15, timestamp @21, sequence @26,
@@ -238,6 +263,9 @@ pub const PANDARQT128: Layout = Layout {
     t_azimuth_state: None,
     variants: SIGNATURE_VARIANT,
     range_m: (0.05, 50.0),
+    fine_azimuth: false,
+    epoch_date: false,
+    crc_verified: true,
 };
 
 /// PandarXT16 (tail: return mode @10, date @13, timestamp @19, sequence @24).
@@ -269,9 +297,41 @@ pub const PANDAR128E4X: Layout = Layout {
     t_azimuth_state: Some(9),
     variants: SIGNATURE_VARIANT,
     range_m: (0.1, 230.0),
+    fine_azimuth: false,
+    epoch_date: false,
+    crc_verified: true,
 };
 
-/// The layout of a Hesai model, `None` for other families and for AT128 (not decoded yet).
+/// AT128E2X (blocks: azimuth u16 + fine azimuth u8; tail: timestamp @20, return mode @24,
+/// date @26 as seconds since the epoch, sequence @32, CRC @36). Layout from the AT128E2X manual
+/// as in Nebula's `pandar_at128.hpp`; no capture is available, so the CRC convention is not
+/// verified and not checked.
+pub const AT128: Layout = Layout {
+    model: SensorModel::At128,
+    header: HeaderKind::Long12,
+    protocol: (4, 3),
+    blocks: 2,
+    channels: 128,
+    unit_len: 4,
+    body_crc: true,
+    fs_len: 0,
+    tail_len: 40,
+    t_return_mode: 24,
+    t_timestamp: 20,
+    t_date: 26,
+    year_base: 1970,
+    t_udp_seq: Some(32),
+    t_crc: Some(36),
+    t_mode_flag: None,
+    t_azimuth_state: None,
+    variants: SIGNATURE_VARIANT,
+    range_m: (1.0, 180.0),
+    fine_azimuth: true,
+    epoch_date: true,
+    crc_verified: false,
+};
+
+/// The layout of a Hesai model, `None` for other families.
 pub const fn layout(model: SensorModel) -> Option<&'static Layout> {
     match model {
         SensorModel::Pandar40p => Some(&PANDAR40P),
@@ -282,12 +342,13 @@ pub const fn layout(model: SensorModel) -> Option<&'static Layout> {
         SensorModel::PandarXt32 => Some(&PANDARXT32),
         SensorModel::PandarXt32m => Some(&PANDARXT32M),
         SensorModel::Pandar128e4x => Some(&PANDAR128E4X),
+        SensorModel::At128 => Some(&AT128),
         _ => None,
     }
 }
 
 /// Every decodable layout.
-pub const ALL: [&Layout; 8] = [
+pub const ALL: [&Layout; 9] = [
     &PANDAR40P,
     &PANDAR64,
     &PANDARQT64,
@@ -296,6 +357,7 @@ pub const ALL: [&Layout; 8] = [
     &PANDARXT32,
     &PANDARXT32M,
     &PANDAR128E4X,
+    &AT128,
 ];
 
 #[cfg(test)]
@@ -305,7 +367,8 @@ mod tests {
     #[test]
     fn documented_lengths() {
         let lens: Vec<usize> = ALL.iter().map(|l| l.base_len()).collect();
-        assert_eq!(lens, [1262, 1194, 1072, 1095, 568, 1080, 820, 861]);
+        assert_eq!(lens, [1262, 1194, 1072, 1095, 568, 1080, 820, 861, 1086]);
+        assert_eq!(AT128.azimuth_offset(1), 12 + 515);
         assert_eq!(PANDARQT128.tail_offset(), 1061);
         assert_eq!(PANDAR40P.azimuth_offset(1), 126);
         assert_eq!(PANDARXT32.unit_offset(1, 2), 12 + 130 + 2 + 8);

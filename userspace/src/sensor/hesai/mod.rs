@@ -1,5 +1,5 @@
 //! Hesai decoders: Pandar40P, Pandar64, PandarQT64, PandarQT128, PandarXT16, PandarXT32,
-//! PandarXT32M and Pandar128E4X/OT128. Sans-IO: UDP payload bytes in, [`Frame`]s out.
+//! PandarXT32M, Pandar128E4X/OT128 and AT128. Sans-IO: UDP payload bytes in, [`Frame`]s out.
 //!
 //! Sources: the Hesai user manuals (packet layouts in [`layout`], firing times in `timing`)
 //! and Tier IV Nebula's generic Hesai decoder (`hesai_decoder.hpp`, `scan_cutter.hpp`), whose
@@ -46,8 +46,14 @@
 //! QT128 and OT128 carry CRC-32/MPEG-2 checksums of the body and the tail; a mismatch is
 //! malformed. `PipelineOptions::hesai_skip_crc` turns the check off (Nebula never checks).
 //!
-//! AT128 (binary angle-correction file, fine azimuth) is not decoded yet: configuring it is
-//! refused with [`ConfigError::Unsupported`].
+//! ## AT128
+//! AT128E2X blocks carry a fine azimuth (0.01°/256) and its angles come from the binary
+//! correction file ([`At128Correction`]): mirror fields, each mapping its encoder range onto
+//! the ~120° field of view. Typical use: `fov_deg = (30, 150)`, cut 150° (Nebula's test
+//! settings). No AT128 capture is available: it is verified on synthetic packets and a
+//! synthetic correction file only, and its CRCs are not checked (convention unverified).
+//! The cutter's lagging/leading channels are taken per block group (the corrected azimuths
+//! depend on the encoder azimuth), as Nebula's correction-based angle corrector does.
 
 pub mod layout;
 pub mod packet;
@@ -69,8 +75,8 @@ pub const DUAL_RETURN_DISTANCE_THRESHOLD_M: f32 = 0.1;
 /// Builds the decoder for a Hesai model.
 ///
 /// # Errors
-/// [`ConfigError::Unsupported`] for AT128, [`ConfigError::CalibrationIo`] /
-/// [`ConfigError::Calibration`] for an unreadable or invalid angle-correction CSV,
+/// [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an unreadable or invalid
+/// angle-correction CSV (AT128: correction `.dat`),
 /// [`ConfigError::OutOfRange`] for a cut angle outside the field of view.
 pub fn build(
     cfg: &SensorConfig,
@@ -158,6 +164,165 @@ impl AngleCorrection {
     }
 }
 
+/// AT128 angle-correction file (binary, the `.dat` the sensor serves; format version 1.5), as
+/// read by Nebula's `HesaiCorrection::load_from_bytes` and Hesai's SDK:
+///
+/// | offset (from `EE FF`) | size | field |
+/// |---|---|---|
+/// | 0 | 2 | delimiter `EE FF` |
+/// | 2, 3 | 1 + 1 | version major, minor (5) |
+/// | 4 | 1 | channel count C (128) |
+/// | 5 | 1 | mirror count M (≤ 8) |
+/// | 6 | 1 | frame (field) count F (≤ 8) |
+/// | 7 | 8 | frame config |
+/// | 15 | 1 | resolution R (multiplies every value below) |
+/// | 16 | 4·M | field start azimuths, u32 LE, 0.01°/256 |
+/// | .. | 4·M | field end azimuths, u32 LE |
+/// | .. | 4·C | channel azimuth, i32 LE, 0.01°/256 |
+/// | .. | 4·C | channel elevation, i32 LE, 0.01°/256 |
+/// | .. | 180·C | azimuth adjustment, i8, 0.01° (per channel, per 2° of encoder azimuth) |
+/// | .. | 180·C | elevation adjustment, i8, 0.01° |
+/// | .. | 32 | SHA-256 |
+///
+/// Corrected azimuth of channel c at encoder azimuth a (field f with start ≤ a ≤ end):
+/// `(a − start_f)·2 − azimuth_c + adj_az(c, a)·256`, elevation `elevation_c + adj_el(c, a)·256`,
+/// both in 0.01°/256; `adj(c, a)` interpolates linearly between the entries `⌊a/51200⌋` and the
+/// next one, rounded (Nebula `get_azimuth_adjust_v3`). Deviation: Nebula multiplies the i8
+/// adjustments by R in i8 (wrapping for R > 1); we do it in i32.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct At128Correction {
+    /// Field start / end encoder azimuths, 0.01°/256.
+    pub fields: Vec<(i64, i64)>,
+    /// Channel azimuth, 0.01°/256.
+    pub azimuth: Vec<i32>,
+    /// Channel elevation, 0.01°/256.
+    pub elevation: Vec<i32>,
+    /// Azimuth adjustments, 0.01° (180 per channel).
+    pub azimuth_adjust: Vec<i32>,
+    /// Elevation adjustments, 0.01° (180 per channel).
+    pub elevation_adjust: Vec<i32>,
+}
+
+/// Encoder azimuth units per turn for AT128 (360° in 0.01°/256).
+pub const AT128_UNITS: i64 = 360 * 25_600;
+
+impl At128Correction {
+    /// Parses the binary file contents for `channels` channels.
+    ///
+    /// # Errors
+    /// A message: no `EE FF` delimiter, version other than 1.5, channel count mismatch, more
+    /// than 8 mirrors/fields, or the file ends early.
+    pub fn parse(buf: &[u8], channels: usize) -> Result<Self, String> {
+        let start = buf
+            .windows(2)
+            .position(|w| w == [0xEE, 0xFF])
+            .ok_or("no EE FF delimiter")?;
+        let b = &buf[start..];
+        let get = |o: usize, n: usize| {
+            b.get(o..o + n)
+                .ok_or_else(|| format!("file ends at byte {} (need {})", b.len(), o + n))
+        };
+        let hdr = get(0, 16)?;
+        let (minor, ch, mirrors, frames, res) = (hdr[3], hdr[4], hdr[5], hdr[6], hdr[15]);
+        if minor != 5 {
+            return Err(format!("version {}.{minor} unsupported (need x.5)", hdr[2]));
+        }
+        if usize::from(ch) != channels {
+            return Err(format!("{ch} channels, model has {channels}"));
+        }
+        if mirrors == 0 || mirrors > 8 || frames > 8 {
+            return Err(format!("{mirrors} mirrors / {frames} fields (max 8)"));
+        }
+        let (m, c, r) = (usize::from(mirrors), channels, i64::from(res.max(1)));
+        let word = |o: usize| -> Result<u32, String> {
+            let w = get(o, 4)?;
+            Ok(u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        };
+        let mut o = 16;
+        let mut starts = Vec::with_capacity(m);
+        for k in 0..m {
+            starts.push(i64::from(word(o + 4 * k)?) * r);
+        }
+        o += 4 * m;
+        let mut fields = Vec::with_capacity(m);
+        for (k, s) in starts.into_iter().enumerate() {
+            fields.push((s, i64::from(word(o + 4 * k)?) * r));
+        }
+        fields.truncate(usize::from(frames).min(m));
+        o += 4 * m;
+        let ints = |o: usize| -> Result<Vec<i32>, String> {
+            (0..c)
+                .map(|k| Ok((word(o + 4 * k)? as i32).wrapping_mul(res.max(1).into())))
+                .collect()
+        };
+        let azimuth = ints(o)?;
+        let elevation = ints(o + 4 * c)?;
+        o += 8 * c;
+        let bytes = |o: usize| -> Result<Vec<i32>, String> {
+            Ok(get(o, 180 * c)?
+                .iter()
+                .map(|&v| i32::from(v as i8) * i32::from(res.max(1)))
+                .collect())
+        };
+        Ok(Self {
+            fields,
+            azimuth,
+            elevation,
+            azimuth_adjust: bytes(o)?,
+            elevation_adjust: bytes(o + 180 * c)?,
+        })
+    }
+
+    /// Reads and parses a file.
+    ///
+    /// # Errors
+    /// [`ConfigError::CalibrationIo`] or [`ConfigError::Calibration`].
+    pub fn from_file(path: &Path, channels: usize) -> Result<Self, ConfigError> {
+        let buf = std::fs::read(path).map_err(|source| ConfigError::CalibrationIo {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&buf, channels).map_err(|message| ConfigError::Calibration {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Interpolated adjustment (0.01°) of channel `ch` at encoder azimuth `a` (0.01°/256).
+    fn adjust(table: &[i32], ch: usize, a: u32) -> i32 {
+        const STEP: u32 = 200 * 256;
+        let i = (a as f32 / STEP as f32).floor() as u32;
+        let k = a.saturating_sub(i * STEP) as f32 / STEP as f32;
+        let at = |j: u32| table.get(ch * 180 + j as usize).copied().unwrap_or(0) as f32;
+        ((1.0 - k) * at(i) + k * at(i + 1)).round() as i32
+    }
+
+    /// The field (mirror) whose encoder range holds `a`.
+    fn field(&self, a: u32) -> Option<(i64, i64)> {
+        let a = i64::from(a);
+        self.fields.iter().copied().find(|&(s, e)| {
+            if s == e {
+                true
+            } else if e < s {
+                a <= e || s <= a
+            } else {
+                s <= a && a <= e
+            }
+        })
+    }
+
+    /// Corrected `(azimuth, elevation)` of channel `ch` at encoder azimuth `a`, 0.01°/256;
+    /// azimuth in `[0, AT128_UNITS)`. `None` when `a` is in no field.
+    pub fn corrected(&self, ch: usize, a: u32) -> Option<(i64, i64)> {
+        let (start, _) = self.field(a)?;
+        let az = (i64::from(a) - start) * 2 - i64::from(*self.azimuth.get(ch)?)
+            + i64::from(Self::adjust(&self.azimuth_adjust, ch, a)) * 256;
+        let el = i64::from(*self.elevation.get(ch)?)
+            + i64::from(Self::adjust(&self.elevation_adjust, ch, a)) * 256;
+        Some((az.rem_euclid(AT128_UNITS), el))
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Timing
 // ---------------------------------------------------------------------------------------------
@@ -215,6 +380,14 @@ pub fn firing_offset_ns<T: AsRef<[u8]>>(
                 return None;
             }
             blk + 43_346 + c
+        }
+        SensorModel::At128 => {
+            let blk = if n == 1 {
+                -9_249 - 41_666 * (2 - b)
+            } else {
+                -9_249 - 41_666
+            };
+            blk + at(&AT128_FIRING_NS)?
         }
         _ => 0,
     };
@@ -421,6 +594,11 @@ pub struct HesaiStream {
     return_mode: Option<ReturnMode>,
     az_scratch: Vec<f32>,
     dual_threshold_m: f32,
+    /// AT128 correction file (models with a fine azimuth), else `None`.
+    at128: Option<At128Correction>,
+    /// AT128 per-channel angles of the current block group: `[sin az, cos az, el rad, sin el,
+    /// cos el]`.
+    at128_trig: Vec<[f32; 5]>,
 }
 
 impl HesaiStream {
@@ -437,7 +615,20 @@ impl HesaiStream {
                 .collect::<Vec<_>>()
                 .join(", "),
         })?;
-        let cal = AngleCorrection::from_file(&cfg.calibration, layout.channels)?;
+        let (cal, at128) = if layout.fine_azimuth {
+            let c = At128Correction::from_file(&cfg.calibration, layout.channels)?;
+            let zero = vec![0.0; layout.channels];
+            let cal = AngleCorrection {
+                elevation_deg: zero.clone(),
+                azimuth_deg: zero,
+            };
+            (cal, Some(c))
+        } else {
+            (
+                AngleCorrection::from_file(&cfg.calibration, layout.channels)?,
+                None,
+            )
+        };
         let deg = (PI / 180.0) as f32;
         let el_rad: Vec<f32> = cal.elevation_deg.iter().map(|e| e * deg).collect();
         let off_rad: Vec<f32> = cal.azimuth_deg.iter().map(|a| a * deg).collect();
@@ -494,6 +685,8 @@ impl HesaiStream {
             return_mode: None,
             az_scratch: Vec::with_capacity(layout.channels),
             dual_threshold_m: DUAL_RETURN_DISTANCE_THRESHOLD_M,
+            at128,
+            at128_trig: vec![[0.0; 5]; layout.channels],
         })
     }
 
@@ -549,20 +742,26 @@ impl HesaiStream {
         }
         let rm_byte = p.return_mode_byte();
         for group in (0..l.blocks).step_by(n) {
-            let raw_az = p.azimuth(group);
-            let blk = self
-                .angles
-                .blk_rad
-                .get(usize::from(raw_az))
-                .copied()
-                .unwrap_or(0.0);
-            self.az_scratch.clear();
-            self.az_scratch.extend(
-                self.angles
-                    .off_rad
-                    .iter()
-                    .map(|&o| normalize(blk + o, TAU_F32)),
-            );
+            if self.at128.is_some() {
+                if !self.at128_angles(p.azimuth_fine(group)) {
+                    continue;
+                }
+            } else {
+                let raw_az = p.azimuth(group);
+                let blk = self
+                    .angles
+                    .blk_rad
+                    .get(usize::from(raw_az))
+                    .copied()
+                    .unwrap_or(0.0);
+                self.az_scratch.clear();
+                self.az_scratch.extend(
+                    self.angles
+                        .off_rad
+                        .iter()
+                        .map(|&o| normalize(blk + o, TAU_F32)),
+                );
+            }
             let act = self.cutter.step(&self.az_scratch);
             if act.reset.iter().any(|&r| r) {
                 let earliest = (group..group + n)
@@ -595,6 +794,37 @@ impl HesaiStream {
             }
             self.convert_group(p, group, n, rm_byte, packet_ns);
         }
+    }
+
+    /// Fills `az_scratch`, `at128_trig` and the cutter's min/max channels for AT128 encoder
+    /// azimuth `a`; false if `a` lies in no field of the correction file.
+    fn at128_angles(&mut self, a: u32) -> bool {
+        let Some(c) = self.at128.as_ref() else {
+            return false;
+        };
+        let n = AT128_UNITS as f32;
+        let pi = std::f32::consts::PI;
+        self.az_scratch.clear();
+        for (ch, trig) in self.at128_trig.iter_mut().enumerate() {
+            let Some((az, el)) = c.corrected(ch, a) else {
+                return false;
+            };
+            self.az_scratch
+                .push((az as f64 / 25_600.0 * (PI / 180.0)) as f32);
+            let el_n = el.rem_euclid(AT128_UNITS) as f32;
+            let az_f = 2.0 * az as f32 * pi / n;
+            let el_f = 2.0 * el_n * pi / n;
+            *trig = [
+                az_f.sin(),
+                az_f.cos(),
+                (2.0 * el as f64 * PI / AT128_UNITS as f64) as f32,
+                el_f.sin(),
+                el_f.cos(),
+            ];
+        }
+        self.cutter.min_idx = argmin(&self.az_scratch, |x, y| x < y);
+        self.cutter.max_idx = argmin(&self.az_scratch, |x, y| x > y);
+        true
     }
 
     fn convert_group(
@@ -651,10 +881,20 @@ impl HesaiStream {
                     continue;
                 };
                 let a = &self.angles;
-                let (os, oc) = a.off_sc[ch];
-                let sin_az = (bs * oc + bc * os) as f32;
-                let cos_az = (bc * oc - bs * os) as f32;
-                let xy = distance * a.cos_el[ch];
+                let (sin_az, cos_az, el_rad, sin_el, cos_el) = if self.at128.is_some() {
+                    let [sa, ca, e, se, ce] = self.at128_trig[ch];
+                    (sa, ca, e, se, ce)
+                } else {
+                    let (os, oc) = a.off_sc[ch];
+                    (
+                        (bs * oc + bc * os) as f32,
+                        (bc * oc - bs * os) as f32,
+                        a.el_rad[ch],
+                        a.sin_el[ch],
+                        a.cos_el[ch],
+                    )
+                };
+                let xy = distance * cos_el;
                 let b = usize::from(st.buf[ch]);
                 let buf = &mut self.bufs[b];
                 let t = packet_ns
@@ -663,12 +903,12 @@ impl HesaiStream {
                 buf.points.push(PointXYZIRCAEDT {
                     x: xy * sin_az,
                     y: xy * cos_az,
-                    z: distance * a.sin_el[ch],
+                    z: distance * sin_el,
                     intensity: refl,
                     return_type: rt as u8,
                     channel: ch as u16,
                     azimuth: self.az_scratch[ch],
-                    elevation: a.el_rad[ch],
+                    elevation: el_rad,
                     distance,
                     time_stamp: t.clamp(0, i64::from(u32::MAX)) as u32,
                 });

@@ -237,7 +237,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if self.date_seconds().is_none() {
             return Err(PacketError::Date);
         }
-        if check_crc {
+        if check_crc && l.crc_verified {
             let b = self.buffer.as_ref();
             if l.body_crc {
                 let end = l.body_end();
@@ -299,9 +299,20 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
-    /// Azimuth of `block`, 0.01°.
+    /// Azimuth of `block`, 0.01° (the coarse part for AT128).
     pub fn azimuth(&self, block: usize) -> u16 {
         self.u16_at(self.layout.azimuth_offset(block))
+    }
+
+    /// Azimuth of `block` in the layout's unit ([`Layout::azimuth_units_per_deg`]): 0.01°, or
+    /// for AT128 `coarse·256 + fine` in 0.01°/256.
+    pub fn azimuth_fine(&self, block: usize) -> u32 {
+        let coarse = u32::from(self.azimuth(block));
+        if self.layout.fine_azimuth {
+            (coarse << 8) + u32::from(self.byte(self.layout.azimuth_offset(block) + 2))
+        } else {
+            coarse
+        }
     }
 
     /// Raw distance of `channel` in `block`, `dis_unit` mm units (0 = no return).
@@ -336,6 +347,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Whole seconds since the Unix epoch from the tail date (UTC), `None` if not a valid date.
     pub fn date_seconds(&self) -> Option<u64> {
         let o = self.tail(self.layout.t_date);
+        if self.layout.epoch_date {
+            return Some((1..6).fold(0u64, |s, k| (s << 8) | u64::from(self.byte(o + k))));
+        }
         let y = i64::from(self.layout.year_base) + i64::from(self.byte(o));
         let (mo, d, h, mi, s) = (
             self.byte(o + 1),
