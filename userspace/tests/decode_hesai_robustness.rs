@@ -805,3 +805,38 @@ fn at128_exact_values() {
     );
     assert_eq!(f.points[0].return_type, ReturnType::Strongest as u8);
 }
+
+/// AT128 over one encoder turn with Nebula's settings (FoV 30°–150°, cut 150°): one frame per
+/// mirror field, each holding the field's sweep 30.0°..150.0° (601 blocks at 0.1° encoder
+/// steps = 0.2° spatial), nothing outside the field of view.
+#[test]
+fn at128_field_of_view_frames() {
+    let l = &layout::AT128;
+    let dat = at128_dat("at128_fov", |_| 0, 0);
+    let opts = PipelineOptions {
+        fov_deg: Some((30.0, 150.0)),
+        ..Default::default()
+    };
+    let mut p = pipeline(SensorModel::At128, dat, 150.0, opts);
+    let mut out = Vec::new();
+    for i in 0..1800u32 {
+        let az = [(20 * i) as u16, (20 * i + 10) as u16];
+        let pkt = build(
+            l,
+            &az,
+            return_mode::STRONGEST,
+            |_, c| if c == 0 { (2500, 1) } else { (0, 0) },
+            i,
+            40 * i,
+        );
+        p.push(&pkt, u64::from(i) * 40_000, &mut out);
+    }
+    p.flush(&mut out);
+    let n: Vec<usize> = out.iter().map(|f| f.points.len()).collect();
+    assert_eq!(n, [601, 601, 601]);
+    for f in &out {
+        let first = f.points[0].azimuth;
+        let last = f.points[600].azimuth;
+        assert!(close(first, 30f64.to_radians()) && close(last, 150f64.to_radians()));
+    }
+}

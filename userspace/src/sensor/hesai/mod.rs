@@ -717,10 +717,17 @@ impl HesaiStream {
         self.sequence += 1;
     }
 
+    /// Timeout / flush: publishes the buffers that hold points (current first), drops the
+    /// rest (e.g. packets outside a limited field of view after the last cut).
     fn close_all(&mut self, out: &mut Vec<Frame>) {
         let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
-        self.emit(cur, out);
-        self.emit(cur ^ 1, out);
+        for b in [cur, cur ^ 1] {
+            if self.bufs[usize::from(b)].points.is_empty() {
+                self.bufs[usize::from(b)] = Buffer::default();
+            } else {
+                self.emit(b, out);
+            }
+        }
         self.cutter.state = None;
         self.last_seq = None;
     }
