@@ -599,6 +599,11 @@ pub struct HesaiStream {
     /// AT128 per-channel angles of the current block group: `[sin az, cos az, el rad, sin el,
     /// cos el]`.
     at128_trig: Vec<[f32; 5]>,
+    /// Firing offsets (ns, `i64::MIN` = no firing) of every `(block, channel)` for the packet
+    /// properties in `offsets_key` (return count, QT128 mode flag, OT128 states): they change
+    /// rarely, so they are computed once per change, not per point.
+    offsets: Vec<i64>,
+    offsets_key: Option<(usize, u8, u8, u8, u8)>,
 }
 
 impl HesaiStream {
@@ -687,6 +692,8 @@ impl HesaiStream {
             dual_threshold_m: DUAL_RETURN_DISTANCE_THRESHOLD_M,
             at128,
             at128_trig: vec![[0.0; 5]; layout.channels],
+            offsets: vec![0; layout.blocks * layout.channels],
+            offsets_key: None,
         })
     }
 
@@ -748,6 +755,22 @@ impl HesaiStream {
             self.last_seq = Some(seq);
         }
         let rm_byte = p.return_mode_byte();
+        let key = (
+            n,
+            p.mode_flag() & 1,
+            p.operational_state(),
+            p.azimuth_state(0),
+            p.azimuth_state(1),
+        );
+        if self.offsets_key != Some(key) {
+            self.offsets_key = Some(key);
+            for b in 0..l.blocks {
+                for c in 0..l.channels {
+                    self.offsets[b * l.channels + c] =
+                        firing_offset_ns(p, b, c).unwrap_or(i64::MIN);
+                }
+            }
+        }
         for group in (0..l.blocks).step_by(n) {
             if self.at128.is_some() {
                 if !self.at128_angles(p.azimuth_fine(group)) {
@@ -772,7 +795,9 @@ impl HesaiStream {
             let act = self.cutter.step(&self.az_scratch);
             if act.reset.iter().any(|&r| r) {
                 let earliest = (group..group + n)
-                    .flat_map(|b| (0..l.channels).filter_map(move |c| firing_offset_ns(p, b, c)))
+                    .flat_map(|b| self.offsets.iter().skip(b * l.channels).take(l.channels))
+                    .copied()
+                    .filter(|&o| o != i64::MIN)
                     .min()
                     .unwrap_or(0);
                 for (i, r) in act.reset.iter().enumerate() {
@@ -884,9 +909,14 @@ impl HesaiStream {
                         continue;
                     }
                 }
-                let Some(offset) = firing_offset_ns(p, group + k, ch) else {
+                let offset = self
+                    .offsets
+                    .get((group + k) * self.layout.channels + ch)
+                    .copied()
+                    .unwrap_or(i64::MIN);
+                if offset == i64::MIN {
                     continue;
-                };
+                }
                 let a = &self.angles;
                 let (sin_az, cos_az, el_rad, sin_el, cos_el) = if self.at128.is_some() {
                     let [sa, ca, e, se, ce] = self.at128_trig[ch];
