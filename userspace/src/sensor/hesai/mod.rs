@@ -400,10 +400,20 @@ pub fn firing_offset_ns<T: AsRef<[u8]>>(
 
 const TAU_F32: f32 = std::f32::consts::TAU;
 
-/// Nebula `normalize_angle`: `a - floor(a / m)·m` computed in f64.
+/// Nebula `normalize_angle`: `a - floor(a / m)·m` computed in f64. For `a` in `(-m, 2m)`
+/// a single f32 add/subtract gives the same value (exact by Sterbenz's lemma above `m`,
+/// correctly rounded below 0), so that is the fast path.
 fn normalize(a: f32, m: f32) -> f32 {
-    let (a, m) = (f64::from(a), f64::from(m));
-    (a - (a / m).floor() * m) as f32
+    if (0.0..m).contains(&a) {
+        a
+    } else if a < 0.0 && a > -m {
+        a + m
+    } else if a >= m && a < 2.0 * m {
+        a - m
+    } else {
+        let (a, m) = (f64::from(a), f64::from(m));
+        (a - (a / m).floor() * m) as f32
+    }
 }
 
 /// Nebula `angle_is_between`: is `a` in the cyclic sector `[s, e]` (bounds optionally
