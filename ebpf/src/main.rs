@@ -126,10 +126,12 @@ fn try_lidarxdp(ctx: &XdpContext) -> Result<u32, ()> {
     if read_u8(ctx, l3 + 9)? != IPPROTO_UDP {
         return pass();
     }
-    // Fragments after the first carry no UDP header; they are not sensor packets we can match
-    // by port here (IPv4 fragment steering arrives with the Ouster work), so pass them.
+    // Fragmented datagrams (MF set or a non-zero offset) go to the kernel whole: only the first
+    // fragment carries the UDP header, so steering it alone would leave the kernel unable to
+    // reassemble and userspace with half a datagram. (Fragment steering with userspace
+    // reassembly arrives with the Ouster work.)
     let frag = read_be16(ctx, l3 + 6)?;
-    if frag & 0x1fff != 0 {
+    if frag & 0x3fff != 0 {
         return pass();
     }
     let src = read_4(ctx, l3 + 12)?;
@@ -171,7 +173,7 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
 
-/// License section required to call GPL-only helpers (`bpf_redirect_map`).
+/// License section: the program is GPL-2.0-only (as the crate says) so it may call GPL-only helpers.
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
-static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+static LICENSE: [u8; 4] = *b"GPL\0";

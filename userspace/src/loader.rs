@@ -20,7 +20,8 @@ use lidarxdp_common::{
 pub static EMBEDDED_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lidarxdp.bpf.o"));
 
 /// How to attach the XDP program (kernel `XDP_FLAGS_*`, `include/uapi/linux/if_link.h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AttachMode {
     /// Native (driver) mode, falling back to generic when the driver refuses.
     Auto,

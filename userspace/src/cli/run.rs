@@ -2,10 +2,12 @@
 //!
 //! Start-up order: validate the configuration and load the calibration (fail before touching
 //! the network), attach the XDP program, open and bind the AF_XDP socket, register it and the
-//! sensor in the program's maps, start the capture thread, and only then start listening for
-//! subscribers, so a connected subscriber knows the daemon is ready. SIGTERM/SIGINT stop the
-//! capture thread, which flushes its frame in progress; the publisher drains and closes; the
-//! counters are written (`--stats-json`); dropping the program detaches it.
+//! sensor in the program's maps, start the publisher (its queue must exist before the capture
+//! thread can push frames), then the capture thread. Everything that steers packets is in place
+//! before the publisher accepts its first subscriber, so a connected subscriber knows the daemon
+//! is ready. SIGTERM/SIGINT stop the capture thread, which flushes its frame in progress; the
+//! publisher drains and closes; the counters are written (`--stats-json`); dropping the program
+//! detaches it.
 use std::{
     net::{Ipv4Addr, SocketAddr},
     path::PathBuf,
@@ -62,12 +64,11 @@ pub struct RunArgs {
     listen: Option<SocketAddr>,
     /// XDP attach mode: auto (native, else generic), native or generic.
     #[arg(long, value_enum)]
-    #[serde(skip)]
     xdp_mode: Option<AttachMode>,
     /// XDP object file to load instead of the one embedded at build time.
     #[arg(long, value_name = "FILE")]
     bpf_object: Option<PathBuf>,
-    /// UMEM frames (power of two, 64..=65536; default 4096, i.e. 16 MiB of 4 KiB frames).
+    /// UMEM frames (power of two, 64..=65536; default 4096, i.e. 8 MiB of 2 KiB frames).
     #[arg(long)]
     umem_frames: Option<u32>,
     /// Pin the capture thread to this CPU.
@@ -108,6 +109,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
     Ok(a)
 }
 
+/// Runs the daemon until SIGTERM/SIGINT; see the module documentation.
 pub fn run(args: RunArgs) -> Result<()> {
     let a = load_config(args)?;
     let iface = a
@@ -125,6 +127,21 @@ pub fn run(args: RunArgs) -> Result<()> {
     let port = a.port.unwrap_or(2368);
     if port == 0 {
         bail!("--port: 0 is not a valid UDP port (valid range 1..=65535)");
+    }
+    if queue >= lidarxdp_common::XSK_MAP_CAPACITY {
+        bail!(
+            "--queue: {queue} is out of range; valid 0..={} (and below the interface's RX queue count)",
+            lidarxdp_common::XSK_MAP_CAPACITY - 1
+        );
+    }
+    if let Some(cpu) = a.cpu {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpu >= n.min(libc::CPU_SETSIZE as usize) {
+            bail!(
+                "--cpu: {cpu} is out of range; valid 0..={} on this machine",
+                n - 1
+            );
+        }
     }
     let umem_frames = a.umem_frames.unwrap_or(4096);
     if !(64..=65536).contains(&umem_frames) || !umem_frames.is_power_of_two() {
