@@ -8,6 +8,9 @@
 //! If the sender falls more than 1 ms behind the schedule it logs a warning (at most once a
 //! second) and catches up by sending late packets back to back.
 //!
+//! Datagrams larger than the path MTU (Ouster lidar packets, 3–25 KB) are fragmented by the
+//! kernel, never refused: see [`allow_fragmentation`].
+//!
 //! Records are parsed as Ethernet (with optional 802.1Q/802.1ad tags), Linux cooked capture
 //! (SLL) or raw IPv4, then IPv4 and UDP. Non-IPv4/UDP records and non-first IPv4 fragments are
 //! skipped and counted; a first fragment is skipped too (its payload is incomplete). Classic
@@ -252,6 +255,9 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
     }
     .expect("literal address");
     let sock = UdpSocket::bind(bind).map_err(sock_err)?;
+    if cfg.to.is_ipv4() {
+        allow_fragmentation(&sock).map_err(sock_err)?;
+    }
     sock.connect(cfg.to).map_err(sock_err)?;
     let schedule = Schedule::new(cfg.rate, &datagrams);
     let loops = cfg.loops.max(1);
@@ -306,6 +312,34 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
         );
     }
     Ok(stats)
+}
+
+/// Makes the kernel fragment datagrams larger than the path MTU, as a sensor does, instead of
+/// failing with `EMSGSIZE`: sets `IP_MTU_DISCOVER` to `IP_PMTUDISC_DONT` (ip(7)), so DF is never
+/// set and path-MTU discovery never makes a send fail. Linux's usual default
+/// (`IP_PMTUDISC_WANT`) also fragments, but the default is a sysctl
+/// (`net.ipv4.ip_no_pmtu_disc`) and a socket policy can differ; setting it makes replaying Ouster
+/// datagrams (3–25 KB) over a 1500-byte MTU independent of both. IPv4 sockets only.
+///
+/// Errors: the `setsockopt` failure.
+pub fn allow_fragmentation(sock: &UdpSocket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let val: libc::c_int = libc::IP_PMTUDISC_DONT;
+    // SAFETY: the fd is an open UDP socket owned by `sock` for the call's duration; `val` is a
+    // live c_int and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&val as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn send(sock: &UdpSocket, payload: &[u8]) -> io::Result<()> {
@@ -512,6 +546,27 @@ mod tests {
             );
         }
         assert!(udp_of_record(DataLink::RAW, &r[14..]).is_some());
+    }
+
+    #[test]
+    fn replay_socket_lets_the_kernel_fragment() {
+        use std::os::fd::AsRawFd;
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        allow_fragmentation(&sock).unwrap();
+        let mut val: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: valid socket fd, `val`/`len` are live and sized for a c_int.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&mut val as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0);
+        assert_eq!(val, libc::IP_PMTUDISC_DONT);
     }
 
     #[test]
