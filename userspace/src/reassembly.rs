@@ -229,6 +229,8 @@ pub struct Reassembled<'a> {
     pub key: FragmentKey,
     /// The whole IPv4 payload (for UDP: the 8-byte UDP header followed by the UDP payload).
     pub payload: &'a [u8],
+    /// Number of fragments it was assembled from.
+    pub fragments: u32,
 }
 
 impl<'a> Reassembled<'a> {
@@ -288,6 +290,8 @@ struct Slot {
     max_end: usize,
     /// Bytes received (fragments never overlap, so this is the covered length).
     received: usize,
+    /// Fragments accepted.
+    fragments: u32,
     /// One bit per 8-byte block received.
     bitmap: [u64; BITMAP_WORDS],
     /// Payload bytes, `max_payload_len` long.
@@ -302,6 +306,7 @@ impl Slot {
         self.total = None;
         self.max_end = 0;
         self.received = 0;
+        self.fragments = 0;
         self.bitmap = [0; BITMAP_WORDS];
     }
 }
@@ -346,6 +351,7 @@ impl Reassembler {
                 total: None,
                 max_end: 0,
                 received: 0,
+                fragments: 0,
                 bitmap: [0; BITMAP_WORDS],
                 buf: vec![0u8; cfg.max_payload_len].into_boxed_slice(),
             })
@@ -543,6 +549,7 @@ impl Reassembler {
             }
         }
         slot.received += len;
+        slot.fragments += 1;
         slot.max_end = slot.max_end.max(end);
         if !frag.more_fragments {
             slot.total = Some(end);
@@ -555,6 +562,7 @@ impl Reassembler {
                 Ok(Some(Reassembled {
                     key: slot.key,
                     payload: slot.buf.get(..total).unwrap_or_default(),
+                    fragments: slot.fragments,
                 }))
             }
             _ => Ok(None),
@@ -623,6 +631,7 @@ mod tests {
         let whole = r.push(&frag(KEY, parts[4]), 1).unwrap().unwrap();
         assert_eq!(whole.key, KEY);
         assert_eq!(whole.payload, &d[..]);
+        assert_eq!(whole.fragments, 5);
         let u = whole.udp().unwrap();
         assert_eq!(
             (u.src_port, u.dst_port, u.payload.len()),
