@@ -276,3 +276,134 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
         );
     }
 }
+
+/// Sends hand-made IPv4 packets (header included, `IPPROTO_RAW`) from inside namespace `ns`:
+/// the kernel fills in the total length and checksum and sends each unchanged.
+fn send_raw(ns: &str, dst: std::net::Ipv4Addr, packets: Vec<Vec<u8>>) {
+    in_netns(ns, move || {
+        // SAFETY: plain socket(2) call; the fd is closed below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
+        assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(dst.octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        for p in &packets {
+            // SAFETY: `p` and `addr` are live for the call and their lengths are passed.
+            let n = unsafe {
+                libc::sendto(
+                    fd,
+                    p.as_ptr().cast(),
+                    p.len(),
+                    0,
+                    (&addr as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(n, p.len() as isize, "{}", std::io::Error::last_os_error());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // SAFETY: `fd` is ours and open.
+        unsafe { libc::close(fd) };
+    });
+}
+
+/// An IPv4 UDP fragment from `src` to `dst`: identification `id`, byte offset `offset`
+/// (multiple of 8), MF flag `more`, fragment payload `payload`.
+fn ip_fragment(
+    src: [u8; 4],
+    dst: [u8; 4],
+    id: u16,
+    offset: u16,
+    more: bool,
+    payload: &[u8],
+) -> Vec<u8> {
+    let frag = (offset / 8) | if more { 0x2000 } else { 0 };
+    let mut v = vec![0x45, 0];
+    v.extend_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+    v.extend_from_slice(&id.to_be_bytes());
+    v.extend_from_slice(&frag.to_be_bytes());
+    v.extend_from_slice(&[64, 17, 0, 0]);
+    v.extend_from_slice(&src);
+    v.extend_from_slice(&dst);
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Faults on the wire, each counted where it belongs, while the sensor keeps being served: a
+/// datagram whose last fragment is lost (reassembly `timed_out`), one with an overlapping
+/// fragment (`overlaps`, and its remaining fragment `dropped_fragments`), one whose first fragment
+/// is sent twice (`duplicates`), and an orphan later fragment whose first fragment never came
+/// (passed by XDP: `frag_passed`). The OS1-32 capture replayed afterwards is reassembled whole.
+#[test]
+fn fragment_faults_are_counted_and_the_sensor_keeps_being_served() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("ffault");
+    for (ns, ifname) in [
+        (&net.sensor_ns, &net.sensor_if),
+        (&net.host_ns, &net.host_if),
+    ] {
+        common::sh(&["ip", "-n", ns, "link", "set", "dev", ifname, "mtu", "1500"]);
+    }
+    let daemon = start_daemon(&net.host_ns, &net.host_if, 7612);
+    let src: std::net::Ipv4Addr = net.sensor_ip.parse().unwrap();
+    let dst: std::net::Ipv4Addr = net.host_ip.parse().unwrap();
+    let (s, d) = (src.octets(), dst.octets());
+    // A 3000-byte UDP payload to the sensor port: UDP length 3008 = 1480 + 1480 + 48.
+    let mut udp = vec![0x9c, 0x40, 0x1d, 0x4e, 0x0b, 0xc0, 0, 0];
+    udp.extend((0..3000u32).map(|i| (i % 249) as u8));
+    let f =
+        |id, off: usize, end: usize, more| ip_fragment(s, d, id, off as u16, more, &udp[off..end]);
+    let packets = vec![
+        // X: last fragment lost.
+        f(0x1001, 0, 1480, true),
+        f(0x1001, 1480, 2960, true),
+        // Y: a fragment at offset 8 overlaps the first; its last fragment is then dropped.
+        f(0x1002, 0, 1480, true),
+        f(0x1002, 8, 1488, true),
+        f(0x1002, 2960, 3008, false),
+        // Z: the first fragment twice.
+        f(0x1003, 0, 1480, true),
+        f(0x1003, 0, 1480, true),
+        // An orphan last fragment (its first never sent).
+        f(0x1004, 2960, 3008, false),
+    ];
+    send_raw(&net.sensor_ns, dst, packets);
+    // Let X's 1 s reassembly timeout expire in the daemon.
+    std::thread::sleep(Duration::from_millis(1300));
+
+    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
+        .arg(data(OS1_32))
+        .args(["--to", &format!("{}:{PORT}", net.host_ip), "--json"])
+        .output()
+        .expect("run replay");
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = daemon.stop();
+
+    let xdp = |k: &str| get(&stats, &["xdp", k]);
+    assert_eq!(xdp("frag_tracked"), 3 + 1 + 64, "{stats}"); // X, Y, Z (twice), Ouster
+    assert_eq!(xdp("frag_redirected"), 7 + 320, "{stats}");
+    assert_eq!(xdp("frag_passed"), 1, "{stats}");
+    let ra = |k: &str| get(&stats, &["reassembly", k]);
+    assert_eq!(ra("fragments"), 7 + 320, "{stats}");
+    assert_eq!(ra("completed"), 64, "{stats}");
+    assert_eq!(ra("timed_out"), 1, "{stats}");
+    assert_eq!(ra("overlaps"), 1, "{stats}");
+    assert_eq!(ra("duplicates"), 1, "{stats}");
+    assert_eq!(ra("dropped_fragments"), 1, "{stats}");
+    assert_eq!(ra("failed"), 3, "{stats}");
+    assert_eq!(
+        (ra("too_big"), ra("too_many"), ra("malformed")),
+        (0, 0, 0),
+        "{stats}"
+    );
+    let s0 = |k: &str| get(&stats, &["sensors", "0", k]);
+    assert_eq!((s0("datagrams"), s0("reassembled")), (64, 64), "{stats}");
+}
