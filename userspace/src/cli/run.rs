@@ -290,7 +290,7 @@ fn pin_to_cpu(cpu: usize) {
 }
 
 /// All counters as one JSON object: `xdp` (program), `xsk` (XDP_STATISTICS and socket RX
-/// counters, present at exit), `capture`, `sensors[]`, `publisher`.
+/// counters, present at exit), `capture`, `sensors[]`, `reassembly` (IPv4 fragments), `publisher`.
 fn stats_json(
     program: &XdpProgram,
     exit: Option<&CaptureExit>,
@@ -303,6 +303,8 @@ fn stats_json(
         Ok(c) => json!({
             "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
             "malformed": c.malformed, "no_socket": c.no_socket,
+            "frag_tracked": c.frag_tracked, "frag_redirected": c.frag_redirected,
+            "frag_passed": c.frag_passed, "frag_track_failed": c.frag_track_failed,
         }),
         Err(e) => json!({ "error": e.to_string() }),
     };
@@ -325,6 +327,7 @@ fn stats_json(
         None => json!({}),
     };
     let c = &stats.capture;
+    let ra = stats.reassembly.load();
     let sensors: Vec<_> = stats
         .sensors
         .iter()
@@ -332,6 +335,8 @@ fn stats_json(
             json!({
                 "decoded": r(&s.decoded), "malformed": r(&s.malformed), "ignored": r(&s.ignored),
                 "frames": r(&s.frames), "points": r(&s.points),
+                "datagrams": r(&s.datagrams), "reassembled": r(&s.reassembled),
+                "bytes": r(&s.bytes),
             })
         })
         .collect();
@@ -346,6 +351,13 @@ fn stats_json(
             "frames_dropped": r(&c.frames_dropped),
         },
         "sensors": sensors,
+        "reassembly": {
+            "fragments": ra.fragments, "completed": ra.completed,
+            "completed_bytes": ra.completed_bytes, "failed": ra.failed(),
+            "timed_out": ra.timed_out, "overlaps": ra.overlaps, "duplicates": ra.duplicates,
+            "too_big": ra.too_big, "too_many": ra.too_many, "malformed": ra.malformed,
+            "dropped_fragments": ra.dropped_fragments,
+        },
         "publisher": {
             "subscribers_accepted": publisher.subscribers_accepted,
             "frames_in": publisher.frames_in, "frames_sent": publisher.frames_sent,
