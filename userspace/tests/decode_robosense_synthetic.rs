@@ -267,8 +267,20 @@ fn helios_and_bpearl_units_and_lens_offsets() {
     let a = find(&v, 0, 25).unwrap(); // 20 m, vertical 0°, z = Rz
     assert_eq!(a.point.distance, 20.0);
     assert!((a.point.z - 0.09427).abs() < 1e-6);
-    // A Helios header is not a V1 packet and vice versa.
+    // A Helios header is not a V1 packet and vice versa; the magic tells the families apart.
     assert!(MsopPacket::new_checked(&pkt[..], HeaderKind::Helios).is_err());
+    assert_eq!(robosense::detect_header(&pkt), Some(HeaderKind::V1));
+    let helios = msop(
+        HeaderKind::Helios,
+        0,
+        20,
+        false,
+        [0; 10],
+        |_, _| 1,
+        |_, _| 1,
+    );
+    assert_eq!(robosense::detect_header(&helios), Some(HeaderKind::Helios));
+    assert_eq!(robosense::detect_header(&DIFOP_MAGIC), None);
 }
 
 fn difop_v1(return_mode: u8, rpm: u16) -> Vec<u8> {

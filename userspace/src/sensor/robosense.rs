@@ -117,6 +117,8 @@ pub const DIFOP_PORT: u16 = 7788;
 pub const MALFORMED_LEN_TOLERANCE: usize = 64;
 /// Azimuth units per turn (0.01°).
 pub const AZIMUTH_UNITS: i32 = 36_000;
+/// Radians per 0.01°.
+const CDEG_TO_RAD: f64 = 0.01 * PI / 180.0;
 
 /// MSOP header family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -588,6 +590,21 @@ impl AngleTable {
     }
 }
 
+/// `cdeg` reduced to [0, 36000): two compares for the usual range (−360°, 720°), a division
+/// otherwise.
+#[inline]
+fn wrap_cdeg(cdeg: i32) -> i32 {
+    if (0..AZIMUTH_UNITS).contains(&cdeg) {
+        cdeg
+    } else if (AZIMUTH_UNITS..2 * AZIMUTH_UNITS).contains(&cdeg) {
+        cdeg - AZIMUTH_UNITS
+    } else if (-AZIMUTH_UNITS..0).contains(&cdeg) {
+        cdeg + AZIMUTH_UNITS
+    } else {
+        cdeg.rem_euclid(AZIMUTH_UNITS)
+    }
+}
+
 /// One decoded point plus what the scan assembler needs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DecodedPoint {
@@ -629,6 +646,34 @@ pub struct RobosenseDecoder {
     nominal_az_diff: i32,
     /// `(cos, sin)` per 0.01°, f32 of the f64 value (rs_driver `Trigon`).
     trig: Box<[[f32; 2]]>,
+    /// Per channel, `[single, dual]`: azimuth fraction `firing / T'` (rs_driver `CHAN_AZIS`,
+    /// f32) and firing offset in ns.
+    chan: [ChanTiming; 2],
+    /// Per laser: `(cos v, sin v)` and the elevation in rad.
+    laser_vert: Vec<([f32; 2], f32)>,
+}
+
+/// Per-channel timing of one return mode (precomputed from [`ModelSpec::firing_us`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct ChanTiming {
+    azis: [f32; CHANNELS],
+    ns: [u32; CHANNELS],
+}
+
+impl ChanTiming {
+    fn new(spec: &ModelSpec, dual: bool) -> Self {
+        let mut t = Self::default();
+        for c in 0..CHANNELS {
+            let (firing, div) = match (spec.rs16_layout, dual) {
+                (true, false) => (spec.firing_us[c], spec.block_us * 2.0),
+                (true, true) => (spec.firing_us[c % 16], spec.block_us),
+                (false, _) => (spec.firing_us[c], spec.block_us),
+            };
+            t.azis[c] = firing / div;
+            t.ns[c] = (f64::from(firing) * 1000.0).round() as u32;
+        }
+        t
+    }
 }
 
 impl std::fmt::Debug for RobosenseDecoder {
@@ -645,13 +690,7 @@ impl std::fmt::Debug for RobosenseDecoder {
 impl RobosenseDecoder {
     /// Builds a decoder for `spec` with `angles` (as many rows as `spec.lasers`; missing rows
     /// decode with 0° angles).
-    pub fn new(
-        spec: &'static ModelSpec,
-        mut angles: AngleTable,
-        settings: DecoderSettings,
-    ) -> Self {
-        angles.vert_cdeg.resize(spec.lasers, 0);
-        angles.horiz_cdeg.resize(spec.lasers, 0);
+    pub fn new(spec: &'static ModelSpec, angles: AngleTable, settings: DecoderSettings) -> Self {
         let trig = (0..AZIMUTH_UNITS)
             .map(|i| {
                 let rad = f64::from(i) * 0.01 * PI / 180.0;
@@ -660,12 +699,18 @@ impl RobosenseDecoder {
             .collect();
         let mut d = Self {
             spec,
-            user_chan: angles.user_channels(),
-            angles,
+            user_chan: Vec::new(),
+            angles: AngleTable {
+                vert_cdeg: Vec::new(),
+                horiz_cdeg: Vec::new(),
+            },
             settings,
             nominal_az_diff: 0,
             trig,
+            chan: [ChanTiming::new(spec, false), ChanTiming::new(spec, true)],
+            laser_vert: Vec::new(),
         };
+        d.set_angles(angles);
         d.set_rpm(600);
         d
     }
@@ -685,6 +730,11 @@ impl RobosenseDecoder {
         angles.vert_cdeg.resize(self.spec.lasers, 0);
         angles.horiz_cdeg.resize(self.spec.lasers, 0);
         self.user_chan = angles.user_channels();
+        self.laser_vert = angles
+            .vert_cdeg
+            .iter()
+            .map(|&v| (self.trig(v), (f64::from(v) * 0.01 * PI / 180.0) as f32))
+            .collect();
         self.angles = angles;
     }
 
@@ -706,7 +756,7 @@ impl RobosenseDecoder {
 
     fn trig(&self, cdeg: i32) -> [f32; 2] {
         self.trig
-            .get(cdeg.rem_euclid(AZIMUTH_UNITS) as usize)
+            .get(wrap_cdeg(cdeg) as usize)
             .copied()
             .unwrap_or([1.0, 0.0])
     }
@@ -771,8 +821,10 @@ impl RobosenseDecoder {
             ReturnMode::First => ReturnType::First,
             _ => ReturnType::Strongest,
         };
+        let timing = &self.chan[usize::from(dual)];
         for block in 0..BLOCKS {
             let (az_diff, block_off_us) = self.block_timing(p, dual, block);
+            let block_off_ns = (block_off_us * 1000.0).round() as u32;
             let block_az = i32::from(p.azimuth(block));
             for chan in 0..CHANNELS {
                 let raw = p.distance_raw(block, chan);
@@ -793,21 +845,16 @@ impl RobosenseDecoder {
                 if !(distance > set.min_range_m && distance < set.max_range_m) {
                     continue;
                 }
-                let (firing, frac_div) = match (s.rs16_layout, dual) {
-                    (true, false) => (s.firing_us[chan], s.block_us * 2.0),
-                    (true, true) => (s.firing_us[chan % 16], s.block_us),
-                    (false, _) => (s.firing_us[chan], s.block_us),
-                };
                 let laser = if s.rs16_layout { chan % 16 } else { chan };
-                let h = block_az + (az_diff as f32 * (firing / frac_div)) as i32;
-                let (Some(&v), Some(&dh)) = (
-                    self.angles.vert_cdeg.get(laser),
+                let h = block_az + (az_diff as f32 * timing.azis[chan]) as i32;
+                let (Some(&dh), Some(&([cos_v, sin_v], elevation))) = (
                     self.angles.horiz_cdeg.get(laser),
+                    self.laser_vert.get(laser),
                 ) else {
                     continue;
                 };
                 let hf = h + dh;
-                let az_c = hf.rem_euclid(AZIMUTH_UNITS);
+                let az_c = wrap_cdeg(hf);
                 if let Some((min, max)) = set.fov_cdeg {
                     let inside = if min <= max {
                         az_c >= min && az_c <= max
@@ -818,7 +865,6 @@ impl RobosenseDecoder {
                         continue;
                     }
                 }
-                let [cos_v, sin_v] = self.trig(v);
                 let [cos_hf, sin_hf] = self.trig(hf);
                 let [cos_h, sin_h] = self.trig(h);
                 let x = distance * cos_v * cos_hf + s.rx_m * cos_h;
@@ -847,7 +893,6 @@ impl RobosenseDecoder {
                         }
                     }
                 };
-                let offset_us = block_off_us + f64::from(firing);
                 emit(DecodedPoint {
                     point: PointXYZIRCAEDT {
                         x,
@@ -856,19 +901,32 @@ impl RobosenseDecoder {
                         intensity,
                         return_type: return_type as u8,
                         channel: self.user_chan.get(laser).copied().unwrap_or(laser as u16),
-                        azimuth: (f64::from(az_c) * 0.01 * PI / 180.0) as f32,
-                        elevation: (f64::from(v) * 0.01 * PI / 180.0) as f32,
+                        azimuth: (f64::from(az_c) * CDEG_TO_RAD) as f32,
+                        elevation,
                         distance,
                         time_stamp: 0,
                     },
                     azimuth_cdeg: az_c as u16,
                     block_azimuth_cdeg: block_az as u16,
-                    offset_ns: (offset_us * 1000.0).round() as u32,
+                    offset_ns: block_off_ns + timing.ns[chan],
                     block: block as u8,
                     chan: chan as u8,
                 });
             }
         }
+    }
+}
+
+/// The MSOP header family a payload announces by its magic (`None` for a DIFOP or anything
+/// else): auto-detection of RS-16/RS-32/Bpearl (V1) versus Helios/Helios-16P. The configured
+/// model still decides how a packet is decoded; a mismatch is counted malformed.
+pub fn detect_header(payload: &[u8]) -> Option<HeaderKind> {
+    if payload.starts_with(&MSOP_MAGIC_V1) {
+        Some(HeaderKind::V1)
+    } else if payload.starts_with(&MSOP_MAGIC_HELIOS) {
+        Some(HeaderKind::Helios)
+    } else {
+        None
     }
 }
 
