@@ -261,3 +261,47 @@ fn host_silence_closes_the_frame() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].points.len(), 5 * 12 * 32);
 }
+
+#[test]
+fn field_of_view_wraps_through_zero() {
+    let cfg = SensorConfig::new(1, SensorModel::Rs32, csv());
+    let opts = lidarxdp::sensor::PipelineOptions {
+        fov_deg: Some((350.0, 10.0)),
+        ..Default::default()
+    };
+    let mut p = ScanPipeline::with_options(&cfg, opts).unwrap();
+    let mut out = Vec::new();
+    feed(&mut p, 0..90, AZ0, &mut out);
+    assert_eq!(out.len(), 2);
+    let f = &out[1];
+    assert!(!f.points.is_empty());
+    for pt in &f.points {
+        let cdeg = (pt.azimuth.to_degrees() * 100.0).round() as i32;
+        assert!(cdeg >= 35_000 || cdeg <= 1000, "{cdeg}");
+    }
+    // Expected count from the documented rule: one turn = 75 packets × 12 blocks (the set of
+    // (block azimuth, block index) pairs of frame 1 equals that of packets 10..84); channel
+    // azimuth h = block + trunc(diff · firing/55.52) with diff 40 (0.40° to the next block),
+    // or the nominal 20 (10 Hz, no DIFOP) for block 11; offsets ∓2.5°; window [350°, 10°].
+    let expected: usize = (0..75 * 12)
+        .map(|i| {
+            let az = (AZ0 as i32 + 10 * 480 + 40 * i) % 36_000;
+            (az, if i % 12 == 11 { 20.0f32 } else { 40.0 })
+        })
+        .map(|(az, diff)| {
+            (0..32)
+                .filter(|&c| {
+                    let firing = [
+                        0.00f32, 2.88, 5.76, 8.64, 11.52, 14.40, 17.28, 20.16, 23.04, 25.92, 28.80,
+                        31.68, 34.56, 37.44, 40.32, 44.64, 1.44, 4.32, 7.20, 10.08, 12.96, 15.84,
+                        18.72, 21.60, 24.48, 27.36, 30.24, 33.12, 36.00, 38.88, 41.76, 46.08,
+                    ][c];
+                    let h = az + (diff * (firing / 55.52)) as i32;
+                    let a = (h + if c % 2 == 0 { -250 } else { 250 }).rem_euclid(36_000);
+                    a >= 35_000 || a <= 1000
+                })
+                .count()
+        })
+        .sum();
+    assert_eq!(f.points.len(), expected);
+}
