@@ -305,3 +305,45 @@ fn field_of_view_wraps_through_zero() {
         .sum();
     assert_eq!(f.points.len(), expected);
 }
+
+#[test]
+fn dual_return_stream_has_no_duplicate_identical_returns() {
+    // RS-16 in dual return (set by a DIFOP, byte 300 = 0): channels c and c+16 of a block are
+    // the two returns of laser c. Even lasers: both returns equal (one point, identical);
+    // odd lasers: second return 1 m farther (two points).
+    let path = std::env::temp_dir().join(format!("lidarxdp-rsf16-{}.csv", std::process::id()));
+    std::fs::write(
+        &path,
+        (0..16)
+            .map(|i| format!("{},0\n", 2 * i - 15))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let mut p = ScanPipeline::new(&SensorConfig::new(2, SensorModel::Rs16, &path)).unwrap();
+    let mut difop = vec![0u8; PACKET_LEN];
+    difop[..8].copy_from_slice(&DIFOP_MAGIC);
+    difop[8..10].copy_from_slice(&600u16.to_be_bytes());
+    let mut out = Vec::new();
+    p.push(&difop, 0, &mut out);
+    for k in 0..86u64 {
+        let mut b = packet(k, AZ0, true);
+        for blk in 0..12 {
+            let o = HEADER_LEN + blk * BLOCK_LEN;
+            for c in 16..32 {
+                let d: u16 = if c % 2 == 0 { 1000 } else { 1200 };
+                b[o + 4 + 3 * c..o + 6 + 3 * c].copy_from_slice(&d.to_be_bytes());
+            }
+        }
+        p.push(&b, host(k), &mut out);
+    }
+    assert_eq!(p.return_mode(), Some(lidarxdp::sensor::ReturnMode::Dual));
+    assert_eq!(out.len(), 2);
+    let f = &out[1];
+    // Frame 1: 75 packets' worth of blocks (6 + 74·12 + 6), 16 + 8 points per block.
+    assert_eq!(f.points.len(), 900 * 24);
+    let count = |t: u8| f.points.iter().filter(|p| p.return_type == t).count();
+    assert_eq!(count(6), 900 * 8); // identical, merged
+    assert_eq!(count(9), 900 * 8); // odd lasers: first (5 m) and, equal intensity, strongest
+    assert_eq!(count(5), 900 * 8); // odd lasers: last (6 m), weak
+    let _ = std::fs::remove_file(path);
+}
