@@ -370,3 +370,41 @@ fn csv_errors_name_the_line() {
     let t = AngleTable::from_csv_str("-1.5\n2.25,-0.5\n", 2, p).unwrap();
     assert_eq!((t.vert_cdeg, t.horiz_cdeg), (vec![-150, 225], vec![0, -50]));
 }
+
+#[test]
+fn bpearl_v4_firmware_variant_is_detected_from_the_header() {
+    // V1 magic, lidar type 0x03 / model 0x04 at bytes 31/32: 2.5 mm, Unix timestamp, 55.56 µs.
+    let mut pkt = msop(
+        HeaderKind::V1,
+        0,
+        20,
+        false,
+        helios_ts(1_700_000_000, 5),
+        |_, _| 4000,
+        |_, _| 1,
+    );
+    pkt[31] = 0x03;
+    pkt[32] = 0x04;
+    let p = MsopPacket::new_checked(&pkt[..], HeaderKind::V1).unwrap();
+    assert_eq!(p.lidar_type_model(), robosense::BPEARL_V4_TYPE_MODEL);
+    assert_eq!(p.sensor_time_ns_as(true), Some(1_700_000_000_000_005_000));
+    assert_eq!(p.sensor_time_ns(), None, "not a calendar date");
+    let mut d = decoder(SensorModel::Bpearl, &rs32_csv());
+    d.set_spec(&robosense::BPEARL_V4);
+    let v = decode(&d, &pkt, ReturnMode::Strongest);
+    let a = find(&v, 1, 25).unwrap(); // vertical 0°: z = Rz (V4)
+    assert_eq!(a.point.distance, 10.0);
+    assert!((a.point.z - 0.09571).abs() < 1e-6);
+    assert_eq!(a.offset_ns, 55_560 + 41_700);
+    // Through the pipeline: the frame start comes from the Unix timestamp.
+    let csv = temp_csv("bpv4", &rs32_csv());
+    let mut pl = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Bpearl, &csv)).unwrap();
+    let mut out = Vec::new();
+    pl.push(&pkt, 42, &mut out);
+    pl.flush(&mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].header.start_ns, 1_700_000_000_000_005_000);
+    assert_eq!(out[0].points.len(), 384);
+    assert!(out[0].points.iter().all(|p| p.distance == 10.0));
+    let _ = std::fs::remove_file(csv);
+}

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | 0 | 8 / 4 | magic: `55 AA 05 0A 5A A5 50 A0` (RS-16, RS-32, Bpearl: "V1 header") or `55 AA 05 5A` (Helios, Helios-16P) |
 //! | 20 | 10 | timestamp. V1: year−2000, month, day, hour, minute, second (u8 each), ms (u16), µs (u16). Helios: seconds (u48) + µs (u32) since the Unix epoch |
-//! | 30 | 1 | Helios: lidar type (informative); V1: 30 legacy type, 31 lidar type, 32 lidar model |
+//! | 30 | 1 | Helios: lidar type (informative); V1: 30 legacy type, 31 lidar type, 32 lidar model (type 0x03 + model 0x04 = Bpearl V4 firmware: 2.5 mm, Unix timestamp, see [`BPEARL_V4`]) |
 //! | `42 + 100·b` | 2 | block flag `FF EE` (b = 0..11) |
 //! | `42 + 100·b + 2` | 2 | block azimuth, u16, 0.01°, 0..35999 |
 //! | `42 + 100·b + 4 + 3·c` | 2 | distance of channel c = 0..31, u16; unit 5 mm (RS-16/32/Bpearl) or 2.5 mm (Helios, Helios-16P); 0 = no return |
@@ -32,6 +32,9 @@
 //!
 //! `T` (block duration) is 55.50 µs (RS-16), 55.52 µs (RS-32, Bpearl), 55.56 µs (Helios,
 //! Helios-16P); each channel has a firing offset inside the block ([`ModelSpec::firing_us`]).
+//! A 16-laser single-return packet whose blocks advance by less than 1.5 nominal firings is
+//! timed one firing per block ([`RobosenseDecoder::sequences_per_block`]), which keeps time
+//! stamps monotonic on the Helios-16P capture in `shared/data`.
 //!
 //! ## DIFOP (device info) packet, UDP port 7788, 1248 bytes, magic `A5 FF 00 5A 11 11 55 55`
 //!
@@ -159,6 +162,8 @@ pub struct ModelSpec {
     pub rx_m: f32,
     /// Optical centre offset along z, m.
     pub rz_m: f32,
+    /// The timestamp is Unix seconds (u48) + µs (u32) rather than calendar fields.
+    pub unix_time: bool,
 }
 
 const HELIOS_FIRING: [f32; 32] = [
@@ -182,6 +187,7 @@ static SPECS: [ModelSpec; 5] = [
         ],
         rx_m: 0.03825,
         rz_m: 0.0,
+        unix_time: false,
     },
     ModelSpec {
         model: SensorModel::Rs32,
@@ -197,6 +203,7 @@ static SPECS: [ModelSpec; 5] = [
         ],
         rx_m: 0.03997,
         rz_m: 0.0,
+        unix_time: false,
     },
     ModelSpec {
         model: SensorModel::Bpearl,
@@ -212,6 +219,7 @@ static SPECS: [ModelSpec; 5] = [
         ],
         rx_m: 0.01473,
         rz_m: 0.09427,
+        unix_time: false,
     },
     ModelSpec {
         model: SensorModel::Helios,
@@ -223,6 +231,7 @@ static SPECS: [ModelSpec; 5] = [
         firing_us: HELIOS_FIRING,
         rx_m: 0.03498,
         rz_m: 0.0,
+        unix_time: true,
     },
     ModelSpec {
         model: SensorModel::Helios16p,
@@ -234,8 +243,32 @@ static SPECS: [ModelSpec; 5] = [
         firing_us: HELIOS_FIRING,
         rx_m: 0.03498,
         rz_m: 0.0,
+        unix_time: true,
     },
 ];
+
+/// RS-Bpearl V4 firmware (MSOP V1 header with lidar type 0x03 at byte 31 and lidar model 0x04
+/// at byte 32, rs_driver `DecoderRSBP`): 2.5 mm distance unit, Unix timestamp, 55.56 µs
+/// blocks, its own firing table and optical centre. Chosen per stream from the first MSOP.
+pub static BPEARL_V4: ModelSpec = ModelSpec {
+    model: SensorModel::Bpearl,
+    header: HeaderKind::V1,
+    lasers: 32,
+    rs16_layout: false,
+    distance_res_m: 0.0025,
+    block_us: 55.56,
+    firing_us: [
+        0.00, 1.67, 3.34, 5.00, 6.67, 8.34, 10.01, 11.68, 13.34, 15.01, 16.68, 18.35, 20.02, 21.68,
+        23.35, 25.02, 26.69, 28.36, 30.02, 31.69, 33.36, 35.03, 36.70, 38.36, 40.03, 41.70, 43.37,
+        45.04, 46.70, 48.37, 50.04, 51.71,
+    ],
+    rx_m: 0.01619,
+    rz_m: 0.09571,
+    unix_time: true,
+};
+
+/// Byte 31 (lidar type) and 32 (lidar model) of a V1 MSOP header marking a Bpearl V4.
+pub const BPEARL_V4_TYPE_MODEL: (u8, u8) = (0x03, 0x04);
 
 /// The constants of a RoboSense model, `None` for other families.
 pub fn spec(model: SensorModel) -> Option<&'static ModelSpec> {
@@ -380,17 +413,33 @@ impl<T: AsRef<[u8]>> MsopPacket<T> {
         t
     }
 
-    /// Packet time (block 0), ns since the Unix epoch, from the timestamp field; `None` for a
-    /// V1 calendar date that is not valid (month 0, day 32, ms >= 1000, ...).
+    /// Packet time (block 0), ns since the Unix epoch, from the timestamp field in the
+    /// header's usual format (V1 calendar, Helios Unix); see [`MsopPacket::sensor_time_ns_as`].
     pub fn sensor_time_ns(&self) -> Option<u64> {
+        self.sensor_time_ns_as(self.header == HeaderKind::Helios)
+    }
+
+    /// Bytes 31 and 32 of a V1 header: lidar type and lidar model (0 past the end).
+    pub fn lidar_type_model(&self) -> (u8, u8) {
+        let b = self.bytes();
+        (
+            b.get(31).copied().unwrap_or(0),
+            b.get(32).copied().unwrap_or(0),
+        )
+    }
+
+    /// Packet time, ns since the Unix epoch: `unix` = u48 seconds + u32 µs (big-endian), else
+    /// calendar fields (year − 2000, month, day, hour, minute, second, ms u16, µs u16, UTC);
+    /// `None` for an invalid calendar date (month 0, day 32, ms >= 1000, ...).
+    pub fn sensor_time_ns_as(&self, unix: bool) -> Option<u64> {
         let t = self.timestamp_bytes();
-        match self.header {
-            HeaderKind::Helios => {
+        match unix {
+            true => {
                 let sec = t[..6].iter().fold(0u64, |a, &b| (a << 8) | u64::from(b));
                 let us = t[6..].iter().fold(0u64, |a, &b| (a << 8) | u64::from(b));
                 sec.checked_mul(1_000_000_000)?.checked_add(us * 1000)
             }
-            HeaderKind::V1 => ymd_to_ns(&t),
+            false => ymd_to_ns(&t),
         }
     }
 }
@@ -651,6 +700,8 @@ pub struct RobosenseDecoder {
     chan: [ChanTiming; 2],
     /// Per laser: `(cos v, sin v)` and the elevation in rad.
     laser_vert: Vec<([f32; 2], f32)>,
+    /// Motor speed, rpm (600 until a DIFOP says otherwise).
+    rpm: u16,
 }
 
 /// Per-channel timing of one return mode (precomputed from [`ModelSpec::firing_us`]).
@@ -709,6 +760,7 @@ impl RobosenseDecoder {
             trig,
             chan: [ChanTiming::new(spec, false), ChanTiming::new(spec, true)],
             laser_vert: Vec::new(),
+            rpm: 600,
         };
         d.set_angles(angles);
         d.set_rpm(600);
@@ -738,9 +790,18 @@ impl RobosenseDecoder {
         self.angles = angles;
     }
 
+    /// Switches to another spec of the same model (a firmware variant such as [`BPEARL_V4`]),
+    /// keeping the angle table, settings and rpm.
+    pub fn set_spec(&mut self, spec: &'static ModelSpec) {
+        self.spec = spec;
+        self.chan = [ChanTiming::new(spec, false), ChanTiming::new(spec, true)];
+        self.set_rpm(self.rpm);
+    }
+
     /// Sets the motor speed (rpm; below 60 means 600, as rs_driver): the nominal block advance
     /// becomes `round(36000 · rps · T)` 0.01°.
     pub fn set_rpm(&mut self, rpm: u16) {
+        self.rpm = rpm;
         let rps = match rpm / 60 {
             0 => 10,
             r => r,
@@ -981,6 +1042,7 @@ pub struct RobosenseStream {
     difop_mode: Option<ReturnMode>,
     return_mode: Option<ReturnMode>,
     difops: u64,
+    variant_checked: bool,
 }
 
 impl RobosenseStream {
@@ -1009,6 +1071,7 @@ impl RobosenseStream {
             difop_mode: None,
             return_mode: None,
             difops: 0,
+            variant_checked: false,
         })
     }
 
@@ -1071,7 +1134,15 @@ impl VendorDecoder for RobosenseStream {
         let mode = self.mode_for(&p);
         self.return_mode = Some(mode);
         let spec = self.decoder.spec();
-        let sensor_ns = p.sensor_time_ns().unwrap_or(host_ns);
+        if !self.variant_checked {
+            // rs_driver decides the Bpearl firmware variant on the first MSOP.
+            self.variant_checked = true;
+            if spec.model == SensorModel::Bpearl && p.lidar_type_model() == BPEARL_V4_TYPE_MODEL {
+                self.decoder.set_spec(&BPEARL_V4);
+            }
+        }
+        let spec = self.decoder.spec();
+        let sensor_ns = p.sensor_time_ns_as(spec.unix_time).unwrap_or(host_ns);
         let dual = mode.returns() > 1;
         let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(AZIMUTH_UNITS) as u32;
         let advance = if dual && !spec.rs16_layout {
