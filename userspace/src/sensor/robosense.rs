@@ -508,6 +508,12 @@ impl<T: AsRef<[u8]>> DifopPacket<T> {
         (be16(self.bytes(), 32), be16(self.bytes(), 34))
     }
 
+    /// Bpearl "reversal" flag (offset 337, non-zero = mounted upside down: azimuths are
+    /// mirrored, rs_driver `DecoderRSBP`).
+    pub fn bpearl_reversal(&self) -> bool {
+        self.bytes().get(337).is_some_and(|&b| b != 0)
+    }
+
     /// Return-mode byte (offset 300); see [`ModelSpec::return_mode_of`].
     pub fn return_mode_byte(&self) -> u8 {
         self.bytes().get(300).copied().unwrap_or(0xFF)
@@ -702,6 +708,8 @@ pub struct RobosenseDecoder {
     laser_vert: Vec<([f32; 2], f32)>,
     /// Motor speed, rpm (600 until a DIFOP says otherwise).
     rpm: u16,
+    /// Azimuths mirrored (`36000 − h`), Bpearl reversal flag.
+    mirrored: bool,
 }
 
 /// Per-channel timing of one return mode (precomputed from [`ModelSpec::firing_us`]).
@@ -761,6 +769,7 @@ impl RobosenseDecoder {
             chan: [ChanTiming::new(spec, false), ChanTiming::new(spec, true)],
             laser_vert: Vec::new(),
             rpm: 600,
+            mirrored: false,
         };
         d.set_angles(angles);
         d.set_rpm(600);
@@ -788,6 +797,12 @@ impl RobosenseDecoder {
             .map(|&v| (self.trig(v), (f64::from(v) * 0.01 * PI / 180.0) as f32))
             .collect();
         self.angles = angles;
+    }
+
+    /// Mirrors every azimuth (`h → 36000 − h`, before the geometry), as rs_driver does for a
+    /// Bpearl whose DIFOP sets the reversal flag.
+    pub fn set_mirrored(&mut self, mirrored: bool) {
+        self.mirrored = mirrored;
     }
 
     /// Switches to another spec of the same model (a firmware variant such as [`BPEARL_V4`]),
@@ -907,14 +922,18 @@ impl RobosenseDecoder {
                     continue;
                 }
                 let laser = if s.rs16_layout { chan % 16 } else { chan };
-                let h = block_az + (az_diff as f32 * timing.azis[chan]) as i32;
+                let mut h = block_az + (az_diff as f32 * timing.azis[chan]) as i32;
                 let (Some(&dh), Some(&([cos_v, sin_v], elevation))) = (
                     self.angles.horiz_cdeg.get(laser),
                     self.laser_vert.get(laser),
                 ) else {
                     continue;
                 };
-                let hf = h + dh;
+                let mut hf = h + dh;
+                if self.mirrored {
+                    hf = AZIMUTH_UNITS - hf;
+                    h = AZIMUTH_UNITS - h;
+                }
                 let az_c = wrap_cdeg(hf);
                 if let Some((min, max)) = set.fov_cdeg {
                     let inside = if min <= max {
@@ -1095,6 +1114,9 @@ impl RobosenseStream {
         }
         if let Some(t) = d.angles(spec) {
             self.decoder.set_angles(t);
+        }
+        if spec.model == SensorModel::Bpearl {
+            self.decoder.set_mirrored(d.bpearl_reversal());
         }
     }
 
