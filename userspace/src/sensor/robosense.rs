@@ -74,6 +74,11 @@
 //! moves whole blocks. The corrected point azimuth may lie a few degrees (the horizontal angle
 //! offsets, up to ±5°) on the other side of the cut.
 //!
+//! ## Damaged and foreign payloads
+//! See [`classify`]: a packet with a bad block flag or azimuth is dropped whole and counted
+//! malformed (rs_driver keeps the blocks before the bad one); payloads of other sizes without a
+//! RoboSense magic are ignored and leave the frame in progress untouched.
+//!
 //! ## Sensor time
 //! Frame start time is the packet timestamp (time of block 0) of the frame's first packet,
 //! converted to ns since the Unix epoch (V1 date fields read as UTC; rs_driver uses the host's
