@@ -8,23 +8,45 @@
 //! kernel untouched. Per-CPU counters (indices in `lidarxdp_common::Counter`) count what
 //! happened.
 //!
+//! IPv4 fragments (Ouster datagrams of 3–25 KB over a 1500-byte MTU): only the first fragment
+//! (offset 0, MF set) carries the UDP header, so only it can be matched against `SENSORS`. When
+//! it matches, its datagram identity (source, destination, identification, protocol) is recorded
+//! in the `FRAGS` LRU hash with the time it was seen, and it is redirected like any sensor
+//! packet. A later fragment (offset != 0) is redirected when its own header's identity is in
+//! `FRAGS` and was recorded less than `FRAG_TRACK_NS` ago; otherwise it is passed. Entries are
+//! never deleted here: a last fragment may arrive before a middle one, and the LRU evicts old
+//! entries by itself. This assumes the first fragment arrives before the later ones, which holds
+//! for Linux senders (they emit fragments in offset order) and a direct link; a datagram whose
+//! later fragment overtakes its first is split between kernel and AF_XDP and lost (counted
+//! `frag_passed` here, `timed_out` by userspace reassembly).
+//!
 //! References: kernel `Documentation/networking/af_xdp.rst` (XSKMAP redirect),
 //! `include/uapi/linux/bpf.h` (`bpf_redirect_map` flags: the low bits are the action returned
-//! when the lookup fails), RFC 791 (IPv4 header, IHL), RFC 768 (UDP), IEEE 802.1Q.
+//! when the lookup fails), RFC 791 (IPv4 header, IHL, fragmentation section 3.2), RFC 768 (UDP),
+//! IEEE 802.1Q; `BPF_MAP_TYPE_LRU_HASH` (Linux >= 4.10).
 #![no_std]
 #![no_main]
 
 use aya_ebpf::{
     bindings::xdp_action,
+    helpers::bpf_ktime_get_ns,
     macros::{map, xdp},
-    maps::{HashMap, PerCpuArray, XskMap},
+    maps::{HashMap, LruHashMap, PerCpuArray, XskMap},
     programs::XdpContext,
 };
-use lidarxdp_common::{Counter, FILTER_MAP_CAPACITY, FilterKey, FilterValue, XSK_MAP_CAPACITY};
+use lidarxdp_common::{
+    Counter, FILTER_MAP_CAPACITY, FRAG_MAP_CAPACITY, FRAG_TRACK_NS, FilterKey, FilterValue,
+    FragKey, FragValue, XSK_MAP_CAPACITY,
+};
 
 /// (port, source) -> sensor, written by userspace.
 #[map(name = "SENSORS")]
 static SENSORS: HashMap<FilterKey, FilterValue> = HashMap::with_max_entries(FILTER_MAP_CAPACITY, 0);
+
+/// (src, dst, IP id, protocol) of sensor datagrams whose first fragment was redirected, so
+/// their later fragments follow it. Written only by this program.
+#[map(name = "FRAGS")]
+static FRAGS: LruHashMap<FragKey, FragValue> = LruHashMap::with_max_entries(FRAG_MAP_CAPACITY, 0);
 
 /// RX queue index -> AF_XDP socket.
 #[map(name = "XSKS")]
@@ -41,6 +63,9 @@ const ETH_P_8021Q: u16 = 0x8100;
 const ETH_P_8021AD: u16 = 0x88A8;
 const IPPROTO_UDP: u8 = 17;
 const UDP_HLEN: usize = 8;
+/// IPv4 flags/fragment-offset field: offset mask (8-byte units) and More Fragments bit.
+const IP_OFFSET_MASK: u16 = 0x1fff;
+const IP_MF: u16 = 0x2000;
 
 #[inline(always)]
 fn count(c: Counter) {
@@ -126,13 +151,30 @@ fn try_lidarxdp(ctx: &XdpContext) -> Result<u32, ()> {
     if read_u8(ctx, l3 + 9)? != IPPROTO_UDP {
         return pass();
     }
-    // Fragments after the first carry no UDP header; they are not sensor packets we can match
-    // by port here (IPv4 fragment steering arrives with the Ouster work), so pass them.
     let frag = read_be16(ctx, l3 + 6)?;
-    if frag & 0x1fff != 0 {
-        return pass();
-    }
     let src = read_4(ctx, l3 + 12)?;
+    if frag & IP_OFFSET_MASK != 0 {
+        // A later fragment: no UDP header; follow its first fragment, if that was a sensor's.
+        let key = FragKey::new(
+            src,
+            read_4(ctx, l3 + 16)?,
+            read_be16(ctx, l3 + 4)?,
+            IPPROTO_UDP,
+        );
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        let now = unsafe { bpf_ktime_get_ns() };
+        // SAFETY: the reference returned by get is valid until the program returns; we only
+        // copy a field out of it.
+        let tracked = match unsafe { FRAGS.get(&key) } {
+            Some(v) => now.wrapping_sub(v.first_ns) < FRAG_TRACK_NS,
+            None => false,
+        };
+        if !tracked {
+            count(Counter::FragPassed);
+            return pass();
+        }
+        return redirect(ctx, true);
+    }
     let l4 = l3 + ihl;
     // Bound the variable offset for the verifier: IHL <= 60, VLAN <= 4.
     if l4 > ETH_HLEN + VLAN_HLEN + 60 {
@@ -145,17 +187,48 @@ fn try_lidarxdp(ctx: &XdpContext) -> Result<u32, ()> {
     let exact = FilterKey::new(dst_port, src);
     // SAFETY: HashMap::get returns a reference valid until the program returns; we only copy
     // out of it. The map value type is Copy and fully initialised by userspace.
-    let hit = unsafe { SENSORS.get(&exact) }.is_some()
+    let hit = match unsafe { SENSORS.get(&exact) } {
+        Some(v) => Some(*v),
         // SAFETY: as above.
-        || unsafe { SENSORS.get(&FilterKey::new(dst_port, [0; 4])) }.is_some();
-    if !hit {
+        None => unsafe { SENSORS.get(&FilterKey::new(dst_port, [0; 4])) }.copied(),
+    };
+    let Some(sensor) = hit else {
         return pass();
+    };
+    let first_fragment = frag & IP_MF != 0;
+    if first_fragment {
+        let key = FragKey::new(
+            src,
+            read_4(ctx, l3 + 16)?,
+            read_be16(ctx, l3 + 4)?,
+            IPPROTO_UDP,
+        );
+        let value = FragValue {
+            // SAFETY: bpf_ktime_get_ns has no preconditions.
+            first_ns: unsafe { bpf_ktime_get_ns() },
+            sensor_id: sensor.sensor_id,
+            _pad: [0; 3],
+        };
+        match FRAGS.insert(&key, &value, 0) {
+            Ok(()) => count(Counter::FragTracked),
+            Err(_) => count(Counter::FragTrackFailed),
+        }
     }
+    redirect(ctx, first_fragment)
+}
+
+/// Redirects the frame into the XSKMAP entry of its RX queue, or passes it when no socket is
+/// bound there. `fragment` adds the frame to the `frag_redirected` counter.
+#[inline(always)]
+fn redirect(ctx: &XdpContext, fragment: bool) -> Result<u32, ()> {
     // SAFETY: ctx.ctx points to the kernel's xdp_md for this invocation.
     let queue = unsafe { (*ctx.ctx).rx_queue_index };
     match XSKS.redirect(queue, xdp_action::XDP_PASS as u64) {
         Ok(action) if action == xdp_action::XDP_REDIRECT => {
             count(Counter::Redirected);
+            if fragment {
+                count(Counter::FragRedirected);
+            }
             Ok(action)
         }
         _ => {
@@ -171,7 +244,7 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
 
-/// License section required to call GPL-only helpers (`bpf_redirect_map`).
+/// License section: the program is GPL-2.0-only (as the crate says) so it may call GPL-only helpers.
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
-static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,7 +1,8 @@
 //! The decoder thread: one per (interface, queue).
 //!
 //! It drains the AF_XDP RX ring in bursts, strips the Ethernet/IPv4/UDP headers
-//! ([`crate::net`]), hands each sensor payload to that sensor's [`ScanPipeline`], recycles the
+//! ([`crate::net`]), reassembles IPv4 fragments ([`crate::reassembly`]; Ouster datagrams exceed a
+//! 1500-byte MTU), hands each sensor payload to that sensor's [`ScanPipeline`], recycles the
 //! UMEM frames to the fill ring (inside [`XskSocket::rx_burst`]) and pushes finished frames to
 //! the publisher through a bounded lock-free queue ([`FrameSender`]). It takes no lock and never
 //! blocks on a subscriber. When the RX ring is empty it sleeps in `io_uring_enter` on a poll of
@@ -21,8 +22,9 @@ use io_uring::{IoUring, opcode, types};
 
 use crate::{
     frame::Frame,
-    net::{self, NetError},
+    net::{self, NetError, UdpDatagram},
     publish::FrameSender,
+    reassembly::{Fragment, Reassembler, ReassemblyConfig, ReassemblyCounters},
     sensor::ScanPipeline,
     xsk::{XdpStatistics, XskCountersSnapshot, XskSocket},
 };
@@ -49,11 +51,11 @@ pub struct CaptureCounters {
     pub rx_frames: AtomicU64,
     /// Bytes taken from the RX ring (whole Ethernet frames).
     pub rx_bytes: AtomicU64,
-    /// UDP datagrams handed to a sensor pipeline.
+    /// UDP datagrams handed to a sensor pipeline (reassembled ones included).
     pub sensor_datagrams: AtomicU64,
-    /// Frames that were not IPv4/UDP or had invalid headers.
+    /// Frames (or reassembled datagrams) that were not IPv4/UDP or had invalid headers.
     pub not_udp: AtomicU64,
-    /// IPv4 fragments (not reassembled yet; counted and dropped).
+    /// IPv4 fragments received and handed to reassembly (outcomes in [`CaptureStats::reassembly`]).
     pub fragments: AtomicU64,
     /// UDP datagrams whose port/source matched no configured sensor.
     pub unknown_sensor: AtomicU64,
@@ -78,6 +80,72 @@ pub struct SensorCounters {
     pub frames: AtomicU64,
     /// Points produced.
     pub points: AtomicU64,
+    /// UDP datagrams handed to this sensor's pipeline.
+    pub datagrams: AtomicU64,
+    /// Of `datagrams`, those that arrived as IPv4 fragments and were reassembled.
+    pub reassembled: AtomicU64,
+    /// UDP payload bytes of `datagrams`.
+    pub bytes: AtomicU64,
+}
+
+/// [`ReassemblyCounters`] shared with other threads (relaxed atomics, same staleness as
+/// [`CaptureCounters`]).
+#[derive(Debug, Default)]
+pub struct SharedReassemblyCounters {
+    /// See [`ReassemblyCounters::fragments`].
+    pub fragments: AtomicU64,
+    /// See [`ReassemblyCounters::completed`].
+    pub completed: AtomicU64,
+    /// See [`ReassemblyCounters::completed_bytes`].
+    pub completed_bytes: AtomicU64,
+    /// See [`ReassemblyCounters::timed_out`].
+    pub timed_out: AtomicU64,
+    /// See [`ReassemblyCounters::overlaps`].
+    pub overlaps: AtomicU64,
+    /// See [`ReassemblyCounters::duplicates`].
+    pub duplicates: AtomicU64,
+    /// See [`ReassemblyCounters::too_big`].
+    pub too_big: AtomicU64,
+    /// See [`ReassemblyCounters::too_many`].
+    pub too_many: AtomicU64,
+    /// See [`ReassemblyCounters::malformed`].
+    pub malformed: AtomicU64,
+    /// See [`ReassemblyCounters::dropped_fragments`].
+    pub dropped_fragments: AtomicU64,
+}
+
+impl SharedReassemblyCounters {
+    /// Publishes a snapshot.
+    pub fn store(&self, c: &ReassemblyCounters) {
+        let o = Ordering::Relaxed;
+        self.fragments.store(c.fragments, o);
+        self.completed.store(c.completed, o);
+        self.completed_bytes.store(c.completed_bytes, o);
+        self.timed_out.store(c.timed_out, o);
+        self.overlaps.store(c.overlaps, o);
+        self.duplicates.store(c.duplicates, o);
+        self.too_big.store(c.too_big, o);
+        self.too_many.store(c.too_many, o);
+        self.malformed.store(c.malformed, o);
+        self.dropped_fragments.store(c.dropped_fragments, o);
+    }
+
+    /// Reads the last published snapshot.
+    pub fn load(&self) -> ReassemblyCounters {
+        let o = Ordering::Relaxed;
+        ReassemblyCounters {
+            fragments: self.fragments.load(o),
+            completed: self.completed.load(o),
+            completed_bytes: self.completed_bytes.load(o),
+            timed_out: self.timed_out.load(o),
+            overlaps: self.overlaps.load(o),
+            duplicates: self.duplicates.load(o),
+            too_big: self.too_big.load(o),
+            too_many: self.too_many.load(o),
+            malformed: self.malformed.load(o),
+            dropped_fragments: self.dropped_fragments.load(o),
+        }
+    }
 }
 
 /// Everything the capture thread reports, shared with the main thread.
@@ -87,6 +155,8 @@ pub struct CaptureStats {
     pub capture: CaptureCounters,
     /// One entry per configured sensor, in [`SensorSlot`] order.
     pub sensors: Vec<SensorCounters>,
+    /// IPv4 reassembly outcomes of this thread.
+    pub reassembly: SharedReassemblyCounters,
 }
 
 /// What a capture thread reports when it ends.
@@ -114,6 +184,14 @@ pub struct CaptureWorker {
     pub stats: Arc<CaptureStats>,
 }
 
+/// Limits of the capture thread's IPv4 reassembler: the defaults (16 datagrams in flight, up
+/// to 65,515-byte payloads, 1 s timeout), about 1 MiB allocated once when the thread starts.
+pub const REASSEMBLY: ReassemblyConfig = ReassemblyConfig {
+    max_datagrams: crate::reassembly::DEFAULT_MAX_DATAGRAMS,
+    max_payload_len: crate::reassembly::MAX_PAYLOAD_LEN,
+    timeout_ns: crate::reassembly::DEFAULT_TIMEOUT_NS,
+};
+
 /// Current CLOCK_REALTIME in ns since the Unix epoch.
 pub fn realtime_ns() -> u64 {
     std::time::SystemTime::now()
@@ -133,6 +211,35 @@ struct Local {
     waits: u64,
     frames_out: u64,
     frames_dropped: u64,
+    /// Per sensor slot: (datagrams, reassembled, bytes).
+    sensors: Vec<[u64; 3]>,
+}
+
+/// Hands one UDP datagram to the sensor it belongs to, or counts it as unknown.
+fn dispatch(
+    sensors: &mut [SensorSlot],
+    local: &mut Local,
+    d: &UdpDatagram<'_>,
+    reassembled: bool,
+    now: u64,
+    out: &mut Vec<Frame>,
+) {
+    let slot = sensors
+        .iter_mut()
+        .enumerate()
+        .find(|(_, s)| s.port == d.dst_port && s.source.is_none_or(|ip| ip == d.src_ip));
+    match slot {
+        Some((i, s)) => {
+            local.sensor_datagrams += 1;
+            if let Some(t) = local.sensors.get_mut(i) {
+                t[0] += 1;
+                t[1] += u64::from(reassembled);
+                t[2] += d.payload.len() as u64;
+            }
+            s.pipeline.push(d.payload, now, out);
+        }
+        None => local.unknown_sensor += 1,
+    }
 }
 
 impl CaptureWorker {
@@ -144,7 +251,11 @@ impl CaptureWorker {
         let mut ring = IoUring::new(8)?;
         let fd = types::Fd(self.xsk.as_raw_fd());
         let mut poll_armed = false;
-        let mut local = Local::default();
+        let mut local = Local {
+            sensors: vec![[0; 3]; self.sensors.len()],
+            ..Local::default()
+        };
+        let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
         let wait = types::Timespec::from(self.idle_wait);
         while !self.stop.load(Ordering::Relaxed) {
@@ -154,19 +265,21 @@ impl CaptureWorker {
                 local.rx_frames += 1;
                 local.rx_bytes += bytes.len() as u64;
                 match net::parse_udp_ipv4(bytes) {
-                    Ok(d) => {
-                        let slot = sensors.iter_mut().find(|s| {
-                            s.port == d.dst_port && s.source.is_none_or(|ip| ip == d.src_ip)
-                        });
-                        match slot {
-                            Some(s) => {
-                                local.sensor_datagrams += 1;
-                                s.pipeline.push(d.payload, now, &mut out);
+                    Ok(d) => dispatch(sensors, &mut local, &d, false, now, &mut out),
+                    Err(NetError::Fragment) => {
+                        local.fragments += 1;
+                        let ip = net::parse_ipv4(bytes);
+                        let frag = ip.as_ref().ok().and_then(Fragment::from_ipv4);
+                        // Failures are counted by the reassembler.
+                        if let Some(f) = frag
+                            && let Ok(Some(whole)) = reasm.push(&f, now)
+                        {
+                            match whole.udp() {
+                                Ok(d) => dispatch(sensors, &mut local, &d, true, now, &mut out),
+                                Err(_) => local.not_udp += 1,
                             }
-                            None => local.unknown_sensor += 1,
                         }
                     }
-                    Err(NetError::Fragment) => local.fragments += 1,
                     Err(_) => local.not_udp += 1,
                 }
             });
@@ -174,8 +287,9 @@ impl CaptureWorker {
                 for s in self.sensors.iter_mut() {
                     s.pipeline.poll_timeout(now, &mut out);
                 }
+                reasm.poll_timeout(now);
                 self.publish(&mut out, &mut local);
-                self.store(&local);
+                self.store(&local, &reasm);
                 if !poll_armed {
                     let sqe = opcode::PollAdd::new(fd, libc::POLLIN as u32)
                         .build()
@@ -201,16 +315,17 @@ impl CaptureWorker {
                 }
             } else if !out.is_empty() {
                 self.publish(&mut out, &mut local);
-                self.store(&local);
+                self.store(&local, &reasm);
             } else if local.rx_frames % 1024 < n as u64 {
-                self.store(&local);
+                reasm.poll_timeout(now);
+                self.store(&local, &reasm);
             }
         }
         for s in self.sensors.iter_mut() {
             s.pipeline.flush(&mut out);
         }
         self.publish(&mut out, &mut local);
-        self.store(&local);
+        self.store(&local, &reasm);
         let xdp_statistics = match self.xsk.statistics() {
             Ok(s) => Some(s),
             Err(e) => {
@@ -234,7 +349,7 @@ impl CaptureWorker {
         }
     }
 
-    fn store(&self, l: &Local) {
+    fn store(&self, l: &Local, reasm: &Reassembler) {
         let c = &self.stats.capture;
         c.rx_frames.store(l.rx_frames, Ordering::Relaxed);
         c.rx_bytes.store(l.rx_bytes, Ordering::Relaxed);
@@ -246,7 +361,16 @@ impl CaptureWorker {
         c.waits.store(l.waits, Ordering::Relaxed);
         c.frames_out.store(l.frames_out, Ordering::Relaxed);
         c.frames_dropped.store(l.frames_dropped, Ordering::Relaxed);
-        for (slot, sc) in self.sensors.iter().zip(self.stats.sensors.iter()) {
+        self.stats.reassembly.store(reasm.counters());
+        for ((slot, sc), t) in self
+            .sensors
+            .iter()
+            .zip(self.stats.sensors.iter())
+            .zip(l.sensors.iter())
+        {
+            sc.datagrams.store(t[0], Ordering::Relaxed);
+            sc.reassembled.store(t[1], Ordering::Relaxed);
+            sc.bytes.store(t[2], Ordering::Relaxed);
             let d = slot.pipeline.counters();
             sc.decoded.store(d.decoded, Ordering::Relaxed);
             sc.malformed.store(d.malformed, Ordering::Relaxed);

@@ -22,6 +22,7 @@ pub mod pcd;
 pub mod point;
 pub mod protocol;
 pub mod publish;
+pub mod reassembly;
 pub mod replay;
 pub mod scan;
 pub mod sensor;

@@ -20,7 +20,8 @@ use lidarxdp_common::{
 pub static EMBEDDED_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lidarxdp.bpf.o"));
 
 /// How to attach the XDP program (kernel `XDP_FLAGS_*`, `include/uapi/linux/if_link.h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AttachMode {
     /// Native (driver) mode, falling back to generic when the driver refuses.
     Auto,
@@ -77,6 +78,15 @@ pub struct ProgramCounters {
     pub malformed: u64,
     /// Sensor frames passed because no AF_XDP socket was bound on their queue.
     pub no_socket: u64,
+    /// First IPv4 fragments of sensor datagrams recorded so their later fragments follow.
+    pub frag_tracked: u64,
+    /// IPv4 fragments (first and later) redirected into an AF_XDP socket (part of `redirected`).
+    pub frag_redirected: u64,
+    /// Later IPv4 fragments passed because they matched no tracked sensor datagram (part of
+    /// `passed`).
+    pub frag_passed: u64,
+    /// First fragments whose tracking entry could not be written (their later fragments pass).
+    pub frag_track_failed: u64,
 }
 
 /// The loaded and attached XDP program with handles to its maps. Dropping it detaches the
@@ -218,6 +228,10 @@ impl XdpProgram {
             passed: sums[Counter::Passed as usize],
             malformed: sums[Counter::Malformed as usize],
             no_socket: sums[Counter::NoSocket as usize],
+            frag_tracked: sums[Counter::FragTracked as usize],
+            frag_redirected: sums[Counter::FragRedirected as usize],
+            frag_passed: sums[Counter::FragPassed as usize],
+            frag_track_failed: sums[Counter::FragTrackFailed as usize],
         })
     }
 }

@@ -13,8 +13,25 @@ fn main() -> std::process::ExitCode {
     match cli::main() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            log::error!("{e:#}");
+            log::error!("{}", error_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// "outer: cause: root cause", skipping a cause whose text the message already contains (many
+/// library errors print their source inside their own message).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }

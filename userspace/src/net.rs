@@ -12,6 +12,8 @@
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// EtherType (TPID) of an IEEE 802.1Q VLAN tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
+/// EtherType (TPID) of an IEEE 802.1ad service tag (outer tag of Q-in-Q), accepted like 0x8100.
+pub const ETHERTYPE_QINQ: u16 = 0x88A8;
 /// IPv4 protocol number of UDP.
 pub const IPPROTO_UDP: u8 = 17;
 
@@ -143,7 +145,8 @@ fn be16(b: [u8; 2]) -> u16 {
     u16::from_be_bytes(b)
 }
 
-/// Parses Ethernet II (+ one optional 802.1Q tag) and an IPv4 header, fragments included.
+/// Parses Ethernet II (+ one optional 802.1Q or 802.1ad tag, as the XDP program does) and an
+/// IPv4 header, fragments included.
 ///
 /// # Errors
 /// [`NetError::Truncated`], [`NetError::NotIpv4`], [`NetError::BadVersion`],
@@ -154,7 +157,7 @@ pub fn parse_ipv4(frame: &[u8]) -> Result<Ipv4Packet<'_>, NetError> {
     let mut ethertype = be16([t0, t1]);
     let mut rest = rest;
     let mut vlan = None;
-    if ethertype == ETHERTYPE_VLAN {
+    if ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
         let (tag, r) = take::<VLAN_TAG_LEN>(rest, Layer::Vlan)?;
         let [c0, c1, e0, e1] = *tag;
         vlan = Some(be16([c0, c1]) & 0x0fff);
@@ -311,6 +314,11 @@ mod tests {
         let d = parse_udp_ipv4(&f).unwrap();
         assert_eq!(d.payload, b"hello");
         assert_eq!(d.dst_port, 7503);
+        assert_eq!(parse_ipv4(&f).unwrap().vlan, Some(100));
+        // The same with an 802.1ad service tag, which the XDP program also steers.
+        f[12..14].copy_from_slice(&[0x88, 0xA8]);
+        let d = parse_udp_ipv4(&f).unwrap();
+        assert_eq!((d.payload, d.dst_port), (&b"hello"[..], 7503));
         assert_eq!(parse_ipv4(&f).unwrap().vlan, Some(100));
     }
 

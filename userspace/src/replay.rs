@@ -8,10 +8,15 @@
 //! If the sender falls more than 1 ms behind the schedule it logs a warning (at most once a
 //! second) and catches up by sending late packets back to back.
 //!
+//! Datagrams larger than the path MTU (Ouster lidar packets, 3–25 KB) are fragmented by the
+//! kernel, never refused: see [`allow_fragmentation`].
+//!
 //! Records are parsed as Ethernet (with optional 802.1Q/802.1ad tags), Linux cooked capture
-//! (SLL) or raw IPv4, then IPv4 and UDP. Non-IPv4/UDP records and non-first IPv4 fragments are
-//! skipped and counted; a first fragment is skipped too (its payload is incomplete). Classic
-//! pcap and pcapng files are both accepted.
+//! (SLL) or raw IPv4, then IPv4 and UDP. Non-IPv4/UDP records are skipped and counted. IPv4
+//! fragments of UDP datagrams (captures of Ouster sensors recorded on a 1500-byte MTU link) are
+//! reassembled with [`crate::reassembly::Reassembler`] (record times as its clock, 1 s timeout)
+//! and sent as whole datagrams, timed at their last fragment; fragments of datagrams that cannot
+//! be reassembled are counted as skipped. Classic pcap and pcapng files are both accepted.
 
 use std::fmt;
 use std::fs::File;
@@ -21,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use crate::reassembly::{Fragment, FragmentKey, Reassembler, ReassemblyConfig};
 use pcap_file::DataLink;
 use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::{Block, PcapNgReader};
@@ -99,7 +105,8 @@ pub struct ReplayStats {
     /// Sends that failed with a transient error (e.g. `ECONNREFUSED` from an earlier ICMP
     /// port-unreachable, `ENOBUFS`) and were skipped.
     pub send_errors: u64,
-    /// Records skipped: not IPv4/UDP, fragmented, truncated, or filtered out by port.
+    /// Records skipped: not IPv4/UDP, truncated, fragments of a datagram that could not be
+    /// reassembled, or filtered out by port.
     pub skipped: u64,
 }
 
@@ -153,8 +160,10 @@ pub struct CapturedDatagram {
     pub payload: Vec<u8>,
 }
 
-/// Reads the UDP/IPv4 datagrams of a capture, in file order. Returns them and the number of
-/// records skipped (not IPv4/UDP, fragmented, truncated, or not matching `dst_port_filter`).
+/// Reads the UDP/IPv4 datagrams of a capture, in file order (a fragmented datagram at the
+/// position of its last fragment, reassembled). Returns them and the number of records skipped
+/// (not IPv4/UDP, truncated, fragments of a datagram that could not be reassembled, or not
+/// matching `dst_port_filter`).
 pub fn read_udp_datagrams(
     path: &Path,
     dst_port_filter: Option<u16>,
@@ -173,14 +182,41 @@ pub fn read_udp_datagrams(
     let file = io::Cursor::new(magic).chain(file);
     let mut out = Vec::new();
     let mut skipped = 0u64;
-    let mut take = |link: DataLink, ts: Duration, data: &[u8]| match udp_of_record(link, data) {
-        Some(d) if dst_port_filter.is_none_or(|p| p == d.dst_port) => out.push(CapturedDatagram {
-            timestamp: ts,
-            src_port: d.src_port,
-            dst_port: d.dst_port,
-            payload: d.payload.to_vec(),
-        }),
-        _ => skipped += 1,
+    let mut reasm = Reassembler::new(ReassemblyConfig::default());
+    let (mut fragment_records, mut fragments_used) = (0u64, 0u64);
+    let wanted = |port: u16| dst_port_filter.is_none_or(|p| p == port);
+    let mut take = |link: DataLink, ts: Duration, data: &[u8]| {
+        if let Some(d) = udp_of_record(link, data) {
+            if wanted(d.dst_port) {
+                out.push(CapturedDatagram {
+                    timestamp: ts,
+                    src_port: d.src_port,
+                    dst_port: d.dst_port,
+                    payload: d.payload.to_vec(),
+                });
+            } else {
+                skipped += 1;
+            }
+            return;
+        }
+        let Some(f) = fragment_of_record(link, data) else {
+            skipped += 1;
+            return;
+        };
+        fragment_records += 1;
+        let now = u64::try_from(ts.as_nanos()).unwrap_or(u64::MAX);
+        if let Ok(Some(whole)) = reasm.push(&f, now)
+            && let Ok(d) = whole.udp()
+            && wanted(d.dst_port)
+        {
+            fragments_used += u64::from(whole.fragments);
+            out.push(CapturedDatagram {
+                timestamp: ts,
+                src_port: d.src_port,
+                dst_port: d.dst_port,
+                payload: d.payload.to_vec(),
+            });
+        }
     };
     let supported = |l: DataLink| {
         matches!(
@@ -230,7 +266,7 @@ pub fn read_udp_datagrams(
             take(link, p.timestamp, &p.data);
         }
     }
-    Ok((out, skipped))
+    Ok((out, skipped + fragment_records - fragments_used))
 }
 
 /// Sends the capture's UDP payloads to `cfg.to` from an ephemeral UDP socket.
@@ -252,6 +288,9 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
     }
     .expect("literal address");
     let sock = UdpSocket::bind(bind).map_err(sock_err)?;
+    if cfg.to.is_ipv4() {
+        allow_fragmentation(&sock).map_err(sock_err)?;
+    }
     sock.connect(cfg.to).map_err(sock_err)?;
     let schedule = Schedule::new(cfg.rate, &datagrams);
     let loops = cfg.loops.max(1);
@@ -306,6 +345,34 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
         );
     }
     Ok(stats)
+}
+
+/// Makes the kernel fragment datagrams larger than the path MTU, as a sensor does, instead of
+/// failing with `EMSGSIZE`: sets `IP_MTU_DISCOVER` to `IP_PMTUDISC_DONT` (ip(7)), so DF is never
+/// set and path-MTU discovery never makes a send fail. Linux's usual default
+/// (`IP_PMTUDISC_WANT`) also fragments, but the default is a sysctl
+/// (`net.ipv4.ip_no_pmtu_disc`) and a socket policy can differ; setting it makes replaying Ouster
+/// datagrams (3–25 KB) over a 1500-byte MTU independent of both. IPv4 sockets only.
+///
+/// Errors: the `setsockopt` failure.
+pub fn allow_fragmentation(sock: &UdpSocket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let val: libc::c_int = libc::IP_PMTUDISC_DONT;
+    // SAFETY: the fd is an open UDP socket owned by `sock` for the call's duration; `val` is a
+    // live c_int and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&val as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn send(sock: &UdpSocket, payload: &[u8]) -> io::Result<()> {
@@ -415,9 +482,9 @@ fn be16(b: &[u8], o: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(o)?, *b.get(o + 1)?]))
 }
 
-/// Link layer → IPv4 → UDP. `None` for anything else, fragments, or truncated records.
-fn udp_of_record(link: DataLink, rec: &[u8]) -> Option<Udp<'_>> {
-    let ip = match link {
+/// Link layer → the IPv4 packet's bytes (`None` for other EtherTypes or truncated records).
+fn ipv4_of_record(link: DataLink, rec: &[u8]) -> Option<&[u8]> {
+    Some(match link {
         DataLink::ETHERNET => {
             let mut o = 12;
             let mut ethertype = be16(rec, o)?;
@@ -438,7 +505,37 @@ fn udp_of_record(link: DataLink, rec: &[u8]) -> Option<Udp<'_>> {
             rec.get(16..)?
         }
         _ => rec, // RAW / IPV4
-    };
+    })
+}
+
+/// Link layer → an IPv4 fragment (MF set or offset != 0) of a UDP datagram, for reassembly.
+/// `None` for anything else or truncated records.
+fn fragment_of_record(link: DataLink, rec: &[u8]) -> Option<Fragment<'_>> {
+    let ip = ipv4_of_record(link, rec)?;
+    let vihl = *ip.first()?;
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    let total = usize::from(be16(ip, 2)?);
+    let frag = be16(ip, 6)?;
+    if vihl >> 4 != 4 || ihl < 20 || total < ihl || *ip.get(9)? != 17 || frag & 0x3fff == 0 {
+        return None;
+    }
+    let addr = |o: usize| -> Option<[u8; 4]> { ip.get(o..o + 4)?.try_into().ok() };
+    Some(Fragment {
+        key: FragmentKey {
+            src_ip: addr(12)?,
+            dst_ip: addr(16)?,
+            id: be16(ip, 4)?,
+            protocol: 17,
+        },
+        offset: (frag & 0x1fff) * 8,
+        more_fragments: frag & 0x2000 != 0,
+        payload: ip.get(ihl..total)?,
+    })
+}
+
+/// Link layer → IPv4 → UDP. `None` for anything else, fragments, or truncated records.
+fn udp_of_record(link: DataLink, rec: &[u8]) -> Option<Udp<'_>> {
+    let ip = ipv4_of_record(link, rec)?;
     let vihl = *ip.first()?;
     if vihl >> 4 != 4 {
         return None;
@@ -512,6 +609,89 @@ mod tests {
             );
         }
         assert!(udp_of_record(DataLink::RAW, &r[14..]).is_some());
+    }
+
+    /// Ethernet + IPv4 fragment (id, flags/offset field) carrying `ip_payload`.
+    fn eth_frag(id: u16, frag: u16, ip_payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![0xff; 12];
+        v.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        v.extend_from_slice(&((20 + ip_payload.len()) as u16).to_be_bytes());
+        v.extend_from_slice(&id.to_be_bytes());
+        v.extend_from_slice(&frag.to_be_bytes());
+        v.extend_from_slice(&[64, 17, 0, 0, 192, 168, 1, 201, 192, 168, 1, 100]);
+        v.extend_from_slice(ip_payload);
+        v
+    }
+
+    #[test]
+    fn fragmented_records_are_reassembled() {
+        // Datagram A: 3000 payload bytes to port 7502, fragments 1480 + 1480 + 48 recorded out of
+        // order; B: a whole datagram to 2368; C: only the first of two fragments.
+        let a_payload: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
+        let mut a = vec![0x1d, 0x4e, 0x1d, 0x4e, 0x0b, 0xc0, 0, 0]; // length 3008
+        a.extend_from_slice(&a_payload);
+        let b = eth_udp(false, b"whole", 0);
+        let mut c = vec![0x1d, 0x4e, 0x1d, 0x4e, 0x07, 0xd0, 0, 0]; // length 2000
+        c.resize(2000, 7);
+        let records: Vec<(u64, Vec<u8>)> = vec![
+            (1, eth_frag(5, 370, &a[2960..])),              // offset 2960, last
+            (2, eth_frag(5, 0x2000, &a[..1480])),           // offset 0, MF
+            (3, eth_frag(9, 0x2000, &c[..1480])),           // C's first fragment only
+            (4, eth_frag(5, 0x2000 | 185, &a[1480..2960])), // offset 1480, MF
+            (5, b),
+        ];
+        let path =
+            std::env::temp_dir().join(format!("lidarxdp-replay-frag-{}.pcap", std::process::id()));
+        {
+            let mut w = pcap_file::pcap::PcapWriter::new(File::create(&path).unwrap()).unwrap();
+            for (ms, data) in &records {
+                let p = pcap_file::pcap::PcapPacket::new(
+                    Duration::from_millis(*ms),
+                    data.len() as u32,
+                    data,
+                );
+                w.write_packet(&p).unwrap();
+            }
+        }
+        let (all, skipped) = read_udp_datagrams(&path, None).unwrap();
+        assert_eq!(skipped, 1, "C's lone fragment");
+        assert_eq!(all.len(), 2);
+        assert_eq!(
+            (all[0].timestamp, all[0].dst_port, all[0].payload.as_slice()),
+            (Duration::from_millis(4), 7502, a_payload.as_slice())
+        );
+        assert_eq!(
+            (all[1].dst_port, all[1].payload.as_slice()),
+            (2368, &b"whole"[..])
+        );
+        let (only, skipped) = read_udp_datagrams(&path, Some(2368)).unwrap();
+        assert_eq!(
+            (only.len(), skipped),
+            (1, 4),
+            "A's 3 fragments filtered, C's skipped"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn replay_socket_lets_the_kernel_fragment() {
+        use std::os::fd::AsRawFd;
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        allow_fragmentation(&sock).unwrap();
+        let mut val: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: valid socket fd, `val`/`len` are live and sized for a c_int.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&mut val as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0);
+        assert_eq!(val, libc::IP_PMTUDISC_DONT);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! sent between addresses inside those namespaces.
 //!
 //! The end-to-end RX test loads a 6-instruction XDP program (raw `bpf(2)`, no object file):
-//! `return bpf_redirect_map(&xskmap, ctx->rx_queue_index, XDP_PASS)`, which stands in for the
-//! real program in `ebpf/` until the two are wired together.
+//! `return bpf_redirect_map(&xskmap, ctx->rx_queue_index, XDP_PASS)`, so the socket layer is
+//! tested on its own, independent of the real program in `ebpf/` (which `e2e_xdp.rs` covers).
 
 use std::fs::File;
 use std::io;
@@ -33,6 +33,10 @@ fn is_root() -> bool {
 macro_rules! require_root {
     ($test:literal) => {
         if !is_root() {
+            assert!(
+                std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
+                "privileged test needs root (LIDARXDP_REQUIRE_PRIVILEGED is set)"
+            );
             eprintln!(
                 "SKIPPED: xsk_veth::{} needs root (netns, veth, AF_XDP, bpf); run as root / in CI",
                 $test

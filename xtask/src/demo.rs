@@ -87,8 +87,8 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
     let sub_ready = work.join("subscriber.ready");
     let sub_summary = work.join("subscriber.json");
 
-    netns::up()?;
     let mut guard = Cleanup(Vec::new());
+    netns::up()?;
 
     let daemon = Command::new("ip")
         .args(["netns", "exec", netns::HOST_NS])

@@ -1,5 +1,5 @@
 //! `cargo xtask setup`: installs, idempotently, what building and running lidarxdp needs, from
-//! Debian packages and crates.io only (see DESIGN.md section 4):
+//! Debian packages and crates.io only (docs/architecture.md, "Toolchain"):
 //! - Debian packages: LLVM 22 (for bpf-linker), iproute2, ping;
 //! - `bpf-linker` 0.13.0 built against LLVM 22 with `cargo install`;
 //! - Debian's `rustc-web` 1.96 with its prebuilt `core` for `bpfel-unknown-none`, unpacked into
@@ -17,6 +17,7 @@ use crate::run;
 
 /// Debian packages needed to build bpf-linker and run the tests.
 const APT_PACKAGES: &[&str] = &[
+    "g++",
     "llvm-22-dev",
     "libpolly-22-dev",
     "zlib1g-dev",
@@ -25,11 +26,12 @@ const APT_PACKAGES: &[&str] = &[
     "iputils-ping",
 ];
 /// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
+/// Pinned to the version whose bpfel `core` matches aya-ebpf 0.2.1 (bookworm-security).
 const RUSTC_DEBS: &[&str] = &[
-    "rustc-web",
-    "libstd-rust-web-1.96",
-    "libstd-rust-web-dev",
-    "libstd-rust-web-dev-bpf",
+    "rustc-web=1.96.0+dfsg1-1~deb12u2",
+    "libstd-rust-web-1.96=1.96.0+dfsg1-1~deb12u2",
+    "libstd-rust-web-dev=1.96.0+dfsg1-1~deb12u2",
+    "libstd-rust-web-dev-bpf=1.96.0+dfsg1-1~deb12u2",
 ];
 const BPF_LINKER_VERSION: &str = "0.13.0";
 /// Hugepages (2 MiB each) the daemon and tests want free: 64 = 128 MiB.
@@ -144,6 +146,7 @@ fn debian_rustc() -> Result<BpfToolchain> {
         dir.display()
     );
     let debs = dir.join("debs");
+    let _ = fs::remove_dir_all(&debs);
     fs::create_dir_all(&debs).with_context(|| format!("create {}", debs.display()))?;
     let download = || {
         Command::new("apt-get")

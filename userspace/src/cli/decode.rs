@@ -27,6 +27,7 @@ pub struct DecodeArgs {
     pcd: Option<PathBuf>,
 }
 
+/// Decodes the capture and prints one line per frame (and writes PCDs with `--pcd`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
     let cfg = SensorConfig {
         cut_angle_deg: a.cut_angle,

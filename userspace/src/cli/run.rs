@@ -2,10 +2,12 @@
 //!
 //! Start-up order: validate the configuration and load the calibration (fail before touching
 //! the network), attach the XDP program, open and bind the AF_XDP socket, register it and the
-//! sensor in the program's maps, start the capture thread, and only then start listening for
-//! subscribers, so a connected subscriber knows the daemon is ready. SIGTERM/SIGINT stop the
-//! capture thread, which flushes its frame in progress; the publisher drains and closes; the
-//! counters are written (`--stats-json`); dropping the program detaches it.
+//! sensor in the program's maps, start the publisher (its queue must exist before the capture
+//! thread can push frames), then the capture thread. Everything that steers packets is in place
+//! before the publisher accepts its first subscriber, so a connected subscriber knows the daemon
+//! is ready. SIGTERM/SIGINT stop the capture thread, which flushes its frame in progress; the
+//! publisher drains and closes; the counters are written (`--stats-json`); dropping the program
+//! detaches it.
 use std::{
     net::{Ipv4Addr, SocketAddr},
     path::PathBuf,
@@ -62,12 +64,11 @@ pub struct RunArgs {
     listen: Option<SocketAddr>,
     /// XDP attach mode: auto (native, else generic), native or generic.
     #[arg(long, value_enum)]
-    #[serde(skip)]
     xdp_mode: Option<AttachMode>,
     /// XDP object file to load instead of the one embedded at build time.
     #[arg(long, value_name = "FILE")]
     bpf_object: Option<PathBuf>,
-    /// UMEM frames (power of two, 64..=65536; default 4096, i.e. 16 MiB of 4 KiB frames).
+    /// UMEM frames (power of two, 64..=65536; default 4096, i.e. 8 MiB of 2 KiB frames).
     #[arg(long)]
     umem_frames: Option<u32>,
     /// Pin the capture thread to this CPU.
@@ -108,6 +109,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
     Ok(a)
 }
 
+/// Runs the daemon until SIGTERM/SIGINT; see the module documentation.
 pub fn run(args: RunArgs) -> Result<()> {
     let a = load_config(args)?;
     let iface = a
@@ -125,6 +127,21 @@ pub fn run(args: RunArgs) -> Result<()> {
     let port = a.port.unwrap_or(2368);
     if port == 0 {
         bail!("--port: 0 is not a valid UDP port (valid range 1..=65535)");
+    }
+    if queue >= lidarxdp_common::XSK_MAP_CAPACITY {
+        bail!(
+            "--queue: {queue} is out of range; valid 0..={} (and below the interface's RX queue count)",
+            lidarxdp_common::XSK_MAP_CAPACITY - 1
+        );
+    }
+    if let Some(cpu) = a.cpu {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpu >= n.min(libc::CPU_SETSIZE as usize) {
+            bail!(
+                "--cpu: {cpu} is out of range; valid 0..={} on this machine",
+                n - 1
+            );
+        }
     }
     let umem_frames = a.umem_frames.unwrap_or(4096);
     if !(64..=65536).contains(&umem_frames) || !umem_frames.is_power_of_two() {
@@ -273,7 +290,7 @@ fn pin_to_cpu(cpu: usize) {
 }
 
 /// All counters as one JSON object: `xdp` (program), `xsk` (XDP_STATISTICS and socket RX
-/// counters, present at exit), `capture`, `sensors[]`, `publisher`.
+/// counters, present at exit), `capture`, `sensors[]`, `reassembly` (IPv4 fragments), `publisher`.
 fn stats_json(
     program: &XdpProgram,
     exit: Option<&CaptureExit>,
@@ -286,6 +303,8 @@ fn stats_json(
         Ok(c) => json!({
             "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
             "malformed": c.malformed, "no_socket": c.no_socket,
+            "frag_tracked": c.frag_tracked, "frag_redirected": c.frag_redirected,
+            "frag_passed": c.frag_passed, "frag_track_failed": c.frag_track_failed,
         }),
         Err(e) => json!({ "error": e.to_string() }),
     };
@@ -308,6 +327,7 @@ fn stats_json(
         None => json!({}),
     };
     let c = &stats.capture;
+    let ra = stats.reassembly.load();
     let sensors: Vec<_> = stats
         .sensors
         .iter()
@@ -315,6 +335,8 @@ fn stats_json(
             json!({
                 "decoded": r(&s.decoded), "malformed": r(&s.malformed), "ignored": r(&s.ignored),
                 "frames": r(&s.frames), "points": r(&s.points),
+                "datagrams": r(&s.datagrams), "reassembled": r(&s.reassembled),
+                "bytes": r(&s.bytes),
             })
         })
         .collect();
@@ -329,6 +351,13 @@ fn stats_json(
             "frames_dropped": r(&c.frames_dropped),
         },
         "sensors": sensors,
+        "reassembly": {
+            "fragments": ra.fragments, "completed": ra.completed,
+            "completed_bytes": ra.completed_bytes, "failed": ra.failed(),
+            "timed_out": ra.timed_out, "overlaps": ra.overlaps, "duplicates": ra.duplicates,
+            "too_big": ra.too_big, "too_many": ra.too_many, "malformed": ra.malformed,
+            "dropped_fragments": ra.dropped_fragments,
+        },
         "publisher": {
             "subscribers_accepted": publisher.subscribers_accepted,
             "frames_in": publisher.frames_in, "frames_sent": publisher.frames_sent,

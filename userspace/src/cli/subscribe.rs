@@ -31,6 +31,8 @@ pub struct SubscribeArgs {
     summary_json: Option<PathBuf>,
 }
 
+/// Connects (retrying for `--connect-timeout-ms`) and prints one line per frame until the
+/// stream ends or `--frames` frames arrived.
 pub fn subscribe(a: SubscribeArgs) -> Result<()> {
     let deadline = Instant::now() + Duration::from_millis(a.connect_timeout_ms);
     let mut sub = loop {

@@ -198,7 +198,10 @@ impl ScanAssembler {
     /// Adds one point of the current packet. `offset_ns` is its firing time after the packet's
     /// sensor time; `azimuth_cdeg` its corrected azimuth (0.01°), used for the cut.
     pub fn add_point(&mut self, mut point: PointXYZIRCAEDT, azimuth_cdeg: u16, offset_ns: u32) {
-        let t = (self.packet_sensor_ns + u64::from(offset_ns)).saturating_sub(self.cur.start_ns);
+        let t = self
+            .packet_sensor_ns
+            .saturating_add(u64::from(offset_ns))
+            .saturating_sub(self.cur.start_ns);
         point.time_stamp = t.min(u64::from(u32::MAX)) as u32;
         self.cur.points.push(point);
         self.cur.azimuths.push(azimuth_cdeg);

@@ -13,7 +13,7 @@
 //! ## Compatibility with Tier IV Nebula
 //! With [`DecodeFlavor::Nebula`] (the default) a VLP-16 stream decodes point-for-point as
 //! Nebula's `Vlp16Decoder` does (verified against Nebula's ground-truth PCD, see
-//! `tests/decode_vlp16.rs`), except: `elevation` is the beam angle in rad (Nebula stores its
+//! `tests/decode_vlp16_golden.rs`), except: `elevation` is the beam angle in rad (Nebula stores its
 //! sine), `time_stamp` follows the manual's dual-return timing table on the sensor clock (Nebula
 //! uses the host stamp of the packet), and a damaged packet is dropped whole (Nebula keeps the
 //! blocks before a bad flag).
