@@ -840,3 +840,44 @@ fn at128_field_of_view_frames() {
         assert!(close(first, 30f64.to_radians()) && close(last, 150f64.to_radians()));
     }
 }
+
+/// Fault 7 without a timeout: the packets that straddle the cut are lost (UDP sequence jumps
+/// by 3); the next frame starts at the first packet after the loss, the loss is counted in the
+/// frame that missed them, and no point is duplicated.
+#[test]
+fn packets_lost_at_the_cut() {
+    let mut p = xt16_flat();
+    let mut out = Vec::new();
+    // Packet i covers 354.00° + 3.20°·i .. +2.80°; i = 2..=4 (360.4°..366.8°) are lost.
+    for i in (0..10u32).filter(|i| !(2..=4).contains(i)) {
+        let az0 = (35_400 + 320 * i) % 36_000;
+        p.push(
+            &xt16(az0, 100 + i, 300 * i),
+            u64::from(i) * 300_000,
+            &mut out,
+        );
+    }
+    assert_eq!(out.len(), 1);
+    let f = out[0].clone();
+    // Packets 0 and 1 (354.0°..360.0°; a block exactly at the cut ends the frame before it).
+    assert_eq!(f.points.len(), 16 * 16);
+    assert_eq!(
+        (f.header.packets_received, f.header.packets_expected),
+        (2, 2)
+    );
+    p.flush(&mut out);
+    let g = &out[1];
+    // Packet 5 opens the frame: its own time (5·300 µs) and block 0 offset (−344 µs).
+    assert_eq!(
+        g.header.start_ns,
+        DATE_S * 1_000_000_000 + 1_500_000 - 344_000
+    );
+    assert_eq!(g.header.host_ns, 1_500_000);
+    assert_eq!(g.points[0].time_stamp, 0);
+    // 5 packets received; the 3 lost ones are counted against the frame that got packet 5.
+    assert_eq!(
+        (g.header.packets_received, g.header.packets_expected),
+        (5, 8)
+    );
+    assert_eq!(f.points.len() + g.points.len(), 7 * 128);
+}
