@@ -17,7 +17,12 @@
 //! 3. The next frame starts at the completing packet: its start time is that packet's sensor
 //!    time and the moved points' `time_stamp` are rebased onto it.
 //!
-//! So a frame is one turn `[cut, cut + 360°)`, split at point granularity. Reference:
+//! So a frame is one turn `[cut, cut + 360°)`, split at point granularity.
+//!
+//! [`ScanAssembler::set_carry_limit_cdeg`] changes the 90° of rule 2; a limit of 0 carries
+//! nothing (Nebula's VLP-32/HDL decoder: the whole completing packet stays in the frame). Then
+//! the next frame opens at its own first packet (start time, `packets_received` from there), not
+//! at the completing packet. Reference:
 //! Nebula `VelodyneScanDecoder::check_and_handle_scan_complete` and
 //! `Vlp16Decoder::get_pointcloud` / `reset_overflow` (tier4/nebula, 2026).
 //!
@@ -99,6 +104,10 @@ pub struct ScanAssembler {
     last: Option<PacketInfo>,
     cut_pending: bool,
     packet_sensor_ns: u64,
+    carry_limit_cdeg: u32,
+    /// The previous frame ended at a cut with nothing carried: the next packet opens a frame
+    /// that begins at the cut (no lost-packet estimate for its start).
+    at_cut: bool,
 }
 
 fn phased(az: u32, cut: u32) -> u32 {
@@ -128,7 +137,16 @@ impl ScanAssembler {
             last: None,
             cut_pending: false,
             packet_sensor_ns: 0,
+            carry_limit_cdeg: CARRY_LIMIT_CDEG,
+            at_cut: false,
         }
+    }
+
+    /// Sets the phased azimuth below which the trailing points of the completing packet move to
+    /// the next frame, 0.01° (default [`CARRY_LIMIT_CDEG`], 90°; 0 carries nothing, see the
+    /// module docs). Values above 36000 are clamped.
+    pub fn set_carry_limit_cdeg(&mut self, limit: u32) {
+        self.carry_limit_cdeg = limit.min(AZIMUTH_UNITS);
     }
 
     /// Number of points in the frame in progress (including points carried over from the cut).
@@ -183,10 +201,11 @@ impl ScanAssembler {
             self.cur.start_ns = info.sensor_ns;
             self.cur.host_ns = info.host_ns;
             let adv = info.advance_cdeg.max(1);
-            if first + adv <= AZIMUTH_UNITS {
+            if first + adv <= AZIMUTH_UNITS && !self.at_cut {
                 self.cur.lost = self.cur.lost.saturating_add(first.div_ceil(adv));
             }
         }
+        self.at_cut = false;
         self.cur.own_packet = true;
         self.cur.received = self.cur.received.saturating_add(1);
         self.last_host_ns = Some(info.host_ns);
@@ -215,7 +234,7 @@ impl ScanAssembler {
             .cur
             .azimuths
             .iter()
-            .rposition(|&a| phased(u32::from(a), cut) >= CARRY_LIMIT_CDEG)
+            .rposition(|&a| phased(u32::from(a), cut) >= self.carry_limit_cdeg)
             .map_or(0, |i| i + 1);
         let (new_start, new_host) = match self.last {
             Some(i) => (i.sensor_ns, i.host_ns),
@@ -239,6 +258,12 @@ impl ScanAssembler {
                 p
             }));
         next.azimuths.extend(self.cur.azimuths.drain(split..));
+        if self.carry_limit_cdeg == 0 {
+            // Nothing carried: the next frame opens at its own first packet.
+            next.open = false;
+            next.received = 0;
+            self.at_cut = true;
+        }
         let done = std::mem::replace(&mut self.cur, next);
         self.emit(done, 0, out);
         self.packets_since_cut = 0;
@@ -281,6 +306,7 @@ impl ScanAssembler {
         self.packets_since_cut = 0;
         self.prev_first_phased = 0;
         self.last_sensor_ns = None;
+        self.at_cut = false;
     }
 
     fn emit(&mut self, b: Building, extra_lost: u32, out: &mut Vec<Frame>) {

@@ -22,6 +22,8 @@
 //! the last return, block 2p+1 the strongest one (or the second strongest when the strongest is
 //! also the last); both carry the same azimuth.
 
+pub mod multi;
+
 use std::f64::consts::PI;
 
 use crate::point::{PointXYZIRCAEDT, ReturnType};
@@ -173,6 +175,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     fn byte(&self, offset: usize) -> u8 {
         self.buffer.as_ref().get(offset).copied().unwrap_or(0)
+    }
+
+    /// Byte at `offset`, 0 past the end of the buffer.
+    pub(crate) fn byte_at(&self, offset: usize) -> u8 {
+        self.byte(offset)
     }
 
     fn u16_at(&self, offset: usize) -> u16 {
@@ -552,11 +559,21 @@ fn decimal_f64(v: f32) -> f64 {
 /// by an hour in the middle of a stream.
 #[derive(Debug)]
 pub struct VelodyneStream {
-    decoder: Vlp16Decoder,
+    engine: Engine,
+    model: SensorModel,
     assembler: ScanAssembler,
     /// Last `(host_ns, sensor_ns)` pair, for resolving the hour of the sensor clock.
     clock: Option<(u64, u64)>,
     return_mode: Option<ReturnMode>,
+    product_mismatches: u64,
+    last_product_id: Option<u8>,
+}
+
+/// The point decoder in use.
+#[derive(Debug)]
+enum Engine {
+    Vlp16(Vlp16Decoder),
+    Multi(multi::MultiDecoder),
 }
 
 impl VelodyneStream {
@@ -566,29 +583,58 @@ impl VelodyneStream {
     /// [`ConfigError`] for an unreadable or invalid calibration, or a Velodyne model whose
     /// decoder is not available yet ([`ConfigError::Unsupported`]).
     pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
-        if cfg.model != SensorModel::Vlp16 {
+        let lasers = multi::laser_count(cfg.model);
+        if lasers == 0 {
             return Err(ConfigError::Unsupported {
                 model: cfg.model,
-                supported: "VLP16".into(),
+                supported: "VLP16, VLP32C, HDL32E, HDL64E_S2, HDL64E_S3, VLS128".into(),
             });
         }
         let fov = opts.fov_deg.map(|(min, max)| FovCdeg {
             min: (min * 100.0).round() as u32,
             max: (max * 100.0).round() as u32,
         });
-        let calib = VelodyneCalibration::from_file(&cfg.calibration, LASERS)?;
+        let calib = VelodyneCalibration::from_file(&cfg.calibration, lasers)?;
         let settings = DecoderSettings {
             min_range_m: decimal_f64(cfg.min_range_m),
             max_range_m: decimal_f64(cfg.max_range_m),
             fov,
             flavor: opts.flavor,
         };
+        let mut assembler =
+            ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
+        let engine = if cfg.model == SensorModel::Vlp16 {
+            Engine::Vlp16(Vlp16Decoder::new(calib, settings))
+        } else {
+            // Nebula's VLP-32/HDL decoder never carries points past the cut into the next
+            // frame (its phase test is not taken modulo 360°): the cut falls between packets.
+            if opts.flavor == DecodeFlavor::Nebula && cfg.model != SensorModel::Vls128 {
+                assembler.set_carry_limit_cdeg(0);
+            }
+            Engine::Multi(multi::MultiDecoder::new(cfg.model, &calib, settings))
+        };
         Ok(Self {
-            decoder: Vlp16Decoder::new(calib, settings),
-            assembler: ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns),
+            engine,
+            model: cfg.model,
+            assembler,
             clock: None,
             return_mode: None,
+            product_mismatches: 0,
+            last_product_id: None,
         })
+    }
+
+    /// Data packets whose product-id byte (offset 1205) names another model than the
+    /// configured one ([`multi::model_from_product_id`]). The configured model wins: such
+    /// packets are decoded as configured, counted here and logged once.
+    pub fn product_mismatches(&self) -> u64 {
+        self.product_mismatches
+    }
+
+    /// The model named by the product-id byte of the last decoded packet, if any
+    /// (auto-detection; `None` for HDL-64E, whose byte 1205 is a status byte).
+    pub fn detected_model(&self) -> Option<SensorModel> {
+        self.last_product_id.and_then(multi::model_from_product_id)
     }
 
     /// Resolves a µs-past-the-hour stamp to ns since the Unix epoch (see the type docs).
@@ -618,7 +664,11 @@ impl VendorDecoder for VelodyneStream {
         host_ns: u64,
         out: &mut Vec<Frame>,
     ) -> Result<(), super::Rejection> {
-        let packet: Packet<&[u8]> = match classify(payload) {
+        let classified = match self.engine {
+            Engine::Vlp16(_) => classify(payload),
+            Engine::Multi(_) => multi::classify_model(self.model, payload),
+        };
+        let packet: Packet<&[u8]> = match classified {
             Ok(p) => p,
             Err(Rejection::Ignored) => return Err(super::Rejection::Ignored),
             Err(Rejection::Malformed(_)) => {
@@ -626,15 +676,58 @@ impl VendorDecoder for VelodyneStream {
                 return Err(super::Rejection::Malformed);
             }
         };
-        let mode = packet.return_mode();
-        self.return_mode = Some(mode);
-        let sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
-        let span = |a: u16, b: u16| (AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS;
-        // Azimuth turned per packet: 11 block steps (single) or 5 pair steps (dual), scaled to 12/6.
-        let advance = match mode {
-            ReturnMode::Dual => span(packet.azimuth(0), packet.azimuth(10)) * 6 / 5,
-            _ => span(packet.azimuth(0), packet.azimuth(11)) * 12 / 11,
+        let model = self.model;
+        if !matches!(model, SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3) {
+            let id = packet.product_id();
+            self.last_product_id = Some(id);
+            if multi::model_from_product_id(id).is_some_and(|m| m != model) {
+                if self.product_mismatches == 0 {
+                    log::warn!(
+                        "product id {id:#04x} names {:?} but the sensor is configured as {model}; \
+                         decoding as configured",
+                        multi::model_from_product_id(id)
+                    );
+                }
+                self.product_mismatches += 1;
+            }
+        }
+        let (mode, interval, first_block, seqs) = match &self.engine {
+            Engine::Vlp16(_) => {
+                let m = packet.return_mode();
+                let seqs = if m == ReturnMode::Dual { 6 } else { 12 };
+                (
+                    m,
+                    packet_interval_ns(m),
+                    1 + usize::from(m == ReturnMode::Dual),
+                    seqs,
+                )
+            }
+            Engine::Multi(_) => {
+                let m = multi::return_mode(model, &packet);
+                let bps = multi::blocks_per_sequence(model)
+                    * if m == ReturnMode::Dual && model != SensorModel::Vls128 {
+                        2
+                    } else {
+                        1
+                    };
+                (
+                    m,
+                    multi::packet_interval_ns(model, m),
+                    bps,
+                    multi::data_blocks(model, m) / bps,
+                )
+            }
         };
+        self.return_mode = Some(mode);
+        let mut sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
+        if model == SensorModel::Vls128 {
+            sensor_ns = sensor_ns.saturating_sub(multi::VLS128_STAMP_LEAD_NS);
+        }
+        let span = |a: u16, b: u16| (AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS;
+        // Azimuth turned per packet: first to last firing sequence, scaled by seqs/(seqs-1).
+        let last_seq_block = first_block * (seqs.max(2) - 1);
+        let steps = (seqs.max(2) - 1) as u32;
+        let advance = span(packet.azimuth(0), packet.azimuth(last_seq_block)) * seqs as u32 / steps;
         self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
@@ -642,14 +735,19 @@ impl VendorDecoder for VelodyneStream {
                 first_azimuth_cdeg: packet.azimuth(0),
                 last_azimuth_cdeg: packet.azimuth(BLOCKS - 1),
                 advance_cdeg: advance,
-                interval_ns: packet_interval_ns(mode),
+                interval_ns: interval,
             },
             out,
         );
         let asm = &mut self.assembler;
-        self.decoder.decode(&packet, |d| {
-            asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
-        });
+        match &self.engine {
+            Engine::Vlp16(d) => d.decode(&packet, |d| {
+                asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
+            }),
+            Engine::Multi(d) => d.decode(&packet, |d| {
+                asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
+            }),
+        }
         self.assembler.end_packet(out);
         Ok(())
     }
