@@ -39,7 +39,9 @@
 //! ## Packet accounting
 //! `packets_received` counts the data packets decoded while the frame was open, including the
 //! completing packet shared with the previous frame. `packets_expected` adds an estimate of the
-//! packets lost: gaps in the sensor timestamps (`round(Δt / packet interval) - 1`), and, for a
+//! packets lost: gaps in the sensor timestamps (`round(Δt / packet interval) - 1`, bounded by
+//! the azimuth turned since the previous packet's last block over the per-packet advance, so a
+//! sensor that only emits a sector is not counted as losing the rest), and, for a
 //! frame that did not begin at a cut (first frame, after a timeout) or did not end at one
 //! (timeout, flush, overlong), the azimuth between the cut and the first/last packet divided by
 //! the azimuth advance per packet. A complete frame has `packets_expected == packets_received`.
@@ -174,17 +176,31 @@ impl ScanAssembler {
             self.close_partial(out);
         }
         // Loss detection on the sensor clock.
-        if self.cur.open
+        if (self.cur.open || self.at_cut)
             && let Some(prev) = self.last_sensor_ns
             && info.interval_ns > 0
         {
             let dt = info.sensor_ns.saturating_sub(prev);
             if dt > info.interval_ns + info.interval_ns / 2 {
                 let missing = (dt + info.interval_ns / 2) / info.interval_ns - 1;
+                // A sensor that only sends a sector (sensor-side FoV) pauses without losing
+                // anything: also bound the estimate by the azimuth turned since the previous
+                // packet's last block, in packet advances.
+                let az_missing = match self.last {
+                    Some(l) => {
+                        let gap = phased(
+                            u32::from(info.first_azimuth_cdeg),
+                            u32::from(l.last_azimuth_cdeg),
+                        );
+                        let adv = info.advance_cdeg.max(1);
+                        u64::from((gap + adv / 2) / adv)
+                    }
+                    None => missing,
+                };
                 self.cur.lost = self
                     .cur
                     .lost
-                    .saturating_add(missing.min(u64::from(u32::MAX)) as u32);
+                    .saturating_add(missing.min(az_missing).min(u64::from(u32::MAX)) as u32);
             }
         }
         // Nebula's completion test.
