@@ -177,6 +177,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref().get(offset).copied().unwrap_or(0)
     }
 
+    /// The whole underlying buffer.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
     /// Byte at `offset`, 0 past the end of the buffer.
     pub(crate) fn byte_at(&self, offset: usize) -> u8 {
         self.byte(offset)
@@ -324,6 +329,33 @@ pub struct Vlp16Decoder {
     trig: Box<[[f32; 2]]>,
     /// `rot_correction` of each laser in 0.01° units (f64, as Nebula computes it).
     rot_cdeg: [f64; LASERS],
+    /// Per-laser constants of the hot loop (index = laser id); `valid` false for a laser
+    /// missing from the calibration.
+    lasers: [LaserConst; LASERS],
+    /// Firing time of each slot in µs as Nebula's f32 expression `laser·2.304 + firing·55.296`.
+    slot_us: [f32; SLOTS_PER_BLOCK],
+}
+
+/// Per-laser constants of [`Vlp16Decoder::decode`].
+#[derive(Clone, Copy, Debug, Default)]
+struct LaserConst {
+    valid: bool,
+    cos_vert: f32,
+    sin_vert: f32,
+    dist_correction: f32,
+    vert: f32,
+    ring: u16,
+}
+
+/// Radians per 0.01° (`π / 18000`).
+const RAD_PER_CDEG: f64 = PI / 18_000.0;
+
+/// `round()` of a non-negative f32 without a libm call: exact, since `x + 0.5` is exact in f64
+/// for every f32 `x`, and truncation of a non-negative value is `floor`. Equals `f32::round`
+/// (half away from zero) for `x >= 0`.
+#[inline(always)]
+fn round_pos(x: f32) -> u32 {
+    (f64::from(x) + 0.5) as u32
 }
 
 impl std::fmt::Debug for Vlp16Decoder {
@@ -347,14 +379,28 @@ impl Vlp16Decoder {
             })
             .collect();
         let mut rot_cdeg = [0.0; LASERS];
-        for (r, l) in rot_cdeg.iter_mut().zip(&calib.lasers) {
+        let mut lasers = [LaserConst::default(); LASERS];
+        for ((r, lc), l) in rot_cdeg.iter_mut().zip(&mut lasers).zip(&calib.lasers) {
             *r = f64::from(l.rot_correction) * 180.0 / PI * 100.0;
+            *lc = LaserConst {
+                valid: true,
+                cos_vert: l.cos_vert,
+                sin_vert: l.sin_vert,
+                dist_correction: l.dist_correction,
+                vert: l.vert_correction,
+                ring: l.ring,
+            };
         }
+        let slot_us = std::array::from_fn(|slot| {
+            (slot % LASERS) as f32 * 2.304f32 + (slot / LASERS) as f32 * 55.296f32
+        });
         Self {
             calib,
             settings,
             trig,
             rot_cdeg,
+            lasers,
+            slot_us,
         }
     }
 
@@ -430,99 +476,108 @@ impl Vlp16Decoder {
     /// as is any point whose partner slot has no return. Otherwise the type combines
     /// first/last (by distance) and strongest/weak (by reflectivity; on a tie the "last" one
     /// is strongest); see [`DecodeFlavor`] for which distance counts as "first".
+    ///
+    /// Hot loop: the packet is viewed as 12 fixed-size `[u8; 100]` blocks so no byte access is
+    /// bounds-checked; sines/cosines, per-laser constants and slot firing times are tables; the
+    /// only division left is Nebula's `/ 110.592` (kept for bit-exact azimuth rounding).
     pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+        let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
+            return;
+        };
+        let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
         let mode = p.return_mode();
         let dual = mode == ReturnMode::Dual;
         let s = &self.settings;
         let res = self.calib.distance_resolution_m;
-        for block in 0..BLOCKS {
+        let (min_r, max_r) = (s.min_range_m, s.max_range_m);
+        let nebula = s.flavor == DecodeFlavor::Nebula;
+        let single_type = match mode {
+            ReturnMode::Last => ReturnType::Last,
+            ReturnMode::First => ReturnType::First,
+            _ => ReturnType::Strongest,
+        };
+        let empty = [0u8; BLOCK_LEN];
+        for (block, blk) in blocks.iter().enumerate().take(BLOCKS) {
             let (az, diff) = self.block_azimuth(p, dual, block);
-            if s.flavor == DecodeFlavor::Nebula
+            if nebula
                 && let Some(fov) = s.fov
                 && !fov.block_passes(az)
             {
                 continue;
             }
             let partner = block ^ 1;
+            let pblk = if dual {
+                blocks.get(partner).unwrap_or(&empty)
+            } else {
+                &empty
+            };
+            let azf0 = f32::from(az);
             for slot in 0..SLOTS_PER_BLOCK {
-                let laser = slot % LASERS;
-                let firing = slot / LASERS;
-                let raw = p.distance_raw(block, slot);
-                let other = if dual {
-                    p.distance_raw(partner, slot)
-                } else {
-                    0
-                };
+                let o = 4 + 3 * slot;
+                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
+                let other = u16::from_le_bytes([pblk[o], pblk[o + 1]]);
                 if raw == 0 || (dual && block % 2 == 1 && other == raw) {
                     continue;
                 }
-                let Some(corr) = self.calib.lasers.get(laser) else {
+                let laser = slot % LASERS;
+                let l = self.lasers[laser];
+                if !l.valid {
                     continue;
-                };
+                }
                 let mut distance = f32::from(raw) * res;
                 if distance > 1e-6 {
-                    distance += corr.dist_correction;
+                    distance += l.dist_correction;
                 }
                 let d = f64::from(distance);
-                if !(d > s.min_range_m && d < s.max_range_m) {
+                if !(d > min_r && d < max_r) {
                     continue;
                 }
                 // Same arithmetic and precision as Nebula (f32 interpolation, f64 correction).
-                let frac =
-                    diff * (laser as f32 * 2.304f32 + firing as f32 * 55.296f32) / 110.592f32;
-                let mut azf = (f64::from(f32::from(az) + frac) - self.rot_cdeg[laser]) as f32;
+                let frac = diff * self.slot_us[slot] / 110.592f32;
+                let mut azf = (f64::from(azf0 + frac) - self.rot_cdeg[laser]) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
                 }
-                let azc = (azf.round() as u32) % AZIMUTH_UNITS;
+                let azc = round_pos(azf) % AZIMUTH_UNITS;
                 if let Some(fov) = s.fov
                     && !fov.point_passes(azc)
                 {
                     continue;
                 }
                 let [cos_az, sin_az] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
-                let xy = distance * corr.cos_vert;
-                let intensity = p.reflectivity(block, slot);
-                let return_type = match mode {
-                    ReturnMode::Last => ReturnType::Last,
-                    ReturnMode::First => ReturnType::First,
-                    ReturnMode::Strongest
-                    | ReturnMode::FirstLast
-                    | ReturnMode::FirstStrongest
-                    | ReturnMode::Triple => ReturnType::Strongest,
-                    ReturnMode::Dual => {
-                        if other == 0 || other == raw {
-                            ReturnType::Identical
+                let xy = distance * l.cos_vert;
+                let intensity = blk[o + 2];
+                let return_type = if dual {
+                    if other == 0 || other == raw {
+                        ReturnType::Identical
+                    } else {
+                        let other_i = pblk[o + 2];
+                        let first = if nebula { raw > other } else { raw < other };
+                        let strongest = if other_i == intensity {
+                            !first
                         } else {
-                            let other_i = p.reflectivity(partner, slot);
-                            let first = match s.flavor {
-                                DecodeFlavor::Nebula => raw > other,
-                                DecodeFlavor::Manual => raw < other,
-                            };
-                            let strongest = if other_i == intensity {
-                                !first
-                            } else {
-                                intensity > other_i
-                            };
-                            match (first, strongest) {
-                                (true, true) => ReturnType::FirstStrongest,
-                                (false, true) => ReturnType::LastStrongest,
-                                (true, false) => ReturnType::FirstWeak,
-                                (false, false) => ReturnType::LastWeak,
-                            }
+                            intensity > other_i
+                        };
+                        match (first, strongest) {
+                            (true, true) => ReturnType::FirstStrongest,
+                            (false, true) => ReturnType::LastStrongest,
+                            (true, false) => ReturnType::FirstWeak,
+                            (false, false) => ReturnType::LastWeak,
                         }
                     }
+                } else {
+                    single_type
                 };
                 emit(DecodedPoint {
                     point: PointXYZIRCAEDT {
                         x: xy * cos_az,
                         y: -(xy * sin_az),
-                        z: distance * corr.sin_vert,
+                        z: distance * l.sin_vert,
                         intensity,
                         return_type: return_type as u8,
-                        channel: corr.ring,
-                        azimuth: (f64::from(azc) * 0.01 * PI / 180.0) as f32,
-                        elevation: corr.vert_correction,
+                        channel: l.ring,
+                        azimuth: (f64::from(azc) * RAD_PER_CDEG) as f32,
+                        elevation: l.vert,
                         distance,
                         time_stamp: 0,
                     },
@@ -572,7 +627,7 @@ pub struct VelodyneStream {
 /// The point decoder in use.
 #[derive(Debug)]
 enum Engine {
-    Vlp16(Vlp16Decoder),
+    Vlp16(Box<Vlp16Decoder>),
     Multi(multi::MultiDecoder),
 }
 
@@ -604,7 +659,7 @@ impl VelodyneStream {
         let mut assembler =
             ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
         let engine = if cfg.model == SensorModel::Vlp16 {
-            Engine::Vlp16(Vlp16Decoder::new(calib, settings))
+            Engine::Vlp16(Box::new(Vlp16Decoder::new(calib, settings)))
         } else {
             // Nebula's VLP-32/HDL decoder never carries points past the cut into the next
             // frame (its phase test is not taken modulo 360°): the cut falls between packets.

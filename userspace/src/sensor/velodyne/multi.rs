@@ -304,6 +304,8 @@ struct Laser {
     frac: f32,
     /// Intensity focal offset `256·(1 − fd/13100)²`.
     focal_offset: f32,
+    /// Firing time of the laser inside its sequence, ns ([`firing_offset_ns`] of block 0).
+    laser_ns: u32,
 }
 
 /// The point decoder for VLP-32C, HDL-32E, HDL-64E S2/S3 and VLS-128 (module docs): calibration
@@ -363,6 +365,7 @@ impl MultiDecoder {
                     rot_cdeg: f64::from(rot) * 180.0 / PI * 100.0,
                     frac,
                     focal_offset: 256.0 * (1.0 - fd / 13100.0) * (1.0 - fd / 13100.0),
+                    laser_ns: firing_offset_ns(model, ReturnMode::Strongest, 0, i),
                 }
             })
             .collect();
@@ -452,10 +455,22 @@ impl MultiDecoder {
         let vls = model == SensorModel::Vls128;
         let nblocks = data_blocks(model, mode);
         let azs = self.azimuths(p, mode);
-        for (block, &(az, diff)) in azs.iter().enumerate().take(nblocks) {
-            let Some(origin) = bank_origin(model, p.byte_at(block * BLOCK_LEN + 1)) else {
+        let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
+            return;
+        };
+        let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
+        let empty = [0u8; BLOCK_LEN];
+        let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !vls;
+        for (block, (&(az, diff), blk)) in azs.iter().zip(blocks).enumerate().take(nblocks) {
+            let Some(origin) = bank_origin(model, blk[1]) else {
                 continue;
             };
+            let pblk = if dual {
+                blocks.get(block ^ 1).unwrap_or(&empty)
+            } else {
+                &empty
+            };
+            let seq_ns = sequence_of_block(model, mode, block) as u32 * sequence_ns(model);
             if let Some(fov) = s.fov
                 && !self.block_in_fov(fov, p.azimuth(block), az)
             {
@@ -463,15 +478,11 @@ impl MultiDecoder {
             }
             // Nebula's VLP-32 expression `diff * 2.304f / 55.296f * j`, left to right.
             let nebula_step = diff * 2.304f32 / 55.296f32;
-            let partner = block ^ 1;
             for slot in 0..SLOTS_PER_BLOCK {
+                let o = 4 + 3 * slot;
                 let laser = usize::from(origin) + slot;
-                let raw = p.distance_raw(block, slot);
-                let other = if dual {
-                    p.distance_raw(partner, slot)
-                } else {
-                    0
-                };
+                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
+                let other = u16::from_le_bytes([pblk[o], pblk[o + 1]]);
                 if raw == 0 || (dual && block % 2 == 1 && other == raw) {
                     continue;
                 }
@@ -489,15 +500,17 @@ impl MultiDecoder {
                 if !(d > s.min_range_m && d < s.max_range_m) {
                     continue;
                 }
-                let interp = match (s.flavor, vls) {
-                    (DecodeFlavor::Nebula, false) => nebula_step * l.frac,
-                    _ => diff * l.frac,
+                let interp = if nebula_vlp {
+                    nebula_step * l.frac
+                } else {
+                    diff * l.frac
                 };
                 let mut azf = (f64::from(f32::from(az) + interp) - l.rot_cdeg) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
                 }
-                let azc = (azf.round() as u32) % AZIMUTH_UNITS;
+                // round() of a non-negative f32, exactly, without a libm call.
+                let azc = ((f64::from(azf) + 0.5) as u32) % AZIMUTH_UNITS;
                 if let Some(fov) = s.fov
                     && (vls || s.flavor == DecodeFlavor::Manual)
                     && !fov_point_passes(fov, azc)
@@ -511,13 +524,11 @@ impl MultiDecoder {
                 } else {
                     full_model(&c, distance, ca, sa)
                 };
-                let mut intensity = p.reflectivity(block, slot);
+                let mut intensity = blk[o + 2];
                 if !vls {
                     intensity = corrected_intensity(&c, l.focal_offset, intensity, raw);
                 }
-                let return_type = return_type(mode, raw, other, intensity, || {
-                    p.reflectivity(partner, slot)
-                });
+                let return_type = return_type(mode, raw, other, intensity, || pblk[o + 2]);
                 emit(DecodedPoint {
                     point: PointXYZIRCAEDT {
                         x,
@@ -526,13 +537,13 @@ impl MultiDecoder {
                         intensity,
                         return_type: return_type as u8,
                         channel: c.ring,
-                        azimuth: (f64::from(azc) * 0.01 * PI / 180.0) as f32,
+                        azimuth: (f64::from(azc) * (PI / 18_000.0)) as f32,
                         elevation: c.vert_correction,
                         distance,
                         time_stamp: 0,
                     },
                     azimuth_cdeg: azc as u16,
-                    offset_ns: firing_offset_ns(model, mode, block, laser),
+                    offset_ns: seq_ns + l.laser_ns,
                     block: block as u8,
                     slot: laser as u8,
                 });
