@@ -117,3 +117,64 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
         assert!((units - units.round()).abs() < 1e-2, "{}", p.distance);
     }
 }
+
+/// Firmware timing variants: the shared capture (165.8 µs per packet) selects the 55.296 µs
+/// sequence table; packets 159.9 µs apart (early firmware) select 53.3 µs, which moves the
+/// points of the second firing sequence (blocks 4-7) to 53.3 µs + group offset.
+#[test]
+fn firmware_timing_variant_from_packet_spacing() {
+    use lidarxdp::sensor::VendorDecoder;
+    use lidarxdp::sensor::velodyne::VelodyneStream;
+    let cfg = SensorConfig::new(
+        0,
+        SensorModel::Vls128,
+        format!("{DIR}calibration/VLS128.yaml"),
+    );
+    let pkts: Vec<Vec<u8>> = lidarxdp::offline::udp_payloads(Path::new(&format!(
+        "{DIR}vls128_strongest_nebula_2193pkt.pcap"
+    )))
+    .unwrap()
+    .take(40)
+    .map(|d| d.unwrap().payload)
+    .collect();
+    let run = |spacing_us: u32| {
+        let mut s = VelodyneStream::new(&cfg, PipelineOptions::default()).unwrap();
+        assert_eq!(s.firing_sequence_ns(), Some(55_296));
+        let mut out = Vec::new();
+        for (i, p) in pkts.iter().enumerate() {
+            let mut p = p.clone();
+            // Rewrite the stamps: 55,311,567 µs past the hour + i · spacing.
+            let us = 55_311_567 + i as u32 * spacing_us;
+            p[1200..1204].copy_from_slice(&us.to_le_bytes());
+            s.push(&p, 1_585_897_255_313_147_068 + i as u64 * 160_000, &mut out)
+                .unwrap();
+        }
+        s.flush(&mut out);
+        (s.firing_sequence_ns(), out)
+    };
+    let (seq, frames) = run(166);
+    assert_eq!(seq, Some(55_296));
+    // Block 4 (sequence 1), laser 0 (group 0) of packet 0: 55.296 µs after the first firing.
+    let p = frames[0]
+        .points
+        .iter()
+        .find(|p| p.time_stamp >= 50_000)
+        .unwrap();
+    assert_eq!(p.time_stamp, 55_296);
+    let (seq, frames) = run(160);
+    assert_eq!(seq, Some(53_300));
+    // Packet 0 is decoded before the spacing is known; packet 1 onwards use 53.3 µs:
+    // packet 1 is 160 µs after packet 0, its block 4 laser 0 at 160 + 53.3 µs.
+    assert!(
+        frames[0]
+            .points
+            .iter()
+            .any(|p| p.time_stamp == 160_000 + 53_300)
+    );
+    assert!(
+        !frames[0]
+            .points
+            .iter()
+            .any(|p| p.time_stamp == 160_000 + 55_296)
+    );
+}

@@ -686,6 +686,15 @@ impl VelodyneStream {
         self.product_mismatches
     }
 
+    /// Firing-sequence period in use for the 32/64/128-laser models, ns (for a VLS-128 it
+    /// follows the firmware variant detected from the packet spacing); `None` for a VLP-16.
+    pub fn firing_sequence_ns(&self) -> Option<u32> {
+        match &self.engine {
+            Engine::Vlp16(_) => None,
+            Engine::Multi(d) => Some(d.sequence_ns()),
+        }
+    }
+
     /// The model named by the product-id byte of the last decoded packet, if any
     /// (auto-detection; `None` for HDL-64E, whose byte 1205 is a status byte).
     pub fn detected_model(&self) -> Option<SensorModel> {
@@ -757,7 +766,7 @@ impl VendorDecoder for VelodyneStream {
                     seqs,
                 )
             }
-            Engine::Multi(_) => {
+            Engine::Multi(d) => {
                 let m = multi::return_mode(model, &packet);
                 let bps = multi::blocks_per_sequence(model)
                     * if m == ReturnMode::Dual && model != SensorModel::Vls128 {
@@ -767,14 +776,25 @@ impl VendorDecoder for VelodyneStream {
                     };
                 (
                     m,
-                    multi::packet_interval_ns(model, m),
+                    d.packet_interval_ns(m),
                     bps,
                     multi::data_blocks(model, m) / bps,
                 )
             }
         };
         self.return_mode = Some(mode);
+        let prev_sensor_ns = self.clock.map(|(_, s)| s);
         let mut sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
+        // VLS-128 firmware variants differ in firing-sequence period: pick the timing table
+        // from the spacing of consecutive single-return packets.
+        if model == SensorModel::Vls128
+            && mode != ReturnMode::Dual
+            && let Engine::Multi(d) = &mut self.engine
+            && let Some(prev) = prev_sensor_ns
+            && let Some(seq) = multi::vls128_sequence_from_spacing(sensor_ns.saturating_sub(prev))
+        {
+            d.set_sequence_ns(seq);
+        }
         if model == SensorModel::Vls128 {
             sensor_ns = sensor_ns.saturating_sub(multi::VLS128_STAMP_LEAD_NS);
         }

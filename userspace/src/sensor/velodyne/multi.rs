@@ -91,9 +91,24 @@ pub const VLS128_DISTANCE_UNIT_M: f32 = 0.004;
 pub const VLS128_STAMP_LEAD_NS: u64 = 8_700;
 /// VLS-128 firing-group spacing, ns (2.665 µs).
 pub const VLS128_GROUP_NS: u32 = 2_665;
-/// VLS-128 firing-sequence period, ns (16 groups + maintenance; 55.296 µs, measured 165.8 µs
-/// per 3-sequence packet on the shared capture).
+/// VLS-128 firing-sequence period of current firmware, ns (55.296 µs: the shared capture's
+/// packets are 165.8 µs apart, 3 sequences each).
 pub const VLS128_SEQUENCE_NS: u32 = 55_296;
+/// VLS-128 firing-sequence period of early firmware, ns (53.3 µs, the value of the early
+/// manual's timing table that ros-drivers and Nebula still use; 159.9 µs per packet).
+pub const VLS128_SEQUENCE_EARLY_NS: u32 = 53_300;
+
+/// Which VLS-128 timing table a packet spacing (ns between consecutive packet stamps, single
+/// return, 3 sequences per packet) indicates: [`VLS128_SEQUENCE_EARLY_NS`] below 162.9 µs,
+/// [`VLS128_SEQUENCE_NS`] from there up to 175 µs; `None` for any other spacing (loss, dual
+/// return, first packet), which must not change the table in use.
+pub const fn vls128_sequence_from_spacing(dt_ns: u64) -> Option<u32> {
+    match dt_ns {
+        150_000..=162_899 => Some(VLS128_SEQUENCE_EARLY_NS),
+        162_900..=175_000 => Some(VLS128_SEQUENCE_NS),
+        _ => None,
+    }
+}
 /// VLP-32C laser-pair spacing, ns (2.304 µs; lasers fire two at a time).
 pub const VLP32C_PAIR_NS: u32 = 2_304;
 /// VLP-32C firing-sequence period, ns (55.296 µs).
@@ -273,6 +288,7 @@ pub const fn sequence_of_block(model: SensorModel, mode: ReturnMode, block: usiz
 /// * HDL-64E: `seq·48 µs` ([`HDL64E_SEQUENCE_NS`]);
 /// * VLS-128: `seq·55.296 µs + (g + g/8)·2.665 µs`, group `g = laser/8` (one maintenance slot
 ///   after group 7); the packet's sensor time is its stamp − 8.7 µs ([`VLS128_STAMP_LEAD_NS`]).
+///   Early firmware fires sequences 53.3 µs apart: [`MultiDecoder::set_sequence_ns`].
 ///
 /// `seq` is [`sequence_of_block`].
 pub const fn firing_offset_ns(
@@ -318,6 +334,8 @@ pub struct MultiDecoder {
     lasers: Vec<Laser>,
     /// `(cos, sin)` of every azimuth unit, f32.
     trig: Box<[[f32; 2]]>,
+    /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant).
+    seq_ns: u32,
 }
 
 impl std::fmt::Debug for MultiDecoder {
@@ -381,7 +399,26 @@ impl MultiDecoder {
             unit_m,
             lasers,
             trig,
+            seq_ns: sequence_ns(model),
         }
+    }
+
+    /// Firing-sequence period in use, ns.
+    pub fn sequence_ns(&self) -> u32 {
+        self.seq_ns
+    }
+
+    /// Selects the firing-sequence period, ns (VLS-128 firmware variants:
+    /// [`VLS128_SEQUENCE_NS`] or [`VLS128_SEQUENCE_EARLY_NS`], see
+    /// [`vls128_sequence_from_spacing`]). Affects `offset_ns` (point times) only; the azimuth
+    /// interpolation of the Nebula flavour keeps Nebula's constants.
+    pub fn set_sequence_ns(&mut self, ns: u32) {
+        self.seq_ns = ns;
+    }
+
+    /// Nominal time between two data packets in `mode` with the period in use, ns.
+    pub fn packet_interval_ns(&self, mode: ReturnMode) -> u64 {
+        sequences_per_packet(self.model, mode) as u64 * u64::from(self.seq_ns)
     }
 
     /// The configured model.
@@ -470,7 +507,7 @@ impl MultiDecoder {
             } else {
                 &empty
             };
-            let seq_ns = sequence_of_block(model, mode, block) as u32 * sequence_ns(model);
+            let seq_ns = sequence_of_block(model, mode, block) as u32 * self.seq_ns;
             if let Some(fov) = s.fov
                 && !self.block_in_fov(fov, p.azimuth(block), az)
             {
