@@ -334,7 +334,15 @@ pub struct Vlp16Decoder {
     lasers: [LaserConst; LASERS],
     /// Firing time of each slot in µs as Nebula's f32 expression `laser·2.304 + firing·55.296`.
     slot_us: [f32; SLOTS_PER_BLOCK],
+    /// `frac[diff][slot] = diff · slot_us[slot] / 110.592` (f32, Nebula's expression) for every
+    /// integer block advance `diff` in `0..FRAC_DIFFS`: the hot loop looks the interpolation
+    /// up instead of dividing; larger advances (only across gaps) are computed directly.
+    frac: Box<[[f32; SLOTS_PER_BLOCK]]>,
 }
+
+/// Block advances (0.01°) covered by the interpolation table: up to 2.55°, far above the
+/// 0.4° of a VLP-16 at 20 Hz.
+const FRAC_DIFFS: usize = 256;
 
 /// Per-laser constants of [`Vlp16Decoder::decode`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -394,6 +402,9 @@ impl Vlp16Decoder {
         let slot_us = std::array::from_fn(|slot| {
             (slot % LASERS) as f32 * 2.304f32 + (slot / LASERS) as f32 * 55.296f32
         });
+        let frac = (0..FRAC_DIFFS)
+            .map(|d| std::array::from_fn(|slot| d as f32 * slot_us[slot] / 110.592f32))
+            .collect();
         Self {
             calib,
             settings,
@@ -401,6 +412,7 @@ impl Vlp16Decoder {
             rot_cdeg,
             lasers,
             slot_us,
+            frac,
         }
     }
 
@@ -478,8 +490,9 @@ impl Vlp16Decoder {
     /// is strongest); see [`DecodeFlavor`] for which distance counts as "first".
     ///
     /// Hot loop: the packet is viewed as 12 fixed-size `[u8; 100]` blocks so no byte access is
-    /// bounds-checked; sines/cosines, per-laser constants and slot firing times are tables; the
-    /// only division left is Nebula's `/ 110.592` (kept for bit-exact azimuth rounding).
+    /// bounds-checked; sines/cosines, per-laser constants and the interpolation
+    /// `diff · t / 110.592` (Nebula's f32 expression, bit-exact) are tables: no division per
+    /// point.
     pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
         let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
             return;
@@ -512,6 +525,8 @@ impl Vlp16Decoder {
                 &empty
             };
             let azf0 = f32::from(az);
+            // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
+            let table = self.frac.get(diff as usize);
             for slot in 0..SLOTS_PER_BLOCK {
                 let o = 4 + 3 * slot;
                 let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
@@ -533,7 +548,10 @@ impl Vlp16Decoder {
                     continue;
                 }
                 // Same arithmetic and precision as Nebula (f32 interpolation, f64 correction).
-                let frac = diff * self.slot_us[slot] / 110.592f32;
+                let frac = match table {
+                    Some(t) => t[slot],
+                    None => diff * self.slot_us[slot] / 110.592f32,
+                };
                 let mut azf = (f64::from(azf0 + frac) - self.rot_cdeg[laser]) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
