@@ -1,4 +1,7 @@
-//! Velodyne VLP-16 data packets: a zero-copy packet view and a sans-IO point decoder.
+//! Velodyne data packets: a zero-copy packet view, the VLP-16 point decoder, and the
+//! [`VelodyneStream`] (decoder + sensor clock + scan assembly) for every Velodyne model. The
+//! VLP-32C, HDL-32E, HDL-64E S2/S3 and VLS-128 decoder lives in [`multi`]; the stream picks it
+//! from the configured model. Overview and verification: `docs/sensors.md`, section Velodyne.
 //!
 //! Source: *VLP-16 User Manual* (Velodyne, 63-9243), section 9 "Sensor Data": data packet format
 //! and firing timing table. Cross-checked against Tier IV Nebula's `vlp16_decoder.cpp`.
@@ -493,13 +496,23 @@ impl Vlp16Decoder {
     /// bounds-checked; sines/cosines, per-laser constants and the interpolation
     /// `diff · t / 110.592` (Nebula's f32 expression, bit-exact) are tables: no division per
     /// point.
-    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+    pub fn decode(&self, p: &Packet<&[u8]>, emit: impl FnMut(DecodedPoint)) {
+        // Two monomorphised loops: the single-return one carries no dual-return code.
+        if p.return_mode() == ReturnMode::Dual {
+            self.decode_mode::<true>(p, emit);
+        } else {
+            self.decode_mode::<false>(p, emit);
+        }
+    }
+
+    #[inline(always)]
+    fn decode_mode<const DUAL: bool>(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
         let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
             return;
         };
         let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
         let mode = p.return_mode();
-        let dual = mode == ReturnMode::Dual;
+        let dual = DUAL;
         let s = &self.settings;
         let res = self.calib.distance_resolution_m;
         let (min_r, max_r) = (s.min_range_m, s.max_range_m);
@@ -530,8 +543,12 @@ impl Vlp16Decoder {
             for slot in 0..SLOTS_PER_BLOCK {
                 let o = 4 + 3 * slot;
                 let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
-                let other = u16::from_le_bytes([pblk[o], pblk[o + 1]]);
-                if raw == 0 || (dual && block % 2 == 1 && other == raw) {
+                let other = if DUAL {
+                    u16::from_le_bytes([pblk[o], pblk[o + 1]])
+                } else {
+                    0
+                };
+                if raw == 0 || (DUAL && block % 2 == 1 && other == raw) {
                     continue;
                 }
                 let laser = slot % LASERS;
@@ -556,7 +573,10 @@ impl Vlp16Decoder {
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
                 }
-                let azc = round_pos(azf) % AZIMUTH_UNITS;
+                let mut azc = round_pos(azf);
+                if azc >= AZIMUTH_UNITS {
+                    azc %= AZIMUTH_UNITS;
+                }
                 if let Some(fov) = s.fov
                     && !fov.point_passes(azc)
                 {
