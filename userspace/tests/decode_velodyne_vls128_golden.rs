@@ -110,6 +110,24 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
     .unwrap();
     assert_eq!(frames[1].points.len(), gt.len());
     assert!(max_error(&frames[1].points, &gt) < 1e-5);
+    // The table says 7 mm; the decoder uses 4 mm.
+    let calib = lidarxdp::sensor::calibration::VelodyneCalibration::from_file(
+        Path::new(&format!("{DIR}calibration/VLS128.yaml")),
+        128,
+    )
+    .unwrap();
+    assert_eq!(calib.distance_resolution_m, 0.007);
+    let d = lidarxdp::sensor::velodyne::multi::MultiDecoder::new(
+        SensorModel::Vls128,
+        &calib,
+        lidarxdp::sensor::velodyne::DecoderSettings {
+            min_range_m: 0.3,
+            max_range_m: 300.0,
+            fov: None,
+            flavor: DecodeFlavor::Nebula,
+        },
+    );
+    assert_eq!(d.distance_unit_m(), 0.004);
     // Every distance is a multiple of 4 mm (no dist_correction in the table).
     for p in &frames[1].points {
         // f32 distances: about 6e-8 relative error, < 0.01 of a 4 mm unit up to 300 m.

@@ -330,4 +330,41 @@ mod tests {
         let e = VelodyneCalibration::from_file(Path::new("/nonexistent.yaml"), 16).unwrap_err();
         assert!(matches!(e, ConfigError::CalibrationIo { .. }));
     }
+
+    #[test]
+    fn full_hdl64_fields_parse_and_validate() {
+        let yaml = "lasers:\n- {laser_id: 0, rot_correction: 0.05, vert_correction: -0.12, \
+                    dist_correction: 1.2, dist_correction_x: 1.25, dist_correction_y: 1.18, \
+                    two_pt_correction_available: true, vert_offset_correction: 0.2, \
+                    horiz_offset_correction: 0.026, focal_distance: 1500, focal_slope: 1.1, \
+                    min_intensity: 5.7, max_intensity: 250.2}\n\
+                    - {laser_id: 1, rot_correction: 0.0, vert_correction: 0.1}\n";
+        let c = VelodyneCalibration::from_yaml_str(yaml, 2).unwrap();
+        let l = c.lasers[0];
+        assert!(l.two_pt_correction);
+        assert_eq!(
+            (
+                l.dist_correction_x,
+                l.dist_correction_y,
+                l.vert_offset,
+                l.horiz_offset
+            ),
+            (1.25, 1.18, 0.2, 0.026)
+        );
+        assert_eq!((l.focal_distance, l.focal_slope), (1500.0, 1.1));
+        // Clamps are floored, as ros-drivers/Nebula do.
+        assert_eq!((l.min_intensity, l.max_intensity), (5.0, 250.0));
+        // Defaults for a laser without the optional keys.
+        let d = c.lasers[1];
+        assert!(!d.two_pt_correction);
+        assert_eq!(
+            (d.min_intensity, d.max_intensity, d.focal_slope),
+            (0.0, 255.0, 0.0)
+        );
+        let bad = yaml.replace("min_intensity: 5.7", "min_intensity: 251");
+        let e = VelodyneCalibration::from_yaml_str(&bad, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lasers[0].max_intensity"), "{e}");
+    }
 }
