@@ -17,7 +17,12 @@
 //! 3. The next frame starts at the completing packet: its start time is that packet's sensor
 //!    time and the moved points' `time_stamp` are rebased onto it.
 //!
-//! So a frame is one turn `[cut, cut + 360°)`, split at point granularity. Reference:
+//! So a frame is one turn `[cut, cut + 360°)`, split at point granularity.
+//!
+//! [`ScanAssembler::set_carry_limit_cdeg`] changes the 90° of rule 2; a limit of 0 carries
+//! nothing (Nebula's VLP-32/HDL decoder: the whole completing packet stays in the frame). Then
+//! the next frame opens at its own first packet (start time, `packets_received` from there), not
+//! at the completing packet. Reference:
 //! Nebula `VelodyneScanDecoder::check_and_handle_scan_complete` and
 //! `Vlp16Decoder::get_pointcloud` / `reset_overflow` (tier4/nebula, 2026).
 //!
@@ -34,7 +39,9 @@
 //! ## Packet accounting
 //! `packets_received` counts the data packets decoded while the frame was open, including the
 //! completing packet shared with the previous frame. `packets_expected` adds an estimate of the
-//! packets lost: gaps in the sensor timestamps (`round(Δt / packet interval) - 1`), and, for a
+//! packets lost: gaps in the sensor timestamps (`round(Δt / packet interval) - 1`, bounded by
+//! the azimuth turned since the previous packet's last block over the per-packet advance, so a
+//! sensor that only emits a sector is not counted as losing the rest), and, for a
 //! frame that did not begin at a cut (first frame, after a timeout) or did not end at one
 //! (timeout, flush, overlong), the azimuth between the cut and the first/last packet divided by
 //! the azimuth advance per packet. A complete frame has `packets_expected == packets_received`.
@@ -99,6 +106,10 @@ pub struct ScanAssembler {
     last: Option<PacketInfo>,
     cut_pending: bool,
     packet_sensor_ns: u64,
+    carry_limit_cdeg: u32,
+    /// The previous frame ended at a cut with nothing carried: the next packet opens a frame
+    /// that begins at the cut (no lost-packet estimate for its start).
+    at_cut: bool,
 }
 
 fn phased(az: u32, cut: u32) -> u32 {
@@ -128,7 +139,16 @@ impl ScanAssembler {
             last: None,
             cut_pending: false,
             packet_sensor_ns: 0,
+            carry_limit_cdeg: CARRY_LIMIT_CDEG,
+            at_cut: false,
         }
+    }
+
+    /// Sets the phased azimuth below which the trailing points of the completing packet move to
+    /// the next frame, 0.01° (default [`CARRY_LIMIT_CDEG`], 90°; 0 carries nothing, see the
+    /// module docs). Values above 36000 are clamped.
+    pub fn set_carry_limit_cdeg(&mut self, limit: u32) {
+        self.carry_limit_cdeg = limit.min(AZIMUTH_UNITS);
     }
 
     /// Number of points in the frame in progress (including points carried over from the cut).
@@ -156,17 +176,31 @@ impl ScanAssembler {
             self.close_partial(out);
         }
         // Loss detection on the sensor clock.
-        if self.cur.open
+        if (self.cur.open || self.at_cut)
             && let Some(prev) = self.last_sensor_ns
             && info.interval_ns > 0
         {
             let dt = info.sensor_ns.saturating_sub(prev);
             if dt > info.interval_ns + info.interval_ns / 2 {
                 let missing = (dt + info.interval_ns / 2) / info.interval_ns - 1;
+                // A sensor that only sends a sector (sensor-side FoV) pauses without losing
+                // anything: also bound the estimate by the azimuth turned since the previous
+                // packet's last block, in packet advances.
+                let az_missing = match self.last {
+                    Some(l) => {
+                        let gap = phased(
+                            u32::from(info.first_azimuth_cdeg),
+                            u32::from(l.last_azimuth_cdeg),
+                        );
+                        let adv = info.advance_cdeg.max(1);
+                        u64::from((gap + adv / 2) / adv)
+                    }
+                    None => missing,
+                };
                 self.cur.lost = self
                     .cur
                     .lost
-                    .saturating_add(missing.min(u64::from(u32::MAX)) as u32);
+                    .saturating_add(missing.min(az_missing).min(u64::from(u32::MAX)) as u32);
             }
         }
         // Nebula's completion test.
@@ -183,10 +217,11 @@ impl ScanAssembler {
             self.cur.start_ns = info.sensor_ns;
             self.cur.host_ns = info.host_ns;
             let adv = info.advance_cdeg.max(1);
-            if first + adv <= AZIMUTH_UNITS {
+            if first + adv <= AZIMUTH_UNITS && !self.at_cut {
                 self.cur.lost = self.cur.lost.saturating_add(first.div_ceil(adv));
             }
         }
+        self.at_cut = false;
         self.cur.own_packet = true;
         self.cur.received = self.cur.received.saturating_add(1);
         self.last_host_ns = Some(info.host_ns);
@@ -218,7 +253,7 @@ impl ScanAssembler {
             .cur
             .azimuths
             .iter()
-            .rposition(|&a| phased(u32::from(a), cut) >= CARRY_LIMIT_CDEG)
+            .rposition(|&a| phased(u32::from(a), cut) >= self.carry_limit_cdeg)
             .map_or(0, |i| i + 1);
         let (new_start, new_host) = match self.last {
             Some(i) => (i.sensor_ns, i.host_ns),
@@ -242,6 +277,12 @@ impl ScanAssembler {
                 p
             }));
         next.azimuths.extend(self.cur.azimuths.drain(split..));
+        if self.carry_limit_cdeg == 0 {
+            // Nothing carried: the next frame opens at its own first packet.
+            next.open = false;
+            next.received = 0;
+            self.at_cut = true;
+        }
         let done = std::mem::replace(&mut self.cur, next);
         self.emit(done, 0, out);
         self.packets_since_cut = 0;
@@ -284,6 +325,7 @@ impl ScanAssembler {
         self.packets_since_cut = 0;
         self.prev_first_phased = 0;
         self.last_sensor_ns = None;
+        self.at_cut = false;
     }
 
     fn emit(&mut self, b: Building, extra_lost: u32, out: &mut Vec<Frame>) {

@@ -14,11 +14,17 @@
 //! distance_resolution: 0.002
 //! ```
 //!
-//! Angles are radians, distances metres. Like Nebula, the decoder applies `vert_correction`
-//! (elevation), `rot_correction` (azimuth offset) and `dist_correction` (added to every
-//! non-zero range). The remaining keys (`dist_correction_x/y`, `vert_offset_correction`,
-//! `horiz_offset_correction`, `focal_*`, `min/max_intensity`) are parsed and validated but not
-//! applied: they are zero in every VLP-16 factory table, and Nebula ignores them as well.
+//! Angles are radians, distances metres. The VLP-16 decoder applies, like Nebula's
+//! `Vlp16Decoder`, `vert_correction` (elevation), `rot_correction` (azimuth offset) and
+//! `dist_correction` (added to every non-zero range) only. The 32/64/128-laser decoder
+//! ([`super::velodyne::multi`]) applies the full model of the HDL-64E S2/S3 manual (appendix
+//! "calibration", as ros-drivers `rawdata.cc` and Nebula `vlp32_decoder.cpp` do):
+//! `dist_correction_x/y` with `two_pt_correction_available` (two-point linear distance
+//! correction), `vert_offset_correction`, `horiz_offset_correction`, and the intensity
+//! correction from `focal_distance`/`focal_slope` clamped to `[min_intensity, max_intensity]`.
+//! Optional keys default to 0 (`max_intensity` to 255, `two_pt_correction_available` to
+//! false). The VLS-128 tables say `distance_resolution: 0.007`, which is wrong: the VLS-128
+//! decoder always uses 4 mm (see [`super::velodyne::multi`]).
 //!
 //! Rings: [`LaserCorrection::ring`] numbers the lasers by ascending `vert_correction` (0 = lowest
 //! beam), the rule of both ros-drivers and Nebula; it is the `channel` of every published point.
@@ -46,6 +52,24 @@ pub struct LaserCorrection {
     pub cos_vert: f32,
     /// `sin(vert_correction)`, computed in f32 like Nebula (`sinf`).
     pub sin_vert: f32,
+    /// Two-point distance correction enabled (`two_pt_correction_available`, HDL-64E S2).
+    pub two_pt_correction: bool,
+    /// Distance correction at the far calibration point along x, m (`dist_correction_x`).
+    pub dist_correction_x: f32,
+    /// Distance correction at the far calibration point along y, m (`dist_correction_y`).
+    pub dist_correction_y: f32,
+    /// Vertical offset of the laser from the origin, m (`vert_offset_correction`).
+    pub vert_offset: f32,
+    /// Horizontal offset of the laser from the origin, m (`horiz_offset_correction`).
+    pub horiz_offset: f32,
+    /// Focal distance of the intensity correction, raw units (`focal_distance`, HDL-64E).
+    pub focal_distance: f32,
+    /// Focal slope of the intensity correction (`focal_slope`, HDL-64E).
+    pub focal_slope: f32,
+    /// Lower clamp of the corrected intensity, `floor(min_intensity)` (default 0).
+    pub min_intensity: f32,
+    /// Upper clamp of the corrected intensity, `floor(max_intensity)` (default 255).
+    pub max_intensity: f32,
 }
 
 /// A validated calibration table, indexed by laser id.
@@ -79,6 +103,16 @@ struct RawLaser {
     vert_offset_correction: f64,
     #[serde(default)]
     horiz_offset_correction: f64,
+    #[serde(default)]
+    two_pt_correction_available: bool,
+    #[serde(default)]
+    focal_distance: f64,
+    #[serde(default)]
+    focal_slope: f64,
+    #[serde(default)]
+    min_intensity: Option<f64>,
+    #[serde(default)]
+    max_intensity: Option<f64>,
 }
 
 /// Largest accepted `|rot_correction|`, rad (π).
@@ -186,6 +220,12 @@ impl VelodyneCalibration {
             ] {
                 check_range(f(name), v, -MAX_DIST_CORRECTION_M, MAX_DIST_CORRECTION_M)?;
             }
+            check_range(f("focal_distance"), l.focal_distance, -1e5, 1e5)?;
+            check_range(f("focal_slope"), l.focal_slope, -1e3, 1e3)?;
+            let min_i = l.min_intensity.unwrap_or(0.0);
+            let max_i = l.max_intensity.unwrap_or(255.0);
+            check_range(f("min_intensity"), min_i, 0.0, 255.0)?;
+            check_range(f("max_intensity"), max_i, min_i, 255.0)?;
             let id = l.laser_id as usize;
             if slots[id].is_some() {
                 return Err(ConfigError::OutOfRange {
@@ -204,6 +244,15 @@ impl VelodyneCalibration {
                 dist_correction: l.dist_correction as f32,
                 cos_vert: vert.cos(),
                 sin_vert: vert.sin(),
+                two_pt_correction: l.two_pt_correction_available,
+                dist_correction_x: l.dist_correction_x as f32,
+                dist_correction_y: l.dist_correction_y as f32,
+                vert_offset: l.vert_offset_correction as f32,
+                horiz_offset: l.horiz_offset_correction as f32,
+                focal_distance: l.focal_distance as f32,
+                focal_slope: l.focal_slope as f32,
+                min_intensity: min_i.floor() as f32,
+                max_intensity: max_i.floor() as f32,
             });
         }
         // Every slot is filled: n distinct ids in [0, n) over n entries.
@@ -280,5 +329,42 @@ mod tests {
         assert!(matches!(e, ConfigError::CalibrationYaml { .. }));
         let e = VelodyneCalibration::from_file(Path::new("/nonexistent.yaml"), 16).unwrap_err();
         assert!(matches!(e, ConfigError::CalibrationIo { .. }));
+    }
+
+    #[test]
+    fn full_hdl64_fields_parse_and_validate() {
+        let yaml = "lasers:\n- {laser_id: 0, rot_correction: 0.05, vert_correction: -0.12, \
+                    dist_correction: 1.2, dist_correction_x: 1.25, dist_correction_y: 1.18, \
+                    two_pt_correction_available: true, vert_offset_correction: 0.2, \
+                    horiz_offset_correction: 0.026, focal_distance: 1500, focal_slope: 1.1, \
+                    min_intensity: 5.7, max_intensity: 250.2}\n\
+                    - {laser_id: 1, rot_correction: 0.0, vert_correction: 0.1}\n";
+        let c = VelodyneCalibration::from_yaml_str(yaml, 2).unwrap();
+        let l = c.lasers[0];
+        assert!(l.two_pt_correction);
+        assert_eq!(
+            (
+                l.dist_correction_x,
+                l.dist_correction_y,
+                l.vert_offset,
+                l.horiz_offset
+            ),
+            (1.25, 1.18, 0.2, 0.026)
+        );
+        assert_eq!((l.focal_distance, l.focal_slope), (1500.0, 1.1));
+        // Clamps are floored, as ros-drivers/Nebula do.
+        assert_eq!((l.min_intensity, l.max_intensity), (5.0, 250.0));
+        // Defaults for a laser without the optional keys.
+        let d = c.lasers[1];
+        assert!(!d.two_pt_correction);
+        assert_eq!(
+            (d.min_intensity, d.max_intensity, d.focal_slope),
+            (0.0, 255.0, 0.0)
+        );
+        let bad = yaml.replace("min_intensity: 5.7", "min_intensity: 251");
+        let e = VelodyneCalibration::from_yaml_str(&bad, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lasers[0].max_intensity"), "{e}");
     }
 }

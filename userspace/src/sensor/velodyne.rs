@@ -1,4 +1,7 @@
-//! Velodyne VLP-16 data packets: a zero-copy packet view and a sans-IO point decoder.
+//! Velodyne data packets: a zero-copy packet view, the VLP-16 point decoder, and the
+//! [`VelodyneStream`] (decoder + sensor clock + scan assembly) for every Velodyne model. The
+//! VLP-32C, HDL-32E, HDL-64E S2/S3 and VLS-128 decoder lives in [`multi`]; the stream picks it
+//! from the configured model. Overview and verification: `docs/sensors.md`, section Velodyne.
 //!
 //! Source: *VLP-16 User Manual* (Velodyne, 63-9243), section 9 "Sensor Data": data packet format
 //! and firing timing table. Cross-checked against Tier IV Nebula's `vlp16_decoder.cpp`.
@@ -21,6 +24,8 @@
 //! blocks come in pairs (2p, 2p+1) that describe the same two firing sequences: block 2p holds
 //! the last return, block 2p+1 the strongest one (or the second strongest when the strongest is
 //! also the last); both carry the same azimuth.
+
+pub mod multi;
 
 use std::f64::consts::PI;
 
@@ -175,6 +180,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref().get(offset).copied().unwrap_or(0)
     }
 
+    /// The whole underlying buffer.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// Byte at `offset`, 0 past the end of the buffer.
+    pub(crate) fn byte_at(&self, offset: usize) -> u8 {
+        self.byte(offset)
+    }
+
     fn u16_at(&self, offset: usize) -> u16 {
         u16::from_le_bytes([self.byte(offset), self.byte(offset + 1)])
     }
@@ -317,6 +332,41 @@ pub struct Vlp16Decoder {
     trig: Box<[[f32; 2]]>,
     /// `rot_correction` of each laser in 0.01° units (f64, as Nebula computes it).
     rot_cdeg: [f64; LASERS],
+    /// Per-laser constants of the hot loop (index = laser id); `valid` false for a laser
+    /// missing from the calibration.
+    lasers: [LaserConst; LASERS],
+    /// Firing time of each slot in µs as Nebula's f32 expression `laser·2.304 + firing·55.296`.
+    slot_us: [f32; SLOTS_PER_BLOCK],
+    /// `frac[diff][slot] = diff · slot_us[slot] / 110.592` (f32, Nebula's expression) for every
+    /// integer block advance `diff` in `0..FRAC_DIFFS`: the hot loop looks the interpolation
+    /// up instead of dividing; larger advances (only across gaps) are computed directly.
+    frac: Box<[[f32; SLOTS_PER_BLOCK]]>,
+}
+
+/// Block advances (0.01°) covered by the interpolation table: up to 2.55°, far above the
+/// 0.4° of a VLP-16 at 20 Hz.
+const FRAC_DIFFS: usize = 256;
+
+/// Per-laser constants of [`Vlp16Decoder::decode`].
+#[derive(Clone, Copy, Debug, Default)]
+struct LaserConst {
+    valid: bool,
+    cos_vert: f32,
+    sin_vert: f32,
+    dist_correction: f32,
+    vert: f32,
+    ring: u16,
+}
+
+/// Radians per 0.01° (`π / 18000`).
+const RAD_PER_CDEG: f64 = PI / 18_000.0;
+
+/// `round()` of a non-negative f32 without a libm call: exact, since `x + 0.5` is exact in f64
+/// for every f32 `x`, and truncation of a non-negative value is `floor`. Equals `f32::round`
+/// (half away from zero) for `x >= 0`.
+#[inline(always)]
+fn round_pos(x: f32) -> u32 {
+    (f64::from(x) + 0.5) as u32
 }
 
 impl std::fmt::Debug for Vlp16Decoder {
@@ -340,14 +390,32 @@ impl Vlp16Decoder {
             })
             .collect();
         let mut rot_cdeg = [0.0; LASERS];
-        for (r, l) in rot_cdeg.iter_mut().zip(&calib.lasers) {
+        let mut lasers = [LaserConst::default(); LASERS];
+        for ((r, lc), l) in rot_cdeg.iter_mut().zip(&mut lasers).zip(&calib.lasers) {
             *r = f64::from(l.rot_correction) * 180.0 / PI * 100.0;
+            *lc = LaserConst {
+                valid: true,
+                cos_vert: l.cos_vert,
+                sin_vert: l.sin_vert,
+                dist_correction: l.dist_correction,
+                vert: l.vert_correction,
+                ring: l.ring,
+            };
         }
+        let slot_us = std::array::from_fn(|slot| {
+            (slot % LASERS) as f32 * 2.304f32 + (slot / LASERS) as f32 * 55.296f32
+        });
+        let frac = (0..FRAC_DIFFS)
+            .map(|d| std::array::from_fn(|slot| d as f32 * slot_us[slot] / 110.592f32))
+            .collect();
         Self {
             calib,
             settings,
             trig,
             rot_cdeg,
+            lasers,
+            slot_us,
+            frac,
         }
     }
 
@@ -423,99 +491,131 @@ impl Vlp16Decoder {
     /// as is any point whose partner slot has no return. Otherwise the type combines
     /// first/last (by distance) and strongest/weak (by reflectivity; on a tie the "last" one
     /// is strongest); see [`DecodeFlavor`] for which distance counts as "first".
-    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+    ///
+    /// Hot loop: the packet is viewed as 12 fixed-size `[u8; 100]` blocks so no byte access is
+    /// bounds-checked; sines/cosines, per-laser constants and the interpolation
+    /// `diff · t / 110.592` (Nebula's f32 expression, bit-exact) are tables: no division per
+    /// point.
+    pub fn decode(&self, p: &Packet<&[u8]>, emit: impl FnMut(DecodedPoint)) {
+        // Two monomorphised loops: the single-return one carries no dual-return code.
+        if p.return_mode() == ReturnMode::Dual {
+            self.decode_mode::<true>(p, emit);
+        } else {
+            self.decode_mode::<false>(p, emit);
+        }
+    }
+
+    #[inline(always)]
+    fn decode_mode<const DUAL: bool>(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+        let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
+            return;
+        };
+        let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
         let mode = p.return_mode();
-        let dual = mode == ReturnMode::Dual;
+        let dual = DUAL;
         let s = &self.settings;
         let res = self.calib.distance_resolution_m;
-        for block in 0..BLOCKS {
+        let (min_r, max_r) = (s.min_range_m, s.max_range_m);
+        let nebula = s.flavor == DecodeFlavor::Nebula;
+        let single_type = match mode {
+            ReturnMode::Last => ReturnType::Last,
+            ReturnMode::First => ReturnType::First,
+            _ => ReturnType::Strongest,
+        };
+        let empty = [0u8; BLOCK_LEN];
+        for (block, blk) in blocks.iter().enumerate().take(BLOCKS) {
             let (az, diff) = self.block_azimuth(p, dual, block);
-            if s.flavor == DecodeFlavor::Nebula
+            if nebula
                 && let Some(fov) = s.fov
                 && !fov.block_passes(az)
             {
                 continue;
             }
             let partner = block ^ 1;
+            let pblk = if dual {
+                blocks.get(partner).unwrap_or(&empty)
+            } else {
+                &empty
+            };
+            let azf0 = f32::from(az);
+            // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
+            let table = self.frac.get(diff as usize);
             for slot in 0..SLOTS_PER_BLOCK {
-                let laser = slot % LASERS;
-                let firing = slot / LASERS;
-                let raw = p.distance_raw(block, slot);
-                let other = if dual {
-                    p.distance_raw(partner, slot)
+                let o = 4 + 3 * slot;
+                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
+                let other = if DUAL {
+                    u16::from_le_bytes([pblk[o], pblk[o + 1]])
                 } else {
                     0
                 };
-                if raw == 0 || (dual && block % 2 == 1 && other == raw) {
+                if raw == 0 || (DUAL && block % 2 == 1 && other == raw) {
                     continue;
                 }
-                let Some(corr) = self.calib.lasers.get(laser) else {
+                let laser = slot % LASERS;
+                let l = self.lasers[laser];
+                if !l.valid {
                     continue;
-                };
+                }
                 let mut distance = f32::from(raw) * res;
                 if distance > 1e-6 {
-                    distance += corr.dist_correction;
+                    distance += l.dist_correction;
                 }
                 let d = f64::from(distance);
-                if !(d > s.min_range_m && d < s.max_range_m) {
+                if !(d > min_r && d < max_r) {
                     continue;
                 }
                 // Same arithmetic and precision as Nebula (f32 interpolation, f64 correction).
-                let frac =
-                    diff * (laser as f32 * 2.304f32 + firing as f32 * 55.296f32) / 110.592f32;
-                let mut azf = (f64::from(f32::from(az) + frac) - self.rot_cdeg[laser]) as f32;
+                let frac = match table {
+                    Some(t) => t[slot],
+                    None => diff * self.slot_us[slot] / 110.592f32,
+                };
+                let mut azf = (f64::from(azf0 + frac) - self.rot_cdeg[laser]) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
                 }
-                let azc = (azf.round() as u32) % AZIMUTH_UNITS;
+                let mut azc = round_pos(azf);
+                if azc >= AZIMUTH_UNITS {
+                    azc %= AZIMUTH_UNITS;
+                }
                 if let Some(fov) = s.fov
                     && !fov.point_passes(azc)
                 {
                     continue;
                 }
                 let [cos_az, sin_az] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
-                let xy = distance * corr.cos_vert;
-                let intensity = p.reflectivity(block, slot);
-                let return_type = match mode {
-                    ReturnMode::Last => ReturnType::Last,
-                    ReturnMode::First => ReturnType::First,
-                    ReturnMode::Strongest
-                    | ReturnMode::FirstLast
-                    | ReturnMode::FirstStrongest
-                    | ReturnMode::Triple => ReturnType::Strongest,
-                    ReturnMode::Dual => {
-                        if other == 0 || other == raw {
-                            ReturnType::Identical
+                let xy = distance * l.cos_vert;
+                let intensity = blk[o + 2];
+                let return_type = if dual {
+                    if other == 0 || other == raw {
+                        ReturnType::Identical
+                    } else {
+                        let other_i = pblk[o + 2];
+                        let first = if nebula { raw > other } else { raw < other };
+                        let strongest = if other_i == intensity {
+                            !first
                         } else {
-                            let other_i = p.reflectivity(partner, slot);
-                            let first = match s.flavor {
-                                DecodeFlavor::Nebula => raw > other,
-                                DecodeFlavor::Manual => raw < other,
-                            };
-                            let strongest = if other_i == intensity {
-                                !first
-                            } else {
-                                intensity > other_i
-                            };
-                            match (first, strongest) {
-                                (true, true) => ReturnType::FirstStrongest,
-                                (false, true) => ReturnType::LastStrongest,
-                                (true, false) => ReturnType::FirstWeak,
-                                (false, false) => ReturnType::LastWeak,
-                            }
+                            intensity > other_i
+                        };
+                        match (first, strongest) {
+                            (true, true) => ReturnType::FirstStrongest,
+                            (false, true) => ReturnType::LastStrongest,
+                            (true, false) => ReturnType::FirstWeak,
+                            (false, false) => ReturnType::LastWeak,
                         }
                     }
+                } else {
+                    single_type
                 };
                 emit(DecodedPoint {
                     point: PointXYZIRCAEDT {
                         x: xy * cos_az,
                         y: -(xy * sin_az),
-                        z: distance * corr.sin_vert,
+                        z: distance * l.sin_vert,
                         intensity,
                         return_type: return_type as u8,
-                        channel: corr.ring,
-                        azimuth: (f64::from(azc) * 0.01 * PI / 180.0) as f32,
-                        elevation: corr.vert_correction,
+                        channel: l.ring,
+                        azimuth: (f64::from(azc) * RAD_PER_CDEG) as f32,
+                        elevation: l.vert,
                         distance,
                         time_stamp: 0,
                     },
@@ -552,11 +652,21 @@ fn decimal_f64(v: f32) -> f64 {
 /// by an hour in the middle of a stream.
 #[derive(Debug)]
 pub struct VelodyneStream {
-    decoder: Vlp16Decoder,
+    engine: Engine,
+    model: SensorModel,
     assembler: ScanAssembler,
     /// Last `(host_ns, sensor_ns)` pair, for resolving the hour of the sensor clock.
     clock: Option<(u64, u64)>,
     return_mode: Option<ReturnMode>,
+    product_mismatches: u64,
+    last_product_id: Option<u8>,
+}
+
+/// The point decoder in use.
+#[derive(Debug)]
+enum Engine {
+    Vlp16(Box<Vlp16Decoder>),
+    Multi(multi::MultiDecoder),
 }
 
 impl VelodyneStream {
@@ -566,29 +676,67 @@ impl VelodyneStream {
     /// [`ConfigError`] for an unreadable or invalid calibration, or a Velodyne model whose
     /// decoder is not available yet ([`ConfigError::Unsupported`]).
     pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
-        if cfg.model != SensorModel::Vlp16 {
+        let lasers = multi::laser_count(cfg.model);
+        if lasers == 0 {
             return Err(ConfigError::Unsupported {
                 model: cfg.model,
-                supported: "VLP16".into(),
+                supported: "VLP16, VLP32C, HDL32E, HDL64E_S2, HDL64E_S3, VLS128".into(),
             });
         }
         let fov = opts.fov_deg.map(|(min, max)| FovCdeg {
             min: (min * 100.0).round() as u32,
             max: (max * 100.0).round() as u32,
         });
-        let calib = VelodyneCalibration::from_file(&cfg.calibration, LASERS)?;
+        let calib = VelodyneCalibration::from_file(&cfg.calibration, lasers)?;
         let settings = DecoderSettings {
             min_range_m: decimal_f64(cfg.min_range_m),
             max_range_m: decimal_f64(cfg.max_range_m),
             fov,
             flavor: opts.flavor,
         };
+        let mut assembler =
+            ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
+        let engine = if cfg.model == SensorModel::Vlp16 {
+            Engine::Vlp16(Box::new(Vlp16Decoder::new(calib, settings)))
+        } else {
+            // Nebula's VLP-32/HDL decoder never carries points past the cut into the next
+            // frame (its phase test is not taken modulo 360°): the cut falls between packets.
+            if opts.flavor == DecodeFlavor::Nebula && cfg.model != SensorModel::Vls128 {
+                assembler.set_carry_limit_cdeg(0);
+            }
+            Engine::Multi(multi::MultiDecoder::new(cfg.model, &calib, settings))
+        };
         Ok(Self {
-            decoder: Vlp16Decoder::new(calib, settings),
-            assembler: ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns),
+            engine,
+            model: cfg.model,
+            assembler,
             clock: None,
             return_mode: None,
+            product_mismatches: 0,
+            last_product_id: None,
         })
+    }
+
+    /// Data packets whose product-id byte (offset 1205) names another model than the
+    /// configured one ([`multi::model_from_product_id`]). The configured model wins: such
+    /// packets are decoded as configured, counted here and logged once.
+    pub fn product_mismatches(&self) -> u64 {
+        self.product_mismatches
+    }
+
+    /// Firing-sequence period in use for the 32/64/128-laser models, ns (for a VLS-128 it
+    /// follows the firmware variant detected from the packet spacing); `None` for a VLP-16.
+    pub fn firing_sequence_ns(&self) -> Option<u32> {
+        match &self.engine {
+            Engine::Vlp16(_) => None,
+            Engine::Multi(d) => Some(d.sequence_ns()),
+        }
+    }
+
+    /// The model named by the product-id byte of the last decoded packet, if any
+    /// (auto-detection; `None` for HDL-64E, whose byte 1205 is a status byte).
+    pub fn detected_model(&self) -> Option<SensorModel> {
+        self.last_product_id.and_then(multi::model_from_product_id)
     }
 
     /// Resolves a µs-past-the-hour stamp to ns since the Unix epoch (see the type docs).
@@ -618,7 +766,11 @@ impl VendorDecoder for VelodyneStream {
         host_ns: u64,
         out: &mut Vec<Frame>,
     ) -> Result<(), super::Rejection> {
-        let packet: Packet<&[u8]> = match classify(payload) {
+        let classified = match self.engine {
+            Engine::Vlp16(_) => classify(payload),
+            Engine::Multi(_) => multi::classify_model(self.model, payload),
+        };
+        let packet: Packet<&[u8]> = match classified {
             Ok(p) => p,
             Err(Rejection::Ignored) => return Err(super::Rejection::Ignored),
             Err(Rejection::Malformed(_)) => {
@@ -626,15 +778,69 @@ impl VendorDecoder for VelodyneStream {
                 return Err(super::Rejection::Malformed);
             }
         };
-        let mode = packet.return_mode();
-        self.return_mode = Some(mode);
-        let sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
-        let span = |a: u16, b: u16| (AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS;
-        // Azimuth turned per packet: 11 block steps (single) or 5 pair steps (dual), scaled to 12/6.
-        let advance = match mode {
-            ReturnMode::Dual => span(packet.azimuth(0), packet.azimuth(10)) * 6 / 5,
-            _ => span(packet.azimuth(0), packet.azimuth(11)) * 12 / 11,
+        let model = self.model;
+        if !matches!(model, SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3) {
+            let id = packet.product_id();
+            self.last_product_id = Some(id);
+            if multi::model_from_product_id(id).is_some_and(|m| m != model) {
+                if self.product_mismatches == 0 {
+                    log::warn!(
+                        "product id {id:#04x} names {:?} but the sensor is configured as {model}; \
+                         decoding as configured",
+                        multi::model_from_product_id(id)
+                    );
+                }
+                self.product_mismatches += 1;
+            }
+        }
+        let (mode, interval, first_block, seqs) = match &self.engine {
+            Engine::Vlp16(_) => {
+                let m = packet.return_mode();
+                let seqs = if m == ReturnMode::Dual { 6 } else { 12 };
+                (
+                    m,
+                    packet_interval_ns(m),
+                    1 + usize::from(m == ReturnMode::Dual),
+                    seqs,
+                )
+            }
+            Engine::Multi(d) => {
+                let m = multi::return_mode(model, &packet);
+                let bps = multi::blocks_per_sequence(model)
+                    * if m == ReturnMode::Dual && model != SensorModel::Vls128 {
+                        2
+                    } else {
+                        1
+                    };
+                (
+                    m,
+                    d.packet_interval_ns(m),
+                    bps,
+                    multi::data_blocks(model, m) / bps,
+                )
+            }
         };
+        self.return_mode = Some(mode);
+        let prev_sensor_ns = self.clock.map(|(_, s)| s);
+        let mut sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
+        // VLS-128 firmware variants differ in firing-sequence period: pick the timing table
+        // from the spacing of consecutive single-return packets.
+        if model == SensorModel::Vls128
+            && mode != ReturnMode::Dual
+            && let Engine::Multi(d) = &mut self.engine
+            && let Some(prev) = prev_sensor_ns
+            && let Some(seq) = multi::vls128_sequence_from_spacing(sensor_ns.saturating_sub(prev))
+        {
+            d.set_sequence_ns(seq);
+        }
+        if model == SensorModel::Vls128 {
+            sensor_ns = sensor_ns.saturating_sub(multi::VLS128_STAMP_LEAD_NS);
+        }
+        let span = |a: u16, b: u16| (AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS;
+        // Azimuth turned per packet: first to last firing sequence, scaled by seqs/(seqs-1).
+        let last_seq_block = first_block * (seqs.max(2) - 1);
+        let steps = (seqs.max(2) - 1) as u32;
+        let advance = span(packet.azimuth(0), packet.azimuth(last_seq_block)) * seqs as u32 / steps;
         self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
@@ -642,14 +848,19 @@ impl VendorDecoder for VelodyneStream {
                 first_azimuth_cdeg: packet.azimuth(0),
                 last_azimuth_cdeg: packet.azimuth(BLOCKS - 1),
                 advance_cdeg: advance,
-                interval_ns: packet_interval_ns(mode),
+                interval_ns: interval,
             },
             out,
         );
         let asm = &mut self.assembler;
-        self.decoder.decode(&packet, |d| {
-            asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
-        });
+        match &self.engine {
+            Engine::Vlp16(d) => d.decode(&packet, |d| {
+                asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
+            }),
+            Engine::Multi(d) => d.decode(&packet, |d| {
+                asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
+            }),
+        }
         self.assembler.end_packet(out);
         Ok(())
     }

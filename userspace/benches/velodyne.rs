@@ -1,0 +1,177 @@
+//! Decode-only throughput of the Velodyne decoders on the shared captures (packet bytes in,
+//! points in a reused `Vec` out; no scan assembly, no I/O). Reports points/s (criterion
+//! "elements") per capture; ns/packet = time per iteration / packets. Figures in
+//! `docs/benchmarks.md`, section "Velodyne".
+//!
+//! Time is the decoding thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time: the
+//! machine is shared, and a wall clock would count the time other processes hold the core.
+//!
+//! Run: `cargo bench -p lidarxdp --bench velodyne`.
+
+use std::path::Path;
+
+use std::time::Duration;
+
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
+use lidarxdp::offline::udp_payloads;
+use lidarxdp::point::PointXYZIRCAEDT;
+use lidarxdp::sensor::calibration::VelodyneCalibration;
+use lidarxdp::sensor::velodyne::multi::{self, MultiDecoder};
+use lidarxdp::sensor::velodyne::{self, DecoderSettings, Vlp16Decoder};
+use lidarxdp::sensor::{DecodeFlavor, SensorModel};
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
+
+fn payloads(file: &str) -> Vec<Vec<u8>> {
+    udp_payloads(Path::new(&format!("{DATA}{file}")))
+        .unwrap()
+        .map(|d| d.unwrap())
+        .filter(|d| d.dst_port == 2368 && d.payload.len() == velodyne::DATA_PACKET_LEN)
+        .map(|d| d.payload)
+        .collect()
+}
+
+fn settings() -> DecoderSettings {
+    DecoderSettings {
+        min_range_m: 0.3,
+        max_range_m: 300.0,
+        fov: None,
+        flavor: DecodeFlavor::Nebula,
+    }
+}
+
+enum Dec {
+    Vlp16(Box<Vlp16Decoder>),
+    Multi(MultiDecoder),
+}
+
+impl Dec {
+    fn new(model: SensorModel, cal: &str) -> Self {
+        let calib = VelodyneCalibration::from_file(
+            Path::new(&format!("{DATA}{cal}")),
+            multi::laser_count(model),
+        )
+        .unwrap();
+        match model {
+            SensorModel::Vlp16 => Dec::Vlp16(Box::new(Vlp16Decoder::new(calib, settings()))),
+            m => Dec::Multi(MultiDecoder::new(m, &calib, settings())),
+        }
+    }
+
+    fn run(&self, model: SensorModel, pkts: &[Vec<u8>], out: &mut Vec<PointXYZIRCAEDT>) {
+        out.clear();
+        for p in pkts {
+            match self {
+                Dec::Vlp16(d) => {
+                    if let Ok(p) = velodyne::classify(p) {
+                        d.decode(&p, |dp| out.push(dp.point));
+                    }
+                }
+                Dec::Multi(d) => {
+                    if let Ok(p) = multi::classify_model(model, p) {
+                        d.decode(&p, |dp| out.push(dp.point));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// CPU time of the calling thread.
+struct ThreadCpu(WallTime);
+
+fn thread_cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+impl Measurement for ThreadCpu {
+    type Intermediate = Duration;
+    type Value = Duration;
+
+    fn start(&self) -> Duration {
+        thread_cpu_now()
+    }
+    fn end(&self, i: Duration) -> Duration {
+        thread_cpu_now().saturating_sub(i)
+    }
+    fn add(&self, v1: &Duration, v2: &Duration) -> Duration {
+        *v1 + *v2
+    }
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        self.0.formatter()
+    }
+}
+
+fn bench(c: &mut Criterion<ThreadCpu>) {
+    let cases = [
+        (
+            "vlp16_strongest",
+            SensorModel::Vlp16,
+            "vlp16/vlp16_strongest_84pkt.pcap",
+            "vlp16/calibration/VLP16db.yaml",
+        ),
+        (
+            "vlp16_dual",
+            SensorModel::Vlp16,
+            "vlp16/vlp16_dual_nebula_603pkt.pcap",
+            "vlp16/calibration/VLP16_nebula.yaml",
+        ),
+        (
+            "vlp32c_strongest",
+            SensorModel::Vlp32c,
+            "vlp32c/vlp32c_strongest_fov270to90_nebula_379pkt.pcap",
+            "vlp32c/calibration/VLP32_nebula.yaml",
+        ),
+        (
+            "vls128_strongest",
+            SensorModel::Vls128,
+            "vls128/vls128_strongest_nebula_2193pkt.pcap",
+            "vls128/calibration/VLS128_nebula.yaml",
+        ),
+    ];
+    let mut g = c.benchmark_group("velodyne_decode");
+    for (name, model, pcap, cal) in cases {
+        let pkts = payloads(pcap);
+        let dec = Dec::new(model, cal);
+        let mut out = Vec::with_capacity(pkts.len() * 384);
+        dec.run(model, &pkts, &mut out);
+        let points = out.len() as u64;
+        eprintln!(
+            "{name}: {} packets, {points} points ({:.1} per packet)",
+            pkts.len(),
+            points as f64 / pkts.len() as f64
+        );
+        g.throughput(Throughput::Elements(points));
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                dec.run(model, black_box(&pkts), &mut out);
+                black_box(out.len())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .with_measurement(ThreadCpu(WallTime))
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);

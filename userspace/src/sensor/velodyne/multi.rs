@@ -1,0 +1,687 @@
+//! Velodyne VLP-32C, HDL-32E, HDL-64E (S2, S3) and VLS-128: packet checks and a sans-IO point
+//! decoder with the full per-laser calibration model.
+//!
+//! Sources: *VLP-32C User Manual* (63-9325) ch. 9 "Sensor Data" and its firing timing table;
+//! *HDL-32E User Manual* (63-9113) ch. 9; *HDL-64E S2/S3 User Manual* (63-HDL64ES2, 63-HDL64ES3)
+//! "Packet format" and appendix "Calibration" (the correction equations); *VLS-128 User Manual*
+//! (63-9480) ch. 9 and its timing table. Cross-checked against Tier IV Nebula
+//! (`vlp32_decoder.cpp`, used by Nebula for VLP-32C, HDL-32E and HDL-64E, and
+//! `vls128_decoder.cpp`) and ros-drivers/velodyne `rawdata.cc`.
+//!
+//! ## Packet layout
+//! All four models share the 1206-byte layout of the VLP-16 (see [`super`]): 12 blocks of 100
+//! bytes `flag(2) azimuth(2, 0.01°) 32 × [distance u16, reflectivity u8]`, then the u32
+//! timestamp (µs past the hour) at 1200, the return-mode byte at 1204 and the product id at
+//! 1205. What differs is the meaning of a block:
+//!
+//! | model | block flags (bytes) | lasers of slot `k` | blocks per firing sequence | distance unit |
+//! |---|---|---|---|---|
+//! | VLP-32C (0x28) | `FF EE` | `k` | 1 | 4 mm (YAML `distance_resolution`) |
+//! | HDL-32E (0x21) | `FF EE` | `k` | 1 | 2 mm (YAML) |
+//! | HDL-64E S2/S3 | `FF EE` upper, `FF DD` lower | `k` (upper), `32 + k` (lower) | 2 (upper + lower) | YAML (2 mm) |
+//! | VLS-128 (0xA1) | `FF EE`, `FF DD`, `FF CC`, `FF BB` | `k`, `32+k`, `64+k`, `96+k` | 4 | **4 mm, always** |
+//!
+//! The VLS-128 YAML tables say `distance_resolution: 0.007`; the sensor's unit is 4 mm (VLS-128
+//! manual; ros-drivers hard-codes `VLS128_DISTANCE_RESOLUTION = 0.004`), so the YAML value is
+//! ignored for that model.
+//!
+//! HDL-64E S2/S3 have no return-mode byte: bytes 1204–1205 are the rotating status type/value
+//! pair. We treat an HDL-64E packet as dual return when every block pair `(2p, 2p+1)` has the
+//! same flag and azimuth (the two returns of one bank), else single (upper/lower blocks
+//! alternate); this rule is ours, not checked on a capture.
+//!
+//! ## Dual return
+//! As the VLP-16: blocks `2p` and `2p+1` hold the two returns of the same firing; a point of the
+//! odd block whose raw distance equals its partner's is not emitted, and the even block's point
+//! is then [`ReturnType::Identical`] (also when the partner has no return). Otherwise the
+//! shorter range is *first*, the higher reflectivity *strongest* (on a tie the last one), giving
+//! `FirstStrongest`/`FirstWeak`/`LastStrongest`/`LastWeak` (Nebula `vlp32_decoder.cpp`). The
+//! VLS-128 dual packet carries its returns in blocks 0–7 (blocks 8–11 are not decoded, as
+//! Nebula; not checked on a capture).
+//!
+//! ## Corrections (HDL-64E manual, appendix "Calibration")
+//! With `d = raw · unit + dist_correction` (for `raw > 0`), `cv, sv` the cosine/sine of
+//! `vert_correction`, `ca, sa` of the corrected azimuth `α = block azimuth + interpolation −
+//! rot_correction`, `h = horiz_offset_correction`, `v = vert_offset_correction`:
+//! * two-point correction (when `two_pt_correction_available`): with
+//!   `xx = |(d·cv − v·sv)·sa − h·ca|`, `yy = |(d·cv − v·sv)·ca + h·sa|`,
+//!   `dx = (dc − dcx)·(xx − 2.4)/(25.04 − 2.4) + dcx − dc`,
+//!   `dy = (dc − dcy)·(yy − 1.93)/(25.04 − 1.93) + dcy − dc`, else `dx = dy = 0`;
+//! * `x = ((d+dy)·cv − v·sv)·ca + h·sa`, `y = −(((d+dx)·cv − v·sv)·sa − h·ca)`,
+//!   `z = (d+dy)·sv + v·cv` (x forward, y left, z up);
+//! * intensity `i + focal_slope·|256·(1 − focal_distance/13100)² − 256·(1 − raw/65535)²|`,
+//!   clamped to `[min_intensity, max_intensity]`.
+//!
+//! The VLS-128 decoder uses `x = d·cv·ca, y = −d·cv·sa, z = d·sv` (no offsets), as Nebula.
+//!
+//! ## Azimuth interpolation
+//! The block azimuth advances to the next firing sequence's azimuth (`diff`); a laser fired `t`
+//! after the sequence start gets `az + diff · t / T`, `T` the sequence period. With
+//! [`DecodeFlavor::Nebula`] the arithmetic is Nebula's, bit for bit: VLP-32C/HDL-32E/HDL-64E use
+//! `t/T = 2.304/55.296 · k` for slot `k` (also for HDL-32E and HDL-64E), VLS-128 uses
+//! `2.665/53.3 · (g + g/8)` for firing group `g = laser/8`; the last block (single) gets no
+//! interpolation and odd dual blocks take the next pair's azimuth. [`DecodeFlavor::Manual`]
+//! uses each model's own firing time ([`firing_offset_ns`]) over its sequence period.
+
+use std::f64::consts::PI;
+
+use crate::point::{PointXYZIRCAEDT, ReturnType};
+
+use super::{
+    AZIMUTH_UNITS, BLOCK_LEN, BLOCKS, DATA_PACKET_LEN, DecodedPoint, DecoderSettings, FovCdeg,
+    MALFORMED_LEN_TOLERANCE, Packet, PacketError, RETURN_MODE_DUAL, RETURN_MODE_LAST,
+    RETURN_MODE_STRONGEST, Rejection, SLOTS_PER_BLOCK,
+};
+use crate::sensor::calibration::{LaserCorrection, VelodyneCalibration};
+use crate::sensor::{DecodeFlavor, ReturnMode, SensorModel};
+
+/// Product-id byte (offset 1205) of an HDL-32E.
+pub const PRODUCT_ID_HDL32E: u8 = 0x21;
+/// Product-id byte of a VLP-32C.
+pub const PRODUCT_ID_VLP32C: u8 = 0x28;
+/// Product-id byte of a VLS-128 (Alpha Prime).
+pub const PRODUCT_ID_VLS128: u8 = 0xA1;
+/// Product-id byte of a VLP-16 Hi-Res (decoded as a VLP-16).
+pub const PRODUCT_ID_VLP16_HIRES: u8 = 0x24;
+
+/// VLS-128 range unit, m (4 mm; the YAML's `distance_resolution` is ignored).
+pub const VLS128_DISTANCE_UNIT_M: f32 = 0.004;
+/// VLS-128 time between the packet timestamp and the first firing group, ns: the first group
+/// fires 8.7 µs *before* the stamp (VLS-128 manual timing table, as Nebula).
+pub const VLS128_STAMP_LEAD_NS: u64 = 8_700;
+/// VLS-128 firing-group spacing, ns (2.665 µs).
+pub const VLS128_GROUP_NS: u32 = 2_665;
+/// VLS-128 firing-sequence period of current firmware, ns (55.296 µs: the shared capture's
+/// packets are 165.8 µs apart, 3 sequences each).
+pub const VLS128_SEQUENCE_NS: u32 = 55_296;
+/// VLS-128 firing-sequence period of early firmware, ns (53.3 µs, the value of the early
+/// manual's timing table that ros-drivers and Nebula still use; 159.9 µs per packet).
+pub const VLS128_SEQUENCE_EARLY_NS: u32 = 53_300;
+
+/// Which VLS-128 timing table a packet spacing (ns between consecutive packet stamps, single
+/// return, 3 sequences per packet) indicates: [`VLS128_SEQUENCE_EARLY_NS`] below 162.9 µs,
+/// [`VLS128_SEQUENCE_NS`] from there up to 175 µs; `None` for any other spacing (loss, dual
+/// return, first packet), which must not change the table in use.
+pub const fn vls128_sequence_from_spacing(dt_ns: u64) -> Option<u32> {
+    match dt_ns {
+        150_000..=162_899 => Some(VLS128_SEQUENCE_EARLY_NS),
+        162_900..=175_000 => Some(VLS128_SEQUENCE_NS),
+        _ => None,
+    }
+}
+/// VLP-32C laser-pair spacing, ns (2.304 µs; lasers fire two at a time).
+pub const VLP32C_PAIR_NS: u32 = 2_304;
+/// VLP-32C firing-sequence period, ns (55.296 µs).
+pub const VLP32C_SEQUENCE_NS: u32 = 55_296;
+/// HDL-32E laser spacing, ns (1.152 µs).
+pub const HDL32E_LASER_NS: u32 = 1_152;
+/// HDL-32E firing-sequence period, ns (46.080 µs).
+pub const HDL32E_SEQUENCE_NS: u32 = 46_080;
+/// HDL-64E firing-sequence period (upper + lower bank together), ns. The S2/S3 manuals give no
+/// per-laser table; this is the S3 point rate (≈1.33 M points/s over 64 lasers) rounded, and
+/// every laser of a sequence gets the sequence's time.
+pub const HDL64E_SEQUENCE_NS: u32 = 48_000;
+
+/// The model a product-id byte names, if it is a Velodyne data-packet product id
+/// (0x21 HDL-32E, 0x22 VLP-16, 0x24 VLP-16 Hi-Res, 0x28 VLP-32C, 0xA1 VLS-128). HDL-64E packets
+/// carry status bytes there instead, so they are never detected.
+pub const fn model_from_product_id(id: u8) -> Option<SensorModel> {
+    match id {
+        PRODUCT_ID_HDL32E => Some(SensorModel::Hdl32e),
+        super::PRODUCT_ID_VLP16 | PRODUCT_ID_VLP16_HIRES => Some(SensorModel::Vlp16),
+        PRODUCT_ID_VLP32C => Some(SensorModel::Vlp32c),
+        PRODUCT_ID_VLS128 => Some(SensorModel::Vls128),
+        _ => None,
+    }
+}
+
+/// Lasers of a Velodyne model (16, 32, 64 or 128; 0 for a non-Velodyne model).
+pub const fn laser_count(model: SensorModel) -> usize {
+    match model {
+        SensorModel::Vlp16 => 16,
+        SensorModel::Vlp32c | SensorModel::Hdl32e => 32,
+        SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3 => 64,
+        SensorModel::Vls128 => 128,
+        _ => 0,
+    }
+}
+
+/// Blocks per firing sequence (all banks fired together): 1, 2 (HDL-64E) or 4 (VLS-128).
+pub const fn blocks_per_sequence(model: SensorModel) -> usize {
+    match model {
+        SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3 => 2,
+        SensorModel::Vls128 => 4,
+        _ => 1,
+    }
+}
+
+/// First laser of the block with flag bytes `[0xFF, second]` for `model`, or `None` if the
+/// flag is not valid for it (table in the module docs).
+pub const fn bank_origin(model: SensorModel, second: u8) -> Option<u16> {
+    match (model, second) {
+        (_, 0xEE) => Some(0),
+        (SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3 | SensorModel::Vls128, 0xDD) => Some(32),
+        (SensorModel::Vls128, 0xCC) => Some(64),
+        (SensorModel::Vls128, 0xBB) => Some(96),
+        _ => None,
+    }
+}
+
+const fn is_hdl64(model: SensorModel) -> bool {
+    matches!(model, SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3)
+}
+
+/// Validates a payload as a data packet of `model`: exactly 1206 bytes, every block flag valid
+/// for the model ([`bank_origin`]), every azimuth < 36000, and (except HDL-64E, whose byte 1204
+/// is a status byte) a return-mode byte of 0x37/0x38/0x39.
+///
+/// # Errors
+/// The first problem found, as [`PacketError`].
+pub fn check(model: SensorModel, b: &[u8]) -> Result<(), PacketError> {
+    if b.len() != DATA_PACKET_LEN {
+        return Err(PacketError::Length { len: b.len() });
+    }
+    let p = Packet::new_unchecked(b);
+    for block in 0..BLOCKS {
+        let o = block * BLOCK_LEN;
+        let (f0, f1) = (p.byte_at(o), p.byte_at(o + 1));
+        if f0 != 0xFF || bank_origin(model, f1).is_none() {
+            return Err(PacketError::BlockFlag {
+                block,
+                flag: u16::from_be_bytes([f0, f1]),
+            });
+        }
+        let azimuth = p.azimuth(block);
+        if u32::from(azimuth) >= AZIMUTH_UNITS {
+            return Err(PacketError::Azimuth { block, azimuth });
+        }
+    }
+    if is_hdl64(model) {
+        return Ok(());
+    }
+    match p.return_mode_byte() {
+        RETURN_MODE_STRONGEST | RETURN_MODE_LAST | RETURN_MODE_DUAL => Ok(()),
+        other => Err(PacketError::ReturnMode(other)),
+    }
+}
+
+/// [`super::classify`] for any Velodyne model: a valid packet, or how to count the payload
+/// (1206 bytes failing [`check`], or a length within [`MALFORMED_LEN_TOLERANCE`] of 1206, or
+/// a payload starting with a block flag valid for the model: malformed; anything else ignored).
+pub fn classify_model(model: SensorModel, payload: &[u8]) -> Result<Packet<&[u8]>, Rejection> {
+    match check(model, payload) {
+        Ok(()) => Ok(Packet::new_unchecked(payload)),
+        Err(e @ PacketError::Length { len }) => {
+            let flagged = matches!(payload, [0xFF, f1, ..] if bank_origin(model, *f1).is_some());
+            if len.abs_diff(DATA_PACKET_LEN) <= MALFORMED_LEN_TOLERANCE || flagged {
+                Err(Rejection::Malformed(e))
+            } else {
+                Err(Rejection::Ignored)
+            }
+        }
+        Err(e) => Err(Rejection::Malformed(e)),
+    }
+}
+
+/// Return mode of a checked packet of `model` (byte 1204; HDL-64E: the pair rule of the module
+/// docs).
+pub fn return_mode(model: SensorModel, p: &Packet<&[u8]>) -> ReturnMode {
+    if is_hdl64(model) {
+        let paired = (0..BLOCKS / 2).all(|q| {
+            p.byte_at(2 * q * BLOCK_LEN + 1) == p.byte_at((2 * q + 1) * BLOCK_LEN + 1)
+                && p.azimuth(2 * q) == p.azimuth(2 * q + 1)
+        });
+        return if paired {
+            ReturnMode::Dual
+        } else {
+            ReturnMode::Strongest
+        };
+    }
+    p.return_mode()
+}
+
+/// Number of blocks holding data in `mode` (8 for a VLS-128 dual packet, else 12).
+pub const fn data_blocks(model: SensorModel, mode: ReturnMode) -> usize {
+    match (model, mode) {
+        (SensorModel::Vls128, ReturnMode::Dual) => 8,
+        _ => BLOCKS,
+    }
+}
+
+/// Firing sequences per packet: `data_blocks / blocks_per_sequence`, halved in dual mode.
+pub const fn sequences_per_packet(model: SensorModel, mode: ReturnMode) -> usize {
+    let n = data_blocks(model, mode) / blocks_per_sequence(model);
+    match mode {
+        ReturnMode::Dual => n / 2,
+        _ => n,
+    }
+}
+
+/// Firing-sequence period of `model`, ns.
+pub const fn sequence_ns(model: SensorModel) -> u32 {
+    match model {
+        SensorModel::Hdl32e => HDL32E_SEQUENCE_NS,
+        SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3 => HDL64E_SEQUENCE_NS,
+        SensorModel::Vls128 => VLS128_SEQUENCE_NS,
+        _ => VLP32C_SEQUENCE_NS,
+    }
+}
+
+/// Nominal time between two data packets of `model` in `mode`, ns.
+pub const fn packet_interval_ns(model: SensorModel, mode: ReturnMode) -> u64 {
+    sequences_per_packet(model, mode) as u64 * sequence_ns(model) as u64
+}
+
+/// Firing sequence (0-based, in packet order) of `block`.
+pub const fn sequence_of_block(model: SensorModel, mode: ReturnMode, block: usize) -> usize {
+    let b = match mode {
+        ReturnMode::Dual if !matches!(model, SensorModel::Vls128) => block / 2,
+        _ => block,
+    };
+    b / blocks_per_sequence(model)
+}
+
+/// Firing time of `laser` (0..lasers) in `block`, ns after the first firing of the packet
+/// (the manuals' timing tables):
+/// * VLP-32C: `seq·55.296 µs + (laser/2)·2.304 µs` (lasers fire in pairs);
+/// * HDL-32E: `seq·46.080 µs + laser·1.152 µs`;
+/// * HDL-64E: `seq·48 µs` ([`HDL64E_SEQUENCE_NS`]);
+/// * VLS-128: `seq·55.296 µs + (g + g/8)·2.665 µs`, group `g = laser/8` (one maintenance slot
+///   after group 7); the packet's sensor time is its stamp − 8.7 µs ([`VLS128_STAMP_LEAD_NS`]).
+///   Early firmware fires sequences 53.3 µs apart: [`MultiDecoder::set_sequence_ns`].
+///
+/// `seq` is [`sequence_of_block`].
+pub const fn firing_offset_ns(
+    model: SensorModel,
+    mode: ReturnMode,
+    block: usize,
+    laser: usize,
+) -> u32 {
+    let seq = sequence_of_block(model, mode, block) as u32;
+    let l = laser as u32;
+    match model {
+        SensorModel::Hdl32e => seq * HDL32E_SEQUENCE_NS + (l % 32) * HDL32E_LASER_NS,
+        SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3 => seq * HDL64E_SEQUENCE_NS,
+        SensorModel::Vls128 => {
+            let g = (l % 128) / 8;
+            seq * VLS128_SEQUENCE_NS + (g + g / 8) * VLS128_GROUP_NS
+        }
+        _ => seq * VLP32C_SEQUENCE_NS + ((l % 32) / 2) * VLP32C_PAIR_NS,
+    }
+}
+
+/// Per-laser constants of the decoder, precomputed from the calibration.
+#[derive(Clone, Copy, Debug, Default)]
+struct Laser {
+    corr: Option<LaserCorrection>,
+    /// `rot_correction` in 0.01° units, f64 (Nebula's expression).
+    rot_cdeg: f64,
+    /// Interpolation factor (fraction of the block advance) for this laser, f32.
+    frac: f32,
+    /// Intensity focal offset `256·(1 − fd/13100)²`.
+    focal_offset: f32,
+    /// Firing time of the laser inside its sequence, ns ([`firing_offset_ns`] of block 0).
+    laser_ns: u32,
+}
+
+/// The point decoder for VLP-32C, HDL-32E, HDL-64E S2/S3 and VLS-128 (module docs): calibration
+/// + settings, no state between packets.
+#[derive(Clone)]
+pub struct MultiDecoder {
+    model: SensorModel,
+    settings: DecoderSettings,
+    unit_m: f32,
+    lasers: Vec<Laser>,
+    /// `(cos, sin)` of every azimuth unit, f32.
+    trig: Box<[[f32; 2]]>,
+    /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant).
+    seq_ns: u32,
+}
+
+impl std::fmt::Debug for MultiDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiDecoder")
+            .field("model", &self.model)
+            .field("settings", &self.settings)
+            .field("unit_m", &self.unit_m)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MultiDecoder {
+    /// Builds a decoder for `model` (VLP-32C, HDL-32E, HDL-64E S2/S3 or VLS-128) from a
+    /// calibration of [`laser_count`] lasers; a laser missing from `calib` emits no points.
+    pub fn new(model: SensorModel, calib: &VelodyneCalibration, settings: DecoderSettings) -> Self {
+        let n = laser_count(model);
+        let unit_m = if model == SensorModel::Vls128 {
+            VLS128_DISTANCE_UNIT_M
+        } else {
+            calib.distance_resolution_m
+        };
+        let seq_us = sequence_ns(model) as f32 / 1000.0;
+        let lasers = (0..n)
+            .map(|i| {
+                let corr = calib.lasers.get(i).copied();
+                let rot = corr.map_or(0.0, |c| c.rot_correction);
+                let frac = match (settings.flavor, model) {
+                    (DecodeFlavor::Nebula, SensorModel::Vls128) => {
+                        let g = (i / 8) as u8;
+                        (2.665f32 / 53.3f32) * f32::from(g + g / 8)
+                    }
+                    // Nebula's `diff * 2.304 / 55.296 * j`, evaluated left to right; the
+                    // diff-dependent part is applied in `decode`.
+                    (DecodeFlavor::Nebula, _) => (i % 32) as f32,
+                    (DecodeFlavor::Manual, _) => {
+                        firing_offset_ns(model, ReturnMode::Strongest, 0, i) as f32
+                            / 1000.0
+                            / seq_us
+                    }
+                };
+                let fd = corr.map_or(0.0, |c| c.focal_distance);
+                Laser {
+                    corr,
+                    rot_cdeg: f64::from(rot) * 180.0 / PI * 100.0,
+                    frac,
+                    focal_offset: 256.0 * (1.0 - fd / 13100.0) * (1.0 - fd / 13100.0),
+                    laser_ns: firing_offset_ns(model, ReturnMode::Strongest, 0, i),
+                }
+            })
+            .collect();
+        let trig = (0..AZIMUTH_UNITS)
+            .map(|i| {
+                let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
+                [rad.cos(), rad.sin()]
+            })
+            .collect();
+        Self {
+            model,
+            settings,
+            unit_m,
+            lasers,
+            trig,
+            seq_ns: sequence_ns(model),
+        }
+    }
+
+    /// Firing-sequence period in use, ns.
+    pub fn sequence_ns(&self) -> u32 {
+        self.seq_ns
+    }
+
+    /// Selects the firing-sequence period, ns (VLS-128 firmware variants:
+    /// [`VLS128_SEQUENCE_NS`] or [`VLS128_SEQUENCE_EARLY_NS`], see
+    /// [`vls128_sequence_from_spacing`]). Affects `offset_ns` (point times) only; the azimuth
+    /// interpolation of the Nebula flavour keeps Nebula's constants.
+    pub fn set_sequence_ns(&mut self, ns: u32) {
+        self.seq_ns = ns;
+    }
+
+    /// Nominal time between two data packets in `mode` with the period in use, ns.
+    pub fn packet_interval_ns(&self, mode: ReturnMode) -> u64 {
+        sequences_per_packet(self.model, mode) as u64 * u64::from(self.seq_ns)
+    }
+
+    /// The configured model.
+    pub fn model(&self) -> SensorModel {
+        self.model
+    }
+
+    /// Range unit in use, m per count.
+    pub fn distance_unit_m(&self) -> f32 {
+        self.unit_m
+    }
+
+    /// Block azimuths and advances of a packet, Nebula's chain (module docs): `(az, diff)` per
+    /// block, 0.01° units.
+    fn azimuths(&self, p: &Packet<&[u8]>, mode: ReturnMode) -> [(u16, f32); BLOCKS] {
+        let dual = mode == ReturnMode::Dual;
+        let nblocks = data_blocks(self.model, mode);
+        let rot = |b: usize| p.azimuth(b.min(BLOCKS - 1));
+        let diff =
+            |a: u16, b: u16| ((AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS) as f32;
+        let mut out = [(0u16, 0f32); BLOCKS];
+        match self.settings.flavor {
+            DecodeFlavor::Nebula => {
+                let step = 1 + usize::from(dual);
+                let (mut next, mut last_diff) = (0u16, 0f32);
+                for (i, o) in out.iter_mut().enumerate().take(nblocks) {
+                    let az = if i == 0 { rot(0) } else { next };
+                    let d = if i < BLOCKS - step {
+                        next = rot(i + step);
+                        last_diff = diff(az, next);
+                        last_diff
+                    } else if i + 1 == BLOCKS - 4 * usize::from(dual) {
+                        0.0
+                    } else {
+                        last_diff
+                    };
+                    *o = (az, d);
+                }
+            }
+            DecodeFlavor::Manual => {
+                // Interpolate from this sequence's azimuth towards the next sequence's; the
+                // last sequence reuses the previous advance.
+                let bps = blocks_per_sequence(self.model) * if dual { 2 } else { 1 };
+                let nseq = (nblocks / bps).max(1);
+                for (i, o) in out.iter_mut().enumerate().take(nblocks) {
+                    let s = i / bps;
+                    let az = rot(s * bps);
+                    let d = if s + 1 < nseq {
+                        diff(az, rot((s + 1) * bps))
+                    } else if s > 0 {
+                        diff(rot((s - 1) * bps), az)
+                    } else {
+                        0.0
+                    };
+                    *o = (az, d);
+                }
+            }
+        }
+        out
+    }
+
+    /// Decodes one packet checked by [`check`] for this decoder's model, calling `emit` for every
+    /// point that survives the range and field-of-view filters, in packet order (block, slot).
+    /// `DecodedPoint::slot` is the laser number (0..127) and `offset_ns` its
+    /// [`firing_offset_ns`].
+    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+        let model = self.model;
+        let mode = return_mode(model, p);
+        let dual = mode == ReturnMode::Dual;
+        let s = &self.settings;
+        let vls = model == SensorModel::Vls128;
+        let nblocks = data_blocks(model, mode);
+        let azs = self.azimuths(p, mode);
+        let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
+            return;
+        };
+        let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
+        let empty = [0u8; BLOCK_LEN];
+        let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !vls;
+        for (block, (&(az, diff), blk)) in azs.iter().zip(blocks).enumerate().take(nblocks) {
+            let Some(origin) = bank_origin(model, blk[1]) else {
+                continue;
+            };
+            let pblk = if dual {
+                blocks.get(block ^ 1).unwrap_or(&empty)
+            } else {
+                &empty
+            };
+            let seq_ns = sequence_of_block(model, mode, block) as u32 * self.seq_ns;
+            if let Some(fov) = s.fov
+                && !self.block_in_fov(fov, p.azimuth(block), az)
+            {
+                continue;
+            }
+            // Nebula's VLP-32 expression `diff * 2.304f / 55.296f * j`, left to right.
+            let nebula_step = diff * 2.304f32 / 55.296f32;
+            for slot in 0..SLOTS_PER_BLOCK {
+                let o = 4 + 3 * slot;
+                let laser = usize::from(origin) + slot;
+                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
+                let other = u16::from_le_bytes([pblk[o], pblk[o + 1]]);
+                if raw == 0 || (dual && block % 2 == 1 && other == raw) {
+                    continue;
+                }
+                let Some(l) = self.lasers.get(laser) else {
+                    continue;
+                };
+                let Some(c) = l.corr else {
+                    continue;
+                };
+                let mut distance = f32::from(raw) * self.unit_m;
+                if distance > 1e-6 {
+                    distance += c.dist_correction;
+                }
+                let d = f64::from(distance);
+                if !(d > s.min_range_m && d < s.max_range_m) {
+                    continue;
+                }
+                let interp = if nebula_vlp {
+                    nebula_step * l.frac
+                } else {
+                    diff * l.frac
+                };
+                let mut azf = (f64::from(f32::from(az) + interp) - l.rot_cdeg) as f32;
+                if azf < 0.0 {
+                    azf += AZIMUTH_UNITS as f32;
+                }
+                // round() of a non-negative f32, exactly, without a libm call.
+                let azc = ((f64::from(azf) + 0.5) as u32) % AZIMUTH_UNITS;
+                if let Some(fov) = s.fov
+                    && (vls || s.flavor == DecodeFlavor::Manual)
+                    && !fov_point_passes(fov, azc)
+                {
+                    continue;
+                }
+                let [ca, sa] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
+                let (x, y, z) = if vls {
+                    let xy = distance * c.cos_vert;
+                    (xy * ca, -(xy * sa), distance * c.sin_vert)
+                } else {
+                    full_model(&c, distance, ca, sa)
+                };
+                let mut intensity = blk[o + 2];
+                if !vls {
+                    intensity = corrected_intensity(&c, l.focal_offset, intensity, raw);
+                }
+                let return_type = return_type(mode, raw, other, intensity, || pblk[o + 2]);
+                emit(DecodedPoint {
+                    point: PointXYZIRCAEDT {
+                        x,
+                        y,
+                        z,
+                        intensity,
+                        return_type: return_type as u8,
+                        channel: c.ring,
+                        azimuth: (f64::from(azc) * (PI / 18_000.0)) as f32,
+                        elevation: c.vert_correction,
+                        distance,
+                        time_stamp: 0,
+                    },
+                    azimuth_cdeg: azc as u16,
+                    offset_ns: seq_ns + l.laser_ns,
+                    block: block as u8,
+                    slot: laser as u8,
+                });
+            }
+        }
+    }
+
+    /// Nebula's block-level field-of-view test: VLP-32C/HDL use the raw block azimuth and handle
+    /// the wrap; VLS-128 tests the chained azimuth and passes every block when `min > max`
+    /// (its point-level test then applies).
+    fn block_in_fov(&self, fov: FovCdeg, raw_az: u16, chained_az: u16) -> bool {
+        if self.settings.flavor == DecodeFlavor::Manual {
+            return true;
+        }
+        if self.model == SensorModel::Vls128 {
+            let a = u32::from(chained_az);
+            return (fov.min < fov.max && a >= fov.min && a <= fov.max) || fov.min > fov.max;
+        }
+        fov_point_passes(fov, u32::from(raw_az))
+    }
+}
+
+/// Inclusive field-of-view test on an azimuth in 0.01°; `min > max` wraps through 0°.
+fn fov_point_passes(fov: FovCdeg, az: u32) -> bool {
+    (fov.min < fov.max && az >= fov.min && az <= fov.max)
+        || (fov.min > fov.max && (az <= fov.max || az >= fov.min))
+}
+
+/// The HDL-64E calibration model (module docs), in Nebula's f32 order of operations.
+/// Returns `(x, y, z)` in m, x forward, y left, z up.
+fn full_model(c: &LaserCorrection, distance: f32, ca: f32, sa: f32) -> (f32, f32, f32) {
+    let (cv, sv) = (c.cos_vert, c.sin_vert);
+    let (h, v) = (c.horiz_offset, c.vert_offset);
+    let (mut dx, mut dy) = (0f32, 0f32);
+    if c.two_pt_correction {
+        let xy = distance * cv - v * sv;
+        let xx = (xy * sa - h * ca).abs();
+        let yy = (xy * ca + h * sa).abs();
+        let dc = c.dist_correction;
+        dx = ((f64::from(dc - c.dist_correction_x) * (f64::from(xx) - 2.4) / (25.04 - 2.4)
+            + f64::from(c.dist_correction_x)) as f32)
+            - dc;
+        dy = ((f64::from(dc - c.dist_correction_y) * (f64::from(yy) - 1.93) / (25.04 - 1.93)
+            + f64::from(c.dist_correction_y)) as f32)
+            - dc;
+    }
+    let dxv = distance + dx;
+    let xy_x = dxv * cv - v * sv;
+    let vel_x = xy_x * sa - h * ca;
+    let dyv = distance + dy;
+    let xy_y = dyv * cv - v * sv;
+    let vel_y = xy_y * ca + h * sa;
+    let z = dyv * sv + v * cv;
+    (vel_y, -vel_x, z)
+}
+
+/// Intensity correction of the HDL-64E manual (module docs), clamped to the laser's
+/// `[min_intensity, max_intensity]` and to 0..=255.
+fn corrected_intensity(c: &LaserCorrection, focal_offset: f32, raw_i: u8, raw_d: u16) -> u8 {
+    if c.focal_slope == 0.0 && c.min_intensity <= 0.0 && c.max_intensity >= 255.0 {
+        return raw_i;
+    }
+    let q = 1.0 - f32::from(raw_d) / 65535.0;
+    let sqr = q * q;
+    let mut i = f32::from(raw_i) + c.focal_slope * (focal_offset - 256.0 * sqr).abs();
+    // C++ `uint8_t += float` truncates towards zero.
+    i = i.trunc().clamp(0.0, 255.0);
+    i = i.max(c.min_intensity).min(c.max_intensity);
+    i.clamp(0.0, 255.0) as u8
+}
+
+/// Return type of a point (module docs): `other` is the partner block's raw distance (dual),
+/// `other_i` its reflectivity (only evaluated when needed).
+fn return_type(
+    mode: ReturnMode,
+    raw: u16,
+    other: u16,
+    intensity: u8,
+    other_i: impl FnOnce() -> u8,
+) -> ReturnType {
+    match mode {
+        ReturnMode::Last => ReturnType::Last,
+        ReturnMode::First => ReturnType::First,
+        ReturnMode::Dual => {
+            if other == 0 || other == raw {
+                return ReturnType::Identical;
+            }
+            let oi = other_i();
+            let first = other >= raw;
+            let strongest = if oi == intensity {
+                !first
+            } else {
+                oi < intensity
+            };
+            match (first, strongest) {
+                (true, true) => ReturnType::FirstStrongest,
+                (false, true) => ReturnType::LastStrongest,
+                (true, false) => ReturnType::FirstWeak,
+                (false, false) => ReturnType::LastWeak,
+            }
+        }
+        _ => ReturnType::Strongest,
+    }
+}
