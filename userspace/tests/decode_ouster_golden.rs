@@ -266,7 +266,7 @@ fn check_points(c: &Capture, im: &Images, dual: bool) -> Frame {
         } else {
             (range[i], refl[i])
         };
-        assert_eq!(p.distance, r as f32 * 0.001, "row {row} col {m}");
+        assert_eq!(p.distance, r as f32 / 1000.0, "row {row} col {m}");
         assert_eq!(u64::from(p.intensity), rf.min(255));
         assert!(p.time_stamp >= last_t[row]);
         last_t[row] = p.time_stamp;

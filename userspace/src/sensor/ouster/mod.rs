@@ -360,7 +360,7 @@ fn emit(
     t: u32,
     (min_r, max_r): (f32, f32),
 ) {
-    let distance = range_mm as f32 * 0.001;
+    let distance = range_mm as f32 / 1000.0;
     if !(distance > min_r && distance < max_r) {
         return;
     }
