@@ -239,6 +239,17 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
         (1, 1)
     );
     assert_eq!(s.return_mode(), Some(ReturnMode::Strongest));
+    // The same packet again is a late packet of a published frame (stale) until reset().
+    assert_eq!(
+        s.push(&all[14].0, t9 + 300_000_002, &mut out),
+        Err(Rejection::Ignored)
+    );
+    s.reset();
+    s.push(&all[14].0, t9 + 300_000_003, &mut out).unwrap();
+    s.flush(&mut out);
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[2].points, out[1].points);
+    assert_eq!(out[2].header.sequence, 2);
 }
 
 #[test]

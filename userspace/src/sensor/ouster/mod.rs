@@ -125,8 +125,8 @@ pub struct OusterStream {
     lut: XyzLut,
     keep: Option<Vec<bool>>,
     sensor_id: u16,
-    min_range_m: f32,
-    max_range_m: f32,
+    /// Kept ranges, mm: `lo <= r < hi` ⇔ `min_range_m < r/1000 < max_range_m` (f32).
+    range_mm: (u32, u32),
     frame_timeout_ns: u64,
     expected: u32,
     sequence: u64,
@@ -190,8 +190,7 @@ impl OusterStream {
             lut,
             keep,
             sensor_id: cfg.sensor_id,
-            min_range_m: cfg.min_range_m,
-            max_range_m: cfg.max_range_m,
+            range_mm: range_window_mm(cfg.min_range_m, cfg.max_range_m),
             frame_timeout_ns: cfg.frame_timeout_ns,
             expected,
             sequence: 0,
@@ -218,6 +217,15 @@ impl OusterStream {
     /// Ouster-specific counters.
     pub fn stats(&self) -> &OusterStats {
         &self.stats
+    }
+
+    /// Forgets the frame in progress (dropped, not published) and the last published frame
+    /// id, so the next packet opens a frame whatever its id (after a sensor restart or
+    /// reconfiguration; benchmarks replaying one capture). Counters and sequence numbers go on.
+    pub fn reset(&mut self) {
+        self.cur = None;
+        self.last_published = None;
+        self.pending_malformed = 0;
     }
 
     /// Classifies a payload against the metadata's format (rules in the module docs).
@@ -289,7 +297,7 @@ impl OusterStream {
         let h = f.pixels_per_column;
         let pb = f.profile.pixel_bytes();
         let bytes = p.as_bytes();
-        let (min_r, max_r) = (self.min_range_m, self.max_range_m);
+        let range_mm = self.range_mm;
         for col in 0..f.columns_per_packet {
             if p.col_status(col) & 1 == 0 {
                 self.stats.invalid_columns += 1;
@@ -322,17 +330,29 @@ impl OusterStream {
                 .keep
                 .as_deref()
                 .and_then(|k| k.get(m_id * h..(m_id + 1) * h));
-            decode_column(
-                f.profile,
-                pixels,
-                lut,
-                keep,
-                t,
-                (min_r, max_r),
-                &mut b.points,
-            );
+            decode_column(f.profile, pixels, lut, keep, t, range_mm, &mut b.points);
         }
     }
+}
+
+/// The integer form of the exclusive range filter: the smallest range (mm, >= 1) whose
+/// `distance = r as f32 / 1000` exceeds `min_m`, and the smallest whose distance reaches
+/// `max_m` (f32 division is monotonic in `r`, so the two filters agree exactly).
+fn range_window_mm(min_m: f32, max_m: f32) -> (u32, u32) {
+    const LIMIT: u32 = 1 << 20; // above any 20-bit range
+    let first = |pred: &dyn Fn(f32) -> bool| {
+        let (mut lo, mut hi) = (1u32, LIMIT);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(mid as f32 / 1000.0) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    (first(&|d| d > min_m), first(&|d| d >= max_m))
 }
 
 #[inline]
@@ -358,12 +378,12 @@ fn emit(
     intensity: u8,
     return_type: ReturnType,
     t: u32,
-    (min_r, max_r): (f32, f32),
+    (lo, hi): (u32, u32),
 ) {
-    let distance = range_mm as f32 / 1000.0;
-    if !(distance > min_r && distance < max_r) {
+    if !(lo..hi).contains(&range_mm) {
         return;
     }
+    let distance = range_mm as f32 / 1000.0;
     let [x, y, z] = XyzLut::xyz(e, range_mm);
     out.push(PointXYZIRCAEDT {
         x,
@@ -386,7 +406,7 @@ fn decode_column(
     lut: &[LutEntry],
     keep: Option<&[bool]>,
     t: u32,
-    range: (f32, f32),
+    range: (u32, u32),
     out: &mut Vec<PointXYZIRCAEDT>,
 ) {
     let pb = profile.pixel_bytes();
@@ -557,5 +577,23 @@ impl VendorDecoder for OusterStream {
                 2 => ReturnMode::Dual,
                 _ => ReturnMode::Strongest,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_range_window_matches_the_float_filter() {
+        assert_eq!(range_window_mm(0.3, 300.0), (301, 300_000));
+        assert_eq!(range_window_mm(0.0, 1000.0), (1, 1_000_000));
+        for (min, max) in [(0.3f32, 300.0f32), (0.0, 1000.0), (1.234, 56.789)] {
+            let (lo, hi) = range_window_mm(min, max);
+            for r in (1u32..(1 << 20)).step_by(7).chain([lo - 1, lo, hi - 1, hi]) {
+                let d = r as f32 / 1000.0;
+                assert_eq!((lo..hi).contains(&r), d > min && d < max, "{r} {min} {max}");
+            }
+        }
     }
 }
