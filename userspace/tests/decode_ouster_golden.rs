@@ -436,7 +436,7 @@ fn os1_64_legacy_fw1_three_partial_and_complete_frames() {
         let p = &c.packets[14 + col / 16];
         let pk = Packet::new_checked(&p.payload[..], c.meta.format).unwrap();
         let r = pk.field(ChanField::Range, col % 16, row) as u32;
-        let got = lidarxdp::sensor::ouster::lut::XyzLut::xyz(lut.get(col, row).unwrap(), r);
+        let got = lut.point(col, row, r).unwrap();
         for (g, w) in got.iter().zip([x, y, z]) {
             assert!((f64::from(*g) - w).abs() < 1e-3, "{row},{col}: {g} vs {w}");
         }

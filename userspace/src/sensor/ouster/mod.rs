@@ -68,7 +68,7 @@ use crate::frame::{Frame, FrameHeader};
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
 use super::{ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder};
-use lut::{LutEntry, XyzLut};
+use lut::{Beam, Column, XyzLut};
 use metadata::OusterMetadata;
 use packet::{Packet, PacketFormat, Profile};
 
@@ -172,7 +172,7 @@ impl OusterStream {
         let keep = opts.fov_deg.map(|(min, max)| {
             let (min, max) = (min.to_radians() as f32, max.to_radians() as f32);
             (0..lut.w)
-                .flat_map(|c| lut.column(c).iter())
+                .flat_map(|c| lut.column(c).beams.iter())
                 .map(|e| {
                     if min <= max {
                         e.azimuth >= min && e.azimuth <= max
@@ -355,7 +355,10 @@ fn range_window_mm(min_m: f32, max_m: f32) -> (u32, u32) {
     (first(&|d| d > min_m), first(&|d| d >= max_m))
 }
 
-#[inline]
+/// A pixel's returns as `(range_mm, reflectivity)`, first then second (0, 0 when absent).
+type Returns = ((u32, u8), (u32, u8));
+
+#[inline(always)]
 fn le32(px: &[u8], o: usize) -> u32 {
     match px.get(o..o + 4) {
         Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
@@ -363,118 +366,120 @@ fn le32(px: &[u8], o: usize) -> u32 {
     }
 }
 
-#[inline]
-fn byte(px: &[u8], o: usize) -> u8 {
-    px.get(o).copied().unwrap_or(0)
-}
-
-#[inline]
-#[allow(clippy::too_many_arguments)]
-fn emit(
-    out: &mut Vec<PointXYZIRCAEDT>,
-    e: &LutEntry,
+#[inline(always)]
+fn point(
+    col: &Column<'_>,
+    beam: &Beam,
+    elevation: f32,
     row: usize,
-    range_mm: u32,
-    intensity: u8,
+    (range_mm, intensity): (u32, u8),
     return_type: ReturnType,
     t: u32,
-    (lo, hi): (u32, u32),
-) {
-    if !(lo..hi).contains(&range_mm) {
-        return;
-    }
-    let distance = range_mm as f32 / 1000.0;
-    let [x, y, z] = XyzLut::xyz(e, range_mm);
-    out.push(PointXYZIRCAEDT {
+) -> PointXYZIRCAEDT {
+    let [x, y, z] = col.xyz(beam, range_mm);
+    PointXYZIRCAEDT {
         x,
         y,
         z,
         intensity,
         return_type: return_type as u8,
         channel: row as u16,
-        azimuth: e.azimuth,
-        elevation: e.elevation,
-        distance,
+        azimuth: beam.azimuth,
+        elevation,
+        distance: range_mm as f32 / 1000.0,
         time_stamp: t,
-    });
+    }
 }
 
-/// Decodes one column's pixels (`h × pixel_bytes`) with its LUT column.
+/// Decodes one column's pixels (`h × PB` bytes) with its table column, branch-free on the
+/// returns: every pixel's point(s) are written into slots reserved at the end of `out` and the
+/// write position advances only for kept ones (range in `lo..hi`, inside the field of view; a
+/// second return only if it differs from the first, which then becomes `identical`).
+#[allow(clippy::too_many_arguments)]
+fn decode_column_with<const PB: usize, const DUAL: bool>(
+    pixels: &[u8],
+    lut: Column<'_>,
+    keep: Option<&[bool]>,
+    t: u32,
+    (lo, hi): (u32, u32),
+    out: &mut Vec<PointXYZIRCAEDT>,
+    extract: impl Fn(&[u8; PB]) -> Returns,
+) {
+    let (chunks, _) = pixels.as_chunks::<PB>();
+    let base = out.len();
+    let slots = chunks.len().min(lut.beams.len()) * if DUAL { 2 } else { 1 };
+    out.resize(base + slots, PointXYZIRCAEDT::default());
+    let mut n = base;
+    let rows = chunks.iter().zip(lut.beams).zip(lut.elevation).enumerate();
+    for (row, ((px, beam), &el)) in rows {
+        let (first, second) = extract(px);
+        let k = keep.is_none_or(|k| k.get(row).copied().unwrap_or(false));
+        let identical = DUAL && first.0 == second.0;
+        let ok1 = k & (lo <= first.0) & (first.0 < hi);
+        let rt1 = if identical {
+            ReturnType::Identical
+        } else {
+            ReturnType::Strongest
+        };
+        if let Some(slot) = out.get_mut(n) {
+            *slot = point(&lut, beam, el, row, first, rt1, t);
+        }
+        n += usize::from(ok1);
+        if DUAL {
+            let ok2 = k & !identical & (lo <= second.0) & (second.0 < hi);
+            if let Some(slot) = out.get_mut(n) {
+                *slot = point(&lut, beam, el, row, second, ReturnType::SecondStrongest, t);
+            }
+            n += usize::from(ok2);
+        }
+    }
+    out.truncate(n);
+}
+
+/// Decodes one column's pixels with its table column (profile dispatch, layouts in [`packet`]).
 fn decode_column(
     profile: Profile,
     pixels: &[u8],
-    lut: &[LutEntry],
+    lut: Column<'_>,
     keep: Option<&[bool]>,
     t: u32,
     range: (u32, u32),
     out: &mut Vec<PointXYZIRCAEDT>,
 ) {
-    let pb = profile.pixel_bytes();
-    let rows = pixels.chunks_exact(pb).zip(lut).enumerate();
-    let kept = |row: usize| keep.is_none_or(|k| k.get(row).copied().unwrap_or(false));
+    let none = (0, 0);
     match profile {
         Profile::Legacy => {
-            for (row, (px, e)) in rows {
-                let r = le32(px, 0) & 0xF_FFFF;
-                if r != 0 && kept(row) {
-                    let refl = u16::from_le_bytes([byte(px, 4), byte(px, 5)]).min(255) as u8;
-                    emit(out, e, row, r, refl, ReturnType::Strongest, t, range);
-                }
-            }
+            decode_column_with::<12, false>(pixels, lut, keep, t, range, out, |px| {
+                let refl = u16::from_le_bytes([px[4], px[5]]).min(255) as u8;
+                ((le32(px, 0) & 0xF_FFFF, refl), none)
+            })
         }
         Profile::Rng19Rfl8Sig16Nir16 => {
-            for (row, (px, e)) in rows {
-                let r = le32(px, 0) & 0x7_FFFF;
-                if r != 0 && kept(row) {
-                    emit(out, e, row, r, byte(px, 4), ReturnType::Strongest, t, range);
-                }
-            }
+            decode_column_with::<12, false>(pixels, lut, keep, t, range, out, |px| {
+                ((le32(px, 0) & 0x7_FFFF, px[4]), none)
+            })
         }
         Profile::Rng15Rfl8Nir8 => {
-            for (row, (px, e)) in rows {
-                let r = (u32::from(u16::from_le_bytes([byte(px, 0), byte(px, 1)])) & 0x7FFF) * 8;
-                if r != 0 && kept(row) {
-                    emit(out, e, row, r, byte(px, 2), ReturnType::Strongest, t, range);
-                }
-            }
+            decode_column_with::<4, false>(pixels, lut, keep, t, range, out, |px| {
+                let r = (u32::from(u16::from_le_bytes([px[0], px[1]])) & 0x7FFF) * 8;
+                ((r, px[2]), none)
+            })
         }
-        Profile::Rng19Rfl8Sig16Nir16Dual | Profile::FiveWordPixel => {
-            for (row, (px, e)) in rows {
-                if !kept(row) {
-                    continue;
-                }
-                let r1 = le32(px, 0) & 0x7_FFFF;
-                let r2 = le32(px, 4) & 0x7_FFFF;
-                if r1 != 0 && r1 == r2 {
-                    emit(
-                        out,
-                        e,
-                        row,
-                        r1,
-                        byte(px, 3),
-                        ReturnType::Identical,
-                        t,
-                        range,
-                    );
-                    continue;
-                }
-                if r1 != 0 {
-                    emit(
-                        out,
-                        e,
-                        row,
-                        r1,
-                        byte(px, 3),
-                        ReturnType::Strongest,
-                        t,
-                        range,
-                    );
-                }
-                if r2 != 0 {
-                    let rt = ReturnType::SecondStrongest;
-                    emit(out, e, row, r2, byte(px, 7), rt, t, range);
-                }
-            }
+        Profile::Rng19Rfl8Sig16Nir16Dual => {
+            decode_column_with::<16, true>(pixels, lut, keep, t, range, out, |px| {
+                (
+                    (le32(px, 0) & 0x7_FFFF, px[3]),
+                    (le32(px, 4) & 0x7_FFFF, px[7]),
+                )
+            })
+        }
+        Profile::FiveWordPixel => {
+            decode_column_with::<20, true>(pixels, lut, keep, t, range, out, |px| {
+                (
+                    (le32(px, 0) & 0x7_FFFF, px[3]),
+                    (le32(px, 4) & 0x7_FFFF, px[7]),
+                )
+            })
         }
     }
 }
