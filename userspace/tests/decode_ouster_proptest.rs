@@ -31,6 +31,38 @@ fn metas() -> Vec<OusterMetadata> {
     v
 }
 
+#[test]
+fn hand_built_metadata_is_validated_not_trusted() {
+    let cfg = SensorConfig::new(0, SensorModel::Ouster, "hand.json");
+    let base = metas().remove(0);
+    for (edit, needle) in [
+        (
+            Box::new(|m: &mut OusterMetadata| m.format.columns_per_packet = 0)
+                as Box<dyn Fn(&mut OusterMetadata)>,
+            "columns_per_packet = 0",
+        ),
+        (
+            Box::new(|m: &mut OusterMetadata| m.format.pixels_per_column = 64),
+            "beam angle arrays",
+        ),
+        (
+            Box::new(|m: &mut OusterMetadata| m.column_window = (0, 1024)),
+            "column_window",
+        ),
+        (
+            Box::new(|m: &mut OusterMetadata| m.format.columns_per_frame = 100),
+            "columns_per_frame = 100",
+        ),
+    ] {
+        let mut m = base.clone();
+        edit(&mut m);
+        let e = OusterStream::with_metadata(&cfg, PipelineOptions::default(), m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle) && e.contains("hand.json"), "{e}");
+    }
+}
+
 fn stream(meta: &OusterMetadata) -> OusterStream {
     let cfg = SensorConfig::new(0, SensorModel::Ouster, "unused.json");
     let opts = PipelineOptions {

@@ -14,11 +14,12 @@
 //! The point's `azimuth` is the direction of `d'` in the sensor's x-y plane, `atan2(d'.y, d'.x)`
 //! mapped to [0, 2π); its `elevation` is `asin(d'.z)`.
 //!
-//! Storage (the decode loop is memory-bound): since `o = b[0][3]·(cos θe, sin θe, 0) − n·d +
-//! (0, 0, b[2][3])`, `o' = C(c) − n·d'` with a per-column `C(c) = b[0][3]·R·(cos θe, sin θe, 0)
-//! + R·(0, 0, b[2][3]) + t`, so a point is `(R_mm − n)·d'/1000 + C(c)/1000`. The table keeps 16
-//! bytes per pixel ([`Beam`]: `d'/1000` and the azimuth, f32), the elevation per pixel (f32) and
-//! `C/1000` per column; the f32 arithmetic stays within 0.1 mm of the SDK's f64 up to 500 m.
+//! Storage (the decode loop is memory-bound): since
+//! `o = b[0][3]·(cos θe, sin θe, 0) − n·d + (0, 0, b[2][3])`, the rotated offset is
+//! `o' = C(c) − n·d'` with a per-column term `C(c) = b[0][3]·R·(cos θe, sin θe, 0) + R·(0, 0, b[2][3]) + t`,
+//! so a point is `(R_mm − n)·d'/1000 + C(c)/1000`. The table keeps 16 bytes per pixel ([`Beam`]:
+//! `d'/1000` and the azimuth, f32), the elevation per pixel (f32) and `C/1000` per column; the
+//! f32 arithmetic stays within 0.1 mm of the SDK's f64 up to 500 m.
 
 use std::f64::consts::PI;
 

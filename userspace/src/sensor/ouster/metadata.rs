@@ -314,7 +314,7 @@ impl OusterMetadata {
             "lidar_to_sensor_transform",
         )?
         .unwrap_or(DEFAULT_LIDAR_TO_SENSOR);
-        Ok(Self {
+        let meta = Self {
             prod_line,
             prod_sn,
             init_id,
@@ -329,7 +329,62 @@ impl OusterMetadata {
             lidar_origin_to_beam_origin_mm,
             beam_to_lidar_transform,
             lidar_to_sensor_transform,
-        })
+        };
+        meta.validate()?;
+        Ok(meta)
+    }
+
+    /// Checks the invariants [`OusterMetadata::from_json`] establishes, for metadata built or
+    /// edited by hand (the fields are public): 512/1024/2048/4096 columns, 1..=64 columns per
+    /// packet, 1..=256 pixels per column, one altitude and azimuth per pixel row, a column
+    /// window inside the frame, a packet that fits a UDP datagram.
+    ///
+    /// # Errors
+    /// A message naming the first violated item.
+    pub fn validate(&self) -> Result<(), String> {
+        let f = &self.format;
+        if !matches!(f.columns_per_frame, 512 | 1024 | 2048 | 4096) {
+            return Err(format!(
+                "columns_per_frame = {}; valid: 512, 1024, 2048, 4096",
+                f.columns_per_frame
+            ));
+        }
+        if !(1..=64).contains(&f.columns_per_packet) {
+            return Err(format!(
+                "columns_per_packet = {}; valid: 1..=64",
+                f.columns_per_packet
+            ));
+        }
+        if !(1..=256).contains(&f.pixels_per_column) {
+            return Err(format!(
+                "pixels_per_column = {}; valid: 1..=256",
+                f.pixels_per_column
+            ));
+        }
+        if self.beam_altitude_angles.len() != f.pixels_per_column
+            || self.beam_azimuth_angles.len() != f.pixels_per_column
+        {
+            return Err(format!(
+                "beam angle arrays have {} / {} entries; pixels_per_column is {}",
+                self.beam_altitude_angles.len(),
+                self.beam_azimuth_angles.len(),
+                f.pixels_per_column
+            ));
+        }
+        let w = f.columns_per_frame;
+        if usize::from(self.column_window.0) >= w || usize::from(self.column_window.1) >= w {
+            return Err(format!(
+                "column_window {:?} is outside 0..{w}",
+                self.column_window
+            ));
+        }
+        if f.packet_len() > 65_507 {
+            return Err(format!(
+                "packet of {} bytes exceeds a UDP datagram",
+                f.packet_len()
+            ));
+        }
+        Ok(())
     }
 
     /// Columns inside the column window (ouster-sdk `valid_columns_per_frame`).

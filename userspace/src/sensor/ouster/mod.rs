@@ -150,10 +150,12 @@ impl OusterStream {
         Self::with_metadata(cfg, opts, meta)
     }
 
-    /// Builds the stream from parsed metadata (`cfg.calibration` is not read).
+    /// Builds the stream from parsed metadata (`cfg.calibration` is not read, only named in
+    /// errors).
     ///
     /// # Errors
-    /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360.
+    /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360;
+    /// [`ConfigError::Calibration`] if the metadata breaks [`OusterMetadata::validate`].
     pub fn with_metadata(
         cfg: &SensorConfig,
         opts: PipelineOptions,
@@ -168,6 +170,11 @@ impl OusterStream {
                     .into(),
             });
         }
+        meta.validate()
+            .map_err(|message| ConfigError::Calibration {
+                path: cfg.calibration.clone(),
+                message,
+            })?;
         let lut = XyzLut::new(&meta);
         let keep = opts.fov_deg.map(|(min, max)| {
             let (min, max) = (min.to_radians() as f32, max.to_radians() as f32);
