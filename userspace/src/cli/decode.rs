@@ -13,7 +13,7 @@ pub struct DecodeArgs {
     /// Sensor model (the configured model wins over the packet's product byte).
     #[arg(long)]
     sensor: SensorModel,
-    /// Calibration file (Velodyne: ros-drivers/Nebula YAML).
+    /// Calibration file (Velodyne: ros-drivers/Nebula YAML; Ouster: the sensor metadata JSON).
     #[arg(long)]
     calibration: PathBuf,
     /// Cut angle in degrees, [0, 360].

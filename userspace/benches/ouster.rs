@@ -1,0 +1,63 @@
+//! Ouster decode throughput on the shared captures (decode + frame assembly, no I/O).
+//!
+//! One iteration pushes every lidar packet of a capture's frame through an [`OusterStream`] and
+//! flushes it. Throughput is reported in pixels (`pixels_per_column × columns`, every pixel
+//! whether or not it holds a return); divide the time by the packet count for ns/packet.
+//! Run: `cargo bench -p lidarxdp --bench ouster`. Figures: docs/benchmarks.md, "Ouster".
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use lidarxdp::offline::udp_payloads;
+use lidarxdp::sensor::ouster::OusterStream;
+use lidarxdp::sensor::ouster::metadata::OusterMetadata;
+use lidarxdp::sensor::{PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("ouster_decode");
+    g.measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1))
+        .sample_size(30);
+    for (name, base) in [
+        ("os2-128_RNG19", "os2-128/OS-2-128-U1_v2.3.0_1024x10"),
+        ("os0-128_RNG15", "os0-128/OS-0-128-U1_v2.3.0_1024x10"),
+        ("os0-32_RNG19_DUAL", "os0-32/OS-0-32-U1_v2.2.0_1024x10"),
+        ("os1-32_LEGACY", "os1-32/OS-1-32-G_v2.1.1_1024x10"),
+        ("os1-64_LEGACY_fw1", "os1-64/os1-64_legacy_fw1.1x_3frames"),
+    ] {
+        let json = format!("{DIR}{base}.json");
+        let meta = OusterMetadata::from_file(Path::new(&json)).unwrap();
+        let len = meta.format.packet_len();
+        let packets: Vec<(Vec<u8>, u64)> = udp_payloads(Path::new(&format!("{DIR}{base}.pcap")))
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|d| d.dst_port == 7502 && d.payload.len() == len)
+            .map(|d| (d.payload, d.ts_ns))
+            .collect();
+        let pixels =
+            (packets.len() * meta.format.columns_per_packet * meta.format.pixels_per_column) as u64;
+        let cfg = SensorConfig::new(0, SensorModel::Ouster, json);
+        let mut s = OusterStream::new(&cfg, PipelineOptions::default()).unwrap();
+        let mut out = Vec::with_capacity(4);
+        g.throughput(Throughput::Elements(pixels));
+        g.bench_function(format!("{name}_{}pkts", packets.len()), |b| {
+            b.iter(|| {
+                out.clear();
+                s.reset();
+                for (p, t) in &packets {
+                    let _ = s.push(black_box(p), *t, &mut out);
+                }
+                s.flush(&mut out);
+                black_box(out.len())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,611 @@
+//! Ouster OS0/OS1/OS2 decoding: lidar packets of every supported UDP profile in, frames of
+//! [`PointXYZIRCAEDT`] out. Sans-IO, no `unsafe`, no panics on any input.
+//!
+//! Sources: Ouster *Sensor Documentation* (firmware 2.x/3.x), "Lidar Data Packet Format",
+//! "Lidar Range Data To XYZ Lidar Coordinate Frame" and "Sensor Metadata"; the OS1 *Software
+//! User Manual* v1.13 (LEGACY format, fw 1.1x metadata); ouster-sdk 1.0.1 (`ouster_core`:
+//! `parsing.cpp`, `xyzlut.cpp`, `metadata.cpp`, `lidar_frame.cpp` `FrameBatcher`), whose
+//! digest files are the goldens in `tests/decode_ouster_golden.rs`.
+//!
+//! Submodules: [`packet`] (profiles, bit layouts, the checked packet view), [`metadata`] (the
+//! metadata JSON), [`lut`] (the XYZ table).
+//!
+//! ## Configuration
+//! [`SensorConfig::calibration`] is the sensor's metadata JSON. `cut_angle_deg` must be 0 (or
+//! 360): an Ouster frame is the sensor's own (one `frame_id`, columns 0..w in the order the
+//! encoder sweeps them); its boundary is moved on the sensor (`azimuth_window`), and any other
+//! cut is refused with [`ConfigError::OutOfRange`]. [`PipelineOptions::fov_deg`] keeps the
+//! points whose beam azimuth (see below) lies inside `[min, max]` degrees (wrapping through 0
+//! when `min > max`); [`PipelineOptions::flavor`] does not apply.
+//!
+//! ## Points
+//! One point per pixel with a non-zero range (and per non-zero second return in the dual
+//! profiles), in packet order: columns as received, rows 0..h inside a column, the first return
+//! before the second.
+//! * `x, y, z`: ouster-sdk's XYZ (see [`lut`]), sensor frame, m.
+//! * `distance`: the range field in m (mm / 1000; RNG15 ranges are in 8 mm steps). Points with
+//!   `distance <= min_range_m` or `>= max_range_m` are dropped, like the other decoders.
+//! * `channel`: the beam row, 0 = top beam.
+//! * `azimuth`, `elevation`: the beam direction in the sensor frame (rad), fixed per pixel.
+//! * `intensity`: the calibrated reflectivity (u8). LEGACY carries 16 bits on fw 1.1x: values
+//!   above 255 are saturated to 255.
+//! * `return_type` (DESIGN.md section 3): single-return profiles report the strongest return, so
+//!   3 `strongest`. Dual profiles (RNG19…_DUAL, FIVE_WORD_PIXEL): the first return is the
+//!   strongest, 3; the second is the second strongest, 8 `second-strongest`; when both ranges are
+//!   equal (and non-zero) one point of type 6 `identical` is emitted. [`VendorDecoder::return_mode`]
+//!   reports [`ReturnMode::Strongest`] or, for the dual profiles, [`ReturnMode::Dual`] (two
+//!   returns; Ouster's pair is strongest + second strongest, not last + strongest).
+//! * `time_stamp`: the column timestamp minus the frame start, ns.
+//!
+//! ## Frames
+//! A frame is all packets of one `frame_id` (LEGACY: the first column's frame_id). It is
+//! published as soon as all packets the column window implies have arrived
+//! ([`metadata::OusterMetadata::packets_per_frame`], 64 for 1024 columns of 16), when a packet
+//! of a newer frame_id arrives (frame ids compare modulo 2^16, as ouster-sdk does), after
+//! `frame_timeout_ns` of host-time silence, or on flush. `packets_expected` is always the full
+//! count, so a partial frame (stream start or end, losses) shows its holes; a packet already
+//! seen in the frame (same first measurement_id) is dropped as `ignored` and counted in
+//! [`OusterStats::duplicates`], as is a late packet of an already published frame (up to
+//! [`STALE_FRAMES`] frame ids back; further back means the sensor restarted and opens a frame).
+//! `start_ns` is the earliest valid column timestamp of the frame (sensor clock, ns: the
+//! sensor's `timestamp_mode` decides the epoch), `host_ns` the receive time of its first packet.
+//! Packets out of order inside a frame are re-sorted by time at publication, so `time_stamp` is
+//! non-decreasing per channel.
+//!
+//! ## Rejections
+//! A payload of exactly the metadata's packet size that fails [`packet::Packet::new_checked`]
+//! (packet type ≠ 1, a measurement_id ≥ columns_per_frame) is `malformed`; so is a payload whose
+//! size is within 25 % of it (a datagram cut short or padded: a lost fragment, a firmware
+//! variant). Anything else (48-byte IMU packets, foreign traffic) is `ignored`. A packet whose
+//! header serial number or init_id disagree with the metadata is decoded (the configured
+//! metadata wins, as the configured model does for Velodyne) and counted in [`OusterStats`].
+
+pub mod lut;
+pub mod metadata;
+pub mod packet;
+
+use crate::frame::{Frame, FrameHeader};
+use crate::point::{PointXYZIRCAEDT, ReturnType};
+
+use super::{ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder};
+use lut::{Beam, Column, XyzLut};
+use metadata::OusterMetadata;
+use packet::{Packet, PacketFormat, Profile};
+
+/// Late packets of up to this many frame ids before the current/last one are dropped as stale.
+pub const STALE_FRAMES: i32 = 8;
+
+/// Builds the decoder for an Ouster sensor from its metadata JSON (`cfg.calibration`).
+///
+/// # Errors
+/// See [`OusterStream::new`].
+pub fn build(
+    cfg: &SensorConfig,
+    opts: PipelineOptions,
+) -> Result<Box<dyn VendorDecoder>, ConfigError> {
+    Ok(Box::new(OusterStream::new(cfg, opts)?))
+}
+
+/// Ouster-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OusterStats {
+    /// Packets dropped because the frame already had them (same first measurement_id).
+    pub duplicates: u64,
+    /// Late packets of a frame already published, dropped.
+    pub stale: u64,
+    /// Decoded packets whose header `prod_sn` differs from the metadata's serial number.
+    pub serial_mismatch: u64,
+    /// Decoded packets whose header `init_id` differs from the metadata's.
+    pub init_id_mismatch: u64,
+    /// Columns skipped because their status bit 0 was clear (outside the column window).
+    pub invalid_columns: u64,
+}
+
+#[derive(Debug)]
+struct Building {
+    frame_id: u16,
+    start_ns: u64,
+    host_ns: u64,
+    last_host_ns: u64,
+    last_col_ns: u64,
+    received: u32,
+    malformed: u32,
+    /// One bit per packet slot of the frame (first measurement_id / columns_per_packet).
+    seen: Vec<u64>,
+    points: Vec<PointXYZIRCAEDT>,
+    unordered: bool,
+    has_time: bool,
+}
+
+/// Decoder + frame assembler for one Ouster sensor ([`VendorDecoder`]).
+#[derive(Debug)]
+pub struct OusterStream {
+    meta: OusterMetadata,
+    format: PacketFormat,
+    lut: XyzLut,
+    keep: Option<Vec<bool>>,
+    sensor_id: u16,
+    /// Kept ranges, mm: `lo <= r < hi` ⇔ `min_range_m < r/1000 < max_range_m` (f32).
+    range_mm: (u32, u32),
+    frame_timeout_ns: u64,
+    expected: u32,
+    sequence: u64,
+    cur: Option<Building>,
+    last_published: Option<u16>,
+    pending_malformed: u32,
+    point_capacity: usize,
+    decoded_any: bool,
+    stats: OusterStats,
+}
+
+impl OusterStream {
+    /// Reads the metadata named by `cfg.calibration` and builds the stream.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360 (see the module
+    /// docs); [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an unreadable or
+    /// invalid metadata file.
+    pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
+        let meta = OusterMetadata::from_file(&cfg.calibration)?;
+        Self::with_metadata(cfg, opts, meta)
+    }
+
+    /// Builds the stream from parsed metadata (`cfg.calibration` is not read, only named in
+    /// errors).
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360;
+    /// [`ConfigError::Calibration`] if the metadata breaks [`OusterMetadata::validate`].
+    pub fn with_metadata(
+        cfg: &SensorConfig,
+        opts: PipelineOptions,
+        meta: OusterMetadata,
+    ) -> Result<Self, ConfigError> {
+        if !(cfg.cut_angle_deg == 0.0 || cfg.cut_angle_deg == 360.0) {
+            return Err(ConfigError::OutOfRange {
+                field: "cut_angle_deg".into(),
+                value: cfg.cut_angle_deg.to_string(),
+                valid: "0 or 360 deg for Ouster (frames follow the sensor's frame_id; move the \
+                        boundary with the sensor's azimuth_window)"
+                    .into(),
+            });
+        }
+        meta.validate()
+            .map_err(|message| ConfigError::Calibration {
+                path: cfg.calibration.clone(),
+                message,
+            })?;
+        let lut = XyzLut::new(&meta);
+        let keep = opts.fov_deg.map(|(min, max)| {
+            let (min, max) = (min.to_radians() as f32, max.to_radians() as f32);
+            (0..lut.w)
+                .flat_map(|c| lut.column(c).beams.iter())
+                .map(|e| {
+                    if min <= max {
+                        e.azimuth >= min && e.azimuth <= max
+                    } else {
+                        e.azimuth >= min || e.azimuth <= max
+                    }
+                })
+                .collect()
+        });
+        let format = meta.format;
+        let expected = meta.packets_per_frame() as u32;
+        let point_capacity = meta.valid_columns_per_frame() * format.pixels_per_column;
+        Ok(Self {
+            format,
+            lut,
+            keep,
+            sensor_id: cfg.sensor_id,
+            range_mm: range_window_mm(cfg.min_range_m, cfg.max_range_m),
+            frame_timeout_ns: cfg.frame_timeout_ns,
+            expected,
+            sequence: 0,
+            cur: None,
+            last_published: None,
+            pending_malformed: 0,
+            point_capacity,
+            decoded_any: false,
+            stats: OusterStats::default(),
+            meta,
+        })
+    }
+
+    /// The parsed metadata.
+    pub fn metadata(&self) -> &OusterMetadata {
+        &self.meta
+    }
+
+    /// The XYZ table.
+    pub fn lut(&self) -> &XyzLut {
+        &self.lut
+    }
+
+    /// Ouster-specific counters.
+    pub fn stats(&self) -> &OusterStats {
+        &self.stats
+    }
+
+    /// Forgets the frame in progress (dropped, not published) and the last published frame
+    /// id, so the next packet opens a frame whatever its id (after a sensor restart or
+    /// reconfiguration; benchmarks replaying one capture). Counters and sequence numbers go on.
+    pub fn reset(&mut self) {
+        self.cur = None;
+        self.last_published = None;
+        self.pending_malformed = 0;
+    }
+
+    /// Classifies a payload against the metadata's format (rules in the module docs).
+    ///
+    /// # Errors
+    /// [`Rejection::Malformed`] or [`Rejection::Ignored`].
+    pub fn classify<'a>(&self, payload: &'a [u8]) -> Result<Packet<&'a [u8]>, Rejection> {
+        let expected = self.format.packet_len();
+        match Packet::new_checked(payload, self.format) {
+            Ok(p) => Ok(p),
+            Err(packet::PacketError::Length { len, .. }) => {
+                if len.abs_diff(expected) <= expected / 4 {
+                    Err(Rejection::Malformed)
+                } else {
+                    Err(Rejection::Ignored)
+                }
+            }
+            Err(_) => Err(Rejection::Malformed),
+        }
+    }
+
+    fn frame_id_diff(from: u16, to: u16) -> i32 {
+        i32::from(to.wrapping_sub(from) as i16)
+    }
+
+    fn publish(&mut self, out: &mut Vec<Frame>) {
+        let Some(mut b) = self.cur.take() else { return };
+        if b.unordered {
+            b.points.sort_by_key(|p| p.time_stamp);
+        }
+        self.point_capacity = self.point_capacity.max(b.points.len());
+        self.last_published = Some(b.frame_id);
+        out.push(Frame {
+            header: FrameHeader {
+                sensor_id: self.sensor_id,
+                sequence: self.sequence,
+                start_ns: b.start_ns,
+                host_ns: b.host_ns,
+                packets_received: b.received,
+                packets_expected: self.expected.max(b.received),
+                packets_malformed: b.malformed,
+            },
+            points: b.points,
+        });
+        self.sequence += 1;
+    }
+
+    fn open(&mut self, frame_id: u16, host_ns: u64) {
+        let slots = self.format.packets_per_frame().div_ceil(64);
+        self.cur = Some(Building {
+            frame_id,
+            start_ns: 0,
+            host_ns,
+            last_host_ns: host_ns,
+            last_col_ns: 0,
+            received: 0,
+            malformed: std::mem::take(&mut self.pending_malformed),
+            seen: vec![0; slots],
+            points: Vec::with_capacity(self.point_capacity),
+            unordered: false,
+            has_time: false,
+        });
+    }
+
+    /// Decodes the columns of a checked packet into `b.points`.
+    fn decode_into(&mut self, p: &Packet<&[u8]>) {
+        let Some(b) = self.cur.as_mut() else { return };
+        let f = self.format;
+        let h = f.pixels_per_column;
+        let pb = f.profile.pixel_bytes();
+        let bytes = p.as_bytes();
+        let range_mm = self.range_mm;
+        for col in 0..f.columns_per_packet {
+            if p.col_status(col) & 1 == 0 {
+                self.stats.invalid_columns += 1;
+                continue;
+            }
+            let m_id = usize::from(p.col_measurement_id(col));
+            let ts = p.col_timestamp(col);
+            if !b.has_time {
+                b.start_ns = ts;
+                b.has_time = true;
+            } else if ts < b.start_ns {
+                let delta = u32::try_from(b.start_ns - ts).unwrap_or(u32::MAX);
+                for pt in &mut b.points {
+                    pt.time_stamp = pt.time_stamp.saturating_add(delta);
+                }
+                b.start_ns = ts;
+                b.unordered = true;
+            }
+            if ts < b.last_col_ns {
+                b.unordered = true;
+            }
+            b.last_col_ns = ts;
+            let t = u32::try_from(ts - b.start_ns).unwrap_or(u32::MAX);
+            let start = p.col_offset(col) + f.col_header_len();
+            let Some(pixels) = bytes.get(start..start + h * pb) else {
+                continue;
+            };
+            let lut = self.lut.column(m_id);
+            let keep = self
+                .keep
+                .as_deref()
+                .and_then(|k| k.get(m_id * h..(m_id + 1) * h));
+            decode_column(f.profile, pixels, lut, keep, t, range_mm, &mut b.points);
+        }
+    }
+}
+
+/// The integer form of the exclusive range filter: the smallest range (mm, >= 1) whose
+/// `distance = r as f32 / 1000` exceeds `min_m`, and the smallest whose distance reaches
+/// `max_m` (f32 division is monotonic in `r`, so the two filters agree exactly).
+fn range_window_mm(min_m: f32, max_m: f32) -> (u32, u32) {
+    const LIMIT: u32 = 1 << 20; // above any 20-bit range
+    let first = |pred: &dyn Fn(f32) -> bool| {
+        let (mut lo, mut hi) = (1u32, LIMIT);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(mid as f32 / 1000.0) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    (first(&|d| d > min_m), first(&|d| d >= max_m))
+}
+
+/// A pixel's returns as `(range_mm, reflectivity)`, first then second (0, 0 when absent).
+type Returns = ((u32, u8), (u32, u8));
+
+#[inline(always)]
+fn le32(px: &[u8], o: usize) -> u32 {
+    match px.get(o..o + 4) {
+        Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
+        _ => 0,
+    }
+}
+
+#[inline(always)]
+fn point(
+    col: &Column<'_>,
+    beam: &Beam,
+    elevation: f32,
+    row: usize,
+    (range_mm, intensity): (u32, u8),
+    return_type: ReturnType,
+    t: u32,
+) -> PointXYZIRCAEDT {
+    let [x, y, z] = col.xyz(beam, range_mm);
+    PointXYZIRCAEDT {
+        x,
+        y,
+        z,
+        intensity,
+        return_type: return_type as u8,
+        channel: row as u16,
+        azimuth: beam.azimuth,
+        elevation,
+        distance: range_mm as f32 / 1000.0,
+        time_stamp: t,
+    }
+}
+
+/// Decodes one column's pixels (`h × PB` bytes) with its table column, branch-free on the
+/// returns: every pixel's point(s) are written into slots reserved at the end of `out` and the
+/// write position advances only for kept ones (range in `lo..hi`, inside the field of view; a
+/// second return only if it differs from the first, which then becomes `identical`).
+#[allow(clippy::too_many_arguments)]
+fn decode_column_with<const PB: usize, const DUAL: bool>(
+    pixels: &[u8],
+    lut: Column<'_>,
+    keep: Option<&[bool]>,
+    t: u32,
+    (lo, hi): (u32, u32),
+    out: &mut Vec<PointXYZIRCAEDT>,
+    extract: impl Fn(&[u8; PB]) -> Returns,
+) {
+    let (chunks, _) = pixels.as_chunks::<PB>();
+    let base = out.len();
+    let slots = chunks.len().min(lut.beams.len()) * if DUAL { 2 } else { 1 };
+    out.resize(base + slots, PointXYZIRCAEDT::default());
+    let mut n = base;
+    let rows = chunks.iter().zip(lut.beams).zip(lut.elevation).enumerate();
+    for (row, ((px, beam), &el)) in rows {
+        let (first, second) = extract(px);
+        let k = keep.is_none_or(|k| k.get(row).copied().unwrap_or(false));
+        let identical = DUAL && first.0 == second.0;
+        let ok1 = k & (lo <= first.0) & (first.0 < hi);
+        let rt1 = if identical {
+            ReturnType::Identical
+        } else {
+            ReturnType::Strongest
+        };
+        if let Some(slot) = out.get_mut(n) {
+            *slot = point(&lut, beam, el, row, first, rt1, t);
+        }
+        n += usize::from(ok1);
+        if DUAL {
+            let ok2 = k & !identical & (lo <= second.0) & (second.0 < hi);
+            if let Some(slot) = out.get_mut(n) {
+                *slot = point(&lut, beam, el, row, second, ReturnType::SecondStrongest, t);
+            }
+            n += usize::from(ok2);
+        }
+    }
+    out.truncate(n);
+}
+
+/// Decodes one column's pixels with its table column (profile dispatch, layouts in [`packet`]).
+fn decode_column(
+    profile: Profile,
+    pixels: &[u8],
+    lut: Column<'_>,
+    keep: Option<&[bool]>,
+    t: u32,
+    range: (u32, u32),
+    out: &mut Vec<PointXYZIRCAEDT>,
+) {
+    let none = (0, 0);
+    match profile {
+        Profile::Legacy => {
+            decode_column_with::<12, false>(pixels, lut, keep, t, range, out, |px| {
+                let refl = u16::from_le_bytes([px[4], px[5]]).min(255) as u8;
+                ((le32(px, 0) & 0xF_FFFF, refl), none)
+            })
+        }
+        Profile::Rng19Rfl8Sig16Nir16 => {
+            decode_column_with::<12, false>(pixels, lut, keep, t, range, out, |px| {
+                ((le32(px, 0) & 0x7_FFFF, px[4]), none)
+            })
+        }
+        Profile::Rng15Rfl8Nir8 => {
+            decode_column_with::<4, false>(pixels, lut, keep, t, range, out, |px| {
+                let r = (u32::from(u16::from_le_bytes([px[0], px[1]])) & 0x7FFF) * 8;
+                ((r, px[2]), none)
+            })
+        }
+        Profile::Rng19Rfl8Sig16Nir16Dual => {
+            decode_column_with::<16, true>(pixels, lut, keep, t, range, out, |px| {
+                (
+                    (le32(px, 0) & 0x7_FFFF, px[3]),
+                    (le32(px, 4) & 0x7_FFFF, px[7]),
+                )
+            })
+        }
+        Profile::FiveWordPixel => {
+            decode_column_with::<20, true>(pixels, lut, keep, t, range, out, |px| {
+                (
+                    (le32(px, 0) & 0x7_FFFF, px[3]),
+                    (le32(px, 4) & 0x7_FFFF, px[7]),
+                )
+            })
+        }
+    }
+}
+
+impl VendorDecoder for OusterStream {
+    fn push(
+        &mut self,
+        payload: &[u8],
+        host_ns: u64,
+        out: &mut Vec<Frame>,
+    ) -> Result<(), Rejection> {
+        let p = match self.classify(payload) {
+            Ok(p) => p,
+            Err(Rejection::Malformed) => {
+                match self.cur.as_mut() {
+                    Some(b) => b.malformed += 1,
+                    None => self.pending_malformed += 1,
+                }
+                return Err(Rejection::Malformed);
+            }
+            Err(r) => return Err(r),
+        };
+        self.poll_timeout(host_ns, out);
+        let frame_id = p.frame_id();
+        match self
+            .cur
+            .as_ref()
+            .map(|b| b.frame_id)
+            .or(self.last_published)
+        {
+            Some(ref_id) => {
+                let diff = Self::frame_id_diff(ref_id, frame_id);
+                let current = self.cur.is_some();
+                // A stale packet: an older frame id than the one being built, or not newer than
+                // the last published one.
+                let stale_top = if current { -1 } else { 0 };
+                if (-STALE_FRAMES..=stale_top).contains(&diff) {
+                    self.stats.stale += 1;
+                    return Err(Rejection::Ignored);
+                }
+                if !current || diff != 0 {
+                    self.publish(out);
+                    self.open(frame_id, host_ns);
+                }
+            }
+            None => self.open(frame_id, host_ns),
+        }
+        let slot = usize::from(p.col_measurement_id(0)) / self.format.columns_per_packet;
+        let Some(b) = self.cur.as_mut() else {
+            return Err(Rejection::Ignored);
+        };
+        let (word, bit) = (slot / 64, 1u64 << (slot % 64));
+        match b.seen.get_mut(word) {
+            Some(w) if *w & bit != 0 => {
+                self.stats.duplicates += 1;
+                return Err(Rejection::Ignored);
+            }
+            Some(w) => *w |= bit,
+            None => {}
+        }
+        b.received += 1;
+        b.last_host_ns = host_ns;
+        if self.format.profile != Profile::Legacy {
+            if self.meta.prod_sn.is_some_and(|sn| sn != p.prod_sn()) {
+                self.stats.serial_mismatch += 1;
+            }
+            if self.meta.init_id.is_some_and(|id| id != p.init_id()) {
+                self.stats.init_id_mismatch += 1;
+            }
+        }
+        self.decode_into(&p);
+        self.decoded_any = true;
+        if self
+            .cur
+            .as_ref()
+            .is_some_and(|b| b.received >= self.expected)
+        {
+            self.publish(out);
+        }
+        Ok(())
+    }
+
+    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
+        if self
+            .cur
+            .as_ref()
+            .is_some_and(|b| now_host_ns.saturating_sub(b.last_host_ns) > self.frame_timeout_ns)
+        {
+            self.publish(out);
+        }
+    }
+
+    fn flush(&mut self, out: &mut Vec<Frame>) {
+        self.publish(out);
+    }
+
+    fn return_mode(&self) -> Option<ReturnMode> {
+        self.decoded_any
+            .then_some(match self.format.profile.returns() {
+                2 => ReturnMode::Dual,
+                _ => ReturnMode::Strongest,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_range_window_matches_the_float_filter() {
+        assert_eq!(range_window_mm(0.3, 300.0), (301, 300_000));
+        assert_eq!(range_window_mm(0.0, 1000.0), (1, 1_000_000));
+        for (min, max) in [(0.3f32, 300.0f32), (0.0, 1000.0), (1.234, 56.789)] {
+            let (lo, hi) = range_window_mm(min, max);
+            for r in (1u32..(1 << 20)).step_by(7).chain([lo - 1, lo, hi - 1, hi]) {
+                let d = r as f32 / 1000.0;
+                assert_eq!((lo..hi).contains(&r), d > min && d < max, "{r} {min} {max}");
+            }
+        }
+    }
+}
