@@ -3,11 +3,10 @@
 //! and `lidarxdp replay` sending the OS1-32 capture's 6,464-byte datagrams so that the kernel
 //! fragments each into 5 IPv4 fragments (4 × 1480 + 552 payload bytes).
 //!
-//! The Ouster decoder lives on another branch, so the daemon runs the VLP-16 decoder on the
-//! Ouster port: each reassembled datagram reaches the sensor's pipeline (counted per sensor:
-//! datagrams, reassembled, bytes) and is `ignored` there (wrong size for a VLP-16). When the
-//! Ouster decoder merges, the frame-by-frame comparison with offline decoding belongs here.
-//! Byte-exactness is checked on the fragments the kernel really sent: a `tcpdump` on the sensor
+//! The daemon runs the Ouster decoder with the capture's metadata: every reassembled datagram
+//! reaches the sensor's pipeline (counted per sensor: datagrams, reassembled, bytes) and is
+//! decoded, and the frame a TCP subscriber receives equals offline decoding of the capture,
+//! point for point. Byte-exactness is checked on the fragments the kernel really sent: a `tcpdump` on the sensor
 //! side records them and the test reassembles that recording with the same `Reassembler` the
 //! daemon runs, comparing every datagram with the capture's payload.
 //! Run as root by `cargo xtask test`.
@@ -28,10 +27,10 @@ use lidarxdp::{
 };
 
 const OS1_32: &str = "ouster/os1-32/OS-1-32-G_v2.1.1_1024x10.pcap";
-const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
+const CALIB: &str = "ouster/os1-32/OS-1-32-G_v2.1.1_1024x10.json";
 const PORT: u16 = 7502;
 
-/// Starts `lidarxdp run --sensor vlp16 --port 7502` in `ns` (like `common::Daemon::start`, which
+/// Starts `lidarxdp run --sensor ouster --port 7502` in `ns` (like `common::Daemon::start`, which
 /// is fixed to port 2368) and waits until the publisher accepts connections.
 fn start_daemon(ns: &str, iface: &str, listen_port: u16) -> Daemon {
     let stats_path = std::env::temp_dir().join(format!(
@@ -43,7 +42,13 @@ fn start_daemon(ns: &str, iface: &str, listen_port: u16) -> Daemon {
         ns,
         &[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface],
     )
-    .args(["--sensor", "vlp16", "--port", &PORT.to_string(), "--listen"])
+    .args([
+        "--sensor",
+        "ouster",
+        "--port",
+        &PORT.to_string(),
+        "--listen",
+    ])
     .arg(format!("127.0.0.1:{listen_port}"))
     .arg("--calibration")
     .arg(data(CALIB))
@@ -84,7 +89,16 @@ impl Tcpdump {
         let _ = std::fs::remove_file(&path);
         let mut child = NetnsPair::exec(
             ns,
-            &["tcpdump", "-i", iface, "-n", "-U", "--immediate-mode"],
+            &[
+                "tcpdump",
+                "-i",
+                iface,
+                "-n",
+                "-U",
+                "--immediate-mode",
+                "-B",
+                "65536",
+            ],
         )
         .arg("-w")
         .arg(&path)
@@ -164,6 +178,22 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     assert_eq!(datagrams.len(), 64);
 
     let daemon = start_daemon(&net.host_ns, &net.host_if, 7611);
+    let subscriber = std::thread::spawn({
+        let ns = net.host_ns.clone();
+        move || {
+            in_netns(&ns, || {
+                let mut sub =
+                    lidarxdp::client::Subscriber::connect("127.0.0.1:7611".parse().unwrap())
+                        .unwrap();
+                let mut frames = Vec::new();
+                while let Some(f) = sub.next_frame().unwrap() {
+                    frames.push((*f.header(), f.points().to_vec()));
+                }
+                frames
+            })
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
     let dump = Tcpdump::start(
         &net.sensor_ns,
         &net.sensor_if,
@@ -228,13 +258,30 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     assert_eq!(ra("completed_bytes"), 64 * 6472, "{stats}");
     assert_eq!(ra("failed"), 0, "{stats}");
     assert_eq!(ra("dropped_fragments"), 0, "{stats}");
-    // The sensor's pipeline got every datagram whole (and, being VLP-16, ignored them).
+    // The sensor's pipeline got every datagram whole and decoded it.
     let s0 = |k: &str| get(&stats, &["sensors", "0", k]);
     assert_eq!(s0("datagrams"), 64, "{stats}");
     assert_eq!(s0("reassembled"), 64, "{stats}");
     assert_eq!(s0("bytes"), 64 * 6464, "{stats}");
-    assert_eq!(s0("ignored"), 64, "{stats}");
-    assert_eq!((s0("decoded"), s0("malformed")), (0, 0), "{stats}");
+    assert_eq!(s0("decoded"), 64, "{stats}");
+    assert_eq!((s0("ignored"), s0("malformed")), (0, 0), "{stats}");
+    // The frame the subscriber received equals offline decoding, point for point.
+    let live = subscriber.join().unwrap();
+    let cfg =
+        lidarxdp::sensor::SensorConfig::new(0, lidarxdp::sensor::SensorModel::Ouster, data(CALIB));
+    let (offline, _) = lidarxdp::offline::decode_pcap(&data(OS1_32), &cfg, Some(PORT)).unwrap();
+    assert_eq!(offline.len(), 1, "the capture holds one frame");
+    assert_eq!(live.len(), offline.len(), "frames received");
+    assert_eq!(s0("frames"), 1, "{stats}");
+    let (h, pts) = &live[0];
+    assert_eq!(h.packets_received, 64);
+    assert_eq!(h.packets_expected, 64);
+    assert_eq!(h.start_ns, offline[0].header.start_ns);
+    assert_eq!(pts.len(), 27_310, "points in the OS1-32 frame");
+    assert!(
+        pts == &offline[0].points,
+        "live frame differs from offline decoding"
+    );
     for field in [
         "rx_dropped",
         "rx_invalid_descs",

@@ -24,6 +24,7 @@ const APT_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "iproute2",
     "iputils-ping",
+    "tcpdump",
 ];
 /// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
 /// Pinned to the version whose bpfel `core` matches aya-ebpf 0.2.1 (bookworm-security).

@@ -19,6 +19,9 @@ pub struct DecodeArgs {
     /// Cut angle in degrees, [0, 360].
     #[arg(long, default_value_t = 0.0)]
     cut_angle: f64,
+    /// Field of view `MIN:MAX` in degrees (each in [0, 360]; `MIN > MAX` wraps through 0°).
+    #[arg(long, value_name = "MIN:MAX", value_parser = super::parse_fov)]
+    fov: Option<(f64, f64)>,
     /// Only decode datagrams to this UDP destination port.
     #[arg(long)]
     port: Option<u16>,
@@ -33,7 +36,12 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         cut_angle_deg: a.cut_angle,
         ..SensorConfig::new(0, a.sensor, a.calibration)
     };
-    let (frames, counters) = lidarxdp::offline::decode_pcap(&a.pcap, &cfg, a.port)?;
+    let opts = lidarxdp::sensor::PipelineOptions {
+        fov_deg: a.fov,
+        ..Default::default()
+    };
+    let (frames, counters) =
+        lidarxdp::offline::decode_pcap_with_options(&a.pcap, &cfg, a.port, opts)?;
     if let Some(dir) = &a.pcd {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }

@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// Cut angle in degrees, [0, 360] (default 0).
     #[arg(long)]
     cut_angle: Option<f64>,
+    /// Field of view `MIN:MAX` in degrees, each in [0, 360]; `MIN > MAX` wraps through 0°
+    /// (config file: `fov = [270.0, 90.0]`).
+    #[arg(long, value_name = "MIN:MAX", value_parser = super::parse_fov)]
+    fov: Option<(f64, f64)>,
     /// Address subscribers connect to (default 127.0.0.1:7510).
     #[arg(long)]
     listen: Option<SocketAddr>,
@@ -99,7 +103,9 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             source,
             calibration,
             cut_angle,
+            fov,
             listen,
+            xdp_mode,
             bpf_object,
             umem_frames,
             cpu,
@@ -153,7 +159,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         cut_angle_deg: a.cut_angle.unwrap_or(0.0),
         ..SensorConfig::new(0, model, calibration)
     };
-    let pipeline = ScanPipeline::new(&cfg).context("sensor configuration")?;
+    let opts = lidarxdp::sensor::PipelineOptions {
+        fov_deg: a.fov,
+        ..Default::default()
+    };
+    let pipeline = ScanPipeline::with_options(&cfg, opts).context("sensor configuration")?;
 
     let object = match &a.bpf_object {
         Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
