@@ -37,6 +37,9 @@ pub const RX_BURST: u32 = 64;
 pub struct SensorSlot {
     /// UDP destination port the sensor sends data packets to.
     pub port: u16,
+    /// A second destination port of the same sensor whose datagrams go to the same pipeline
+    /// (RoboSense DIFOP on 7788, which carries the angle calibration), or `None`.
+    pub extra_port: Option<u16>,
     /// IPv4 source address of the sensor, or `None` for any source.
     pub source: Option<[u8; 4]>,
     /// The sensor's decoder and scan assembler.
@@ -224,10 +227,10 @@ fn dispatch(
     now: u64,
     out: &mut Vec<Frame>,
 ) {
-    let slot = sensors
-        .iter_mut()
-        .enumerate()
-        .find(|(_, s)| s.port == d.dst_port && s.source.is_none_or(|ip| ip == d.src_ip));
+    let slot = sensors.iter_mut().enumerate().find(|(_, s)| {
+        (s.port == d.dst_port || s.extra_port == Some(d.dst_port))
+            && s.source.is_none_or(|ip| ip == d.src_ip)
+    });
     match slot {
         Some((i, s)) => {
             local.sensor_datagrams += 1;

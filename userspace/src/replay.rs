@@ -75,7 +75,9 @@ impl fmt::Display for Rate {
 pub struct ReplayConfig {
     /// Capture file (classic pcap or pcapng).
     pub pcap: PathBuf,
-    /// Destination of the datagrams.
+    /// Destination of the datagrams. Port 0 keeps each datagram's recorded destination port
+    /// (so a sensor's data and calibration ports, e.g. RoboSense MSOP 6699 and DIFOP 7788,
+    /// are replayed as recorded).
     pub to: SocketAddr,
     /// Sending rate.
     pub rate: Rate,
@@ -291,7 +293,10 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
     if cfg.to.is_ipv4() {
         allow_fragmentation(&sock).map_err(sock_err)?;
     }
-    sock.connect(cfg.to).map_err(sock_err)?;
+    let keep_ports = cfg.to.port() == 0;
+    if !keep_ports {
+        sock.connect(cfg.to).map_err(sock_err)?;
+    }
     let schedule = Schedule::new(cfg.rate, &datagrams);
     let loops = cfg.loops.max(1);
     let mut stats = ReplayStats {
@@ -321,7 +326,8 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
                 }
                 stats.max_lag = stats.max_lag.max(lag);
             }
-            match send(&sock, &d.payload) {
+            let dest = keep_ports.then(|| SocketAddr::new(cfg.to.ip(), d.dst_port));
+            match send(&sock, dest, &d.payload) {
                 Ok(()) => {
                     stats.sent += 1;
                     stats.bytes += d.payload.len() as u64;
@@ -375,9 +381,13 @@ pub fn allow_fragmentation(sock: &UdpSocket) -> io::Result<()> {
     Ok(())
 }
 
-fn send(sock: &UdpSocket, payload: &[u8]) -> io::Result<()> {
+fn send(sock: &UdpSocket, to: Option<SocketAddr>, payload: &[u8]) -> io::Result<()> {
     loop {
-        match sock.send(payload) {
+        let sent = match to {
+            Some(addr) => sock.send_to(payload, addr),
+            None => sock.send(payload),
+        };
+        match sent {
             Ok(_) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

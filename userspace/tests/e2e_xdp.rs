@@ -11,6 +11,8 @@ use std::{
 use common::{Daemon, NetnsPair, data, get, in_netns, privileged, wait};
 use lidarxdp::{
     client::Subscriber,
+    frame::FrameHeader,
+    point::PointXYZIRCAEDT,
     sensor::{SensorConfig, SensorModel},
 };
 
@@ -18,11 +20,16 @@ const DUAL: &str = "velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap";
 const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
 
 fn replay(net: &NetnsPair, pcap: &str, rate: &str) -> u64 {
+    replay_to(net, pcap, rate, 2368)
+}
+
+/// Replays `pcap` to the host side at `port` (0: each datagram's recorded port).
+fn replay_to(net: &NetnsPair, pcap: &str, rate: &str, port: u16) -> u64 {
     let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
         .arg(data(pcap))
         .args([
             "--to",
-            &format!("{}:2368", net.host_ip),
+            &format!("{}:{port}", net.host_ip),
             "--rate",
             rate,
             "--json",
@@ -109,6 +116,82 @@ fn replayed_capture_arrives_whole_and_equals_offline_decode() {
         assert_eq!(h.sequence, off.header.sequence, "frame {i}");
         assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
         assert_eq!(pts.len(), off.points.len(), "frame {i} point count");
+        assert!(
+            pts == &off.points,
+            "frame {i}: points differ from offline decoding"
+        );
+    }
+}
+
+fn collect_frames(
+    ns: &str,
+    port: u16,
+) -> std::thread::JoinHandle<Vec<(FrameHeader, Vec<PointXYZIRCAEDT>)>> {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        in_netns(&ns, move || {
+            let mut sub =
+                Subscriber::connect(format!("127.0.0.1:{port}").parse().unwrap()).unwrap();
+            let mut frames = Vec::new();
+            while let Some(f) = sub.next_frame().unwrap() {
+                frames.push((*f.header(), f.points().to_vec()));
+            }
+            frames
+        })
+    })
+}
+
+/// A RoboSense Helios-16P with its MSOP (6699) and DIFOP (7788) ports both steered to the same
+/// pipeline: the DIFOP's angle table is applied live, and the frames equal offline decoding.
+#[test]
+fn robosense_msop_and_difop_ports_feed_one_pipeline() {
+    if !privileged() {
+        return;
+    }
+    const PCAP: &str = "robosense/helios16p/helios16p_nebula_pr79.pcap";
+    const CSV: &str = "robosense/helios16p/RobosenseHelios16P.csv";
+    let net = NetnsPair::new("rs");
+    let csv = data(CSV);
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7604,
+        &[
+            "--sensor",
+            "helios16p",
+            "--port",
+            "6699",
+            "--extra-port",
+            "7788",
+            "--calibration",
+            csv.to_str().unwrap(),
+        ],
+    );
+    let sub = collect_frames(&net.host_ns, 7604);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(replay_to(&net, PCAP, "realtime", 0), 751);
+    std::thread::sleep(Duration::from_millis(500));
+    let stats = daemon.stop();
+    let live = sub.join().unwrap();
+    assert_eq!(get(&stats, &["xdp", "redirected"]), 751, "{stats}");
+    assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 750, "{stats}");
+    assert_eq!(
+        get(&stats, &["sensors", "0", "ignored"]),
+        1,
+        "DIFOP: {stats}"
+    );
+    assert_eq!(get(&stats, &["sensors", "0", "malformed"]), 0, "{stats}");
+    let cfg = SensorConfig::new(0, SensorModel::Helios16p, csv);
+    let (offline, _) = lidarxdp::offline::decode_pcap(&data(PCAP), &cfg, None).unwrap();
+    assert_eq!(
+        offline.iter().map(|f| f.points.len()).collect::<Vec<_>>(),
+        // Default range filter (0.3, 300) m; decode_robosense_helios16p.rs uses the Nebula
+        // PR's (0.2, 200) m and gets the PR's counts.
+        [13_395, 13_932, 13_913, 13_862, 13_876, 558]
+    );
+    assert_eq!(live.len(), offline.len(), "frame count");
+    for (i, ((h, pts), off)) in live.iter().zip(&offline).enumerate() {
+        assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
         assert!(
             pts == &off.points,
             "frame {i}: points differ from offline decoding"

@@ -34,7 +34,7 @@ struct ReplayArgs {
     /// Capture to send (classic pcap or pcapng, Ethernet link type).
     #[arg(value_name = "PCAP")]
     pcap: PathBuf,
-    /// Destination address.
+    /// Destination address; port 0 keeps each datagram's recorded destination port.
     #[arg(long, value_name = "IP:PORT")]
     to: SocketAddr,
     /// `realtime` (recorded timing), a packets-per-second number, or `max`.

@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// UDP destination port of the sensor's data packets (default 2368).
     #[arg(long)]
     port: Option<u16>,
+    /// A second UDP port of the same sensor, decoded by the same pipeline (RoboSense DIFOP:
+    /// 7788, whose angle table then replaces the CSV).
+    #[arg(long)]
+    extra_port: Option<u16>,
     /// IPv4 source address of the sensor (default: any source).
     #[arg(long)]
     source: Option<Ipv4Addr>,
@@ -100,6 +104,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             queue,
             sensor,
             port,
+            extra_port,
             source,
             calibration,
             cut_angle,
@@ -131,8 +136,14 @@ pub fn run(args: RunArgs) -> Result<()> {
         .clone()
         .context("--calibration FILE is required")?;
     let port = a.port.unwrap_or(2368);
-    if port == 0 {
-        bail!("--port: 0 is not a valid UDP port (valid range 1..=65535)");
+    let port = match port {
+        0 => bail!("--port: 0 is not a valid UDP port (valid range 1..=65535)"),
+        p => p,
+    };
+    match a.extra_port {
+        Some(0) => bail!("--extra-port: 0 is not a valid UDP port (valid range 1..=65535)"),
+        Some(p) if p == port => bail!("--extra-port: {p} equals --port; give a different port"),
+        _ => {}
     }
     if queue >= lidarxdp_common::XSK_MAP_CAPACITY {
         bail!(
@@ -204,6 +215,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     );
     program.bind_socket(queue, &xsk)?;
     program.add_sensor(port, a.source.map(|ip| ip.octets()), 0)?;
+    if let Some(extra) = a.extra_port {
+        program.add_sensor(extra, a.source.map(|ip| ip.octets()), 0)?;
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -228,6 +242,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         xsk,
         sensors: vec![SensorSlot {
             port,
+            extra_port: a.extra_port,
             source: a.source.map(|ip| ip.octets()),
             pipeline,
         }],

@@ -168,23 +168,37 @@ impl Daemon {
     /// Starts `lidarxdp run` in `ns` on `iface`, VLP-16 on UDP port 2368, publisher on
     /// 127.0.0.1:`listen_port` inside `ns`. Waits until the publisher accepts connections.
     pub fn start(ns: &str, iface: &str, listen_port: u16, extra: &[&str]) -> Self {
+        let calib = data("velodyne/vlp16/calibration/VLP16db.yaml");
+        let calib = calib.to_str().expect("UTF-8 path");
+        let mut args = vec![
+            "--sensor",
+            "vlp16",
+            "--port",
+            "2368",
+            "--calibration",
+            calib,
+        ];
+        args.extend_from_slice(extra);
+        Self::start_with(ns, iface, listen_port, &args)
+    }
+
+    /// Starts `lidarxdp run --iface IFACE --listen 127.0.0.1:PORT --stats-json F ARGS...` in
+    /// `ns` and waits until the publisher accepts connections.
+    pub fn start_with(ns: &str, iface: &str, listen_port: u16, args: &[&str]) -> Self {
         let stats_path = std::env::temp_dir().join(format!(
             "lidarxdp-test-{}-{listen_port}.json",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&stats_path);
-        let calib = data("velodyne/vlp16/calibration/VLP16db.yaml");
         let child = NetnsPair::exec(
             ns,
             &[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface],
         )
-        .args(["--sensor", "vlp16", "--port", "2368", "--listen"])
+        .arg("--listen")
         .arg(format!("127.0.0.1:{listen_port}"))
-        .arg("--calibration")
-        .arg(&calib)
         .arg("--stats-json")
         .arg(&stats_path)
-        .args(extra)
+        .args(args)
         .spawn()
         .expect("spawn daemon");
         let mut d = Self { child, stats_path };
@@ -194,7 +208,8 @@ impl Daemon {
             if let Some(s) = d.child.try_wait().unwrap() {
                 panic!("daemon exited during start-up: {s}");
             }
-            let ok = in_netns(&ns2, move || {
+            let ns3 = ns2.clone();
+            let ok = in_netns(&ns3, move || {
                 std::net::TcpStream::connect(("127.0.0.1", listen_port)).is_ok()
             });
             if ok {
