@@ -583,8 +583,10 @@ struct Sub {
     closing: bool,
     /// An error message is queued: close once it is sent.
     close_after_send: bool,
-    /// Last time the socket accepted bytes (or the batch started).
+    /// Last time the socket accepted bytes, its send queue shrank, or the batch started.
     last_progress: Instant,
+    /// Bytes in the socket's send queue at the last stall check (`SIOCOUTQ`).
+    outq: i32,
     /// Subscribed sensor ids; `None` = all.
     sensors: Option<Vec<u16>>,
     fields: FieldSet,
@@ -810,19 +812,28 @@ impl Loop {
         Ok(())
     }
 
+    /// Disconnects subscribers whose peer has taken no byte for the stall timeout. Progress is
+    /// a completed (partial) send or a shrinking kernel send queue (`SIOCOUTQ`): the kernel
+    /// wakes a blocked send only once a third of the send buffer is free, which a slow but
+    /// live reader of a large buffer may take longer than the timeout to free.
     fn check_stalls(&mut self, now: Instant) -> io::Result<()> {
         for slot in 0..self.subs.len() {
-            let Some(sub) = self.subs[slot].as_ref() else {
+            let Some(sub) = self.subs[slot].as_mut() else {
                 continue;
             };
-            if sub.closing
-                || sub.batch.is_empty()
-                || now.duration_since(sub.last_progress) < self.stall_timeout
-            {
+            if sub.closing || sub.batch.is_empty() {
+                continue;
+            }
+            let q = send_queue_len(sub.fd.as_raw_fd());
+            if q < sub.outq {
+                sub.last_progress = now;
+            }
+            sub.outq = q;
+            if now.duration_since(sub.last_progress) < self.stall_timeout {
                 continue;
             }
             log::warn!(
-                "publisher: subscriber {slot} ({}) stalled: no byte accepted for {:?}; disconnecting ({} frames sent, {} dropped)",
+                "publisher: subscriber {slot} ({}) stalled: took no byte for {:?}; disconnecting ({} frames sent, {} dropped)",
                 sub.peer,
                 self.stall_timeout,
                 sub.frames_sent,
@@ -908,6 +919,7 @@ impl Loop {
             closing: false,
             close_after_send: false,
             last_progress: Instant::now(),
+            outq: 0,
             sensors: None,
             fields: FieldSet::ALL,
             dropped: 0,
@@ -1422,6 +1434,14 @@ fn set_sndbuf(fd: RawFd, bytes: usize) {
     {
         log::debug!("publisher: SO_SNDBUF: {}", io::Error::last_os_error());
     }
+}
+
+/// Bytes in the socket's send queue (sent but unacknowledged, plus unsent), 0 on error.
+fn send_queue_len(fd: RawFd) -> i32 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one c_int into the live `n`.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut n) };
+    if r == 0 { n } else { 0 }
 }
 
 fn peer_name(fd: RawFd) -> String {
