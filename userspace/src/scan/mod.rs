@@ -344,6 +344,12 @@ impl ScanAssembler {
             self.emit(cur, tail, out);
             self.cur.points = new_points(hint);
             self.cur.azimuths = std::mem::take(&mut self.spare_azimuths);
+        } else {
+            // A dropped carry-only frame: keep its buffers for the next one.
+            self.cur.points = cur.points;
+            self.cur.points.clear();
+            self.cur.azimuths = cur.azimuths;
+            self.cur.azimuths.clear();
         }
         self.packets_since_cut = 0;
         self.prev_first_phased = 0;
