@@ -29,6 +29,9 @@ pub struct Args {
     /// Seconds per configuration.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Extra subscribers that connect and never read (0 = none), to show isolation.
+    #[arg(long, default_value_t = 0)]
+    stalled: usize,
     /// Which implementations: `publisher`, `baseline` or both (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "publisher,baseline")]
     imp: Vec<String>,
@@ -50,6 +53,7 @@ struct Row {
     frame_mb: f64,
     hz: f64,
     subs: usize,
+    stalled: usize,
     sent: u64,
     per_sub: Vec<SubResult>,
     secs: f64,
@@ -134,7 +138,7 @@ fn produce(
                 if start.elapsed().as_secs_f64() >= secs {
                     return seq;
                 }
-                std::thread::yield_now();
+                std::thread::sleep(Duration::from_micros(20));
             }
         }
         let mut v = take();
@@ -155,19 +159,28 @@ fn produce(
     seq
 }
 
-fn run_publisher(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64, Vec<SubResult>)> {
+fn run_publisher(
+    points: usize,
+    hz: f64,
+    subs: usize,
+    stalled: usize,
+    secs: f64,
+) -> Result<(u64, Vec<SubResult>)> {
     let frames = Arc::new(ArrayQueue::new(4));
     let p = Publisher::spawn(
         PublisherConfig {
             listen: "127.0.0.1:0".parse()?,
-            max_subscribers: subs.max(1),
-            linger: Duration::from_secs(10),
+            max_subscribers: (subs + stalled).max(1),
+            linger: Duration::from_secs(2),
             ..PublisherConfig::default()
         },
         frames.clone(),
     )?;
     let readers = spawn_readers(p.local_addr(), subs)?;
-    while p.counters().subscribers < subs as u64 {
+    let _stalled: Vec<TcpStream> = (0..stalled)
+        .map(|_| TcpStream::connect(p.local_addr()))
+        .collect::<Result<_, _>>()?;
+    while p.counters().subscribers < (subs + stalled) as u64 {
         std::thread::sleep(Duration::from_millis(1));
     }
     let sender = p.frame_sender();
@@ -178,7 +191,7 @@ fn run_publisher(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64,
         || sender.recycled_buffer().unwrap_or_default(),
         || {
             // Unpaced: keep about two frames in flight (more would only be dropped).
-            frames.is_empty() && p.counters().frames_alive < 2
+            frames.is_empty() && p.counters().frames_alive < 2 + stalled as u64 * 7
         },
         |f| sender.send(f),
     );
@@ -188,19 +201,28 @@ fn run_publisher(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64,
     Ok((sent, res))
 }
 
-fn run_baseline(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64, Vec<SubResult>)> {
+fn run_baseline(
+    points: usize,
+    hz: f64,
+    subs: usize,
+    stalled: usize,
+    secs: f64,
+) -> Result<(u64, Vec<SubResult>)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
+    let total = subs + stalled;
     let acceptor = std::thread::spawn(move || -> Result<Vec<TcpStream>> {
         let mut v = Vec::new();
-        for _ in 0..subs {
+        for _ in 0..total {
             let (mut s, _) = listener.accept()?;
             s.set_nodelay(true)?;
+            // A stalled peer would block the baseline forever: give up on a write after 1 s.
+            s.set_write_timeout(Some(Duration::from_secs(1)))?;
             let mut h = Vec::new();
             protocol::encode_hello(
                 &Hello {
                     server_name: "baseline".into(),
-                    max_subscribers: subs as u32,
+                    max_subscribers: total as u32,
                     queue_depth: 0,
                     server_time_ns: realtime_ns(),
                     min_version: protocol::VERSION,
@@ -214,6 +236,9 @@ fn run_baseline(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64, 
         Ok(v)
     });
     let readers = spawn_readers(addr, subs)?;
+    let _stalled: Vec<TcpStream> = (0..stalled)
+        .map(|_| TcpStream::connect(addr))
+        .collect::<Result<_, _>>()?;
     let mut streams = acceptor.join().unwrap()?;
     let mut buf: Vec<u8> = Vec::new();
     let sent = produce(
@@ -247,7 +272,7 @@ pub fn run(a: Args) -> Result<()> {
     );
     println!();
     println!(
-        "| impl | frame MB | Hz | subs | frames sent | delivered MB/s (sum) | min per-sub frames | drops (sum) | p50 µs (worst sub) | p99 µs (worst sub) | max µs (worst sub) | agg / memcpy |"
+        "| impl | frame MB | Hz | subs (+stalled) | frames sent | delivered MB/s (sum) | min per-sub frames | drops (sum) | p50 µs (worst sub) | p99 µs (worst sub) | max µs (worst sub) | agg / memcpy |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut json = match &a.json {
@@ -259,10 +284,9 @@ pub fn run(a: Args) -> Result<()> {
         for &hz in &a.hz {
             for &subs in &a.subs {
                 for imp in &a.imp {
-                    let t = Instant::now();
                     let (sent, per_sub) = match imp.as_str() {
-                        "publisher" => run_publisher(points, hz, subs, a.seconds)?,
-                        "baseline" => run_baseline(points, hz, subs, a.seconds)?,
+                        "publisher" => run_publisher(points, hz, subs, a.stalled, a.seconds)?,
+                        "baseline" => run_baseline(points, hz, subs, a.stalled, a.seconds)?,
                         other => anyhow::bail!("unknown --imp {other}"),
                     };
                     let row = Row {
@@ -270,9 +294,10 @@ pub fn run(a: Args) -> Result<()> {
                         frame_mb: mb,
                         hz,
                         subs,
+                        stalled: a.stalled,
                         sent,
                         per_sub,
-                        secs: t.elapsed().as_secs_f64(),
+                        secs: a.seconds,
                     };
                     print_row(&row, mem, json.as_mut())?;
                 }
@@ -303,7 +328,7 @@ fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result
         }));
     }
     println!(
-        "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {:.3} |",
+        "| {} | {} | {} | {}{} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {:.3} |",
         r.imp,
         r.frame_mb,
         if r.hz > 0.0 {
@@ -312,6 +337,11 @@ fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result
             "max".into()
         },
         r.subs,
+        if r.stalled > 0 {
+            format!(" (+{})", r.stalled)
+        } else {
+            String::new()
+        },
         r.sent,
         mbps,
         min_frames,
@@ -326,7 +356,7 @@ fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result
             f,
             "{}",
             serde_json::json!({
-                "impl": r.imp, "frame_mb": r.frame_mb, "hz": r.hz, "subs": r.subs,
+                "impl": r.imp, "frame_mb": r.frame_mb, "hz": r.hz, "subs": r.subs, "stalled": r.stalled,
                 "frames_sent": r.sent, "seconds": r.secs, "delivered_mb_per_s": mbps,
                 "memcpy_gb_per_s": mem_gbps, "subscribers": subs_json,
             })
