@@ -25,7 +25,7 @@
 //!   data, receive re-arms) and submits them all in the single `io_uring_enter` that also waits
 //!   for the next completions.
 //! - **Batched writes**: a subscriber with several messages waiting gets up to [`MAX_BATCH`] of
-//!   them in one `IORING_OP_SENDMSG` (header and payload iovecs of each) — the iovecs a `writev`
+//!   them (up to [`BATCH_BYTES`]) in one `IORING_OP_SENDMSG` (header and payload iovecs of each) — the iovecs a `writev`
 //!   would take, plus `MSG_NOSIGNAL`, so a vanished peer yields `EPIPE`, not a process-killing
 //!   `SIGPIPE` (the reason for SendMsg rather than Writev). Partial sends resume where they
 //!   stopped. Sockets get `TCP_NODELAY` and an `SO_SNDBUF` that holds a whole frame
@@ -78,6 +78,11 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
 
 /// Most messages sent to one subscriber by one `SENDMSG` (2 iovecs each).
 pub const MAX_BATCH: usize = 4;
+
+/// A batch takes further messages only while it holds less than this many bytes (1 MiB): small
+/// messages are coalesced into one `SENDMSG`, while large frames go one by one, so frames that
+/// wait stay droppable (drop-oldest keeps a lagging subscriber's data fresh).
+pub const BATCH_BYTES: usize = 1 << 20;
 
 /// Largest `SO_SNDBUF` the publisher asks for, bytes (64 MiB).
 pub const MAX_SNDBUF: usize = 64 << 20;
@@ -1092,9 +1097,13 @@ impl Loop {
         if !sub.batch.is_empty() || sub.send_pending || sub.closing {
             return Ok(());
         }
-        while sub.batch.len() < MAX_BATCH {
+        let mut bytes = 0;
+        while sub.batch.len() < MAX_BATCH && bytes < BATCH_BYTES {
             match sub.control.pop_front().or_else(|| sub.queue.pop_front()) {
-                Some(m) => sub.batch.push(m),
+                Some(m) => {
+                    bytes += m.len();
+                    sub.batch.push(m);
+                }
                 None => break,
             }
         }
