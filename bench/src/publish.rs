@@ -191,7 +191,7 @@ fn run_publisher(
         || sender.recycled_buffer().unwrap_or_default(),
         || {
             // Unpaced: keep about two frames in flight (more would only be dropped).
-            frames.is_empty() && p.counters().frames_alive < 2 + stalled as u64 * 7
+            frames.is_empty() && p.counters().frames_alive < 4 + stalled as u64 * 7
         },
         |f| sender.send(f),
     );
