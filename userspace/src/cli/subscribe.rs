@@ -174,6 +174,10 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
             break;
         }
     }
+    if a.stats && window.frames > 0 {
+        let secs = window_start.elapsed().as_secs_f64().max(1e-3);
+        window.report(secs, sub.sequence_gaps(), &mut gaps_before);
+    }
     if let Some(m) = mcap {
         m.finish()
             .map_err(|e| anyhow::anyhow!("finish MCAP: {e}"))?;
