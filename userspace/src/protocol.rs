@@ -94,7 +94,8 @@ pub mod error_code {
     pub const UNKNOWN_FIELD: u16 = 4;
     /// The subscriber sent a message type only servers send (hello, frame, ...).
     pub const UNEXPECTED_MESSAGE: u16 = 5;
-    /// The subscriber stopped reading for longer than the server's stall timeout.
+    /// Reserved: a subscriber that stopped reading for longer than the server's stall timeout
+    /// is disconnected without an error message (it would not read it).
     pub const STALLED: u16 = 6;
 }
 

@@ -272,7 +272,7 @@ impl FrameSender {
         match self.try_send(frame) {
             Ok(()) => true,
             Err(f) => {
-                self.shared.pool.give(f.points);
+                self.shared.pool.try_give(f.points);
                 false
             }
         }

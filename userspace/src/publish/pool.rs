@@ -99,6 +99,32 @@ impl BufferPool {
         }
     }
 
+    /// Like [`give`](Self::give) but never blocks (for the decoder side): if the pool is
+    /// momentarily locked the buffer is freed and counted as discarded. Returns whether it was
+    /// kept.
+    pub fn try_give(&self, mut v: Vec<PointXYZIRCAEDT>) -> bool {
+        if v.capacity() == 0 {
+            return false;
+        }
+        v.clear();
+        let kept = match self.stack.try_lock() {
+            Ok(mut s) if s.len() < self.cap => {
+                s.push(v);
+                let len = s.len() as u64;
+                drop(s);
+                self.high_water.fetch_max(len, Relaxed);
+                true
+            }
+            _ => false,
+        };
+        if kept {
+            self.returned.fetch_add(1, Relaxed);
+        } else {
+            self.discarded.fetch_add(1, Relaxed);
+        }
+        kept
+    }
+
     /// Buffers in the pool now.
     pub fn len(&self) -> usize {
         self.stack.lock().map_or(0, |s| s.len())
