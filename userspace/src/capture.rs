@@ -251,6 +251,8 @@ impl CaptureWorker {
     ///
     /// Errors: creating the io_uring instance (`io_uring_setup`) or waiting on it.
     pub fn run(mut self) -> std::io::Result<CaptureExit> {
+        // Frames' point buffers come from the publisher's pool (no allocation once warm).
+        let _buffers = crate::scan::install_buffer_source(self.sender.buffer_source());
         let mut ring = IoUring::new(8)?;
         let fd = types::Fd(self.xsk.as_raw_fd());
         let mut poll_armed = false;

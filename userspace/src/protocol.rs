@@ -1,19 +1,22 @@
-//! The lidarxdp TCP wire format, version 1 (byte-level reference: `docs/protocol.md`).
+//! The lidarxdp TCP wire format, version 2 (byte-level reference with an example of every
+//! message: `docs/protocol.md`).
 //!
-//! A connection is a one-way byte stream from the server (the [`crate::publish`] publisher) to
-//! the subscriber (e.g. [`crate::client::Subscriber`]). Every message starts with the same
-//! 12-byte prefix:
+//! Every message, in either direction, starts with the same 12-byte prefix:
 //!
 //! | offset | size | field | value |
 //! |---|---|---|---|
 //! | 0 | 4 | magic | `b"LXDP"` |
-//! | 4 | 2 | version | [`VERSION`] (1), u16 LE |
-//! | 6 | 2 | message type | [`MSG_HELLO`] or [`MSG_FRAME`], u16 LE |
+//! | 4 | 2 | version | [`VERSION`] (2), u16 LE |
+//! | 6 | 2 | message type | [`MSG_HELLO`] .. [`MSG_ERROR`], u16 LE |
 //! | 8 | 4 | header_len | length of this message's header including the prefix, u32 LE, a multiple of 8 |
 //!
-//! The server sends one hello, then one frame message per published frame: a header of
-//! `header_len` bytes followed by `point_count * point_step` bytes of points
-//! ([`PointXYZIRCAEDT`], 32 bytes each). All integers and floats are little-endian.
+//! Server → subscriber: one [`Hello`] (server name, limits, the sensors by id and name), then
+//! frame messages (a header of `header_len` bytes followed by `point_count * point_step` bytes
+//! of points, packed in field-list order), an optional [`SubscribeAck`] after each
+//! [`Subscribe`], and an [`ErrorMessage`] right before the server closes a connection for a
+//! protocol violation. Subscriber → server: nothing (the default subscription: all sensors, all
+//! fields) or [`Subscribe`] messages choosing sensors by name and point fields by name.
+//! All integers and floats are little-endian.
 //!
 //! This module is sans-IO except for [`FrameReader`], a blocking reader over any
 //! [`std::io::Read`]. [`parse_header`] never panics, whatever the input; every error names the
@@ -28,18 +31,33 @@ use crate::point::{POINT_FIELDS, POINT_SIZE, PointField, PointXYZIRCAEDT};
 
 /// Magic bytes at offset 0 of every message.
 pub const MAGIC: [u8; 4] = *b"LXDP";
-/// Wire format version written and accepted by this module.
-pub const VERSION: u16 = 1;
-/// Message type of the hello message (first message of a connection).
+/// Wire format version written and accepted by this module. Version 1 (no handshake, no
+/// sensor names) is no longer spoken: a v1 peer gets [`ProtocolError::UnsupportedVersion`].
+pub const VERSION: u16 = 2;
+/// Oldest version a server of this build accepts in a [`Subscribe`] (announced in the hello).
+pub const MIN_VERSION: u16 = 2;
+/// Message type of the hello (server → subscriber, first message of a connection).
 pub const MSG_HELLO: u16 = 1;
-/// Message type of a frame message.
+/// Message type of a frame message (server → subscriber).
 pub const MSG_FRAME: u16 = 2;
+/// Message type of a subscribe request (subscriber → server).
+pub const MSG_SUBSCRIBE: u16 = 3;
+/// Message type of a subscribe acknowledgement (server → subscriber).
+pub const MSG_SUBSCRIBED: u16 = 4;
+/// Message type of an error report (server → subscriber, then the server closes).
+pub const MSG_ERROR: u16 = 5;
 /// Length of the common message prefix (magic, version, type, header_len).
 pub const PREFIX_LEN: usize = 12;
 /// Length of the fixed part of a hello header (before the server name).
-pub const HELLO_FIXED_LEN: usize = 32;
+pub const HELLO_FIXED_LEN: usize = 40;
 /// Length of the fixed part of a frame header (before the field list).
 pub const FRAME_FIXED_LEN: usize = 60;
+/// Length of the fixed part of a subscribe request (before the names).
+pub const SUBSCRIBE_FIXED_LEN: usize = 24;
+/// Length of the fixed part of a subscribe acknowledgement (before the sensor ids).
+pub const SUBSCRIBED_FIXED_LEN: usize = 24;
+/// Length of the fixed part of an error message (before the reason).
+pub const ERROR_FIXED_LEN: usize = 16;
 /// Largest accepted `header_len`, bytes.
 pub const MAX_HEADER_LEN: usize = 4096;
 /// Largest accepted `point_count` per frame (4 Mi points, 128 MiB at 32 bytes per point).
@@ -54,9 +72,32 @@ pub const MAX_FIELDS: u16 = 64;
 pub const MAX_FIELD_NAME_LEN: u8 = 64;
 /// Largest accepted server-name length in a hello, bytes.
 pub const MAX_SERVER_NAME_LEN: u16 = 255;
-/// `header_len` of a frame message carrying [`POINT_FIELDS`] (what [`encode_frame_header`]
-/// writes): 60 fixed bytes + 164 bytes of field list, already a multiple of 8.
+/// Largest accepted sensor count in a hello, subscribe request or acknowledgement.
+pub const MAX_SENSORS: u16 = 256;
+/// Largest accepted sensor-name (and model-name) length, bytes.
+pub const MAX_SENSOR_NAME_LEN: u8 = 64;
+/// Largest accepted error-reason length, bytes.
+pub const MAX_REASON_LEN: u16 = 1024;
+/// `header_len` of a frame message carrying all of [`POINT_FIELDS`] (what
+/// [`encode_frame_header`] writes): 60 fixed bytes + 164 bytes of field list, a multiple of 8.
 pub const FRAME_HEADER_LEN: usize = 224;
+
+/// Error codes of an [`ErrorMessage`].
+pub mod error_code {
+    /// The subscriber's bytes are not a valid message (bad magic, lengths, UTF-8, ...).
+    pub const MALFORMED: u16 = 1;
+    /// The subscriber speaks a protocol version the server does not.
+    pub const UNSUPPORTED_VERSION: u16 = 2;
+    /// A [`super::Subscribe`] names a sensor the server does not have.
+    pub const UNKNOWN_SENSOR: u16 = 3;
+    /// A [`super::Subscribe`] names a point field that does not exist.
+    pub const UNKNOWN_FIELD: u16 = 4;
+    /// The subscriber sent a message type only servers send (hello, frame, ...).
+    pub const UNEXPECTED_MESSAGE: u16 = 5;
+    /// Reserved: a subscriber that stopped reading for longer than the server's stall timeout
+    /// is disconnected without an error message (it would not read it).
+    pub const STALLED: u16 = 6;
+}
 
 /// A protocol violation found while decoding. Every variant names the field and its valid range.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -76,7 +117,7 @@ pub enum ProtocolError {
         supported: u16,
     },
     /// Unknown message type.
-    #[error("message type (offset 6) is {found}, expected 1 (hello) or 2 (frame)")]
+    #[error("message type (offset 6) is {found}, valid range 1..=5")]
     UnknownMessageType {
         /// Type found.
         found: u16,
@@ -117,7 +158,7 @@ pub enum ProtocolError {
         /// Limit.
         max: u64,
     },
-    /// The field list or server name runs past `header_len`.
+    /// A variable-length part runs past `header_len`.
     #[error("{what} at offset {offset} needs {needed} bytes but header_len is {header_len}")]
     HeaderOverrun {
         /// What was being read (e.g. `fields[3].name`).
@@ -132,7 +173,7 @@ pub enum ProtocolError {
     /// A name is not UTF-8.
     #[error("{what} (offset {offset}) is not valid UTF-8")]
     BadUtf8 {
-        /// Which name (`server_name`, `fields[i].name`).
+        /// Which name (`server_name`, `fields[i].name`, `sensors[i].name`, `reason`).
         what: String,
         /// Offset of the name.
         offset: usize,
@@ -161,8 +202,8 @@ pub enum ProtocolError {
         /// Kind received.
         found: &'static str,
     },
-    /// The frame is valid but its point layout is not [`PointXYZIRCAEDT`] ([`POINT_FIELDS`],
-    /// `point_step` 32), so it cannot be viewed as such.
+    /// The frame is valid but its point layout is not all of [`PointXYZIRCAEDT`]
+    /// ([`POINT_FIELDS`], `point_step` 32), so it cannot be viewed as that struct.
     #[error("point layout is not PointXYZIRCAEDT: {detail}")]
     UnsupportedLayout {
         /// What differs.
@@ -170,7 +211,18 @@ pub enum ProtocolError {
     },
 }
 
-/// An error of the blocking [`FrameReader`].
+impl ProtocolError {
+    /// The [`error_code`] a server reports for this violation by a subscriber.
+    pub fn code(&self) -> u16 {
+        match self {
+            ProtocolError::UnsupportedVersion { .. } => error_code::UNSUPPORTED_VERSION,
+            ProtocolError::UnexpectedMessage { .. } => error_code::UNEXPECTED_MESSAGE,
+            _ => error_code::MALFORMED,
+        }
+    }
+}
+
+/// An error of the blocking [`FrameReader`] and the client.
 #[derive(Debug, Error)]
 pub enum ReadError {
     /// The peer closed the connection cleanly between two messages.
@@ -189,9 +241,28 @@ pub enum ReadError {
     /// The bytes violate the protocol.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    /// The server reported an error (and closes the connection).
+    #[error("server error {code}: {reason}")]
+    Server {
+        /// [`error_code`] value.
+        code: u16,
+        /// Human-readable reason.
+        reason: String,
+    },
     /// An I/O error (including read timeouts: `WouldBlock`/`TimedOut`).
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
+}
+
+/// One sensor as announced in a [`Hello`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SensorEntry {
+    /// The id carried by its frames ([`FrameHeader::sensor_id`]).
+    pub id: u16,
+    /// Name to subscribe by (UTF-8, 1..=64 bytes), e.g. `front` or `VLP16`.
+    pub name: String,
+    /// Model name (UTF-8, 0..=64 bytes), e.g. `VLP16`.
+    pub model: String,
 }
 
 /// The server's hello, sent once right after a subscriber connects.
@@ -206,6 +277,44 @@ pub struct Hello {
     pub queue_depth: u32,
     /// Server wall-clock time when the connection was accepted, ns since the Unix epoch.
     pub server_time_ns: u64,
+    /// Oldest protocol version the server accepts in a [`Subscribe`] (the prefix carries the
+    /// newest, which the server speaks).
+    pub min_version: u16,
+    /// The sensors the server publishes, at most [`MAX_SENSORS`].
+    pub sensors: Vec<SensorEntry>,
+}
+
+/// A subscriber's choice of sensors and point fields (the [`MSG_SUBSCRIBE`] message).
+///
+/// Empty lists mean "all": the default subscription that a subscriber has before (or
+/// without) sending one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subscribe {
+    /// Sensor names as announced in the hello (exact, case-sensitive); empty = all sensors.
+    pub sensors: Vec<String>,
+    /// Point field names from [`POINT_FIELDS`] (any order, duplicates ignored); empty = all.
+    pub fields: Vec<String>,
+}
+
+/// The server's acknowledgement of a [`Subscribe`]: every frame message after it follows the
+/// new subscription.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscribeAck {
+    /// Ids of the sensors now subscribed, ascending.
+    pub sensor_ids: Vec<u16>,
+    /// Bytes per point of the frames that follow.
+    pub point_step: u32,
+    /// Field list of the frames that follow.
+    pub fields: Vec<WireField>,
+}
+
+/// An error reported by the server before it closes the connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorMessage {
+    /// [`error_code`] value.
+    pub code: u16,
+    /// Human-readable reason (UTF-8, at most [`MAX_REASON_LEN`] bytes).
+    pub reason: String,
 }
 
 /// One entry of a decoded field list (owned counterpart of [`PointField`]).
@@ -231,6 +340,104 @@ impl WireField {
     }
 }
 
+/// A subset of the [`PointXYZIRCAEDT`] fields: bit `i` selects [`POINT_FIELDS`]`[i]`.
+///
+/// The wire layout of a set is its fields in [`POINT_FIELDS`] order, packed without padding
+/// (e.g. `x,y,z` = 12-byte points). [`FieldSet::ALL`] is exactly the 32-byte struct, sent from
+/// the decoder's buffer without any copy; any other set is packed once per frame and shared by
+/// every subscriber that chose that set (see [`crate::publish`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FieldSet(u16);
+
+const FIELD_SIZES: [u32; 10] = [4, 4, 4, 1, 1, 2, 4, 4, 4, 4];
+
+impl FieldSet {
+    /// All ten fields (the default).
+    pub const ALL: FieldSet = FieldSet(0x3ff);
+
+    /// The set with these bits (bit `i` = [`POINT_FIELDS`]`[i]`); `None` if empty or a bit
+    /// above 9 is set.
+    pub fn from_bits(bits: u16) -> Option<FieldSet> {
+        (bits != 0 && bits & !0x3ff == 0).then_some(FieldSet(bits))
+    }
+
+    /// The bits.
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// The set of these field names; an empty list is [`FieldSet::ALL`].
+    ///
+    /// # Errors
+    /// The first name that is not in [`POINT_FIELDS`].
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<FieldSet, String> {
+        if names.is_empty() {
+            return Ok(FieldSet::ALL);
+        }
+        let mut bits = 0u16;
+        for n in names {
+            let n = n.as_ref();
+            match POINT_FIELDS.iter().position(|f| f.name == n) {
+                Some(i) => bits |= 1 << i,
+                None => return Err(n.to_owned()),
+            }
+        }
+        Ok(FieldSet(bits))
+    }
+
+    /// Whether this is [`FieldSet::ALL`].
+    pub fn is_all(self) -> bool {
+        self == FieldSet::ALL
+    }
+
+    /// Bytes per packed point.
+    pub fn point_step(self) -> u32 {
+        (0..10)
+            .filter(|i| self.0 & (1 << i) != 0)
+            .map(|i| FIELD_SIZES[i])
+            .sum()
+    }
+
+    /// The packed field list: (source field, packed offset).
+    pub fn fields(self) -> impl Iterator<Item = PointField> {
+        let mut off = 0;
+        (0..10usize)
+            .filter(move |i| self.0 & (1 << i) != 0)
+            .map(move |i| {
+                let f = PointField {
+                    offset: off,
+                    ..POINT_FIELDS[i]
+                };
+                off += FIELD_SIZES[i];
+                f
+            })
+    }
+
+    /// Appends the packed encoding of `points` to `out`: `points.len() * point_step()` bytes.
+    pub fn pack(self, points: &[PointXYZIRCAEDT], out: &mut Vec<u8>) {
+        let runs = self.runs();
+        out.reserve(points.len() * self.point_step() as usize);
+        for p in bytemuck::cast_slice::<_, [u8; POINT_SIZE]>(points) {
+            for &(from, len) in &runs {
+                out.extend_from_slice(&p[from..from + len]);
+            }
+        }
+    }
+
+    /// Contiguous source byte runs (offset, length) of the selected fields, merged.
+    fn runs(self) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for i in (0..10).filter(|i| self.0 & (1 << i) != 0) {
+            let (o, l) = (POINT_FIELDS[i].offset as usize, FIELD_SIZES[i] as usize);
+            match runs.last_mut() {
+                Some(r) if r.0 + r.1 == o => r.1 += l,
+                _ => runs.push((o, l)),
+            }
+        }
+        runs
+    }
+}
+
 /// The decoded header of a frame message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FrameInfo {
@@ -246,25 +453,40 @@ pub struct FrameInfo {
 
 impl FrameInfo {
     /// Whether the layout is exactly [`PointXYZIRCAEDT`] ([`POINT_FIELDS`], step 32).
+    ///
+    /// # Errors
+    /// [`ProtocolError::UnsupportedLayout`] saying what differs.
     pub fn check_layout(&self) -> Result<(), ProtocolError> {
-        if self.point_step as usize != POINT_SIZE {
-            return Err(ProtocolError::UnsupportedLayout {
-                detail: format!("point_step {} != {POINT_SIZE}", self.point_step),
-            });
-        }
-        if self.fields.len() != POINT_FIELDS.len()
-            || !self
-                .fields
-                .iter()
-                .zip(POINT_FIELDS.iter())
-                .all(|(a, b)| a.matches(b))
-        {
-            return Err(ProtocolError::UnsupportedLayout {
-                detail: format!("field list {:?} differs from POINT_FIELDS", self.fields),
-            });
-        }
-        Ok(())
+        check_full_layout(self.point_step, &self.fields)
     }
+
+    /// Payload length in bytes.
+    pub fn payload_len(&self) -> usize {
+        self.point_count as usize * self.point_step as usize
+    }
+}
+
+/// Whether `point_step` and `fields` are exactly the [`PointXYZIRCAEDT`] layout.
+///
+/// # Errors
+/// [`ProtocolError::UnsupportedLayout`] saying what differs.
+pub fn check_full_layout(point_step: u32, fields: &[WireField]) -> Result<(), ProtocolError> {
+    if point_step as usize != POINT_SIZE {
+        return Err(ProtocolError::UnsupportedLayout {
+            detail: format!("point_step {point_step} != {POINT_SIZE}"),
+        });
+    }
+    if fields.len() != POINT_FIELDS.len()
+        || !fields
+            .iter()
+            .zip(POINT_FIELDS.iter())
+            .all(|(a, b)| a.matches(b))
+    {
+        return Err(ProtocolError::UnsupportedLayout {
+            detail: format!("field list {fields:?} differs from POINT_FIELDS"),
+        });
+    }
+    Ok(())
 }
 
 /// A decoded message header.
@@ -274,13 +496,23 @@ pub enum Message {
     Hello(Hello),
     /// A frame header; `point_count * point_step` payload bytes follow.
     Frame(FrameInfo),
+    /// A subscribe request (subscriber → server); no payload.
+    Subscribe(Subscribe),
+    /// A subscribe acknowledgement; no payload.
+    Subscribed(SubscribeAck),
+    /// An error report; no payload; the server closes after it.
+    Error(ErrorMessage),
 }
 
 impl Message {
-    fn kind(&self) -> &'static str {
+    /// Short name of the message kind (`hello`, `frame`, `subscribe`, `subscribed`, `error`).
+    pub fn kind(&self) -> &'static str {
         match self {
             Message::Hello(_) => "hello",
             Message::Frame(_) => "frame",
+            Message::Subscribe(_) => "subscribe",
+            Message::Subscribed(_) => "subscribed",
+            Message::Error(_) => "error",
         }
     }
 }
@@ -300,7 +532,7 @@ pub enum Parsed {
         message: Message,
         /// Header length in bytes (where the payload starts).
         header_len: usize,
-        /// Payload bytes that follow the header (0 for a hello).
+        /// Payload bytes that follow the header (0 except for a frame).
         payload_len: usize,
     },
 }
@@ -331,13 +563,27 @@ fn align8(n: usize) -> usize {
     (n + 7) & !7
 }
 
+/// Smallest valid `header_len` per message type.
+fn min_header_len(msg_type: u16) -> usize {
+    match msg_type {
+        MSG_HELLO => HELLO_FIXED_LEN,
+        MSG_FRAME => align8(FRAME_FIXED_LEN + 11), // at least one one-letter field entry
+        MSG_SUBSCRIBE => SUBSCRIBE_FIXED_LEN,
+        MSG_SUBSCRIBED => align8(SUBSCRIBED_FIXED_LEN + 11),
+        _ => ERROR_FIXED_LEN,
+    }
+}
+
 /// Decodes the header of the message at the start of `buf`.
 ///
 /// Returns [`Parsed::Incomplete`] while `buf` is a valid but too short prefix, so it can be
 /// called on a growing buffer. Rejects bad bytes as early as they arrive (magic, version, type,
 /// header_len are checked as soon as they are present). Never panics. Bytes between the end of
-/// the defined fields and `header_len` are ignored (zero padding in version 1; room for
+/// the defined fields and `header_len` are ignored (zero padding in version 2; room for
 /// compatible additions).
+///
+/// # Errors
+/// [`ProtocolError`] naming the first invalid field, its offset and valid range.
 pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     let n = buf.len().min(4);
     if buf[..n] != MAGIC[..n] {
@@ -356,7 +602,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     }
     if buf.len() >= 8 {
         let t = u16_at(buf, 6);
-        if t != MSG_HELLO && t != MSG_FRAME {
+        if !(MSG_HELLO..=MSG_ERROR).contains(&t) {
             return Err(ProtocolError::UnknownMessageType { found: t });
         }
     }
@@ -365,10 +611,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     }
     let msg_type = u16_at(buf, 6);
     let header_len = u32_at(buf, 8);
-    let min = match msg_type {
-        MSG_HELLO => HELLO_FIXED_LEN,
-        _ => align8(FRAME_FIXED_LEN + 11), // at least one one-letter field entry
-    } as u32;
+    let min = min_header_len(msg_type) as u32;
     if header_len < min || header_len as usize > MAX_HEADER_LEN || !header_len.is_multiple_of(8) {
         return Err(ProtocolError::HeaderLen {
             msg_type,
@@ -384,11 +627,14 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     let h = &buf[..header_len];
     let (message, payload_len) = match msg_type {
         MSG_HELLO => (Message::Hello(parse_hello(h)?), 0),
-        _ => {
+        MSG_FRAME => {
             let info = parse_frame(h)?;
-            let len = info.point_count as usize * info.point_step as usize;
+            let len = info.payload_len();
             (Message::Frame(info), len)
         }
+        MSG_SUBSCRIBE => (Message::Subscribe(parse_subscribe(h)?), 0),
+        MSG_SUBSCRIBED => (Message::Subscribed(parse_subscribed(h)?), 0),
+        _ => (Message::Error(parse_error(h)?), 0),
     };
     Ok(Parsed::Complete {
         message,
@@ -397,93 +643,149 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     })
 }
 
+/// Bounds-checked reader over a header (`h.len() == header_len`).
+struct Cursor<'a> {
+    h: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn overrun(&self, what: String, needed: usize) -> ProtocolError {
+        ProtocolError::HeaderOverrun {
+            what,
+            offset: self.at,
+            needed,
+            header_len: self.h.len(),
+        }
+    }
+
+    fn bytes(&mut self, n: usize, what: impl Fn() -> String) -> Result<&'a [u8], ProtocolError> {
+        if self.at + n > self.h.len() {
+            return Err(self.overrun(what(), n));
+        }
+        let s = &self.h[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+
+    /// A `len u8` + UTF-8 name with `min..=max` bytes.
+    fn name(
+        &mut self,
+        what: &str,
+        field: &'static str,
+        min: u8,
+        max: u8,
+    ) -> Result<String, ProtocolError> {
+        let at = self.at;
+        let len = self.bytes(1, || format!("{what}.name_len"))?[0];
+        if len < min || len > max {
+            return Err(ProtocolError::OutOfRange {
+                field,
+                offset: at,
+                found: len.into(),
+                min: min.into(),
+                max: max.into(),
+            });
+        }
+        let name_at = self.at;
+        let b = self.bytes(len as usize, || format!("{what}.name"))?;
+        utf8(b, what, name_at)
+    }
+}
+
+fn utf8(b: &[u8], what: &str, offset: usize) -> Result<String, ProtocolError> {
+    std::str::from_utf8(b)
+        .map(str::to_owned)
+        .map_err(|_| ProtocolError::BadUtf8 {
+            what: what.into(),
+            offset,
+        })
+}
+
+fn range(
+    field: &'static str,
+    offset: usize,
+    found: u64,
+    min: u64,
+    max: u64,
+) -> Result<(), ProtocolError> {
+    if found < min || found > max {
+        Err(ProtocolError::OutOfRange {
+            field,
+            offset,
+            found,
+            min,
+            max,
+        })
+    } else {
+        Ok(())
+    }
+}
+
 fn parse_hello(h: &[u8]) -> Result<Hello, ProtocolError> {
     // h.len() == header_len >= HELLO_FIXED_LEN, checked by the caller.
     let name_len = u16_at(h, 14);
-    if name_len > MAX_SERVER_NAME_LEN {
-        return Err(ProtocolError::OutOfRange {
-            field: "server_name_len",
-            offset: 14,
-            found: name_len.into(),
-            min: 0,
-            max: MAX_SERVER_NAME_LEN.into(),
-        });
+    range(
+        "server_name_len",
+        14,
+        name_len.into(),
+        0,
+        MAX_SERVER_NAME_LEN.into(),
+    )?;
+    let sensor_count = u16_at(h, 32);
+    range(
+        "sensor_count",
+        32,
+        sensor_count.into(),
+        0,
+        MAX_SENSORS.into(),
+    )?;
+    let min_version = u16_at(h, 34);
+    range("min_version", 34, min_version.into(), 1, VERSION.into())?;
+    let mut c = Cursor {
+        h,
+        at: HELLO_FIXED_LEN,
+    };
+    let name = c.bytes(name_len as usize, || "server_name".into())?;
+    let server_name = utf8(name, "server_name", HELLO_FIXED_LEN)?;
+    let mut sensors = Vec::with_capacity(sensor_count as usize);
+    for i in 0..sensor_count as usize {
+        let id = c.bytes(2, || format!("sensors[{i}].id"))?;
+        let id = u16::from_le_bytes([id[0], id[1]]);
+        let name = c.name(
+            &format!("sensors[{i}].name"),
+            "sensor name_len",
+            1,
+            MAX_SENSOR_NAME_LEN,
+        )?;
+        let model = c.name(
+            &format!("sensors[{i}].model"),
+            "sensor model_len",
+            0,
+            MAX_SENSOR_NAME_LEN,
+        )?;
+        sensors.push(SensorEntry { id, name, model });
     }
-    let end = HELLO_FIXED_LEN + name_len as usize;
-    if end > h.len() {
-        return Err(ProtocolError::HeaderOverrun {
-            what: "server_name".into(),
-            offset: HELLO_FIXED_LEN,
-            needed: name_len as usize,
-            header_len: h.len(),
-        });
-    }
-    let server_name = std::str::from_utf8(&h[HELLO_FIXED_LEN..end])
-        .map_err(|_| ProtocolError::BadUtf8 {
-            what: "server_name".into(),
-            offset: HELLO_FIXED_LEN,
-        })?
-        .to_owned();
     Ok(Hello {
         server_name,
         max_subscribers: u32_at(h, 16),
         queue_depth: u32_at(h, 20),
         server_time_ns: u64_at(h, 24),
+        min_version,
+        sensors,
     })
 }
 
-fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
-    // h.len() == header_len >= FRAME_FIXED_LEN, checked by the caller.
-    let range = |field, offset, found: u64, min: u64, max: u64| {
-        if found < min || found > max {
-            Err(ProtocolError::OutOfRange {
-                field,
-                offset,
-                found,
-                min,
-                max,
-            })
-        } else {
-            Ok(())
-        }
-    };
-    let field_count = u16_at(h, 14);
-    range("field_count", 14, field_count.into(), 1, MAX_FIELDS.into())?;
-    let point_step = u32_at(h, 52);
-    range(
-        "point_step",
-        52,
-        point_step.into(),
-        1,
-        MAX_POINT_STEP.into(),
-    )?;
-    let point_count = u32_at(h, 56);
-    range(
-        "point_count",
-        56,
-        point_count.into(),
-        0,
-        MAX_POINT_COUNT.into(),
-    )?;
-    let payload = u64::from(point_count) * u64::from(point_step);
-    if payload > MAX_PAYLOAD_LEN {
-        return Err(ProtocolError::PayloadTooLarge {
-            found: payload,
-            max: MAX_PAYLOAD_LEN,
-        });
-    }
-    let header = FrameHeader {
-        sensor_id: u16_at(h, 12),
-        sequence: u64_at(h, 16),
-        start_ns: u64_at(h, 24),
-        host_ns: u64_at(h, 32),
-        packets_received: u32_at(h, 40),
-        packets_expected: u32_at(h, 44),
-        packets_malformed: u32_at(h, 48),
-    };
-    let mut fields = Vec::with_capacity(field_count as usize);
-    let mut o = FRAME_FIXED_LEN;
-    for index in 0..field_count as usize {
+/// Parses `count` field-list entries starting at `at`, checked against `point_step`.
+fn parse_fields(
+    h: &[u8],
+    at: usize,
+    count: usize,
+    point_step: u32,
+) -> Result<Vec<WireField>, ProtocolError> {
+    let mut fields = Vec::with_capacity(count);
+    let mut o = at;
+    for index in 0..count {
         let overrun = |what: &str, offset: usize, needed: usize| ProtocolError::HeaderOverrun {
             what: format!("fields[{index}].{what}"),
             offset,
@@ -509,12 +811,11 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
         if rest_at + 9 > h.len() {
             return Err(overrun("entry", o, 10 + name_len as usize));
         }
-        let name = std::str::from_utf8(&h[name_at..rest_at])
-            .map_err(|_| ProtocolError::BadUtf8 {
-                what: format!("fields[{index}].name"),
-                offset: name_at,
-            })?
-            .to_owned();
+        let name = utf8(
+            &h[name_at..rest_at],
+            &format!("fields[{index}].name"),
+            name_at,
+        )?;
         let offset = u32_at(h, rest_at);
         let datatype = h[rest_at + 4];
         let count = u32_at(h, rest_at + 5);
@@ -558,12 +859,135 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
         });
         o = rest_at + 9;
     }
+    Ok(fields)
+}
+
+fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
+    // h.len() == header_len >= FRAME_FIXED_LEN, checked by the caller.
+    let field_count = u16_at(h, 14);
+    range("field_count", 14, field_count.into(), 1, MAX_FIELDS.into())?;
+    let point_step = u32_at(h, 52);
+    range(
+        "point_step",
+        52,
+        point_step.into(),
+        1,
+        MAX_POINT_STEP.into(),
+    )?;
+    let point_count = u32_at(h, 56);
+    range(
+        "point_count",
+        56,
+        point_count.into(),
+        0,
+        MAX_POINT_COUNT.into(),
+    )?;
+    let payload = u64::from(point_count) * u64::from(point_step);
+    if payload > MAX_PAYLOAD_LEN {
+        return Err(ProtocolError::PayloadTooLarge {
+            found: payload,
+            max: MAX_PAYLOAD_LEN,
+        });
+    }
+    let header = FrameHeader {
+        sensor_id: u16_at(h, 12),
+        sequence: u64_at(h, 16),
+        start_ns: u64_at(h, 24),
+        host_ns: u64_at(h, 32),
+        packets_received: u32_at(h, 40),
+        packets_expected: u32_at(h, 44),
+        packets_malformed: u32_at(h, 48),
+    };
+    let fields = parse_fields(h, FRAME_FIXED_LEN, field_count as usize, point_step)?;
     Ok(FrameInfo {
         header,
         point_count,
         point_step,
         fields,
     })
+}
+
+fn parse_subscribe(h: &[u8]) -> Result<Subscribe, ProtocolError> {
+    let sensor_count = u16_at(h, 14);
+    range(
+        "sensor_count",
+        14,
+        sensor_count.into(),
+        0,
+        MAX_SENSORS.into(),
+    )?;
+    let field_count = u16_at(h, 16);
+    range("field_count", 16, field_count.into(), 0, MAX_FIELDS.into())?;
+    let mut c = Cursor {
+        h,
+        at: SUBSCRIBE_FIXED_LEN,
+    };
+    let mut s = Subscribe::default();
+    for i in 0..sensor_count {
+        s.sensors.push(c.name(
+            &format!("sensors[{i}]"),
+            "sensor name_len",
+            1,
+            MAX_SENSOR_NAME_LEN,
+        )?);
+    }
+    for i in 0..field_count {
+        s.fields.push(c.name(
+            &format!("fields[{i}]"),
+            "field name_len",
+            1,
+            MAX_FIELD_NAME_LEN,
+        )?);
+    }
+    Ok(s)
+}
+
+fn parse_subscribed(h: &[u8]) -> Result<SubscribeAck, ProtocolError> {
+    let sensor_count = u16_at(h, 12);
+    range(
+        "sensor_count",
+        12,
+        sensor_count.into(),
+        0,
+        MAX_SENSORS.into(),
+    )?;
+    let field_count = u16_at(h, 14);
+    range("field_count", 14, field_count.into(), 1, MAX_FIELDS.into())?;
+    let point_step = u32_at(h, 16);
+    range(
+        "point_step",
+        16,
+        point_step.into(),
+        1,
+        MAX_POINT_STEP.into(),
+    )?;
+    let mut c = Cursor {
+        h,
+        at: SUBSCRIBED_FIXED_LEN,
+    };
+    let mut sensor_ids = Vec::with_capacity(sensor_count as usize);
+    for i in 0..sensor_count {
+        let b = c.bytes(2, || format!("sensor_ids[{i}]"))?;
+        sensor_ids.push(u16::from_le_bytes([b[0], b[1]]));
+    }
+    let fields = parse_fields(h, c.at, field_count as usize, point_step)?;
+    Ok(SubscribeAck {
+        sensor_ids,
+        point_step,
+        fields,
+    })
+}
+
+fn parse_error(h: &[u8]) -> Result<ErrorMessage, ProtocolError> {
+    let code = u16_at(h, 12);
+    let len = u16_at(h, 14);
+    range("reason_len", 14, len.into(), 0, MAX_REASON_LEN.into())?;
+    let mut c = Cursor {
+        h,
+        at: ERROR_FIXED_LEN,
+    };
+    let reason = utf8(c.bytes(len as usize, || "reason".into())?, "reason", 16)?;
+    Ok(ErrorMessage { code, reason })
 }
 
 fn put_prefix(out: &mut Vec<u8>, msg_type: u16, header_len: usize) {
@@ -573,63 +997,156 @@ fn put_prefix(out: &mut Vec<u8>, msg_type: u16, header_len: usize) {
     out.extend_from_slice(&(header_len as u32).to_le_bytes());
 }
 
+/// `s` cut to at most `max` bytes at a character boundary.
+fn truncate(s: &str, max: usize) -> &str {
+    let mut cut = s.len().min(max);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+fn put_name(out: &mut Vec<u8>, s: &str, max: u8) {
+    let s = truncate(s, max as usize);
+    out.push(s.len() as u8);
+    out.extend_from_slice(s.as_bytes());
+}
+
 /// Appends the encoded hello message to `out` (header only; a hello has no payload).
 ///
-/// A server name longer than [`MAX_SERVER_NAME_LEN`] bytes is truncated at a character boundary.
+/// Names longer than their limits ([`MAX_SERVER_NAME_LEN`], [`MAX_SENSOR_NAME_LEN`]) are
+/// truncated at a character boundary; sensors past [`MAX_SENSORS`] are left out; an empty
+/// sensor name is sent as `?` (names are 1..=64 bytes on the wire).
 pub fn encode_hello(hello: &Hello, out: &mut Vec<u8>) {
-    let mut name = hello.server_name.as_str();
-    while name.len() > MAX_SERVER_NAME_LEN as usize {
-        let mut cut = MAX_SERVER_NAME_LEN as usize;
-        while !name.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        name = &name[..cut];
-    }
-    let header_len = align8(HELLO_FIXED_LEN + name.len());
+    let name = truncate(&hello.server_name, MAX_SERVER_NAME_LEN as usize);
+    let sensors = &hello.sensors[..hello.sensors.len().min(MAX_SENSORS as usize)];
     let start = out.len();
-    put_prefix(out, MSG_HELLO, header_len);
+    put_prefix(out, MSG_HELLO, 0);
     out.extend_from_slice(&0u16.to_le_bytes()); // 12: flags, reserved
     out.extend_from_slice(&(name.len() as u16).to_le_bytes()); // 14
     out.extend_from_slice(&hello.max_subscribers.to_le_bytes()); // 16
     out.extend_from_slice(&hello.queue_depth.to_le_bytes()); // 20
     out.extend_from_slice(&hello.server_time_ns.to_le_bytes()); // 24
-    out.extend_from_slice(name.as_bytes()); // 32
-    out.resize(start + header_len, 0);
+    out.extend_from_slice(&(sensors.len() as u16).to_le_bytes()); // 32
+    out.extend_from_slice(&hello.min_version.to_le_bytes()); // 34
+    out.extend_from_slice(&0u32.to_le_bytes()); // 36: reserved
+    out.extend_from_slice(name.as_bytes()); // 40
+    for s in sensors {
+        out.extend_from_slice(&s.id.to_le_bytes());
+        put_name(
+            out,
+            if s.name.is_empty() { "?" } else { &s.name },
+            MAX_SENSOR_NAME_LEN,
+        );
+        put_name(out, &s.model, MAX_SENSOR_NAME_LEN);
+    }
+    finish(out, start);
 }
 
-/// Appends the header of a frame message for `point_count` [`PointXYZIRCAEDT`] points to `out`:
-/// exactly [`FRAME_HEADER_LEN`] bytes. The `point_count * 32` payload bytes
-/// (`bytemuck::cast_slice(&frame.points)`) are not written, so they can be sent as a second
-/// iovec without copying.
-pub fn encode_frame_header(header: &FrameHeader, point_count: u32, out: &mut Vec<u8>) {
-    let start = out.len();
-    put_prefix(out, MSG_FRAME, FRAME_HEADER_LEN);
-    out.extend_from_slice(&header.sensor_id.to_le_bytes()); // 12
-    out.extend_from_slice(&(POINT_FIELDS.len() as u16).to_le_bytes()); // 14
-    out.extend_from_slice(&header.sequence.to_le_bytes()); // 16
-    out.extend_from_slice(&header.start_ns.to_le_bytes()); // 24
-    out.extend_from_slice(&header.host_ns.to_le_bytes()); // 32
-    out.extend_from_slice(&header.packets_received.to_le_bytes()); // 40
-    out.extend_from_slice(&header.packets_expected.to_le_bytes()); // 44
-    out.extend_from_slice(&header.packets_malformed.to_le_bytes()); // 48
-    out.extend_from_slice(&(POINT_SIZE as u32).to_le_bytes()); // 52
-    out.extend_from_slice(&point_count.to_le_bytes()); // 56
-    for f in &POINT_FIELDS {
+/// Pads the message that starts at `start` to a multiple of 8 and writes its `header_len`.
+fn finish(out: &mut Vec<u8>, start: usize) {
+    let len = align8(out.len() - start);
+    out.resize(start + len, 0);
+    out[start + 8..start + 12].copy_from_slice(&(len as u32).to_le_bytes());
+}
+
+fn put_fields(out: &mut Vec<u8>, fields: FieldSet) {
+    for f in fields.fields() {
         out.push(f.name.len() as u8);
         out.extend_from_slice(f.name.as_bytes());
         out.extend_from_slice(&f.offset.to_le_bytes());
         out.push(f.datatype);
         out.extend_from_slice(&f.count.to_le_bytes());
     }
-    debug_assert!(out.len() - start <= FRAME_HEADER_LEN);
-    out.resize(start + FRAME_HEADER_LEN, 0);
+}
+
+/// Appends the header of a frame message for `point_count` [`PointXYZIRCAEDT`] points (all
+/// fields) to `out`: exactly [`FRAME_HEADER_LEN`] bytes. The `point_count * 32` payload bytes
+/// (`bytemuck::cast_slice(&frame.points)`) are not written, so they can be sent as a second
+/// iovec without copying.
+pub fn encode_frame_header(header: &FrameHeader, point_count: u32, out: &mut Vec<u8>) {
+    encode_frame_header_fields(header, FieldSet::ALL, point_count, out);
+}
+
+/// Appends the header of a frame message whose payload is `point_count` points packed as
+/// `fields` ([`FieldSet::pack`]); returns the header length (a multiple of 8, 72..=224).
+pub fn encode_frame_header_fields(
+    header: &FrameHeader,
+    fields: FieldSet,
+    point_count: u32,
+    out: &mut Vec<u8>,
+) -> usize {
+    let start = out.len();
+    put_prefix(out, MSG_FRAME, 0);
+    out.extend_from_slice(&header.sensor_id.to_le_bytes()); // 12
+    out.extend_from_slice(&(fields.bits().count_ones() as u16).to_le_bytes()); // 14
+    out.extend_from_slice(&header.sequence.to_le_bytes()); // 16
+    out.extend_from_slice(&header.start_ns.to_le_bytes()); // 24
+    out.extend_from_slice(&header.host_ns.to_le_bytes()); // 32
+    out.extend_from_slice(&header.packets_received.to_le_bytes()); // 40
+    out.extend_from_slice(&header.packets_expected.to_le_bytes()); // 44
+    out.extend_from_slice(&header.packets_malformed.to_le_bytes()); // 48
+    out.extend_from_slice(&fields.point_step().to_le_bytes()); // 52
+    out.extend_from_slice(&point_count.to_le_bytes()); // 56
+    put_fields(out, fields); // 60
+    finish(out, start);
+    out.len() - start
+}
+
+/// Appends an encoded subscribe request to `out`.
+///
+/// Names are truncated to their limits; at most [`MAX_SENSORS`] sensors and [`MAX_FIELDS`]
+/// fields are written. Note that a request longer than [`MAX_HEADER_LEN`] is invalid (the
+/// server rejects it): 256 names of 15 bytes still fit.
+pub fn encode_subscribe(s: &Subscribe, out: &mut Vec<u8>) {
+    let sensors = &s.sensors[..s.sensors.len().min(MAX_SENSORS as usize)];
+    let fields = &s.fields[..s.fields.len().min(MAX_FIELDS as usize)];
+    let start = out.len();
+    put_prefix(out, MSG_SUBSCRIBE, 0);
+    out.extend_from_slice(&0u16.to_le_bytes()); // 12: flags
+    out.extend_from_slice(&(sensors.len() as u16).to_le_bytes()); // 14
+    out.extend_from_slice(&(fields.len() as u16).to_le_bytes()); // 16
+    out.extend_from_slice(&[0u8; 6]); // 18: reserved
+    for n in sensors {
+        put_name(out, n, MAX_SENSOR_NAME_LEN);
+    }
+    for n in fields {
+        put_name(out, n, MAX_FIELD_NAME_LEN);
+    }
+    finish(out, start);
+}
+
+/// Appends an encoded subscribe acknowledgement for `sensor_ids` and `fields` to `out`.
+pub fn encode_subscribed(sensor_ids: &[u16], fields: FieldSet, out: &mut Vec<u8>) {
+    let ids = &sensor_ids[..sensor_ids.len().min(MAX_SENSORS as usize)];
+    let start = out.len();
+    put_prefix(out, MSG_SUBSCRIBED, 0);
+    out.extend_from_slice(&(ids.len() as u16).to_le_bytes()); // 12
+    out.extend_from_slice(&(fields.bits().count_ones() as u16).to_le_bytes()); // 14
+    out.extend_from_slice(&fields.point_step().to_le_bytes()); // 16
+    out.extend_from_slice(&0u32.to_le_bytes()); // 20: reserved
+    for id in ids {
+        out.extend_from_slice(&id.to_le_bytes()); // 24
+    }
+    put_fields(out, fields);
+    finish(out, start);
+}
+
+/// Appends an encoded error message to `out` (reason truncated to [`MAX_REASON_LEN`] bytes).
+pub fn encode_error(code: u16, reason: &str, out: &mut Vec<u8>) {
+    let reason = truncate(reason, MAX_REASON_LEN as usize);
+    let start = out.len();
+    put_prefix(out, MSG_ERROR, 0);
+    out.extend_from_slice(&code.to_le_bytes()); // 12
+    out.extend_from_slice(&(reason.len() as u16).to_le_bytes()); // 14
+    out.extend_from_slice(reason.as_bytes()); // 16
+    finish(out, start);
 }
 
 /// Blocking message reader over a byte stream (e.g. a `TcpStream`).
 ///
-/// Reads each header with at most two `read_exact` calls and each payload directly into the
-/// caller's `Vec<PointXYZIRCAEDT>` (no intermediate copy). Wrap the stream in a
-/// `std::io::BufReader` to save a syscall per header if that matters.
+/// Reads each header with at most two `read_exact`-style loops and each payload directly into
+/// the caller's 32-byte-aligned buffer (no intermediate copy).
 #[derive(Debug)]
 pub struct FrameReader<R> {
     inner: R,
@@ -660,16 +1177,18 @@ impl<R: Read> FrameReader<R> {
         self.inner
     }
 
-    /// Reads the next message. For a frame, its points are read into `points` (resized to
-    /// `point_count`; its capacity is reused); the layout must be [`PointXYZIRCAEDT`], else
-    /// [`ProtocolError::UnsupportedLayout`]. A hello leaves `points` untouched.
+    /// Reads the next message. A frame's payload (any layout) is read into `storage` as raw
+    /// bytes: `storage` is resized to `ceil(payload_len / 32)` elements and the payload fills
+    /// its first `payload_len` bytes (for the full [`PointXYZIRCAEDT`] layout `storage` then
+    /// holds exactly the points). Other messages leave `storage` untouched.
     ///
-    /// After an error other than [`ReadError::Io`] with kind `WouldBlock`/`TimedOut`/
-    /// `Interrupted` *before any byte of the message was read*, the stream is out of sync and
-    /// must be dropped.
+    /// # Errors
+    /// [`ReadError::Closed`] at a clean end of stream between messages; `Truncated`,
+    /// `Protocol` or `Io` otherwise. After any error other than an `Io` timeout *before any
+    /// byte of the message was read*, the stream is out of sync and must be dropped.
     pub fn read_message(
         &mut self,
-        points: &mut Vec<PointXYZIRCAEDT>,
+        storage: &mut Vec<PointXYZIRCAEDT>,
     ) -> Result<Message, ReadError> {
         self.buf.clear();
         let mut needed = PREFIX_LEN;
@@ -696,13 +1215,11 @@ impl<R: Read> FrameReader<R> {
                 } => break (message, payload_len),
             }
         };
-        if let Message::Frame(info) = &message {
-            info.check_layout()?;
-            points.clear();
-            points.resize(info.point_count as usize, PointXYZIRCAEDT::default());
-            let bytes: &mut [u8] = bytemuck::cast_slice_mut(points.as_mut_slice());
-            debug_assert_eq!(bytes.len(), payload_len);
-            if let Err(e) = read_full(&mut self.inner, bytes) {
+        if let Message::Frame(_) = &message {
+            storage.clear();
+            storage.resize(payload_len.div_ceil(POINT_SIZE), PointXYZIRCAEDT::default());
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(storage.as_mut_slice());
+            if let Err(e) = read_full(&mut self.inner, &mut bytes[..payload_len]) {
                 return Err(match e {
                     Short(got) => ReadError::Truncated {
                         part: "payload",
@@ -717,10 +1234,18 @@ impl<R: Read> FrameReader<R> {
     }
 
     /// Reads the next message and requires it to be a hello.
+    ///
+    /// # Errors
+    /// As [`read_message`](Self::read_message); an error message from the server becomes
+    /// [`ReadError::Server`]; any other message [`ProtocolError::UnexpectedMessage`].
     pub fn read_hello(&mut self) -> Result<Hello, ReadError> {
         let mut none = Vec::new();
         match self.read_message(&mut none)? {
             Message::Hello(h) => Ok(h),
+            Message::Error(e) => Err(ReadError::Server {
+                code: e.code,
+                reason: e.reason,
+            }),
             m => Err(ProtocolError::UnexpectedMessage {
                 expected: "hello",
                 found: m.kind(),
@@ -729,13 +1254,24 @@ impl<R: Read> FrameReader<R> {
         }
     }
 
-    /// Reads the next message and requires it to be a frame (points into `points`).
+    /// Reads the next message and requires it to be a frame with the full
+    /// [`PointXYZIRCAEDT`] layout (points into `points`).
+    ///
+    /// # Errors
+    /// As [`read_hello`](Self::read_hello), plus [`ProtocolError::UnsupportedLayout`].
     pub fn read_frame(
         &mut self,
         points: &mut Vec<PointXYZIRCAEDT>,
     ) -> Result<FrameInfo, ReadError> {
         match self.read_message(points)? {
-            Message::Frame(f) => Ok(f),
+            Message::Frame(f) => {
+                f.check_layout()?;
+                Ok(f)
+            }
+            Message::Error(e) => Err(ReadError::Server {
+                code: e.code,
+                reason: e.reason,
+            }),
             m => Err(ProtocolError::UnexpectedMessage {
                 expected: "frame",
                 found: m.kind(),
@@ -814,6 +1350,19 @@ mod tests {
             max_subscribers: 16,
             queue_depth: 4,
             server_time_ns: 1_700_000_000_000_000_000,
+            min_version: 2,
+            sensors: vec![
+                SensorEntry {
+                    id: 0,
+                    name: "front".into(),
+                    model: "VLP16".into(),
+                },
+                SensorEntry {
+                    id: 1,
+                    name: "roof".into(),
+                    model: "Pandar128E4X".into(),
+                },
+            ],
         }
     }
 
@@ -823,7 +1372,7 @@ mod tests {
         encode_frame_header(&sample_header(), 2, &mut v);
         assert_eq!(v.len(), FRAME_HEADER_LEN);
         assert_eq!(&v[0..4], b"LXDP");
-        assert_eq!(&v[4..12], &[1, 0, 2, 0, 224, 0, 0, 0]);
+        assert_eq!(&v[4..12], &[2, 0, 2, 0, 224, 0, 0, 0]);
         assert_eq!(&v[12..16], &[3, 0, 10, 0]);
         assert_eq!(&v[16..24], &[8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(u32_at(&v, 52), 32);
@@ -938,10 +1487,10 @@ mod tests {
             Err(ProtocolError::BadMagic { .. })
         ));
         assert_eq!(
-            with(4, &2u16.to_le_bytes()),
+            with(4, &1u16.to_le_bytes()),
             Err(ProtocolError::UnsupportedVersion {
-                found: 2,
-                supported: 1
+                found: 1,
+                supported: 2
             })
         );
         assert_eq!(
@@ -1034,35 +1583,12 @@ mod tests {
         v[61] = b'q';
         let mut r = FrameReader::new(v.as_slice());
         assert!(matches!(
-            r.read_message(&mut Vec::new()),
+            r.read_frame(&mut Vec::new()),
             Err(ReadError::Protocol(ProtocolError::UnsupportedLayout { .. }))
         ));
     }
 
-    /// The hex examples in docs/protocol.md are what the encoder produces.
-    #[test]
-    fn docs_examples_match_the_encoder() {
-        let doc = include_str!("../../docs/protocol.md");
-        let mut dumps: Vec<Vec<u8>> = Vec::new();
-        let mut in_block = false;
-        for line in doc.lines() {
-            if line.starts_with("```") {
-                in_block = !in_block;
-                if in_block {
-                    dumps.push(Vec::new());
-                }
-            } else if in_block && line.len() > 6 && line.as_bytes()[4] == b' ' {
-                let hex = &line[6..line.len().min(6 + 48)];
-                let last = dumps.last_mut().unwrap();
-                last.extend(
-                    hex.split_whitespace()
-                        .map(|b| u8::from_str_radix(b, 16).unwrap()),
-                );
-            }
-        }
-        let mut hello_bytes = Vec::new();
-        encode_hello(&hello(), &mut hello_bytes);
-        assert_eq!(dumps[0], hello_bytes);
+    fn example_frame() -> (FrameHeader, [PointXYZIRCAEDT; 2]) {
         let h = FrameHeader {
             sensor_id: 1,
             sequence: 42,
@@ -1098,7 +1624,150 @@ mod tests {
                 time_stamp: 2304,
             },
         ];
-        assert_eq!(dumps[1], frame_bytes(&h, &pts));
+        (h, pts)
+    }
+
+    /// The hex examples in docs/protocol.md are what the encoders produce, in document order:
+    /// hello, subscribe, subscribed, error, full frame, `x,y,z,intensity` frame.
+    #[test]
+    fn docs_examples_match_the_encoder() {
+        let doc = include_str!("../../docs/protocol.md");
+        let mut dumps: Vec<Vec<u8>> = Vec::new();
+        let mut in_block = false;
+        for line in doc.lines() {
+            if line.starts_with("```") {
+                in_block = !in_block;
+                if in_block {
+                    dumps.push(Vec::new());
+                }
+            } else if in_block
+                && line.len() > 6
+                && line.as_bytes()[..4].iter().all(u8::is_ascii_hexdigit)
+                && line.as_bytes()[4] == b' '
+            {
+                let hex = &line[6..line.len().min(6 + 48)];
+                let last = dumps.last_mut().unwrap();
+                last.extend(
+                    hex.split_whitespace()
+                        .map(|b| u8::from_str_radix(b, 16).unwrap()),
+                );
+            }
+        }
+        dumps.retain(|d| !d.is_empty());
+        assert_eq!(dumps.len(), 6, "hex blocks in docs/protocol.md");
+        let mut v = Vec::new();
+        encode_hello(&hello(), &mut v);
+        assert_eq!(dumps[0], v, "hello");
+        v.clear();
+        let sub = Subscribe {
+            sensors: vec!["roof".into()],
+            fields: vec!["x".into(), "y".into(), "z".into(), "intensity".into()],
+        };
+        encode_subscribe(&sub, &mut v);
+        assert_eq!(dumps[1], v, "subscribe");
+        let xyzi = FieldSet::from_names(&sub.fields).unwrap();
+        v.clear();
+        encode_subscribed(&[1], xyzi, &mut v);
+        assert_eq!(dumps[2], v, "subscribed");
+        v.clear();
+        encode_error(error_code::UNKNOWN_SENSOR, "unknown sensor 'rear'", &mut v);
+        assert_eq!(dumps[3], v, "error");
+        let (h, pts) = example_frame();
+        assert_eq!(dumps[4], frame_bytes(&h, &pts), "full frame");
+        v.clear();
+        encode_frame_header_fields(&h, xyzi, 2, &mut v);
+        xyzi.pack(&pts, &mut v);
+        assert_eq!(dumps[5], v, "x,y,z,intensity frame");
+    }
+
+    #[test]
+    fn client_messages_round_trip() {
+        let sub = Subscribe {
+            sensors: vec!["front".into(), "roof".into()],
+            fields: vec!["z".into(), "x".into()],
+        };
+        let mut v = Vec::new();
+        encode_subscribe(&sub, &mut v);
+        assert_eq!(v.len(), 40); // 24 + (1+5) + (1+4) + (1+1) + (1+1) = 39, padded
+        match parse_header(&v) {
+            Ok(Parsed::Complete {
+                message: Message::Subscribe(s),
+                header_len: 40,
+                payload_len: 0,
+            }) => assert_eq!(s, sub),
+            other => panic!("{other:?}"),
+        }
+        let fs = FieldSet::from_names(&sub.fields).unwrap();
+        assert_eq!(fs.bits(), 0b101);
+        assert_eq!(fs.point_step(), 8);
+        v.clear();
+        encode_subscribed(&[0, 1], fs, &mut v);
+        match parse_header(&v) {
+            Ok(Parsed::Complete {
+                message: Message::Subscribed(a),
+                ..
+            }) => {
+                assert_eq!(a.sensor_ids, vec![0, 1]);
+                assert_eq!(a.point_step, 8);
+                assert_eq!(a.fields.len(), 2);
+                assert_eq!((a.fields[1].name.as_str(), a.fields[1].offset), ("z", 4));
+            }
+            other => panic!("{other:?}"),
+        }
+        v.clear();
+        encode_error(error_code::MALFORMED, "bad", &mut v);
+        assert_eq!(v.len(), 24);
+        match parse_header(&v) {
+            Ok(Parsed::Complete {
+                message: Message::Error(e),
+                ..
+            }) => assert_eq!((e.code, e.reason.as_str()), (1, "bad")),
+            other => panic!("{other:?}"),
+        }
+        for n in 0..v.len() {
+            assert!(matches!(
+                parse_header(&v[..n]),
+                Ok(Parsed::Incomplete { .. })
+            ));
+        }
+        assert_eq!(
+            FieldSet::from_names(&["x", "colour"]),
+            Err("colour".to_string())
+        );
+        assert_eq!(FieldSet::from_names::<&str>(&[]), Ok(FieldSet::ALL));
+    }
+
+    #[test]
+    fn field_sets_pack_exact_bytes() {
+        let pts = points(3);
+        assert_eq!(FieldSet::ALL.point_step(), 32);
+        let mut all = Vec::new();
+        FieldSet::ALL.pack(&pts, &mut all);
+        assert_eq!(all, bytemuck::cast_slice::<_, u8>(&pts));
+        let fs = FieldSet::from_names(&["channel", "x", "time_stamp"]).unwrap();
+        assert_eq!(fs.point_step(), 10);
+        let mut v = Vec::new();
+        fs.pack(&pts, &mut v);
+        assert_eq!(v.len(), 30);
+        // point 2: x = 1.0, channel = 2, time_stamp = 110.
+        assert_eq!(&v[20..30], &[0, 0, 0x80, 0x3f, 2, 0, 110, 0, 0, 0]);
+        let offs: Vec<u32> = fs.fields().map(|f| f.offset).collect();
+        assert_eq!(offs, vec![0, 4, 6]);
+        // A header for it parses back with the packed layout.
+        let mut h = Vec::new();
+        let n = encode_frame_header_fields(&sample_header(), fs, 3, &mut h);
+        assert_eq!(n, 112); // 60 + 11 (x) + 17 (channel) + 20 (time_stamp) = 108, padded
+        assert_eq!(h.len(), n);
+        let Ok(Parsed::Complete {
+            message: Message::Frame(info),
+            payload_len: 30,
+            ..
+        }) = parse_header(&h)
+        else {
+            panic!()
+        };
+        assert!(info.check_layout().is_err());
+        assert_eq!(info.point_step, 10);
     }
 
     #[test]
@@ -1113,8 +1782,22 @@ mod tests {
             state ^= state << 17;
             state
         };
-        for i in 0..200_000 {
-            let base = if i % 2 == 0 { &good } else { &hb };
+        let mut sb = Vec::new();
+        encode_subscribe(
+            &Subscribe {
+                sensors: vec!["front".into()],
+                fields: vec!["x".into()],
+            },
+            &mut sb,
+        );
+        encode_subscribed(&[3, 4], FieldSet::ALL, &mut sb);
+        encode_error(1, "reason", &mut sb);
+        for i in 0..300_000 {
+            let base = match i % 3 {
+                0 => &good,
+                1 => &hb,
+                _ => &sb,
+            };
             let mut v = base.clone();
             let flips = 1 + rnd() % 4;
             for _ in 0..flips {

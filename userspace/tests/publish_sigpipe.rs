@@ -87,6 +87,8 @@ fn forced_close_of_a_stalled_subscriber_is_not_sigpipe() {
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         linger: Duration::from_millis(50),
+        // Kernel autotuning (a few MB), so the 16 MB frame cannot fit in the socket buffer.
+        sndbuf: 0,
         ..PublisherConfig::default()
     };
     let publisher = Publisher::spawn(cfg, frames).unwrap();

@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// Sensor model, e.g. `vlp16`.
     #[arg(long)]
     sensor: Option<SensorModel>,
+    /// Name subscribers choose the sensor by (default: the model name, e.g. `VLP16`).
+    #[arg(long)]
+    name: Option<String>,
     /// UDP destination port of the sensor's data packets (default 2368).
     #[arg(long)]
     port: Option<u16>,
@@ -103,6 +106,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             iface,
             queue,
             sensor,
+            name,
             port,
             extra_port,
             source,
@@ -228,6 +232,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     let publisher = Publisher::spawn(
         PublisherConfig {
             listen,
+            sensors: vec![lidarxdp::protocol::SensorEntry {
+                id: 0,
+                name: a.name.clone().unwrap_or_else(|| model.name().to_owned()),
+                model: model.name().to_owned(),
+            }],
             ..PublisherConfig::default()
         },
         queue_frames.clone(),

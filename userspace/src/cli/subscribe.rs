@@ -1,12 +1,13 @@
-//! `lidarxdp subscribe ADDR`: one line per frame, optional PCD output.
+//! `lidarxdp subscribe ADDR`: one line per frame (or statistics), optional PCD and MCAP output.
 use std::{
     net::SocketAddr,
     path::PathBuf,
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result};
-use lidarxdp::client::Subscriber;
+use anyhow::{Context, Result, bail};
+use lidarxdp::client::{ReceivedFrame, Subscriber, record::McapRecorder};
+use lidarxdp::protocol::Subscribe;
 
 /// `lidarxdp subscribe` arguments.
 #[derive(clap::Args)]
@@ -14,9 +15,23 @@ pub struct SubscribeArgs {
     /// Daemon address.
     #[arg(value_name = "ADDR", default_value = "127.0.0.1:7510")]
     addr: SocketAddr,
-    /// Write every frame as `<DIR>/<sensor>_<sequence>.pcd`.
+    /// Subscribe to this sensor, by name (repeatable; default: all sensors).
+    #[arg(long = "sensor", value_name = "NAME")]
+    sensors: Vec<String>,
+    /// Point fields to receive, comma-separated, e.g. `x,y,z,intensity` (default: all).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    fields: Vec<String>,
+    /// Print statistics once per second (frames/s, MB/s, drops, latency) instead of one line
+    /// per frame.
+    #[arg(long)]
+    stats: bool,
+    /// Write every frame as `<DIR>/<sensor>_<sequence>.pcd` (needs all fields).
     #[arg(long, value_name = "DIR")]
     pcd: Option<PathBuf>,
+    /// Record every frame into this MCAP file as ROS 2 `sensor_msgs/msg/PointCloud2` (CDR),
+    /// one channel `/lidarxdp/<sensor>` per sensor; opens in Foxglove.
+    #[arg(long, value_name = "FILE")]
+    mcap: Option<PathBuf>,
     /// Exit after this many frames.
     #[arg(long)]
     frames: Option<u64>,
@@ -26,14 +41,50 @@ pub struct SubscribeArgs {
     /// Create this file once connected (for scripts).
     #[arg(long)]
     ready_file: Option<PathBuf>,
-    /// Write `{"frames":N,"points":M}` here when the stream ends.
+    /// Write `{"frames":N,"points":M,"gaps":G}` here when the stream ends.
     #[arg(long)]
     summary_json: Option<PathBuf>,
+}
+
+/// Per-second statistics of `--stats`.
+#[derive(Default)]
+struct Window {
+    frames: u64,
+    bytes: u64,
+    /// Frame age at receipt: local receive time minus the frame's `host_ns` (first packet), µs.
+    ages_us: Vec<u64>,
+}
+
+impl Window {
+    fn report(&mut self, secs: f64, gaps_total: u64, gaps_before: &mut u64) {
+        self.ages_us.sort_unstable();
+        let q = |p: f64| {
+            self.ages_us
+                .get(((self.ages_us.len() as f64 - 1.0) * p).round() as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        println!(
+            "{:.1} frames/s  {:.1} MB/s  drops {}  latency since first packet p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
+            self.frames as f64 / secs,
+            self.bytes as f64 / secs / 1e6,
+            gaps_total - *gaps_before,
+            q(0.5) as f64 / 1e3,
+            q(0.99) as f64 / 1e3,
+            self.ages_us.last().copied().unwrap_or(0) as f64 / 1e3,
+        );
+        *gaps_before = gaps_total;
+        *self = Window::default();
+    }
 }
 
 /// Connects (retrying for `--connect-timeout-ms`) and prints one line per frame until the
 /// stream ends or `--frames` frames arrived.
 pub fn subscribe(a: SubscribeArgs) -> Result<()> {
+    let want = Subscribe {
+        sensors: a.sensors.clone(),
+        fields: a.fields.clone(),
+    };
     let deadline = Instant::now() + Duration::from_millis(a.connect_timeout_ms);
     let mut sub = loop {
         match Subscriber::connect(a.addr) {
@@ -45,44 +96,103 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
             Err(e) => return Err(e).with_context(|| format!("connect to {}", a.addr)),
         }
     };
+    if want != Subscribe::default() {
+        let ack = sub
+            .subscribe(&want)
+            .with_context(|| format!("subscribe to {want:?}"))?;
+        log::info!(
+            "subscribed: sensors {:?}, {}-byte points",
+            ack.sensor_ids,
+            ack.point_step
+        );
+    }
     log::info!("subscribed to {}", a.addr);
+    let names: std::collections::HashMap<u16, String> = sub
+        .hello()
+        .sensors
+        .iter()
+        .map(|s| (s.id, s.name.clone()))
+        .collect();
+    let name_of = |id: u16| names.get(&id).cloned().unwrap_or_else(|| id.to_string());
     if let Some(dir) = &a.pcd {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
+    let mut mcap = match &a.mcap {
+        Some(p) => Some(
+            McapRecorder::create(p)
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("create {}", p.display()))?,
+        ),
+        None => None,
+    };
     if let Some(f) = &a.ready_file {
         std::fs::write(f, b"").with_context(|| format!("write {}", f.display()))?;
     }
     let (mut frames, mut points) = (0u64, 0u64);
-    while let Some(frame) = sub.next_frame()? {
-        let h = frame.header();
-        let pts = frame.points();
-        println!(
-            "frame sensor={} seq={} start_ns={} host_ns={} points={} packets={}/{} malformed={}",
-            h.sensor_id,
-            h.sequence,
-            h.start_ns,
-            h.host_ns,
-            pts.len(),
-            h.packets_received,
-            h.packets_expected,
-            h.packets_malformed
-        );
+    let mut frame = ReceivedFrame::default();
+    let mut window = Window::default();
+    let mut window_start = Instant::now();
+    let mut gaps_before = 0;
+    while sub.next_frame_into(&mut frame)? {
+        let now_ns = lidarxdp::capture::realtime_ns();
+        let h = *frame.header();
+        if a.stats {
+            window.frames += 1;
+            window.bytes += frame.payload_bytes().len() as u64;
+            window.ages_us.push(now_ns.saturating_sub(h.host_ns) / 1000);
+            let el = window_start.elapsed();
+            if el >= Duration::from_secs(1) {
+                window.report(el.as_secs_f64(), sub.sequence_gaps(), &mut gaps_before);
+                window_start = Instant::now();
+            }
+        } else {
+            println!(
+                "frame sensor={} seq={} start_ns={} host_ns={} points={} packets={}/{} malformed={}",
+                h.sensor_id,
+                h.sequence,
+                h.start_ns,
+                h.host_ns,
+                frame.point_count(),
+                h.packets_received,
+                h.packets_expected,
+                h.packets_malformed
+            );
+        }
         if let Some(dir) = &a.pcd {
+            if !frame.is_full_layout() {
+                bail!("--pcd needs all point fields (drop --fields)");
+            }
             let path = dir.join(format!("{}_{:06}.pcd", h.sensor_id, h.sequence));
-            lidarxdp::pcd::write_pcd(&path, pts)
+            lidarxdp::pcd::write_pcd(&path, frame.points())
                 .with_context(|| format!("write {}", path.display()))?;
         }
+        if let Some(m) = mcap.as_mut() {
+            m.write(&frame, &name_of(h.sensor_id), now_ns)
+                .map_err(|e| anyhow::anyhow!("write MCAP: {e}"))?;
+        }
         frames += 1;
-        points += pts.len() as u64;
+        points += frame.point_count() as u64;
         if a.frames.is_some_and(|n| frames >= n) {
             break;
         }
     }
-    log::info!("stream ended: {frames} frames, {points} points");
+    if a.stats && window.frames > 0 {
+        let secs = window_start.elapsed().as_secs_f64().max(1e-3);
+        window.report(secs, sub.sequence_gaps(), &mut gaps_before);
+    }
+    if let Some(m) = mcap {
+        m.finish()
+            .map_err(|e| anyhow::anyhow!("finish MCAP: {e}"))?;
+    }
+    log::info!(
+        "stream ended: {frames} frames, {points} points, {} gaps",
+        sub.sequence_gaps()
+    );
     if let Some(f) = &a.summary_json {
         std::fs::write(
             f,
-            serde_json::json!({"frames": frames, "points": points}).to_string(),
+            serde_json::json!({"frames": frames, "points": points, "gaps": sub.sequence_gaps()})
+                .to_string(),
         )
         .with_context(|| format!("write {}", f.display()))?;
     }

@@ -45,9 +45,68 @@
 //! frame that did not begin at a cut (first frame, after a timeout) or did not end at one
 //! (timeout, flush, overlong), the azimuth between the cut and the first/last packet divided by
 //! the azimuth advance per packet. A complete frame has `packets_expected == packets_received`.
+//!
+//! ## Buffer reuse (no allocation once warm)
+//! Each frame's point `Vec` leaves with the frame. The next frame's `Vec` comes from the
+//! thread's [`BufferSource`] if one is installed ([`install_buffer_source`]; the capture thread
+//! installs the publisher's LIFO pool, whose buffers come back when the last subscriber has sent
+//! the frame), else it is allocated, pre-sized from the previous frame. The azimuth side table is
+//! recycled inside the assembler. With a warm pool, decoding allocates nothing.
+
+use std::cell::RefCell;
+use std::sync::Arc;
 
 use crate::frame::{Frame, FrameHeader};
 use crate::point::PointXYZIRCAEDT;
+
+// ---- buffer reuse hook (publisher, issue 5) -------------------------------------------------
+
+/// A source of empty point buffers for the frames the assemblers of a thread start, e.g. the
+/// publisher's [`crate::publish::BufferPool`] of buffers whose frames have been sent.
+pub trait BufferSource: Send + Sync {
+    /// An empty buffer (its capacity is reused), or `None` to make the assembler allocate.
+    /// Must not block: it is called on the decoder's hot path, once per frame.
+    fn take_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>>;
+}
+
+thread_local! {
+    static BUFFER_SOURCE: RefCell<Option<Arc<dyn BufferSource>>> = const { RefCell::new(None) };
+}
+
+/// Uninstalls the thread's [`BufferSource`] when dropped.
+#[must_use = "the source is uninstalled when the guard is dropped"]
+#[derive(Debug)]
+pub struct BufferSourceGuard {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for BufferSourceGuard {
+    fn drop(&mut self) {
+        BUFFER_SOURCE.with(|s| s.borrow_mut().take());
+    }
+}
+
+/// Makes every [`ScanAssembler`] running on the calling thread take new frames' point buffers
+/// from `source` (until the guard is dropped). Without a source, buffers are allocated.
+pub fn install_buffer_source(source: Arc<dyn BufferSource>) -> BufferSourceGuard {
+    BUFFER_SOURCE.with(|s| *s.borrow_mut() = Some(source));
+    BufferSourceGuard {
+        _not_send: std::marker::PhantomData,
+    }
+}
+
+/// An empty point buffer with room for `capacity` points: from the thread's source if any.
+fn new_points(capacity: usize) -> Vec<PointXYZIRCAEDT> {
+    let v = BUFFER_SOURCE.with(|s| s.borrow().as_ref().and_then(|s| s.take_buffer()));
+    match v {
+        Some(mut v) => {
+            v.clear();
+            v.reserve(capacity);
+            v
+        }
+        None => Vec::with_capacity(capacity),
+    }
+}
 
 /// Azimuth units per turn (0.01°).
 pub const AZIMUTH_UNITS: u32 = 36_000;
@@ -110,6 +169,8 @@ pub struct ScanAssembler {
     /// The previous frame ended at a cut with nothing carried: the next packet opens a frame
     /// that begins at the cut (no lost-packet estimate for its start).
     at_cut: bool,
+    /// Azimuth table of the last emitted frame, reused by the next one (no allocation).
+    spare_azimuths: Vec<u16>,
 }
 
 fn phased(az: u32, cut: u32) -> u32 {
@@ -141,6 +202,7 @@ impl ScanAssembler {
             packet_sensor_ns: 0,
             carry_limit_cdeg: CARRY_LIMIT_CDEG,
             at_cut: false,
+            spare_azimuths: Vec::new(),
         }
     }
 
@@ -259,9 +321,11 @@ impl ScanAssembler {
             Some(i) => (i.sensor_ns, i.host_ns),
             None => (self.cur.start_ns, self.cur.host_ns),
         };
+        let mut azimuths = std::mem::take(&mut self.spare_azimuths);
+        azimuths.reserve(self.cur.azimuths.len() + self.cur.azimuths.len() / 8);
         let mut next = Building {
-            points: Vec::with_capacity(self.cur.points.len() + self.cur.points.len() / 8),
-            azimuths: Vec::with_capacity(self.cur.azimuths.len() + self.cur.azimuths.len() / 8),
+            points: new_points(self.cur.points.len() + self.cur.points.len() / 8),
+            azimuths,
             start_ns: new_start,
             host_ns: new_host,
             open: true,
@@ -308,6 +372,7 @@ impl ScanAssembler {
 
     fn close_partial(&mut self, out: &mut Vec<Frame>) {
         let cur = std::mem::take(&mut self.cur);
+        let hint = cur.points.len();
         if cur.own_packet {
             // Packets still to come between the last packet and the cut.
             let tail = match self.last {
@@ -321,6 +386,14 @@ impl ScanAssembler {
                 None => 0,
             };
             self.emit(cur, tail, out);
+            self.cur.points = new_points(hint);
+            self.cur.azimuths = std::mem::take(&mut self.spare_azimuths);
+        } else {
+            // A dropped carry-only frame: keep its buffers for the next one.
+            self.cur.points = cur.points;
+            self.cur.points.clear();
+            self.cur.azimuths = cur.azimuths;
+            self.cur.azimuths.clear();
         }
         self.packets_since_cut = 0;
         self.prev_first_phased = 0;
@@ -339,6 +412,9 @@ impl ScanAssembler {
             packets_malformed: b.malformed,
         };
         self.sequence += 1;
+        let mut azimuths = b.azimuths;
+        azimuths.clear();
+        self.spare_azimuths = azimuths;
         out.push(Frame {
             header,
             points: b.points,

@@ -1,0 +1,366 @@
+//! The `publish` benchmark (see the crate documentation).
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam_queue::ArrayQueue;
+use lidarxdp::capture::realtime_ns;
+use lidarxdp::client::{ReceivedFrame, Subscriber};
+use lidarxdp::frame::{Frame, FrameHeader};
+use lidarxdp::point::{POINT_SIZE, PointXYZIRCAEDT};
+use lidarxdp::protocol::{self, Hello};
+use lidarxdp::publish::{Publisher, PublisherConfig};
+
+/// `lidarxdp-bench publish` arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Frame sizes, MB (10^6 bytes of points), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,15")]
+    frame_mb: Vec<f64>,
+    /// Frame rates, Hz, comma-separated; 0 = as fast as the slowest subscriber takes them.
+    #[arg(long, value_delimiter = ',', default_value = "10,20")]
+    hz: Vec<f64>,
+    /// Subscriber counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    subs: Vec<usize>,
+    /// Seconds per configuration.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Extra subscribers that connect and never read (0 = none), to show isolation.
+    #[arg(long, default_value_t = 0)]
+    stalled: usize,
+    /// Which implementations: `publisher`, `baseline` or both (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "publisher,baseline")]
+    imp: Vec<String>,
+    /// Also write one JSON object per configuration to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+/// Result of one subscriber.
+struct SubResult {
+    frames: u64,
+    bytes: u64,
+    gaps: u64,
+    lat_us: Vec<f64>,
+}
+
+struct Row {
+    imp: String,
+    frame_mb: f64,
+    hz: f64,
+    subs: usize,
+    stalled: usize,
+    sent: u64,
+    per_sub: Vec<SubResult>,
+    secs: f64,
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Single-thread memcpy bandwidth, GB/s (bytes copied per second; best of 5 × 64 MB).
+fn memcpy_gbps() -> f64 {
+    let n = 64 << 20;
+    let src = vec![1u8; n];
+    let mut dst = vec![0u8; n];
+    dst.copy_from_slice(&src); // fault the pages in
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    n as f64 / best / 1e9
+}
+
+fn load_avg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Subscriber threads: connect, then read until the end, timing every frame.
+fn spawn_readers(addr: SocketAddr, n: usize) -> Result<Vec<std::thread::JoinHandle<SubResult>>> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        let mut s = Subscriber::connect(addr).context("connect")?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        v.push(std::thread::spawn(move || {
+            let mut f = ReceivedFrame::default();
+            let mut r = SubResult {
+                frames: 0,
+                bytes: 0,
+                gaps: 0,
+                lat_us: Vec::new(),
+            };
+            while let Ok(true) = s.next_frame_into(&mut f) {
+                let now = realtime_ns();
+                r.frames += 1;
+                r.bytes += (f.payload_bytes().len() + protocol::FRAME_HEADER_LEN) as u64;
+                r.lat_us
+                    .push(now.saturating_sub(f.header().host_ns) as f64 / 1e3);
+            }
+            r.gaps = s.sequence_gaps();
+            r
+        }));
+    }
+    Ok(v)
+}
+
+/// Produces frames at `hz` (0 = whenever `ready()` says so) for `secs`, via `send`.
+fn produce(
+    points: usize,
+    hz: f64,
+    secs: f64,
+    mut take: impl FnMut() -> Vec<PointXYZIRCAEDT>,
+    mut ready: impl FnMut() -> bool,
+    mut send: impl FnMut(Frame) -> bool,
+) -> u64 {
+    let start = Instant::now();
+    let mut seq = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        if hz > 0.0 {
+            let due = start + Duration::from_secs_f64(seq as f64 / hz);
+            if let Some(d) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+        } else {
+            while !ready() {
+                if start.elapsed().as_secs_f64() >= secs {
+                    return seq;
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+        let mut v = take();
+        v.resize(points, PointXYZIRCAEDT::default());
+        v[0].time_stamp = seq as u32;
+        let f = Frame {
+            header: FrameHeader {
+                sequence: seq,
+                start_ns: realtime_ns(),
+                host_ns: realtime_ns(), // the hand-over time: latency reference
+                ..Default::default()
+            },
+            points: v,
+        };
+        send(f);
+        seq += 1;
+    }
+    seq
+}
+
+fn run_publisher(
+    points: usize,
+    hz: f64,
+    subs: usize,
+    stalled: usize,
+    secs: f64,
+) -> Result<(u64, Vec<SubResult>)> {
+    let frames = Arc::new(ArrayQueue::new(4));
+    let p = Publisher::spawn(
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse()?,
+            max_subscribers: (subs + stalled).max(1),
+            linger: Duration::from_secs(2),
+            ..PublisherConfig::default()
+        },
+        frames.clone(),
+    )?;
+    let readers = spawn_readers(p.local_addr(), subs)?;
+    let _stalled: Vec<TcpStream> = (0..stalled)
+        .map(|_| TcpStream::connect(p.local_addr()))
+        .collect::<Result<_, _>>()?;
+    while p.counters().subscribers < (subs + stalled) as u64 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let sender = p.frame_sender();
+    let sent = produce(
+        points,
+        hz,
+        secs,
+        || sender.recycled_buffer().unwrap_or_default(),
+        || {
+            // Unpaced: keep about two frames in flight (more would only be dropped).
+            frames.is_empty() && p.counters().frames_alive < 4 + stalled as u64 * 7
+        },
+        |f| sender.send(f),
+    );
+    let c = p.shutdown()?;
+    let res = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    eprintln!("  publisher counters: {c:?}");
+    Ok((sent, res))
+}
+
+fn run_baseline(
+    points: usize,
+    hz: f64,
+    subs: usize,
+    stalled: usize,
+    secs: f64,
+) -> Result<(u64, Vec<SubResult>)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let total = subs + stalled;
+    let acceptor = std::thread::spawn(move || -> Result<Vec<TcpStream>> {
+        let mut v = Vec::new();
+        for _ in 0..total {
+            let (mut s, _) = listener.accept()?;
+            s.set_nodelay(true)?;
+            // A stalled peer would block the baseline forever: give up on a write after 1 s.
+            s.set_write_timeout(Some(Duration::from_secs(1)))?;
+            let mut h = Vec::new();
+            protocol::encode_hello(
+                &Hello {
+                    server_name: "baseline".into(),
+                    max_subscribers: total as u32,
+                    queue_depth: 0,
+                    server_time_ns: realtime_ns(),
+                    min_version: protocol::VERSION,
+                    sensors: Vec::new(),
+                },
+                &mut h,
+            );
+            s.write_all(&h)?;
+            v.push(s);
+        }
+        Ok(v)
+    });
+    let readers = spawn_readers(addr, subs)?;
+    let _stalled: Vec<TcpStream> = (0..stalled)
+        .map(|_| TcpStream::connect(addr))
+        .collect::<Result<_, _>>()?;
+    let mut streams = acceptor.join().unwrap()?;
+    let mut buf: Vec<u8> = Vec::new();
+    let sent = produce(
+        points,
+        hz,
+        secs,
+        Vec::new,
+        || true,
+        |f| {
+            // The baseline: copy the frame into one Vec, one blocking write() per subscriber.
+            buf.clear();
+            protocol::encode_frame_header(&f.header, f.points.len() as u32, &mut buf);
+            buf.extend_from_slice(bytemuck::cast_slice(&f.points));
+            for s in &mut streams {
+                let _ = s.write_all(&buf);
+            }
+            true
+        },
+    );
+    drop(streams);
+    let res = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    Ok((sent, res))
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let mem = memcpy_gbps();
+    println!(
+        "memcpy bandwidth (single thread, 64 MB): {mem:.2} GB/s; load average before: {}; {} CPUs",
+        load_avg(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!(
+        "| impl | frame MB | Hz | subs (+stalled) | frames sent | delivered MB/s (sum) | min per-sub frames | drops (sum) | p50 µs (worst sub) | p99 µs (worst sub) | max µs (worst sub) | agg / memcpy |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut json = match &a.json {
+        Some(p) => Some(std::fs::File::create(p)?),
+        None => None,
+    };
+    for &mb in &a.frame_mb {
+        let points = ((mb * 1e6) as usize / POINT_SIZE).max(1);
+        for &hz in &a.hz {
+            for &subs in &a.subs {
+                for imp in &a.imp {
+                    let (sent, per_sub) = match imp.as_str() {
+                        "publisher" => run_publisher(points, hz, subs, a.stalled, a.seconds)?,
+                        "baseline" => run_baseline(points, hz, subs, a.stalled, a.seconds)?,
+                        other => anyhow::bail!("unknown --imp {other}"),
+                    };
+                    let row = Row {
+                        imp: imp.clone(),
+                        frame_mb: mb,
+                        hz,
+                        subs,
+                        stalled: a.stalled,
+                        sent,
+                        per_sub,
+                        secs: a.seconds,
+                    };
+                    print_row(&row, mem, json.as_mut())?;
+                }
+            }
+        }
+    }
+    println!();
+    println!("load average after: {}", load_avg());
+    Ok(())
+}
+
+fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result<()> {
+    let bytes: u64 = r.per_sub.iter().map(|s| s.bytes).sum();
+    let mbps = bytes as f64 / r.secs / 1e6;
+    let drops: u64 = r.per_sub.iter().map(|s| s.gaps).sum();
+    let min_frames = r.per_sub.iter().map(|s| s.frames).min().unwrap_or(0);
+    let mut worst = (0.0f64, 0.0f64, 0.0f64);
+    let mut subs_json = Vec::new();
+    for s in &r.per_sub {
+        let mut l = s.lat_us.clone();
+        l.sort_by(f64::total_cmp);
+        let (p50, p99, max) = (pct(&l, 0.5), pct(&l, 0.99), pct(&l, 1.0));
+        worst = (worst.0.max(p50), worst.1.max(p99), worst.2.max(max));
+        subs_json.push(serde_json::json!({
+            "frames": s.frames, "bytes": s.bytes, "gaps": s.gaps,
+            "mb_per_s": s.bytes as f64 / r.secs / 1e6,
+            "p50_us": p50, "p99_us": p99, "max_us": max,
+        }));
+    }
+    println!(
+        "| {} | {} | {} | {}{} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {:.3} |",
+        r.imp,
+        r.frame_mb,
+        if r.hz > 0.0 {
+            format!("{}", r.hz)
+        } else {
+            "max".into()
+        },
+        r.subs,
+        if r.stalled > 0 {
+            format!(" (+{})", r.stalled)
+        } else {
+            String::new()
+        },
+        r.sent,
+        mbps,
+        min_frames,
+        drops,
+        worst.0,
+        worst.1,
+        worst.2,
+        mbps / 1e3 / mem_gbps
+    );
+    if let Some(f) = json {
+        writeln!(
+            f,
+            "{}",
+            serde_json::json!({
+                "impl": r.imp, "frame_mb": r.frame_mb, "hz": r.hz, "subs": r.subs, "stalled": r.stalled,
+                "frames_sent": r.sent, "seconds": r.secs, "delivered_mb_per_s": mbps,
+                "memcpy_gb_per_s": mem_gbps, "subscribers": subs_json,
+            })
+        )?;
+    }
+    Ok(())
+}

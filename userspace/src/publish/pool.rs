@@ -1,0 +1,196 @@
+//! LIFO pool of point buffers shared by the decoder thread(s) and the publisher thread.
+//!
+//! # Design
+//! - **LIFO**: [`BufferPool::take`] returns the most recently returned buffer, whose pages are
+//!   the most likely to still be in the CPU caches and TLB (a FIFO would hand out the coldest).
+//! - **Capped**: at most `cap` buffers are kept; a buffer returned to a full pool is freed and
+//!   counted ([`PoolCounters::discarded`]), so the pool's memory is bounded by
+//!   `cap * largest frame`.
+//! - **Never blocks the decoder**: the stack is a `Mutex<Vec<_>>` that the decoder side only
+//!   ever `try_lock`s. The publisher holds the lock for one `Vec::push` (a few ns) at 10–20 Hz,
+//!   so contention is rare; when it happens `take` returns `None` and the decoder allocates (and
+//!   `give` from the publisher side simply waits those few ns). No spinning, no syscalls.
+//! - A buffer goes back to the pool when the **last** subscriber has finished writing the frame
+//!   (the publisher drops its last `Arc` to the message); see [`crate::publish`].
+//!
+//! Counters are relaxed atomics (statistics, not synchronisation).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::point::PointXYZIRCAEDT;
+
+/// Snapshot of a [`BufferPool`]'s counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// Buffers in the pool now (a gauge, `<= cap`).
+    pub len: u64,
+    /// The cap: most buffers the pool keeps.
+    pub cap: u64,
+    /// Largest `len` ever observed (a high-water mark, `<= cap`).
+    pub high_water: u64,
+    /// `take` calls that returned a buffer.
+    pub hits: u64,
+    /// `take` calls that found the pool empty (or busy): the caller allocated.
+    pub misses: u64,
+    /// Buffers returned and kept.
+    pub returned: u64,
+    /// Buffers returned to a full pool and freed.
+    pub discarded: u64,
+}
+
+/// A capped LIFO stack of empty point buffers (see the module documentation).
+#[derive(Debug)]
+pub struct BufferPool {
+    stack: Mutex<Vec<Vec<PointXYZIRCAEDT>>>,
+    cap: usize,
+    high_water: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    returned: AtomicU64,
+    discarded: AtomicU64,
+}
+
+impl BufferPool {
+    /// An empty pool keeping at most `cap` buffers (`cap` 0 keeps none).
+    pub fn new(cap: usize) -> Self {
+        BufferPool {
+            stack: Mutex::new(Vec::with_capacity(cap)),
+            cap,
+            high_water: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            returned: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
+        }
+    }
+
+    /// The most recently returned buffer (empty, with its capacity), or `None` if the pool is
+    /// empty or momentarily locked by the other side. Never blocks.
+    pub fn take(&self) -> Option<Vec<PointXYZIRCAEDT>> {
+        let v = match self.stack.try_lock() {
+            Ok(mut s) => s.pop(),
+            Err(_) => None,
+        };
+        match &v {
+            Some(_) => self.hits.fetch_add(1, Relaxed),
+            None => self.misses.fetch_add(1, Relaxed),
+        };
+        v
+    }
+
+    /// Returns a buffer: cleared and kept if the pool has room, freed otherwise. Buffers with
+    /// no capacity are not kept (and not counted).
+    pub fn give(&self, mut v: Vec<PointXYZIRCAEDT>) {
+        if v.capacity() == 0 {
+            return;
+        }
+        v.clear();
+        let mut s = self.stack.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() < self.cap {
+            s.push(v);
+            let len = s.len() as u64;
+            drop(s);
+            self.returned.fetch_add(1, Relaxed);
+            self.high_water.fetch_max(len, Relaxed);
+        } else {
+            drop(s);
+            self.discarded.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Like [`give`](Self::give) but never blocks (for the decoder side): if the pool is
+    /// momentarily locked the buffer is freed and counted as discarded. Returns whether it was
+    /// kept.
+    pub fn try_give(&self, mut v: Vec<PointXYZIRCAEDT>) -> bool {
+        if v.capacity() == 0 {
+            return false;
+        }
+        v.clear();
+        let kept = match self.stack.try_lock() {
+            Ok(mut s) if s.len() < self.cap => {
+                s.push(v);
+                let len = s.len() as u64;
+                drop(s);
+                self.high_water.fetch_max(len, Relaxed);
+                true
+            }
+            _ => false,
+        };
+        if kept {
+            self.returned.fetch_add(1, Relaxed);
+        } else {
+            self.discarded.fetch_add(1, Relaxed);
+        }
+        kept
+    }
+
+    /// Buffers in the pool now.
+    pub fn len(&self) -> usize {
+        self.stack.lock().map_or(0, |s| s.len())
+    }
+
+    /// Whether the pool holds no buffer now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cap.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Counter snapshot.
+    pub fn counters(&self) -> PoolCounters {
+        PoolCounters {
+            len: self.len() as u64,
+            cap: self.cap as u64,
+            high_water: self.high_water.load(Relaxed),
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            returned: self.returned.load(Relaxed),
+            discarded: self.discarded.load(Relaxed),
+        }
+    }
+}
+
+impl crate::scan::BufferSource for BufferPool {
+    fn take_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>> {
+        self.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifo_capped_and_counted() {
+        let p = BufferPool::new(2);
+        assert!(p.take().is_none());
+        p.give(Vec::with_capacity(10));
+        p.give(Vec::with_capacity(20));
+        let mut full = Vec::with_capacity(30);
+        full.push(PointXYZIRCAEDT::default());
+        p.give(full); // over the cap: freed
+        p.give(Vec::new()); // no capacity: ignored
+        assert_eq!(p.len(), 2);
+        let a = p.take().unwrap();
+        assert_eq!(a.capacity(), 20, "most recently returned first");
+        assert!(a.is_empty());
+        assert_eq!(p.take().unwrap().capacity(), 10);
+        let c = p.counters();
+        assert_eq!(
+            (
+                c.len,
+                c.cap,
+                c.high_water,
+                c.hits,
+                c.misses,
+                c.returned,
+                c.discarded
+            ),
+            (0, 2, 2, 2, 1, 2, 1)
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! Once warm, the decoder thread does not allocate: its frames' point buffers come from the
+//! publisher's LIFO pool and go back to it when the last subscriber has sent them. Own test
+//! binary: it installs a counting global allocator (counting only on the decoder thread).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use lidarxdp::client::Subscriber;
+use lidarxdp::offline::udp_payloads;
+use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::sensor::{ScanPipeline, SensorConfig, SensorModel};
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+/// Sizes of the first 16 counted allocations (realloc: 1e9 + new size), for the failure message.
+static SIZES: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            let i = ALLOCS.fetch_add(1, Ordering::Relaxed) as usize;
+            if i < 16 {
+                SIZES[i].store(l.size() as u64, Ordering::Relaxed);
+            }
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            let i = ALLOCS.fetch_add(1, Ordering::Relaxed) as usize;
+            if i < 16 {
+                SIZES[i].store(1_000_000_000 + n as u64, Ordering::Relaxed);
+            }
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+const PCAP: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap"
+);
+const CALIB: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+);
+
+#[test]
+fn warm_decoder_does_not_allocate() {
+    let publisher = Publisher::spawn(
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..PublisherConfig::default()
+        },
+        Arc::new(ArrayQueue::new(8)),
+    )
+    .unwrap();
+    let mut sub = Subscriber::connect(publisher.local_addr()).unwrap();
+    sub.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while sub.next_frame().unwrap().is_some() {
+            n += 1;
+        }
+        n
+    });
+    let payloads: Vec<Vec<u8>> = udp_payloads(std::path::Path::new(PCAP))
+        .unwrap()
+        .map(|d| d.unwrap().payload)
+        .collect();
+    let sender = publisher.frame_sender();
+    let _pool = lidarxdp::scan::install_buffer_source(sender.buffer_source());
+    let mut p = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, CALIB)).unwrap();
+    let mut out = Vec::with_capacity(8);
+    let mut run = |passes: usize, out: &mut Vec<_>| {
+        let mut frames = 0;
+        for _ in 0..passes {
+            for pl in &payloads {
+                p.push(pl, 1_000, out);
+                for f in out.drain(..) {
+                    assert!(sender.send(f));
+                    frames += 1;
+                    // Let the subscriber take the frame so its buffer comes back.
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+        frames
+    };
+    let warm = run(3, &mut out);
+    COUNTING.with(|c| c.set(true));
+    let measured = run(5, &mut out);
+    COUNTING.with(|c| c.set(false));
+    let allocs = ALLOCS.load(Ordering::Relaxed);
+    let c = publisher.shutdown().unwrap();
+    let received = reader.join().unwrap();
+    eprintln!("warm-up {warm} frames, measured {measured} frames, {allocs} allocations; {c:?}");
+    assert!(measured >= 15, "{measured} frames");
+    assert_eq!(received, (warm + measured) as u64);
+    assert_eq!(
+        allocs,
+        0,
+        "decoder thread allocated {allocs} times in {measured} frames; sizes {:?}",
+        SIZES
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect::<Vec<_>>()
+    );
+    assert!(c.pool.hits >= measured as u64, "{:?}", c.pool);
+}
