@@ -25,7 +25,11 @@ fn flat_table(n: usize) -> PathBuf {
                 -0.4 + 0.005 * i as f64
             );
         }
-        let tmp = path.with_extension("tmp");
+        // A temporary name unique to this call: tests run in parallel threads and may write
+        // the same table at once; each renames its own complete file into place.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp{k}"));
         std::fs::write(&tmp, s + &format!("num_lasers: {n}\n")).unwrap();
         std::fs::rename(&tmp, &path).unwrap();
     }
