@@ -4,6 +4,8 @@
 //!
 //! Calibration CSVs are generated into the temp directory (no data is copied into the repo).
 
+mod tmpfile;
+
 use std::path::PathBuf;
 
 use lidarxdp::frame::Frame;
@@ -22,13 +24,8 @@ fn csv(name: &str, channels: usize, az: impl Fn(usize) -> f32) -> PathBuf {
     for i in 0..channels {
         s += &format!("{},{},{}\n", i + 1, 15.0 - 2.0 * (i % 16) as f32, az(i));
     }
-    // Unique per call: tests run in parallel threads of one process.
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let pid = std::process::id();
-    let p = std::env::temp_dir().join(format!("lidarxdp_hesai_{name}_{pid}_{n}.csv"));
-    std::fs::write(&p, s).unwrap();
-    p
+    let _ = name;
+    tmpfile::content_file("csv", s.as_bytes())
 }
 
 /// Writes an AT128 correction file (version 1.5, resolution 1): 3 fields, field k covering
@@ -52,12 +49,8 @@ fn at128_dat(name: &str, az: impl Fn(usize) -> i32, adj: i8) -> PathBuf {
         b.extend(std::iter::repeat_n(if c == 1 { adj as u8 } else { 0 }, 180));
     }
     b.extend(std::iter::repeat_n(0u8, 180 * 128 + 32));
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let pid = std::process::id();
-    let p = std::env::temp_dir().join(format!("lidarxdp_hesai_{name}_{pid}_{n}.dat"));
-    std::fs::write(&p, b).unwrap();
-    p
+    let _ = name;
+    tmpfile::content_file("dat", &b)
 }
 
 /// A calibration file for any layout: a CSV, or for AT128 a correction file.
