@@ -328,10 +328,13 @@ pub struct DecodedPoint {
 pub struct Vlp16Decoder {
     calib: VelodyneCalibration,
     settings: DecoderSettings,
-    /// `(cos, sin)` of every azimuth unit, f32 (as Nebula's lookup tables).
-    trig: Box<[[f32; 2]]>,
-    /// `rot_correction` of each laser in 0.01° units (f64, as Nebula computes it).
-    rot_cdeg: [f64; LASERS],
+    /// `(cos, sin)` of every azimuth unit, f32 (as Nebula's lookup tables), then the azimuth
+    /// in rad (`cdeg · π/18000`, f64 rounded to f32) and padding.
+    trig: Box<[[f32; 4]]>,
+    /// Bit `slot` set when the slot's laser is in the calibration.
+    valid_slots: u32,
+    /// Firing time of each slot after its block's first firing, ns.
+    slot_ns: [u32; SLOTS_PER_BLOCK],
     /// Per-laser constants of the hot loop (index = laser id); `valid` false for a laser
     /// missing from the calibration.
     lasers: [LaserConst; LASERS],
@@ -350,7 +353,8 @@ const FRAC_DIFFS: usize = 256;
 /// Per-laser constants of [`Vlp16Decoder::decode`].
 #[derive(Clone, Copy, Debug, Default)]
 struct LaserConst {
-    valid: bool,
+    /// `rot_correction` in 0.01° units (f64, as Nebula computes it).
+    rot_cdeg: f64,
     cos_vert: f32,
     sin_vert: f32,
     dist_correction: f32,
@@ -386,15 +390,20 @@ impl Vlp16Decoder {
         let trig = (0..AZIMUTH_UNITS)
             .map(|i| {
                 let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-                [rad.cos(), rad.sin()]
+                [
+                    rad.cos(),
+                    rad.sin(),
+                    (f64::from(i) * RAD_PER_CDEG) as f32,
+                    0.0,
+                ]
             })
             .collect();
-        let mut rot_cdeg = [0.0; LASERS];
         let mut lasers = [LaserConst::default(); LASERS];
-        for ((r, lc), l) in rot_cdeg.iter_mut().zip(&mut lasers).zip(&calib.lasers) {
-            *r = f64::from(l.rot_correction) * 180.0 / PI * 100.0;
+        let mut valid_slots = 0u32;
+        for (i, (lc, l)) in lasers.iter_mut().zip(&calib.lasers).enumerate() {
+            valid_slots |= (1 << i) | (1 << (i + LASERS));
             *lc = LaserConst {
-                valid: true,
+                rot_cdeg: f64::from(l.rot_correction) * 180.0 / PI * 100.0,
                 cos_vert: l.cos_vert,
                 sin_vert: l.sin_vert,
                 dist_correction: l.dist_correction,
@@ -412,7 +421,8 @@ impl Vlp16Decoder {
             calib,
             settings,
             trig,
-            rot_cdeg,
+            valid_slots,
+            slot_ns: std::array::from_fn(|slot| firing_offset_ns(ReturnMode::Strongest, 0, slot)),
             lasers,
             slot_us,
             frac,
@@ -512,7 +522,6 @@ impl Vlp16Decoder {
         };
         let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
         let mode = p.return_mode();
-        let dual = DUAL;
         let s = &self.settings;
         let res = self.calib.distance_resolution_m;
         let (min_r, max_r) = (s.min_range_m, s.max_range_m);
@@ -521,41 +530,48 @@ impl Vlp16Decoder {
             ReturnMode::Last => ReturnType::Last,
             ReturnMode::First => ReturnType::First,
             _ => ReturnType::Strongest,
-        };
+        } as u8;
         let empty = [0u8; BLOCK_LEN];
         for (block, blk) in blocks.iter().enumerate().take(BLOCKS) {
-            let (az, diff) = self.block_azimuth(p, dual, block);
+            let (az, diff) = self.block_azimuth(p, DUAL, block);
             if nebula
                 && let Some(fov) = s.fov
                 && !fov.block_passes(az)
             {
                 continue;
             }
-            let partner = block ^ 1;
-            let pblk = if dual {
-                blocks.get(partner).unwrap_or(&empty)
+            let pblk = if DUAL {
+                blocks.get(block ^ 1).unwrap_or(&empty)
             } else {
                 &empty
             };
+            let odd = DUAL && block % 2 == 1;
+            let slots = slot_view(blk);
+            let pslots = slot_view(pblk);
+            // Slots carrying a point (before the range / field-of-view filters), branch-free:
+            // a non-zero range, a laser present in the calibration, and in an odd dual block
+            // a range different from the partner's (identical returns are merged).
+            let mut mask = 0u32;
+            for (k, (a, b)) in slots.iter().zip(pslots).enumerate() {
+                let raw = u16::from_le_bytes([a[0], a[1]]);
+                let other = u16::from_le_bytes([b[0], b[1]]);
+                let keep = raw != 0 && !(odd && other == raw);
+                mask |= u32::from(keep) << k;
+            }
+            mask &= self.valid_slots;
             let azf0 = f32::from(az);
             // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
             let table = self.frac.get(diff as usize);
-            for slot in 0..SLOTS_PER_BLOCK {
-                let o = 4 + 3 * slot;
-                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
-                let other = if DUAL {
-                    u16::from_le_bytes([pblk[o], pblk[o + 1]])
-                } else {
-                    0
+            let block_ns = firing_offset_ns(mode, block, 0);
+            while mask != 0 {
+                let slot = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                let Some(&[r0, r1, intensity]) = slots.get(slot) else {
+                    continue;
                 };
-                if raw == 0 || (DUAL && block % 2 == 1 && other == raw) {
-                    continue;
-                }
+                let raw = u16::from_le_bytes([r0, r1]);
                 let laser = slot % LASERS;
-                let l = self.lasers[laser];
-                if !l.valid {
-                    continue;
-                }
+                let l = &self.lasers[laser];
                 let mut distance = f32::from(raw) * res;
                 if distance > 1e-6 {
                     distance += l.dist_correction;
@@ -569,7 +585,7 @@ impl Vlp16Decoder {
                     Some(t) => t[slot],
                     None => diff * self.slot_us[slot] / 110.592f32,
                 };
-                let mut azf = (f64::from(azf0 + frac) - self.rot_cdeg[laser]) as f32;
+                let mut azf = (f64::from(azf0 + frac) - l.rot_cdeg) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
                 }
@@ -582,26 +598,30 @@ impl Vlp16Decoder {
                 {
                     continue;
                 }
-                let [cos_az, sin_az] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
+                let [cos_az, sin_az, az_rad, _] = self
+                    .trig
+                    .get(azc as usize)
+                    .copied()
+                    .unwrap_or([1.0, 0.0, 0.0, 0.0]);
                 let xy = distance * l.cos_vert;
-                let intensity = blk[o + 2];
-                let return_type = if dual {
+                let return_type = if DUAL {
+                    let [o0, o1, other_i] = pslots.get(slot).copied().unwrap_or([0; 3]);
+                    let other = u16::from_le_bytes([o0, o1]);
                     if other == 0 || other == raw {
-                        ReturnType::Identical
+                        ReturnType::Identical as u8
                     } else {
-                        let other_i = pblk[o + 2];
                         let first = if nebula { raw > other } else { raw < other };
                         let strongest = if other_i == intensity {
                             !first
                         } else {
                             intensity > other_i
                         };
-                        match (first, strongest) {
+                        (match (first, strongest) {
                             (true, true) => ReturnType::FirstStrongest,
                             (false, true) => ReturnType::LastStrongest,
                             (true, false) => ReturnType::FirstWeak,
                             (false, false) => ReturnType::LastWeak,
-                        }
+                        }) as u8
                     }
                 } else {
                     single_type
@@ -612,21 +632,29 @@ impl Vlp16Decoder {
                         y: -(xy * sin_az),
                         z: distance * l.sin_vert,
                         intensity,
-                        return_type: return_type as u8,
+                        return_type,
                         channel: l.ring,
-                        azimuth: (f64::from(azc) * RAD_PER_CDEG) as f32,
+                        azimuth: az_rad,
                         elevation: l.vert,
                         distance,
                         time_stamp: 0,
                     },
                     azimuth_cdeg: azc as u16,
-                    offset_ns: firing_offset_ns(mode, block, slot),
+                    offset_ns: block_ns + self.slot_ns[slot],
                     block: block as u8,
                     slot: slot as u8,
                 });
             }
         }
     }
+}
+
+/// The 32 `[distance lo, distance hi, reflectivity]` slots of a block.
+#[inline(always)]
+fn slot_view(blk: &[u8; BLOCK_LEN]) -> &[[u8; 3]; SLOTS_PER_BLOCK] {
+    let (_, body) = blk.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
+    let (slots, _) = body.as_chunks::<3>();
+    <&[[u8; 3]; SLOTS_PER_BLOCK]>::try_from(slots).unwrap_or(&[[0; 3]; SLOTS_PER_BLOCK])
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -313,7 +313,11 @@ pub const fn firing_offset_ns(
 /// Per-laser constants of the decoder, precomputed from the calibration.
 #[derive(Clone, Copy, Debug, Default)]
 struct Laser {
-    corr: Option<LaserCorrection>,
+    /// The laser's calibration (default values for a laser missing from the calibration,
+    /// which [`MultiDecoder::bank_valid`] masks out).
+    corr: LaserCorrection,
+    /// The intensity correction is the identity (no focal slope, no clamp).
+    plain_intensity: bool,
     /// `rot_correction` in 0.01° units, f64 (Nebula's expression).
     rot_cdeg: f64,
     /// Interpolation factor (fraction of the block advance) for this laser, f32.
@@ -332,8 +336,11 @@ pub struct MultiDecoder {
     settings: DecoderSettings,
     unit_m: f32,
     lasers: Vec<Laser>,
-    /// `(cos, sin)` of every azimuth unit, f32.
-    trig: Box<[[f32; 2]]>,
+    /// Per bank of 32 lasers, bit `k` set when laser `32·bank + k` is in the calibration.
+    bank_valid: [u32; 4],
+    /// `(cos, sin)` of every azimuth unit, f32, then the azimuth in rad (`cdeg · π/18000`,
+    /// f64 rounded to f32) and padding.
+    trig: Box<[[f32; 4]]>,
     /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant).
     seq_ns: u32,
 }
@@ -379,7 +386,10 @@ impl MultiDecoder {
                 };
                 let fd = corr.map_or(0.0, |c| c.focal_distance);
                 Laser {
-                    corr,
+                    corr: corr.unwrap_or_default(),
+                    plain_intensity: corr.is_none_or(|c| {
+                        c.focal_slope == 0.0 && c.min_intensity <= 0.0 && c.max_intensity >= 255.0
+                    }),
                     rot_cdeg: f64::from(rot) * 180.0 / PI * 100.0,
                     frac,
                     focal_offset: 256.0 * (1.0 - fd / 13100.0) * (1.0 - fd / 13100.0),
@@ -390,14 +400,24 @@ impl MultiDecoder {
         let trig = (0..AZIMUTH_UNITS)
             .map(|i| {
                 let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-                [rad.cos(), rad.sin()]
+                [
+                    rad.cos(),
+                    rad.sin(),
+                    (f64::from(i) * (PI / 18_000.0)) as f32,
+                    0.0,
+                ]
             })
             .collect();
+        let mut bank_valid = [0u32; 4];
+        for (i, _) in calib.lasers.iter().enumerate().take(n) {
+            bank_valid[i / SLOTS_PER_BLOCK] |= 1 << (i % SLOTS_PER_BLOCK);
+        }
         Self {
             model,
             settings,
             unit_m,
             lasers,
+            bank_valid,
             trig,
             seq_ns: sequence_ns(model),
         }
@@ -484,12 +504,29 @@ impl MultiDecoder {
     /// point that survives the range and field-of-view filters, in packet order (block, slot).
     /// `DecodedPoint::slot` is the laser number (0..127) and `offset_ns` its
     /// [`firing_offset_ns`].
-    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+    ///
+    /// Hot loop: monomorphised on the calibration model (VLS-128 or full) and on dual return;
+    /// per block, the slots carrying a point are found first as a bit mask (no branch per
+    /// slot), then only those are decoded.
+    pub fn decode(&self, p: &Packet<&[u8]>, emit: impl FnMut(DecodedPoint)) {
+        let mode = return_mode(self.model, p);
+        match (self.model == SensorModel::Vls128, mode == ReturnMode::Dual) {
+            (true, false) => self.decode_mode::<true, false>(p, mode, emit),
+            (true, true) => self.decode_mode::<true, true>(p, mode, emit),
+            (false, false) => self.decode_mode::<false, false>(p, mode, emit),
+            (false, true) => self.decode_mode::<false, true>(p, mode, emit),
+        }
+    }
+
+    #[inline(always)]
+    fn decode_mode<const VLS: bool, const DUAL: bool>(
+        &self,
+        p: &Packet<&[u8]>,
+        mode: ReturnMode,
+        mut emit: impl FnMut(DecodedPoint),
+    ) {
         let model = self.model;
-        let mode = return_mode(model, p);
-        let dual = mode == ReturnMode::Dual;
         let s = &self.settings;
-        let vls = model == SensorModel::Vls128;
         let nblocks = data_blocks(model, mode);
         let azs = self.azimuths(p, mode);
         let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
@@ -497,12 +534,15 @@ impl MultiDecoder {
         };
         let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
         let empty = [0u8; BLOCK_LEN];
-        let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !vls;
+        let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !VLS;
+        let single_type = return_type(mode, 1, 0, 0, || 0) as u8;
+        let (min_r, max_r) = (s.min_range_m, s.max_range_m);
         for (block, (&(az, diff), blk)) in azs.iter().zip(blocks).enumerate().take(nblocks) {
             let Some(origin) = bank_origin(model, blk[1]) else {
                 continue;
             };
-            let pblk = if dual {
+            let origin = usize::from(origin);
+            let pblk = if DUAL {
                 blocks.get(block ^ 1).unwrap_or(&empty)
             } else {
                 &empty
@@ -513,68 +553,95 @@ impl MultiDecoder {
             {
                 continue;
             }
+            let odd = DUAL && block % 2 == 1;
+            let slots = super::slot_view(blk);
+            let pslots = super::slot_view(pblk);
+            let mut mask = 0u32;
+            for (k, (a, b)) in slots.iter().zip(pslots).enumerate() {
+                let raw = u16::from_le_bytes([a[0], a[1]]);
+                let other = u16::from_le_bytes([b[0], b[1]]);
+                let keep = raw != 0 && !(odd && other == raw);
+                mask |= u32::from(keep) << k;
+            }
+            mask &= self
+                .bank_valid
+                .get(origin / SLOTS_PER_BLOCK)
+                .copied()
+                .unwrap_or(0);
+            let Some(bank) = self.lasers.get(origin..) else {
+                continue;
+            };
             // Nebula's VLP-32 expression `diff * 2.304f / 55.296f * j`, left to right.
-            let nebula_step = diff * 2.304f32 / 55.296f32;
-            for slot in 0..SLOTS_PER_BLOCK {
-                let o = 4 + 3 * slot;
-                let laser = usize::from(origin) + slot;
-                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
-                let other = u16::from_le_bytes([pblk[o], pblk[o + 1]]);
-                if raw == 0 || (dual && block % 2 == 1 && other == raw) {
-                    continue;
-                }
-                let Some(l) = self.lasers.get(laser) else {
-                    continue;
-                };
-                let Some(c) = l.corr else {
+            let step = if nebula_vlp {
+                diff * 2.304f32 / 55.296f32
+            } else {
+                diff
+            };
+            let azf0 = f32::from(az);
+            while mask != 0 {
+                let slot = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                let (Some(&[r0, r1, raw_i]), Some(l)) = (slots.get(slot), bank.get(slot)) else {
                     continue;
                 };
+                let c = &l.corr;
+                let raw = u16::from_le_bytes([r0, r1]);
                 let mut distance = f32::from(raw) * self.unit_m;
                 if distance > 1e-6 {
                     distance += c.dist_correction;
                 }
                 let d = f64::from(distance);
-                if !(d > s.min_range_m && d < s.max_range_m) {
+                if !(d > min_r && d < max_r) {
                     continue;
                 }
-                let interp = if nebula_vlp {
-                    nebula_step * l.frac
-                } else {
-                    diff * l.frac
-                };
-                let mut azf = (f64::from(f32::from(az) + interp) - l.rot_cdeg) as f32;
+                let mut azf = (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
                 }
                 // round() of a non-negative f32, exactly, without a libm call.
-                let azc = ((f64::from(azf) + 0.5) as u32) % AZIMUTH_UNITS;
+                let mut azc = (f64::from(azf) + 0.5) as u32;
+                if azc >= AZIMUTH_UNITS {
+                    azc %= AZIMUTH_UNITS;
+                }
                 if let Some(fov) = s.fov
-                    && (vls || s.flavor == DecodeFlavor::Manual)
+                    && (VLS || s.flavor == DecodeFlavor::Manual)
                     && !fov_point_passes(fov, azc)
                 {
                     continue;
                 }
-                let [ca, sa] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
-                let (x, y, z) = if vls {
+                let [ca, sa, az_rad, _] = self
+                    .trig
+                    .get(azc as usize)
+                    .copied()
+                    .unwrap_or([1.0, 0.0, 0.0, 0.0]);
+                let (x, y, z) = if VLS {
                     let xy = distance * c.cos_vert;
                     (xy * ca, -(xy * sa), distance * c.sin_vert)
                 } else {
-                    full_model(&c, distance, ca, sa)
+                    full_model(c, distance, ca, sa)
                 };
-                let mut intensity = blk[o + 2];
-                if !vls {
-                    intensity = corrected_intensity(&c, l.focal_offset, intensity, raw);
-                }
-                let return_type = return_type(mode, raw, other, intensity, || pblk[o + 2]);
+                let intensity = if VLS || l.plain_intensity {
+                    raw_i
+                } else {
+                    corrected_intensity(c, l.focal_offset, raw_i, raw)
+                };
+                let return_type = if DUAL {
+                    let [o0, o1, oi] = pslots.get(slot).copied().unwrap_or([0; 3]);
+                    let other = u16::from_le_bytes([o0, o1]);
+                    return_type(mode, raw, other, intensity, || oi) as u8
+                } else {
+                    single_type
+                };
+                let laser = origin + slot;
                 emit(DecodedPoint {
                     point: PointXYZIRCAEDT {
                         x,
                         y,
                         z,
                         intensity,
-                        return_type: return_type as u8,
+                        return_type,
                         channel: c.ring,
-                        azimuth: (f64::from(azc) * (PI / 18_000.0)) as f32,
+                        azimuth: az_rad,
                         elevation: c.vert_correction,
                         distance,
                         time_stamp: 0,
