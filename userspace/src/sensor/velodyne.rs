@@ -333,11 +333,17 @@ pub struct Vlp16Decoder {
     trig: Box<[[f32; 4]]>,
     /// Bit `slot` set when the slot's laser is in the calibration.
     valid_slots: u32,
+    /// [`LaserConst`] of each slot's laser (slot `k` fires laser `k % 16`).
+    slot_consts: [LaserConst; SLOTS_PER_BLOCK],
     /// Firing time of each slot after its block's first firing, ns.
     slot_ns: [u32; SLOTS_PER_BLOCK],
-    /// Per-laser constants of the hot loop (index = laser id); `valid` false for a laser
-    /// missing from the calibration.
-    lasers: [LaserConst; LASERS],
+    /// `dist_correction` of each slot's laser.
+    slot_corr: [f32; SLOTS_PER_BLOCK],
+    /// Range filter bounds as f32, exact: `f64::from(d) > min_range_m` iff `d > min_f`, and
+    /// `f64::from(d) < max_range_m` iff `d < max_f` ([`f32_above`], [`f32_below`]).
+    min_f: f32,
+    /// See `min_f`.
+    max_f: f32,
     /// Firing time of each slot in µs as Nebula's f32 expression `laser·2.304 + firing·55.296`.
     slot_us: [f32; SLOTS_PER_BLOCK],
     /// `frac[diff][slot] = diff · slot_us[slot] / 110.592` (f32, Nebula's expression) for every
@@ -364,6 +370,20 @@ struct LaserConst {
 
 /// Radians per 0.01° (`π / 18000`).
 const RAD_PER_CDEG: f64 = PI / 18_000.0;
+
+/// The largest f32 `F` with `f64::from(F) <= m`, so that for every f32 `x`,
+/// `f64::from(x) > m` iff `x > F` (NaN `m`: NaN, both sides always false).
+pub(crate) fn f32_above(m: f64) -> f32 {
+    let c = m as f32;
+    if f64::from(c) > m { c.next_down() } else { c }
+}
+
+/// The smallest f32 `G` with `f64::from(G) >= m`, so that for every f32 `x`,
+/// `f64::from(x) < m` iff `x < G` (NaN `m`: NaN, both sides always false).
+pub(crate) fn f32_below(m: f64) -> f32 {
+    let c = m as f32;
+    if f64::from(c) < m { c.next_up() } else { c }
+}
 
 /// `round()` of a non-negative f32 without a libm call: exact, since `x + 0.5` is exact in f64
 /// for every f32 `x`, and truncation of a non-negative value is `floor`. Equals `f32::round`
@@ -422,8 +442,11 @@ impl Vlp16Decoder {
             settings,
             trig,
             valid_slots,
+            slot_consts: std::array::from_fn(|slot| lasers[slot % LASERS]),
+            slot_corr: std::array::from_fn(|slot| lasers[slot % LASERS].dist_correction),
+            min_f: f32_above(settings.min_range_m),
+            max_f: f32_below(settings.max_range_m),
             slot_ns: std::array::from_fn(|slot| firing_offset_ns(ReturnMode::Strongest, 0, slot)),
-            lasers,
             slot_us,
             frac,
         }
@@ -524,7 +547,7 @@ impl Vlp16Decoder {
         let mode = p.return_mode();
         let s = &self.settings;
         let res = self.calib.distance_resolution_m;
-        let (min_r, max_r) = (s.min_range_m, s.max_range_m);
+        let (min_f, max_f) = (self.min_f, self.max_f);
         let nebula = s.flavor == DecodeFlavor::Nebula;
         let single_type = match mode {
             ReturnMode::Last => ReturnType::Last,
@@ -548,44 +571,52 @@ impl Vlp16Decoder {
             let odd = DUAL && block % 2 == 1;
             let slots = slot_view(blk);
             let pslots = slot_view(pblk);
-            // Slots carrying a point (before the range / field-of-view filters), branch-free:
-            // a non-zero range, a laser present in the calibration, and in an odd dual block
-            // a range different from the partner's (identical returns are merged).
+            let azf0 = f32::from(az);
+            // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
+            let computed: [f32; SLOTS_PER_BLOCK];
+            let table = match self.frac.get(diff as usize) {
+                Some(t) => t,
+                None => {
+                    computed = std::array::from_fn(|slot| diff * self.slot_us[slot] / 110.592f32);
+                    &computed
+                }
+            };
+            // Stage 1, branch-free over the 32 slots (array loops the compiler vectorises):
+            // ranges, and the mask of slots carrying a point (non-zero range inside the range
+            // filter, laser present in the calibration, and in an odd dual block a range
+            // different from the partner's: identical returns are merged).
+            let raws: [u16; SLOTS_PER_BLOCK] =
+                std::array::from_fn(|k| u16::from_le_bytes([slots[k][0], slots[k][1]]));
+            let others: [u16; SLOTS_PER_BLOCK] = if DUAL {
+                std::array::from_fn(|k| u16::from_le_bytes([pslots[k][0], pslots[k][1]]))
+            } else {
+                [0; SLOTS_PER_BLOCK]
+            };
+            let mut dist = [0f32; SLOTS_PER_BLOCK];
+            for ((d, &raw), &corr) in dist.iter_mut().zip(&raws).zip(&self.slot_corr) {
+                let x = f32::from(raw) * res;
+                *d = if x > 1e-6 { x + corr } else { x };
+            }
             let mut mask = 0u32;
-            for (k, (a, b)) in slots.iter().zip(pslots).enumerate() {
-                let raw = u16::from_le_bytes([a[0], a[1]]);
-                let other = u16::from_le_bytes([b[0], b[1]]);
-                let keep = raw != 0 && !(odd && other == raw);
+            for k in 0..SLOTS_PER_BLOCK {
+                let keep = (raws[k] != 0)
+                    & (dist[k] > min_f)
+                    & (dist[k] < max_f)
+                    & !(odd & (others[k] == raws[k]));
                 mask |= u32::from(keep) << k;
             }
             mask &= self.valid_slots;
-            let azf0 = f32::from(az);
-            // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
-            let table = self.frac.get(diff as usize);
             let block_ns = firing_offset_ns(mode, block, 0);
+            // Stage 2: only the slots carrying a point.
             while mask != 0 {
-                let slot = mask.trailing_zeros() as usize;
+                let slot = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
                 mask &= mask - 1;
-                let Some(&[r0, r1, intensity]) = slots.get(slot) else {
-                    continue;
-                };
-                let raw = u16::from_le_bytes([r0, r1]);
-                let laser = slot % LASERS;
-                let l = &self.lasers[laser];
-                let mut distance = f32::from(raw) * res;
-                if distance > 1e-6 {
-                    distance += l.dist_correction;
-                }
-                let d = f64::from(distance);
-                if !(d > min_r && d < max_r) {
-                    continue;
-                }
+                let raw = raws[slot];
+                let intensity = slots[slot][2];
+                let l = &self.slot_consts[slot];
+                let distance = dist[slot];
                 // Same arithmetic and precision as Nebula (f32 interpolation, f64 correction).
-                let frac = match table {
-                    Some(t) => t[slot],
-                    None => diff * self.slot_us[slot] / 110.592f32,
-                };
-                let mut azf = (f64::from(azf0 + frac) - l.rot_cdeg) as f32;
+                let mut azf = (f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
                 }
