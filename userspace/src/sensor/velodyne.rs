@@ -595,7 +595,8 @@ impl Vlp16Decoder {
             let mut dist = [0f32; SLOTS_PER_BLOCK];
             for ((d, &raw), &corr) in dist.iter_mut().zip(&raws).zip(&self.slot_corr) {
                 let x = f32::from(raw) * res;
-                *d = if x > 1e-6 { x + corr } else { x };
+                // `x + (-0.0)` is `x`, bit for bit: a select of the addend, not a branch.
+                *d = x + if x > 1e-6 { corr } else { -0.0 };
             }
             let mut mask = 0u32;
             for k in 0..SLOTS_PER_BLOCK {

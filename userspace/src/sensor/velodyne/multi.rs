@@ -338,6 +338,12 @@ pub struct MultiDecoder {
     lasers: Vec<Laser>,
     /// Per bank of 32 lasers, bit `k` set when laser `32·bank + k` is in the calibration.
     bank_valid: [u32; 4],
+    /// Per bank of 32 lasers, `dist_correction` of laser `32·bank + k`.
+    bank_corr: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Range filter bounds as f32, exact ([`super::f32_above`], [`super::f32_below`]).
+    min_f: f32,
+    /// See `min_f`.
+    max_f: f32,
     /// `(cos, sin)` of every azimuth unit, f32, then the azimuth in rad (`cdeg · π/18000`,
     /// f64 rounded to f32) and padding.
     trig: Box<[[f32; 4]]>,
@@ -418,6 +424,16 @@ impl MultiDecoder {
             unit_m,
             lasers,
             bank_valid,
+            bank_corr: Box::new(std::array::from_fn(|b| {
+                std::array::from_fn(|k| {
+                    calib
+                        .lasers
+                        .get(b * SLOTS_PER_BLOCK + k)
+                        .map_or(0.0, |c| c.dist_correction)
+                })
+            })),
+            min_f: super::f32_above(settings.min_range_m),
+            max_f: super::f32_below(settings.max_range_m),
             trig,
             seq_ns: sequence_ns(model),
         }
@@ -536,7 +552,7 @@ impl MultiDecoder {
         let empty = [0u8; BLOCK_LEN];
         let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !VLS;
         let single_type = return_type(mode, 1, 0, 0, || 0) as u8;
-        let (min_r, max_r) = (s.min_range_m, s.max_range_m);
+        let (min_f, max_f) = (self.min_f, self.max_f);
         for (block, (&(az, diff), blk)) in azs.iter().zip(blocks).enumerate().take(nblocks) {
             let Some(origin) = bank_origin(model, blk[1]) else {
                 continue;
@@ -556,18 +572,35 @@ impl MultiDecoder {
             let odd = DUAL && block % 2 == 1;
             let slots = super::slot_view(blk);
             let pslots = super::slot_view(pblk);
+            let bank_no = origin / SLOTS_PER_BLOCK;
+            let Some(bank_corr) = self.bank_corr.get(bank_no) else {
+                continue;
+            };
+            // Stage 1, branch-free array loops over the 32 slots: ranges and the mask of slots
+            // carrying a point (non-zero range inside the range filter, laser in the
+            // calibration, in an odd dual block a range different from the partner's).
+            let raws: [u16; SLOTS_PER_BLOCK] =
+                std::array::from_fn(|k| u16::from_le_bytes([slots[k][0], slots[k][1]]));
+            let others: [u16; SLOTS_PER_BLOCK] = if DUAL {
+                std::array::from_fn(|k| u16::from_le_bytes([pslots[k][0], pslots[k][1]]))
+            } else {
+                [0; SLOTS_PER_BLOCK]
+            };
+            let mut dist = [0f32; SLOTS_PER_BLOCK];
+            for ((d, &raw), &corr) in dist.iter_mut().zip(&raws).zip(bank_corr) {
+                let x = f32::from(raw) * self.unit_m;
+                // `x + (-0.0)` is `x`, bit for bit: a select of the addend, not a branch.
+                *d = x + if x > 1e-6 { corr } else { -0.0 };
+            }
             let mut mask = 0u32;
-            for (k, (a, b)) in slots.iter().zip(pslots).enumerate() {
-                let raw = u16::from_le_bytes([a[0], a[1]]);
-                let other = u16::from_le_bytes([b[0], b[1]]);
-                let keep = raw != 0 && !(odd && other == raw);
+            for k in 0..SLOTS_PER_BLOCK {
+                let keep = (raws[k] != 0)
+                    & (dist[k] > min_f)
+                    & (dist[k] < max_f)
+                    & !(odd & (others[k] == raws[k]));
                 mask |= u32::from(keep) << k;
             }
-            mask &= self
-                .bank_valid
-                .get(origin / SLOTS_PER_BLOCK)
-                .copied()
-                .unwrap_or(0);
+            mask &= self.bank_valid.get(bank_no).copied().unwrap_or(0);
             let Some(bank) = self.lasers.get(origin..) else {
                 continue;
             };
@@ -578,22 +611,17 @@ impl MultiDecoder {
                 diff
             };
             let azf0 = f32::from(az);
+            // Stage 2: only the slots carrying a point.
             while mask != 0 {
-                let slot = mask.trailing_zeros() as usize;
+                let slot = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
                 mask &= mask - 1;
-                let (Some(&[r0, r1, raw_i]), Some(l)) = (slots.get(slot), bank.get(slot)) else {
+                let Some(l) = bank.get(slot) else {
                     continue;
                 };
                 let c = &l.corr;
-                let raw = u16::from_le_bytes([r0, r1]);
-                let mut distance = f32::from(raw) * self.unit_m;
-                if distance > 1e-6 {
-                    distance += c.dist_correction;
-                }
-                let d = f64::from(distance);
-                if !(d > min_r && d < max_r) {
-                    continue;
-                }
+                let raw = raws[slot];
+                let raw_i = slots[slot][2];
+                let distance = dist[slot];
                 let mut azf = (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32;
                 if azf < 0.0 {
                     azf += AZIMUTH_UNITS as f32;
