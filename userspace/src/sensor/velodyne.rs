@@ -330,7 +330,7 @@ pub struct Vlp16Decoder {
     settings: DecoderSettings,
     /// `(cos, sin)` of every azimuth unit, f32 (as Nebula's lookup tables), then the azimuth
     /// in rad (`cdeg · π/18000`, f64 rounded to f32) and padding.
-    trig: Box<[[f32; 4]]>,
+    trig: TrigTable,
     /// Bit `slot` set when the slot's laser is in the calibration.
     valid_slots: u32,
     /// [`LaserConst`] of each slot's laser (slot `k` fires laser `k % 16`).
@@ -385,6 +385,32 @@ pub(crate) fn f32_below(m: f64) -> f32 {
     if f64::from(c) < m { c.next_up() } else { c }
 }
 
+/// [`AZIMUTH_UNITS`] as an index bound.
+pub(crate) const AZ_USIZE: usize = AZIMUTH_UNITS as usize;
+
+/// `[cos, sin, rad, 0]` of every azimuth unit (0.01°): cos/sin in f32 of the f32 angle (as
+/// Nebula's lookup tables), rad = `cdeg · π/18000` in f64 rounded to f32. A fixed-size array,
+/// so an index reduced modulo 36000 needs no bounds check.
+pub(crate) type TrigTable = Box<[[f32; 4]; AZ_USIZE]>;
+
+/// Builds the [`TrigTable`].
+pub(crate) fn trig_table() -> TrigTable {
+    let v: Vec<[f32; 4]> = (0..AZIMUTH_UNITS)
+        .map(|i| {
+            let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
+            [
+                rad.cos(),
+                rad.sin(),
+                (f64::from(i) * RAD_PER_CDEG) as f32,
+                0.0,
+            ]
+        })
+        .collect();
+    v.into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("36000 entries"))
+}
+
 /// `round()` of a non-negative f32 without a libm call: exact, since `x + 0.5` is exact in f64
 /// for every f32 `x`, and truncation of a non-negative value is `floor`. Equals `f32::round`
 /// (half away from zero) for `x >= 0`.
@@ -407,17 +433,7 @@ impl Vlp16Decoder {
     /// Builds a decoder. `calib` must have 16 lasers (as [`VelodyneCalibration::from_file`]
     /// with 16 enforces); missing lasers decode with zero corrections.
     pub fn new(calib: VelodyneCalibration, settings: DecoderSettings) -> Self {
-        let trig = (0..AZIMUTH_UNITS)
-            .map(|i| {
-                let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-                [
-                    rad.cos(),
-                    rad.sin(),
-                    (f64::from(i) * RAD_PER_CDEG) as f32,
-                    0.0,
-                ]
-            })
-            .collect();
+        let trig = trig_table();
         let mut lasers = [LaserConst::default(); LASERS];
         let mut valid_slots = 0u32;
         for (i, (lc, l)) in lasers.iter_mut().zip(&calib.lasers).enumerate() {
@@ -630,11 +646,9 @@ impl Vlp16Decoder {
                 {
                     continue;
                 }
-                let [cos_az, sin_az, az_rad, _] = self
-                    .trig
-                    .get(azc as usize)
-                    .copied()
-                    .unwrap_or([1.0, 0.0, 0.0, 0.0]);
+                let Some(&[cos_az, sin_az, az_rad, _]) = self.trig.get(azc as usize) else {
+                    continue;
+                };
                 let xy = distance * l.cos_vert;
                 let return_type = if DUAL {
                     let [o0, o1, other_i] = pslots.get(slot).copied().unwrap_or([0; 3]);

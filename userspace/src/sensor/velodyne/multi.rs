@@ -346,7 +346,7 @@ pub struct MultiDecoder {
     max_f: f32,
     /// `(cos, sin)` of every azimuth unit, f32, then the azimuth in rad (`cdeg · π/18000`,
     /// f64 rounded to f32) and padding.
-    trig: Box<[[f32; 4]]>,
+    trig: super::TrigTable,
     /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant).
     seq_ns: u32,
 }
@@ -403,17 +403,7 @@ impl MultiDecoder {
                 }
             })
             .collect();
-        let trig = (0..AZIMUTH_UNITS)
-            .map(|i| {
-                let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-                [
-                    rad.cos(),
-                    rad.sin(),
-                    (f64::from(i) * (PI / 18_000.0)) as f32,
-                    0.0,
-                ]
-            })
-            .collect();
+        let trig = super::trig_table();
         let mut bank_valid = [0u32; 4];
         for (i, _) in calib.lasers.iter().enumerate().take(n) {
             bank_valid[i / SLOTS_PER_BLOCK] |= 1 << (i % SLOTS_PER_BLOCK);
@@ -637,11 +627,9 @@ impl MultiDecoder {
                 {
                     continue;
                 }
-                let [ca, sa, az_rad, _] = self
-                    .trig
-                    .get(azc as usize)
-                    .copied()
-                    .unwrap_or([1.0, 0.0, 0.0, 0.0]);
+                let Some(&[ca, sa, az_rad, _]) = self.trig.get(azc as usize) else {
+                    continue;
+                };
                 let (x, y, z) = if VLS {
                     let xy = distance * c.cos_vert;
                     (xy * ca, -(xy * sa), distance * c.sin_vert)
