@@ -339,6 +339,8 @@ pub struct Vlp16Decoder {
     slot_ns: [u32; SLOTS_PER_BLOCK],
     /// `dist_correction` of each slot's laser.
     slot_corr: [f32; SLOTS_PER_BLOCK],
+    /// `rot_correction` of each slot's laser, 0.01° (f64, as Nebula computes it).
+    slot_rot: [f64; SLOTS_PER_BLOCK],
     /// Range filter bounds as f32, exact: `f64::from(d) > min_range_m` iff `d > min_f`, and
     /// `f64::from(d) < max_range_m` iff `d < max_f` ([`f32_above`], [`f32_below`]).
     min_f: f32,
@@ -460,6 +462,7 @@ impl Vlp16Decoder {
             valid_slots,
             slot_consts: std::array::from_fn(|slot| lasers[slot % LASERS]),
             slot_corr: std::array::from_fn(|slot| lasers[slot % LASERS].dist_correction),
+            slot_rot: std::array::from_fn(|slot| lasers[slot % LASERS].rot_cdeg),
             min_f: f32_above(settings.min_range_m),
             max_f: f32_below(settings.max_range_m),
             slot_ns: std::array::from_fn(|slot| firing_offset_ns(ReturnMode::Strongest, 0, slot)),
@@ -623,6 +626,22 @@ impl Vlp16Decoder {
                 mask |= u32::from(keep) << k;
             }
             mask &= self.valid_slots;
+            // Single return: nearly every slot carries a point, so the corrected azimuths are
+            // computed for all 32 slots in one array loop (Nebula's arithmetic: f32
+            // interpolation, f64 correction). Dual return computes them per point.
+            let mut azcs = [0u32; SLOTS_PER_BLOCK];
+            if !DUAL {
+                for ((a, &t), &rot) in azcs.iter_mut().zip(table).zip(&self.slot_rot) {
+                    let azf = (f64::from(azf0 + t) - rot) as f32;
+                    *a = round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    );
+                }
+            }
             let block_ns = firing_offset_ns(mode, block, 0);
             // Stage 2: only the slots carrying a point.
             while mask != 0 {
@@ -632,12 +651,18 @@ impl Vlp16Decoder {
                 let intensity = slots[slot][2];
                 let l = &self.slot_consts[slot];
                 let distance = dist[slot];
-                // Same arithmetic and precision as Nebula (f32 interpolation, f64 correction).
-                let mut azf = (f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32;
-                if azf < 0.0 {
-                    azf += AZIMUTH_UNITS as f32;
-                }
-                let mut azc = round_pos(azf);
+                let mut azc = if DUAL {
+                    let azf = (f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32;
+                    round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    )
+                } else {
+                    azcs[slot]
+                };
                 if azc >= AZIMUTH_UNITS {
                     azc %= AZIMUTH_UNITS;
                 }
