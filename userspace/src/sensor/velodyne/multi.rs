@@ -340,6 +340,10 @@ pub struct MultiDecoder {
     bank_valid: [u32; 4],
     /// Per bank of 32 lasers, `dist_correction` of laser `32·bank + k`.
     bank_corr: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, [`Laser::frac`] of laser `32·bank + k`.
+    bank_frac: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, [`Laser::rot_cdeg`] of laser `32·bank + k`.
+    bank_rot: Box<[[f64; SLOTS_PER_BLOCK]; 4]>,
     /// Range filter bounds as f32, exact ([`super::f32_above`], [`super::f32_below`]).
     min_f: f32,
     /// See `min_f`.
@@ -372,7 +376,7 @@ impl MultiDecoder {
             calib.distance_resolution_m
         };
         let seq_us = sequence_ns(model) as f32 / 1000.0;
-        let lasers = (0..n)
+        let lasers: Vec<Laser> = (0..n)
             .map(|i| {
                 let corr = calib.lasers.get(i).copied();
                 let rot = corr.map_or(0.0, |c| c.rot_correction);
@@ -408,12 +412,24 @@ impl MultiDecoder {
         for (i, _) in calib.lasers.iter().enumerate().take(n) {
             bank_valid[i / SLOTS_PER_BLOCK] |= 1 << (i % SLOTS_PER_BLOCK);
         }
+        let bank_frac = Box::new(std::array::from_fn(|b| {
+            std::array::from_fn(|k| lasers.get(b * SLOTS_PER_BLOCK + k).map_or(0.0, |l| l.frac))
+        }));
+        let bank_rot = Box::new(std::array::from_fn(|b| {
+            std::array::from_fn(|k| {
+                lasers
+                    .get(b * SLOTS_PER_BLOCK + k)
+                    .map_or(0.0, |l| l.rot_cdeg)
+            })
+        }));
         Self {
             model,
             settings,
             unit_m,
             lasers,
             bank_valid,
+            bank_frac,
+            bank_rot,
             bank_corr: Box::new(std::array::from_fn(|b| {
                 std::array::from_fn(|k| {
                     calib
@@ -601,6 +617,25 @@ impl MultiDecoder {
                 diff
             };
             let azf0 = f32::from(az);
+            // Single return: nearly every slot carries a point, so the corrected azimuths are
+            // computed for all 32 slots in one array loop; dual return computes them per point.
+            // `azf + (-0.0)` is `azf` bit for bit; `round_pos` is an exact round().
+            let mut azcs = [0u32; SLOTS_PER_BLOCK];
+            if !DUAL
+                && let (Some(fr), Some(rot)) =
+                    (self.bank_frac.get(bank_no), self.bank_rot.get(bank_no))
+            {
+                for ((a, &f), &r) in azcs.iter_mut().zip(fr).zip(rot) {
+                    let azf = (f64::from(azf0 + step * f) - r) as f32;
+                    *a = super::round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    );
+                }
+            }
             // Stage 2: only the slots carrying a point.
             while mask != 0 {
                 let slot = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
@@ -612,12 +647,18 @@ impl MultiDecoder {
                 let raw = raws[slot];
                 let raw_i = slots[slot][2];
                 let distance = dist[slot];
-                let mut azf = (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32;
-                if azf < 0.0 {
-                    azf += AZIMUTH_UNITS as f32;
-                }
-                // round() of a non-negative f32, exactly, without a libm call.
-                let mut azc = (f64::from(azf) + 0.5) as u32;
+                let mut azc = if DUAL {
+                    let azf = (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32;
+                    super::round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    )
+                } else {
+                    azcs[slot]
+                };
                 if azc >= AZIMUTH_UNITS {
                     azc %= AZIMUTH_UNITS;
                 }
