@@ -1,7 +1,12 @@
-//! Decode-only throughput of the Velodyne decoders on the shared captures (packet bytes in,
-//! points in a reused `Vec` out; no scan assembly, no I/O). Reports points/s (criterion
-//! "elements") per capture; ns/packet = time per iteration / packets. Figures in
-//! `docs/benchmarks.md`, section "Velodyne".
+//! Throughput of the Velodyne decoders on the shared captures, two groups:
+//! * `velodyne_decode`: decode only (packet bytes in, points in a reused `Vec` out;
+//!   classification and validation included; no scan assembly, no I/O);
+//! * `velodyne_pipeline`: the whole [`VelodyneStream`] (classification, sensor clock, decode,
+//!   scan assembly into frames) on payloads already in memory (no pcap I/O).
+//!
+//! Reports points/s (criterion "elements", the decoded point count of the capture) per capture;
+//! ns/packet = time per iteration / packets. Figures in `docs/benchmarks.md`, section
+//! "Velodyne".
 //!
 //! Time is the decoding thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time: the
 //! machine is shared, and a wall clock would count the time other processes hold the core.
@@ -17,18 +22,19 @@ use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_mai
 use lidarxdp::offline::udp_payloads;
 use lidarxdp::point::PointXYZIRCAEDT;
 use lidarxdp::sensor::calibration::VelodyneCalibration;
+use lidarxdp::sensor::velodyne::VelodyneStream;
 use lidarxdp::sensor::velodyne::multi::{self, MultiDecoder};
 use lidarxdp::sensor::velodyne::{self, DecoderSettings, Vlp16Decoder};
-use lidarxdp::sensor::{DecodeFlavor, SensorModel};
+use lidarxdp::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 
-fn payloads(file: &str) -> Vec<Vec<u8>> {
+fn payloads(file: &str) -> Vec<(u64, Vec<u8>)> {
     udp_payloads(Path::new(&format!("{DATA}{file}")))
         .unwrap()
         .map(|d| d.unwrap())
         .filter(|d| d.dst_port == 2368 && d.payload.len() == velodyne::DATA_PACKET_LEN)
-        .map(|d| d.payload)
+        .map(|d| (d.ts_ns, d.payload))
         .collect()
 }
 
@@ -59,9 +65,9 @@ impl Dec {
         }
     }
 
-    fn run(&self, model: SensorModel, pkts: &[Vec<u8>], out: &mut Vec<PointXYZIRCAEDT>) {
+    fn run(&self, model: SensorModel, pkts: &[(u64, Vec<u8>)], out: &mut Vec<PointXYZIRCAEDT>) {
         out.clear();
-        for p in pkts {
+        for (_, p) in pkts {
             match self {
                 Dec::Vlp16(d) => {
                     if let Ok(p) = velodyne::classify(p) {
@@ -143,6 +149,7 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
             "vls128/calibration/VLS128_nebula.yaml",
         ),
     ];
+    let mut counts = Vec::new();
     let mut g = c.benchmark_group("velodyne_decode");
     for (name, model, pcap, cal) in cases {
         let pkts = payloads(pcap);
@@ -160,6 +167,37 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
             b.iter(|| {
                 dec.run(model, black_box(&pkts), &mut out);
                 black_box(out.len())
+            })
+        });
+        counts.push(points);
+    }
+    g.finish();
+
+    // Pipeline: one stream per capture, reused across iterations; each iteration replays the
+    // capture one hour of host time later (the sensor clock is µs past the hour, so it stays
+    // continuous) and flushes the last frame.
+    let mut g = c.benchmark_group("velodyne_pipeline");
+    for ((name, model, pcap, cal), points) in cases.into_iter().zip(counts) {
+        let pkts = payloads(pcap);
+        let cfg = SensorConfig::new(0, model, format!("{DATA}{cal}"));
+        let opts = PipelineOptions {
+            flavor: DecodeFlavor::Nebula,
+            ..Default::default()
+        };
+        let mut stream = VelodyneStream::new(&cfg, opts).unwrap();
+        let mut frames = Vec::new();
+        let mut hour = 0u64;
+        g.throughput(Throughput::Elements(points));
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                hour += 1;
+                let shift = hour * 3_600_000_000_000;
+                frames.clear();
+                for (ts, p) in black_box(&pkts) {
+                    let _ = stream.push(p, ts + shift, &mut frames);
+                }
+                stream.flush(&mut frames);
+                black_box(frames.len())
             })
         });
     }

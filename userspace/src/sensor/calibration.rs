@@ -36,7 +36,7 @@ use serde::Deserialize;
 use super::ConfigError;
 
 /// One laser's corrections, as read from the YAML table.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LaserCorrection {
     /// Index of the laser in the packet (firing order inside a firing sequence), 0-based.
     pub laser_id: u16,

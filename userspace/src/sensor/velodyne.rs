@@ -328,13 +328,24 @@ pub struct DecodedPoint {
 pub struct Vlp16Decoder {
     calib: VelodyneCalibration,
     settings: DecoderSettings,
-    /// `(cos, sin)` of every azimuth unit, f32 (as Nebula's lookup tables).
-    trig: Box<[[f32; 2]]>,
-    /// `rot_correction` of each laser in 0.01° units (f64, as Nebula computes it).
-    rot_cdeg: [f64; LASERS],
-    /// Per-laser constants of the hot loop (index = laser id); `valid` false for a laser
-    /// missing from the calibration.
-    lasers: [LaserConst; LASERS],
+    /// `(cos, sin)` of every azimuth unit, f32 (as Nebula's lookup tables), then the azimuth
+    /// in rad (`cdeg · π/18000`, f64 rounded to f32) and padding.
+    trig: TrigTable,
+    /// Bit `slot` set when the slot's laser is in the calibration.
+    valid_slots: u32,
+    /// [`LaserConst`] of each slot's laser (slot `k` fires laser `k % 16`).
+    slot_consts: [LaserConst; SLOTS_PER_BLOCK],
+    /// Firing time of each slot after its block's first firing, ns.
+    slot_ns: [u32; SLOTS_PER_BLOCK],
+    /// `dist_correction` of each slot's laser.
+    slot_corr: [f32; SLOTS_PER_BLOCK],
+    /// `rot_correction` of each slot's laser, 0.01° (f64, as Nebula computes it).
+    slot_rot: [f64; SLOTS_PER_BLOCK],
+    /// Range filter bounds as f32, exact: `f64::from(d) > min_range_m` iff `d > min_f`, and
+    /// `f64::from(d) < max_range_m` iff `d < max_f` ([`f32_above`], [`f32_below`]).
+    min_f: f32,
+    /// See `min_f`.
+    max_f: f32,
     /// Firing time of each slot in µs as Nebula's f32 expression `laser·2.304 + firing·55.296`.
     slot_us: [f32; SLOTS_PER_BLOCK],
     /// `frac[diff][slot] = diff · slot_us[slot] / 110.592` (f32, Nebula's expression) for every
@@ -350,7 +361,8 @@ const FRAC_DIFFS: usize = 256;
 /// Per-laser constants of [`Vlp16Decoder::decode`].
 #[derive(Clone, Copy, Debug, Default)]
 struct LaserConst {
-    valid: bool,
+    /// `rot_correction` in 0.01° units (f64, as Nebula computes it).
+    rot_cdeg: f64,
     cos_vert: f32,
     sin_vert: f32,
     dist_correction: f32,
@@ -360,6 +372,46 @@ struct LaserConst {
 
 /// Radians per 0.01° (`π / 18000`).
 const RAD_PER_CDEG: f64 = PI / 18_000.0;
+
+/// The largest f32 `F` with `f64::from(F) <= m`, so that for every f32 `x`,
+/// `f64::from(x) > m` iff `x > F` (NaN `m`: NaN, both sides always false).
+pub(crate) fn f32_above(m: f64) -> f32 {
+    let c = m as f32;
+    if f64::from(c) > m { c.next_down() } else { c }
+}
+
+/// The smallest f32 `G` with `f64::from(G) >= m`, so that for every f32 `x`,
+/// `f64::from(x) < m` iff `x < G` (NaN `m`: NaN, both sides always false).
+pub(crate) fn f32_below(m: f64) -> f32 {
+    let c = m as f32;
+    if f64::from(c) < m { c.next_up() } else { c }
+}
+
+/// [`AZIMUTH_UNITS`] as an index bound.
+pub(crate) const AZ_USIZE: usize = AZIMUTH_UNITS as usize;
+
+/// `[cos, sin, rad, 0]` of every azimuth unit (0.01°): cos/sin in f32 of the f32 angle (as
+/// Nebula's lookup tables), rad = `cdeg · π/18000` in f64 rounded to f32. A fixed-size array,
+/// so an index reduced modulo 36000 needs no bounds check.
+pub(crate) type TrigTable = Box<[[f32; 4]; AZ_USIZE]>;
+
+/// Builds the [`TrigTable`].
+pub(crate) fn trig_table() -> TrigTable {
+    let v: Vec<[f32; 4]> = (0..AZIMUTH_UNITS)
+        .map(|i| {
+            let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
+            [
+                rad.cos(),
+                rad.sin(),
+                (f64::from(i) * RAD_PER_CDEG) as f32,
+                0.0,
+            ]
+        })
+        .collect();
+    v.into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("36000 entries"))
+}
 
 /// `round()` of a non-negative f32 without a libm call: exact, since `x + 0.5` is exact in f64
 /// for every f32 `x`, and truncation of a non-negative value is `floor`. Equals `f32::round`
@@ -383,18 +435,13 @@ impl Vlp16Decoder {
     /// Builds a decoder. `calib` must have 16 lasers (as [`VelodyneCalibration::from_file`]
     /// with 16 enforces); missing lasers decode with zero corrections.
     pub fn new(calib: VelodyneCalibration, settings: DecoderSettings) -> Self {
-        let trig = (0..AZIMUTH_UNITS)
-            .map(|i| {
-                let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-                [rad.cos(), rad.sin()]
-            })
-            .collect();
-        let mut rot_cdeg = [0.0; LASERS];
+        let trig = trig_table();
         let mut lasers = [LaserConst::default(); LASERS];
-        for ((r, lc), l) in rot_cdeg.iter_mut().zip(&mut lasers).zip(&calib.lasers) {
-            *r = f64::from(l.rot_correction) * 180.0 / PI * 100.0;
+        let mut valid_slots = 0u32;
+        for (i, (lc, l)) in lasers.iter_mut().zip(&calib.lasers).enumerate() {
+            valid_slots |= (1 << i) | (1 << (i + LASERS));
             *lc = LaserConst {
-                valid: true,
+                rot_cdeg: f64::from(l.rot_correction) * 180.0 / PI * 100.0,
                 cos_vert: l.cos_vert,
                 sin_vert: l.sin_vert,
                 dist_correction: l.dist_correction,
@@ -412,8 +459,13 @@ impl Vlp16Decoder {
             calib,
             settings,
             trig,
-            rot_cdeg,
-            lasers,
+            valid_slots,
+            slot_consts: std::array::from_fn(|slot| lasers[slot % LASERS]),
+            slot_corr: std::array::from_fn(|slot| lasers[slot % LASERS].dist_correction),
+            slot_rot: std::array::from_fn(|slot| lasers[slot % LASERS].rot_cdeg),
+            min_f: f32_above(settings.min_range_m),
+            max_f: f32_below(settings.max_range_m),
+            slot_ns: std::array::from_fn(|slot| firing_offset_ns(ReturnMode::Strongest, 0, slot)),
             slot_us,
             frac,
         }
@@ -512,68 +564,105 @@ impl Vlp16Decoder {
         };
         let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
         let mode = p.return_mode();
-        let dual = DUAL;
         let s = &self.settings;
         let res = self.calib.distance_resolution_m;
-        let (min_r, max_r) = (s.min_range_m, s.max_range_m);
+        let (min_f, max_f) = (self.min_f, self.max_f);
         let nebula = s.flavor == DecodeFlavor::Nebula;
         let single_type = match mode {
             ReturnMode::Last => ReturnType::Last,
             ReturnMode::First => ReturnType::First,
             _ => ReturnType::Strongest,
-        };
+        } as u8;
         let empty = [0u8; BLOCK_LEN];
         for (block, blk) in blocks.iter().enumerate().take(BLOCKS) {
-            let (az, diff) = self.block_azimuth(p, dual, block);
+            let (az, diff) = self.block_azimuth(p, DUAL, block);
             if nebula
                 && let Some(fov) = s.fov
                 && !fov.block_passes(az)
             {
                 continue;
             }
-            let partner = block ^ 1;
-            let pblk = if dual {
-                blocks.get(partner).unwrap_or(&empty)
+            let pblk = if DUAL {
+                blocks.get(block ^ 1).unwrap_or(&empty)
             } else {
                 &empty
             };
+            let odd = DUAL && block % 2 == 1;
+            let slots = slot_view(blk);
+            let pslots = slot_view(pblk);
             let azf0 = f32::from(az);
             // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
-            let table = self.frac.get(diff as usize);
-            for slot in 0..SLOTS_PER_BLOCK {
-                let o = 4 + 3 * slot;
-                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
-                let other = if DUAL {
-                    u16::from_le_bytes([pblk[o], pblk[o + 1]])
+            let computed: [f32; SLOTS_PER_BLOCK];
+            let table = match self.frac.get(diff as usize) {
+                Some(t) => t,
+                None => {
+                    computed = std::array::from_fn(|slot| diff * self.slot_us[slot] / 110.592f32);
+                    &computed
+                }
+            };
+            // Stage 1, branch-free over the 32 slots (array loops the compiler vectorises):
+            // ranges, and the mask of slots carrying a point (non-zero range inside the range
+            // filter, laser present in the calibration, and in an odd dual block a range
+            // different from the partner's: identical returns are merged).
+            let raws: [u16; SLOTS_PER_BLOCK] =
+                std::array::from_fn(|k| u16::from_le_bytes([slots[k][0], slots[k][1]]));
+            let others: [u16; SLOTS_PER_BLOCK] = if DUAL {
+                std::array::from_fn(|k| u16::from_le_bytes([pslots[k][0], pslots[k][1]]))
+            } else {
+                [0; SLOTS_PER_BLOCK]
+            };
+            let mut dist = [0f32; SLOTS_PER_BLOCK];
+            for ((d, &raw), &corr) in dist.iter_mut().zip(&raws).zip(&self.slot_corr) {
+                let x = f32::from(raw) * res;
+                // `x + (-0.0)` is `x`, bit for bit: a select of the addend, not a branch.
+                *d = x + if x > 1e-6 { corr } else { -0.0 };
+            }
+            let mut mask = 0u32;
+            for k in 0..SLOTS_PER_BLOCK {
+                let keep = (raws[k] != 0)
+                    & (dist[k] > min_f)
+                    & (dist[k] < max_f)
+                    & !(odd & (others[k] == raws[k]));
+                mask |= u32::from(keep) << k;
+            }
+            mask &= self.valid_slots;
+            // Single return: nearly every slot carries a point, so the corrected azimuths are
+            // computed for all 32 slots in one array loop (Nebula's arithmetic: f32
+            // interpolation, f64 correction). Dual return computes them per point.
+            let mut azcs = [0u32; SLOTS_PER_BLOCK];
+            if !DUAL {
+                for ((a, &t), &rot) in azcs.iter_mut().zip(table).zip(&self.slot_rot) {
+                    let azf = (f64::from(azf0 + t) - rot) as f32;
+                    *a = round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    );
+                }
+            }
+            let block_ns = firing_offset_ns(mode, block, 0);
+            // Stage 2: only the slots carrying a point.
+            while mask != 0 {
+                let slot = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                mask &= mask - 1;
+                let raw = raws[slot];
+                let intensity = slots[slot][2];
+                let l = &self.slot_consts[slot];
+                let distance = dist[slot];
+                let mut azc = if DUAL {
+                    let azf = (f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32;
+                    round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    )
                 } else {
-                    0
+                    azcs[slot]
                 };
-                if raw == 0 || (DUAL && block % 2 == 1 && other == raw) {
-                    continue;
-                }
-                let laser = slot % LASERS;
-                let l = self.lasers[laser];
-                if !l.valid {
-                    continue;
-                }
-                let mut distance = f32::from(raw) * res;
-                if distance > 1e-6 {
-                    distance += l.dist_correction;
-                }
-                let d = f64::from(distance);
-                if !(d > min_r && d < max_r) {
-                    continue;
-                }
-                // Same arithmetic and precision as Nebula (f32 interpolation, f64 correction).
-                let frac = match table {
-                    Some(t) => t[slot],
-                    None => diff * self.slot_us[slot] / 110.592f32,
-                };
-                let mut azf = (f64::from(azf0 + frac) - self.rot_cdeg[laser]) as f32;
-                if azf < 0.0 {
-                    azf += AZIMUTH_UNITS as f32;
-                }
-                let mut azc = round_pos(azf);
                 if azc >= AZIMUTH_UNITS {
                     azc %= AZIMUTH_UNITS;
                 }
@@ -582,26 +671,28 @@ impl Vlp16Decoder {
                 {
                     continue;
                 }
-                let [cos_az, sin_az] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
+                let Some(&[cos_az, sin_az, az_rad, _]) = self.trig.get(azc as usize) else {
+                    continue;
+                };
                 let xy = distance * l.cos_vert;
-                let intensity = blk[o + 2];
-                let return_type = if dual {
+                let return_type = if DUAL {
+                    let [o0, o1, other_i] = pslots.get(slot).copied().unwrap_or([0; 3]);
+                    let other = u16::from_le_bytes([o0, o1]);
                     if other == 0 || other == raw {
-                        ReturnType::Identical
+                        ReturnType::Identical as u8
                     } else {
-                        let other_i = pblk[o + 2];
                         let first = if nebula { raw > other } else { raw < other };
                         let strongest = if other_i == intensity {
                             !first
                         } else {
                             intensity > other_i
                         };
-                        match (first, strongest) {
+                        (match (first, strongest) {
                             (true, true) => ReturnType::FirstStrongest,
                             (false, true) => ReturnType::LastStrongest,
                             (true, false) => ReturnType::FirstWeak,
                             (false, false) => ReturnType::LastWeak,
-                        }
+                        }) as u8
                     }
                 } else {
                     single_type
@@ -612,21 +703,29 @@ impl Vlp16Decoder {
                         y: -(xy * sin_az),
                         z: distance * l.sin_vert,
                         intensity,
-                        return_type: return_type as u8,
+                        return_type,
                         channel: l.ring,
-                        azimuth: (f64::from(azc) * RAD_PER_CDEG) as f32,
+                        azimuth: az_rad,
                         elevation: l.vert,
                         distance,
                         time_stamp: 0,
                     },
                     azimuth_cdeg: azc as u16,
-                    offset_ns: firing_offset_ns(mode, block, slot),
+                    offset_ns: block_ns + self.slot_ns[slot],
                     block: block as u8,
                     slot: slot as u8,
                 });
             }
         }
     }
+}
+
+/// The 32 `[distance lo, distance hi, reflectivity]` slots of a block.
+#[inline(always)]
+fn slot_view(blk: &[u8; BLOCK_LEN]) -> &[[u8; 3]; SLOTS_PER_BLOCK] {
+    let (_, body) = blk.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
+    let (slots, _) = body.as_chunks::<3>();
+    <&[[u8; 3]; SLOTS_PER_BLOCK]>::try_from(slots).unwrap_or(&[[0; 3]; SLOTS_PER_BLOCK])
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -313,7 +313,11 @@ pub const fn firing_offset_ns(
 /// Per-laser constants of the decoder, precomputed from the calibration.
 #[derive(Clone, Copy, Debug, Default)]
 struct Laser {
-    corr: Option<LaserCorrection>,
+    /// The laser's calibration (default values for a laser missing from the calibration,
+    /// which [`MultiDecoder::bank_valid`] masks out).
+    corr: LaserCorrection,
+    /// The intensity correction is the identity (no focal slope, no clamp).
+    plain_intensity: bool,
     /// `rot_correction` in 0.01° units, f64 (Nebula's expression).
     rot_cdeg: f64,
     /// Interpolation factor (fraction of the block advance) for this laser, f32.
@@ -332,8 +336,21 @@ pub struct MultiDecoder {
     settings: DecoderSettings,
     unit_m: f32,
     lasers: Vec<Laser>,
-    /// `(cos, sin)` of every azimuth unit, f32.
-    trig: Box<[[f32; 2]]>,
+    /// Per bank of 32 lasers, bit `k` set when laser `32·bank + k` is in the calibration.
+    bank_valid: [u32; 4],
+    /// Per bank of 32 lasers, `dist_correction` of laser `32·bank + k`.
+    bank_corr: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, [`Laser::frac`] of laser `32·bank + k`.
+    bank_frac: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, [`Laser::rot_cdeg`] of laser `32·bank + k`.
+    bank_rot: Box<[[f64; SLOTS_PER_BLOCK]; 4]>,
+    /// Range filter bounds as f32, exact ([`super::f32_above`], [`super::f32_below`]).
+    min_f: f32,
+    /// See `min_f`.
+    max_f: f32,
+    /// `(cos, sin)` of every azimuth unit, f32, then the azimuth in rad (`cdeg · π/18000`,
+    /// f64 rounded to f32) and padding.
+    trig: super::TrigTable,
     /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant).
     seq_ns: u32,
 }
@@ -359,7 +376,7 @@ impl MultiDecoder {
             calib.distance_resolution_m
         };
         let seq_us = sequence_ns(model) as f32 / 1000.0;
-        let lasers = (0..n)
+        let lasers: Vec<Laser> = (0..n)
             .map(|i| {
                 let corr = calib.lasers.get(i).copied();
                 let rot = corr.map_or(0.0, |c| c.rot_correction);
@@ -379,7 +396,10 @@ impl MultiDecoder {
                 };
                 let fd = corr.map_or(0.0, |c| c.focal_distance);
                 Laser {
-                    corr,
+                    corr: corr.unwrap_or_default(),
+                    plain_intensity: corr.is_none_or(|c| {
+                        c.focal_slope == 0.0 && c.min_intensity <= 0.0 && c.max_intensity >= 255.0
+                    }),
                     rot_cdeg: f64::from(rot) * 180.0 / PI * 100.0,
                     frac,
                     focal_offset: 256.0 * (1.0 - fd / 13100.0) * (1.0 - fd / 13100.0),
@@ -387,17 +407,39 @@ impl MultiDecoder {
                 }
             })
             .collect();
-        let trig = (0..AZIMUTH_UNITS)
-            .map(|i| {
-                let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-                [rad.cos(), rad.sin()]
+        let trig = super::trig_table();
+        let mut bank_valid = [0u32; 4];
+        for (i, _) in calib.lasers.iter().enumerate().take(n) {
+            bank_valid[i / SLOTS_PER_BLOCK] |= 1 << (i % SLOTS_PER_BLOCK);
+        }
+        let bank_frac = Box::new(std::array::from_fn(|b| {
+            std::array::from_fn(|k| lasers.get(b * SLOTS_PER_BLOCK + k).map_or(0.0, |l| l.frac))
+        }));
+        let bank_rot = Box::new(std::array::from_fn(|b| {
+            std::array::from_fn(|k| {
+                lasers
+                    .get(b * SLOTS_PER_BLOCK + k)
+                    .map_or(0.0, |l| l.rot_cdeg)
             })
-            .collect();
+        }));
         Self {
             model,
             settings,
             unit_m,
             lasers,
+            bank_valid,
+            bank_frac,
+            bank_rot,
+            bank_corr: Box::new(std::array::from_fn(|b| {
+                std::array::from_fn(|k| {
+                    calib
+                        .lasers
+                        .get(b * SLOTS_PER_BLOCK + k)
+                        .map_or(0.0, |c| c.dist_correction)
+                })
+            })),
+            min_f: super::f32_above(settings.min_range_m),
+            max_f: super::f32_below(settings.max_range_m),
             trig,
             seq_ns: sequence_ns(model),
         }
@@ -484,12 +526,29 @@ impl MultiDecoder {
     /// point that survives the range and field-of-view filters, in packet order (block, slot).
     /// `DecodedPoint::slot` is the laser number (0..127) and `offset_ns` its
     /// [`firing_offset_ns`].
-    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+    ///
+    /// Hot loop: monomorphised on the calibration model (VLS-128 or full) and on dual return;
+    /// per block, the slots carrying a point are found first as a bit mask (no branch per
+    /// slot), then only those are decoded.
+    pub fn decode(&self, p: &Packet<&[u8]>, emit: impl FnMut(DecodedPoint)) {
+        let mode = return_mode(self.model, p);
+        match (self.model == SensorModel::Vls128, mode == ReturnMode::Dual) {
+            (true, false) => self.decode_mode::<true, false>(p, mode, emit),
+            (true, true) => self.decode_mode::<true, true>(p, mode, emit),
+            (false, false) => self.decode_mode::<false, false>(p, mode, emit),
+            (false, true) => self.decode_mode::<false, true>(p, mode, emit),
+        }
+    }
+
+    #[inline(always)]
+    fn decode_mode<const VLS: bool, const DUAL: bool>(
+        &self,
+        p: &Packet<&[u8]>,
+        mode: ReturnMode,
+        mut emit: impl FnMut(DecodedPoint),
+    ) {
         let model = self.model;
-        let mode = return_mode(model, p);
-        let dual = mode == ReturnMode::Dual;
         let s = &self.settings;
-        let vls = model == SensorModel::Vls128;
         let nblocks = data_blocks(model, mode);
         let azs = self.azimuths(p, mode);
         let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
@@ -497,12 +556,15 @@ impl MultiDecoder {
         };
         let (blocks, _) = buf.as_chunks::<BLOCK_LEN>();
         let empty = [0u8; BLOCK_LEN];
-        let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !vls;
+        let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !VLS;
+        let single_type = return_type(mode, 1, 0, 0, || 0) as u8;
+        let (min_f, max_f) = (self.min_f, self.max_f);
         for (block, (&(az, diff), blk)) in azs.iter().zip(blocks).enumerate().take(nblocks) {
             let Some(origin) = bank_origin(model, blk[1]) else {
                 continue;
             };
-            let pblk = if dual {
+            let origin = usize::from(origin);
+            let pblk = if DUAL {
                 blocks.get(block ^ 1).unwrap_or(&empty)
             } else {
                 &empty
@@ -513,68 +575,130 @@ impl MultiDecoder {
             {
                 continue;
             }
+            let odd = DUAL && block % 2 == 1;
+            let slots = super::slot_view(blk);
+            let pslots = super::slot_view(pblk);
+            let bank_no = origin / SLOTS_PER_BLOCK;
+            let Some(bank_corr) = self.bank_corr.get(bank_no) else {
+                continue;
+            };
+            // Stage 1, branch-free array loops over the 32 slots: ranges and the mask of slots
+            // carrying a point (non-zero range inside the range filter, laser in the
+            // calibration, in an odd dual block a range different from the partner's).
+            let raws: [u16; SLOTS_PER_BLOCK] =
+                std::array::from_fn(|k| u16::from_le_bytes([slots[k][0], slots[k][1]]));
+            let others: [u16; SLOTS_PER_BLOCK] = if DUAL {
+                std::array::from_fn(|k| u16::from_le_bytes([pslots[k][0], pslots[k][1]]))
+            } else {
+                [0; SLOTS_PER_BLOCK]
+            };
+            let mut dist = [0f32; SLOTS_PER_BLOCK];
+            for ((d, &raw), &corr) in dist.iter_mut().zip(&raws).zip(bank_corr) {
+                let x = f32::from(raw) * self.unit_m;
+                // `x + (-0.0)` is `x`, bit for bit: a select of the addend, not a branch.
+                *d = x + if x > 1e-6 { corr } else { -0.0 };
+            }
+            let mut mask = 0u32;
+            for k in 0..SLOTS_PER_BLOCK {
+                let keep = (raws[k] != 0)
+                    & (dist[k] > min_f)
+                    & (dist[k] < max_f)
+                    & !(odd & (others[k] == raws[k]));
+                mask |= u32::from(keep) << k;
+            }
+            mask &= self.bank_valid.get(bank_no).copied().unwrap_or(0);
+            let Some(bank) = self.lasers.get(origin..) else {
+                continue;
+            };
             // Nebula's VLP-32 expression `diff * 2.304f / 55.296f * j`, left to right.
-            let nebula_step = diff * 2.304f32 / 55.296f32;
-            for slot in 0..SLOTS_PER_BLOCK {
-                let o = 4 + 3 * slot;
-                let laser = usize::from(origin) + slot;
-                let raw = u16::from_le_bytes([blk[o], blk[o + 1]]);
-                let other = u16::from_le_bytes([pblk[o], pblk[o + 1]]);
-                if raw == 0 || (dual && block % 2 == 1 && other == raw) {
-                    continue;
+            let step = if nebula_vlp {
+                diff * 2.304f32 / 55.296f32
+            } else {
+                diff
+            };
+            let azf0 = f32::from(az);
+            // Single return: nearly every slot carries a point, so the corrected azimuths are
+            // computed for all 32 slots in one array loop; dual return computes them per point.
+            // `azf + (-0.0)` is `azf` bit for bit; `round_pos` is an exact round().
+            let mut azcs = [0u32; SLOTS_PER_BLOCK];
+            if !DUAL
+                && let (Some(fr), Some(rot)) =
+                    (self.bank_frac.get(bank_no), self.bank_rot.get(bank_no))
+            {
+                for ((a, &f), &r) in azcs.iter_mut().zip(fr).zip(rot) {
+                    let azf = (f64::from(azf0 + step * f) - r) as f32;
+                    *a = super::round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    );
                 }
-                let Some(l) = self.lasers.get(laser) else {
+            }
+            // Stage 2: only the slots carrying a point.
+            while mask != 0 {
+                let slot = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                mask &= mask - 1;
+                let Some(l) = bank.get(slot) else {
                     continue;
                 };
-                let Some(c) = l.corr else {
-                    continue;
-                };
-                let mut distance = f32::from(raw) * self.unit_m;
-                if distance > 1e-6 {
-                    distance += c.dist_correction;
-                }
-                let d = f64::from(distance);
-                if !(d > s.min_range_m && d < s.max_range_m) {
-                    continue;
-                }
-                let interp = if nebula_vlp {
-                    nebula_step * l.frac
+                let c = &l.corr;
+                let raw = raws[slot];
+                let raw_i = slots[slot][2];
+                let distance = dist[slot];
+                let mut azc = if DUAL {
+                    let azf = (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32;
+                    super::round_pos(
+                        azf + if azf < 0.0 {
+                            AZIMUTH_UNITS as f32
+                        } else {
+                            -0.0
+                        },
+                    )
                 } else {
-                    diff * l.frac
+                    azcs[slot]
                 };
-                let mut azf = (f64::from(f32::from(az) + interp) - l.rot_cdeg) as f32;
-                if azf < 0.0 {
-                    azf += AZIMUTH_UNITS as f32;
+                if azc >= AZIMUTH_UNITS {
+                    azc %= AZIMUTH_UNITS;
                 }
-                // round() of a non-negative f32, exactly, without a libm call.
-                let azc = ((f64::from(azf) + 0.5) as u32) % AZIMUTH_UNITS;
                 if let Some(fov) = s.fov
-                    && (vls || s.flavor == DecodeFlavor::Manual)
+                    && (VLS || s.flavor == DecodeFlavor::Manual)
                     && !fov_point_passes(fov, azc)
                 {
                     continue;
                 }
-                let [ca, sa] = self.trig.get(azc as usize).copied().unwrap_or([1.0, 0.0]);
-                let (x, y, z) = if vls {
+                let Some(&[ca, sa, az_rad, _]) = self.trig.get(azc as usize) else {
+                    continue;
+                };
+                let (x, y, z) = if VLS {
                     let xy = distance * c.cos_vert;
                     (xy * ca, -(xy * sa), distance * c.sin_vert)
                 } else {
-                    full_model(&c, distance, ca, sa)
+                    full_model(c, distance, ca, sa)
                 };
-                let mut intensity = blk[o + 2];
-                if !vls {
-                    intensity = corrected_intensity(&c, l.focal_offset, intensity, raw);
-                }
-                let return_type = return_type(mode, raw, other, intensity, || pblk[o + 2]);
+                let intensity = if VLS || l.plain_intensity {
+                    raw_i
+                } else {
+                    corrected_intensity(c, l.focal_offset, raw_i, raw)
+                };
+                let return_type = if DUAL {
+                    let [o0, o1, oi] = pslots.get(slot).copied().unwrap_or([0; 3]);
+                    let other = u16::from_le_bytes([o0, o1]);
+                    return_type(mode, raw, other, intensity, || oi) as u8
+                } else {
+                    single_type
+                };
+                let laser = origin + slot;
                 emit(DecodedPoint {
                     point: PointXYZIRCAEDT {
                         x,
                         y,
                         z,
                         intensity,
-                        return_type: return_type as u8,
+                        return_type,
                         channel: c.ring,
-                        azimuth: (f64::from(azc) * (PI / 18_000.0)) as f32,
+                        azimuth: az_rad,
                         elevation: c.vert_correction,
                         distance,
                         time_stamp: 0,
