@@ -13,9 +13,13 @@ pub struct DecodeArgs {
     /// Sensor model (the configured model wins over the packet's product byte).
     #[arg(long)]
     sensor: SensorModel,
-    /// Calibration file (Velodyne: ros-drivers/Nebula YAML; Ouster: the sensor metadata JSON).
+    /// Calibration file: Velodyne ros-drivers/Nebula YAML; Hesai angle-correction CSV (AT128:
+    /// binary `.dat`); Ouster sensor metadata JSON; RoboSense angle CSV (replaced by DIFOP).
     #[arg(long)]
     calibration: PathBuf,
+    /// Hesai: do not check the packets' CRCs (by default a CRC failure is counted malformed).
+    #[arg(long)]
+    hesai_skip_crc: bool,
     /// Cut angle in degrees, [0, 360].
     #[arg(long, default_value_t = 0.0)]
     cut_angle: f64,
@@ -38,6 +42,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     };
     let opts = lidarxdp::sensor::PipelineOptions {
         fov_deg: a.fov,
+        hesai_skip_crc: a.hesai_skip_crc,
         ..Default::default()
     };
     let (frames, counters) =

@@ -60,9 +60,13 @@ pub struct RunArgs {
     /// IPv4 source address of the sensor (default: any source).
     #[arg(long)]
     source: Option<Ipv4Addr>,
-    /// Calibration file (Velodyne: ros-drivers/Nebula YAML).
+    /// Calibration file: Velodyne ros-drivers/Nebula YAML; Hesai angle-correction CSV (AT128:
+    /// binary `.dat`); Ouster sensor metadata JSON; RoboSense angle CSV (replaced by DIFOP).
     #[arg(long)]
     calibration: Option<PathBuf>,
+    /// Hesai: do not check the packets' CRCs (by default a CRC failure is counted malformed).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    hesai_skip_crc: Option<bool>,
     /// Cut angle in degrees, [0, 360] (default 0).
     #[arg(long)]
     cut_angle: Option<f64>,
@@ -111,6 +115,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             extra_port,
             source,
             calibration,
+            hesai_skip_crc,
             cut_angle,
             fov,
             listen,
@@ -176,6 +181,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let opts = lidarxdp::sensor::PipelineOptions {
         fov_deg: a.fov,
+        hesai_skip_crc: a.hesai_skip_crc.unwrap_or(false),
         ..Default::default()
     };
     let pipeline = ScanPipeline::with_options(&cfg, opts).context("sensor configuration")?;

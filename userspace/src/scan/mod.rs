@@ -95,8 +95,10 @@ pub fn install_buffer_source(source: Arc<dyn BufferSource>) -> BufferSourceGuard
     }
 }
 
-/// An empty point buffer with room for `capacity` points: from the thread's source if any.
-fn new_points(capacity: usize) -> Vec<PointXYZIRCAEDT> {
+/// An empty point buffer with room for `capacity` points: from the thread's buffer source
+/// ([`install_buffer_source`], the publisher's LIFO pool) if any, else freshly allocated. Every
+/// vendor decoder takes its frame buffers here so a warm decoder does not allocate.
+pub fn new_points(capacity: usize) -> Vec<PointXYZIRCAEDT> {
     let v = BUFFER_SOURCE.with(|s| s.borrow().as_ref().and_then(|s| s.take_buffer()));
     match v {
         Some(mut v) => {

@@ -718,7 +718,7 @@ impl HesaiStream {
             return;
         }
         let cap = buf.points.len() + buf.points.len() / 8;
-        self.bufs[usize::from(b)].points = Vec::with_capacity(cap);
+        self.bufs[usize::from(b)].points = crate::scan::new_points(cap);
         out.push(Frame {
             header: FrameHeader {
                 sensor_id: self.sensor_id,

@@ -134,6 +134,8 @@ pub struct OusterStream {
     last_published: Option<u16>,
     pending_malformed: u32,
     point_capacity: usize,
+    /// The packet bitmap of the last published frame, reused by the next one.
+    spare_seen: Vec<u64>,
     decoded_any: bool,
     stats: OusterStats,
 }
@@ -205,6 +207,7 @@ impl OusterStream {
             last_published: None,
             pending_malformed: 0,
             point_capacity,
+            spare_seen: Vec::new(),
             decoded_any: false,
             stats: OusterStats::default(),
             meta,
@@ -265,6 +268,7 @@ impl OusterStream {
         }
         self.point_capacity = self.point_capacity.max(b.points.len());
         self.last_published = Some(b.frame_id);
+        self.spare_seen = std::mem::take(&mut b.seen);
         out.push(Frame {
             header: FrameHeader {
                 sensor_id: self.sensor_id,
@@ -282,6 +286,9 @@ impl OusterStream {
 
     fn open(&mut self, frame_id: u16, host_ns: u64) {
         let slots = self.format.packets_per_frame().div_ceil(64);
+        let mut seen = std::mem::take(&mut self.spare_seen);
+        seen.clear();
+        seen.resize(slots, 0);
         self.cur = Some(Building {
             frame_id,
             start_ns: 0,
@@ -290,8 +297,8 @@ impl OusterStream {
             last_col_ns: 0,
             received: 0,
             malformed: std::mem::take(&mut self.pending_malformed),
-            seen: vec![0; slots],
-            points: Vec::with_capacity(self.point_capacity),
+            seen,
+            points: crate::scan::new_points(self.point_capacity),
             unordered: false,
             has_time: false,
         });
