@@ -421,6 +421,30 @@ fn round_pos(x: f32) -> u32 {
     (f64::from(x) + 0.5) as u32
 }
 
+/// A corrected azimuth `azf` in 0.01° (possibly negative, at most one turn off) rounded to the
+/// nearest 0.01° and brought into [0, 36000) (Nebula's rounding: negative values are lifted by a
+/// turn before rounding).
+#[inline(always)]
+fn wrap_round_cdeg(azf: f32) -> u32 {
+    wrap_cdeg(round_pos(
+        azf + if azf < 0.0 {
+            AZIMUTH_UNITS as f32
+        } else {
+            -0.0
+        },
+    ))
+}
+
+/// `azc` (0.01°) brought into [0, 36000); the division only runs for the rare value past a turn.
+#[inline(always)]
+fn wrap_cdeg(azc: u32) -> u32 {
+    if azc >= AZIMUTH_UNITS {
+        azc % AZIMUTH_UNITS
+    } else {
+        azc
+    }
+}
+
 impl std::fmt::Debug for Vlp16Decoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The 36,000-entry trig table is left out.
@@ -651,21 +675,11 @@ impl Vlp16Decoder {
                 let intensity = slots[slot][2];
                 let l = &self.slot_consts[slot];
                 let distance = dist[slot];
-                let mut azc = if DUAL {
-                    let azf = (f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32;
-                    round_pos(
-                        azf + if azf < 0.0 {
-                            AZIMUTH_UNITS as f32
-                        } else {
-                            -0.0
-                        },
-                    )
+                let azc = if DUAL {
+                    wrap_round_cdeg((f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32)
                 } else {
-                    azcs[slot]
+                    wrap_cdeg(azcs[slot])
                 };
-                if azc >= AZIMUTH_UNITS {
-                    azc %= AZIMUTH_UNITS;
-                }
                 if let Some(fov) = s.fov
                     && !fov.point_passes(azc)
                 {

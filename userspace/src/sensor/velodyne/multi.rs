@@ -647,21 +647,11 @@ impl MultiDecoder {
                 let raw = raws[slot];
                 let raw_i = slots[slot][2];
                 let distance = dist[slot];
-                let mut azc = if DUAL {
-                    let azf = (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32;
-                    super::round_pos(
-                        azf + if azf < 0.0 {
-                            AZIMUTH_UNITS as f32
-                        } else {
-                            -0.0
-                        },
-                    )
+                let azc = if DUAL {
+                    super::wrap_round_cdeg((f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32)
                 } else {
-                    azcs[slot]
+                    super::wrap_cdeg(azcs[slot])
                 };
-                if azc >= AZIMUTH_UNITS {
-                    azc %= AZIMUTH_UNITS;
-                }
                 if let Some(fov) = s.fov
                     && (VLS || s.flavor == DecodeFlavor::Manual)
                     && !fov_point_passes(fov, azc)
