@@ -102,6 +102,8 @@ fn check(model: SensorModel, pcap: &str, calib: &str) {
     let cfg = SensorConfig::new(0, model, std::path::Path::new(DATA).join(calib));
     let mut p = ScanPipeline::new(&cfg).unwrap();
     let mut out = Vec::with_capacity(8);
+    let pool = publisher.pool().clone();
+    let mut pushed = 0u64;
     let mut run = |passes: usize, out: &mut Vec<_>| {
         let mut frames = 0;
         for _ in 0..passes {
@@ -110,8 +112,18 @@ fn check(model: SensorModel, pcap: &str, calib: &str) {
                 for f in out.drain(..) {
                     assert!(sender.send(f));
                     frames += 1;
-                    // Let the subscriber take the frame so its buffer comes back.
-                    std::thread::sleep(Duration::from_millis(5));
+                    pushed += 1;
+                    // Wait until the subscriber has taken the frame and its buffer is back in
+                    // the pool (a loaded machine must not turn into a pool miss). Reading the
+                    // pool's atomics allocates nothing.
+                    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                    while pool.counters().returned < pushed {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "frame {pushed} not returned"
+                        );
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                 }
             }
         }
