@@ -9,7 +9,8 @@
 //! - [`loader`]: loading and attaching the XDP program (aya);
 //! - [`capture`]: the decoder thread per (interface, queue);
 //! - [`protocol`], [`publish`], [`client`]: the TCP wire format, publisher and subscriber;
-//! - [`replay`], [`offline`]: sending and decoding pcaps.
+//! - [`replay`], [`offline`]: sending and decoding pcaps;
+//! - [`privs`]: dropping capabilities once the daemon is set up.
 #![warn(missing_docs)]
 
 pub mod capture;
@@ -20,6 +21,7 @@ pub mod net;
 pub mod offline;
 pub mod pcd;
 pub mod point;
+pub mod privs;
 pub mod protocol;
 pub mod publish;
 pub mod reassembly;

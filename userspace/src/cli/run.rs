@@ -2,8 +2,9 @@
 //!
 //! Start-up order: validate the configuration and load the calibration (fail before touching
 //! the network), attach the XDP program, open and bind the AF_XDP socket, register it and the
-//! sensor in the program's maps, start the publisher (its queue must exist before the capture
-//! thread can push frames), then the capture thread. Everything that steers packets is in place
+//! sensor in the program's maps, bind the publisher's listening socket, drop every capability
+//! and set `NO_NEW_PRIVS` (`lidarxdp::privs`, `docs/deploy.md`), start the publisher (its queue
+//! must exist before the capture thread can push frames), then the capture thread. Everything that steers packets is in place
 //! before the publisher accepts its first subscriber, so a connected subscriber knows the daemon
 //! is ready. SIGTERM/SIGINT stop the capture thread, which flushes its frame in progress; the
 //! publisher drains and closes; the counters are written (`--stats-json`); dropping the program
@@ -74,9 +75,24 @@ pub struct RunArgs {
     /// (config file: `fov = [270.0, 90.0]`).
     #[arg(long, value_name = "MIN:MAX", value_parser = super::parse_fov)]
     fov: Option<(f64, f64)>,
-    /// Address subscribers connect to (default 127.0.0.1:7510).
+    /// Address subscribers connect to (default 127.0.0.1:7510). A non-loopback address also
+    /// needs `--listen-public`.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Allow `--listen` on a non-loopback address (the protocol has no authentication).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    listen_public: Option<bool>,
+    /// Maximum simultaneous subscribers, 1..=1024 (default 16).
+    #[arg(long)]
+    max_subscribers: Option<usize>,
+    /// Once set up, switch to this user (and its groups) before dropping every capability;
+    /// needs CAP_SETUID and CAP_SETGID (root). Files written at exit (`--stats-json`) are
+    /// then written as this user.
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
+    /// Keep the start-up capabilities instead of dropping them all once set up (debugging).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    keep_caps: Option<bool>,
     /// XDP attach mode: auto (native, else generic), native or generic.
     #[arg(long, value_enum)]
     xdp_mode: Option<AttachMode>,
@@ -93,6 +109,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
 }
+
+/// Upper bound of `--max-subscribers` (the publisher's io_uring is sized from it).
+const MAX_SUBSCRIBERS: usize = 1024;
 
 macro_rules! merge {
     ($cli:ident, $file:ident, $($f:ident),*) => { $( if $cli.$f.is_none() { $cli.$f = $file.$f.take(); } )* };
@@ -119,6 +138,10 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             cut_angle,
             fov,
             listen,
+            listen_public,
+            max_subscribers,
+            keep_caps,
+            user,
             xdp_mode,
             bpf_object,
             umem_frames,
@@ -174,6 +197,26 @@ pub fn run(args: RunArgs) -> Result<()> {
         bail!("--umem-frames: {umem_frames} is not a power of two in 64..=65536");
     }
     let listen = a.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7510)));
+    if !listen.ip().is_loopback() && !a.listen_public.unwrap_or(false) {
+        bail!(
+            "--listen: {listen} is not a loopback address; subscribers are not authenticated, \
+             so pass --listen-public to serve it anyway"
+        );
+    }
+    let max_subscribers = a.max_subscribers.unwrap_or(16);
+    if !(1..=MAX_SUBSCRIBERS).contains(&max_subscribers) {
+        bail!("--max-subscribers: {max_subscribers} is out of range; valid 1..={MAX_SUBSCRIBERS}");
+    }
+
+    let user = match &a.user {
+        Some(name) => {
+            Some(lidarxdp::privs::lookup_user(name).with_context(|| format!("--user {name}"))?)
+        }
+        None => None,
+    };
+    if user.is_some() && a.keep_caps.unwrap_or(false) {
+        bail!("--user and --keep-caps exclude each other");
+    }
 
     let cfg = SensorConfig {
         cut_angle_deg: a.cut_angle.unwrap_or(0.0),
@@ -235,9 +278,30 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     let worker_stop = Arc::new(AtomicBool::new(false));
     let queue_frames = Arc::new(ArrayQueue::new(16));
-    let publisher = Publisher::spawn(
+    // Bound (and listening) before the capabilities go, so a privileged port still works.
+    let listener =
+        std::net::TcpListener::bind(listen).with_context(|| format!("publisher on {listen}"))?;
+    // Everything privileged is done. Capabilities are per thread: drop them here, on the main
+    // thread before the publisher and capture threads exist, so those inherit the empty sets.
+    if a.keep_caps.unwrap_or(false) {
+        log::warn!("--keep-caps: keeping the start-up capabilities");
+    } else {
+        let caps = lidarxdp::privs::drop_all(user.as_ref()).context("dropping capabilities")?;
+        match &user {
+            Some(u) => log::info!(
+                "now user {} (uid {}, gid {}); capabilities dropped: {caps}",
+                u.name,
+                u.uid,
+                u.gid
+            ),
+            None => log::info!("capabilities dropped: {caps}"),
+        }
+    }
+    let publisher = Publisher::spawn_on(
+        listener,
         PublisherConfig {
             listen,
+            max_subscribers,
             sensors: vec![lidarxdp::protocol::SensorEntry {
                 id: 0,
                 name: a.name.clone().unwrap_or_else(|| model.name().to_owned()),

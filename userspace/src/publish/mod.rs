@@ -331,6 +331,19 @@ impl Publisher {
         frames: Arc<ArrayQueue<Frame>>,
     ) -> io::Result<PublisherHandle> {
         let listener = TcpListener::bind(cfg.listen)?;
+        Self::spawn_on(listener, cfg, frames)
+    }
+
+    /// [`Publisher::spawn`] on a listener already bound (and listening) by the caller, e.g.
+    /// before the daemon drops its capabilities; `cfg.listen` is ignored.
+    ///
+    /// # Errors
+    /// io_uring unavailable, eventfd or thread creation failure.
+    pub fn spawn_on(
+        listener: TcpListener,
+        cfg: PublisherConfig,
+        frames: Arc<ArrayQueue<Frame>>,
+    ) -> io::Result<PublisherHandle> {
         let local_addr = listener.local_addr()?;
         let max_subscribers = cfg.max_subscribers.max(1);
         let entries = (max_subscribers * 3 + 16)

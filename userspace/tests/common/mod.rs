@@ -185,22 +185,33 @@ impl Daemon {
     /// Starts `lidarxdp run --iface IFACE --listen 127.0.0.1:PORT --stats-json F ARGS...` in
     /// `ns` and waits until the publisher accepts connections.
     pub fn start_with(ns: &str, iface: &str, listen_port: u16, args: &[&str]) -> Self {
+        Self::start_wrapped(ns, &[], iface, listen_port, args)
+    }
+
+    /// [`Daemon::start_with`] with the daemon run through `wrapper` (e.g. `setpriv ...`), which
+    /// must exec it (the pid stays the daemon's).
+    pub fn start_wrapped(
+        ns: &str,
+        wrapper: &[&str],
+        iface: &str,
+        listen_port: u16,
+        args: &[&str],
+    ) -> Self {
         let stats_path = std::env::temp_dir().join(format!(
             "lidarxdp-test-{}-{listen_port}.json",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&stats_path);
-        let child = NetnsPair::exec(
-            ns,
-            &[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface],
-        )
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{listen_port}"))
-        .arg("--stats-json")
-        .arg(&stats_path)
-        .args(args)
-        .spawn()
-        .expect("spawn daemon");
+        let mut cmd_args = wrapper.to_vec();
+        cmd_args.extend_from_slice(&[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface]);
+        let child = NetnsPair::exec(ns, &cmd_args)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{listen_port}"))
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .args(args)
+            .spawn()
+            .expect("spawn daemon");
         let mut d = Self { child, stats_path };
         let ns2 = ns.to_string();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

@@ -1,0 +1,264 @@
+//! Privileged end-to-end tests of least privilege (`docs/deploy.md`): once set up, the daemon
+//! holds no capability at all in any thread, has `NoNewPrivs` set, and still captures, decodes,
+//! reads its XDP counters and `XDP_STATISTICS`, and detaches its program on exit. And the
+//! start-up capability set of `docs/lidarxdp.service` is exactly what a non-root daemon needs:
+//! it starts as `nobody` with those ambient capabilities and fails without any one of them.
+mod common;
+
+use std::{process::Command, time::Duration};
+
+use common::{Daemon, NetnsPair, data, get, privileged};
+use lidarxdp::privs::CapState;
+
+const PCAP: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
+const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
+
+/// The capabilities `docs/lidarxdp.service` grants at start, in `setpriv` spelling.
+const START_CAPS: [&str; 5] = ["bpf", "perfmon", "net_admin", "net_raw", "ipc_lock"];
+
+fn replay(net: &NetnsPair) -> u64 {
+    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
+        .arg(data(PCAP))
+        .args([
+            "--to",
+            &format!("{}:2368", net.host_ip),
+            "--rate",
+            "max",
+            "--json",
+        ])
+        .output()
+        .expect("run replay");
+    assert!(
+        out.status.success(),
+        "replay: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay JSON");
+    get(&v, &["sent"])
+}
+
+fn xdp_attached(ns: &str, iface: &str) -> bool {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-d", "link", "show", "dev", iface])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+/// The capability state of every thread of `pid`.
+fn thread_caps(pid: u32) -> Vec<(String, CapState)> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let status = std::fs::read_to_string(t.join("status")).unwrap();
+        let name = std::fs::read_to_string(t.join("comm")).unwrap();
+        v.push((
+            name.trim().to_owned(),
+            CapState::parse(&status).expect("Cap lines"),
+        ));
+    }
+    v
+}
+
+/// No capability at all, in every set, in every thread; NoNewPrivs set.
+const DROPPED: CapState = CapState {
+    effective: 0,
+    permitted: 0,
+    inheritable: 0,
+    bounding: 0,
+    ambient: 0,
+    no_new_privs: true,
+};
+
+/// Replays the 84-packet capture into a running daemon, stops it and checks it all arrived,
+/// the XDP counters were readable and the program is detached afterwards.
+fn capture_84(net: &NetnsPair, daemon: Daemon) {
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(replay(net), 84);
+    std::thread::sleep(Duration::from_millis(500));
+    let stats = daemon.stop();
+    assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 84, "{stats}");
+    assert_eq!(get(&stats, &["sensors", "0", "malformed"]), 0, "{stats}");
+    // Program counters through the map fd and XDP_STATISTICS, both after the drop.
+    assert_eq!(get(&stats, &["xdp", "redirected"]), 84, "{stats}");
+    assert_eq!(get(&stats, &["xsk", "rx_dropped"]), 0, "{stats}");
+    assert!(
+        !xdp_attached(&net.host_ns, &net.host_if),
+        "XDP program still attached after exit"
+    );
+}
+
+/// Started as root: after set-up every thread of the daemon has empty CapEff, CapPrm, CapInh,
+/// CapBnd, CapAmb and NoNewPrivs 1, and the daemon still receives and decodes all 84 packets.
+#[test]
+fn root_daemon_drops_every_capability_and_still_captures() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("prv");
+    let calib = data(CALIB);
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7621,
+        &[
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            calib.to_str().unwrap(),
+        ],
+    );
+    let pid = daemon.child.id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let main = CapState::parse(&status).unwrap();
+    assert_eq!(main, DROPPED, "{status}");
+    let threads = thread_caps(pid);
+    assert!(threads.len() >= 3, "main, publisher, capture: {threads:?}");
+    for (name, caps) in &threads {
+        assert_eq!(caps, &DROPPED, "thread {name}");
+    }
+    capture_84(&net, daemon);
+}
+
+fn setpriv_args(caps: &[&str]) -> Vec<String> {
+    let list: String = caps.iter().map(|c| format!(",+{c}")).collect();
+    vec![
+        // 64 KiB of RLIMIT_MEMLOCK: the UMEM only fits with CAP_IPC_LOCK, whatever the
+        // limit the tests inherit.
+        "prlimit".into(),
+        "--memlock=65536:65536".into(),
+        "setpriv".into(),
+        "--reuid=nobody".into(),
+        "--regid=nogroup".into(),
+        "--init-groups".into(),
+        format!("--inh-caps=-all{list}"),
+        format!("--ambient-caps=-all{list}"),
+        format!("--bounding-set=-all{list}"),
+    ]
+}
+
+/// Started as `nobody` with exactly [`START_CAPS`] as ambient capabilities (what
+/// `docs/lidarxdp.service` grants): the daemon starts, drops them all (its bounding set stays
+/// the five, as it lacks CAP_SETPCAP to empty it) and captures all 84 packets.
+#[test]
+fn nobody_with_the_unit_capabilities_starts_drops_and_captures() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("prn");
+    let calib = data(CALIB);
+    let wrapper = setpriv_args(&START_CAPS);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let daemon = Daemon::start_wrapped(
+        &net.host_ns,
+        &wrapper,
+        &net.host_if,
+        7622,
+        &[
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            calib.to_str().unwrap(),
+        ],
+    );
+    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_IPC_LOCK 14, CAP_PERFMON 38, CAP_BPF 39.
+    let unit_bounding = (1u64 << 12) | (1 << 13) | (1 << 14) | (1 << 38) | (1 << 39);
+    for (name, caps) in thread_caps(daemon.child.id()) {
+        assert_eq!(
+            caps,
+            CapState {
+                bounding: unit_bounding,
+                ..DROPPED
+            },
+            "thread {name}"
+        );
+    }
+    capture_84(&net, daemon);
+}
+
+/// Without any one of [`START_CAPS`], the non-root daemon fails at start-up; the message of
+/// each failure is printed (recorded in `docs/deploy.md`).
+#[test]
+fn nobody_without_any_one_unit_capability_fails_to_start() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("prf");
+    let calib = data(CALIB);
+    for missing in START_CAPS {
+        let caps: Vec<&str> = START_CAPS
+            .iter()
+            .copied()
+            .filter(|c| *c != missing)
+            .collect();
+        let mut args = vec!["timeout".to_string(), "20".into()];
+        args.extend(setpriv_args(&caps));
+        args.extend(
+            [
+                env!("CARGO_BIN_EXE_lidarxdp"),
+                "run",
+                "--iface",
+                &net.host_if,
+                "--listen",
+                "127.0.0.1:7623",
+                "--sensor",
+                "vlp16",
+                "--calibration",
+                calib.to_str().unwrap(),
+            ]
+            .map(String::from),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = NetnsPair::exec(&net.host_ns, &args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("without cap_{missing}: {stderr}");
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "without cap_{missing} the daemon must fail at start-up: {stderr}"
+        );
+        assert!(
+            !xdp_attached(&net.host_ns, &net.host_if),
+            "without cap_{missing}: program left attached"
+        );
+    }
+}
+
+/// Started as root with `--user nobody`: after set-up every thread runs as uid/gid 65534 with
+/// no capability (bounding set empty, NoNewPrivs 1), and the daemon still captures all 84
+/// packets and writes its counters as `nobody` on exit.
+#[test]
+fn root_daemon_switches_to_user_and_still_captures() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("pru");
+    let calib = data(CALIB);
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7624,
+        &[
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            calib.to_str().unwrap(),
+            "--user",
+            "nobody",
+        ],
+    );
+    let pid = daemon.child.id();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let status = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
+        assert_eq!(CapState::parse(&status).unwrap(), DROPPED, "{status}");
+        for (key, want) in [
+            ("Uid:", "65534\t65534\t65534\t65534"),
+            ("Gid:", "65534\t65534\t65534\t65534"),
+            ("Groups:", "65534"),
+        ] {
+            let line = status.lines().find_map(|l| l.strip_prefix(key)).unwrap();
+            assert_eq!(line.trim(), want, "{key} {status}");
+        }
+    }
+    capture_84(&net, daemon);
+}
