@@ -9,13 +9,15 @@
 //! - [`loader`]: loading and attaching the XDP program (aya);
 //! - [`capture`]: the decoder thread per (interface, queue);
 //! - [`protocol`], [`publish`], [`client`]: the TCP wire format, publisher and subscriber;
-//! - [`replay`], [`offline`]: sending and decoding pcaps.
+//! - [`replay`], [`offline`]: sending and decoding pcaps;
+//! - [`metrics`]: Prometheus text rendering of the counters.
 #![warn(missing_docs)]
 
 pub mod capture;
 pub mod client;
 pub mod frame;
 pub mod loader;
+pub mod metrics;
 pub mod net;
 pub mod offline;
 pub mod pcd;
