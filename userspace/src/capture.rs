@@ -160,6 +160,63 @@ pub struct CaptureStats {
     pub sensors: Vec<SensorCounters>,
     /// IPv4 reassembly outcomes of this thread.
     pub reassembly: SharedReassemblyCounters,
+    /// The socket's `XDP_STATISTICS`, refreshed by the capture thread when it goes idle (at
+    /// most every [`XDP_STATISTICS_PERIOD`]) and at exit.
+    pub xdp_statistics: SharedXdpStatistics,
+}
+
+/// Minimum interval between two `XDP_STATISTICS` reads by the capture thread.
+pub const XDP_STATISTICS_PERIOD: Duration = Duration::from_millis(100);
+
+/// [`XdpStatistics`] shared with other threads (relaxed atomics; `valid` is set after the
+/// first successful read).
+#[derive(Debug, Default)]
+pub struct SharedXdpStatistics {
+    /// True once a snapshot has been stored.
+    pub valid: AtomicBool,
+    /// See [`XdpStatistics::rx_dropped`].
+    pub rx_dropped: AtomicU64,
+    /// See [`XdpStatistics::rx_invalid_descs`].
+    pub rx_invalid_descs: AtomicU64,
+    /// See [`XdpStatistics::tx_invalid_descs`].
+    pub tx_invalid_descs: AtomicU64,
+    /// See [`XdpStatistics::rx_ring_full`].
+    pub rx_ring_full: AtomicU64,
+    /// See [`XdpStatistics::rx_fill_ring_empty_descs`].
+    pub rx_fill_ring_empty_descs: AtomicU64,
+    /// See [`XdpStatistics::tx_ring_empty_descs`].
+    pub tx_ring_empty_descs: AtomicU64,
+}
+
+impl SharedXdpStatistics {
+    /// Publishes a snapshot.
+    pub fn store(&self, s: &XdpStatistics) {
+        let o = Ordering::Relaxed;
+        self.rx_dropped.store(s.rx_dropped, o);
+        self.rx_invalid_descs.store(s.rx_invalid_descs, o);
+        self.tx_invalid_descs.store(s.tx_invalid_descs, o);
+        self.rx_ring_full.store(s.rx_ring_full, o);
+        self.rx_fill_ring_empty_descs
+            .store(s.rx_fill_ring_empty_descs, o);
+        self.tx_ring_empty_descs.store(s.tx_ring_empty_descs, o);
+        self.valid.store(true, Ordering::Release);
+    }
+
+    /// Reads the last published snapshot, `None` before the first.
+    pub fn load(&self) -> Option<XdpStatistics> {
+        let o = Ordering::Relaxed;
+        if !self.valid.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(XdpStatistics {
+            rx_dropped: self.rx_dropped.load(o),
+            rx_invalid_descs: self.rx_invalid_descs.load(o),
+            tx_invalid_descs: self.tx_invalid_descs.load(o),
+            rx_ring_full: self.rx_ring_full.load(o),
+            rx_fill_ring_empty_descs: self.rx_fill_ring_empty_descs.load(o),
+            tx_ring_empty_descs: self.tx_ring_empty_descs.load(o),
+        })
+    }
 }
 
 /// What a capture thread reports when it ends.
@@ -263,6 +320,7 @@ impl CaptureWorker {
         let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
         let wait = types::Timespec::from(self.idle_wait);
+        let mut last_statistics: Option<std::time::Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             let now = realtime_ns();
             let sensors = &mut self.sensors;
@@ -295,6 +353,12 @@ impl CaptureWorker {
                 reasm.poll_timeout(now);
                 self.publish(&mut out, &mut local);
                 self.store(&local, &reasm);
+                if last_statistics.is_none_or(|t| t.elapsed() >= XDP_STATISTICS_PERIOD) {
+                    last_statistics = Some(std::time::Instant::now());
+                    if let Ok(s) = self.xsk.statistics() {
+                        self.stats.xdp_statistics.store(&s);
+                    }
+                }
                 if !poll_armed {
                     let sqe = opcode::PollAdd::new(fd, libc::POLLIN as u32)
                         .build()
@@ -332,7 +396,10 @@ impl CaptureWorker {
         self.publish(&mut out, &mut local);
         self.store(&local, &reasm);
         let xdp_statistics = match self.xsk.statistics() {
-            Ok(s) => Some(s),
+            Ok(s) => {
+                self.stats.xdp_statistics.store(&s);
+                Some(s)
+            }
             Err(e) => {
                 log::warn!("XDP_STATISTICS: {e}");
                 None

@@ -11,12 +11,14 @@
 //! - [`protocol`], [`publish`], [`client`]: the TCP wire format, publisher and subscriber;
 //! - [`replay`], [`offline`]: sending and decoding pcaps;
 //! - [`privs`]: dropping capabilities once the daemon is set up.
+//! - [`metrics`]: Prometheus text rendering of the counters.
 #![warn(missing_docs)]
 
 pub mod capture;
 pub mod client;
 pub mod frame;
 pub mod loader;
+pub mod metrics;
 pub mod net;
 pub mod offline;
 pub mod pcd;

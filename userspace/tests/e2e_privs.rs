@@ -106,6 +106,8 @@ fn root_daemon_drops_every_capability_and_still_captures() {
             "vlp16",
             "--calibration",
             calib.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:9753",
         ],
     );
     let pid = daemon.child.id();
@@ -113,7 +115,10 @@ fn root_daemon_drops_every_capability_and_still_captures() {
     let main = CapState::parse(&status).unwrap();
     assert_eq!(main, DROPPED, "{status}");
     let threads = thread_caps(pid);
-    assert!(threads.len() >= 3, "main, publisher, capture: {threads:?}");
+    assert!(
+        threads.len() >= 4,
+        "main, publisher, capture, metrics HTTP: {threads:?}"
+    );
     for (name, caps) in &threads {
         assert_eq!(caps, &DROPPED, "thread {name}");
     }

@@ -1,5 +1,6 @@
 //! Command-line interface (clap). One module per command.
 mod decode;
+mod http;
 mod run;
 mod subscribe;
 
@@ -26,6 +27,19 @@ enum Cmd {
     Replay(ReplayArgs),
     /// Decode a pcap offline into frames, one line per frame, optionally as PCD files.
     Decode(decode::DecodeArgs),
+    /// Fetch a running daemon's metrics (`run --metrics`) and print them as a table.
+    Stats(StatsArgs),
+}
+
+/// `lidarxdp stats` arguments.
+#[derive(clap::Args)]
+struct StatsArgs {
+    /// Address of the daemon's metrics endpoint (`lidarxdp run --metrics ADDR`).
+    #[arg(value_name = "ADDR", default_value = "127.0.0.1:9751")]
+    addr: SocketAddr,
+    /// Print the raw Prometheus text instead of the table.
+    #[arg(long)]
+    raw: bool,
 }
 
 /// `lidarxdp replay` arguments.
@@ -79,6 +93,18 @@ pub fn main() -> Result<()> {
         Cmd::Run(args) => run::run(*args),
         Cmd::Subscribe(args) => subscribe::subscribe(args),
         Cmd::Decode(args) => decode::decode(args),
+        Cmd::Stats(a) => {
+            let text = http::get(a.addr, "/metrics")?;
+            if a.raw {
+                print!("{text}");
+            } else {
+                print!(
+                    "{}",
+                    lidarxdp::metrics::table(&lidarxdp::metrics::parse(&text))
+                );
+            }
+            Ok(())
+        }
         Cmd::Replay(a) => {
             let stats = lidarxdp::replay::replay(&lidarxdp::replay::ReplayConfig {
                 pcap: a.pcap,

@@ -108,6 +108,13 @@ pub struct RunArgs {
     /// Write the final counters as JSON to this file on exit.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (off by default; the usual address is
+    /// 127.0.0.1:9751). Loopback only unless `--metrics-public`.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Allow `--metrics` on a non-loopback address (the endpoint has no authentication).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    metrics_public: Option<bool>,
 }
 
 /// Upper bound of `--max-subscribers` (the publisher's io_uring is sized from it).
@@ -146,7 +153,9 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             bpf_object,
             umem_frames,
             cpu,
-            stats_json
+            stats_json,
+            metrics,
+            metrics_public
         );
     }
     Ok(a)
@@ -217,6 +226,15 @@ pub fn run(args: RunArgs) -> Result<()> {
     if user.is_some() && a.keep_caps.unwrap_or(false) {
         bail!("--user and --keep-caps exclude each other");
     }
+    if let Some(m) = a.metrics
+        && !m.ip().is_loopback()
+        && !a.metrics_public.unwrap_or(false)
+    {
+        bail!(
+            "--metrics: {m} is not a loopback address; the metrics endpoint has no \
+             authentication, add --metrics-public to serve it there anyway"
+        );
+    }
 
     let cfg = SensorConfig {
         cut_angle_deg: a.cut_angle.unwrap_or(0.0),
@@ -272,6 +290,16 @@ pub fn run(args: RunArgs) -> Result<()> {
         program.add_sensor(extra, a.source.map(|ip| ip.octets()), 0)?;
     }
 
+    // Bound before anything else starts so a busy port fails the start-up; its thread starts
+    // only after the capabilities are dropped (below), so it holds none.
+    let metrics_listener = match a.metrics {
+        Some(addr) => Some((
+            addr,
+            std::net::TcpListener::bind(addr).with_context(|| format!("--metrics: bind {addr}"))?,
+        )),
+        None => None,
+    };
+
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
@@ -297,6 +325,15 @@ pub fn run(args: RunArgs) -> Result<()> {
             None => log::info!("capabilities dropped: {caps}"),
         }
     }
+    let metrics = match metrics_listener {
+        Some((addr, listener)) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            super::http::spawn_server(listener, tx)?;
+            log::info!("metrics at http://{addr}/metrics");
+            Some(rx)
+        }
+        None => None,
+    };
     let publisher = Publisher::spawn_on(
         listener,
         PublisherConfig {
@@ -345,8 +382,26 @@ pub fn run(args: RunArgs) -> Result<()> {
     );
 
     let mut last_log = std::time::Instant::now();
+    let sensor_model = model.name().to_owned();
+    let snapshot = |program: &XdpProgram, publisher: &lidarxdp::publish::PublisherHandle| {
+        metrics_snapshot(
+            program,
+            &stats,
+            &publisher.counters(),
+            &iface,
+            queue,
+            &sensor_model,
+        )
+    };
     while !stop.load(Ordering::Relaxed) && !thread.is_finished() {
-        std::thread::sleep(Duration::from_millis(50));
+        match &metrics {
+            Some(rx) => {
+                if let Ok(reply) = rx.recv_timeout(Duration::from_millis(50)) {
+                    let _ = reply.send(lidarxdp::metrics::render(&snapshot(&program, &publisher)));
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
         if last_log.elapsed() >= Duration::from_secs(10) {
             last_log = std::time::Instant::now();
             log::info!(
@@ -390,6 +445,58 @@ fn pin_to_cpu(cpu: usize) {
             "--cpu {cpu}: sched_setaffinity failed: {}",
             std::io::Error::last_os_error()
         );
+    }
+}
+
+/// The counters [`lidarxdp::metrics::render`] exposes, read now.
+fn metrics_snapshot(
+    program: &XdpProgram,
+    stats: &CaptureStats,
+    publisher: &PublisherCounters,
+    iface: &str,
+    queue: u32,
+    model: &str,
+) -> lidarxdp::metrics::Snapshot {
+    use lidarxdp::metrics::{CaptureSnapshot, QueueSnapshot, SensorSnapshot, Snapshot};
+    let r = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let c = &stats.capture;
+    Snapshot {
+        xdp: program.counters().ok(),
+        queues: vec![QueueSnapshot {
+            iface: iface.to_owned(),
+            queue,
+            xsk: stats.xdp_statistics.load(),
+            capture: CaptureSnapshot {
+                rx_frames: r(&c.rx_frames),
+                rx_bytes: r(&c.rx_bytes),
+                sensor_datagrams: r(&c.sensor_datagrams),
+                not_udp: r(&c.not_udp),
+                fragments: r(&c.fragments),
+                unknown_sensor: r(&c.unknown_sensor),
+                waits: r(&c.waits),
+                frames_out: r(&c.frames_out),
+                frames_dropped: r(&c.frames_dropped),
+            },
+            reassembly: stats.reassembly.load(),
+        }],
+        sensors: stats
+            .sensors
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SensorSnapshot {
+                id: i as u16,
+                model: model.to_owned(),
+                packets: r(&s.datagrams),
+                bytes: r(&s.bytes),
+                decoded: r(&s.decoded),
+                malformed: r(&s.malformed),
+                ignored: r(&s.ignored),
+                reassembled: r(&s.reassembled),
+                frames: r(&s.frames),
+                points: r(&s.points),
+            })
+            .collect(),
+        publisher: *publisher,
     }
 }
 

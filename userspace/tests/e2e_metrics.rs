@@ -1,0 +1,150 @@
+//! The Prometheus endpoint (`lidarxdp run --metrics`) and `lidarxdp stats`: live values over
+//! HTTP inside the daemon's namespace after a replayed capture, 404 for other paths, and the
+//! loopback-only rule. The first test is privileged (see `tests/common`).
+mod common;
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use common::{Daemon, NetnsPair, data, in_netns, privileged};
+
+const PCAP: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
+const METRICS_PORT: u16 = 9751;
+
+/// `GET path` on 127.0.0.1:9751 inside `ns`; returns (status line, body).
+fn http_get(ns: &str, path: &str) -> (String, String) {
+    let path = path.to_owned();
+    in_netns(ns, move || {
+        let mut s = TcpStream::connect(("127.0.0.1", METRICS_PORT)).expect("connect metrics");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        let (head, body) = resp.split_once("\r\n\r\n").expect("HTTP response");
+        (head.lines().next().unwrap().to_owned(), body.to_owned())
+    })
+}
+
+/// The value of the sample line starting with `series ` (name plus labels, exactly).
+fn value(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{series} missing in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("met");
+    let addr = format!("127.0.0.1:{METRICS_PORT}");
+    let daemon = Daemon::start(&net.host_ns, &net.host_if, 7611, &["--metrics", &addr]);
+
+    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
+        .arg(data(PCAP))
+        .args(["--to", &format!("{}:2368", net.host_ip), "--rate", "max"])
+        .output()
+        .expect("run replay");
+    assert!(out.status.success(), "replay failed");
+
+    // The capture thread publishes its counters when it goes idle; poll until it has.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let (status, body) = http_get(&net.host_ns, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        if value(
+            &body,
+            r#"lidarxdp_sensor_decoded_total{sensor="0",model="VLP16"}"#,
+        ) == 84
+            && body.contains("lidarxdp_xsk_rx_ring_full_total")
+        {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "counters never reached 84:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let q = format!(r#"{{iface="{}",queue="0"}}"#, net.host_if);
+    let s = r#"{sensor="0",model="VLP16"}"#;
+    for (series, want) in [
+        ("lidarxdp_xdp_redirected_total".to_owned(), 84),
+        ("lidarxdp_xdp_no_socket_total".to_owned(), 0),
+        (format!("lidarxdp_sensor_packets_total{s}"), 84),
+        (format!("lidarxdp_sensor_decoded_total{s}"), 84),
+        (format!("lidarxdp_sensor_bytes_total{s}"), 84 * 1206),
+        (format!("lidarxdp_sensor_malformed_total{s}"), 0),
+        (format!("lidarxdp_sensor_ignored_total{s}"), 0),
+        (format!("lidarxdp_capture_rx_frames_total{q}"), 84),
+        (format!("lidarxdp_capture_rx_bytes_total{q}"), 84 * 1248),
+        (format!("lidarxdp_capture_sensor_datagrams_total{q}"), 84),
+        (format!("lidarxdp_capture_unknown_sensor_total{q}"), 0),
+        (format!("lidarxdp_reassembly_failed_total{q}"), 0),
+        (format!("lidarxdp_xsk_rx_ring_full_total{q}"), 0),
+        (format!("lidarxdp_xsk_rx_dropped_total{q}"), 0),
+        (format!("lidarxdp_xsk_rx_fill_ring_empty_descs_total{q}"), 0),
+        ("lidarxdp_publisher_subscribers".to_owned(), 0),
+    ] {
+        assert_eq!(value(&text, &series), want, "{series}\n{text}");
+    }
+    assert!(text.contains("# TYPE lidarxdp_xdp_redirected_total counter\n"));
+
+    let (status, _) = http_get(&net.host_ns, "/");
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+
+    // `lidarxdp stats` prints the same series as a table.
+    let out = NetnsPair::exec(&net.host_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "stats"])
+        .output()
+        .expect("run stats");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("lidarxdp_xdp_redirected_total "))
+        .unwrap_or_else(|| panic!("no row in\n{table}"));
+    assert!(row.ends_with(" 84"), "{row}");
+
+    let stats = daemon.stop();
+    assert_eq!(common::get(&stats, &["xdp", "redirected"]), 84);
+}
+
+#[test]
+fn non_loopback_metrics_address_needs_metrics_public() {
+    let calib = data("velodyne/vlp16/calibration/VLP16db.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_lidarxdp"))
+        .args(["run", "--iface", "lo", "--sensor", "vlp16", "--calibration"])
+        .arg(calib)
+        .args(["--metrics", "0.0.0.0:9751"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--metrics-public"), "{err}");
+}
+
+#[test]
+fn stats_reports_an_unreachable_daemon() {
+    // Port 1 on loopback: nothing listens there.
+    let out = Command::new(env!("CARGO_BIN_EXE_lidarxdp"))
+        .args(["stats", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("connect to 127.0.0.1:1"), "{err}");
+}
