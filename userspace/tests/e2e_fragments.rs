@@ -30,50 +30,23 @@ const OS1_32: &str = "ouster/os1-32/OS-1-32-G_v2.1.1_1024x10.pcap";
 const CALIB: &str = "ouster/os1-32/OS-1-32-G_v2.1.1_1024x10.json";
 const PORT: u16 = 7502;
 
-/// Starts `lidarxdp run --sensor ouster --port 7502` in `ns` (like `common::Daemon::start`, which
-/// is fixed to port 2368) and waits until the publisher accepts connections.
+/// Starts `lidarxdp run --sensor ouster --port 7502` with the OS1-32 metadata in `ns`.
 fn start_daemon(ns: &str, iface: &str, listen_port: u16) -> Daemon {
-    let stats_path = std::env::temp_dir().join(format!(
-        "lidarxdp-frag-{}-{listen_port}.json",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&stats_path);
-    let child = NetnsPair::exec(
+    let calib = data(CALIB);
+    let port = PORT.to_string();
+    Daemon::start_with(
         ns,
-        &[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface],
+        iface,
+        listen_port,
+        &[
+            "--sensor",
+            "ouster",
+            "--port",
+            &port,
+            "--calibration",
+            calib.to_str().unwrap(),
+        ],
     )
-    .args([
-        "--sensor",
-        "ouster",
-        "--port",
-        &PORT.to_string(),
-        "--listen",
-    ])
-    .arg(format!("127.0.0.1:{listen_port}"))
-    .arg("--calibration")
-    .arg(data(CALIB))
-    .arg("--stats-json")
-    .arg(&stats_path)
-    .spawn()
-    .expect("spawn daemon");
-    let mut d = Daemon { child, stats_path };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(s) = d.child.try_wait().unwrap() {
-            panic!("daemon exited during start-up: {s}");
-        }
-        let ns2 = ns.to_string();
-        if in_netns(&ns2, move || {
-            std::net::TcpStream::connect(("127.0.0.1", listen_port)).is_ok()
-        }) {
-            return d;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "daemon not ready in 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A `tcpdump` writing what leaves the sensor side; stopped (SIGINT) and reaped on `finish`.
@@ -178,21 +151,7 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     assert_eq!(datagrams.len(), 64);
 
     let daemon = start_daemon(&net.host_ns, &net.host_if, 7611);
-    let subscriber = std::thread::spawn({
-        let ns = net.host_ns.clone();
-        move || {
-            in_netns(&ns, || {
-                let mut sub =
-                    lidarxdp::client::Subscriber::connect("127.0.0.1:7611".parse().unwrap())
-                        .unwrap();
-                let mut frames = Vec::new();
-                while let Some(f) = sub.next_frame().unwrap() {
-                    frames.push((*f.header(), f.points().to_vec()));
-                }
-                frames
-            })
-        }
-    });
+    let subscriber = common::collect_frames(&net.host_ns, 7611);
     std::thread::sleep(Duration::from_millis(200));
     let dump = Tcpdump::start(
         &net.sensor_ns,
@@ -200,17 +159,7 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
         &format!("ip and src host {}", net.sensor_ip),
     );
 
-    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
-        .arg(data(OS1_32))
-        .args(["--to", &format!("{}:{PORT}", net.host_ip), "--json"])
-        .output()
-        .expect("run replay");
-    assert!(
-        out.status.success(),
-        "replay: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay JSON");
+    let v = common::replay(&net, OS1_32, PORT, "realtime");
     assert_eq!(get(&v, &["sent"]), 64, "{v}");
     assert_eq!(get(&v, &["bytes"]), 64 * 6464, "{v}");
 
@@ -425,12 +374,7 @@ fn fragment_faults_are_counted_and_the_sensor_keeps_being_served() {
     // Let X's 1 s reassembly timeout expire in the daemon.
     std::thread::sleep(Duration::from_millis(1300));
 
-    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
-        .arg(data(OS1_32))
-        .args(["--to", &format!("{}:{PORT}", net.host_ip), "--json"])
-        .output()
-        .expect("run replay");
-    assert!(out.status.success());
+    common::replay(&net, OS1_32, PORT, "realtime");
     std::thread::sleep(Duration::from_millis(300));
     let stats = daemon.stop();
 

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Daemon, NetnsPair, data, in_netns, privileged};
+use common::{Daemon, NetnsPair, data, get, in_netns, privileged};
 
 const PCAP: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
 const METRICS_PORT: u16 = 9751;
@@ -50,12 +50,7 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
     let addr = format!("127.0.0.1:{METRICS_PORT}");
     let daemon = Daemon::start(&net.host_ns, &net.host_if, 7611, &["--metrics", &addr]);
 
-    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
-        .arg(data(PCAP))
-        .args(["--to", &format!("{}:2368", net.host_ip), "--rate", "max"])
-        .output()
-        .expect("run replay");
-    assert!(out.status.success(), "replay failed");
+    assert_eq!(get(&common::replay(&net, PCAP, 2368, "max"), &["sent"]), 84);
 
     // The capture thread publishes its counters when it goes idle; poll until it has.
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -5,9 +5,9 @@
 //! it starts as `nobody` with those ambient capabilities and fails without any one of them.
 mod common;
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
-use common::{Daemon, NetnsPair, data, get, privileged};
+use common::{Daemon, NetnsPair, data, get, privileged, xdp_attached};
 use lidarxdp::privs::CapState;
 
 const PCAP: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
@@ -17,32 +17,7 @@ const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
 const START_CAPS: [&str; 5] = ["bpf", "perfmon", "net_admin", "net_raw", "ipc_lock"];
 
 fn replay(net: &NetnsPair) -> u64 {
-    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
-        .arg(data(PCAP))
-        .args([
-            "--to",
-            &format!("{}:2368", net.host_ip),
-            "--rate",
-            "max",
-            "--json",
-        ])
-        .output()
-        .expect("run replay");
-    assert!(
-        out.status.success(),
-        "replay: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay JSON");
-    get(&v, &["sent"])
-}
-
-fn xdp_attached(ns: &str, iface: &str) -> bool {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-d", "link", "show", "dev", iface])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+    get(&common::replay(net, PCAP, 2368, "max"), &["sent"])
 }
 
 /// The capability state of every thread of `pid`.

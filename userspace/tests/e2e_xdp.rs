@@ -4,53 +4,19 @@ mod common;
 
 use std::{
     net::{TcpListener, TcpStream, UdpSocket},
-    process::Command,
     time::Duration,
 };
 
-use common::{Daemon, NetnsPair, data, get, in_netns, privileged, wait};
-use lidarxdp::{
-    client::Subscriber,
-    frame::FrameHeader,
-    point::PointXYZIRCAEDT,
-    sensor::{SensorConfig, SensorModel},
+use common::{
+    Daemon, NetnsPair, collect_frames, data, get, in_netns, privileged, wait, xdp_attached,
 };
+use lidarxdp::sensor::{SensorConfig, SensorModel};
 
 const DUAL: &str = "velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap";
 const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
 
 fn replay(net: &NetnsPair, pcap: &str, rate: &str) -> u64 {
-    replay_to(net, pcap, rate, 2368)
-}
-
-/// Replays `pcap` to the host side at `port` (0: each datagram's recorded port).
-fn replay_to(net: &NetnsPair, pcap: &str, rate: &str, port: u16) -> u64 {
-    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
-        .arg(data(pcap))
-        .args([
-            "--to",
-            &format!("{}:{port}", net.host_ip),
-            "--rate",
-            rate,
-            "--json",
-        ])
-        .output()
-        .expect("run replay");
-    assert!(
-        out.status.success(),
-        "replay: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay JSON");
-    get(&v, &["sent"])
-}
-
-fn xdp_attached(ns: &str, iface: &str) -> bool {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-d", "link", "show", "dev", iface])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+    get(&common::replay(net, pcap, 2368, rate), &["sent"])
 }
 
 /// Every data packet of the replayed dual-return capture arrives through AF_XDP at the recorded
@@ -63,19 +29,7 @@ fn replayed_capture_arrives_whole_and_equals_offline_decode() {
     }
     let net = NetnsPair::new("e2e");
     let daemon = Daemon::start(&net.host_ns, &net.host_if, 7601, &[]);
-    let subscriber = std::thread::spawn({
-        let ns = net.host_ns.clone();
-        move || {
-            in_netns(&ns, || {
-                let mut sub = Subscriber::connect("127.0.0.1:7601".parse().unwrap()).unwrap();
-                let mut frames = Vec::new();
-                while let Some(f) = sub.next_frame().unwrap() {
-                    frames.push((*f.header(), f.points().to_vec()));
-                }
-                frames
-            })
-        }
-    });
+    let subscriber = collect_frames(&net.host_ns, 7601);
     std::thread::sleep(Duration::from_millis(200));
     let sent = replay(&net, DUAL, "realtime");
     assert_eq!(sent, 603);
@@ -123,24 +77,6 @@ fn replayed_capture_arrives_whole_and_equals_offline_decode() {
     }
 }
 
-fn collect_frames(
-    ns: &str,
-    port: u16,
-) -> std::thread::JoinHandle<Vec<(FrameHeader, Vec<PointXYZIRCAEDT>)>> {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        in_netns(&ns, move || {
-            let mut sub =
-                Subscriber::connect(format!("127.0.0.1:{port}").parse().unwrap()).unwrap();
-            let mut frames = Vec::new();
-            while let Some(f) = sub.next_frame().unwrap() {
-                frames.push((*f.header(), f.points().to_vec()));
-            }
-            frames
-        })
-    })
-}
-
 /// A RoboSense Helios-16P with its MSOP (6699) and DIFOP (7788) ports both steered to the same
 /// pipeline: the DIFOP's angle table is applied live, and the frames equal offline decoding.
 #[test]
@@ -169,7 +105,10 @@ fn robosense_msop_and_difop_ports_feed_one_pipeline() {
     );
     let sub = collect_frames(&net.host_ns, 7604);
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(replay_to(&net, PCAP, "realtime", 0), 751);
+    assert_eq!(
+        get(&common::replay(&net, PCAP, 0, "realtime"), &["sent"]),
+        751
+    );
     std::thread::sleep(Duration::from_millis(500));
     let stats = daemon.stop();
     let live = sub.join().unwrap();

@@ -286,3 +286,53 @@ pub fn get(v: &serde_json::Value, path: &[&str]) -> u64 {
     cur.as_u64()
         .unwrap_or_else(|| panic!("{path:?} missing in {v}"))
 }
+
+/// Runs `lidarxdp replay PCAP --to HOST_IP:PORT --rate RATE --json` in the sensor namespace
+/// (`port` 0: each datagram's recorded port), asserts it succeeded and returns its JSON result
+/// (`sent`, `bytes`, ...).
+pub fn replay(net: &NetnsPair, pcap: &str, port: u16, rate: &str) -> serde_json::Value {
+    let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
+        .arg(data(pcap))
+        .args(["--to", &format!("{}:{port}", net.host_ip)])
+        .args(["--rate", rate, "--json"])
+        .output()
+        .expect("run replay");
+    assert!(
+        out.status.success(),
+        "replay: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("replay JSON")
+}
+
+/// Whether an XDP program is attached to `iface` in namespace `ns` (per `ip -d link`).
+pub fn xdp_attached(ns: &str, iface: &str) -> bool {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-d", "link", "show", "dev", iface])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+/// A received frame: header and points.
+pub type ReceivedFrame = (
+    lidarxdp::frame::FrameHeader,
+    Vec<lidarxdp::point::PointXYZIRCAEDT>,
+);
+
+/// Subscribes to the daemon at 127.0.0.1:`port` inside `ns` on a new thread and collects every
+/// frame until the stream ends (the daemon stops).
+pub fn collect_frames(ns: &str, port: u16) -> std::thread::JoinHandle<Vec<ReceivedFrame>> {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        in_netns(&ns, move || {
+            let addr = format!("127.0.0.1:{port}").parse().unwrap();
+            let mut sub = lidarxdp::client::Subscriber::connect(addr).unwrap();
+            let mut frames = Vec::new();
+            while let Some(f) = sub.next_frame().unwrap() {
+                frames.push((*f.header(), f.points().to_vec()));
+            }
+            frames
+        })
+    })
+}
