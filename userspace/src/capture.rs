@@ -91,6 +91,43 @@ pub struct SensorCounters {
     pub bytes: AtomicU64,
 }
 
+impl CaptureCounters {
+    /// A plain copy of the counters (relaxed loads).
+    pub fn snapshot(&self) -> crate::metrics::CaptureSnapshot {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::metrics::CaptureSnapshot {
+            rx_frames: r(&self.rx_frames),
+            rx_bytes: r(&self.rx_bytes),
+            sensor_datagrams: r(&self.sensor_datagrams),
+            not_udp: r(&self.not_udp),
+            fragments: r(&self.fragments),
+            unknown_sensor: r(&self.unknown_sensor),
+            waits: r(&self.waits),
+            frames_out: r(&self.frames_out),
+            frames_dropped: r(&self.frames_dropped),
+        }
+    }
+}
+
+impl SensorCounters {
+    /// A plain copy of the counters (relaxed loads), labelled with the sensor's `id` and `model`.
+    pub fn snapshot(&self, id: u16, model: &str) -> crate::metrics::SensorSnapshot {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::metrics::SensorSnapshot {
+            id,
+            model: model.to_owned(),
+            packets: r(&self.datagrams),
+            bytes: r(&self.bytes),
+            decoded: r(&self.decoded),
+            malformed: r(&self.malformed),
+            ignored: r(&self.ignored),
+            reassembled: r(&self.reassembled),
+            frames: r(&self.frames),
+            points: r(&self.points),
+        }
+    }
+}
+
 /// [`ReassemblyCounters`] shared with other threads (relaxed atomics, same staleness as
 /// [`CaptureCounters`]).
 #[derive(Debug, Default)]

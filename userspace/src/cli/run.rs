@@ -457,44 +457,21 @@ fn metrics_snapshot(
     queue: u32,
     model: &str,
 ) -> lidarxdp::metrics::Snapshot {
-    use lidarxdp::metrics::{CaptureSnapshot, QueueSnapshot, SensorSnapshot, Snapshot};
-    let r = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let c = &stats.capture;
+    use lidarxdp::metrics::{QueueSnapshot, Snapshot};
     Snapshot {
         xdp: program.counters().ok(),
         queues: vec![QueueSnapshot {
             iface: iface.to_owned(),
             queue,
             xsk: stats.xdp_statistics.load(),
-            capture: CaptureSnapshot {
-                rx_frames: r(&c.rx_frames),
-                rx_bytes: r(&c.rx_bytes),
-                sensor_datagrams: r(&c.sensor_datagrams),
-                not_udp: r(&c.not_udp),
-                fragments: r(&c.fragments),
-                unknown_sensor: r(&c.unknown_sensor),
-                waits: r(&c.waits),
-                frames_out: r(&c.frames_out),
-                frames_dropped: r(&c.frames_dropped),
-            },
+            capture: stats.capture.snapshot(),
             reassembly: stats.reassembly.load(),
         }],
         sensors: stats
             .sensors
             .iter()
             .enumerate()
-            .map(|(i, s)| SensorSnapshot {
-                id: i as u16,
-                model: model.to_owned(),
-                packets: r(&s.datagrams),
-                bytes: r(&s.bytes),
-                decoded: r(&s.decoded),
-                malformed: r(&s.malformed),
-                ignored: r(&s.ignored),
-                reassembled: r(&s.reassembled),
-                frames: r(&s.frames),
-                points: r(&s.points),
-            })
+            .map(|(i, s)| s.snapshot(i as u16, model))
             .collect(),
         publisher: *publisher,
     }
@@ -509,7 +486,6 @@ fn stats_json(
     publisher: &PublisherCounters,
 ) -> serde_json::Value {
     use serde_json::json;
-    let r = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let xdp = match program.counters() {
         Ok(c) => json!({
             "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
@@ -537,17 +513,19 @@ fn stats_json(
         }
         None => json!({}),
     };
-    let c = &stats.capture;
+    let c = stats.capture.snapshot();
     let ra = stats.reassembly.load();
     let sensors: Vec<_> = stats
         .sensors
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
+            let s = s.snapshot(i as u16, "");
             json!({
-                "decoded": r(&s.decoded), "malformed": r(&s.malformed), "ignored": r(&s.ignored),
-                "frames": r(&s.frames), "points": r(&s.points),
-                "datagrams": r(&s.datagrams), "reassembled": r(&s.reassembled),
-                "bytes": r(&s.bytes),
+                "decoded": s.decoded, "malformed": s.malformed, "ignored": s.ignored,
+                "frames": s.frames, "points": s.points,
+                "datagrams": s.packets, "reassembled": s.reassembled,
+                "bytes": s.bytes,
             })
         })
         .collect();
@@ -555,11 +533,11 @@ fn stats_json(
         "xdp": xdp,
         "xsk": xsk,
         "capture": {
-            "rx_frames": r(&c.rx_frames), "rx_bytes": r(&c.rx_bytes),
-            "sensor_datagrams": r(&c.sensor_datagrams), "not_udp": r(&c.not_udp),
-            "fragments": r(&c.fragments), "unknown_sensor": r(&c.unknown_sensor),
-            "waits": r(&c.waits), "frames_out": r(&c.frames_out),
-            "frames_dropped": r(&c.frames_dropped),
+            "rx_frames": c.rx_frames, "rx_bytes": c.rx_bytes,
+            "sensor_datagrams": c.sensor_datagrams, "not_udp": c.not_udp,
+            "fragments": c.fragments, "unknown_sensor": c.unknown_sensor,
+            "waits": c.waits, "frames_out": c.frames_out,
+            "frames_dropped": c.frames_dropped,
         },
         "sensors": sensors,
         "reassembly": {
