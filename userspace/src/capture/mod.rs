@@ -65,6 +65,10 @@ pub struct SensorSlot {
     pub source: Option<[u8; 4]>,
     /// The sensor's decoder and scan assembler.
     pub pipeline: ScanPipeline,
+    /// The return mode the configuration expects, or `None`. The first time the packets'
+    /// own return mode is known and differs, a warning is logged (decoding follows the
+    /// packets).
+    pub expect_return_mode: Option<crate::sensor::ReturnMode>,
 }
 
 /// Counters of one capture thread, readable from any thread (relaxed atomics written only by
@@ -371,6 +375,8 @@ struct Local {
     frames_dropped: u64,
     /// Per sensor slot: (datagrams, reassembled, bytes).
     sensors: Vec<[u64; 3]>,
+    /// Per sensor slot: the return mode was compared with the expected one.
+    mode_checked: Vec<bool>,
 }
 
 /// Hands one UDP datagram to the sensor it belongs to, or counts it as unknown.
@@ -382,19 +388,38 @@ fn dispatch(
     now: u64,
     out: &mut Vec<Frame>,
 ) {
-    let slot = sensors.iter_mut().enumerate().find(|(_, s)| {
-        (s.port == d.dst_port || s.extra_port == Some(d.dst_port))
-            && s.source.is_none_or(|ip| ip == d.src_ip)
-    });
+    // As the XDP program does: a sensor bound to this exact source first, then "any source".
+    let on_port = |s: &SensorSlot| s.port == d.dst_port || s.extra_port == Some(d.dst_port);
+    let slot = sensors
+        .iter()
+        .position(|s| on_port(s) && s.source == Some(d.src_ip))
+        .or_else(|| {
+            sensors
+                .iter()
+                .position(|s| on_port(s) && s.source.is_none())
+        });
     match slot {
-        Some((i, s)) => {
+        Some(i) => {
             local.sensor_datagrams += 1;
             if let Some(t) = local.sensors.get_mut(i) {
                 t[0] += 1;
                 t[1] += u64::from(reassembled);
                 t[2] += d.payload.len() as u64;
             }
+            let s = &mut sensors[i];
             s.pipeline.push(d.payload, now, out);
+            if let (Some(want), Some(false)) = (s.expect_return_mode, local.mode_checked.get(i))
+                && let Some(got) = s.pipeline.return_mode()
+            {
+                local.mode_checked[i] = true;
+                if got != want {
+                    log::warn!(
+                        "sensor on port {}: packets are in return mode {got}, the configuration \
+                         expects {want}; decoding follows the packets",
+                        s.port
+                    );
+                }
+            }
         }
         None => local.unknown_sensor += 1,
     }
@@ -414,6 +439,7 @@ impl<S: PacketSource> CaptureWorker<S> {
         let _buffers = crate::scan::install_buffer_source(self.sender.buffer_source());
         let mut local = Local {
             sensors: vec![[0; 3]; self.sensors.len()],
+            mode_checked: vec![false; self.sensors.len()],
             ..Local::default()
         };
         let mut reasm = Reassembler::new(REASSEMBLY);

@@ -1,4 +1,5 @@
 //! Command-line interface (clap). One module per command.
+mod config;
 mod decode;
 mod http;
 mod run;
@@ -21,6 +22,13 @@ struct Cli {
 enum Cmd {
     /// Run the daemon: attach the XDP program, capture through AF_XDP, decode, publish.
     Run(Box<run::RunArgs>),
+    /// Validate a `run --config` file (ranges, names, ports, calibration files) and print the
+    /// effective configuration as TOML; touches no network interface.
+    CheckConfig {
+        /// The TOML configuration file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
     /// Connect to a daemon and print one line per frame.
     Subscribe(subscribe::SubscribeArgs),
     /// Send a pcap's UDP payloads to IP:PORT with the recorded timing.
@@ -91,6 +99,7 @@ pub fn parse_fov(s: &str) -> Result<(f64, f64), String> {
 pub fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Run(args) => run::run(*args),
+        Cmd::CheckConfig { file } => run::check_config(file),
         Cmd::Subscribe(args) => subscribe::subscribe(args),
         Cmd::Decode(args) => decode::decode(args),
         Cmd::Stats(a) => {

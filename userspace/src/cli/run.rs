@@ -1,14 +1,16 @@
 //! `lidarxdp run`: the daemon.
 //!
-//! Start-up order: validate the configuration and load the calibration (fail before touching
-//! the network), attach the XDP program, open and bind the AF_XDP socket, register it and the
-//! sensor in the program's maps, bind the publisher's listening socket, drop every capability
-//! and set `NO_NEW_PRIVS` (`lidarxdp::privs`, `docs/deploy.md`), start the publisher (its queue
-//! must exist before the capture thread can push frames), then the capture thread. Everything that steers packets is in place
-//! before the publisher accepts its first subscriber, so a connected subscriber knows the daemon
-//! is ready. SIGTERM/SIGINT stop the capture thread, which flushes its frame in progress; the
-//! publisher drains and closes; the counters are written (`--stats-json`); dropping the program
-//! detaches it.
+//! Start-up order: merge the flags over the config file and validate them into a plan of
+//! capture threads ([`super::config`]), load every calibration (fail before touching the
+//! network); per interface attach the XDP program; per (interface, queue) open and bind the
+//! AF_XDP socket (or, for the socket baselines, bind the UDP sockets) and register it and its
+//! sensors in the program's maps; bind the publisher's listening socket; drop every capability
+//! and set `NO_NEW_PRIVS` (`lidarxdp::privs`, `docs/deploy.md`); start the publisher (its queue
+//! must exist before a capture thread can push frames), then one capture thread per queue.
+//! Everything that steers packets is in place before the publisher accepts its first
+//! subscriber, so a connected subscriber knows the daemon is ready. SIGTERM/SIGINT stop the
+//! capture threads, which flush their frames in progress; the publisher drains and closes; the
+//! counters are written (`--stats-json`); dropping the programs detaches them.
 use std::{
     net::{Ipv4Addr, SocketAddr},
     path::PathBuf,
@@ -27,12 +29,14 @@ use lidarxdp::{
         SensorCounters, SensorSlot, SocketSource, StallSchedule, UdpSocketConfig, UringSource,
         XdpSource,
     },
-    loader::{AttachMode, XdpProgram},
+    loader::{AttachMode, ProgramCounters, XdpProgram},
     publish::{FrameSender, Publisher, PublisherConfig, PublisherCounters},
     sensor::{ScanPipeline, SensorConfig, SensorModel},
     xsk::{BindMode, UmemConfig, XskConfig, XskSocket},
 };
 use serde::Deserialize;
+
+use super::config::{self, Inputs, Plan, SensorPlan, SensorSection};
 
 /// `lidarxdp run` arguments. Every flag can also come from `--config FILE` (TOML, same names
 /// with underscores); flags given on the command line win.
@@ -123,9 +127,30 @@ pub struct RunArgs {
     /// UMEM frames (power of two, 64..=65536; default 4096, i.e. 8 MiB of 2 KiB frames).
     #[arg(long)]
     umem_frames: Option<u32>,
-    /// Pin the capture thread to this CPU.
+    /// Pin the capture thread to this CPU (one capture thread only; see `--cpus`).
     #[arg(long)]
     cpu: Option<usize>,
+    /// Pin the capture threads, one CPU each, in configuration order (e.g. `--cpus 2,3`).
+    #[arg(long, value_name = "LIST", value_parser = super::config::parse_cpu_list)]
+    #[serde(skip)]
+    cpus: Option<super::config::CpuList>,
+    /// Frames each subscriber may have queued before the oldest is dropped, 1..=64 (default 3).
+    #[arg(long)]
+    subscriber_queue: Option<usize>,
+    /// Finished frames between the capture threads and the publisher, 1..=1024 (default 16).
+    #[arg(long)]
+    frame_queue: Option<usize>,
+    /// Expected return mode of the (single) sensor; a different one in the packets is logged.
+    #[arg(long)]
+    return_mode: Option<String>,
+    /// Sensors (config file only): `[[sensors]]` tables, see `lidarxdp check-config`.
+    #[arg(skip)]
+    #[serde(default)]
+    sensors: Vec<super::config::SensorSection>,
+    /// Per-queue settings (config file only): `[[queues]]` tables.
+    #[arg(skip)]
+    #[serde(default)]
+    queues: Vec<super::config::QueueSection>,
     /// Write the final counters as JSON to this file on exit.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
@@ -142,9 +167,6 @@ fn de_stall<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<StallSchedu
     let s = String::deserialize(d)?;
     s.parse().map(Some).map_err(serde::de::Error::custom)
 }
-
-/// Upper bound of `--max-subscribers` (the publisher's io_uring is sized from it).
-const MAX_SUBSCRIBERS: usize = 1024;
 
 macro_rules! merge {
     ($cli:ident, $file:ident, $($f:ident),*) => { $( if $cli.$f.is_none() { $cli.$f = $file.$f.take(); } )* };
@@ -185,71 +207,113 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             cpu,
             stats_json,
             metrics,
-            metrics_public
+            metrics_public,
+            subscriber_queue,
+            frame_queue,
+            return_mode
         );
+        a.sensors = std::mem::take(&mut f.sensors);
+        a.queues = std::mem::take(&mut f.queues);
     }
     Ok(a)
+}
+
+/// Validates the merged arguments into the plan of capture threads.
+fn plan(a: &RunArgs) -> Result<Plan> {
+    let single_given = a.sensor.is_some()
+        || a.calibration.is_some()
+        || a.port.is_some()
+        || a.extra_port.is_some()
+        || a.source.is_some()
+        || a.name.is_some()
+        || a.cut_angle.is_some()
+        || a.fov.is_some()
+        || a.return_mode.is_some()
+        || a.hesai_skip_crc.is_some();
+    let single = single_given.then(|| SensorSection {
+        name: a.name.clone(),
+        model: a.sensor,
+        calibration: a.calibration.clone(),
+        port: a.port,
+        extra_port: a.extra_port,
+        source: a.source,
+        iface: None,
+        queue: None,
+        cut_angle: a.cut_angle,
+        fov: a.fov,
+        return_mode: a.return_mode.clone(),
+        hesai_skip_crc: a.hesai_skip_crc,
+    });
+    config::build(Inputs {
+        backend: a.backend,
+        iface: a.iface.clone(),
+        queue: a.queue,
+        cpu: a.cpu,
+        cpus: a.cpus.clone().map(|c| c.0),
+        umem_frames: a.umem_frames,
+        listen: a.listen,
+        listen_public: a.listen_public.unwrap_or(false),
+        max_subscribers: a.max_subscribers,
+        subscriber_queue: a.subscriber_queue,
+        frame_queue: a.frame_queue,
+        rcvbuf: a.rcvbuf,
+        stall: a.stall,
+        single,
+        sensors: a.sensors.clone(),
+        queues: a.queues.clone(),
+        xdp_mode: a.xdp_mode,
+    })
+}
+
+/// Builds a sensor's decoding pipeline (reads its calibration).
+fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
+    let cfg = SensorConfig {
+        cut_angle_deg: s.cut_angle,
+        ..SensorConfig::new(s.id, s.model, &s.calibration)
+    };
+    let opts = lidarxdp::sensor::PipelineOptions {
+        fov_deg: s.fov,
+        hesai_skip_crc: s.hesai_skip_crc,
+        ..Default::default()
+    };
+    ScanPipeline::with_options(&cfg, opts)
+        .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))
+}
+
+/// `lidarxdp check-config FILE`: validates the file as `lidarxdp run --config FILE` would
+/// (ranges, names, filter keys, every calibration file) and prints the effective configuration
+/// as TOML. Touches no network interface.
+///
+/// Errors: the first invalid field (named as in the file, with its value and valid range), or
+/// a calibration file that cannot be read or parsed.
+pub fn check_config(path: PathBuf) -> Result<()> {
+    let a = load_config(RunArgs {
+        config: Some(path.clone()),
+        ..RunArgs::default()
+    })?;
+    let plan = plan(&a).with_context(|| format!("config {}", path.display()))?;
+    for s in plan.sensors() {
+        pipeline(s).with_context(|| format!("config {}", path.display()))?;
+    }
+    print!(
+        "{}",
+        toml::to_string_pretty(&plan).context("print the effective configuration")?
+    );
+    eprintln!(
+        "check-config: {} OK: {} sensor(s) on {} capture thread(s), backend {}",
+        path.display(),
+        plan.sensors().count(),
+        plan.queues.len(),
+        plan.backend.name()
+    );
+    Ok(())
 }
 
 /// Runs the daemon until SIGTERM/SIGINT; see the module documentation.
 pub fn run(args: RunArgs) -> Result<()> {
     let a = load_config(args)?;
-    let backend = a.backend.unwrap_or_default();
-    let iface = match (&a.iface, backend) {
-        (Some(i), _) => i.clone(),
-        (None, Backend::Xdp) => {
-            bail!("--iface (or `iface` in the config file) is required with --backend xdp")
-        }
-        (None, _) => String::from("-"),
-    };
-    let queue = a.queue.unwrap_or(0);
-    let model = a
-        .sensor
-        .context("--sensor is required, e.g. --sensor vlp16")?;
-    let calibration = a
-        .calibration
-        .clone()
-        .context("--calibration FILE is required")?;
-    let port = a.port.unwrap_or(2368);
-    let port = match port {
-        0 => bail!("--port: 0 is not a valid UDP port (valid range 1..=65535)"),
-        p => p,
-    };
-    match a.extra_port {
-        Some(0) => bail!("--extra-port: 0 is not a valid UDP port (valid range 1..=65535)"),
-        Some(p) if p == port => bail!("--extra-port: {p} equals --port; give a different port"),
-        _ => {}
-    }
-    if queue >= lidarxdp_common::XSK_MAP_CAPACITY {
-        bail!(
-            "--queue: {queue} is out of range; valid 0..={} (and below the interface's RX queue count)",
-            lidarxdp_common::XSK_MAP_CAPACITY - 1
-        );
-    }
-    if let Some(cpu) = a.cpu {
-        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpu >= n.min(libc::CPU_SETSIZE as usize) {
-            bail!(
-                "--cpu: {cpu} is out of range; valid 0..={} on this machine",
-                n - 1
-            );
-        }
-    }
-    let umem_frames = a.umem_frames.unwrap_or(4096);
-    if !(64..=65536).contains(&umem_frames) || !umem_frames.is_power_of_two() {
-        bail!("--umem-frames: {umem_frames} is not a power of two in 64..=65536");
-    }
-    let listen = a.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7510)));
-    if !listen.ip().is_loopback() && !a.listen_public.unwrap_or(false) {
-        bail!(
-            "--listen: {listen} is not a loopback address; subscribers are not authenticated, \
-             so pass --listen-public to serve it anyway"
-        );
-    }
-    let max_subscribers = a.max_subscribers.unwrap_or(16);
-    if !(1..=MAX_SUBSCRIBERS).contains(&max_subscribers) {
-        bail!("--max-subscribers: {max_subscribers} is out of range; valid 1..={MAX_SUBSCRIBERS}");
-    }
+    let plan = plan(&a)?;
+    let backend = plan.backend;
 
     let user = match &a.user {
         Some(name) => {
@@ -270,57 +334,81 @@ pub fn run(args: RunArgs) -> Result<()> {
         );
     }
 
-    let cfg = SensorConfig {
-        cut_angle_deg: a.cut_angle.unwrap_or(0.0),
-        ..SensorConfig::new(0, model, calibration)
-    };
-    let opts = lidarxdp::sensor::PipelineOptions {
-        fov_deg: a.fov,
-        hesai_skip_crc: a.hesai_skip_crc.unwrap_or(false),
-        ..Default::default()
-    };
-    let pipeline = ScanPipeline::with_options(&cfg, opts).context("sensor configuration")?;
+    // Every calibration is read before the network is touched.
+    let mut pipelines: Vec<Vec<ScanPipeline>> = Vec::with_capacity(plan.queues.len());
+    for q in &plan.queues {
+        pipelines.push(q.sensors.iter().map(pipeline).collect::<Result<_>>()?);
+    }
 
-    // The sensors' ports: the data port and, for RoboSense, the DIFOP port.
-    let mut ports = vec![port];
-    ports.extend(a.extra_port);
-    let (program, source) = match backend {
-        Backend::Xdp => {
-            let (program, xsk) = attach_xdp(&a, &iface, queue, umem_frames, &ports)?;
-            (
-                Some(program),
-                Source::Xdp(XdpSource::new(xsk).context("io_uring for the capture thread")?),
-            )
-        }
-        other => {
-            let ucfg = UdpSocketConfig {
-                bind: a.bind.unwrap_or(Ipv4Addr::UNSPECIFIED),
-                ports: ports.clone(),
-                rcvbuf: a.rcvbuf.unwrap_or(match other {
-                    Backend::Socket => RcvBuf::Default,
-                    _ => RcvBuf::Max,
-                }),
-                max_datagram: max_datagram(model),
-            };
-            let what = || format!("--backend {}: UDP sockets on ports {ports:?}", other.name());
-            let source = match other {
-                Backend::Socket => Source::Socket(SocketSource::open(&ucfg).with_context(what)?),
-                Backend::Recvmmsg => {
-                    Source::Recvmmsg(RecvmmsgSource::open(&ucfg).with_context(what)?)
+    let mut programs: Vec<(String, XdpProgram)> = Vec::new();
+    let mut sources: Vec<Source> = Vec::with_capacity(plan.queues.len());
+    for q in &plan.queues {
+        let mut ports: Vec<u16> = Vec::new();
+        for s in &q.sensors {
+            for p in std::iter::once(s.port).chain(s.extra_port) {
+                if !ports.contains(&p) {
+                    ports.push(p);
                 }
-                _ => Source::Uring(
-                    UringSource::open(&ucfg, uring_buffers(model)).with_context(what)?,
-                ),
-            };
-            log::info!(
-                "--backend {}: UDP sockets bound to {}:{ports:?}, SO_RCVBUF {:?}",
-                other.name(),
-                ucfg.bind,
-                ucfg.rcvbuf
-            );
-            (None, source)
+            }
         }
-    };
+        match backend {
+            Backend::Xdp => {
+                let k = match programs.iter().position(|(i, _)| *i == q.iface) {
+                    Some(k) => k,
+                    None => {
+                        programs.push((q.iface.clone(), attach_program(&a, &q.iface)?));
+                        programs.len() - 1
+                    }
+                };
+                let program = &mut programs[k].1;
+                let xsk = open_xsk(&q.iface, q.queue, q.umem_frames)?;
+                program.bind_socket(q.queue, &xsk)?;
+                for s in &q.sensors {
+                    for p in std::iter::once(s.port).chain(s.extra_port) {
+                        program.add_sensor(p, s.source.map(|ip| ip.octets()), s.id)?;
+                    }
+                }
+                sources.push(Source::Xdp(
+                    XdpSource::new(xsk).context("io_uring for the capture thread")?,
+                ));
+            }
+            other => {
+                let models = || q.sensors.iter().map(|s| s.model);
+                let ucfg = UdpSocketConfig {
+                    bind: a.bind.unwrap_or(Ipv4Addr::UNSPECIFIED),
+                    ports: ports.clone(),
+                    rcvbuf: plan.rcvbuf.unwrap_or(match other {
+                        Backend::Socket => RcvBuf::Default,
+                        _ => RcvBuf::Max,
+                    }),
+                    max_datagram: models().map(max_datagram).max().unwrap_or(2048),
+                };
+                let what = || format!("--backend {}: UDP sockets on ports {ports:?}", other.name());
+                let source = match other {
+                    Backend::Socket => {
+                        Source::Socket(SocketSource::open(&ucfg).with_context(what)?)
+                    }
+                    Backend::Recvmmsg => {
+                        Source::Recvmmsg(RecvmmsgSource::open(&ucfg).with_context(what)?)
+                    }
+                    _ => {
+                        let buffers = models()
+                            .map(uring_buffers)
+                            .min_by_key(|b| b.count)
+                            .unwrap_or_default();
+                        Source::Uring(UringSource::open(&ucfg, buffers).with_context(what)?)
+                    }
+                };
+                log::info!(
+                    "--backend {}: UDP sockets bound to {}:{ports:?}, SO_RCVBUF {:?}",
+                    other.name(),
+                    ucfg.bind,
+                    ucfg.rcvbuf
+                );
+                sources.push(source);
+            }
+        }
+    }
 
     // Bound before anything else starts so a busy port fails the start-up; its thread starts
     // only after the capabilities are dropped (below), so it holds none.
@@ -337,7 +425,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
     }
     let worker_stop = Arc::new(AtomicBool::new(false));
-    let queue_frames = Arc::new(ArrayQueue::new(16));
+    let queue_frames = Arc::new(ArrayQueue::new(plan.frame_queue));
+    let listen = plan.listen;
     // Bound (and listening) before the capabilities go, so a privileged port still works.
     let listener =
         std::net::TcpListener::bind(listen).with_context(|| format!("publisher on {listen}"))?;
@@ -370,100 +459,308 @@ pub fn run(args: RunArgs) -> Result<()> {
         listener,
         PublisherConfig {
             listen,
-            max_subscribers,
-            sensors: vec![lidarxdp::protocol::SensorEntry {
-                id: 0,
-                name: a.name.clone().unwrap_or_else(|| model.name().to_owned()),
-                model: model.name().to_owned(),
-            }],
+            max_subscribers: plan.max_subscribers,
+            queue_depth: plan.subscriber_queue,
+            sensors: plan
+                .sensors()
+                .map(|s| lidarxdp::protocol::SensorEntry {
+                    id: s.id,
+                    name: s.name.clone(),
+                    model: s.model.name().to_owned(),
+                })
+                .collect(),
             ..PublisherConfig::default()
         },
         queue_frames.clone(),
     )
     .with_context(|| format!("publisher on {listen}"))?;
-    let sender = FrameSender::new(queue_frames, &publisher);
-    let stats = Arc::new(CaptureStats {
-        sensors: vec![SensorCounters::default()],
-        ..CaptureStats::default()
-    });
-    let slots = vec![SensorSlot {
-        port,
-        extra_port: a.extra_port,
-        source: a.source.map(|ip| ip.octets()),
-        pipeline,
-    }];
-    let spawn = WorkerParts {
-        slots,
-        sender,
-        stop: worker_stop.clone(),
-        stats: stats.clone(),
-        stall: a.stall,
-        cpu: a.cpu,
-        name: format!("capture-{iface}-{queue}"),
-    };
-    let thread = match source {
-        Source::Xdp(s) => spawn.spawn(s)?,
-        Source::Socket(s) => spawn.spawn(s)?,
-        Source::Recvmmsg(s) => spawn.spawn(s)?,
-        Source::Uring(s) => spawn.spawn(s)?,
-    };
-    log::info!(
-        "serving sensor {model} on UDP port {port}; subscribers at {}",
-        publisher.local_addr()
-    );
+
+    let mut workers = Vec::with_capacity(plan.queues.len());
+    for ((q, source), pipes) in plan.queues.iter().zip(sources).zip(pipelines) {
+        let stats = Arc::new(CaptureStats {
+            sensors: q
+                .sensors
+                .iter()
+                .map(|_| SensorCounters::default())
+                .collect(),
+            ..CaptureStats::default()
+        });
+        let slots = q
+            .sensors
+            .iter()
+            .zip(pipes)
+            .map(|(s, pipeline)| SensorSlot {
+                port: s.port,
+                extra_port: s.extra_port,
+                source: s.source.map(|ip| ip.octets()),
+                pipeline,
+                expect_return_mode: s.return_mode,
+            })
+            .collect();
+        let parts = WorkerParts {
+            slots,
+            sender: FrameSender::new(queue_frames.clone(), &publisher),
+            stop: worker_stop.clone(),
+            stats: stats.clone(),
+            stall: plan.stall,
+            cpu: q.cpu,
+            name: format!("capture-{}-{}", q.iface, q.queue),
+        };
+        let thread = match source {
+            Source::Xdp(s) => parts.spawn(s)?,
+            Source::Socket(s) => parts.spawn(s)?,
+            Source::Recvmmsg(s) => parts.spawn(s)?,
+            Source::Uring(s) => parts.spawn(s)?,
+        };
+        workers.push(Worker {
+            iface: q.iface.clone(),
+            queue: q.queue,
+            models: q.sensors.iter().map(|s| (s.id, s.model.name())).collect(),
+            stats,
+            thread: Some(thread),
+            exit: None,
+        });
+    }
+    for s in plan.sensors() {
+        log::info!(
+            "serving sensor {:?} ({}) on UDP port {}{}; subscribers at {}",
+            s.name,
+            s.model.name(),
+            s.port,
+            s.source.map_or(String::new(), |ip| format!(" from {ip}")),
+            publisher.local_addr()
+        );
+    }
 
     let mut last_log = std::time::Instant::now();
-    let sensor_model = model.name().to_owned();
-    let snapshot = |program: Option<&XdpProgram>,
-                    publisher: &lidarxdp::publish::PublisherHandle| {
-        metrics_snapshot(
-            program,
-            &stats,
-            &publisher.counters(),
-            &iface,
-            queue,
-            &sensor_model,
-        )
+    let finished = |w: &[Worker]| {
+        w.iter()
+            .any(|w| w.thread.as_ref().is_none_or(|t| t.is_finished()))
     };
-    while !stop.load(Ordering::Relaxed) && !thread.is_finished() {
+    while !stop.load(Ordering::Relaxed) && !finished(&workers) {
         match &metrics {
             Some(rx) => {
                 if let Ok(reply) = rx.recv_timeout(Duration::from_millis(50)) {
-                    let _ = reply.send(lidarxdp::metrics::render(&snapshot(
-                        program.as_ref(),
-                        &publisher,
-                    )));
+                    let snap = metrics_snapshot(&programs, &workers, &publisher.counters());
+                    let _ = reply.send(lidarxdp::metrics::render(&snap));
                 }
             }
             None => std::thread::sleep(Duration::from_millis(50)),
         }
         if last_log.elapsed() >= Duration::from_secs(10) {
             last_log = std::time::Instant::now();
-            log::info!(
-                "{}",
-                stats_json(program.as_ref(), None, &stats, &publisher.counters())
-            );
+            log::info!("{}", stats_json(&programs, &workers, &publisher.counters()));
         }
     }
     log::info!("stopping");
     worker_stop.store(true, Ordering::Relaxed);
-    let exit = match thread.join() {
-        Ok(Ok(exit)) => Some(exit),
-        Ok(Err(e)) => {
-            log::error!("capture thread: {e}");
-            None
+    let mut panicked = false;
+    for w in &mut workers {
+        match w.thread.take().map(|t| t.join()) {
+            Some(Ok(Ok(exit))) => w.exit = Some(exit),
+            Some(Ok(Err(e))) => log::error!("capture thread {}:{}: {e}", w.iface, w.queue),
+            Some(Err(_)) => panicked = true,
+            None => {}
         }
-        Err(_) => bail!("capture thread panicked"),
-    };
+    }
+    if panicked {
+        bail!("a capture thread panicked");
+    }
     let publisher_counters = publisher.shutdown().context("publisher")?;
-    let summary = stats_json(program.as_ref(), exit.as_ref(), &stats, &publisher_counters);
+    let summary = stats_json(&programs, &workers, &publisher_counters);
     log::info!("final counters: {summary}");
     if let Some(path) = &a.stats_json {
         std::fs::write(path, summary.to_string())
             .with_context(|| format!("write {}", path.display()))?;
     }
-    drop(program);
+    drop(programs);
     Ok(())
+}
+
+/// A running capture thread and what the main thread knows of it.
+struct Worker {
+    iface: String,
+    queue: u32,
+    /// (sensor id, model name) per slot.
+    models: Vec<(u16, &'static str)>,
+    stats: Arc<CaptureStats>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<CaptureExit>>>,
+    exit: Option<CaptureExit>,
+}
+
+/// The counters [`lidarxdp::metrics::render`] exposes, read now. The XDP program counters are
+/// summed over the interfaces.
+fn metrics_snapshot(
+    programs: &[(String, XdpProgram)],
+    workers: &[Worker],
+    publisher: &PublisherCounters,
+) -> lidarxdp::metrics::Snapshot {
+    use lidarxdp::metrics::{QueueSnapshot, Snapshot};
+    let mut xdp: Option<ProgramCounters> = None;
+    for (_, p) in programs {
+        if let Ok(c) = p.counters() {
+            let t = xdp.get_or_insert_with(ProgramCounters::default);
+            t.seen += c.seen;
+            t.redirected += c.redirected;
+            t.passed += c.passed;
+            t.malformed += c.malformed;
+            t.no_socket += c.no_socket;
+            t.frag_tracked += c.frag_tracked;
+            t.frag_redirected += c.frag_redirected;
+            t.frag_passed += c.frag_passed;
+            t.frag_track_failed += c.frag_track_failed;
+        }
+    }
+    let mut sensors: Vec<_> = workers
+        .iter()
+        .flat_map(|w| {
+            w.stats
+                .sensors
+                .iter()
+                .zip(&w.models)
+                .map(|(s, (id, model))| s.snapshot(*id, model))
+        })
+        .collect();
+    sensors.sort_by_key(|s| s.id);
+    Snapshot {
+        xdp,
+        queues: workers
+            .iter()
+            .map(|w| QueueSnapshot {
+                iface: w.iface.clone(),
+                queue: w.queue,
+                xsk: w.stats.xdp_statistics.load(),
+                capture: w.stats.capture.snapshot(),
+                reassembly: w.stats.reassembly.load(),
+            })
+            .collect(),
+        sensors,
+        publisher: *publisher,
+    }
+}
+
+fn program_json(program: &XdpProgram) -> serde_json::Value {
+    use serde_json::json;
+    match program.counters() {
+        Ok(c) => json!({
+            "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
+            "malformed": c.malformed, "no_socket": c.no_socket,
+            "frag_tracked": c.frag_tracked, "frag_redirected": c.frag_redirected,
+            "frag_passed": c.frag_passed, "frag_track_failed": c.frag_track_failed,
+        }),
+        Err(e) => json!({ "error": e.to_string() }),
+    }
+}
+
+/// One capture thread's counters: `xsk` (XDP_STATISTICS and socket RX counters, at exit),
+/// `backend` (at exit), `capture`, `reassembly`.
+fn queue_json(w: &Worker) -> serde_json::Value {
+    use serde_json::json;
+    let xsk = match &w.exit {
+        Some(e) => {
+            let mut v = json!({
+                "packets": e.xsk.packets, "bytes": e.xsk.bytes, "bursts": e.xsk.bursts,
+                "wakeups": e.xsk.wakeups, "invalid_descs": e.xsk.invalid_descs,
+            });
+            if let Some(s) = e.xdp_statistics {
+                v["rx_dropped"] = s.rx_dropped.into();
+                v["rx_invalid_descs"] = s.rx_invalid_descs.into();
+                v["tx_invalid_descs"] = s.tx_invalid_descs.into();
+                v["rx_ring_full"] = s.rx_ring_full.into();
+                v["rx_fill_ring_empty_descs"] = s.rx_fill_ring_empty_descs.into();
+                v["tx_ring_empty_descs"] = s.tx_ring_empty_descs.into();
+            }
+            v
+        }
+        None => json!({}),
+    };
+    let backend = match &w.exit {
+        Some(e) => json!({
+            "name": e.backend.name, "received": e.backend.received,
+            "rcvbuf_bytes": e.backend.rcvbuf_bytes,
+            "receiver_cpu_ns": e.backend.receiver_cpu_ns,
+            "decoder_cpu_ns": e.backend.decoder_cpu_ns,
+            "truncated": e.backend.truncated, "backpressure": e.backend.backpressure,
+            "stalls": e.stalls,
+        }),
+        None => json!({}),
+    };
+    let c = w.stats.capture.snapshot();
+    let ra = w.stats.reassembly.load();
+    json!({
+        "iface": w.iface,
+        "queue": w.queue,
+        "xsk": xsk,
+        "backend": backend,
+        "capture": {
+            "rx_frames": c.rx_frames, "rx_bytes": c.rx_bytes,
+            "sensor_datagrams": c.sensor_datagrams, "not_udp": c.not_udp,
+            "fragments": c.fragments, "unknown_sensor": c.unknown_sensor,
+            "waits": c.waits, "frames_out": c.frames_out,
+            "frames_dropped": c.frames_dropped,
+        },
+        "reassembly": {
+            "fragments": ra.fragments, "completed": ra.completed,
+            "completed_bytes": ra.completed_bytes, "failed": ra.failed(),
+            "timed_out": ra.timed_out, "overlaps": ra.overlaps, "duplicates": ra.duplicates,
+            "too_big": ra.too_big, "too_many": ra.too_many, "malformed": ra.malformed,
+            "dropped_fragments": ra.dropped_fragments,
+        },
+    })
+}
+
+/// All counters as one JSON object: `xdp` (the first interface's program; every interface in
+/// `interfaces`), `queues[]` (one per capture thread, see [`queue_json`]) with the first one's
+/// `xsk`, `backend`, `capture`, `reassembly` also at top level, `sensors[]` in id order,
+/// `publisher`.
+fn stats_json(
+    programs: &[(String, XdpProgram)],
+    workers: &[Worker],
+    publisher: &PublisherCounters,
+) -> serde_json::Value {
+    use serde_json::json;
+    let mut sensors: Vec<(u16, serde_json::Value)> =
+        workers
+            .iter()
+            .flat_map(|w| {
+                w.stats.sensors.iter().zip(&w.models).map(|(s, (id, model))| {
+                let s = s.snapshot(*id, model);
+                (
+                    *id,
+                    json!({
+                        "id": id, "model": model,
+                        "decoded": s.decoded, "malformed": s.malformed, "ignored": s.ignored,
+                        "frames": s.frames, "points": s.points,
+                        "datagrams": s.packets, "reassembled": s.reassembled,
+                        "bytes": s.bytes,
+                    }),
+                )
+            })
+            })
+            .collect();
+    sensors.sort_by_key(|(id, _)| *id);
+    let queues: Vec<serde_json::Value> = workers.iter().map(queue_json).collect();
+    let first = queues.first().cloned().unwrap_or_else(|| json!({}));
+    json!({
+        "xdp": programs.first().map_or(serde_json::Value::Null, |(_, p)| program_json(p)),
+        "interfaces": programs
+            .iter()
+            .map(|(i, p)| json!({ "iface": i, "xdp": program_json(p) }))
+            .collect::<Vec<_>>(),
+        "xsk": first["xsk"],
+        "backend": first["backend"],
+        "capture": first["capture"],
+        "reassembly": first["reassembly"],
+        "queues": queues,
+        "sensors": sensors.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        "publisher": {
+            "subscribers_accepted": publisher.subscribers_accepted,
+            "frames_in": publisher.frames_in, "frames_sent": publisher.frames_sent,
+            "frames_dropped_queue_full": publisher.frames_dropped_queue_full,
+            "frames_dropped_input_full": publisher.frames_dropped_input_full,
+            "bytes_sent": publisher.bytes_sent,
+        },
+    })
 }
 
 /// The capture thread's packet source, one variant per `--backend`.
@@ -527,20 +824,13 @@ fn uring_buffers(model: SensorModel) -> lidarxdp::capture::UringBuffers {
     }
 }
 
-/// Loads and attaches the XDP program, opens and binds the AF_XDP socket, and registers the
-/// socket and the sensor's ports in the program's maps.
-fn attach_xdp(
-    a: &RunArgs,
-    iface: &str,
-    queue: u32,
-    umem_frames: u32,
-    ports: &[u16],
-) -> Result<(XdpProgram, XskSocket)> {
+/// Loads the XDP program and attaches it to `iface` (`--xdp-mode`, `--bpf-object`).
+fn attach_program(a: &RunArgs, iface: &str) -> Result<XdpProgram> {
     let object = match &a.bpf_object {
         Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
         None => None,
     };
-    let mut program = XdpProgram::load_and_attach(
+    let program = XdpProgram::load_and_attach(
         object.as_deref(),
         iface,
         a.xdp_mode.unwrap_or(AttachMode::Auto),
@@ -549,6 +839,11 @@ fn attach_xdp(
         "XDP program attached to {iface} ({:?} mode)",
         program.mode()
     );
+    Ok(program)
+}
+
+/// Opens and binds the AF_XDP socket of (`iface`, `queue`) on a UMEM of `umem_frames` frames.
+fn open_xsk(iface: &str, queue: u32, umem_frames: u32) -> Result<XskSocket> {
     // Fill and RX rings as large as the UMEM, so every frame can wait on the RX ring while
     // the decoder is busy (the stall a UMEM absorbs is then frame_count packets).
     let umem = UmemConfig {
@@ -576,11 +871,7 @@ fn attach_xdp(
             "normal pages"
         }
     );
-    program.bind_socket(queue, &xsk)?;
-    for &p in ports {
-        program.add_sensor(p, a.source.map(|ip| ip.octets()), 0)?;
-    }
-    Ok((program, xsk))
+    Ok(xsk)
 }
 
 fn pin_to_cpu(cpu: usize) {
@@ -598,126 +889,4 @@ fn pin_to_cpu(cpu: usize) {
             std::io::Error::last_os_error()
         );
     }
-}
-
-/// The counters [`lidarxdp::metrics::render`] exposes, read now.
-fn metrics_snapshot(
-    program: Option<&XdpProgram>,
-    stats: &CaptureStats,
-    publisher: &PublisherCounters,
-    iface: &str,
-    queue: u32,
-    model: &str,
-) -> lidarxdp::metrics::Snapshot {
-    use lidarxdp::metrics::{QueueSnapshot, Snapshot};
-    Snapshot {
-        xdp: program.and_then(|p| p.counters().ok()),
-        queues: vec![QueueSnapshot {
-            iface: iface.to_owned(),
-            queue,
-            xsk: stats.xdp_statistics.load(),
-            capture: stats.capture.snapshot(),
-            reassembly: stats.reassembly.load(),
-        }],
-        sensors: stats
-            .sensors
-            .iter()
-            .enumerate()
-            .map(|(i, s)| s.snapshot(i as u16, model))
-            .collect(),
-        publisher: *publisher,
-    }
-}
-
-/// All counters as one JSON object: `xdp` (program), `xsk` (XDP_STATISTICS and socket RX
-/// counters, present at exit), `capture`, `sensors[]`, `reassembly` (IPv4 fragments), `publisher`.
-fn stats_json(
-    program: Option<&XdpProgram>,
-    exit: Option<&CaptureExit>,
-    stats: &CaptureStats,
-    publisher: &PublisherCounters,
-) -> serde_json::Value {
-    use serde_json::json;
-    let xdp = match program.map(XdpProgram::counters) {
-        None => serde_json::Value::Null,
-        Some(Ok(c)) => json!({
-            "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
-            "malformed": c.malformed, "no_socket": c.no_socket,
-            "frag_tracked": c.frag_tracked, "frag_redirected": c.frag_redirected,
-            "frag_passed": c.frag_passed, "frag_track_failed": c.frag_track_failed,
-        }),
-        Some(Err(e)) => json!({ "error": e.to_string() }),
-    };
-    let xsk = match exit {
-        Some(e) => {
-            let mut v = json!({
-                "packets": e.xsk.packets, "bytes": e.xsk.bytes, "bursts": e.xsk.bursts,
-                "wakeups": e.xsk.wakeups, "invalid_descs": e.xsk.invalid_descs,
-            });
-            if let Some(s) = e.xdp_statistics {
-                v["rx_dropped"] = s.rx_dropped.into();
-                v["rx_invalid_descs"] = s.rx_invalid_descs.into();
-                v["tx_invalid_descs"] = s.tx_invalid_descs.into();
-                v["rx_ring_full"] = s.rx_ring_full.into();
-                v["rx_fill_ring_empty_descs"] = s.rx_fill_ring_empty_descs.into();
-                v["tx_ring_empty_descs"] = s.tx_ring_empty_descs.into();
-            }
-            v
-        }
-        None => json!({}),
-    };
-    let backend = match exit {
-        Some(e) => json!({
-            "name": e.backend.name, "received": e.backend.received,
-            "rcvbuf_bytes": e.backend.rcvbuf_bytes,
-            "receiver_cpu_ns": e.backend.receiver_cpu_ns,
-            "decoder_cpu_ns": e.backend.decoder_cpu_ns,
-            "truncated": e.backend.truncated, "backpressure": e.backend.backpressure,
-            "stalls": e.stalls,
-        }),
-        None => json!({}),
-    };
-    let c = stats.capture.snapshot();
-    let ra = stats.reassembly.load();
-    let sensors: Vec<_> = stats
-        .sensors
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let s = s.snapshot(i as u16, "");
-            json!({
-                "decoded": s.decoded, "malformed": s.malformed, "ignored": s.ignored,
-                "frames": s.frames, "points": s.points,
-                "datagrams": s.packets, "reassembled": s.reassembled,
-                "bytes": s.bytes,
-            })
-        })
-        .collect();
-    json!({
-        "xdp": xdp,
-        "xsk": xsk,
-        "backend": backend,
-        "capture": {
-            "rx_frames": c.rx_frames, "rx_bytes": c.rx_bytes,
-            "sensor_datagrams": c.sensor_datagrams, "not_udp": c.not_udp,
-            "fragments": c.fragments, "unknown_sensor": c.unknown_sensor,
-            "waits": c.waits, "frames_out": c.frames_out,
-            "frames_dropped": c.frames_dropped,
-        },
-        "sensors": sensors,
-        "reassembly": {
-            "fragments": ra.fragments, "completed": ra.completed,
-            "completed_bytes": ra.completed_bytes, "failed": ra.failed(),
-            "timed_out": ra.timed_out, "overlaps": ra.overlaps, "duplicates": ra.duplicates,
-            "too_big": ra.too_big, "too_many": ra.too_many, "malformed": ra.malformed,
-            "dropped_fragments": ra.dropped_fragments,
-        },
-        "publisher": {
-            "subscribers_accepted": publisher.subscribers_accepted,
-            "frames_in": publisher.frames_in, "frames_sent": publisher.frames_sent,
-            "frames_dropped_queue_full": publisher.frames_dropped_queue_full,
-            "frames_dropped_input_full": publisher.frames_dropped_input_full,
-            "bytes_sent": publisher.bytes_sent,
-        },
-    })
 }

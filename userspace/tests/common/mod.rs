@@ -113,6 +113,52 @@ impl NetnsPair {
         p
     }
 
+    /// Adds a second veth pair between the same two namespaces (one queue each, addresses
+    /// 10.79.N.1/24 on the sensor side and 10.79.N.2/24 on the host side); returns
+    /// `(sensor_if, host_if, sensor_ip, host_ip)`. Removed with the namespaces.
+    pub fn add_link(&self) -> (String, String, String, String) {
+        let subnet = self.host_ip.split('.').nth(2).unwrap().to_string();
+        let (sif, hif) = (format!("{}b", self.sensor_if), format!("{}b", self.host_if));
+        let (sip, hip) = (format!("10.79.{subnet}.1"), format!("10.79.{subnet}.2"));
+        sh(&[
+            "ip",
+            "link",
+            "add",
+            &sif,
+            "numrxqueues",
+            "1",
+            "numtxqueues",
+            "1",
+            "netns",
+            &self.sensor_ns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &hif,
+            "numrxqueues",
+            "1",
+            "numtxqueues",
+            "1",
+            "netns",
+            &self.host_ns,
+        ]);
+        for (ns, ifname, ip) in [(&self.sensor_ns, &sif, &sip), (&self.host_ns, &hif, &hip)] {
+            sh(&[
+                "ip",
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{ip}/24"),
+                "dev",
+                ifname,
+            ]);
+            sh(&["ip", "-n", ns, "link", "set", ifname, "up"]);
+        }
+        (sif, hif, sip, hip)
+    }
+
     /// `ip netns exec <ns> args...` as a Command.
     pub fn exec(ns: &str, args: &[&str]) -> Command {
         let mut c = Command::new("ip");
@@ -291,9 +337,20 @@ pub fn get(v: &serde_json::Value, path: &[&str]) -> u64 {
 /// (`port` 0: each datagram's recorded port), asserts it succeeded and returns its JSON result
 /// (`sent`, `bytes`, ...).
 pub fn replay(net: &NetnsPair, pcap: &str, port: u16, rate: &str) -> serde_json::Value {
+    replay_to(net, pcap, &net.host_ip, port, rate)
+}
+
+/// [`replay`] to another address inside the pair's host namespace (e.g. a second link's).
+pub fn replay_to(
+    net: &NetnsPair,
+    pcap: &str,
+    ip: &str,
+    port: u16,
+    rate: &str,
+) -> serde_json::Value {
     let out = NetnsPair::exec(&net.sensor_ns, &[env!("CARGO_BIN_EXE_lidarxdp"), "replay"])
         .arg(data(pcap))
-        .args(["--to", &format!("{}:{port}", net.host_ip)])
+        .args(["--to", &format!("{ip}:{port}")])
         .args(["--rate", rate, "--json"])
         .output()
         .expect("run replay");

@@ -1,0 +1,684 @@
+//! The daemon's effective configuration: `lidarxdp run` flags merged over the TOML file
+//! (`--config FILE`), validated into a [`Plan`] of capture threads, each with its sensors.
+//! `lidarxdp check-config FILE` builds the same plan and prints it.
+//!
+//! File layout (every key optional unless noted; names as the flags with underscores):
+//!
+//! ```toml
+//! backend = "xdp"                 # xdp | socket | recvmmsg | uring
+//! iface = "eth0"                  # default interface of the sensors below
+//! listen = "127.0.0.1:7510"
+//! max_subscribers = 16
+//! subscriber_queue = 3            # frames queued per subscriber before the oldest is dropped
+//! frame_queue = 16                # finished frames between the capture threads and publisher
+//!
+//! [[queues]]                      # per (interface, RX queue) settings: one capture thread each
+//! iface = "eth0"
+//! queue = 0
+//! cpu = 2                         # pin the thread
+//! umem_frames = 8192
+//!
+//! [[sensors]]                     # required unless the single-sensor keys/flags are used
+//! name = "front"                  # unique; subscribers choose by it (default: the model name)
+//! model = "vlp16"                 # required
+//! calibration = "/etc/lidarxdp/VLP16db.yaml"   # required
+//! port = 2368                     # default: the model's usual data port
+//! source = "192.168.1.201"        # default: any source
+//! queue = 0                       # RX queue its packets arrive on (default 0)
+//! cut_angle = 0.0                 # degrees [0, 360]
+//! fov = [270.0, 90.0]             # degrees, each [0, 360]; min > max wraps through 0
+//! return_mode = "dual"            # expected return mode; a different one is logged
+//! ```
+//!
+//! The single-sensor form (`sensor = "vlp16"`, `port`, `calibration`, ... at top level, or
+//! the same flags) still works and is one `[[sensors]]` entry. Command-line flags override the
+//! file's top-level keys; the single-sensor flags cannot be combined with `[[sensors]]`.
+
+use std::{collections::BTreeMap, net::Ipv4Addr, path::PathBuf};
+
+use anyhow::{Result, bail};
+use lidarxdp::{
+    capture::{Backend, RcvBuf, StallSchedule},
+    loader::AttachMode,
+    sensor::{ReturnMode, SensorModel},
+};
+use serde::{Deserialize, Serialize};
+
+/// One `[[sensors]]` table of the config file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SensorSection {
+    /// Name subscribers choose the sensor by (default: the model name).
+    pub name: Option<String>,
+    /// Model, e.g. `vlp16` (required).
+    pub model: Option<SensorModel>,
+    /// Calibration / metadata file (required).
+    pub calibration: Option<PathBuf>,
+    /// UDP destination port of the data packets (default: the model's, e.g. 2368).
+    pub port: Option<u16>,
+    /// Second port of the same sensor (RoboSense DIFOP 7788).
+    pub extra_port: Option<u16>,
+    /// IPv4 source address (default: any).
+    pub source: Option<Ipv4Addr>,
+    /// Interface (default: the top-level `iface` / `--iface`).
+    pub iface: Option<String>,
+    /// RX queue the sensor's packets arrive on (default 0).
+    pub queue: Option<u32>,
+    /// Cut angle, degrees [0, 360].
+    pub cut_angle: Option<f64>,
+    /// Field of view `[min, max]`, degrees.
+    pub fov: Option<(f64, f64)>,
+    /// Expected return mode (`strongest`, `last`, `dual`, ...).
+    pub return_mode: Option<String>,
+    /// Hesai: skip the CRC check.
+    pub hesai_skip_crc: Option<bool>,
+}
+
+/// One `[[queues]]` table: settings of one (interface, RX queue) capture thread.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSection {
+    /// Interface (default: the top-level `iface`).
+    pub iface: Option<String>,
+    /// RX queue (default 0).
+    pub queue: Option<u32>,
+    /// CPU to pin the thread to.
+    pub cpu: Option<usize>,
+    /// UMEM frames of its AF_XDP socket (power of two, 64..=65536).
+    pub umem_frames: Option<u32>,
+}
+
+/// A validated sensor.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SensorPlan {
+    /// Index in the configuration (frames' `sensor_id`, the XDP filter value).
+    pub id: u16,
+    /// Unique name.
+    pub name: String,
+    /// Model.
+    #[serde(serialize_with = "ser_model")]
+    pub model: SensorModel,
+    /// Calibration file.
+    pub calibration: PathBuf,
+    /// Data port, 1..=65535.
+    pub port: u16,
+    /// Second port, if any.
+    pub extra_port: Option<u16>,
+    /// Source address, if restricted.
+    pub source: Option<Ipv4Addr>,
+    /// Cut angle, degrees [0, 360].
+    pub cut_angle: f64,
+    /// Field of view, degrees.
+    pub fov: Option<(f64, f64)>,
+    /// Expected return mode.
+    #[serde(serialize_with = "ser_return_mode")]
+    pub return_mode: Option<ReturnMode>,
+    /// Hesai CRC check skipped.
+    pub hesai_skip_crc: bool,
+}
+
+fn ser_model<S: serde::Serializer>(m: &SensorModel, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(m.name())
+}
+
+fn ser_return_mode<S: serde::Serializer>(m: &Option<ReturnMode>, s: S) -> Result<S::Ok, S::Error> {
+    match m {
+        Some(m) => s.serialize_str(&m.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+/// A validated capture thread: one (interface, RX queue) and the sensors it decodes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueuePlan {
+    /// Interface (`-` for the socket backends, which do not use one).
+    pub iface: String,
+    /// RX queue, 0..=63.
+    pub queue: u32,
+    /// CPU the thread is pinned to.
+    pub cpu: Option<usize>,
+    /// UMEM frames (AF_XDP).
+    pub umem_frames: u32,
+    /// Sensors, in configuration order.
+    pub sensors: Vec<SensorPlan>,
+}
+
+/// The effective configuration (what `check-config` prints).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    /// Backend name.
+    #[serde(serialize_with = "ser_backend")]
+    pub backend: Backend,
+    /// Publisher address.
+    pub listen: std::net::SocketAddr,
+    /// Subscriber limit, 1..=1024.
+    pub max_subscribers: usize,
+    /// Frames per subscriber queue, 1..=64.
+    pub subscriber_queue: usize,
+    /// Frames between capture threads and the publisher, 1..=1024.
+    pub frame_queue: usize,
+    /// Socket backends' receive buffer.
+    #[serde(serialize_with = "ser_debug")]
+    pub rcvbuf: Option<RcvBuf>,
+    /// Injected stalls.
+    #[serde(serialize_with = "ser_debug")]
+    pub stall: Option<StallSchedule>,
+    /// Capture threads.
+    pub queues: Vec<QueuePlan>,
+}
+
+fn ser_backend<S: serde::Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(b.name())
+}
+
+fn ser_debug<S: serde::Serializer, T: std::fmt::Debug>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(&format!("{v:?}")),
+        None => s.serialize_none(),
+    }
+}
+
+impl Plan {
+    /// Every sensor, in id order.
+    pub fn sensors(&self) -> impl Iterator<Item = &SensorPlan> {
+        let mut all: Vec<&SensorPlan> = self.queues.iter().flat_map(|q| &q.sensors).collect();
+        all.sort_by_key(|s| s.id);
+        all.into_iter()
+    }
+}
+
+/// Inputs of [`build`]: the merged top-level settings.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    /// `backend`.
+    pub backend: Option<Backend>,
+    /// `iface`.
+    pub iface: Option<String>,
+    /// `queue` (single-sensor form).
+    pub queue: Option<u32>,
+    /// `cpu` (single queue) .
+    pub cpu: Option<usize>,
+    /// `--cpus`: one CPU per capture thread, in plan order.
+    pub cpus: Option<Vec<usize>>,
+    /// `umem_frames` default.
+    pub umem_frames: Option<u32>,
+    /// `listen`.
+    pub listen: Option<std::net::SocketAddr>,
+    /// `listen_public`.
+    pub listen_public: bool,
+    /// `max_subscribers`.
+    pub max_subscribers: Option<usize>,
+    /// `subscriber_queue`.
+    pub subscriber_queue: Option<usize>,
+    /// `frame_queue`.
+    pub frame_queue: Option<usize>,
+    /// `rcvbuf`.
+    pub rcvbuf: Option<RcvBuf>,
+    /// `stall`.
+    pub stall: Option<StallSchedule>,
+    /// The single-sensor keys as one section (`None` when none was given).
+    pub single: Option<SensorSection>,
+    /// `[[sensors]]`.
+    pub sensors: Vec<SensorSection>,
+    /// `[[queues]]`.
+    pub queues: Vec<QueueSection>,
+    /// XDP attach mode (only checked for consistency).
+    pub xdp_mode: Option<AttachMode>,
+}
+
+/// Upper bound of `max_subscribers` (the publisher's io_uring is sized from it).
+pub const MAX_SUBSCRIBERS: usize = 1024;
+
+fn check_port(field: &str, p: u16) -> Result<u16> {
+    if p == 0 {
+        bail!("{field}: 0 is not a valid UDP port (valid range 1..=65535)");
+    }
+    Ok(p)
+}
+
+fn check_umem(field: &str, n: u32) -> Result<u32> {
+    if !(64..=65536).contains(&n) || !n.is_power_of_two() {
+        bail!("{field}: {n} is not a power of two in 64..=65536");
+    }
+    Ok(n)
+}
+
+fn check_cpu(field: &str, cpu: usize) -> Result<usize> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpu >= n.min(libc::CPU_SETSIZE as usize) {
+        bail!(
+            "{field}: {cpu} is out of range; valid 0..={} on this machine",
+            n - 1
+        );
+    }
+    Ok(cpu)
+}
+
+fn check_angle(field: &str, v: f64) -> Result<f64> {
+    if !(v.is_finite() && (0.0..=360.0).contains(&v)) {
+        bail!("{field}: {v} is out of range; valid [0, 360] deg");
+    }
+    Ok(v)
+}
+
+/// Validates the inputs into a [`Plan`]. Checks ranges, required keys, unique names and
+/// filter keys, and that every `[[queues]]` entry has a sensor; does not read calibration files
+/// (the caller builds the pipelines, which does).
+///
+/// # Errors
+/// The first invalid field, named as in the file (`sensors[1].port`) or as the flag
+/// (`--max-subscribers`), with its value and the valid range.
+pub fn build(i: Inputs) -> Result<Plan> {
+    let backend = i.backend.unwrap_or_default();
+    if i.single.is_some() && !i.sensors.is_empty() {
+        bail!(
+            "sensor flags (--sensor, --port, --calibration, ...) and [[sensors]] in the config \
+             file exclude each other: describe every sensor in the file"
+        );
+    }
+    let sections: Vec<(String, SensorSection)> = match i.single {
+        Some(s) => vec![("--sensor".into(), s)],
+        None if i.sensors.is_empty() => {
+            bail!("--sensor is required (or [[sensors]] in the config file), e.g. --sensor vlp16")
+        }
+        None => i
+            .sensors
+            .into_iter()
+            .enumerate()
+            .map(|(k, s)| (format!("sensors[{k}]"), s))
+            .collect(),
+    };
+    let single_form = sections.len() == 1 && sections[0].0 == "--sensor";
+    let field = |prefix: &str, key: &str, flag: &str| {
+        if single_form {
+            format!("--{flag}")
+        } else {
+            format!("{prefix}.{key}")
+        }
+    };
+    let listen = i
+        .listen
+        .unwrap_or(std::net::SocketAddr::from(([127, 0, 0, 1], 7510)));
+    if !listen.ip().is_loopback() && !i.listen_public {
+        bail!(
+            "--listen: {listen} is not a loopback address; subscribers are not authenticated, \
+             so pass --listen-public to serve it anyway"
+        );
+    }
+    let max_subscribers = i.max_subscribers.unwrap_or(16);
+    if !(1..=MAX_SUBSCRIBERS).contains(&max_subscribers) {
+        bail!("--max-subscribers: {max_subscribers} is out of range; valid 1..={MAX_SUBSCRIBERS}");
+    }
+    let subscriber_queue = i.subscriber_queue.unwrap_or(3);
+    if !(1..=64).contains(&subscriber_queue) {
+        bail!("--subscriber-queue: {subscriber_queue} is out of range; valid 1..=64");
+    }
+    let frame_queue = i.frame_queue.unwrap_or(16);
+    if !(1..=1024).contains(&frame_queue) {
+        bail!("--frame-queue: {frame_queue} is out of range; valid 1..=1024");
+    }
+    if backend != Backend::Xdp && i.xdp_mode.is_some() {
+        bail!(
+            "--xdp-mode: only meaningful with --backend xdp (not {})",
+            backend.name()
+        );
+    }
+    if backend == Backend::Xdp && i.rcvbuf.is_some() {
+        bail!("--rcvbuf: only meaningful with the socket backends (socket, recvmmsg, uring)");
+    }
+    let default_umem = check_umem("--umem-frames", i.umem_frames.unwrap_or(4096))?;
+
+    // Sensors, grouped into (iface, queue) in order of first appearance.
+    let mut names = BTreeMap::new();
+    let mut keys: BTreeMap<(String, u16, Option<Ipv4Addr>), String> = BTreeMap::new();
+    let mut groups: Vec<QueuePlan> = Vec::new();
+    for (id, (prefix, s)) in sections.into_iter().enumerate() {
+        let id = u16::try_from(id).map_err(|_| anyhow::anyhow!("more than 65535 sensors"))?;
+        let Some(model) = s.model else {
+            bail!(
+                "{}: required, e.g. vlp16",
+                field(&prefix, "model", "sensor")
+            );
+        };
+        let Some(calibration) = s.calibration else {
+            bail!(
+                "{}: required (the model's calibration or metadata file)",
+                field(&prefix, "calibration", "calibration")
+            );
+        };
+        let port = check_port(
+            &field(&prefix, "port", "port"),
+            s.port.unwrap_or(model.default_data_port()),
+        )?;
+        let extra_port = match s.extra_port {
+            Some(p) => {
+                let f = field(&prefix, "extra_port", "extra-port");
+                check_port(&f, p)?;
+                if p == port {
+                    bail!("{f}: {p} equals the data port; give a different port");
+                }
+                Some(p)
+            }
+            None => None,
+        };
+        let name = s.name.unwrap_or_else(|| model.name().to_owned());
+        if name.is_empty() || name.len() > 64 {
+            bail!(
+                "{}: {name:?} must be 1..=64 bytes",
+                field(&prefix, "name", "name")
+            );
+        }
+        if let Some(other) = names.insert(name.clone(), prefix.clone()) {
+            bail!(
+                "{}: {name:?} is already the name of {other}; names must be unique",
+                field(&prefix, "name", "name")
+            );
+        }
+        let iface = match (backend, s.iface.or_else(|| i.iface.clone())) {
+            (Backend::Xdp, Some(f)) => f,
+            (Backend::Xdp, None) => bail!(
+                "{}: required with --backend xdp (or a top-level iface / --iface)",
+                field(&prefix, "iface", "iface")
+            ),
+            (_, _) => "-".to_owned(),
+        };
+        let queue = match backend {
+            Backend::Xdp => s.queue.or(i.queue).unwrap_or(0),
+            _ => 0,
+        };
+        if queue >= lidarxdp_common::XSK_MAP_CAPACITY {
+            bail!(
+                "{}: {queue} is out of range; valid 0..={} (and below the interface's RX queue count)",
+                field(&prefix, "queue", "queue"),
+                lidarxdp_common::XSK_MAP_CAPACITY - 1
+            );
+        }
+        for p in std::iter::once(port).chain(extra_port) {
+            if let Some(other) = keys.insert((iface.clone(), p, s.source), prefix.clone()) {
+                bail!(
+                    "{}: port {p} from {} on {iface} is already {other}'s; each (port, source) \
+                     names one sensor",
+                    field(&prefix, "port", "port"),
+                    s.source
+                        .map_or("any source".to_owned(), |ip| ip.to_string())
+                );
+            }
+        }
+        let cut_angle = check_angle(
+            &field(&prefix, "cut_angle", "cut-angle"),
+            s.cut_angle.unwrap_or(0.0),
+        )?;
+        if let Some((a, b)) = s.fov {
+            check_angle(&field(&prefix, "fov", "fov"), a)?;
+            check_angle(&field(&prefix, "fov", "fov"), b)?;
+        }
+        let return_mode = match s.return_mode {
+            Some(r) => Some(r.parse::<ReturnMode>().map_err(|e| {
+                anyhow::anyhow!("{}: {e}", field(&prefix, "return_mode", "return-mode"))
+            })?),
+            None => None,
+        };
+        let plan = SensorPlan {
+            id,
+            name,
+            model,
+            calibration,
+            port,
+            extra_port,
+            source: s.source,
+            cut_angle,
+            fov: s.fov,
+            return_mode,
+            hesai_skip_crc: s.hesai_skip_crc.unwrap_or(false),
+        };
+        match groups
+            .iter_mut()
+            .find(|g| g.iface == iface && g.queue == queue)
+        {
+            Some(g) => g.sensors.push(plan),
+            None => groups.push(QueuePlan {
+                iface,
+                queue,
+                cpu: None,
+                umem_frames: default_umem,
+                sensors: vec![plan],
+            }),
+        }
+    }
+    for (k, q) in i.queues.into_iter().enumerate() {
+        let iface = q
+            .iface
+            .or_else(|| i.iface.clone())
+            .unwrap_or_else(|| "-".into());
+        let queue = q.queue.unwrap_or(0);
+        let Some(g) = groups
+            .iter_mut()
+            .find(|g| g.iface == iface && g.queue == queue)
+        else {
+            bail!(
+                "queues[{k}]: no sensor is assigned to {iface} queue {queue}; give a sensor \
+                 `iface = \"{iface}\"` and `queue = {queue}`, or remove the entry"
+            );
+        };
+        if let Some(c) = q.cpu {
+            g.cpu = Some(check_cpu(&format!("queues[{k}].cpu"), c)?);
+        }
+        if let Some(n) = q.umem_frames {
+            g.umem_frames = check_umem(&format!("queues[{k}].umem_frames"), n)?;
+        }
+    }
+    if let Some(c) = i.cpu {
+        if groups.len() > 1 {
+            bail!(
+                "--cpu: {} capture threads are configured; pin them with --cpus LIST (one CPU each)",
+                groups.len()
+            );
+        }
+        groups[0].cpu = Some(check_cpu("--cpu", c)?);
+    }
+    if let Some(list) = i.cpus {
+        if list.len() != groups.len() {
+            bail!(
+                "--cpus: {} CPUs given for {} capture threads; give exactly one per thread \
+                 (order: {})",
+                list.len(),
+                groups.len(),
+                groups
+                    .iter()
+                    .map(|g| format!("{}:{}", g.iface, g.queue))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        for (g, c) in groups.iter_mut().zip(list) {
+            g.cpu = Some(check_cpu("--cpus", c)?);
+        }
+    }
+    Ok(Plan {
+        backend,
+        listen,
+        max_subscribers,
+        subscriber_queue,
+        frame_queue,
+        rcvbuf: i.rcvbuf,
+        stall: i.stall,
+        queues: groups,
+    })
+}
+
+/// `--cpus LIST`: one CPU per capture thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// clap value parser of `--cpus`.
+pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+    parse_cpus(s).map(CpuList)
+}
+
+/// Parses `--cpus 0,2,3` (comma-separated CPU numbers).
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|c| {
+            c.trim().parse::<usize>().map_err(|_| {
+                format!("--cpus {s:?}: expected comma-separated CPU numbers, e.g. 0,1")
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sensor(name: &str, port: u16) -> SensorSection {
+        SensorSection {
+            name: Some(name.into()),
+            model: Some(SensorModel::Vlp16),
+            calibration: Some("cal.yaml".into()),
+            port: Some(port),
+            ..SensorSection::default()
+        }
+    }
+
+    fn inputs(sensors: Vec<SensorSection>) -> Inputs {
+        Inputs {
+            iface: Some("eth0".into()),
+            sensors,
+            ..Inputs::default()
+        }
+    }
+
+    #[test]
+    fn sensors_group_into_queues_in_order() {
+        let mut b = sensor("rear", 2369);
+        b.queue = Some(1);
+        let mut i = inputs(vec![sensor("front", 2368), b, sensor("left", 2370)]);
+        i.queues = vec![QueueSection {
+            iface: Some("eth0".into()),
+            queue: Some(1),
+            cpu: Some(0),
+            umem_frames: Some(8192),
+        }];
+        let p = build(i).unwrap();
+        assert_eq!(p.queues.len(), 2);
+        assert_eq!((p.queues[0].queue, p.queues[0].sensors.len()), (0, 2));
+        assert_eq!(p.queues[0].sensors[1].name, "left");
+        assert_eq!(p.queues[0].sensors[1].id, 2);
+        assert_eq!(p.queues[1].umem_frames, 8192);
+        assert_eq!(p.queues[1].cpu, Some(0));
+        assert_eq!(p.queues[0].umem_frames, 4096);
+        let ids: Vec<u16> = p.sensors().map(|s| s.id).collect();
+        assert_eq!(ids, [0, 1, 2]);
+    }
+
+    #[test]
+    fn errors_name_the_field_value_and_range() {
+        let e = |i: Inputs| build(i).unwrap_err().to_string();
+        assert_eq!(
+            e(inputs(vec![sensor("a", 2368), sensor("b", 0)])),
+            "sensors[1].port: 0 is not a valid UDP port (valid range 1..=65535)"
+        );
+        assert!(
+            e(inputs(vec![sensor("a", 2368), sensor("a", 2369)]))
+                .starts_with("sensors[1].name: \"a\" is already the name of sensors[0]")
+        );
+        assert!(
+            e(inputs(vec![sensor("a", 2368), sensor("b", 2368)])).starts_with(
+                "sensors[1].port: port 2368 from any source on eth0 is already sensors[0]'s"
+            )
+        );
+        let mut bad = sensor("a", 2368);
+        bad.cut_angle = Some(361.0);
+        assert_eq!(
+            e(inputs(vec![bad])),
+            "sensors[0].cut_angle: 361 is out of range; valid [0, 360] deg"
+        );
+        let mut bad = sensor("a", 2368);
+        bad.queue = Some(64);
+        assert!(
+            e(inputs(vec![bad])).starts_with("sensors[0].queue: 64 is out of range; valid 0..=63")
+        );
+        let mut i = inputs(vec![sensor("a", 2368)]);
+        i.max_subscribers = Some(0);
+        assert_eq!(e(i), "--max-subscribers: 0 is out of range; valid 1..=1024");
+        let mut i = inputs(vec![sensor("a", 2368)]);
+        i.queues = vec![QueueSection {
+            queue: Some(3),
+            ..QueueSection::default()
+        }];
+        assert!(e(i).starts_with("queues[0]: no sensor is assigned to eth0 queue 3"));
+        let mut i = inputs(vec![sensor("a", 2368)]);
+        i.umem_frames = Some(100);
+        assert_eq!(
+            e(i),
+            "--umem-frames: 100 is not a power of two in 64..=65536"
+        );
+        let mut s = sensor("a", 2368);
+        s.return_mode = Some("quad".into());
+        assert!(e(inputs(vec![s])).starts_with("sensors[0].return_mode: "));
+    }
+
+    #[test]
+    fn same_port_from_distinct_sources_is_two_sensors() {
+        let mut a = sensor("a", 2368);
+        a.source = Some(Ipv4Addr::new(192, 168, 1, 201));
+        let mut b = sensor("b", 2368);
+        b.source = Some(Ipv4Addr::new(192, 168, 1, 202));
+        let p = build(inputs(vec![a, b, sensor("c", 2368)])).unwrap();
+        assert_eq!(p.queues[0].sensors.len(), 3);
+    }
+
+    #[test]
+    fn single_sensor_flags_and_sections_exclude_each_other() {
+        let mut i = inputs(vec![sensor("a", 2368)]);
+        i.single = Some(sensor("b", 2369));
+        assert!(
+            build(i)
+                .unwrap_err()
+                .to_string()
+                .contains("exclude each other")
+        );
+        let mut i = inputs(vec![]);
+        i.single = Some(SensorSection {
+            model: Some(SensorModel::Vlp16),
+            port: Some(0),
+            calibration: Some("c".into()),
+            ..SensorSection::default()
+        });
+        assert_eq!(
+            build(i).unwrap_err().to_string(),
+            "--port: 0 is not a valid UDP port (valid range 1..=65535)"
+        );
+    }
+
+    #[test]
+    fn cpus_need_one_per_thread() {
+        let mut b = sensor("b", 2369);
+        b.queue = Some(1);
+        let mut i = inputs(vec![sensor("a", 2368), b]);
+        i.cpus = Some(vec![0]);
+        assert!(
+            build(i)
+                .unwrap_err()
+                .to_string()
+                .starts_with("--cpus: 1 CPUs given for 2 capture threads")
+        );
+        assert_eq!(parse_cpus("0, 1"), Ok(vec![0, 1]));
+        assert!(parse_cpus("0,x").is_err());
+    }
+
+    #[test]
+    fn socket_backends_put_every_sensor_on_one_thread() {
+        let mut b = sensor("b", 2369);
+        b.queue = Some(1);
+        let mut i = inputs(vec![sensor("a", 2368), b]);
+        i.backend = Some(Backend::Recvmmsg);
+        let p = build(i).unwrap();
+        assert_eq!(p.queues.len(), 1);
+        assert_eq!(p.queues[0].iface, "-");
+        assert_eq!(p.queues[0].sensors.len(), 2);
+    }
+}
