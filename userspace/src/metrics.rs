@@ -35,6 +35,8 @@ pub struct CaptureSnapshot {
     pub frames_out: u64,
     /// Frames dropped because the publisher queue was full.
     pub frames_dropped: u64,
+    /// Calibration reloads (SIGHUP) applied to this thread's sensors.
+    pub calibration_reloads: u64,
 }
 
 /// One sensor's counters (see [`crate::capture::SensorCounters`]).
@@ -217,7 +219,7 @@ pub fn render(s: &Snapshot) -> String {
     }
 
     type CField = (&'static str, &'static str, fn(&CaptureSnapshot) -> u64);
-    let cap: [CField; 9] = [
+    let cap: [CField; 10] = [
         ("rx_frames", "Frames taken from the AF_XDP RX ring.", |c| {
             c.rx_frames
         }),
@@ -250,6 +252,11 @@ pub fn render(s: &Snapshot) -> String {
             "frames_dropped",
             "Frames dropped because the publisher queue was full.",
             |c| c.frames_dropped,
+        ),
+        (
+            "calibration_reloads",
+            "Sensor calibrations reloaded on SIGHUP and applied by the capture thread.",
+            |c| c.calibration_reloads,
         ),
     ];
     for (n, help, f) in cap {

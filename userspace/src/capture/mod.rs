@@ -19,6 +19,7 @@
 //! The socket backends exist to measure the AF_XDP path against (issue 4, `cargo xtask
 //! bench`); so does [`StallSchedule`], which injects decoder pauses.
 
+use crossbeam_queue::ArrayQueue;
 use std::{
     sync::{
         Arc,
@@ -32,7 +33,7 @@ use crate::{
     net::{self, NetError, UdpDatagram},
     publish::FrameSender,
     reassembly::{Fragment, Reassembler, ReassemblyConfig, ReassemblyCounters},
-    sensor::ScanPipeline,
+    sensor::{DecodeCounters, ScanPipeline},
     xsk::{XdpStatistics, XskCountersSnapshot},
 };
 
@@ -93,6 +94,8 @@ pub struct CaptureCounters {
     pub frames_out: AtomicU64,
     /// Frames dropped because the publisher queue was full.
     pub frames_dropped: AtomicU64,
+    /// Calibration reloads (SIGHUP, [`Reload`]) applied.
+    pub calibration_reloads: AtomicU64,
 }
 
 /// Snapshot of the per-sensor decode counters, published by the capture thread.
@@ -130,6 +133,7 @@ impl CaptureCounters {
             waits: r(&self.waits),
             frames_out: r(&self.frames_out),
             frames_dropped: r(&self.frames_dropped),
+            calibration_reloads: r(&self.calibration_reloads),
         }
     }
 }
@@ -344,6 +348,21 @@ pub struct CaptureWorker<S: PacketSource> {
     pub stats: Arc<CaptureStats>,
     /// Injected decoder pauses (benchmarks), or `None`.
     pub stall: Option<StallSchedule>,
+    /// New pipelines (calibration reloaded on SIGHUP) for this thread's sensor slots; the
+    /// thread takes them between bursts ([`Reload`]). Capacity: one per slot is enough.
+    pub reloads: Arc<ArrayQueue<Reload>>,
+}
+
+/// A sensor pipeline rebuilt from a re-read calibration, for slot `slot` of a capture thread.
+///
+/// The thread flushes the old pipeline's frame in progress (published as it is, with its
+/// packet counts), carries its counters and frame sequence over, and continues with the new
+/// pipeline from the next packet.
+pub struct Reload {
+    /// Index into [`CaptureWorker::sensors`].
+    pub slot: usize,
+    /// The replacement.
+    pub pipeline: ScanPipeline,
 }
 
 /// Limits of the capture thread's IPv4 reassembler: the defaults (16 datagrams in flight, up
@@ -377,6 +396,9 @@ struct Local {
     sensors: Vec<[u64; 3]>,
     /// Per sensor slot: the return mode was compared with the expected one.
     mode_checked: Vec<bool>,
+    /// Per sensor slot: counters of the pipelines replaced by reloads.
+    retired: Vec<DecodeCounters>,
+    calibration_reloads: u64,
 }
 
 /// Hands one UDP datagram to the sensor it belongs to, or counts it as unknown.
@@ -407,7 +429,9 @@ fn dispatch(
                 t[2] += d.payload.len() as u64;
             }
             let s = &mut sensors[i];
+            let from = out.len();
             s.pipeline.push(d.payload, now, out);
+            renumber(&mut out[from..], local.retired.get(i));
             if let (Some(want), Some(false)) = (s.expect_return_mode, local.mode_checked.get(i))
                 && let Some(got) = s.pipeline.return_mode()
             {
@@ -422,6 +446,18 @@ fn dispatch(
             }
         }
         None => local.unknown_sensor += 1,
+    }
+}
+
+/// Continues the frame sequence of a sensor whose pipeline was replaced: `frames` just emitted
+/// by the current pipeline are numbered after the `retired` pipelines' frames.
+fn renumber(frames: &mut [Frame], retired: Option<&DecodeCounters>) {
+    if let Some(r) = retired
+        && r.frames > 0
+    {
+        for f in frames {
+            f.header.sequence += r.frames;
+        }
     }
 }
 
@@ -440,6 +476,7 @@ impl<S: PacketSource> CaptureWorker<S> {
         let mut local = Local {
             sensors: vec![[0; 3]; self.sensors.len()],
             mode_checked: vec![false; self.sensors.len()],
+            retired: vec![DecodeCounters::default(); self.sensors.len()],
             ..Local::default()
         };
         let mut reasm = Reassembler::new(REASSEMBLY);
@@ -454,11 +491,16 @@ impl<S: PacketSource> CaptureWorker<S> {
                 stalls += 1;
                 *due += s.every;
             }
+            if !self.reloads.is_empty() {
+                self.apply_reloads(&mut local, &mut out);
+            }
             let now = realtime_ns();
             let n = self.burst(&mut local, &mut reasm, now, &mut out)?;
             if n == 0 {
-                for s in self.sensors.iter_mut() {
+                for (s, retired) in self.sensors.iter_mut().zip(&local.retired) {
+                    let from = out.len();
                     s.pipeline.poll_timeout(now, &mut out);
+                    renumber(&mut out[from..], Some(retired));
                 }
                 reasm.poll_timeout(now);
                 self.publish(&mut out, &mut local);
@@ -482,8 +524,10 @@ impl<S: PacketSource> CaptureWorker<S> {
             }
             self.publish(&mut out, &mut local);
         }
-        for s in self.sensors.iter_mut() {
+        for (s, retired) in self.sensors.iter_mut().zip(&local.retired) {
+            let from = out.len();
             s.pipeline.flush(&mut out);
+            renumber(&mut out[from..], Some(retired));
         }
         self.publish(&mut out, &mut local);
         self.store(&local, &reasm);
@@ -494,6 +538,25 @@ impl<S: PacketSource> CaptureWorker<S> {
             exit.backend.receiver_cpu_ns = Some(exit.backend.decoder_cpu_ns);
         }
         Ok(exit)
+    }
+
+    /// Swaps in the reloaded pipelines waiting in [`Self::reloads`].
+    fn apply_reloads(&mut self, local: &mut Local, out: &mut Vec<Frame>) {
+        while let Some(r) = self.reloads.pop() {
+            let (Some(slot), Some(retired)) =
+                (self.sensors.get_mut(r.slot), local.retired.get_mut(r.slot))
+            else {
+                log::warn!("calibration reload for unknown sensor slot {}", r.slot);
+                continue;
+            };
+            let from = out.len();
+            slot.pipeline.flush(out);
+            renumber(&mut out[from..], Some(retired));
+            retired.add(slot.pipeline.counters());
+            slot.pipeline = r.pipeline;
+            local.calibration_reloads += 1;
+        }
+        self.publish(out, local);
     }
 
     /// Takes one burst from the source and dispatches it; returns the packets taken.
@@ -559,17 +622,21 @@ impl<S: PacketSource> CaptureWorker<S> {
         c.waits.store(l.waits, Ordering::Relaxed);
         c.frames_out.store(l.frames_out, Ordering::Relaxed);
         c.frames_dropped.store(l.frames_dropped, Ordering::Relaxed);
+        c.calibration_reloads
+            .store(l.calibration_reloads, Ordering::Relaxed);
         self.stats.reassembly.store(reasm.counters());
-        for ((slot, sc), t) in self
+        for (i, ((slot, sc), t)) in self
             .sensors
             .iter()
             .zip(self.stats.sensors.iter())
             .zip(l.sensors.iter())
+            .enumerate()
         {
             sc.datagrams.store(t[0], Ordering::Relaxed);
             sc.reassembled.store(t[1], Ordering::Relaxed);
             sc.bytes.store(t[2], Ordering::Relaxed);
             let d = slot.pipeline.counters();
+            let d = &d.sum(l.retired.get(i).copied().unwrap_or_default());
             sc.decoded.store(d.decoded, Ordering::Relaxed);
             sc.malformed.store(d.malformed, Ordering::Relaxed);
             sc.ignored.store(d.ignored, Ordering::Relaxed);

@@ -50,17 +50,29 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     if let Some(dir) = &a.pcd {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
+    let mut stdout = std::io::stdout().lock();
+    let mut listening = true;
     for f in &frames {
         let h = &f.header;
-        println!(
-            "frame seq={} start_ns={} points={} packets={}/{} malformed={}",
-            h.sequence,
-            h.start_ns,
-            f.points.len(),
-            h.packets_received,
-            h.packets_expected,
-            h.packets_malformed
-        );
+        use std::io::Write;
+        // A closed pipe (`| head`) stops the listing, not the PCD output.
+        if listening
+            && let Err(e) = writeln!(
+                stdout,
+                "frame seq={} start_ns={} points={} packets={}/{} malformed={}",
+                h.sequence,
+                h.start_ns,
+                f.points.len(),
+                h.packets_received,
+                h.packets_expected,
+                h.packets_malformed
+            )
+        {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(e).context("write to stdout");
+            }
+            listening = false;
+        }
         if let Some(dir) = &a.pcd {
             let path = dir.join(format!("{:06}.pcd", h.sequence));
             lidarxdp::pcd::write_pcd(&path, &f.points)

@@ -26,8 +26,8 @@ use crossbeam_queue::ArrayQueue;
 use lidarxdp::{
     capture::{
         Backend, CaptureExit, CaptureStats, CaptureWorker, PacketSource, RcvBuf, RecvmmsgSource,
-        SensorCounters, SensorSlot, SocketSource, StallSchedule, UdpSocketConfig, UringSource,
-        XdpSource,
+        Reload, SensorCounters, SensorSlot, SocketSource, StallSchedule, UdpSocketConfig,
+        UringSource, XdpSource,
     },
     loader::{AttachMode, ProgramCounters, XdpProgram},
     publish::{FrameSender, Publisher, PublisherConfig, PublisherCounters},
@@ -425,6 +425,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
     }
     let worker_stop = Arc::new(AtomicBool::new(false));
+    let hangup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hangup.clone())
+        .context("install SIGHUP handler")?;
     let queue_frames = Arc::new(ArrayQueue::new(plan.frame_queue));
     let listen = plan.listen;
     // Bound (and listening) before the capabilities go, so a privileged port still works.
@@ -497,8 +500,10 @@ pub fn run(args: RunArgs) -> Result<()> {
                 expect_return_mode: s.return_mode,
             })
             .collect();
+        let reloads = Arc::new(ArrayQueue::new(q.sensors.len().max(1)));
         let parts = WorkerParts {
             slots,
+            reloads: reloads.clone(),
             sender: FrameSender::new(queue_frames.clone(), &publisher),
             stop: worker_stop.clone(),
             stats: stats.clone(),
@@ -515,6 +520,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         workers.push(Worker {
             iface: q.iface.clone(),
             queue: q.queue,
+            sensors: q.sensors.clone(),
+            reloads,
             models: q.sensors.iter().map(|s| (s.id, s.model.name())).collect(),
             stats,
             thread: Some(thread),
@@ -546,6 +553,9 @@ pub fn run(args: RunArgs) -> Result<()> {
                 }
             }
             None => std::thread::sleep(Duration::from_millis(50)),
+        }
+        if hangup.swap(false, Ordering::Relaxed) {
+            reload_calibrations(&workers);
         }
         if last_log.elapsed() >= Duration::from_secs(10) {
             last_log = std::time::Instant::now();
@@ -581,11 +591,46 @@ pub fn run(args: RunArgs) -> Result<()> {
 struct Worker {
     iface: String,
     queue: u32,
+    /// The thread's sensors, in slot order (for reloads).
+    sensors: Vec<SensorPlan>,
+    /// Where reloaded pipelines go.
+    reloads: Arc<ArrayQueue<Reload>>,
     /// (sensor id, model name) per slot.
     models: Vec<(u16, &'static str)>,
     stats: Arc<CaptureStats>,
     thread: Option<std::thread::JoinHandle<std::io::Result<CaptureExit>>>,
     exit: Option<CaptureExit>,
+}
+
+/// SIGHUP: re-reads every sensor's calibration and hands the rebuilt pipelines to the capture
+/// threads. A sensor whose file no longer parses keeps its loaded calibration (error logged);
+/// the others are reloaded. Runs on the main thread, which holds no capability by now, so the
+/// files must be readable by the daemon's user.
+fn reload_calibrations(workers: &[Worker]) {
+    let (mut ok, mut failed) = (0usize, 0usize);
+    for w in workers {
+        for (slot, s) in w.sensors.iter().enumerate() {
+            match pipeline(s) {
+                Ok(p) => {
+                    if w.reloads.push(Reload { slot, pipeline: p }).is_err() {
+                        log::warn!(
+                            "SIGHUP: sensor {:?}: the previous reload is not applied yet; \
+                             skipped",
+                            s.name
+                        );
+                        failed += 1;
+                    } else {
+                        ok += 1;
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    log::error!("SIGHUP: {e:#}; keeping the loaded calibration");
+                }
+            }
+        }
+    }
+    log::info!("SIGHUP: calibration reloaded for {ok} sensor(s), {failed} kept as they were");
 }
 
 /// The counters [`lidarxdp::metrics::render`] exposes, read now. The XDP program counters are
@@ -698,6 +743,7 @@ fn queue_json(w: &Worker) -> serde_json::Value {
             "fragments": c.fragments, "unknown_sensor": c.unknown_sensor,
             "waits": c.waits, "frames_out": c.frames_out,
             "frames_dropped": c.frames_dropped,
+            "calibration_reloads": c.calibration_reloads,
         },
         "reassembly": {
             "fragments": ra.fragments, "completed": ra.completed,
@@ -774,6 +820,7 @@ enum Source {
 /// Everything but the source that the capture thread is started with.
 struct WorkerParts {
     slots: Vec<SensorSlot>,
+    reloads: Arc<ArrayQueue<Reload>>,
     sender: FrameSender,
     stop: Arc<AtomicBool>,
     stats: Arc<CaptureStats>,
@@ -795,6 +842,7 @@ impl WorkerParts {
             stop: self.stop,
             stats: self.stats,
             stall: self.stall,
+            reloads: self.reloads,
         };
         let cpu = self.cpu;
         Ok(std::thread::Builder::new().name(self.name).spawn(move || {

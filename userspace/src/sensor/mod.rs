@@ -431,6 +431,25 @@ pub struct DecodeCounters {
     pub points: u64,
 }
 
+impl DecodeCounters {
+    /// Adds `other` field by field (e.g. the counters of a pipeline replaced on reload).
+    pub fn add(&mut self, other: &DecodeCounters) {
+        self.packets += other.packets;
+        self.decoded += other.decoded;
+        self.malformed += other.malformed;
+        self.ignored += other.ignored;
+        self.frames += other.frames;
+        self.points += other.points;
+    }
+
+    /// `self + other`, field by field.
+    pub fn sum(&self, other: DecodeCounters) -> DecodeCounters {
+        let mut s = *self;
+        s.add(&other);
+        s
+    }
+}
+
 /// How a payload that is not a valid data packet is counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rejection {
