@@ -37,7 +37,7 @@ fn wait_reloads(ns: &str, metrics_port: u16, n: u64) {
         let text = String::from_utf8_lossy(&text.stdout).into_owned();
         let got = text
             .lines()
-            .find(|l| l.starts_with(&want))
+            .find(|l| l.starts_with(want))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse::<u64>().ok());
         if got == Some(n) {
