@@ -461,8 +461,10 @@ pub fn generate(args: &Args) -> Result<Report> {
                 while c < n && due_offset_ns(i + c, pps) <= elapsed {
                     c += 1;
                 }
+                // Sensor time = the scheduled slot (as the offline decode assumed), not the
+                // actual send time.
                 let times = (0..c)
-                    .map(|k| start_ns + due_offset_ns(i + k, pps))
+                    .map(|k| start_real + due_offset_ns(i + k, pps))
                     .collect();
                 for k in 0..c {
                     if elapsed.saturating_sub(due_offset_ns(i + k, pps)) > LATE_NS {

@@ -117,7 +117,8 @@ pub fn summary(rows: &[Row], env: &[String], stall_ms: &[u64]) -> String {
          repetitions; \"where\" gives the median of each non-zero counter (veth drops, the input \
          backlog's drops from /proc/net/softnet_stat, UDP RcvbufErrors / other InErrors from \
          /proc/net/snmp, XDP_STATISTICS; fill_ring_empty overlaps rx_dropped and is not summed; \
-         \"unexplained\" = lost − the summed counters). Failed runs are listed, never counted \
+         with native XDP the veth also counts the redirects the AF_XDP socket dropped, so the \
+         larger of the two is summed; \"unexplained\" = lost − the summed counters). Failed runs are listed, never counted \
          as zero loss.\n"
     );
 

@@ -486,7 +486,11 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         let _ = probe.kill();
     }
     let _ = probe.wait();
-    ready?;
+    if let Err(e) = ready {
+        let log = std::fs::read_to_string(raw("daemon.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(2).collect();
+        bail!("{e:#}; daemon log: {}", tail.join(" / "));
+    }
 
     // Collector.
     let frames_path = raw("frames.jsonl");
@@ -663,12 +667,15 @@ fn fill_row(
     row.xsk_tx_ring_empty = num(d, &["xsk", "tx_ring_empty_descs"]);
     row.decoder_rejected = row.received.saturating_sub(row.decoded);
     // rx_fill_ring_empty_descs is not added: a fill-ring miss is also counted in rx_dropped.
-    let counted = row.veth_dropped
-        + row.backlog_dropped
-        + row.udp_in_errors
-        + row.xsk_rx_dropped.unwrap_or(0)
-        + row.xsk_rx_ring_full.unwrap_or(0)
-        + row.decoder_rejected;
+    // With native XDP the veth counts a failed redirect to the AF_XDP socket as its own
+    // drop too: the two layers count the same packets, so only the larger is summed.
+    let xsk = row.xsk_rx_dropped.unwrap_or(0) + row.xsk_rx_ring_full.unwrap_or(0);
+    let (veth, xsk) = if row.xsk_rx_dropped.is_some() {
+        (row.veth_dropped.max(xsk), 0)
+    } else {
+        (row.veth_dropped, xsk)
+    };
+    let counted = veth + xsk + row.backlog_dropped + row.udp_in_errors + row.decoder_rejected;
     row.unexplained = row.lost - counted as i64;
     row.rcvbuf_bytes = num(d, &["backend", "rcvbuf_bytes"]);
     let per = |ns: u64| {
@@ -1004,6 +1011,9 @@ pub fn run(args: Args) -> Result<()> {
     crate::report::plot_loss_vs_rate(&rows, &out.join("loss_vs_rate.svg"))?;
     crate::report::plot_stalls(&rows, &out.join("stall_tolerance.svg"))?;
     println!("{md}");
+    if rows.iter().all(|r| !r.error.is_empty()) {
+        bail!("every run failed; see {}", out.join("summary.md").display());
+    }
     eprintln!(
         "suite: {} runs in {:.0} s; results in {}",
         rows.len(),
