@@ -199,7 +199,8 @@ pub fn summary(rows: &[Row], env: &[String], stall_ms: &[u64]) -> String {
     let _ = writeln!(s, "\n## 3. Stalls\n");
     let _ = writeln!(
         s,
-        "36,000 pps; the decoder sleeps MS every 1,000 ms (`--stall MS:1000`). Lost packets per \
+        "36,000 pps; the decoder sleeps MS every 1,000 ms (`--stall MS:1000`; MS:2×MS for \
+         stalls of 1,000 ms and more, as the daemon requires MS < EVERY_MS). Lost packets per \
          stall length (\"–\": not run, a shorter stall already lost in every repetition). \
          Tolerance = the longest stall absorbed with zero loss in every repetition, with every \
          shorter stall also loss-free (0 = none of the tested stalls).\n"

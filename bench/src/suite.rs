@@ -399,6 +399,12 @@ fn wait_file(p: &Path, c: &mut Child, t: Duration) -> Result<()> {
     Ok(())
 }
 
+/// Period of the stall injection for a stall of `ms`: 1,000 ms, or 2 × `ms` for stalls of a
+/// second or more (the daemon requires MS < EVERY_MS).
+pub fn stall_every_ms(ms: u64) -> u64 {
+    if ms < 1_000 { 1_000 } else { 2 * ms }
+}
+
 /// Runs one configuration; failures are returned as a row with `error` set.
 fn run_one(ctx: &Ctx, spec: &Spec, idx: usize) -> Row {
     let mut row = Row {
@@ -466,7 +472,7 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         d.args(["--rcvbuf", r]);
     }
     if let Some(s) = spec.stall_ms {
-        d.args(["--stall", &format!("{s}:1000")]);
+        d.args(["--stall", &format!("{s}:{}", stall_every_ms(s))]);
     }
     let log = std::fs::File::create(raw("daemon.log"))?;
     d.stdout(Stdio::null()).stderr(log).env("RUST_LOG", "warn");
@@ -973,7 +979,15 @@ pub fn run(args: Args) -> Result<()> {
                         stall_ms: Some(ms),
                         rcvbuf,
                         umem_frames: umem,
-                        ..base("stall", b, rep, Some(STALL_PPS), plan.stall_s)
+                        // At least two stalls fall inside the sending time.
+                        ..base(
+                            "stall",
+                            b,
+                            rep,
+                            Some(STALL_PPS),
+                            plan.stall_s
+                                .max((2 * stall_every_ms(ms)) as f64 / 1e3 + 0.5),
+                        )
                     };
                     eprintln!(
                         "suite: [{:.0} s] {}",
