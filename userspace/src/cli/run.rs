@@ -22,7 +22,11 @@ use std::{
 use anyhow::{Context, Result, bail};
 use crossbeam_queue::ArrayQueue;
 use lidarxdp::{
-    capture::{CaptureExit, CaptureStats, CaptureWorker, SensorCounters, SensorSlot},
+    capture::{
+        Backend, CaptureExit, CaptureStats, CaptureWorker, PacketSource, RcvBuf, RecvmmsgSource,
+        SensorCounters, SensorSlot, SocketSource, StallSchedule, UdpSocketConfig, UringSource,
+        XdpSource,
+    },
     loader::{AttachMode, XdpProgram},
     publish::{FrameSender, Publisher, PublisherConfig, PublisherCounters},
     sensor::{ScanPipeline, SensorConfig, SensorModel},
@@ -39,9 +43,26 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     config: Option<PathBuf>,
-    /// Interface to attach the XDP program to and capture on.
+    /// Interface to attach the XDP program to and capture on (required by `--backend xdp`,
+    /// ignored by the socket backends).
     #[arg(long)]
     iface: Option<String>,
+    /// How packets reach the decoder: `xdp` (AF_XDP, the product) or one of the socket
+    /// baselines it is benchmarked against (`socket`, `recvmmsg`, `uring`); default xdp.
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// Socket backends: address the UDP sockets bind (default 0.0.0.0).
+    #[arg(long, value_name = "IP")]
+    bind: Option<Ipv4Addr>,
+    /// Socket backends: receive buffer, `default`, `max` (net.core.rmem_max) or bytes in
+    /// 1..=1073741824 (default: `default` for socket, `max` for recvmmsg and uring).
+    #[arg(long, value_name = "default|max|BYTES")]
+    rcvbuf: Option<RcvBuf>,
+    /// Benchmarks: pause the decoder thread MS milliseconds every EVERY_MS milliseconds
+    /// (`MS:EVERY_MS`, 1 <= MS < EVERY_MS <= 3600000), to measure stall tolerance.
+    #[arg(long, value_name = "MS:EVERY_MS")]
+    #[serde(default, deserialize_with = "de_stall")]
+    stall: Option<StallSchedule>,
     /// RX queue of the interface to bind the AF_XDP socket to (default 0).
     #[arg(long)]
     queue: Option<u32>,
@@ -117,6 +138,11 @@ pub struct RunArgs {
     metrics_public: Option<bool>,
 }
 
+fn de_stall<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<StallSchedule>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
 /// Upper bound of `--max-subscribers` (the publisher's io_uring is sized from it).
 const MAX_SUBSCRIBERS: usize = 1024;
 
@@ -134,6 +160,10 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             a,
             f,
             iface,
+            backend,
+            bind,
+            rcvbuf,
+            stall,
             queue,
             sensor,
             name,
@@ -164,10 +194,14 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
 /// Runs the daemon until SIGTERM/SIGINT; see the module documentation.
 pub fn run(args: RunArgs) -> Result<()> {
     let a = load_config(args)?;
-    let iface = a
-        .iface
-        .clone()
-        .context("--iface (or `iface` in the config file) is required")?;
+    let backend = a.backend.unwrap_or_default();
+    let iface = match (&a.iface, backend) {
+        (Some(i), _) => i.clone(),
+        (None, Backend::Xdp) => {
+            bail!("--iface (or `iface` in the config file) is required with --backend xdp")
+        }
+        (None, _) => String::from("-"),
+    };
     let queue = a.queue.unwrap_or(0);
     let model = a
         .sensor
@@ -247,48 +281,46 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let pipeline = ScanPipeline::with_options(&cfg, opts).context("sensor configuration")?;
 
-    let object = match &a.bpf_object {
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
-        None => None,
-    };
-    let mut program = XdpProgram::load_and_attach(
-        object.as_deref(),
-        &iface,
-        a.xdp_mode.unwrap_or(AttachMode::Auto),
-    )?;
-    log::info!(
-        "XDP program attached to {iface} ({:?} mode)",
-        program.mode()
-    );
-
-    let umem = UmemConfig {
-        frame_count: umem_frames,
-        ..UmemConfig::default()
-    };
-    let xcfg = XskConfig {
-        ifname: iface.clone(),
-        queue,
-        mode: BindMode::Auto,
-        need_wakeup: true,
-        bind_retry: Duration::from_secs(10),
-    };
-    let xsk = XskSocket::open(&umem, &xcfg)
-        .with_context(|| format!("AF_XDP socket on {iface} queue {queue}"))?;
-    log::info!(
-        "AF_XDP socket bound to {iface} queue {queue}: {:?} mode, UMEM {} frames on {}",
-        xsk.bound_mode(),
-        umem_frames,
-        if xsk.uses_huge_pages() {
-            "2 MiB hugepages"
-        } else {
-            "normal pages"
+    // The sensors' ports: the data port and, for RoboSense, the DIFOP port.
+    let mut ports = vec![port];
+    ports.extend(a.extra_port);
+    let (program, source) = match backend {
+        Backend::Xdp => {
+            let (program, xsk) = attach_xdp(&a, &iface, queue, umem_frames, &ports)?;
+            (
+                Some(program),
+                Source::Xdp(XdpSource::new(xsk).context("io_uring for the capture thread")?),
+            )
         }
-    );
-    program.bind_socket(queue, &xsk)?;
-    program.add_sensor(port, a.source.map(|ip| ip.octets()), 0)?;
-    if let Some(extra) = a.extra_port {
-        program.add_sensor(extra, a.source.map(|ip| ip.octets()), 0)?;
-    }
+        other => {
+            let ucfg = UdpSocketConfig {
+                bind: a.bind.unwrap_or(Ipv4Addr::UNSPECIFIED),
+                ports: ports.clone(),
+                rcvbuf: a.rcvbuf.unwrap_or(match other {
+                    Backend::Socket => RcvBuf::Default,
+                    _ => RcvBuf::Max,
+                }),
+                max_datagram: max_datagram(model),
+            };
+            let what = || format!("--backend {}: UDP sockets on ports {ports:?}", other.name());
+            let source = match other {
+                Backend::Socket => Source::Socket(SocketSource::open(&ucfg).with_context(what)?),
+                Backend::Recvmmsg => {
+                    Source::Recvmmsg(RecvmmsgSource::open(&ucfg).with_context(what)?)
+                }
+                _ => Source::Uring(
+                    UringSource::open(&ucfg, uring_buffers(model)).with_context(what)?,
+                ),
+            };
+            log::info!(
+                "--backend {}: UDP sockets bound to {}:{ports:?}, SO_RCVBUF {:?}",
+                other.name(),
+                ucfg.bind,
+                ucfg.rcvbuf
+            );
+            (None, source)
+        }
+    };
 
     // Bound before anything else starts so a busy port fails the start-up; its thread starts
     // only after the capabilities are dropped (below), so it holds none.
@@ -354,28 +386,27 @@ pub fn run(args: RunArgs) -> Result<()> {
         sensors: vec![SensorCounters::default()],
         ..CaptureStats::default()
     });
-    let worker = CaptureWorker {
-        xsk,
-        sensors: vec![SensorSlot {
-            port,
-            extra_port: a.extra_port,
-            source: a.source.map(|ip| ip.octets()),
-            pipeline,
-        }],
+    let slots = vec![SensorSlot {
+        port,
+        extra_port: a.extra_port,
+        source: a.source.map(|ip| ip.octets()),
+        pipeline,
+    }];
+    let spawn = WorkerParts {
+        slots,
         sender,
-        idle_wait: Duration::from_millis(20),
         stop: worker_stop.clone(),
         stats: stats.clone(),
+        stall: a.stall,
+        cpu: a.cpu,
+        name: format!("capture-{iface}-{queue}"),
     };
-    let cpu = a.cpu;
-    let thread = std::thread::Builder::new()
-        .name(format!("capture-{iface}-{queue}"))
-        .spawn(move || {
-            if let Some(cpu) = cpu {
-                pin_to_cpu(cpu);
-            }
-            worker.run()
-        })?;
+    let thread = match source {
+        Source::Xdp(s) => spawn.spawn(s)?,
+        Source::Socket(s) => spawn.spawn(s)?,
+        Source::Recvmmsg(s) => spawn.spawn(s)?,
+        Source::Uring(s) => spawn.spawn(s)?,
+    };
     log::info!(
         "serving sensor {model} on UDP port {port}; subscribers at {}",
         publisher.local_addr()
@@ -383,7 +414,8 @@ pub fn run(args: RunArgs) -> Result<()> {
 
     let mut last_log = std::time::Instant::now();
     let sensor_model = model.name().to_owned();
-    let snapshot = |program: &XdpProgram, publisher: &lidarxdp::publish::PublisherHandle| {
+    let snapshot = |program: Option<&XdpProgram>,
+                    publisher: &lidarxdp::publish::PublisherHandle| {
         metrics_snapshot(
             program,
             &stats,
@@ -397,7 +429,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         match &metrics {
             Some(rx) => {
                 if let Ok(reply) = rx.recv_timeout(Duration::from_millis(50)) {
-                    let _ = reply.send(lidarxdp::metrics::render(&snapshot(&program, &publisher)));
+                    let _ = reply.send(lidarxdp::metrics::render(&snapshot(
+                        program.as_ref(),
+                        &publisher,
+                    )));
                 }
             }
             None => std::thread::sleep(Duration::from_millis(50)),
@@ -406,7 +441,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             last_log = std::time::Instant::now();
             log::info!(
                 "{}",
-                stats_json(&program, None, &stats, &publisher.counters())
+                stats_json(program.as_ref(), None, &stats, &publisher.counters())
             );
         }
     }
@@ -421,7 +456,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         Err(_) => bail!("capture thread panicked"),
     };
     let publisher_counters = publisher.shutdown().context("publisher")?;
-    let summary = stats_json(&program, exit.as_ref(), &stats, &publisher_counters);
+    let summary = stats_json(program.as_ref(), exit.as_ref(), &stats, &publisher_counters);
     log::info!("final counters: {summary}");
     if let Some(path) = &a.stats_json {
         std::fs::write(path, summary.to_string())
@@ -429,6 +464,123 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     drop(program);
     Ok(())
+}
+
+/// The capture thread's packet source, one variant per `--backend`.
+enum Source {
+    Xdp(XdpSource),
+    Socket(SocketSource),
+    Recvmmsg(RecvmmsgSource),
+    Uring(UringSource),
+}
+
+/// Everything but the source that the capture thread is started with.
+struct WorkerParts {
+    slots: Vec<SensorSlot>,
+    sender: FrameSender,
+    stop: Arc<AtomicBool>,
+    stats: Arc<CaptureStats>,
+    stall: Option<StallSchedule>,
+    cpu: Option<usize>,
+    name: String,
+}
+
+impl WorkerParts {
+    fn spawn<S: PacketSource + Send + 'static>(
+        self,
+        source: S,
+    ) -> Result<std::thread::JoinHandle<std::io::Result<CaptureExit>>> {
+        let worker = CaptureWorker {
+            source,
+            sensors: self.slots,
+            sender: self.sender,
+            idle_wait: Duration::from_millis(20),
+            stop: self.stop,
+            stats: self.stats,
+            stall: self.stall,
+        };
+        let cpu = self.cpu;
+        Ok(std::thread::Builder::new().name(self.name).spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_to_cpu(cpu);
+            }
+            worker.run()
+        })?)
+    }
+}
+
+/// Largest datagram the socket backends receive, bytes: Ouster lidar packets reach 25 KB (IPv4
+/// reassembles them before the socket), every other family's packets fit in 2 KiB.
+fn max_datagram(model: SensorModel) -> usize {
+    match model.family() {
+        lidarxdp::sensor::Family::Ouster => 65_507,
+        _ => 2048,
+    }
+}
+
+/// Provided buffers of the `uring` backend: 4,096 of ~2 KiB, or 512 of ~64 KiB for Ouster
+/// (about 8 MiB and 32 MiB).
+fn uring_buffers(model: SensorModel) -> lidarxdp::capture::UringBuffers {
+    match model.family() {
+        lidarxdp::sensor::Family::Ouster => lidarxdp::capture::UringBuffers { count: 512 },
+        _ => lidarxdp::capture::UringBuffers::default(),
+    }
+}
+
+/// Loads and attaches the XDP program, opens and binds the AF_XDP socket, and registers the
+/// socket and the sensor's ports in the program's maps.
+fn attach_xdp(
+    a: &RunArgs,
+    iface: &str,
+    queue: u32,
+    umem_frames: u32,
+    ports: &[u16],
+) -> Result<(XdpProgram, XskSocket)> {
+    let object = match &a.bpf_object {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
+        None => None,
+    };
+    let mut program = XdpProgram::load_and_attach(
+        object.as_deref(),
+        iface,
+        a.xdp_mode.unwrap_or(AttachMode::Auto),
+    )?;
+    log::info!(
+        "XDP program attached to {iface} ({:?} mode)",
+        program.mode()
+    );
+    // Fill and RX rings as large as the UMEM, so every frame can wait on the RX ring while
+    // the decoder is busy (the stall a UMEM absorbs is then frame_count packets).
+    let umem = UmemConfig {
+        frame_count: umem_frames,
+        fill_size: umem_frames,
+        rx_size: umem_frames,
+        ..UmemConfig::default()
+    };
+    let xcfg = XskConfig {
+        ifname: iface.to_owned(),
+        queue,
+        mode: BindMode::Auto,
+        need_wakeup: true,
+        bind_retry: Duration::from_secs(10),
+    };
+    let xsk = XskSocket::open(&umem, &xcfg)
+        .with_context(|| format!("AF_XDP socket on {iface} queue {queue}"))?;
+    log::info!(
+        "AF_XDP socket bound to {iface} queue {queue}: {:?} mode, UMEM {} frames on {}",
+        xsk.bound_mode(),
+        umem_frames,
+        if xsk.uses_huge_pages() {
+            "2 MiB hugepages"
+        } else {
+            "normal pages"
+        }
+    );
+    program.bind_socket(queue, &xsk)?;
+    for &p in ports {
+        program.add_sensor(p, a.source.map(|ip| ip.octets()), 0)?;
+    }
+    Ok((program, xsk))
 }
 
 fn pin_to_cpu(cpu: usize) {
@@ -450,7 +602,7 @@ fn pin_to_cpu(cpu: usize) {
 
 /// The counters [`lidarxdp::metrics::render`] exposes, read now.
 fn metrics_snapshot(
-    program: &XdpProgram,
+    program: Option<&XdpProgram>,
     stats: &CaptureStats,
     publisher: &PublisherCounters,
     iface: &str,
@@ -459,7 +611,7 @@ fn metrics_snapshot(
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, Snapshot};
     Snapshot {
-        xdp: program.counters().ok(),
+        xdp: program.and_then(|p| p.counters().ok()),
         queues: vec![QueueSnapshot {
             iface: iface.to_owned(),
             queue,
@@ -480,20 +632,21 @@ fn metrics_snapshot(
 /// All counters as one JSON object: `xdp` (program), `xsk` (XDP_STATISTICS and socket RX
 /// counters, present at exit), `capture`, `sensors[]`, `reassembly` (IPv4 fragments), `publisher`.
 fn stats_json(
-    program: &XdpProgram,
+    program: Option<&XdpProgram>,
     exit: Option<&CaptureExit>,
     stats: &CaptureStats,
     publisher: &PublisherCounters,
 ) -> serde_json::Value {
     use serde_json::json;
-    let xdp = match program.counters() {
-        Ok(c) => json!({
+    let xdp = match program.map(XdpProgram::counters) {
+        None => serde_json::Value::Null,
+        Some(Ok(c)) => json!({
             "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
             "malformed": c.malformed, "no_socket": c.no_socket,
             "frag_tracked": c.frag_tracked, "frag_redirected": c.frag_redirected,
             "frag_passed": c.frag_passed, "frag_track_failed": c.frag_track_failed,
         }),
-        Err(e) => json!({ "error": e.to_string() }),
+        Some(Err(e)) => json!({ "error": e.to_string() }),
     };
     let xsk = match exit {
         Some(e) => {
@@ -511,6 +664,17 @@ fn stats_json(
             }
             v
         }
+        None => json!({}),
+    };
+    let backend = match exit {
+        Some(e) => json!({
+            "name": e.backend.name, "received": e.backend.received,
+            "rcvbuf_bytes": e.backend.rcvbuf_bytes,
+            "receiver_cpu_ns": e.backend.receiver_cpu_ns,
+            "decoder_cpu_ns": e.backend.decoder_cpu_ns,
+            "truncated": e.backend.truncated, "backpressure": e.backend.backpressure,
+            "stalls": e.stalls,
+        }),
         None => json!({}),
     };
     let c = stats.capture.snapshot();
@@ -532,6 +696,7 @@ fn stats_json(
     json!({
         "xdp": xdp,
         "xsk": xsk,
+        "backend": backend,
         "capture": {
             "rx_frames": c.rx_frames, "rx_bytes": c.rx_bytes,
             "sensor_datagrams": c.sensor_datagrams, "not_udp": c.not_udp,

@@ -1,16 +1,25 @@
-//! The decoder thread: one per (interface, queue).
+//! The decoder thread: one per (interface, queue), and the capture backends that feed it.
 //!
-//! It drains the AF_XDP RX ring in bursts, strips the Ethernet/IPv4/UDP headers
-//! ([`crate::net`]), reassembles IPv4 fragments ([`crate::reassembly`]; Ouster datagrams exceed a
-//! 1500-byte MTU), hands each sensor payload to that sensor's [`ScanPipeline`], recycles the
-//! UMEM frames to the fill ring (inside [`XskSocket::rx_burst`]) and pushes finished frames to
-//! the publisher through a bounded lock-free queue ([`FrameSender`]). It takes no lock and never
-//! blocks on a subscriber. When the RX ring is empty it sleeps in `io_uring_enter` on a poll of
-//! the XSK socket with a timeout (`IORING_ENTER_EXT_ARG`), so it neither spins nor sleeps blindly;
-//! the timeout also closes a frame whose last packet is late ([`ScanPipeline::poll_timeout`]).
+//! The thread takes packets in bursts from a [`PacketSource`], strips the Ethernet/IPv4/UDP
+//! headers ([`crate::net`]) where the backend delivers whole frames, reassembles IPv4 fragments
+//! ([`crate::reassembly`]; Ouster datagrams exceed a 1500-byte MTU), hands each sensor payload
+//! to that sensor's [`ScanPipeline`] and pushes finished frames to the publisher through a
+//! bounded lock-free queue ([`FrameSender`]). It takes no lock and never blocks on a
+//! subscriber. When the source is empty it waits in the source's [`PacketSource::wait`] with a
+//! timeout, which also closes a frame whose last packet is late
+//! ([`ScanPipeline::poll_timeout`]).
+//!
+//! Backends (`lidarxdp run --backend`, [`Backend`]); everything after the source is shared:
+//! - [`XdpSource`] — AF_XDP, the product: UMEM frames drained from the RX ring and recycled to
+//!   the fill ring ([`crate::xsk`]), waits through io_uring (poll on the XSK fd);
+//! - [`SocketSource`] — the common driver design: blocking `recvfrom` thread, mutex queue;
+//! - [`RecvmmsgSource`] — batched `recvmmsg` with a large `SO_RCVBUF`;
+//! - [`UringSource`] — io_uring multishot `recvmsg` into a provided buffer ring.
+//!
+//! The socket backends exist to measure the AF_XDP path against (issue 4, `cargo xtask
+//! bench`); so does [`StallSchedule`], which injects decoder pauses.
 
 use std::{
-    os::fd::AsRawFd,
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -18,16 +27,28 @@ use std::{
     time::Duration,
 };
 
-use io_uring::{IoUring, opcode, types};
-
 use crate::{
     frame::Frame,
     net::{self, NetError, UdpDatagram},
     publish::FrameSender,
     reassembly::{Fragment, Reassembler, ReassemblyConfig, ReassemblyCounters},
     sensor::ScanPipeline,
-    xsk::{XdpStatistics, XskCountersSnapshot, XskSocket},
+    xsk::{XdpStatistics, XskCountersSnapshot},
 };
+
+mod recvmmsg;
+mod socket;
+mod source;
+mod udp;
+mod uring;
+mod xdp;
+
+pub use recvmmsg::RecvmmsgSource;
+pub use socket::SocketSource;
+pub use source::{Backend, BackendExit, Packet, PacketSource, thread_cpu_ns};
+pub use udp::{RcvBuf, UdpSocketConfig};
+pub use uring::{UringBuffers, UringSource};
+pub use xdp::XdpSource;
 
 /// Descriptors taken from the RX ring per burst (DPDK-style burst of 64).
 pub const RX_BURST: u32 = 64;
@@ -257,18 +278,56 @@ impl SharedXdpStatistics {
 }
 
 /// What a capture thread reports when it ends.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct CaptureExit {
-    /// The socket's `XDP_STATISTICS` at exit (`None` if the getsockopt failed).
+    /// The socket's `XDP_STATISTICS` at exit (`None` for socket backends, or if the
+    /// getsockopt failed).
     pub xdp_statistics: Option<XdpStatistics>,
-    /// The socket's own RX counters at exit.
+    /// The AF_XDP socket's own RX counters at exit (zero for socket backends).
     pub xsk: XskCountersSnapshot,
+    /// The backend's own report: datagrams received, receive buffer, thread CPU times.
+    pub backend: BackendExit,
+    /// Decoder stalls injected by [`StallSchedule`] (benchmarks only; 0 otherwise).
+    pub stalls: u64,
+}
+
+/// A pause injected into the decoder thread to measure how long a stall each backend absorbs
+/// without loss (issue 4, scenario 3): the thread sleeps `pause` once every `every`, the first
+/// time `every` after it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StallSchedule {
+    /// Length of one pause.
+    pub pause: Duration,
+    /// Interval between the starts of two pauses (> `pause`).
+    pub every: Duration,
+}
+
+impl std::str::FromStr for StallSchedule {
+    type Err = String;
+    /// `MS:EVERY_MS`, both integers in milliseconds, `1 <= MS < EVERY_MS <= 3_600_000`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let err = || {
+            format!(
+                "--stall {s:?}: expected MS:EVERY_MS in milliseconds with 1 <= MS < EVERY_MS <= 3600000"
+            )
+        };
+        let (a, b) = s.split_once(':').ok_or_else(err)?;
+        let pause: u64 = a.trim().parse().map_err(|_| err())?;
+        let every: u64 = b.trim().parse().map_err(|_| err())?;
+        if pause == 0 || pause >= every || every > 3_600_000 {
+            return Err(err());
+        }
+        Ok(Self {
+            pause: Duration::from_millis(pause),
+            every: Duration::from_millis(every),
+        })
+    }
 }
 
 /// The state moved into the capture thread.
-pub struct CaptureWorker {
-    /// The bound AF_XDP socket of this (interface, queue).
-    pub xsk: XskSocket,
+pub struct CaptureWorker<S: PacketSource> {
+    /// Where packets come from: AF_XDP ([`XdpSource`]) or a socket baseline.
+    pub source: S,
     /// Sensors expected on this queue.
     pub sensors: Vec<SensorSlot>,
     /// Where finished frames go.
@@ -279,6 +338,8 @@ pub struct CaptureWorker {
     pub stop: Arc<AtomicBool>,
     /// Shared counters (must have one `sensors` entry per slot).
     pub stats: Arc<CaptureStats>,
+    /// Injected decoder pauses (benchmarks), or `None`.
+    pub stall: Option<StallSchedule>,
 }
 
 /// Limits of the capture thread's IPv4 reassembler: the defaults (16 datagrams in flight, up
@@ -339,50 +400,36 @@ fn dispatch(
     }
 }
 
-impl CaptureWorker {
-    /// Runs the capture loop until `stop` is set, then flushes the frames in progress and
-    /// returns the socket's final counters.
+/// Upper bound on the datagrams drained from the source after `stop` is set, so a sender that
+/// keeps sending cannot keep the thread from exiting.
+const FINAL_DRAIN_MAX: u64 = 1 << 20;
+
+impl<S: PacketSource> CaptureWorker<S> {
+    /// Runs the capture loop until `stop` is set, drains what the source still holds (up to
+    /// 2^20 datagrams), flushes the frames in progress and returns the final counters.
     ///
-    /// Errors: creating the io_uring instance (`io_uring_setup`) or waiting on it.
+    /// Errors: those of the source's receive and wait calls (e.g. `io_uring_setup`, `recvmmsg`).
     pub fn run(mut self) -> std::io::Result<CaptureExit> {
         // Frames' point buffers come from the publisher's pool (no allocation once warm).
         let _buffers = crate::scan::install_buffer_source(self.sender.buffer_source());
-        let mut ring = IoUring::new(8)?;
-        let fd = types::Fd(self.xsk.as_raw_fd());
-        let mut poll_armed = false;
         let mut local = Local {
             sensors: vec![[0; 3]; self.sensors.len()],
             ..Local::default()
         };
         let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
-        let wait = types::Timespec::from(self.idle_wait);
-        let mut last_statistics: Option<std::time::Instant> = None;
+        let mut stalls = 0u64;
+        let mut next_stall = self.stall.map(|s| std::time::Instant::now() + s.every);
         while !self.stop.load(Ordering::Relaxed) {
+            if let (Some(s), Some(due)) = (self.stall, next_stall.as_mut())
+                && std::time::Instant::now() >= *due
+            {
+                std::thread::sleep(s.pause);
+                stalls += 1;
+                *due += s.every;
+            }
             let now = realtime_ns();
-            let sensors = &mut self.sensors;
-            let n = self.xsk.rx_burst(RX_BURST, |bytes| {
-                local.rx_frames += 1;
-                local.rx_bytes += bytes.len() as u64;
-                match net::parse_udp_ipv4(bytes) {
-                    Ok(d) => dispatch(sensors, &mut local, &d, false, now, &mut out),
-                    Err(NetError::Fragment) => {
-                        local.fragments += 1;
-                        let ip = net::parse_ipv4(bytes);
-                        let frag = ip.as_ref().ok().and_then(Fragment::from_ipv4);
-                        // Failures are counted by the reassembler.
-                        if let Some(f) = frag
-                            && let Ok(Some(whole)) = reasm.push(&f, now)
-                        {
-                            match whole.udp() {
-                                Ok(d) => dispatch(sensors, &mut local, &d, true, now, &mut out),
-                                Err(_) => local.not_udp += 1,
-                            }
-                        }
-                    }
-                    Err(_) => local.not_udp += 1,
-                }
-            });
+            let n = self.burst(&mut local, &mut reasm, now, &mut out)?;
             if n == 0 {
                 for s in self.sensors.iter_mut() {
                     s.pipeline.poll_timeout(now, &mut out);
@@ -390,35 +437,9 @@ impl CaptureWorker {
                 reasm.poll_timeout(now);
                 self.publish(&mut out, &mut local);
                 self.store(&local, &reasm);
-                if last_statistics.is_none_or(|t| t.elapsed() >= XDP_STATISTICS_PERIOD) {
-                    last_statistics = Some(std::time::Instant::now());
-                    if let Ok(s) = self.xsk.statistics() {
-                        self.stats.xdp_statistics.store(&s);
-                    }
-                }
-                if !poll_armed {
-                    let sqe = opcode::PollAdd::new(fd, libc::POLLIN as u32)
-                        .build()
-                        .user_data(1);
-                    // SAFETY: PollAdd references no user memory; the XSK fd stays open for
-                    // the ring's lifetime because `self.xsk` outlives `ring` in this function.
-                    unsafe { ring.submission().push(&sqe) }
-                        .map_err(|_| std::io::Error::other("io_uring submission queue full"))?;
-                    poll_armed = true;
-                }
+                self.source.on_idle(&self.stats);
                 local.waits += 1;
-                let args = types::SubmitArgs::new().timespec(&wait);
-                match ring.submitter().submit_with_args(1, &args) {
-                    Ok(_) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                    Err(e) => return Err(e),
-                }
-                for cqe in ring.completion() {
-                    if cqe.user_data() == 1 {
-                        poll_armed = false;
-                    }
-                }
+                self.source.wait(self.idle_wait)?;
             } else if !out.is_empty() {
                 self.publish(&mut out, &mut local);
                 self.store(&local, &reasm);
@@ -427,25 +448,67 @@ impl CaptureWorker {
                 self.store(&local, &reasm);
             }
         }
+        let drained_from = local.rx_frames;
+        while local.rx_frames - drained_from < FINAL_DRAIN_MAX {
+            let now = realtime_ns();
+            if self.burst(&mut local, &mut reasm, now, &mut out)? == 0 {
+                break;
+            }
+            self.publish(&mut out, &mut local);
+        }
         for s in self.sensors.iter_mut() {
             s.pipeline.flush(&mut out);
         }
         self.publish(&mut out, &mut local);
         self.store(&local, &reasm);
-        let xdp_statistics = match self.xsk.statistics() {
-            Ok(s) => {
-                self.stats.xdp_statistics.store(&s);
-                Some(s)
-            }
-            Err(e) => {
-                log::warn!("XDP_STATISTICS: {e}");
-                None
-            }
-        };
-        Ok(CaptureExit {
-            xdp_statistics,
-            xsk: self.xsk.counters().snapshot(),
-        })
+        let mut exit = self.source.finish(&self.stats);
+        exit.stalls = stalls;
+        exit.backend.decoder_cpu_ns = thread_cpu_ns();
+        if exit.backend.receiver_cpu_ns.is_none() {
+            exit.backend.receiver_cpu_ns = Some(exit.backend.decoder_cpu_ns);
+        }
+        Ok(exit)
+    }
+
+    /// Takes one burst from the source and dispatches it; returns the packets taken.
+    fn burst(
+        &mut self,
+        local: &mut Local,
+        reasm: &mut Reassembler,
+        now: u64,
+        out: &mut Vec<Frame>,
+    ) -> std::io::Result<usize> {
+        let sensors = &mut self.sensors;
+        self.source
+            .recv_burst(RX_BURST, &mut |packet| match packet {
+                Packet::Udp(d) => {
+                    local.rx_frames += 1;
+                    local.rx_bytes += d.payload.len() as u64;
+                    dispatch(sensors, local, &d, false, now, out);
+                }
+                Packet::Ethernet(bytes) => {
+                    local.rx_frames += 1;
+                    local.rx_bytes += bytes.len() as u64;
+                    match net::parse_udp_ipv4(bytes) {
+                        Ok(d) => dispatch(sensors, local, &d, false, now, out),
+                        Err(NetError::Fragment) => {
+                            local.fragments += 1;
+                            let ip = net::parse_ipv4(bytes);
+                            let frag = ip.as_ref().ok().and_then(Fragment::from_ipv4);
+                            // Failures are counted by the reassembler.
+                            if let Some(f) = frag
+                                && let Ok(Some(whole)) = reasm.push(&f, now)
+                            {
+                                match whole.udp() {
+                                    Ok(d) => dispatch(sensors, local, &d, true, now, out),
+                                    Err(_) => local.not_udp += 1,
+                                }
+                            }
+                        }
+                        Err(_) => local.not_udp += 1,
+                    }
+                }
+            })
     }
 
     fn publish(&mut self, out: &mut Vec<Frame>, local: &mut Local) {

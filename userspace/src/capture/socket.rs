@@ -1,0 +1,228 @@
+//! The `socket` baseline, built the way most LiDAR drivers are: one receive thread per socket
+//! calls blocking `recvfrom(2)` once per packet, copies the datagram into its own `Vec`, and
+//! pushes it onto a mutex-protected queue; the decoder thread pops packets under the same mutex
+//! and sleeps on a condition variable when the queue is empty.
+//!
+//! The queue is bounded ([`HANDOFF_CAPACITY`] packets). When it is full the receive thread waits
+//! for the decoder (counted in [`super::BackendExit::backpressure`]), so packets back up into
+//! the socket's receive buffer and any loss shows where the kernel counts it
+//! (`/proc/net/snmp` Udp `RcvbufErrors`) rather than inside the daemon.
+
+use std::{
+    collections::VecDeque,
+    io,
+    net::UdpSocket,
+    os::fd::AsRawFd,
+    sync::{
+        Arc, Condvar, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use super::{
+    BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, thread_cpu_ns,
+    udp,
+};
+use crate::net::UdpDatagram;
+
+/// Packets the hand-off queue holds before the receive thread waits.
+pub const HANDOFF_CAPACITY: usize = 1024;
+
+/// How often a blocked `recvfrom` returns to check the stop flag (`SO_RCVTIMEO`).
+const RECV_TIMEOUT: Duration = Duration::from_millis(100);
+
+struct Queued {
+    src_ip: [u8; 4],
+    src_port: u16,
+    dst_port: u16,
+    payload: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<VecDeque<Queued>>,
+    /// Signalled when a packet is pushed.
+    not_empty: Condvar,
+    /// Signalled when the decoder took packets.
+    not_full: Condvar,
+    stop: AtomicBool,
+    truncated: AtomicU64,
+    backpressure: AtomicU64,
+    receiver_cpu_ns: AtomicU64,
+}
+
+/// [`PacketSource`] for the `socket` baseline; see the module documentation.
+pub struct SocketSource {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    local: VecDeque<Queued>,
+    received: u64,
+    rcvbuf_bytes: Option<u64>,
+}
+
+impl SocketSource {
+    /// Opens the sockets and starts one receive thread per socket.
+    ///
+    /// Errors: opening the sockets ([`udp::open`]), setting `SO_RCVTIMEO`, spawning a thread.
+    pub fn open(cfg: &UdpSocketConfig) -> io::Result<Self> {
+        let socks = udp::open(cfg)?;
+        let rcvbuf_bytes = socks.first().and_then(|(s, _)| udp::rcvbuf_bytes(s).ok());
+        let shared = Arc::new(Shared::default());
+        let mut threads = Vec::with_capacity(socks.len());
+        for (sock, port) in socks {
+            sock.set_read_timeout(Some(RECV_TIMEOUT))?;
+            let shared = shared.clone();
+            let max = cfg.max_datagram;
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("recv-{port}"))
+                    .spawn(move || receive_loop(&sock, port, max, &shared))?,
+            );
+        }
+        Ok(Self {
+            shared,
+            threads,
+            local: VecDeque::with_capacity(HANDOFF_CAPACITY),
+            received: 0,
+            rcvbuf_bytes,
+        })
+    }
+}
+
+fn receive_loop(sock: &UdpSocket, port: u16, max: usize, shared: &Shared) {
+    let mut buf = vec![0u8; max + 1];
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut addr: libc::sockaddr_in = zeroed_sockaddr_in();
+        let mut alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes and `addr`/`alen` describe a
+        // writable sockaddr_in, all for the duration of the call; the fd is owned by `sock`.
+        let n = unsafe {
+            libc::recvfrom(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                0,
+                (&mut addr as *mut libc::sockaddr_in).cast(),
+                &mut alen,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR) => continue,
+                _ => {
+                    log::error!("recvfrom on port {port}: {e}");
+                    break;
+                }
+            }
+        }
+        let n = n as usize;
+        if n > max {
+            shared.truncated.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let q = Queued {
+            src_ip: addr.sin_addr.s_addr.to_ne_bytes(),
+            src_port: u16::from_be(addr.sin_port),
+            dst_port: port,
+            payload: buf[..n].to_vec(),
+        };
+        let mut g = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if g.len() >= HANDOFF_CAPACITY {
+            shared.backpressure.fetch_add(1, Ordering::Relaxed);
+            while g.len() >= HANDOFF_CAPACITY && !shared.stop.load(Ordering::Relaxed) {
+                g = shared
+                    .not_full
+                    .wait_timeout(g, RECV_TIMEOUT)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+        g.push_back(q);
+        drop(g);
+        shared.not_empty.notify_one();
+    }
+    shared
+        .receiver_cpu_ns
+        .fetch_add(thread_cpu_ns(), Ordering::Relaxed);
+}
+
+fn zeroed_sockaddr_in() -> libc::sockaddr_in {
+    // SAFETY: sockaddr_in is plain old data; all-zero bytes are a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+impl PacketSource for SocketSource {
+    fn recv_burst(&mut self, max: u32, f: &mut dyn FnMut(Packet<'_>)) -> io::Result<usize> {
+        if self.local.is_empty() {
+            let mut g = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            if g.is_empty() {
+                return Ok(0);
+            }
+            std::mem::swap(&mut *g, &mut self.local);
+            drop(g);
+            self.shared.not_full.notify_all();
+        }
+        let mut n = 0usize;
+        while n < max as usize {
+            let Some(q) = self.local.pop_front() else {
+                break;
+            };
+            f(Packet::Udp(UdpDatagram {
+                src_ip: q.src_ip,
+                dst_ip: [0; 4],
+                src_port: q.src_port,
+                dst_port: q.dst_port,
+                payload: &q.payload,
+            }));
+            n += 1;
+        }
+        self.received += n as u64;
+        Ok(n)
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        if !self.local.is_empty() {
+            return Ok(());
+        }
+        let g = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_empty() {
+            let _ = self
+                .shared
+                .not_empty
+                .wait_timeout(g, timeout)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _stats: &CaptureStats) -> CaptureExit {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.not_full.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let s = &self.shared;
+        CaptureExit {
+            backend: BackendExit {
+                name: "socket",
+                received: self.received,
+                rcvbuf_bytes: self.rcvbuf_bytes,
+                receiver_cpu_ns: Some(s.receiver_cpu_ns.load(Ordering::Relaxed)),
+                decoder_cpu_ns: 0,
+                truncated: s.truncated.load(Ordering::Relaxed),
+                backpressure: s.backpressure.load(Ordering::Relaxed),
+            },
+            ..CaptureExit::default()
+        }
+    }
+}
+
+impl Drop for SocketSource {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.not_full.notify_all();
+    }
+}
