@@ -345,14 +345,21 @@ pub fn summary(rows: &[Row], env: &[String], stall_ms: &[u64]) -> String {
         stats::target_zero_loss(&xdp_losses)
     };
     let shortest = stall_ms.iter().copied().min().unwrap_or(10);
+    let longest = stall_ms.iter().copied().max().unwrap_or(10);
     let best_xdp = tol
         .iter()
         .filter(|(k, _)| k.starts_with("xdp"))
         .filter_map(|(_, v)| *v)
         .max();
     let find = |c: &str| tol.get(c).copied().flatten();
-    let t2 = stats::target_stall_ratio(best_xdp, find("socket rcvbuf=default"), 10, shortest);
-    let t3 = stats::target_stall_ratio(best_xdp, find("socket rcvbuf=max"), 2, shortest);
+    let t2 = stats::target_stall_ratio(
+        best_xdp,
+        find("socket rcvbuf=default"),
+        10,
+        shortest,
+        longest,
+    );
+    let t3 = stats::target_stall_ratio(best_xdp, find("socket rcvbuf=max"), 2, shortest, longest);
     let lost_of = |pred: &dyn Fn(&Row) -> bool| -> Vec<u64> {
         cont.iter()
             .copied()

@@ -169,6 +169,9 @@ pub enum Verdict {
     NotHeld,
     /// Not enough data (a backend missing or failing).
     NoData,
+    /// Not met by the measured values, but the AF_XDP figure is only a lower bound (it
+    /// absorbed the longest stall tested), so a longer test could still meet it.
+    Inconclusive,
 }
 
 impl Verdict {
@@ -178,6 +181,7 @@ impl Verdict {
             Verdict::Held => "**held**",
             Verdict::NotHeld => "**not held**",
             Verdict::NoData => "**no data**",
+            Verdict::Inconclusive => "**inconclusive** (AF_XDP figure is a lower bound)",
         }
     }
 }
@@ -216,30 +220,27 @@ pub fn stall_tolerance(runs: &[(u64, u64)]) -> Option<u64> {
 }
 
 /// "AF_XDP absorbs stalls ≥ `factor`× longer than `other`": both tolerances in ms. A baseline
-/// that absorbs none of the tested stalls (0) is beaten by any positive AF_XDP tolerance that
-/// is at least `factor` × the shortest tested stall `shortest_ms`.
+/// that absorbs none of the tested stalls (0) is beaten by any AF_XDP tolerance of at least
+/// `factor` × the shortest tested stall `shortest_ms`. When the ratio is not met but AF_XDP
+/// absorbed the longest tested stall `longest_ms` (its tolerance is a lower bound), the verdict
+/// is [`Verdict::Inconclusive`].
 pub fn target_stall_ratio(
     xdp_ms: Option<u64>,
     other_ms: Option<u64>,
     factor: u64,
     shortest_ms: u64,
+    longest_ms: u64,
 ) -> Verdict {
-    match (xdp_ms, other_ms) {
-        (Some(x), Some(0)) => {
-            if x >= factor * shortest_ms {
-                Verdict::Held
-            } else {
-                Verdict::NotHeld
-            }
-        }
-        (Some(x), Some(o)) => {
-            if x >= factor * o {
-                Verdict::Held
-            } else {
-                Verdict::NotHeld
-            }
-        }
-        _ => Verdict::NoData,
+    let (Some(x), Some(o)) = (xdp_ms, other_ms) else {
+        return Verdict::NoData;
+    };
+    let need = factor * if o == 0 { shortest_ms } else { o };
+    if x >= need {
+        Verdict::Held
+    } else if x >= longest_ms {
+        Verdict::Inconclusive
+    } else {
+        Verdict::NotHeld
     }
 }
 
@@ -370,22 +371,34 @@ mod tests {
         assert_eq!(stall_tolerance(&[]), None);
 
         assert_eq!(
-            target_stall_ratio(Some(500), Some(50), 10, 10),
+            target_stall_ratio(Some(500), Some(50), 10, 10, 2000),
             Verdict::Held
         );
         assert_eq!(
-            target_stall_ratio(Some(200), Some(50), 10, 10),
+            target_stall_ratio(Some(200), Some(50), 10, 10, 2000),
             Verdict::NotHeld
         );
         assert_eq!(
-            target_stall_ratio(Some(100), Some(0), 10, 10),
+            target_stall_ratio(Some(100), Some(0), 10, 10, 2000),
             Verdict::Held
         );
         assert_eq!(
-            target_stall_ratio(Some(50), Some(0), 10, 10),
+            target_stall_ratio(Some(50), Some(0), 10, 10, 2000),
             Verdict::NotHeld
         );
-        assert_eq!(target_stall_ratio(None, Some(0), 2, 10), Verdict::NoData);
+        // Quick run: one 200 ms stall, absorbed by both: AF_XDP's 200 is only a lower bound.
+        assert_eq!(
+            target_stall_ratio(Some(200), Some(200), 2, 200, 200),
+            Verdict::Inconclusive
+        );
+        assert_eq!(
+            target_stall_ratio(Some(200), Some(0), 10, 200, 200),
+            Verdict::Inconclusive
+        );
+        assert_eq!(
+            target_stall_ratio(None, Some(0), 2, 10, 10),
+            Verdict::NoData
+        );
 
         assert_eq!(target_contention(&[0], &[5]), Verdict::Held);
         assert_eq!(target_contention(&[1], &[5]), Verdict::NotHeld);
