@@ -1,15 +1,21 @@
 //! `lidarxdp-bench`: benchmark harness.
 //!
-//! `lidarxdp-bench publish`: frames of a given size at a given rate to N subscribers on
-//! loopback, through the lidarxdp publisher (io_uring, shared buffers, batched SendMsg) and
-//! through a baseline that copies each frame into a `Vec` and writes it with one blocking
-//! `write()` per subscriber. Reports delivered MB/s and per-subscriber latency (p50, p99, max:
-//! local time when the frame is completely received minus the time it was handed to the
-//! sender, both CLOCK_REALTIME on this machine), next to this machine's memcpy bandwidth
-//! measured in the same run. Output: a Markdown table on stdout, optionally JSON lines.
-//! (The AF_XDP vs socket comparison of issue 4 will be another subcommand.)
+//! * `publish`: frames of a given size at a given rate to N subscribers on loopback, through
+//!   the lidarxdp publisher (io_uring, shared buffers, batched SendMsg) and through a baseline
+//!   that copies each frame into a `Vec` and writes it with one blocking `write()` per
+//!   subscriber (issue 5). Reports delivered MB/s and per-subscriber latency.
+//! * `gen`, `collect`, `suite` (issue 4): the AF_XDP path against socket baselines. `gen` is a
+//!   paced sendmmsg(2) load generator looping a capture, `collect` records the frames K
+//!   subscribers receive, `suite` runs both around the daemon in its own namespaces for every
+//!   backend and scenario and writes CSV, `summary.md` and SVG plots (`docs/benchmarks.md`).
 
+mod collect;
+mod r#gen;
+mod net;
 mod publish;
+mod report;
+mod stats;
+mod suite;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -25,10 +31,28 @@ struct Cli {
 enum Cmd {
     /// Publisher fan-out over loopback against a copy + write() baseline.
     Publish(publish::Args),
+    /// Paced sendmmsg load generator looping a capture (issue 4).
+    Gen(r#gen::Args),
+    /// K subscribers recording every received frame (issue 4).
+    Collect(collect::Args),
+    /// AF_XDP vs socket baselines: every backend and scenario (issue 4; root).
+    Suite(suite::Args),
+    /// Busy loop until killed (the suite's CPU hog).
+    #[command(hide = true)]
+    Hog,
 }
 
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Publish(a) => publish::run(a),
+        Cmd::Gen(a) => r#gen::run(a),
+        Cmd::Collect(a) => collect::run(a),
+        Cmd::Suite(a) => suite::run(a),
+        Cmd::Hog => {
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
     }
 }

@@ -53,8 +53,22 @@ enum Cmd {
         #[arg(long)]
         calibration: Option<PathBuf>,
     },
-    /// Run formatting and lint checks, unit tests and the privileged integration tests.
+    /// Run formatting and lint checks, unit tests, the privileged integration tests and a
+    /// quick benchmark suite (smoke test).
     Test,
+    /// Build everything and run the AF_XDP vs socket benchmark suite (root; see
+    /// docs/benchmarks.md).
+    Bench {
+        /// One repetition, short durations, a subset (under 2 minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Output directory (default bench/results/<YYYY-MM-DD>/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Capture the generator loops (default: the bundled VLP-16 dual-return capture).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+    },
 }
 
 /// Repository root (the parent of xtask/).
@@ -110,6 +124,65 @@ fn build_daemon(obj: &Path) -> Result<PathBuf> {
         .current_dir(root())
         .env("LIDARXDP_BPF_OBJ", obj))?;
     Ok(root().join("target/release/lidarxdp"))
+}
+
+/// Builds the XDP object, the release daemon and the bench harness, then runs the suite.
+fn bench(
+    tc: &setup::BpfToolchain,
+    quick: bool,
+    out: Option<&Path>,
+    pcap: Option<&Path>,
+) -> Result<()> {
+    let obj = build_ebpf(tc)?;
+    let daemon = build_daemon(&obj)?;
+    run(Command::new("cargo")
+        .args(["build", "--release", "-p", "lidarxdp-bench"])
+        .current_dir(root())
+        .env("LIDARXDP_BPF_OBJ", &obj))?;
+    let mut cmd = Command::new(root().join("target/release/lidarxdp-bench"));
+    cmd.arg("suite")
+        .arg("--daemon")
+        .arg(&daemon)
+        .current_dir(root());
+    if quick {
+        cmd.arg("--quick");
+    }
+    if let Some(o) = out {
+        cmd.arg("--out").arg(o);
+    }
+    if let Some(p) = pcap {
+        cmd.arg("--pcap").arg(p);
+    }
+    run(&mut cmd)
+}
+
+/// `cargo xtask bench --quick` into a temporary directory; fails unless the suite wrote its
+/// summary, CSVs and plots.
+fn bench_smoke(tc: &setup::BpfToolchain) -> Result<()> {
+    let t = Instant::now();
+    let dir = std::env::temp_dir().join(format!("lidarxdp-bench-smoke-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    bench(tc, true, Some(&dir), None)?;
+    for f in [
+        "summary.md",
+        "ladder.csv",
+        "contention.csv",
+        "stall.csv",
+        "latency.csv",
+        "loss_vs_rate.svg",
+        "stall_tolerance.svg",
+    ] {
+        let p = dir.join(f);
+        if std::fs::metadata(&p).map_or(true, |m| m.len() == 0) {
+            bail!("bench smoke test: {} missing or empty", p.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "test: bench --quick smoke test passed in {:.0} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn test(obj: &Path) -> Result<()> {
@@ -179,9 +252,13 @@ fn main() -> Result<()> {
             let bin = build_daemon(&obj)?;
             demo::demo(&bin, pcap, calibration)?;
         }
+        Cmd::Bench { quick, out, pcap } => {
+            bench(&tc, quick, out.as_deref(), pcap.as_deref())?;
+        }
         Cmd::Test => {
             let obj = build_ebpf(&tc)?;
             test(&obj)?;
+            bench_smoke(&tc)?;
             eprintln!("test: all passed in {:.0} s", t.elapsed().as_secs_f64());
         }
     }
