@@ -85,8 +85,9 @@ pub struct Args {
     /// Destination IPv4 address (inside a namespace you created, or loopback).
     #[arg(long)]
     pub to: Ipv4Addr,
-    /// Number of sensors (copies of the stream on consecutive ports), 1..=64.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// Number of sensors (copies of the stream on consecutive ports), 1..=256 (the XDP
+    /// filter map holds 256 entries).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub sensors: u16,
     /// UDP port of sensor 0; sensor s uses base-port + s (1..=65535 − sensors).
     #[arg(long, default_value_t = 2368, value_parser = clap::value_parser!(u16).range(1..))]

@@ -113,7 +113,7 @@ pub fn summary(rows: &[Row], env: &[String], stall_ms: &[u64]) -> String {
     }
     let _ = writeln!(
         s,
-        "\nLoss = generator `sent` − daemon `sensors[0].decoded`. Cells: median [min–max] over \
+        "\nLoss = generator `sent` − the daemon's `decoded`, summed over its sensors. Cells: median [min–max] over \
          repetitions; \"where\" gives the median of each non-zero counter (veth drops, the input \
          backlog's drops from /proc/net/softnet_stat, UDP RcvbufErrors / other InErrors from \
          /proc/net/snmp, XDP_STATISTICS; fill_ring_empty overlaps rx_dropped and is not summed; \
@@ -127,8 +127,11 @@ pub fn summary(rows: &[Row], env: &[String], stall_ms: &[u64]) -> String {
     let _ = writeln!(s, "## 1. Rate ladder\n");
     let _ = writeln!(
         s,
-        "All datagrams go to one port (the daemon serves one sensor): 7,540 and 75,400 pps \
-         stand for 10 and 100 VLP-16s aggregated; `max` is as fast as the generator gets.\n"
+        "Aggregated sensors: 754 pps is one real-time VLP-16; 7,540 pps is 10 and 75,400 pps and \
+         `max` are 100 VLP-16s, each on its own UDP port (one daemon configuration with that \
+         many `[[sensors]]`, demultiplexed by port); `max` is as fast as the generator gets. \
+         AF_XDP runs use a 65,536-frame UMEM (128 MiB), the memory of the sockets' largest \
+         SO_RCVBUF.\n"
     );
     let _ = writeln!(
         s,

@@ -5,7 +5,7 @@
 //! --stats-json FILE`), optionally the collector (K subscribers) and a CPU hog, the generator
 //! in the sensor namespace on core 1 (`ip netns exec <sensor-ns> taskset -c 1 lidarxdp-bench
 //! gen ...`), then SIGTERM to the daemon and its stats JSON read. Loss = generator `sent` −
-//! daemon `sensors[0].decoded`; the kernel counters around the run say where it went (veth
+//! daemon `decoded` (summed over its sensors); the kernel counters around the run say where it went (veth
 //! drops, the per-CPU backlog's drops in `/proc/net/softnet_stat`, UDP `RcvbufErrors` /
 //! `InErrors` of `/proc/net/snmp` (proc(5)), the AF_XDP socket's `XDP_STATISTICS`).
 //!
@@ -115,6 +115,19 @@ struct Spec {
     subscribers: u16,
     pin_collector: bool,
     offline_frames: bool,
+    /// Sensors the rate is spread over: one port each, `PORT..PORT + sensors` (one daemon
+    /// config with that many `[[sensors]]`).
+    sensors: u16,
+}
+
+/// Sensors (ports) a ladder rate is aggregated from: real-time VLP-16s at 754 datagrams/s
+/// each, so 754 is one sensor, 7,540 ten, 75,400 and `max` a hundred.
+pub fn ladder_sensors(pps: Option<u64>) -> u16 {
+    match pps {
+        Some(p) if p <= 754 => 1,
+        Some(p) => (p / 754).clamp(1, 100) as u16,
+        None => 100,
+    }
 }
 
 impl Spec {
@@ -167,6 +180,8 @@ pub struct Row {
     pub hog: bool,
     /// Subscribers connected.
     pub subscribers: u16,
+    /// Sensors (UDP ports) the rate was spread over.
+    pub sensors: u16,
     /// Datagrams the generator sent (exact).
     pub sent: u64,
     /// Datagrams the generator gave up on.
@@ -419,6 +434,7 @@ fn run_one(ctx: &Ctx, spec: &Spec, idx: usize) -> Row {
         umem_frames: spec.umem_frames,
         hog: spec.hog,
         subscribers: spec.subscribers,
+        sensors: spec.sensors,
         ..Row::default()
     };
     if let Err(e) = run_inner(ctx, spec, idx, &mut row) {
@@ -436,7 +452,7 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
     ctx.net.reset_link()?;
     let mut kids = Kids(Vec::new());
 
-    // Daemon.
+    // Daemon: one sensor by flags, or N sensors on consecutive ports by a config file.
     let mut d = TestNet::exec(&ctx.net.host_ns);
     d.arg(&ctx.daemon).args([
         "run",
@@ -444,10 +460,6 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         &ctx.net.host_if,
         "--queue",
         "0",
-        "--sensor",
-        "vlp16",
-        "--port",
-        &PORT.to_string(),
         "--listen",
         LISTEN,
         "--max-subscribers",
@@ -455,10 +467,24 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         "--cpu",
         "0",
     ]);
-    d.arg("--calibration")
-        .arg(&ctx.calibration)
-        .arg("--stats-json")
-        .arg(&stats_path);
+    if spec.sensors <= 1 {
+        d.args(["--sensor", "vlp16", "--port", &PORT.to_string()])
+            .arg("--calibration")
+            .arg(&ctx.calibration);
+    } else {
+        let cfg = raw("sensors.toml");
+        let mut text = String::new();
+        for k in 0..spec.sensors {
+            text.push_str(&format!(
+                "[[sensors]]\nname = \"vlp16-{k}\"\nmodel = \"vlp16\"\nport = {}\ncalibration = {:?}\n\n",
+                PORT + k,
+                ctx.calibration.display().to_string()
+            ));
+        }
+        std::fs::write(&cfg, text).with_context(|| format!("write {}", cfg.display()))?;
+        d.arg("--config").arg(&cfg);
+    }
+    d.arg("--stats-json").arg(&stats_path);
     if spec.backend.backend != "xdp" {
         d.args(["--backend", spec.backend.backend]);
     }
@@ -553,6 +579,8 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         &ctx.net.host_ip,
         "--base-port",
         &PORT.to_string(),
+        "--sensors",
+        &spec.sensors.max(1).to_string(),
         "--pps",
         &spec.pps.map_or("max".into(), |p| p.to_string()),
         "--duration",
@@ -642,11 +670,18 @@ fn fill_row(
     row.achieved_pps = get(g, &["achieved_pps"]).as_f64().unwrap_or(0.0);
     row.gen_late = num(g, &["late"]).unwrap_or(0);
     row.gen_max_lag_us = num(g, &["max_lag_ns"]).unwrap_or(0) as f64 / 1e3;
-    row.decoded = num(d, &["sensors", "0", "decoded"]).unwrap_or(0);
+    let per_sensor = |key: &str| -> Option<u64> {
+        d.get("sensors")?
+            .as_array()?
+            .iter()
+            .map(|s| s.get(key).and_then(serde_json::Value::as_u64))
+            .sum()
+    };
+    row.decoded = per_sensor("decoded").unwrap_or(0);
     row.received = num(d, &["backend", "received"])
-        .or_else(|| num(d, &["sensors", "0", "datagrams"]))
+        .or_else(|| per_sensor("datagrams"))
         .unwrap_or(0);
-    row.frames = num(d, &["sensors", "0", "frames"]).unwrap_or(0);
+    row.frames = per_sensor("frames").unwrap_or(0);
     row.lost = row.sent as i64 - row.decoded as i64;
     row.lost_pct = if row.sent > 0 {
         100.0 * row.lost as f64 / row.sent as f64
@@ -767,7 +802,7 @@ fn stall_configs(backends: &[Backend]) -> Vec<(Backend, Option<&'static str>, Op
     let mut v = Vec::new();
     for b in backends {
         if b.backend == "xdp" {
-            v.push((*b, None, Some(65_536)));
+            v.push((*b, None, Some(XDP_UMEM_FRAMES)));
         } else {
             v.push((*b, Some("default"), None));
             v.push((*b, Some("max"), None));
@@ -797,19 +832,23 @@ impl Plan {
             Plan {
                 reps: reps.unwrap_or(5),
                 ladder_rates: vec![Some(754), Some(7_540), Some(75_400), None],
-                ladder_s: 10.0,
+                ladder_s: 5.0,
                 ladder_backends: BACKENDS.to_vec(),
                 stall_ms: vec![10, 50, 200, 500, 1_000, 2_000],
-                stall_s: 5.0,
+                stall_s: 3.0,
                 stall_configs: stall_configs(&BACKENDS),
                 contention_backends: BACKENDS.to_vec(),
-                contention_s: 10.0,
+                contention_s: 6.0,
                 latency_backends: BACKENDS.to_vec(),
-                latency_s: 10.0,
+                latency_s: 8.0,
             }
         }
     }
 }
+
+/// UMEM frames of every AF_XDP run: 65,536 × 2 KiB = 128 MiB, the memory the socket
+/// baselines get with their largest `SO_RCVBUF` (`RMEM_MAX_LARGEST`).
+const XDP_UMEM_FRAMES: u32 = 65_536;
 
 fn base(scenario: &'static str, b: Backend, rep: u32, pps: Option<u64>, s: f64) -> Spec {
     Spec {
@@ -820,11 +859,12 @@ fn base(scenario: &'static str, b: Backend, rep: u32, pps: Option<u64>, s: f64) 
         duration_s: s,
         stall_ms: None,
         rcvbuf: None,
-        umem_frames: None,
+        umem_frames: (b.backend == "xdp").then_some(XDP_UMEM_FRAMES),
         hog: false,
         subscribers: 0,
         pin_collector: false,
         offline_frames: false,
+        sensors: 1,
     }
 }
 
@@ -925,7 +965,10 @@ pub fn run(args: Args) -> Result<()> {
         if want("ladder") {
             for &pps in &plan.ladder_rates {
                 for &b in &plan.ladder_backends {
-                    specs.push(base("ladder", b, rep, pps, plan.ladder_s));
+                    specs.push(Spec {
+                        sensors: ladder_sensors(pps),
+                        ..base("ladder", b, rep, pps, plan.ladder_s)
+                    });
                 }
             }
         }

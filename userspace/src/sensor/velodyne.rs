@@ -393,24 +393,29 @@ pub(crate) const AZ_USIZE: usize = AZIMUTH_UNITS as usize;
 /// `[cos, sin, rad, 0]` of every azimuth unit (0.01°): cos/sin in f32 of the f32 angle (as
 /// Nebula's lookup tables), rad = `cdeg · π/18000` in f64 rounded to f32. A fixed-size array,
 /// so an index reduced modulo 36000 needs no bounds check.
-pub(crate) type TrigTable = Box<[[f32; 4]; AZ_USIZE]>;
+/// Shared by every Velodyne decoder of the process (576 KiB, built once): a daemon serving many
+/// sensors keeps one copy in cache instead of one per sensor.
+pub(crate) type TrigTable = &'static [[f32; 4]; AZ_USIZE];
 
-/// Builds the [`TrigTable`].
+/// The [`TrigTable`], built on first use.
 pub(crate) fn trig_table() -> TrigTable {
-    let v: Vec<[f32; 4]> = (0..AZIMUTH_UNITS)
-        .map(|i| {
-            let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-            [
-                rad.cos(),
-                rad.sin(),
-                (f64::from(i) * RAD_PER_CDEG) as f32,
-                0.0,
-            ]
-        })
-        .collect();
-    v.into_boxed_slice()
-        .try_into()
-        .unwrap_or_else(|_| unreachable!("36000 entries"))
+    static TABLE: std::sync::OnceLock<Box<[[f32; 4]; AZ_USIZE]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let v: Vec<[f32; 4]> = (0..AZIMUTH_UNITS)
+            .map(|i| {
+                let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
+                [
+                    rad.cos(),
+                    rad.sin(),
+                    (f64::from(i) * RAD_PER_CDEG) as f32,
+                    0.0,
+                ]
+            })
+            .collect();
+        v.into_boxed_slice()
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("36000 entries"))
+    })
 }
 
 /// `round()` of a non-negative f32 without a libm call: exact, since `x + 0.5` is exact in f64
