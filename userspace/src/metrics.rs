@@ -90,6 +90,8 @@ pub struct Snapshot {
     pub sensors: Vec<SensorSnapshot>,
     /// Publisher counters.
     pub publisher: PublisherCounters,
+    /// Per connected subscriber.
+    pub subscribers: Vec<crate::publish::SubscriberStats>,
 }
 
 /// Escapes a label value (backslash, double quote, newline).
@@ -395,6 +397,40 @@ pub fn render(s: &Snapshot) -> String {
             &[(String::new(), v)],
         );
     }
+    let sl = |c: &crate::publish::SubscriberStats| {
+        format!("subscriber=\"{}\",peer=\"{}\"", c.slot, escape(&c.peer))
+    };
+    type SubField = fn(&crate::publish::SubscriberStats) -> u64;
+    let subs: [(&str, &str, &str, SubField); 3] = [
+        (
+            "frames_sent_total",
+            "counter",
+            "Frames completely sent to this subscriber.",
+            |c| c.frames_sent,
+        ),
+        (
+            "frames_dropped_total",
+            "counter",
+            "Frames dropped from this subscriber's full queue (it reads too slowly).",
+            |c| c.frames_dropped,
+        ),
+        (
+            "queued_frames",
+            "gauge",
+            "Frames waiting in this subscriber's queue.",
+            |c| c.queued,
+        ),
+    ];
+    for (n, kind, help, f) in subs {
+        let samples: Vec<_> = s.subscribers.iter().map(|c| (sl(c), f(c))).collect();
+        family(
+            &mut out,
+            &format!("lidarxdp_subscriber_{n}"),
+            kind,
+            help,
+            &samples,
+        );
+    }
     out
 }
 
@@ -493,6 +529,22 @@ mod tests {
                 frames_in: 1,
                 ..PublisherCounters::default()
             },
+            subscribers: vec![
+                crate::publish::SubscriberStats {
+                    slot: 0,
+                    peer: "127.0.0.1:40000".into(),
+                    frames_sent: 9,
+                    frames_dropped: 0,
+                    queued: 1,
+                },
+                crate::publish::SubscriberStats {
+                    slot: 3,
+                    peer: "10.0.0.7:51515".into(),
+                    frames_sent: 4,
+                    frames_dropped: 5,
+                    queued: 3,
+                },
+            ],
         }
     }
 

@@ -18,23 +18,28 @@ fn offline(calibration: &std::path::Path) -> Vec<lidarxdp::frame::Frame> {
         .0
 }
 
+/// The daemon's metrics text (`lidarxdp stats --raw` inside `ns`).
+fn metrics_text(ns: &str, metrics_port: u16) -> String {
+    let out = common::NetnsPair::exec(
+        ns,
+        &[
+            env!("CARGO_BIN_EXE_lidarxdp"),
+            "stats",
+            &format!("127.0.0.1:{metrics_port}"),
+            "--raw",
+        ],
+    )
+    .output()
+    .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Polls the daemon's metrics until the capture thread reports `n` reloads.
 fn wait_reloads(ns: &str, metrics_port: u16, n: u64) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let want = "lidarxdp_capture_calibration_reloads_total{";
     loop {
-        let text = common::NetnsPair::exec(
-            ns,
-            &[
-                env!("CARGO_BIN_EXE_lidarxdp"),
-                "stats",
-                &format!("127.0.0.1:{metrics_port}"),
-                "--raw",
-            ],
-        )
-        .output()
-        .unwrap();
-        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        let text = metrics_text(ns, metrics_port);
         let got = text
             .lines()
             .find(|l| l.starts_with(want))
@@ -116,6 +121,29 @@ fn sighup_reloads_the_calibration_and_keeps_a_good_one_on_error() {
         603
     );
     std::thread::sleep(Duration::from_millis(300));
+    // Per-subscriber metrics: the one subscriber got all 12 frames, none dropped.
+    let sum = |text: &str, family: &str| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = metrics_text(&net.host_ns, 7672);
+        if sum(&text, "lidarxdp_subscriber_frames_sent_total") == 12 {
+            assert_eq!(sum(&text, "lidarxdp_subscriber_frames_dropped_total"), 0);
+            assert_eq!(
+                text.matches("lidarxdp_subscriber_frames_sent_total{")
+                    .count(),
+                1,
+                "{text}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let stats = daemon.stop();
     let live = subscriber.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);

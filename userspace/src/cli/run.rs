@@ -548,7 +548,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         match &metrics {
             Some(rx) => {
                 if let Ok(reply) = rx.recv_timeout(Duration::from_millis(50)) {
-                    let snap = metrics_snapshot(&programs, &workers, &publisher.counters());
+                    let snap = metrics_snapshot(
+                        &programs,
+                        &workers,
+                        &publisher.counters(),
+                        publisher.subscriber_stats(),
+                    );
                     let _ = reply.send(lidarxdp::metrics::render(&snap));
                 }
             }
@@ -639,6 +644,7 @@ fn metrics_snapshot(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
+    subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, Snapshot};
     let mut xdp: Option<ProgramCounters> = None;
@@ -681,6 +687,7 @@ fn metrics_snapshot(
             .collect(),
         sensors,
         publisher: *publisher,
+        subscribers,
     }
 }
 

@@ -257,6 +257,7 @@ impl Loop {
             if now >= self.next_stall_check {
                 self.next_stall_check = now + Duration::from_millis(50);
                 self.check_stalls(now)?;
+                self.publish_subscriber_stats();
             }
             if !self.stopping {
                 self.drain_input()?;
@@ -412,6 +413,29 @@ impl Loop {
             self.close_sub(slot)?;
         }
         Ok(())
+    }
+
+    /// Copies every live subscriber's counters into the shared snapshot
+    /// ([`super::PublisherHandle::subscriber_stats`]).
+    fn publish_subscriber_stats(&self) {
+        let stats: Vec<super::SubscriberStats> = self
+            .subs
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| {
+                let s = s.as_ref()?;
+                (!s.closing).then(|| super::SubscriberStats {
+                    slot,
+                    peer: s.peer.clone(),
+                    frames_sent: s.frames_sent,
+                    frames_dropped: s.dropped,
+                    queued: s.queue.len() as u64,
+                })
+            })
+            .collect();
+        if let Ok(mut v) = self.shared.subscriber_stats.lock() {
+            *v = stats;
+        }
     }
 
     fn hello(&self) -> Vec<u8> {

@@ -221,6 +221,25 @@ struct Shared {
     wake: OwnedFd,
     /// Emptied point buffers for reuse by the decoder.
     pool: Arc<BufferPool>,
+    /// Per-subscriber counters, refreshed by the publisher thread every 50 ms (a lock on the
+    /// frame-rate side only: the decoder threads never touch it).
+    subscriber_stats: std::sync::Mutex<Vec<SubscriberStats>>,
+}
+
+/// One connected subscriber's counters, as the publisher thread last published them (at most
+/// 50 ms old).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubscriberStats {
+    /// Publisher slot (the `subscriber N` of the logs); reused after a disconnect.
+    pub slot: usize,
+    /// Peer address, `IP:PORT`.
+    pub peer: String,
+    /// Frames completely sent to this subscriber.
+    pub frames_sent: u64,
+    /// Frames dropped from this subscriber's full queue (it read too slowly).
+    pub frames_dropped: u64,
+    /// Frames waiting in its queue now.
+    pub queued: u64,
 }
 
 impl Shared {
@@ -362,6 +381,7 @@ impl Publisher {
             stop: AtomicBool::new(false),
             wake,
             pool: Arc::new(BufferPool::new(cfg.pool_cap)),
+            subscriber_stats: std::sync::Mutex::new(Vec::new()),
         });
         let (frames2, shared2) = (frames.clone(), shared.clone());
         let thread = std::thread::Builder::new()
@@ -426,6 +446,15 @@ impl PublisherHandle {
     /// The point-buffer pool (shared with every [`FrameSender`]).
     pub fn pool(&self) -> &Arc<BufferPool> {
         &self.shared.pool
+    }
+
+    /// Counters of every connected subscriber (at most 50 ms old), in slot order.
+    pub fn subscriber_stats(&self) -> Vec<SubscriberStats> {
+        self.shared
+            .subscriber_stats
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
     }
 
     /// Counter snapshot.
