@@ -1,7 +1,7 @@
 //! `lidarxdp decode PCAP`: offline decoding, one line per frame, optional PCDs.
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use lidarxdp::sensor::{SensorConfig, SensorModel};
 
 /// `lidarxdp decode` arguments.
@@ -10,9 +10,11 @@ pub struct DecodeArgs {
     /// Capture to decode.
     #[arg(value_name = "PCAP")]
     pcap: PathBuf,
-    /// Sensor model (the configured model wins over the packet's product byte).
+    /// Sensor model (wins over the packet's product byte). Without it the model is identified
+    /// from the capture's first 200 datagrams where the packets name it (Velodyne product byte,
+    /// Hesai header); Ouster and RoboSense need `--sensor`.
     #[arg(long)]
-    sensor: SensorModel,
+    sensor: Option<SensorModel>,
     /// Calibration file: Velodyne ros-drivers/Nebula YAML; Hesai angle-correction CSV (AT128:
     /// binary `.dat`); Ouster sensor metadata JSON; RoboSense angle CSV (replaced by DIFOP).
     #[arg(long)]
@@ -36,9 +38,13 @@ pub struct DecodeArgs {
 
 /// Decodes the capture and prints one line per frame (and writes PCDs with `--pcd`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
+    let model = match a.sensor {
+        Some(m) => m,
+        None => detect(&a)?,
+    };
     let cfg = SensorConfig {
         cut_angle_deg: a.cut_angle,
-        ..SensorConfig::new(0, a.sensor, a.calibration)
+        ..SensorConfig::new(0, model, a.calibration)
     };
     let opts = lidarxdp::sensor::PipelineOptions {
         fov_deg: a.fov,
@@ -81,4 +87,42 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     }
     eprintln!("decode: {counters:?}");
     Ok(())
+}
+
+/// Datagrams looked at by [`detect`].
+const DETECT_DATAGRAMS: usize = 200;
+
+/// The model most of the capture's first datagrams name ([`lidarxdp::sensor::detect_model`]).
+fn detect(a: &DecodeArgs) -> Result<SensorModel> {
+    let mut votes: Vec<(SensorModel, usize)> = Vec::new();
+    let mut seen = 0usize;
+    for d in lidarxdp::offline::udp_payloads(&a.pcap)? {
+        let d = d?;
+        if a.port.is_some_and(|p| p != d.dst_port) {
+            continue;
+        }
+        seen += 1;
+        if let Some(m) = lidarxdp::sensor::detect_model(&d.payload) {
+            match votes.iter_mut().find(|(v, _)| *v == m) {
+                Some((_, n)) => *n += 1,
+                None => votes.push((m, 1)),
+            }
+        }
+        if seen >= DETECT_DATAGRAMS {
+            break;
+        }
+    }
+    let Some(&(model, n)) = votes.iter().max_by_key(|(_, n)| *n) else {
+        bail!(
+            "--sensor: none of the first {seen} datagrams of {} names its model (Ouster and \
+             RoboSense packets never do); give --sensor MODEL",
+            a.pcap.display()
+        );
+    };
+    eprintln!(
+        "decode: --sensor not given; {n} of the first {seen} datagrams say {} (pass --sensor to \
+         override)",
+        model.name()
+    );
+    Ok(model)
 }

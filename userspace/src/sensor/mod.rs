@@ -269,6 +269,27 @@ pub enum DecodeFlavor {
     Manual,
 }
 
+/// Identifies the sensor model from one data packet, where the format names it:
+///
+/// - Velodyne: a 1206-byte data packet (12 blocks starting with flag `FF EE`) whose
+///   product-id byte (offset 1205, VLP-16 user manual §9 "Factory bytes") names the model
+///   ([`velodyne::multi::model_from_product_id`]: HDL-32E, VLP-16, VLP-32C, VLS-128; HDL-64E
+///   packets carry a status byte there and are not identified);
+/// - Hesai: by length and header ([`hesai::packet::detect_model`]).
+///
+/// `None` for anything else: Ouster packets do not name the model (its metadata JSON does),
+/// RoboSense MSOP headers tell only the header family (RS-16/RS-32/Bpearl versus Helios), and
+/// a firmware that writes a wrong product byte (seen on VLP-16s that say HDL-32E) is identified
+/// wrongly; a configured model always wins.
+pub fn detect_model(payload: &[u8]) -> Option<SensorModel> {
+    if payload.len() == 1206 && payload.starts_with(&[0xFF, 0xEE]) {
+        return payload
+            .get(1205)
+            .and_then(|&id| velodyne::multi::model_from_product_id(id));
+    }
+    hesai::packet::detect_model(payload)
+}
+
 /// Per-sensor configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SensorConfig {
