@@ -262,28 +262,7 @@ fn offline_frames(
 
 /// Pins the calling thread to `cpu` (sched_setaffinity(2)).
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpu >= n.min(libc::CPU_SETSIZE as usize) {
-        bail!(
-            "--pin-cpu: {cpu} is out of range; valid 0..={} on this machine",
-            n - 1
-        );
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write only inside it (cpu is below
-    // CPU_SETSIZE, checked above); sched_setaffinity reads it for the calling thread (pid 0).
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc != 0 {
-        bail!(
-            "--pin-cpu {cpu}: sched_setaffinity: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(())
+    lidarxdp::capture::pin_to_cpu(cpu).map_err(|e| anyhow::anyhow!("--pin-cpu {cpu}: {e}"))
 }
 
 /// Sleeps until `due` minus [`SPIN_NS`], then spins; returns the lag at return, ns.

@@ -42,6 +42,7 @@ mod socket;
 mod source;
 mod udp;
 mod uring;
+mod wait;
 mod xdp;
 
 pub use recvmmsg::RecvmmsgSource;
@@ -49,6 +50,7 @@ pub use socket::SocketSource;
 pub use source::{Backend, BackendExit, Packet, PacketSource, thread_cpu_ns};
 pub use udp::{RcvBuf, UdpSocketConfig};
 pub use uring::{UringBuffers, UringSource};
+pub use wait::PollWaiter;
 pub use xdp::XdpSource;
 
 /// Descriptors taken from the RX ring per burst (DPDK-style burst of 64).
@@ -372,6 +374,36 @@ pub const REASSEMBLY: ReassemblyConfig = ReassemblyConfig {
     max_payload_len: crate::reassembly::MAX_PAYLOAD_LEN,
     timeout_ns: crate::reassembly::DEFAULT_TIMEOUT_NS,
 };
+
+/// Pins the calling thread to CPU `cpu` (sched_setaffinity(2)).
+///
+/// Errors: `cpu` is not below this machine's CPU count (`InvalidInput`, naming the valid range),
+/// or the call fails (e.g. the CPU is outside the process's cpuset).
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpu >= n.min(libc::CPU_SETSIZE as usize) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "CPU {cpu} is out of range; valid 0..={} on this machine",
+                n - 1
+            ),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write only inside it (cpu is below
+    // CPU_SETSIZE, checked above); sched_setaffinity reads it for the calling thread (pid 0).
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
 
 /// Current CLOCK_REALTIME in ns since the Unix epoch.
 pub fn realtime_ns() -> u64 {

@@ -3,11 +3,17 @@
 //! `io_uring_enter` on a poll of the sockets with a timeout when all are empty. No second
 //! thread, no lock, one syscall per burst instead of per packet.
 
-use std::{io, net::UdpSocket, os::fd::AsRawFd, time::Duration};
+use std::{
+    io,
+    net::UdpSocket,
+    os::fd::{AsRawFd, RawFd},
+    time::Duration,
+};
 
-use io_uring::{IoUring, opcode, types};
-
-use super::{BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, udp};
+use super::{
+    BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, udp,
+    wait::PollWaiter,
+};
 use crate::net::UdpDatagram;
 
 /// Messages per `recvmmsg` call (the capture thread's burst).
@@ -16,16 +22,15 @@ const BATCH: usize = super::RX_BURST as usize;
 /// [`PacketSource`] for the `recvmmsg` baseline; see the module documentation.
 pub struct RecvmmsgSource {
     // Declared first, so dropped before the sockets it polls.
-    ring: IoUring,
+    waiter: PollWaiter,
     socks: Vec<(UdpSocket, u16)>,
+    fds: Vec<RawFd>,
     /// `BATCH` receive buffers of `slot` bytes each, back to back.
     bufs: Vec<u8>,
     slot: usize,
     names: Vec<libc::sockaddr_in>,
     iovecs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
-    /// Per socket: a poll request is in flight.
-    armed: Vec<bool>,
     /// Socket to read first next time (round robin, so one busy sensor cannot starve another).
     next: usize,
     received: u64,
@@ -51,8 +56,8 @@ impl RecvmmsgSource {
         let slot = cfg.max_datagram + 1;
         let n = socks.len();
         let mut me = Self {
-            ring: IoUring::new(8.max(n.next_power_of_two() as u32 * 2))?,
-            armed: vec![false; n],
+            waiter: PollWaiter::new(n)?,
+            fds: socks.iter().map(|(s, _)| s.as_raw_fd()).collect(),
             socks,
             bufs: vec![0u8; slot * BATCH],
             slot,
@@ -160,32 +165,7 @@ impl PacketSource for RecvmmsgSource {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        for (k, (sock, _)) in self.socks.iter().enumerate() {
-            if self.armed[k] {
-                continue;
-            }
-            let sqe = opcode::PollAdd::new(types::Fd(sock.as_raw_fd()), libc::POLLIN as u32)
-                .build()
-                .user_data(k as u64);
-            // SAFETY: PollAdd references no user memory; the socket stays open for the ring's
-            // lifetime (both owned by self, the ring dropped first).
-            unsafe { self.ring.submission().push(&sqe) }
-                .map_err(|_| io::Error::other("io_uring submission queue full"))?;
-            self.armed[k] = true;
-        }
-        let ts = types::Timespec::from(timeout);
-        let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
-            Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
-            Err(e) => return Err(e),
-        }
-        for cqe in self.ring.completion() {
-            if let Some(a) = self.armed.get_mut(cqe.user_data() as usize) {
-                *a = false;
-            }
-        }
-        Ok(())
+        self.waiter.wait(&self.fds, timeout)
     }
 
     fn finish(&mut self, _stats: &CaptureStats) -> CaptureExit {

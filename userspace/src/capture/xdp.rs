@@ -5,20 +5,17 @@
 
 use std::{io, os::fd::AsRawFd, time::Duration};
 
-use io_uring::{IoUring, opcode, types};
-
-use super::{BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, XDP_STATISTICS_PERIOD};
+use super::{
+    BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, XDP_STATISTICS_PERIOD,
+    wait::PollWaiter,
+};
 use crate::xsk::XskSocket;
-
-/// user_data of the poll request.
-const POLL_TAG: u64 = 1;
 
 /// [`PacketSource`] over a bound AF_XDP socket.
 pub struct XdpSource {
-    // Declared before `xsk`, so dropped first (see the SAFETY comment in `wait`).
-    ring: IoUring,
+    // Declared before `xsk`, so dropped first: the poll request goes before the fd.
+    waiter: PollWaiter,
     xsk: XskSocket,
-    poll_armed: bool,
     last_statistics: Option<std::time::Instant>,
 }
 
@@ -28,9 +25,8 @@ impl XdpSource {
     /// Errors: `io_uring_setup(2)` failing (e.g. `ENOSYS`, `EPERM` under a seccomp policy).
     pub fn new(xsk: XskSocket) -> io::Result<Self> {
         Ok(Self {
-            ring: IoUring::new(8)?,
+            waiter: PollWaiter::new(1)?,
             xsk,
-            poll_armed: false,
             last_statistics: None,
         })
     }
@@ -47,30 +43,7 @@ impl PacketSource for XdpSource {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        if !self.poll_armed {
-            let fd = types::Fd(self.xsk.as_raw_fd());
-            let sqe = opcode::PollAdd::new(fd, libc::POLLIN as u32)
-                .build()
-                .user_data(POLL_TAG);
-            // SAFETY: PollAdd references no user memory; the XSK fd stays open for the ring's
-            // lifetime because both are fields of `self` and `ring` is dropped first.
-            unsafe { self.ring.submission().push(&sqe) }
-                .map_err(|_| io::Error::other("io_uring submission queue full"))?;
-            self.poll_armed = true;
-        }
-        let ts = types::Timespec::from(timeout);
-        let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
-            Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
-            Err(e) => return Err(e),
-        }
-        for cqe in self.ring.completion() {
-            if cqe.user_data() == POLL_TAG {
-                self.poll_armed = false;
-            }
-        }
-        Ok(())
+        self.waiter.wait(&[self.xsk.as_raw_fd()], timeout)
     }
 
     fn on_idle(&mut self, stats: &CaptureStats) {

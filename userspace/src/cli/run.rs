@@ -930,18 +930,7 @@ fn open_xsk(iface: &str, queue: u32, umem_frames: u32) -> Result<XskSocket> {
 }
 
 fn pin_to_cpu(cpu: usize) {
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it, and
-    // sched_setaffinity reads it for the calling thread (pid 0).
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc != 0 {
-        log::warn!(
-            "--cpu {cpu}: sched_setaffinity failed: {}",
-            std::io::Error::last_os_error()
-        );
+    if let Err(e) = lidarxdp::capture::pin_to_cpu(cpu) {
+        log::warn!("pinning the capture thread to CPU {cpu}: {e}");
     }
 }
