@@ -35,6 +35,9 @@ pub struct CaptureSnapshot {
     pub frames_out: u64,
     /// Frames dropped because the publisher queue was full.
     pub frames_dropped: u64,
+    /// Carrier transitions of the interface since the socket was bound (sysfs
+    /// `carrier_changes`; down then up counts 2).
+    pub link_changes: u64,
 }
 
 /// One sensor's counters (see [`crate::capture::SensorCounters`]).
@@ -217,7 +220,7 @@ pub fn render(s: &Snapshot) -> String {
     }
 
     type CField = (&'static str, &'static str, fn(&CaptureSnapshot) -> u64);
-    let cap: [CField; 9] = [
+    let cap: [CField; 10] = [
         ("rx_frames", "Frames taken from the AF_XDP RX ring.", |c| {
             c.rx_frames
         }),
@@ -250,6 +253,11 @@ pub fn render(s: &Snapshot) -> String {
             "frames_dropped",
             "Frames dropped because the publisher queue was full.",
             |c| c.frames_dropped,
+        ),
+        (
+            "link_changes",
+            "Carrier transitions of the interface since the AF_XDP socket was bound (sysfs carrier_changes).",
+            |c| c.link_changes,
         ),
     ];
     for (n, help, f) in cap {

@@ -93,6 +93,12 @@ pub struct CaptureCounters {
     pub frames_out: AtomicU64,
     /// Frames dropped because the publisher queue was full.
     pub frames_dropped: AtomicU64,
+    /// Carrier transitions (up to down and down to up, one each) of the interface since the
+    /// AF_XDP socket was bound: the increase of sysfs `carrier_changes`
+    /// (`Documentation/ABI/testing/sysfs-class-net`). Written by [`XdpSource`] when idle, at
+    /// most every [`XDP_STATISTICS_PERIOD`]; 0 for the socket backends. An `ip link set IF
+    /// down` followed by `up` counts 2.
+    pub link_changes: AtomicU64,
 }
 
 /// Snapshot of the per-sensor decode counters, published by the capture thread.
@@ -130,6 +136,7 @@ impl CaptureCounters {
             waits: r(&self.waits),
             frames_out: r(&self.frames_out),
             frames_dropped: r(&self.frames_dropped),
+            link_changes: r(&self.link_changes),
         }
     }
 }

@@ -681,7 +681,7 @@ fn queue_json(w: &Worker) -> serde_json::Value {
             "receiver_cpu_ns": e.backend.receiver_cpu_ns,
             "decoder_cpu_ns": e.backend.decoder_cpu_ns,
             "truncated": e.backend.truncated, "backpressure": e.backend.backpressure,
-            "stalls": e.stalls,
+            "stalls": e.stalls, "link_changes": e.backend.link_changes,
         }),
         None => json!({}),
     };
