@@ -44,19 +44,23 @@ fn until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// The daemon's live metrics (`GET /metrics` on [`METRICS`] inside `ns`).
-fn scrape(ns: &str) -> Vec<lidarxdp::metrics::Sample> {
+/// The daemon's live metrics (`GET /metrics` on [`METRICS`] inside `ns`), `None` when nothing
+/// listens there.
+fn try_scrape(ns: &str) -> Option<Vec<lidarxdp::metrics::Sample>> {
     let body = in_netns(ns, || {
-        let mut s = TcpStream::connect(METRICS).expect("connect to the metrics endpoint");
+        let mut s = TcpStream::connect(METRICS).ok()?;
         s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .unwrap();
         let mut resp = String::new();
         s.read_to_string(&mut resp).unwrap();
-        resp.split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .expect("HTTP response")
-    });
-    lidarxdp::metrics::parse(&body)
+        resp.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
+    })?;
+    Some(lidarxdp::metrics::parse(&body))
+}
+
+/// [`try_scrape`], panicking when the endpoint does not answer.
+fn scrape(ns: &str) -> Vec<lidarxdp::metrics::Sample> {
+    try_scrape(ns).expect("the daemon's metrics endpoint answers")
 }
 
 /// Sum of the samples of `name` (0 when the family is absent, e.g. `lidarxdp_xsk_*` before the
@@ -195,7 +199,19 @@ fn sigkill_mid_stream_then_restart_receives_everything() {
     assert!(!wait(&mut old.child, 10).success());
 
     let t = Instant::now();
-    let new = Daemon::start(ns, ifc, 7650, &["--metrics", METRICS]);
+    let mut new = Daemon::start(ns, ifc, 7650, &["--metrics", METRICS]);
+    // `Daemon::start` saw the publisher port accept, but that can still be the killed daemon's
+    // listener: its io_uring holds the socket until the kernel's deferred ring clean-up runs
+    // (the same clean-up that releases the old AF_XDP socket, hence the EBUSY the new bind
+    // retries). The metrics endpoint is a plain socket closed at the old process's exit and
+    // bound by the new one after its AF_XDP bind: when it answers, the new daemon is up.
+    until("the new daemon serves metrics", 30, || {
+        assert!(
+            new.child.try_wait().unwrap().is_none(),
+            "the restarted daemon exited"
+        );
+        try_scrape(ns).is_some()
+    });
     let startup = t.elapsed();
     assert!(
         startup < BIND_RETRY,
@@ -667,4 +683,84 @@ fn non_sensor_flood_passes_to_the_kernel_and_loses_no_sensor_packet() {
     );
     assert_eq!(delta("InDatagrams"), 0);
     assert_eq!(delta("InErrors"), 0);
+}
+
+/// The interface removed under the daemon (`ip link del`): the kernel unbinds the AF_XDP socket
+/// and sets `ENETDOWN` on it; the daemon, which cannot re-bind without the capabilities it
+/// dropped, exits non-zero within a second with an error naming the interface (so
+/// `Restart=on-failure` restarts it), after writing its counters.
+#[test]
+fn interface_removed_ends_the_daemon_with_an_error() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("fgone");
+    // Started by hand rather than with `Daemon::start`, to read its stderr.
+    let stats_path =
+        std::env::temp_dir().join(format!("lidarxdp-test-{}-7655.json", std::process::id()));
+    let _ = std::fs::remove_file(&stats_path);
+    let mut child = NetnsPair::exec(
+        &net.host_ns,
+        &[
+            env!("CARGO_BIN_EXE_lidarxdp"),
+            "run",
+            "--iface",
+            &net.host_if,
+            "--listen",
+            "127.0.0.1:7655",
+            "--metrics",
+            METRICS,
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            data(CALIB).to_str().unwrap(),
+        ],
+    )
+    .arg("--stats-json")
+    .arg(&stats_path)
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    until("daemon up", 30, || {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "daemon exited at start"
+        );
+        try_scrape(&net.host_ns).is_some()
+    });
+    replay_dual(&net, "max");
+    until("603 decoded", 10, || {
+        live(&net.host_ns, "lidarxdp_sensor_decoded_total") == DUAL_PACKETS
+    });
+    common::sh(&["ip", "-n", &net.host_ns, "link", "del", &net.host_if]);
+    let t = Instant::now();
+    let status = wait(&mut child, 10);
+    let took = t.elapsed();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(2), "exit took {took:?}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("ERROR lidarxdp]"))
+        .unwrap_or_else(|| panic!("no final error in\n{err}"));
+    assert!(
+        line.contains(&format!("AF_XDP socket on {} queue 0", net.host_if))
+            && line.contains("Network is down")
+            && line.contains("supervisor"),
+        "{line}"
+    );
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&stats_path).expect("stats written")).unwrap();
+    let _ = std::fs::remove_file(&stats_path);
+    assert_eq!(
+        get(&stats, &["sensors", "0", "decoded"]),
+        DUAL_PACKETS,
+        "{stats}"
+    );
 }

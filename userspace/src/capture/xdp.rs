@@ -8,6 +8,12 @@
 //! itself (measured on veth in copy mode, `tests/e2e_faults.rs`), so the daemon only has to
 //! count the flap (`link_changes`) and log it. It has no capability left by then and needs none
 //! for this: the counter is an ordinary sysfs file.
+//!
+//! Losing the interface is different: when the device is unregistered the kernel unbinds the
+//! socket and sets its error to `ENETDOWN` (`xsk_notifier`, net/xdp/xsk.c). The idle check reads
+//! it (`SO_ERROR`) and the next [`PacketSource::wait`] fails with an error naming the interface,
+//! so the daemon exits non-zero and its supervisor restarts it (re-binding needs the
+//! capabilities it dropped).
 
 use std::{
     fs::File,
@@ -32,7 +38,10 @@ pub struct XdpSource {
     xsk: XskSocket,
     poll_armed: bool,
     last_statistics: Option<std::time::Instant>,
-    link: Option<LinkWatch>,
+    /// Boxed: the source moves into its thread inside an enum of all backends (kept small).
+    link: Option<Box<LinkWatch>>,
+    /// The socket's pending error (`SO_ERROR`), seen when idle; returned by the next `wait`.
+    failed: Option<io::Error>,
 }
 
 /// Reads the interface's `carrier_changes` from sysfs (`/sys/class/net/IF/carrier_changes`,
@@ -117,19 +126,40 @@ impl XdpSource {
     ///
     /// Errors: `io_uring_setup(2)` failing (e.g. `ENOSYS`, `EPERM` under a seccomp policy).
     pub fn new(xsk: XskSocket) -> io::Result<Self> {
-        let link = LinkWatch::open(xsk.ifname(), xsk.ifindex());
+        let link = LinkWatch::open(xsk.ifname(), xsk.ifindex()).map(Box::new);
         Ok(Self {
             ring: IoUring::new(8)?,
             xsk,
             poll_armed: false,
             last_statistics: None,
             link,
+            failed: None,
         })
     }
 
     /// The socket.
     pub fn socket(&self) -> &XskSocket {
         &self.xsk
+    }
+
+    /// The socket's pending error (`getsockopt(SO_ERROR)`, which also clears it), `None` when
+    /// there is none or it cannot be read. For AF_XDP only the device's unregistration sets one
+    /// (`ENETDOWN`).
+    fn socket_error(&self) -> Option<io::Error> {
+        let mut err: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the fd is open for `self`'s lifetime; `err` is a writable c_int and `len`
+        // holds its size, which the kernel does not exceed.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.xsk.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        (rc == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
     }
 }
 
@@ -139,6 +169,18 @@ impl PacketSource for XdpSource {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        if let Some(e) = self.failed.take() {
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "AF_XDP socket on {} queue {}: {e}: the interface is gone (unregistered) and \
+                     the socket unbound; re-binding needs the capabilities dropped at start-up, \
+                     so the daemon exits for its supervisor to restart it",
+                    self.xsk.ifname(),
+                    self.xsk.queue()
+                ),
+            ));
+        }
         if !self.poll_armed {
             let fd = types::Fd(self.xsk.as_raw_fd());
             let sqe = opcode::PollAdd::new(fd, libc::POLLIN as u32)
@@ -174,6 +216,9 @@ impl PacketSource for XdpSource {
             if let Ok(s) = self.xsk.statistics() {
                 stats.xdp_statistics.store(&s);
             }
+            if let Some(e) = self.socket_error() {
+                self.failed = Some(e);
+            }
             if let Some(l) = self.link.as_mut() {
                 let n = l.check();
                 stats
@@ -196,7 +241,7 @@ impl PacketSource for XdpSource {
             }
         };
         let xsk = self.xsk.counters().snapshot();
-        let link_changes = self.link.as_mut().map_or(0, LinkWatch::check);
+        let link_changes = self.link.as_mut().map_or(0, |l| l.check());
         stats
             .capture
             .link_changes
