@@ -473,7 +473,7 @@ fn read_prefix(s: &mut TcpStream) -> (u16, u32) {
 }
 
 /// Two subscribers; one reads the hello and 20 bytes of the first frame, then vanishes with an
-/// RST (`SO_LINGER` 0) while the publisher is writing that frame to it. The other receives every
+/// RST (`SO_LINGER` 0) while the second frame is being written to it. The other receives every
 /// frame, equal to offline decoding; the daemon keeps running and accepts a third subscriber.
 #[test]
 fn subscriber_vanishing_mid_write_harms_no_one_else() {
@@ -501,6 +501,15 @@ fn subscriber_vanishing_mid_write_harms_no_one_else() {
     assert_eq!(kind, 2, "a frame");
     let mut some = [0u8; 20];
     vanishing.read_exact(&mut some).unwrap();
+    // Wait until the second frame (a whole rotation, ~480 KB) is being written to both: the
+    // survivor has it, so the publisher has submitted it to the vanishing one too, where it
+    // sits unread in the socket buffers when the reset discards it. (Whether that sendmsg has
+    // completed into the daemon's send buffer depends on net.core.wmem_max, which caps the
+    // SO_SNDBUF of a daemon without CAP_NET_ADMIN; partial sends cut by a reset are covered
+    // with synthetic frames by tests/publish_sigpipe.rs.)
+    until("the second frame is being written", 10, || {
+        live(ns, "lidarxdp_publisher_frames_sent_total") >= 3
+    });
     let linger = libc::linger {
         l_onoff: 1,
         l_linger: 0,
@@ -581,6 +590,13 @@ fn subscriber_vanishing_mid_write_harms_no_one_else() {
     assert_eq!(
         get(&stats, &["publisher", "frames_in"]),
         offline.len() as u64
+    );
+    // Every frame to the survivor; to the vanished subscriber the first and at most the second
+    // (the one in flight when it reset), nothing after.
+    let sent = get(&stats, &["publisher", "frames_sent"]) - offline.len() as u64;
+    assert!(
+        (1..=2).contains(&sent),
+        "frames sent to the vanished one: {stats}"
     );
 }
 
