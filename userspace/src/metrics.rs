@@ -37,6 +37,9 @@ pub struct CaptureSnapshot {
     pub frames_dropped: u64,
     /// Calibration reloads (SIGHUP) applied to this thread's sensors.
     pub calibration_reloads: u64,
+    /// Carrier transitions of the interface since the socket was bound (sysfs
+    /// `carrier_changes`; down then up counts 2).
+    pub link_changes: u64,
 }
 
 /// One sensor's counters (see [`crate::capture::SensorCounters`]).
@@ -221,7 +224,7 @@ pub fn render(s: &Snapshot) -> String {
     }
 
     type CField = (&'static str, &'static str, fn(&CaptureSnapshot) -> u64);
-    let cap: [CField; 10] = [
+    let cap: [CField; 11] = [
         ("rx_frames", "Frames taken from the AF_XDP RX ring.", |c| {
             c.rx_frames
         }),
@@ -259,6 +262,11 @@ pub fn render(s: &Snapshot) -> String {
             "calibration_reloads",
             "Sensor calibrations reloaded on SIGHUP and applied by the capture thread.",
             |c| c.calibration_reloads,
+        ),
+        (
+            "link_changes",
+            "Carrier transitions of the interface since the AF_XDP socket was bound (sysfs carrier_changes).",
+            |c| c.link_changes,
         ),
     ];
     for (n, help, f) in cap {

@@ -98,6 +98,12 @@ pub struct CaptureCounters {
     pub frames_dropped: AtomicU64,
     /// Calibration reloads (SIGHUP, [`Reload`]) applied.
     pub calibration_reloads: AtomicU64,
+    /// Carrier transitions (up to down and down to up, one each) of the interface since the
+    /// AF_XDP socket was bound: the increase of sysfs `carrier_changes`
+    /// (`Documentation/ABI/testing/sysfs-class-net`). Written by [`XdpSource`] when idle, at
+    /// most every [`XDP_STATISTICS_PERIOD`]; 0 for the socket backends. An `ip link set IF
+    /// down` followed by `up` counts 2.
+    pub link_changes: AtomicU64,
 }
 
 /// Snapshot of the per-sensor decode counters, published by the capture thread.
@@ -136,6 +142,7 @@ impl CaptureCounters {
             frames_out: r(&self.frames_out),
             frames_dropped: r(&self.frames_dropped),
             calibration_reloads: r(&self.calibration_reloads),
+            link_changes: r(&self.link_changes),
         }
     }
 }

@@ -214,6 +214,7 @@ impl PacketSource for SocketSource {
                 decoder_cpu_ns: 0,
                 truncated: s.truncated.load(Ordering::Relaxed),
                 backpressure: s.backpressure.load(Ordering::Relaxed),
+                link_changes: 0,
             },
             ..CaptureExit::default()
         }

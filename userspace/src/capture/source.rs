@@ -98,6 +98,12 @@ pub struct BackendExit {
     /// decoder (the packets then wait in the socket buffer). `uring`: times the provided
     /// buffer ring ran empty (`ENOBUFS`; the packets wait in the socket buffer).
     pub backpressure: u64,
+    /// AF_XDP: carrier transitions of the interface while the socket was bound (the increase
+    /// of sysfs `/sys/class/net/IF/carrier_changes`; `ip link set IF down` then `up` counts 2).
+    /// The socket stays bound through them and keeps receiving (veth, copy mode; see
+    /// `docs/deploy.md`, "Link down/up"). 0 for the socket backends, and when the daemon's
+    /// `/sys` belongs to another network namespace than the interface.
+    pub link_changes: u64,
 }
 
 /// CPU time consumed by the calling thread so far, ns (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`,

@@ -430,9 +430,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         .context("install SIGHUP handler")?;
     let queue_frames = Arc::new(ArrayQueue::new(plan.frame_queue));
     let listen = plan.listen;
-    // Bound (and listening) before the capabilities go, so a privileged port still works.
-    let listener =
-        std::net::TcpListener::bind(listen).with_context(|| format!("publisher on {listen}"))?;
+    // Bound (and listening) before the capabilities go, so a privileged port still works;
+    // EADDRINUSE is retried like the AF_XDP bind's EBUSY (a crashed predecessor's socket).
+    let listener = lidarxdp::publish::bind_listener(listen, Duration::from_secs(10))
+        .with_context(|| format!("publisher on {listen}"))?;
     // Everything privileged is done. Capabilities are per thread: drop them here, on the main
     // thread before the publisher and capture threads exist, so those inherit the empty sets.
     if a.keep_caps.unwrap_or(false) {
@@ -570,10 +571,14 @@ pub fn run(args: RunArgs) -> Result<()> {
     log::info!("stopping");
     worker_stop.store(true, Ordering::Relaxed);
     let mut panicked = false;
+    let mut failed = None;
     for w in &mut workers {
         match w.thread.take().map(|t| t.join()) {
             Some(Ok(Ok(exit))) => w.exit = Some(exit),
-            Some(Ok(Err(e))) => log::error!("capture thread {}:{}: {e}", w.iface, w.queue),
+            Some(Ok(Err(e))) => {
+                log::error!("capture thread {}:{}: {e}", w.iface, w.queue);
+                failed.get_or_insert(format!("capture thread {}:{}: {e}", w.iface, w.queue));
+            }
             Some(Err(_)) => panicked = true,
             None => {}
         }
@@ -589,7 +594,12 @@ pub fn run(args: RunArgs) -> Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
     }
     drop(programs);
-    Ok(())
+    // A capture thread that failed (e.g. its interface was removed) is an error exit, so a
+    // supervisor with Restart=on-failure restarts the daemon; the counters are written first.
+    match failed {
+        Some(e) => bail!(e),
+        None => Ok(()),
+    }
 }
 
 /// A running capture thread and what the main thread knows of it.
@@ -733,7 +743,7 @@ fn queue_json(w: &Worker) -> serde_json::Value {
             "receiver_cpu_ns": e.backend.receiver_cpu_ns,
             "decoder_cpu_ns": e.backend.decoder_cpu_ns,
             "truncated": e.backend.truncated, "backpressure": e.backend.backpressure,
-            "stalls": e.stalls,
+            "stalls": e.stalls, "link_changes": e.backend.link_changes,
         }),
         None => json!({}),
     };

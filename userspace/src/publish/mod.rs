@@ -513,3 +513,70 @@ impl Drop for PublisherHandle {
         let _ = self.stop();
     }
 }
+
+/// Binds (and listens on) `addr`, retrying `EADDRINUSE` for up to `retry` (backoff 10 ms
+/// doubling to 200 ms).
+///
+/// Why: when a daemon dies (SIGKILL, crash) its listening socket is not closed with the
+/// process. The publisher's io_uring holds a reference to it through the pending accept, and
+/// the kernel drops a dead ring's requests in deferred work (`io_ring_exit_work`), which on a
+/// loaded machine runs tens to hundreds of milliseconds later; until then the old socket still
+/// listens and a new `bind(2)` fails with `EADDRINUSE` (`SO_REUSEADDR`, which std sets, does not
+/// override a listening socket). A restart right after a crash therefore waits for it, as the
+/// AF_XDP bind waits out `EBUSY`.
+///
+/// # Errors
+/// The last bind error: `EADDRINUSE` once `retry` has passed, any other error at once (e.g.
+/// `EACCES` for a port < 1024 without `CAP_NET_BIND_SERVICE`, `EADDRNOTAVAIL`).
+pub fn bind_listener(addr: SocketAddr, retry: Duration) -> io::Result<TcpListener> {
+    let started = std::time::Instant::now();
+    let mut backoff = Duration::from_millis(10);
+    let mut logged = false;
+    loop {
+        match TcpListener::bind(addr) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                let left = retry.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(e);
+                }
+                if !logged {
+                    logged = true;
+                    log::info!(
+                        "publisher: {addr} in use (a previous daemon's socket still closing?), \
+                         retrying for up to {retry:?}"
+                    );
+                }
+                std::thread::sleep(backoff.min(left));
+                backoff = (backoff * 2).min(Duration::from_millis(200));
+            }
+            other => {
+                if logged && other.is_ok() {
+                    log::info!("publisher: bound {addr} after {:?}", started.elapsed());
+                }
+                return other;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod bind_tests {
+    use super::*;
+
+    #[test]
+    fn address_in_use_is_retried_until_it_is_free_then_reported() {
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap();
+        let t = std::time::Instant::now();
+        let e = bind_listener(addr, Duration::from_millis(100)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(held);
+        });
+        let l = bind_listener(addr, Duration::from_secs(5)).unwrap();
+        assert_eq!(l.local_addr().unwrap(), addr);
+        release.join().unwrap();
+    }
+}
