@@ -3,6 +3,7 @@
 //! Every command first runs `setup` (idempotent): Debian packages, bpf-linker, the BPF-capable
 //! rustc, hugepages. See README.md.
 mod demo;
+mod fuzz;
 mod netns;
 mod setup;
 
@@ -53,8 +54,18 @@ enum Cmd {
         #[arg(long)]
         calibration: Option<PathBuf>,
     },
-    /// Run formatting and lint checks, unit tests and the privileged integration tests.
+    /// Run formatting and lint checks, unit tests, the privileged integration tests and a
+    /// 10 s run of every fuzz target.
     Test,
+    /// Seed the fuzz targets from the shared captures and run them (docs/fuzzing.md).
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Run only this target (velodyne, hesai, ouster, robosense, reassembly, protocol).
+        #[arg(long)]
+        target: Option<String>,
+    },
 }
 
 /// Repository root (the parent of xtask/).
@@ -121,6 +132,9 @@ fn test(obj: &Path) -> Result<()> {
         .args(["fmt", "--check", "--manifest-path", "ebpf/Cargo.toml"])
         .current_dir(&r))?;
     run(Command::new("cargo")
+        .args(["fmt", "--check", "--manifest-path", "fuzz/Cargo.toml"])
+        .current_dir(&r))?;
+    run(Command::new("cargo")
         .args([
             "clippy",
             "--workspace",
@@ -142,7 +156,10 @@ fn test(obj: &Path) -> Result<()> {
         .current_dir(&r)
         .env("LIDARXDP_BPF_OBJ", obj)
         .env("LIDARXDP_REQUIRE_PRIVILEGED", "1");
-    run(&mut cmd)
+    run(&mut cmd)?;
+    // A short run of every fuzz target (seeded from the captures), so a decoder change that
+    // panics on the fuzzers' seeds or their first mutations fails here.
+    fuzz::fuzz(obj, 10, None)
 }
 
 fn main() -> Result<()> {
@@ -183,6 +200,10 @@ fn main() -> Result<()> {
             let obj = build_ebpf(&tc)?;
             test(&obj)?;
             eprintln!("test: all passed in {:.0} s", t.elapsed().as_secs_f64());
+        }
+        Cmd::Fuzz { seconds, target } => {
+            let obj = build_ebpf(&tc)?;
+            fuzz::fuzz(&obj, seconds, target.as_deref())?;
         }
     }
     Ok(())
