@@ -3,6 +3,7 @@
 //! Every command first runs `setup` (idempotent): Debian packages, bpf-linker, the BPF-capable
 //! rustc, hugepages. See README.md.
 mod demo;
+mod fuzz;
 mod netns;
 mod setup;
 
@@ -54,7 +55,7 @@ enum Cmd {
         calibration: Option<PathBuf>,
     },
     /// Run formatting and lint checks, unit tests, the privileged integration tests and a
-    /// quick benchmark suite (smoke test).
+    /// quick benchmark suite (smoke test) and a 10 s run of every fuzz target.
     Test,
     /// Build everything and run the AF_XDP vs socket benchmark suite (root; see
     /// docs/benchmarks.md).
@@ -68,6 +69,15 @@ enum Cmd {
         /// Capture the generator loops (default: the bundled VLP-16 dual-return capture).
         #[arg(long)]
         pcap: Option<PathBuf>,
+    },
+    /// Seed the fuzz targets from the shared captures and run them (docs/fuzzing.md).
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Run only this target (velodyne, hesai, ouster, robosense, reassembly, protocol).
+        #[arg(long)]
+        target: Option<String>,
     },
 }
 
@@ -194,6 +204,9 @@ fn test(obj: &Path) -> Result<()> {
         .args(["fmt", "--check", "--manifest-path", "ebpf/Cargo.toml"])
         .current_dir(&r))?;
     run(Command::new("cargo")
+        .args(["fmt", "--check", "--manifest-path", "fuzz/Cargo.toml"])
+        .current_dir(&r))?;
+    run(Command::new("cargo")
         .args([
             "clippy",
             "--workspace",
@@ -215,7 +228,10 @@ fn test(obj: &Path) -> Result<()> {
         .current_dir(&r)
         .env("LIDARXDP_BPF_OBJ", obj)
         .env("LIDARXDP_REQUIRE_PRIVILEGED", "1");
-    run(&mut cmd)
+    run(&mut cmd)?;
+    // A short run of every fuzz target (seeded from the captures), so a decoder change that
+    // panics on the fuzzers' seeds or their first mutations fails here.
+    fuzz::fuzz(obj, 10, None)
 }
 
 fn main() -> Result<()> {
@@ -260,6 +276,10 @@ fn main() -> Result<()> {
             test(&obj)?;
             bench_smoke(&tc)?;
             eprintln!("test: all passed in {:.0} s", t.elapsed().as_secs_f64());
+        }
+        Cmd::Fuzz { seconds, target } => {
+            let obj = build_ebpf(&tc)?;
+            fuzz::fuzz(&obj, seconds, target.as_deref())?;
         }
     }
     Ok(())

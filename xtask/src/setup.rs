@@ -98,7 +98,8 @@ fn apt_packages() -> Result<()> {
     Ok(())
 }
 
-fn cargo_bin(name: &str) -> PathBuf {
+/// `$CARGO_HOME/bin/NAME` (`~/.cargo/bin`), where `cargo install` puts binaries.
+pub fn cargo_bin(name: &str) -> PathBuf {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

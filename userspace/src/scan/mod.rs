@@ -136,7 +136,7 @@ pub struct PacketInfo {
 }
 
 /// Frame being built.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Building {
     points: Vec<PointXYZIRCAEDT>,
     azimuths: Vec<u16>,
@@ -152,7 +152,7 @@ struct Building {
 }
 
 /// Scan assembler for one sensor. See the module documentation for the rules.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ScanAssembler {
     sensor_id: u16,
     cut_cdeg: u32,

@@ -1059,7 +1059,7 @@ pub fn classify(payload: &[u8], header: HeaderKind) -> Result<Payload<'_>, Rejec
 /// Return mode: from the DIFOP (offset 300); until a DIFOP arrives, dual return is inferred
 /// for 32-channel models when blocks 0 and 1 share an azimuth, else single return
 /// (strongest), as rs_driver's default.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RobosenseStream {
     decoder: RobosenseDecoder,
     assembler: ScanAssembler,
@@ -1214,6 +1214,10 @@ impl VendorDecoder for RobosenseStream {
 
     fn return_mode(&self) -> Option<ReturnMode> {
         self.return_mode
+    }
+
+    fn clone_box(&self) -> Box<dyn VendorDecoder> {
+        Box::new(self.clone())
     }
 }
 

@@ -768,7 +768,7 @@ fn decimal_f64(v: f32) -> f64 {
 /// an hour boundary, as ros-drivers/velodyne does); afterwards, the hour nearest to
 /// `previous sensor time + host time elapsed`, so an unsynchronised sensor clock never jumps
 /// by an hour in the middle of a stream.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct VelodyneStream {
     engine: Engine,
     model: SensorModel,
@@ -781,7 +781,7 @@ pub struct VelodyneStream {
 }
 
 /// The point decoder in use.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum Engine {
     Vlp16(Box<Vlp16Decoder>),
     Multi(multi::MultiDecoder),
@@ -993,6 +993,10 @@ impl VendorDecoder for VelodyneStream {
 
     fn return_mode(&self) -> Option<ReturnMode> {
         self.return_mode
+    }
+
+    fn clone_box(&self) -> Box<dyn VendorDecoder> {
+        Box::new(self.clone())
     }
 }
 

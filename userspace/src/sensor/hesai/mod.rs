@@ -558,7 +558,7 @@ impl Cutter {
 // Stream
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Buffer {
     points: Vec<PointXYZIRCAEDT>,
     start_ns: i64,
@@ -587,7 +587,7 @@ struct Angles {
 
 /// A Hesai sensor's decoder, per-channel scan cutter and frame buffers: the Hesai
 /// [`VendorDecoder`]. See the module documentation for the rules.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct HesaiStream {
     layout: &'static Layout,
     sensor_id: u16,
@@ -1078,5 +1078,9 @@ impl VendorDecoder for HesaiStream {
 
     fn return_mode(&self) -> Option<ReturnMode> {
         self.return_mode
+    }
+
+    fn clone_box(&self) -> Box<dyn VendorDecoder> {
+        Box::new(self.clone())
     }
 }

@@ -101,7 +101,7 @@ pub struct OusterStats {
     pub invalid_columns: u64,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Building {
     frame_id: u16,
     start_ns: u64,
@@ -118,7 +118,7 @@ struct Building {
 }
 
 /// Decoder + frame assembler for one Ouster sensor ([`VendorDecoder`]).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct OusterStream {
     meta: OusterMetadata,
     format: PacketFormat,
@@ -596,6 +596,10 @@ impl VendorDecoder for OusterStream {
                 2 => ReturnMode::Dual,
                 _ => ReturnMode::Strongest,
             })
+    }
+
+    fn clone_box(&self) -> Box<dyn VendorDecoder> {
+        Box::new(self.clone())
     }
 }
 
