@@ -134,6 +134,93 @@ fn two_interfaces_get_a_capture_thread_each() {
     assert_eq!(get(&ifs[1], &["xdp", "redirected"]), 84);
 }
 
+/// Two RX queues of one interface, one sensor each: two AF_XDP sockets and two capture threads
+/// on one XDP program. The sender side steers each replay to its TX queue with XPS (tx-0 on
+/// CPU 0, tx-1 on CPU 1) and `taskset`; veth delivers TX queue n to the peer's RX queue n.
+#[test]
+fn two_queues_of_one_interface_get_a_capture_thread_each() {
+    if !privileged() {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipping: needs 2 CPUs to steer the replays to two queues");
+        return;
+    }
+    let net = NetnsPair::with_queues("cfgq", 2);
+    for (q, mask) in [(0, "1"), (1, "2")] {
+        common::sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &net.sensor_ns,
+            "sh",
+            "-c",
+            &format!(
+                "echo {mask} > /sys/class/net/{}/queues/tx-{q}/xps_cpus",
+                net.sensor_if
+            ),
+        ]);
+    }
+    let text = format!(
+        "{}{}",
+        sensor_toml("q0", 2368, "queue = 0"),
+        sensor_toml("q1", 2369, "queue = 1")
+    );
+    let cfg = write_config("queues", &text);
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7643,
+        &["--config", cfg.to_str().unwrap()],
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    for (cpu, pcap, port, n) in [("0", DUAL, 2368, 603), ("1", STRONGEST, 2369, 84)] {
+        let out = NetnsPair::exec(
+            &net.sensor_ns,
+            &[
+                "taskset",
+                "-c",
+                cpu,
+                env!("CARGO_BIN_EXE_lidarxdp"),
+                "replay",
+            ],
+        )
+        .arg(data(pcap))
+        .args(["--to", &format!("{}:{port}", net.host_ip)])
+        .args(["--rate", "3000", "--json"])
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(get(&r, &["sent"]), n);
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let stats = daemon.stop();
+    let _ = std::fs::remove_file(&cfg);
+
+    let queues = stats["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 2, "{stats}");
+    for (k, (q, n)) in [(0u64, 603u64), (1, 84)].into_iter().enumerate() {
+        assert_eq!(get(&queues[k], &["queue"]), q);
+        assert_eq!(
+            get(&queues[k], &["capture", "sensor_datagrams"]),
+            n,
+            "{stats}"
+        );
+        assert_eq!(
+            get(&queues[k], &["capture", "unknown_sensor"]),
+            0,
+            "{stats}"
+        );
+    }
+    assert_eq!(stats["interfaces"].as_array().unwrap().len(), 1);
+    assert_eq!(get(&stats, &["xdp", "redirected"]), 687, "{stats}");
+}
+
 fn check_config(text: &str) -> (bool, String, String) {
     let cfg = write_config(&format!("check{}", text.len()), text);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lidarxdp"))

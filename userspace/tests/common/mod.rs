@@ -56,6 +56,11 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 impl NetnsPair {
     /// Creates the namespaces and veth pair with names unique to this process and call.
     pub fn new(tag: &str) -> Self {
+        Self::with_queues(tag, 1)
+    }
+
+    /// [`NetnsPair::new`] with `queues` RX and TX queues on each end of the veth.
+    pub fn with_queues(tag: &str, queues: u32) -> Self {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let id = format!("{}{}", pid % 100_000, n);
@@ -70,44 +75,8 @@ impl NetnsPair {
         };
         sh(&["ip", "netns", "add", &p.sensor_ns]);
         sh(&["ip", "netns", "add", &p.host_ns]);
-        sh(&[
-            "ip",
-            "link",
-            "add",
-            &p.sensor_if,
-            "numrxqueues",
-            "1",
-            "numtxqueues",
-            "1",
-            "netns",
-            &p.sensor_ns,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &p.host_if,
-            "numrxqueues",
-            "1",
-            "numtxqueues",
-            "1",
-            "netns",
-            &p.host_ns,
-        ]);
-        for (ns, ifname, ip) in [
-            (&p.sensor_ns, &p.sensor_if, &p.sensor_ip),
-            (&p.host_ns, &p.host_if, &p.host_ip),
-        ] {
-            sh(&[
-                "ip",
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{ip}/24"),
-                "dev",
-                ifname,
-            ]);
-            sh(&["ip", "-n", ns, "link", "set", ifname, "up"]);
+        p.veth(&p.sensor_if, &p.host_if, &p.sensor_ip, &p.host_ip, queues);
+        for ns in [&p.sensor_ns, &p.host_ns] {
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
         p
@@ -120,30 +89,33 @@ impl NetnsPair {
         let subnet = self.host_ip.split('.').nth(2).unwrap().to_string();
         let (sif, hif) = (format!("{}b", self.sensor_if), format!("{}b", self.host_if));
         let (sip, hip) = (format!("10.79.{subnet}.1"), format!("10.79.{subnet}.2"));
-        sh(&[
-            "ip",
-            "link",
-            "add",
-            &sif,
-            "numrxqueues",
-            "1",
-            "numtxqueues",
-            "1",
-            "netns",
-            &self.sensor_ns,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &hif,
-            "numrxqueues",
-            "1",
-            "numtxqueues",
-            "1",
-            "netns",
-            &self.host_ns,
-        ]);
-        for (ns, ifname, ip) in [(&self.sensor_ns, &sif, &sip), (&self.host_ns, &hif, &hip)] {
+        self.veth(&sif, &hif, &sip, &hip, 1);
+        (sif, hif, sip, hip)
+    }
+
+    /// A veth pair `sif` (sensor namespace, `sip`/24) <-> `hif` (host namespace, `hip`/24),
+    /// `queues` RX/TX queues each (AF_XDP binds queue 0 unless told otherwise), both ends up.
+    fn veth(&self, sif: &str, hif: &str, sip: &str, hip: &str, queues: u32) {
+        let q = queues.to_string();
+        let end = |name: &str, ns: &str| {
+            [
+                "name",
+                name,
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
+                "netns",
+                ns,
+            ]
+            .map(str::to_owned)
+        };
+        let mut args: Vec<String> = vec!["ip".into(), "link".into(), "add".into()];
+        args.extend(end(sif, &self.sensor_ns));
+        args.extend(["type".into(), "veth".into(), "peer".into()]);
+        args.extend(end(hif, &self.host_ns));
+        sh(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        for (ns, ifname, ip) in [(&self.sensor_ns, sif, sip), (&self.host_ns, hif, hip)] {
             sh(&[
                 "ip",
                 "-n",
@@ -156,7 +128,6 @@ impl NetnsPair {
             ]);
             sh(&["ip", "-n", ns, "link", "set", ifname, "up"]);
         }
-        (sif, hif, sip, hip)
     }
 
     /// `ip netns exec <ns> args...` as a Command.
