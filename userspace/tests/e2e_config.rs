@@ -291,4 +291,55 @@ fn check_config_prints_the_plan_and_names_bad_fields() {
     ));
     assert!(!ok);
     assert!(err.contains("/nonexistent.yaml"), "{err}");
+    // The process settings `run` refuses are refused here too.
+    let (ok, _, err) = check_config(&format!(
+        "iface = \"eth9\"\nuser = \"no_such_user_lxq\"\n{}",
+        sensor_toml("front", 2368, "")
+    ));
+    assert!(!ok);
+    assert!(err.contains("--user no_such_user_lxq"), "{err}");
+    let (ok, _, err) = check_config(&format!(
+        "iface = \"eth9\"\nmetrics = \"0.0.0.0:9751\"\n{}",
+        sensor_toml("front", 2368, "")
+    ));
+    assert!(!ok);
+    assert!(
+        err.contains("--metrics: 0.0.0.0:9751 is not a loopback address"),
+        "{err}"
+    );
+}
+
+/// A relative calibration path in the file is relative to the file's folder, whatever the
+/// working directory (systemd starts the daemon in `/`).
+#[test]
+fn relative_paths_in_the_file_are_relative_to_the_file() {
+    let dir = std::env::temp_dir().join(format!("lidarxdp-rel-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("cal")).unwrap();
+    std::fs::copy(data(CALIB), dir.join("cal/VLP16db.yaml")).unwrap();
+    let cfg = dir.join("lidarxdp.toml");
+    std::fs::write(
+        &cfg,
+        "iface = \"eth9\"\n[[sensors]]\nmodel = \"vlp16\"\ncalibration = \"cal/VLP16db.yaml\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lidarxdp"))
+        .arg("check-config")
+        .arg(&cfg)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "calibration = \"{}\"",
+            dir.join("cal/VLP16db.yaml").display()
+        )),
+        "{text}"
+    );
 }

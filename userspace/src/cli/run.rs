@@ -43,7 +43,9 @@ use super::config::{self, Inputs, Plan, SensorPlan, SensorSection};
 #[derive(clap::Args, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RunArgs {
-    /// TOML file with any of these settings (e.g. `iface = "eth0"`, `port = 2368`).
+    /// TOML file with any of these settings except `config` and `cpus` (use `cpu` in
+    /// `[[queues]]`), plus `[[sensors]]` and `[[queues]]` tables (e.g. `iface = "eth0"`);
+    /// relative paths in it are relative to the file. Validate it with `check-config`.
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     config: Option<PathBuf>,
@@ -178,6 +180,21 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             .with_context(|| format!("read config {}", path.display()))?;
         let mut f: RunArgs =
             toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
+        // Relative paths in the file are relative to the file, not to the working directory
+        // (which is `/` under systemd).
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        let anchor = |p: &mut Option<PathBuf>| {
+            if let Some(x) = p.as_mut()
+                && x.is_relative()
+            {
+                *x = dir.join(&*x);
+            }
+        };
+        anchor(&mut f.calibration);
+        anchor(&mut f.bpf_object);
+        for s in &mut f.sensors {
+            anchor(&mut s.calibration);
+        }
         merge!(
             a,
             f,
@@ -216,6 +233,37 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
         a.queues = std::mem::take(&mut f.queues);
     }
     Ok(a)
+}
+
+/// The settings outside the capture plan that `run` refuses before touching anything: the
+/// `--user` account must exist, `--user` excludes `--keep-caps`, a non-loopback `--metrics`
+/// needs `--metrics-public`, `--bpf-object` must be a file. Shared by `run` and
+/// `check-config`.
+fn check_process(a: &RunArgs) -> Result<Option<lidarxdp::privs::User>> {
+    let user = match &a.user {
+        Some(name) => {
+            Some(lidarxdp::privs::lookup_user(name).with_context(|| format!("--user {name}"))?)
+        }
+        None => None,
+    };
+    if user.is_some() && a.keep_caps.unwrap_or(false) {
+        bail!("--user and --keep-caps exclude each other");
+    }
+    if let Some(m) = a.metrics
+        && !m.ip().is_loopback()
+        && !a.metrics_public.unwrap_or(false)
+    {
+        bail!(
+            "--metrics: {m} is not a loopback address; the metrics endpoint has no \
+             authentication, add --metrics-public to serve it there anyway"
+        );
+    }
+    if let Some(p) = &a.bpf_object
+        && !p.is_file()
+    {
+        bail!("--bpf-object: {} is not a file", p.display());
+    }
+    Ok(user)
 }
 
 /// Validates the merged arguments into the plan of capture threads.
@@ -292,9 +340,21 @@ pub fn check_config(path: PathBuf) -> Result<()> {
         ..RunArgs::default()
     })?;
     let plan = plan(&a).with_context(|| format!("config {}", path.display()))?;
+    check_process(&a).with_context(|| format!("config {}", path.display()))?;
     for s in plan.sensors() {
         pipeline(s).with_context(|| format!("config {}", path.display()))?;
     }
+    println!(
+        "# Effective configuration of {} (a summary for reading, not a loadable file).",
+        path.display()
+    );
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    println!(
+        "# xdp_mode {}, metrics {}, user {}",
+        opt(a.xdp_mode.map(|m| format!("{m:?}").to_lowercase())),
+        opt(a.metrics.map(|m| m.to_string())),
+        opt(a.user.clone())
+    );
     print!(
         "{}",
         toml::to_string_pretty(&plan).context("print the effective configuration")?
@@ -315,24 +375,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let plan = plan(&a)?;
     let backend = plan.backend;
 
-    let user = match &a.user {
-        Some(name) => {
-            Some(lidarxdp::privs::lookup_user(name).with_context(|| format!("--user {name}"))?)
-        }
-        None => None,
-    };
-    if user.is_some() && a.keep_caps.unwrap_or(false) {
-        bail!("--user and --keep-caps exclude each other");
-    }
-    if let Some(m) = a.metrics
-        && !m.ip().is_loopback()
-        && !a.metrics_public.unwrap_or(false)
-    {
-        bail!(
-            "--metrics: {m} is not a loopback address; the metrics endpoint has no \
-             authentication, add --metrics-public to serve it there anyway"
-        );
-    }
+    let user = check_process(&a)?;
 
     // Every calibration is read before the network is touched.
     let mut pipelines: Vec<Vec<ScanPipeline>> = Vec::with_capacity(plan.queues.len());
