@@ -89,6 +89,21 @@ pub struct ProgramCounters {
     pub frag_track_failed: u64,
 }
 
+impl ProgramCounters {
+    /// Adds `other` field by field (the counters of several interfaces' programs).
+    pub fn add(&mut self, other: &ProgramCounters) {
+        self.seen += other.seen;
+        self.redirected += other.redirected;
+        self.passed += other.passed;
+        self.malformed += other.malformed;
+        self.no_socket += other.no_socket;
+        self.frag_tracked += other.frag_tracked;
+        self.frag_redirected += other.frag_redirected;
+        self.frag_passed += other.frag_passed;
+        self.frag_track_failed += other.frag_track_failed;
+    }
+}
+
 /// The loaded and attached XDP program with handles to its maps. Dropping it detaches the
 /// program and unloads it.
 pub struct XdpProgram {

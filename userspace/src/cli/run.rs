@@ -703,29 +703,9 @@ fn metrics_snapshot(
     let mut xdp: Option<ProgramCounters> = None;
     for (_, p) in programs {
         if let Ok(c) = p.counters() {
-            let t = xdp.get_or_insert_with(ProgramCounters::default);
-            t.seen += c.seen;
-            t.redirected += c.redirected;
-            t.passed += c.passed;
-            t.malformed += c.malformed;
-            t.no_socket += c.no_socket;
-            t.frag_tracked += c.frag_tracked;
-            t.frag_redirected += c.frag_redirected;
-            t.frag_passed += c.frag_passed;
-            t.frag_track_failed += c.frag_track_failed;
+            xdp.get_or_insert_with(ProgramCounters::default).add(&c);
         }
     }
-    let mut sensors: Vec<_> = workers
-        .iter()
-        .flat_map(|w| {
-            w.stats
-                .sensors
-                .iter()
-                .zip(&w.models)
-                .map(|(s, (id, model))| s.snapshot(*id, model))
-        })
-        .collect();
-    sensors.sort_by_key(|s| s.id);
     Snapshot {
         xdp,
         queues: workers
@@ -738,10 +718,26 @@ fn metrics_snapshot(
                 reassembly: w.stats.reassembly.load(),
             })
             .collect(),
-        sensors,
+        sensors: sensor_snapshots(workers),
         publisher: *publisher,
         subscribers,
     }
+}
+
+/// Every sensor's counters, in sensor id order (shared by the metrics and the stats JSON).
+fn sensor_snapshots(workers: &[Worker]) -> Vec<lidarxdp::metrics::SensorSnapshot> {
+    let mut sensors: Vec<_> = workers
+        .iter()
+        .flat_map(|w| {
+            w.stats
+                .sensors
+                .iter()
+                .zip(&w.models)
+                .map(|(s, (id, model))| s.snapshot(*id, model))
+        })
+        .collect();
+    sensors.sort_by_key(|s| s.id);
+    sensors
 }
 
 fn program_json(program: &XdpProgram) -> serde_json::Value {
@@ -825,26 +821,18 @@ fn stats_json(
     publisher: &PublisherCounters,
 ) -> serde_json::Value {
     use serde_json::json;
-    let mut sensors: Vec<(u16, serde_json::Value)> =
-        workers
-            .iter()
-            .flat_map(|w| {
-                w.stats.sensors.iter().zip(&w.models).map(|(s, (id, model))| {
-                let s = s.snapshot(*id, model);
-                (
-                    *id,
-                    json!({
-                        "id": id, "model": model,
-                        "decoded": s.decoded, "malformed": s.malformed, "ignored": s.ignored,
-                        "frames": s.frames, "points": s.points,
-                        "datagrams": s.packets, "reassembled": s.reassembled,
-                        "bytes": s.bytes,
-                    }),
-                )
+    let sensors: Vec<serde_json::Value> = sensor_snapshots(workers)
+        .into_iter()
+        .map(|s| {
+            json!({
+                "id": s.id, "model": s.model,
+                "decoded": s.decoded, "malformed": s.malformed, "ignored": s.ignored,
+                "frames": s.frames, "points": s.points,
+                "datagrams": s.packets, "reassembled": s.reassembled,
+                "bytes": s.bytes,
             })
-            })
-            .collect();
-    sensors.sort_by_key(|(id, _)| *id);
+        })
+        .collect();
     let queues: Vec<serde_json::Value> = workers.iter().map(queue_json).collect();
     let first = queues.first().cloned().unwrap_or_else(|| json!({}));
     json!({
@@ -858,7 +846,7 @@ fn stats_json(
         "capture": first["capture"],
         "reassembly": first["reassembly"],
         "queues": queues,
-        "sensors": sensors.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        "sensors": sensors,
         "publisher": {
             "subscribers_accepted": publisher.subscribers_accepted,
             "frames_in": publisher.frames_in, "frames_sent": publisher.frames_sent,
