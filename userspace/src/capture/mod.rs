@@ -440,6 +440,28 @@ struct Local {
     calibration_reloads: u64,
 }
 
+/// The slot a datagram to `port` from `src` belongs to, as the XDP program decides: a sensor
+/// bound to this exact source first, else the first one taking any source. One pass over the
+/// slots' `(port, extra_port, source)`.
+fn find_slot(
+    keys: impl Iterator<Item = (u16, Option<u16>, Option<[u8; 4]>)>,
+    port: u16,
+    src: [u8; 4],
+) -> Option<usize> {
+    let mut any = None;
+    for (i, (p, extra, source)) in keys.enumerate() {
+        if p != port && extra != Some(port) {
+            continue;
+        }
+        match source {
+            Some(ip) if ip == src => return Some(i),
+            None if any.is_none() => any = Some(i),
+            _ => {}
+        }
+    }
+    any
+}
+
 /// Hands one UDP datagram to the sensor it belongs to, or counts it as unknown.
 fn dispatch(
     sensors: &mut [SensorSlot],
@@ -449,17 +471,8 @@ fn dispatch(
     now: u64,
     out: &mut Vec<Frame>,
 ) {
-    // As the XDP program does: a sensor bound to this exact source first, then "any source".
-    let on_port = |s: &SensorSlot| s.port == d.dst_port || s.extra_port == Some(d.dst_port);
-    let slot = sensors
-        .iter()
-        .position(|s| on_port(s) && s.source == Some(d.src_ip))
-        .or_else(|| {
-            sensors
-                .iter()
-                .position(|s| on_port(s) && s.source.is_none())
-        });
-    match slot {
+    let keys = sensors.iter().map(|s| (s.port, s.extra_port, s.source));
+    match find_slot(keys, d.dst_port, d.src_ip) {
         Some(i) => {
             local.sensor_datagrams += 1;
             if let Some(t) = local.sensors.get_mut(i) {
@@ -682,5 +695,28 @@ impl<S: PacketSource> CaptureWorker<S> {
             sc.frames.store(d.frames, Ordering::Relaxed);
             sc.points.store(d.points, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_slot;
+
+    #[test]
+    fn exact_source_wins_over_any_source_whatever_the_order() {
+        const A: [u8; 4] = [192, 168, 1, 201];
+        const B: [u8; 4] = [192, 168, 1, 202];
+        let keys = [
+            (2368, None, None),
+            (2368, None, Some(A)),
+            (2369, Some(7788), Some(B)),
+        ];
+        let find = |port, src| find_slot(keys.iter().copied(), port, src);
+        assert_eq!(find(2368, A), Some(1));
+        assert_eq!(find(2368, B), Some(0));
+        assert_eq!(find(2369, B), Some(2));
+        assert_eq!(find(7788, B), Some(2));
+        assert_eq!(find(7788, A), None);
+        assert_eq!(find(2370, A), None);
     }
 }
