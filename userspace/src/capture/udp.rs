@@ -82,22 +82,7 @@ pub fn rmem_max() -> io::Result<u32> {
 }
 
 fn setsockopt_int(sock: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: the fd is a live socket owned by `sock`; the option value is a c_int that lives
-    // for the call and its size is passed exactly.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sockopt::set_int(sock.as_raw_fd(), libc::SOL_SOCKET, opt, v)
 }
 
 /// The socket's effective `SO_RCVBUF` in bytes (twice the value set, socket(7)).

@@ -1009,17 +1009,7 @@ impl Loop {
 }
 
 fn set_sockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> bool {
-    // SAFETY: passes a pointer to a live c_int and its exact size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&raw const value).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    r == 0
+    crate::sockopt::set_int(fd, level, name, value).is_ok()
 }
 
 /// Sets the socket's send buffer to hold `bytes` (the kernel doubles the value for its own
