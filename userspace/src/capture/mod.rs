@@ -382,13 +382,21 @@ pub const REASSEMBLY: ReassemblyConfig = ReassemblyConfig {
     timeout_ns: crate::reassembly::DEFAULT_TIMEOUT_NS,
 };
 
+/// CPUs a thread can be pinned to: `0..usable_cpus()` (the CPUs available to this process,
+/// capped at `CPU_SETSIZE`; at least 1).
+pub fn usable_cpus() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(libc::CPU_SETSIZE as usize)
+}
+
 /// Pins the calling thread to CPU `cpu` (sched_setaffinity(2)).
 ///
 /// Errors: `cpu` is not below this machine's CPU count (`InvalidInput`, naming the valid range),
 /// or the call fails (e.g. the CPU is outside the process's cpuset).
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpu >= n.min(libc::CPU_SETSIZE as usize) {
+    let n = usable_cpus();
+    if cpu >= n {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!(

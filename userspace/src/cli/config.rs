@@ -247,8 +247,8 @@ fn check_umem(field: &str, n: u32) -> Result<u32> {
 }
 
 fn check_cpu(field: &str, cpu: usize) -> Result<usize> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpu >= n.min(libc::CPU_SETSIZE as usize) {
+    let n = lidarxdp::capture::usable_cpus();
+    if cpu >= n {
         bail!(
             "{field}: {cpu} is out of range; valid 0..={} on this machine",
             n - 1
