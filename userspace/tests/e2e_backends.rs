@@ -45,12 +45,7 @@ fn replay_through(backend: &str, listen_port: u16, extra: &[&str]) -> serde_json
 
     let cfg = SensorConfig::new(0, SensorModel::Vlp16, data(CALIB));
     let (offline, _) = lidarxdp::offline::decode_pcap(&data(DUAL), &cfg, Some(2368)).unwrap();
-    assert_eq!(live.len(), offline.len(), "frame count");
-    for (i, ((h, pts), off)) in live.iter().zip(&offline).enumerate() {
-        assert_eq!(h.sequence, off.header.sequence, "frame {i}");
-        assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
-        assert!(pts == &off.points, "frame {i}: points differ from offline");
-    }
+    common::assert_frames_equal(&live, &offline);
     stats
 }
 

@@ -159,22 +159,6 @@ fn mib(m: &[(String, u64)], name: &str) -> u64 {
         .1
 }
 
-/// Asserts the four receive-loss counters of `XDP_STATISTICS` in the stats JSON are 0.
-fn assert_no_xsk_loss(stats: &serde_json::Value) {
-    for field in [
-        "rx_dropped",
-        "rx_invalid_descs",
-        "rx_ring_full",
-        "rx_fill_ring_empty_descs",
-    ] {
-        assert_eq!(
-            get(stats, &["xsk", field]),
-            0,
-            "XDP_STATISTICS {field}: {stats}"
-        );
-    }
-}
-
 /// SIGKILL while a replay is streaming into the daemon, then a new daemon at once on the same
 /// interface, queue and listen port: it starts within the bind-retry window (an `EBUSY` bind,
 /// the old socket still being torn down by the kernel, is retried), exactly one XDP program is
@@ -256,7 +240,7 @@ fn sigkill_mid_stream_then_restart_receives_everything() {
     // (the stream was still running then), never afterwards: the new socket is in the map.
     assert_eq!(get(&stats, &["xdp", "no_socket"]), base.2, "{stats}");
     assert_eq!(get(&stats, &["sensors", "0", "malformed"]), 0, "{stats}");
-    assert_no_xsk_loss(&stats);
+    common::assert_no_xsk_loss(&stats);
     assert_eq!(
         get(&stats, &["backend", "received"]),
         get(&stats, &["sensors", "0", "decoded"])
@@ -340,7 +324,7 @@ fn link_down_and_up_is_survived_and_counted() {
         "{stats}"
     );
     assert_eq!(get(&stats, &["backend", "link_changes"]), 4, "{stats}");
-    assert_no_xsk_loss(&stats);
+    common::assert_no_xsk_loss(&stats);
 }
 
 /// A 64-frame UMEM and a decoder that sleeps 300 ms every second, fed the 603-packet capture at
@@ -567,15 +551,7 @@ fn subscriber_vanishing_mid_write_harms_no_one_else() {
 
     let stats = daemon.stop();
     let frames = survivor.join().unwrap();
-    assert_eq!(frames.len(), offline.len(), "survivor frame count");
-    for (i, ((h, pts), off)) in frames.iter().zip(&offline).enumerate() {
-        assert_eq!(h.sequence, off.header.sequence, "frame {i}");
-        assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
-        assert!(
-            pts == &off.points,
-            "frame {i}: points differ from offline decoding"
-        );
-    }
+    common::assert_frames_equal(&frames, &offline);
     // Probe, vanishing, survivor, third.
     assert_eq!(
         get(&stats, &["publisher", "subscribers_accepted"]),
@@ -675,7 +651,7 @@ fn non_sensor_flood_passes_to_the_kernel_and_loses_no_sensor_packet() {
         "{stats}"
     );
     assert_eq!(get(&stats, &["xdp", "redirected"]), DUAL_PACKETS, "{stats}");
-    assert_no_xsk_loss(&stats);
+    common::assert_no_xsk_loss(&stats);
     let passed = get(&stats, &["xdp", "passed"]);
     let seen = get(&stats, &["xdp", "seen"]);
     // Nothing was dropped before the program (veth ring) or after it.

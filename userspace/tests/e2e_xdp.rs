@@ -46,35 +46,15 @@ fn replayed_capture_arrives_whole_and_equals_offline_decode() {
     assert_eq!(get(&stats, &["xdp", "no_socket"]), 0, "{stats}");
     assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 603, "{stats}");
     assert_eq!(get(&stats, &["sensors", "0", "malformed"]), 0, "{stats}");
-    for field in [
-        "rx_dropped",
-        "rx_invalid_descs",
-        "rx_ring_full",
-        "rx_fill_ring_empty_descs",
-    ] {
-        assert_eq!(
-            get(&stats, &["xsk", field]),
-            0,
-            "XDP_STATISTICS {field}: {stats}"
-        );
-    }
+    common::assert_no_xsk_loss(&stats);
 
     let cfg = SensorConfig::new(0, SensorModel::Vlp16, data(CALIB));
     let (offline, _) = lidarxdp::offline::decode_pcap(&data(DUAL), &cfg, Some(2368)).unwrap();
-    assert_eq!(live.len(), offline.len(), "frame count");
     assert_eq!(
         get(&stats, &["capture", "frames_out"]),
         offline.len() as u64
     );
-    for (i, ((h, pts), off)) in live.iter().zip(&offline).enumerate() {
-        assert_eq!(h.sequence, off.header.sequence, "frame {i}");
-        assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
-        assert_eq!(pts.len(), off.points.len(), "frame {i} point count");
-        assert!(
-            pts == &off.points,
-            "frame {i}: points differ from offline decoding"
-        );
-    }
+    common::assert_frames_equal(&live, &offline);
 }
 
 /// A RoboSense Helios-16P with its MSOP (6699) and DIFOP (7788) ports both steered to the same
@@ -128,14 +108,7 @@ fn robosense_msop_and_difop_ports_feed_one_pipeline() {
         // PR's (0.2, 200) m and gets the PR's counts.
         [13_395, 13_932, 13_913, 13_862, 13_876, 558]
     );
-    assert_eq!(live.len(), offline.len(), "frame count");
-    for (i, ((h, pts), off)) in live.iter().zip(&offline).enumerate() {
-        assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
-        assert!(
-            pts == &off.points,
-            "frame {i}: points differ from offline decoding"
-        );
-    }
+    common::assert_frames_equal(&live, &offline);
 }
 
 /// With the program attached, a ping, a UDP datagram to another port and a TCP connection to

@@ -364,3 +364,34 @@ pub fn collect_frames(ns: &str, port: u16) -> std::thread::JoinHandle<Vec<Receiv
         })
     })
 }
+
+/// Asserts the frames a subscriber received equal offline decoding of the same capture: same
+/// count, and per frame the same sequence, packets received and points (bit for bit).
+pub fn assert_frames_equal(live: &[ReceivedFrame], offline: &[lidarxdp::frame::Frame]) {
+    assert_eq!(live.len(), offline.len(), "frame count");
+    for (i, ((h, pts), off)) in live.iter().zip(offline).enumerate() {
+        assert_eq!(h.sequence, off.header.sequence, "frame {i}");
+        assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
+        assert_eq!(pts.len(), off.points.len(), "frame {i} point count");
+        assert!(
+            pts == &off.points,
+            "frame {i}: points differ from offline decoding"
+        );
+    }
+}
+
+/// Asserts the four receive-loss counters of `XDP_STATISTICS` in the stats JSON are 0.
+pub fn assert_no_xsk_loss(stats: &serde_json::Value) {
+    for field in [
+        "rx_dropped",
+        "rx_invalid_descs",
+        "rx_ring_full",
+        "rx_fill_ring_empty_descs",
+    ] {
+        assert_eq!(
+            get(stats, &["xsk", field]),
+            0,
+            "XDP_STATISTICS {field}: {stats}"
+        );
+    }
+}
