@@ -1,6 +1,7 @@
 //! Throughput of the Velodyne decoders on the shared captures, two groups:
-//! * `velodyne_decode`: decode only (packet bytes in, points in a reused `Vec` out;
-//!   classification and validation included; no scan assembly, no I/O);
+//! * `velodyne_decode`: decode only (packet bytes in, points in a reused `Vec` out, through
+//!   `decode_blocks` and `BlockPoints::append`; classification and validation included; no
+//!   scan assembly, no I/O);
 //! * `velodyne_pipeline`: the whole [`VelodyneStream`] (classification, sensor clock, decode,
 //!   scan assembly into frames) on payloads already in memory (no pcap I/O).
 //!
@@ -71,12 +72,12 @@ impl Dec {
             match self {
                 Dec::Vlp16(d) => {
                     if let Ok(p) = velodyne::classify(p) {
-                        d.decode(&p, |dp| out.push(dp.point));
+                        d.decode_blocks(&p, |b| b.append(out));
                     }
                 }
                 Dec::Multi(d) => {
                     if let Ok(p) = multi::classify_model(model, p) {
-                        d.decode(&p, |dp| out.push(dp.point));
+                        d.decode_blocks(&p, |b| b.append(out));
                     }
                 }
             }

@@ -65,7 +65,7 @@ fn main() {
             out.clear();
             for p in &pkts {
                 if let Ok(p) = velodyne::classify(p) {
-                    d.decode(&p, |dp| out.push(dp.point));
+                    d.decode_blocks(&p, |b| b.append(&mut out));
                 }
             }
             total += std::hint::black_box(out.len());
@@ -76,7 +76,7 @@ fn main() {
             out.clear();
             for p in &pkts {
                 if let Ok(p) = multi::classify_model(model, p) {
-                    d.decode(&p, |dp| out.push(dp.point));
+                    d.decode_blocks(&p, |b| b.append(&mut out));
                 }
             }
             total += std::hint::black_box(out.len());

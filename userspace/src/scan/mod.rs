@@ -151,6 +151,20 @@ struct Building {
     malformed: u32,
 }
 
+/// The frame buffers [`ScanAssembler::batch`] lends to a decoder; the two vectors must grow
+/// together (one azimuth per point).
+#[derive(Debug)]
+pub struct PointBatch<'a> {
+    /// Points of the frame in progress.
+    pub points: &'a mut Vec<PointXYZIRCAEDT>,
+    /// Corrected azimuth of each point, 0.01°.
+    pub azimuths: &'a mut Vec<u16>,
+    /// Sensor time of the current packet, ns.
+    pub packet_ns: u64,
+    /// Start time of the frame in progress, ns.
+    pub start_ns: u64,
+}
+
 /// Scan assembler for one sensor. See the module documentation for the rules.
 #[derive(Clone, Debug)]
 pub struct ScanAssembler {
@@ -304,6 +318,20 @@ impl ScanAssembler {
         point.time_stamp = t.min(u64::from(u32::MAX)) as u32;
         self.cur.points.push(point);
         self.cur.azimuths.push(azimuth_cdeg);
+    }
+
+    /// The current frame's buffers, for a decoder that appends many points of the current
+    /// packet at once (the Velodyne decoders' [`crate::sensor::velodyne::BlockPoints`]):
+    /// points go to `points` with `time_stamp = packet_ns + offset − start_ns` (ns, saturating
+    /// at 0 and `u32::MAX`, as [`Self::add_point`]) and their azimuths (0.01°) to `azimuths`,
+    /// one per point.
+    pub fn batch(&mut self) -> PointBatch<'_> {
+        PointBatch {
+            points: &mut self.cur.points,
+            azimuths: &mut self.cur.azimuths,
+            packet_ns: self.packet_sensor_ns,
+            start_ns: self.cur.start_ns,
+        }
     }
 
     /// Ends the current packet; if it completed the frame, appends the frame to `out` and

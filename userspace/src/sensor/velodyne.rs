@@ -25,7 +25,11 @@
 //! the last return, block 2p+1 the strongest one (or the second strongest when the strongest is
 //! also the last); both carry the same azimuth.
 
+pub mod block;
+mod dense;
 pub mod multi;
+
+pub use block::BlockPoints;
 
 use std::f64::consts::PI;
 
@@ -331,21 +335,27 @@ pub struct Vlp16Decoder {
     /// `(cos, sin)` of every azimuth unit, f32 (as Nebula's lookup tables), then the azimuth
     /// in rad (`cdeg · π/18000`, f64 rounded to f32) and padding.
     trig: TrigTable,
-    /// Bit `slot` set when the slot's laser is in the calibration.
-    valid_slots: u32,
+    /// Range gate of each slot as an inclusive window of raw distance values
+    /// ([`raw_window`]); `(1, 0)` (empty) when the slot's laser is not in the calibration.
+    raw_lo: [u16; SLOTS_PER_BLOCK],
+    /// See `raw_lo`.
+    raw_hi: [u16; SLOTS_PER_BLOCK],
     /// [`LaserConst`] of each slot's laser (slot `k` fires laser `k % 16`).
     slot_consts: [LaserConst; SLOTS_PER_BLOCK],
     /// Firing time of each slot after its block's first firing, ns.
     slot_ns: [u32; SLOTS_PER_BLOCK],
-    /// `dist_correction` of each slot's laser.
-    slot_corr: [f32; SLOTS_PER_BLOCK],
     /// `rot_correction` of each slot's laser, 0.01° (f64, as Nebula computes it).
     slot_rot: [f64; SLOTS_PER_BLOCK],
-    /// Range filter bounds as f32, exact: `f64::from(d) > min_range_m` iff `d > min_f`, and
-    /// `f64::from(d) < max_range_m` iff `d < max_f` ([`f32_above`], [`f32_below`]).
-    min_f: f32,
-    /// See `min_f`.
-    max_f: f32,
+    /// `dist_correction` of each slot's laser, m.
+    slot_corr: [f32; SLOTS_PER_BLOCK],
+    /// Cosine of each slot's laser elevation.
+    slot_cos_vert: [f32; SLOTS_PER_BLOCK],
+    /// Sine of each slot's laser elevation.
+    slot_sin_vert: [f32; SLOTS_PER_BLOCK],
+    /// Elevation of each slot's laser, rad.
+    slot_vert: [f32; SLOTS_PER_BLOCK],
+    /// Ring (channel) of each slot's laser.
+    slot_ring: [u16; SLOTS_PER_BLOCK],
     /// Firing time of each slot in µs as Nebula's f32 expression `laser·2.304 + firing·55.296`.
     slot_us: [f32; SLOTS_PER_BLOCK],
     /// `frac[diff][slot] = diff · slot_us[slot] / 110.592` (f32, Nebula's expression) for every
@@ -387,6 +397,146 @@ pub(crate) fn f32_below(m: f64) -> f32 {
     if f64::from(c) < m { c.next_up() } else { c }
 }
 
+/// Distance in m of raw value `raw` (units of `res` m) with the laser's `dist_correction`
+/// `corr` m, in Nebula's f32 arithmetic: `raw·res`, plus `corr` unless the product is
+/// `<= 1e-6` (no return).
+#[inline(always)]
+pub(crate) fn raw_distance(raw: u16, res: f32, corr: f32) -> f32 {
+    let x = f32::from(raw) * res;
+    // `x + (-0.0)` is `x`, bit for bit: a select of the addend, not a branch.
+    x + if x > 1e-6 { corr } else { -0.0 }
+}
+
+/// The range gate `raw != 0 && min_f < raw_distance(raw) < max_f` as an inclusive window
+/// `(lo, hi)` of raw values (`lo > hi`: nothing passes), so the decoder's per-slot test is two
+/// integer compares. Exact: for `res > 1e-6` m (every real sensor; the calibration loader
+/// accepts 0.1 mm to 0.1 m only) `raw_distance` is non-decreasing in `raw >= 1` (f32
+/// multiplication and addition by constants are monotonic), so the passing values form one
+/// interval, found by bisection. For a smaller `res` the window is the hull of the passing
+/// values, found by a scan.
+pub(crate) fn raw_window(res: f32, corr: f32, min_f: f32, max_f: f32) -> (u16, u16) {
+    let pass = |r: u16| {
+        let d = raw_distance(r, res, corr);
+        d > min_f && d < max_f
+    };
+    if res <= 1e-6 {
+        let lo = (1..=u16::MAX).find(|&r| pass(r));
+        let hi = (1..=u16::MAX).rev().find(|&r| pass(r));
+        return lo.zip(hi).unwrap_or((1, 0));
+    }
+    // Smallest raw >= 1 above the minimum, and the smallest at or past the maximum.
+    let first = |pred: &dyn Fn(f32) -> bool| {
+        let (mut lo, mut hi) = (1u32, 1u32 << 16);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(raw_distance(mid as u16, res, corr)) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    let lo = first(&|d| d > min_f);
+    let end = first(&|d| d >= max_f);
+    if lo >= end || lo > u32::from(u16::MAX) {
+        return (1, 0);
+    }
+    (lo as u16, (end - 1) as u16)
+}
+
+/// Dual-return point type by `[identical][first][strongest]`, index
+/// `identical·4 + first·2 + strongest` ([`ReturnType`] codes).
+pub(crate) const DUAL_TYPES: [u8; 8] = [
+    ReturnType::LastWeak as u8,
+    ReturnType::LastStrongest as u8,
+    ReturnType::FirstWeak as u8,
+    ReturnType::FirstStrongest as u8,
+    ReturnType::Identical as u8,
+    ReturnType::Identical as u8,
+    ReturnType::Identical as u8,
+    ReturnType::Identical as u8,
+];
+
+/// Dual-return type of a point with raw range `raw` and reflectivity `intensity` whose
+/// partner return (the other block of the pair) has `other` and `other_i`: a partner without a
+/// return (0) or with the same range makes it `identical`; otherwise first/last by range
+/// (`nebula`: the larger range counts as first, see [`DecodeFlavor`]) and strongest/weak by
+/// reflectivity (a tie makes the last one the strongest). Returns a [`ReturnType`] code.
+#[inline(always)]
+pub(crate) fn dual_type(raw: u16, intensity: u8, other: u16, other_i: u8, nebula: bool) -> u8 {
+    // Identical partners are the common case in real captures: a predictable branch.
+    if other == 0 || other == raw {
+        return ReturnType::Identical as u8;
+    }
+    let first = if nebula { raw > other } else { raw < other };
+    let strongest = (intensity > other_i) | ((intensity == other_i) & !first);
+    DUAL_TYPES[usize::from(first) * 2 + usize::from(strongest)]
+}
+
+/// Stage 1 of the Velodyne decoders: bit `k` of the result is set when slot `k`'s raw range
+/// (bytes 0-1 of `[distance lo, distance hi, reflectivity]`) lies in `[lo[k], hi[k]]` and,
+/// with a `partner` block (the first block of a dual-return pair), differs from the partner
+/// slot's raw range (identical returns are merged into the partner's point).
+///
+/// x86-64: SSE2 (part of the x86-64 baseline), eight slots per instruction: an unsigned
+/// window test as two saturating subtractions, the partner test as an equality, packed to one
+/// byte per slot and collected with `movemask`. Elsewhere: the same test per slot.
+#[inline(always)]
+pub(crate) fn slot_mask(
+    slots: &[[u8; 3]; SLOTS_PER_BLOCK],
+    lo: &[u16; SLOTS_PER_BLOCK],
+    hi: &[u16; SLOTS_PER_BLOCK],
+    partner: Option<&[[u8; 3]; SLOTS_PER_BLOCK]>,
+) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{
+            __m128i, _mm_andnot_si128, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8,
+            _mm_or_si128, _mm_packs_epi16, _mm_set_epi16, _mm_setzero_si128, _mm_subs_epu16,
+        };
+        // SAFETY: SSE2 is part of the x86-64 baseline (enabled on every x86_64 target), so
+        // every intrinsic here is available; the only memory access is `_mm_loadu_si128` of
+        // one `[u16; 8]` (16 initialised, readable bytes), which has no alignment requirement.
+        unsafe {
+            let raws8 = |s: &[[u8; 3]; SLOTS_PER_BLOCK], b: usize| {
+                let r = |k: usize| i16::from_le_bytes([s[b + k][0], s[b + k][1]]);
+                _mm_set_epi16(r(7), r(6), r(5), r(4), r(3), r(2), r(1), r(0))
+            };
+            let load8 = |a: &[u16; SLOTS_PER_BLOCK], b: usize| {
+                let chunk: &[u16; 8] = a[b..b + 8].try_into().unwrap_or(&[0; 8]);
+                _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>())
+            };
+            let ok8 = |b: usize| {
+                let r = raws8(slots, b);
+                let outside = _mm_or_si128(
+                    _mm_subs_epu16(r, load8(hi, b)),
+                    _mm_subs_epu16(load8(lo, b), r),
+                );
+                let ok = _mm_cmpeq_epi16(outside, _mm_setzero_si128());
+                match partner {
+                    Some(p) => _mm_andnot_si128(_mm_cmpeq_epi16(r, raws8(p, b)), ok),
+                    None => ok,
+                }
+            };
+            let low = _mm_movemask_epi8(_mm_packs_epi16(ok8(0), ok8(8))) as u32;
+            let high = _mm_movemask_epi8(_mm_packs_epi16(ok8(16), ok8(24))) as u32;
+            low | (high << 16)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut mask = 0u32;
+        for k in 0..SLOTS_PER_BLOCK {
+            let raw = u16::from_le_bytes([slots[k][0], slots[k][1]]);
+            let same = partner.is_some_and(|p| u16::from_le_bytes([p[k][0], p[k][1]]) == raw);
+            let keep = (raw >= lo[k]) & (raw <= hi[k]) & !same;
+            mask |= u32::from(keep) << k;
+        }
+        mask
+    }
+}
+
 /// [`AZIMUTH_UNITS`] as an index bound.
 pub(crate) const AZ_USIZE: usize = AZIMUTH_UNITS as usize;
 
@@ -420,10 +570,12 @@ pub(crate) fn trig_table() -> TrigTable {
 
 /// `round()` of a non-negative f32 without a libm call: exact, since `x + 0.5` is exact in f64
 /// for every f32 `x`, and truncation of a non-negative value is `floor`. Equals `f32::round`
-/// (half away from zero) for `x >= 0`.
+/// (half away from zero) for `0 <= x < 2^31` (azimuths in 0.01° are far below). The
+/// conversion goes through `i32` because SSE2 converts f64 lanes to i32 (not u32) in one
+/// instruction, so array loops over it vectorise.
 #[inline(always)]
 fn round_pos(x: f32) -> u32 {
-    (f64::from(x) + 0.5) as u32
+    (f64::from(x) + 0.5) as i32 as u32
 }
 
 /// A corrected azimuth `azf` in 0.01° (possibly negative, at most one turn off) rounded to the
@@ -431,13 +583,20 @@ fn round_pos(x: f32) -> u32 {
 /// turn before rounding).
 #[inline(always)]
 fn wrap_round_cdeg(azf: f32) -> u32 {
-    wrap_cdeg(round_pos(
+    wrap_cdeg(lift_round_cdeg(azf))
+}
+
+/// A corrected azimuth `azf` in 0.01° lifted by a turn when negative and rounded to the
+/// nearest 0.01° (Nebula's rounding), not yet brought into [0, 36000).
+#[inline(always)]
+pub(crate) fn lift_round_cdeg(azf: f32) -> u32 {
+    round_pos(
         azf + if azf < 0.0 {
             AZIMUTH_UNITS as f32
         } else {
             -0.0
         },
-    ))
+    )
 }
 
 /// `azc` (0.01°) brought into [0, 36000); the division only runs for the rare value past a turn.
@@ -466,9 +625,14 @@ impl Vlp16Decoder {
     pub fn new(calib: VelodyneCalibration, settings: DecoderSettings) -> Self {
         let trig = trig_table();
         let mut lasers = [LaserConst::default(); LASERS];
-        let mut valid_slots = 0u32;
-        for (i, (lc, l)) in lasers.iter_mut().zip(&calib.lasers).enumerate() {
-            valid_slots |= (1 << i) | (1 << (i + LASERS));
+        let (min_f, max_f) = (
+            f32_above(settings.min_range_m),
+            f32_below(settings.max_range_m),
+        );
+        let res = calib.distance_resolution_m;
+        let mut windows = [(1u16, 0u16); LASERS];
+        for ((lc, w), l) in lasers.iter_mut().zip(&mut windows).zip(&calib.lasers) {
+            *w = raw_window(res, l.dist_correction, min_f, max_f);
             *lc = LaserConst {
                 rot_cdeg: f64::from(l.rot_correction) * 180.0 / PI * 100.0,
                 cos_vert: l.cos_vert,
@@ -488,12 +652,15 @@ impl Vlp16Decoder {
             calib,
             settings,
             trig,
-            valid_slots,
+            raw_lo: std::array::from_fn(|slot| windows[slot % LASERS].0),
+            raw_hi: std::array::from_fn(|slot| windows[slot % LASERS].1),
             slot_consts: std::array::from_fn(|slot| lasers[slot % LASERS]),
-            slot_corr: std::array::from_fn(|slot| lasers[slot % LASERS].dist_correction),
             slot_rot: std::array::from_fn(|slot| lasers[slot % LASERS].rot_cdeg),
-            min_f: f32_above(settings.min_range_m),
-            max_f: f32_below(settings.max_range_m),
+            slot_corr: std::array::from_fn(|slot| lasers[slot % LASERS].dist_correction),
+            slot_cos_vert: std::array::from_fn(|slot| lasers[slot % LASERS].cos_vert),
+            slot_sin_vert: std::array::from_fn(|slot| lasers[slot % LASERS].sin_vert),
+            slot_vert: std::array::from_fn(|slot| lasers[slot % LASERS].vert),
+            slot_ring: std::array::from_fn(|slot| lasers[slot % LASERS].ring),
             slot_ns: std::array::from_fn(|slot| firing_offset_ns(ReturnMode::Strongest, 0, slot)),
             slot_us,
             frac,
@@ -505,11 +672,17 @@ impl Vlp16Decoder {
         &self.settings
     }
 
-    /// Block azimuth and per-block azimuth advance (0.01° units) used for interpolation.
-    fn block_azimuth(&self, p: &Packet<&[u8]>, dual: bool, block: usize) -> (u16, f32) {
-        let rot = |b: usize| p.azimuth(b.min(BLOCKS - 1));
-        let diff =
-            |a: u16, b: u16| ((AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS) as f32;
+    /// Block azimuth and per-block azimuth advance (0.01° units) used for interpolation, from
+    /// the packet's 12 block azimuths `azimuths` (0.01°).
+    #[inline(always)]
+    fn block_azimuth(&self, azimuths: &[u16; BLOCKS], dual: bool, block: usize) -> (u16, f32) {
+        let rot = |b: usize| azimuths[b.min(BLOCKS - 1)];
+        let diff = |a: u16, b: u16| {
+            (AZIMUTH_UNITS
+                .wrapping_add(u32::from(b))
+                .wrapping_sub(u32::from(a))
+                % AZIMUTH_UNITS) as f32
+        };
         match (self.settings.flavor, dual) {
             // Nebula `Vlp16Decoder::unpack`, reproduced exactly. The azimuth of block b > 0 is
             // the value cached as "next" while decoding block b-1: rot[b] in single mode but
@@ -572,22 +745,34 @@ impl Vlp16Decoder {
     /// as is any point whose partner slot has no return. Otherwise the type combines
     /// first/last (by distance) and strongest/weak (by reflectivity; on a tie the "last" one
     /// is strongest); see [`DecodeFlavor`] for which distance counts as "first".
+    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+        self.decode_blocks(p, |b| b.for_each(&mut emit));
+    }
+
+    /// Decodes one validated packet block by block (the rules of [`Self::decode`]): `sink`
+    /// gets each block that keeps at least one point as a [`BlockPoints`], in packet order.
     ///
     /// Hot loop: the packet is viewed as 12 fixed-size `[u8; 100]` blocks so no byte access is
-    /// bounds-checked; sines/cosines, per-laser constants and the interpolation
-    /// `diff · t / 110.592` (Nebula's f32 expression, bit-exact) are tables: no division per
-    /// point.
-    pub fn decode(&self, p: &Packet<&[u8]>, emit: impl FnMut(DecodedPoint)) {
+    /// bounds-checked; the slots that carry a point come from one SIMD pass ([`slot_mask`]);
+    /// sines/cosines, per-laser constants and the interpolation `diff · t / 110.592`
+    /// (Nebula's f32 expression, bit-exact) are tables: no division per point. Single return
+    /// (nearly every slot kept) computes every field for all 32 slots in array loops that
+    /// vectorise; dual return (about a quarter kept) computes only the kept slots.
+    pub fn decode_blocks(&self, p: &Packet<&[u8]>, sink: impl FnMut(&BlockPoints<'_>)) {
         // Two monomorphised loops: the single-return one carries no dual-return code.
         if p.return_mode() == ReturnMode::Dual {
-            self.decode_mode::<true>(p, emit);
+            self.decode_mode::<true>(p, sink);
         } else {
-            self.decode_mode::<false>(p, emit);
+            self.decode_mode::<false>(p, sink);
         }
     }
 
     #[inline(always)]
-    fn decode_mode<const DUAL: bool>(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+    fn decode_mode<const DUAL: bool>(
+        &self,
+        p: &Packet<&[u8]>,
+        mut sink: impl FnMut(&BlockPoints<'_>),
+    ) {
         let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
             return;
         };
@@ -595,7 +780,6 @@ impl Vlp16Decoder {
         let mode = p.return_mode();
         let s = &self.settings;
         let res = self.calib.distance_resolution_m;
-        let (min_f, max_f) = (self.min_f, self.max_f);
         let nebula = s.flavor == DecodeFlavor::Nebula;
         let single_type = match mode {
             ReturnMode::Last => ReturnType::Last,
@@ -603,8 +787,17 @@ impl Vlp16Decoder {
             _ => ReturnType::Strongest,
         } as u8;
         let empty = [0u8; BLOCK_LEN];
+        let azimuths: [u16; BLOCKS] = std::array::from_fn(|b| {
+            blocks
+                .get(b)
+                .map_or(0, |k| u16::from_le_bytes([k[2], k[3]]))
+        });
+        let mut bp = BlockPoints::new(&self.slot_ring, &self.slot_vert, &self.slot_ns);
+        if !DUAL {
+            bp.return_type = [single_type; SLOTS_PER_BLOCK];
+        }
         for (block, blk) in blocks.iter().enumerate().take(BLOCKS) {
-            let (az, diff) = self.block_azimuth(p, DUAL, block);
+            let (az, diff) = self.block_azimuth(&azimuths, DUAL, block);
             if nebula
                 && let Some(fov) = s.fov
                 && !fov.block_passes(az)
@@ -619,6 +812,14 @@ impl Vlp16Decoder {
             let odd = DUAL && block % 2 == 1;
             let slots = slot_view(blk);
             let pslots = slot_view(pblk);
+            // Stage 1: the slots carrying a point: raw range inside the slot's window
+            // (non-zero, inside the range filter, laser in the calibration; [`raw_window`])
+            // and, in an odd dual block, different from the partner's (identical returns are
+            // merged).
+            let mut mask = slot_mask(slots, &self.raw_lo, &self.raw_hi, odd.then_some(pslots));
+            if mask == 0 {
+                continue;
+            }
             let azf0 = f32::from(az);
             // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
             let computed: [f32; SLOTS_PER_BLOCK];
@@ -629,111 +830,69 @@ impl Vlp16Decoder {
                     &computed
                 }
             };
-            // Stage 1, branch-free over the 32 slots (array loops the compiler vectorises):
-            // ranges, and the mask of slots carrying a point (non-zero range inside the range
-            // filter, laser present in the calibration, and in an odd dual block a range
-            // different from the partner's: identical returns are merged).
-            let raws: [u16; SLOTS_PER_BLOCK] =
-                std::array::from_fn(|k| u16::from_le_bytes([slots[k][0], slots[k][1]]));
-            let others: [u16; SLOTS_PER_BLOCK] = if DUAL {
-                std::array::from_fn(|k| u16::from_le_bytes([pslots[k][0], pslots[k][1]]))
-            } else {
-                [0; SLOTS_PER_BLOCK]
-            };
-            let mut dist = [0f32; SLOTS_PER_BLOCK];
-            for ((d, &raw), &corr) in dist.iter_mut().zip(&raws).zip(&self.slot_corr) {
-                let x = f32::from(raw) * res;
-                // `x + (-0.0)` is `x`, bit for bit: a select of the addend, not a branch.
-                *d = x + if x > 1e-6 { corr } else { -0.0 };
-            }
-            let mut mask = 0u32;
-            for k in 0..SLOTS_PER_BLOCK {
-                let keep = (raws[k] != 0)
-                    & (dist[k] > min_f)
-                    & (dist[k] < max_f)
-                    & !(odd & (others[k] == raws[k]));
-                mask |= u32::from(keep) << k;
-            }
-            mask &= self.valid_slots;
-            // Single return: nearly every slot carries a point, so the corrected azimuths are
-            // computed for all 32 slots in one array loop (Nebula's arithmetic: f32
-            // interpolation, f64 correction). Dual return computes them per point.
-            let mut azcs = [0u32; SLOTS_PER_BLOCK];
-            if !DUAL {
-                for ((a, &t), &rot) in azcs.iter_mut().zip(table).zip(&self.slot_rot) {
-                    let azf = (f64::from(azf0 + t) - rot) as f32;
-                    *a = round_pos(
-                        azf + if azf < 0.0 {
-                            AZIMUTH_UNITS as f32
-                        } else {
-                            -0.0
-                        },
+            bp.block = block as u8;
+            bp.block_ns = firing_offset_ns(mode, block, 0);
+            if DUAL {
+                // Stage 2, kept slots only.
+                let mut m = mask;
+                while m != 0 {
+                    let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                    m &= m - 1;
+                    let [r0, r1, intensity] = slots[slot];
+                    let raw = u16::from_le_bytes([r0, r1]);
+                    let l = &self.slot_consts[slot];
+                    let distance = raw_distance(raw, res, l.dist_correction);
+                    let azc = wrap_round_cdeg((f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32);
+                    let [cos_az, sin_az, az_rad, _] =
+                        self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                    let xy = distance * l.cos_vert;
+                    let [o0, o1, other_i] = pslots[slot];
+                    bp.x[slot] = xy * cos_az;
+                    bp.y[slot] = -(xy * sin_az);
+                    bp.z[slot] = distance * l.sin_vert;
+                    bp.distance[slot] = distance;
+                    bp.azimuth[slot] = az_rad;
+                    bp.azimuth_cdeg[slot] = azc;
+                    bp.intensity[slot] = intensity;
+                    bp.return_type[slot] = dual_type(
+                        raw,
+                        intensity,
+                        u16::from_le_bytes([o0, o1]),
+                        other_i,
+                        nebula,
                     );
                 }
-            }
-            let block_ns = firing_offset_ns(mode, block, 0);
-            // Stage 2: only the slots carrying a point.
-            while mask != 0 {
-                let slot = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-                mask &= mask - 1;
-                let raw = raws[slot];
-                let intensity = slots[slot][2];
-                let l = &self.slot_consts[slot];
-                let distance = dist[slot];
-                let azc = if DUAL {
-                    wrap_round_cdeg((f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32)
-                } else {
-                    wrap_cdeg(azcs[slot])
-                };
-                if let Some(fov) = s.fov
-                    && !fov.point_passes(azc)
-                {
-                    continue;
-                }
-                let Some(&[cos_az, sin_az, az_rad, _]) = self.trig.get(azc as usize) else {
-                    continue;
-                };
-                let xy = distance * l.cos_vert;
-                let return_type = if DUAL {
-                    let [o0, o1, other_i] = pslots.get(slot).copied().unwrap_or([0; 3]);
-                    let other = u16::from_le_bytes([o0, o1]);
-                    if other == 0 || other == raw {
-                        ReturnType::Identical as u8
-                    } else {
-                        let first = if nebula { raw > other } else { raw < other };
-                        let strongest = if other_i == intensity {
-                            !first
-                        } else {
-                            intensity > other_i
-                        };
-                        (match (first, strongest) {
-                            (true, true) => ReturnType::FirstStrongest,
-                            (false, true) => ReturnType::LastStrongest,
-                            (true, false) => ReturnType::FirstWeak,
-                            (false, false) => ReturnType::LastWeak,
-                        }) as u8
-                    }
-                } else {
-                    single_type
-                };
-                emit(DecodedPoint {
-                    point: PointXYZIRCAEDT {
-                        x: xy * cos_az,
-                        y: -(xy * sin_az),
-                        z: distance * l.sin_vert,
-                        intensity,
-                        return_type,
-                        channel: l.ring,
-                        azimuth: az_rad,
-                        elevation: l.vert,
-                        distance,
-                        time_stamp: 0,
+            } else {
+                // Stage 2, all 32 slots at once ([`dense::fill`]).
+                dense::fill(
+                    &mut bp,
+                    buf,
+                    block,
+                    table,
+                    azf0,
+                    dense::DenseLasers {
+                        corr: &self.slot_corr,
+                        cos_vert: &self.slot_cos_vert,
+                        sin_vert: &self.slot_sin_vert,
+                        rot: &self.slot_rot,
+                        res,
+                        trig: self.trig,
                     },
-                    azimuth_cdeg: azc as u16,
-                    offset_ns: block_ns + self.slot_ns[slot],
-                    block: block as u8,
-                    slot: slot as u8,
-                });
+                );
+            }
+            if let Some(fov) = s.fov {
+                let mut m = mask;
+                while m != 0 {
+                    let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                    m &= m - 1;
+                    if !fov.point_passes(bp.azimuth_cdeg[slot]) {
+                        mask &= !(1 << slot);
+                    }
+                }
+            }
+            bp.mask = mask;
+            if mask != 0 {
+                sink(&bp);
             }
         }
     }
@@ -970,14 +1129,12 @@ impl VendorDecoder for VelodyneStream {
             },
             out,
         );
-        let asm = &mut self.assembler;
+        let b = self.assembler.batch();
+        let sink =
+            |blk: &BlockPoints<'_>| blk.append_timed(b.points, b.azimuths, b.packet_ns, b.start_ns);
         match &self.engine {
-            Engine::Vlp16(d) => d.decode(&packet, |d| {
-                asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
-            }),
-            Engine::Multi(d) => d.decode(&packet, |d| {
-                asm.add_point(d.point, d.azimuth_cdeg, d.offset_ns)
-            }),
+            Engine::Vlp16(d) => d.decode_blocks(&packet, sink),
+            Engine::Multi(d) => d.decode_blocks(&packet, sink),
         }
         self.assembler.end_packet(out);
         Ok(())

@@ -65,11 +65,11 @@
 
 use std::f64::consts::PI;
 
-use crate::point::{PointXYZIRCAEDT, ReturnType};
+use crate::point::ReturnType;
 
 use super::{
-    AZIMUTH_UNITS, BLOCK_LEN, BLOCKS, DATA_PACKET_LEN, DecodedPoint, DecoderSettings, FovCdeg,
-    MALFORMED_LEN_TOLERANCE, Packet, PacketError, RETURN_MODE_DUAL, RETURN_MODE_LAST,
+    AZIMUTH_UNITS, BLOCK_LEN, BLOCKS, BlockPoints, DATA_PACKET_LEN, DecodedPoint, DecoderSettings,
+    FovCdeg, MALFORMED_LEN_TOLERANCE, Packet, PacketError, RETURN_MODE_DUAL, RETURN_MODE_LAST,
     RETURN_MODE_STRONGEST, Rejection, SLOTS_PER_BLOCK,
 };
 use crate::sensor::calibration::{LaserCorrection, VelodyneCalibration};
@@ -336,18 +336,31 @@ pub struct MultiDecoder {
     settings: DecoderSettings,
     unit_m: f32,
     lasers: Vec<Laser>,
-    /// Per bank of 32 lasers, bit `k` set when laser `32·bank + k` is in the calibration.
-    bank_valid: [u32; 4],
-    /// Per bank of 32 lasers, `dist_correction` of laser `32·bank + k`.
+    /// Per bank of 32 lasers, the range gate of laser `32·bank + k` as an inclusive window of
+    /// raw values ([`super::raw_window`]); `(1, 0)` (empty) for a laser not in the calibration.
+    bank_lo: Box<[[u16; SLOTS_PER_BLOCK]; 4]>,
+    /// See `bank_lo`.
+    bank_hi: Box<[[u16; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, `dist_correction` (m) of laser `32·bank + k`.
     bank_corr: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, the cosine of laser `32·bank + k`'s elevation.
+    bank_cos: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, the sine of laser `32·bank + k`'s elevation.
+    bank_sin: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, the elevation (rad) of laser `32·bank + k`.
+    bank_vert: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, the ring of laser `32·bank + k`.
+    bank_ring: Box<[[u16; SLOTS_PER_BLOCK]; 4]>,
+    /// Per bank of 32 lasers, [`Laser::laser_ns`] of laser `32·bank + k`.
+    bank_ns: Box<[[u32; SLOTS_PER_BLOCK]; 4]>,
+    /// Every laser has zero horizontal and vertical offsets, no two-point correction and no
+    /// intensity correction: the full calibration model reduces to the spherical one, and
+    /// single-return blocks take the dense path.
+    plain_geometry: bool,
     /// Per bank of 32 lasers, [`Laser::frac`] of laser `32·bank + k`.
     bank_frac: Box<[[f32; SLOTS_PER_BLOCK]; 4]>,
     /// Per bank of 32 lasers, [`Laser::rot_cdeg`] of laser `32·bank + k`.
     bank_rot: Box<[[f64; SLOTS_PER_BLOCK]; 4]>,
-    /// Range filter bounds as f32, exact ([`super::f32_above`], [`super::f32_below`]).
-    min_f: f32,
-    /// See `min_f`.
-    max_f: f32,
     /// `(cos, sin)` of every azimuth unit, f32, then the azimuth in rad (`cdeg · π/18000`,
     /// f64 rounded to f32) and padding.
     trig: super::TrigTable,
@@ -408,10 +421,23 @@ impl MultiDecoder {
             })
             .collect();
         let trig = super::trig_table();
-        let mut bank_valid = [0u32; 4];
-        for (i, _) in calib.lasers.iter().enumerate().take(n) {
-            bank_valid[i / SLOTS_PER_BLOCK] |= 1 << (i % SLOTS_PER_BLOCK);
-        }
+        let (min_f, max_f) = (
+            super::f32_above(settings.min_range_m),
+            super::f32_below(settings.max_range_m),
+        );
+        let windows: Vec<(u16, u16)> = (0..4 * SLOTS_PER_BLOCK)
+            .map(|i| match calib.lasers.get(i) {
+                Some(c) if i < n => super::raw_window(unit_m, c.dist_correction, min_f, max_f),
+                _ => (1, 0),
+            })
+            .collect();
+        let bank_window = |pick: fn((u16, u16)) -> u16| {
+            Box::new(std::array::from_fn(|b| {
+                std::array::from_fn(|k| {
+                    windows.get(b * SLOTS_PER_BLOCK + k).map_or(0, |&w| pick(w))
+                })
+            }))
+        };
         let bank_frac = Box::new(std::array::from_fn(|b| {
             std::array::from_fn(|k| lasers.get(b * SLOTS_PER_BLOCK + k).map_or(0.0, |l| l.frac))
         }));
@@ -422,24 +448,40 @@ impl MultiDecoder {
                     .map_or(0.0, |l| l.rot_cdeg)
             })
         }));
+        fn bank<T: Copy + Default>(
+            lasers: &[Laser],
+            f: impl Fn(&Laser) -> T,
+        ) -> Box<[[T; SLOTS_PER_BLOCK]; 4]> {
+            Box::new(std::array::from_fn(|b| {
+                std::array::from_fn(|k| {
+                    lasers
+                        .get(b * SLOTS_PER_BLOCK + k)
+                        .map_or_else(T::default, &f)
+                })
+            }))
+        }
+        let plain_geometry = lasers.iter().all(|l| {
+            l.plain_intensity
+                && !l.corr.two_pt_correction
+                && l.corr.horiz_offset == 0.0
+                && l.corr.vert_offset == 0.0
+        });
         Self {
             model,
             settings,
             unit_m,
+            bank_corr: bank(&lasers, |l| l.corr.dist_correction),
+            bank_cos: bank(&lasers, |l| l.corr.cos_vert),
+            bank_sin: bank(&lasers, |l| l.corr.sin_vert),
+            bank_vert: bank(&lasers, |l| l.corr.vert_correction),
+            bank_ring: bank(&lasers, |l| l.corr.ring),
+            bank_ns: bank(&lasers, |l| l.laser_ns),
+            plain_geometry,
             lasers,
-            bank_valid,
+            bank_lo: bank_window(|w| w.0),
+            bank_hi: bank_window(|w| w.1),
             bank_frac,
             bank_rot,
-            bank_corr: Box::new(std::array::from_fn(|b| {
-                std::array::from_fn(|k| {
-                    calib
-                        .lasers
-                        .get(b * SLOTS_PER_BLOCK + k)
-                        .map_or(0.0, |c| c.dist_correction)
-                })
-            })),
-            min_f: super::f32_above(settings.min_range_m),
-            max_f: super::f32_below(settings.max_range_m),
             trig,
             seq_ns: sequence_ns(model),
         }
@@ -526,17 +568,27 @@ impl MultiDecoder {
     /// point that survives the range and field-of-view filters, in packet order (block, slot).
     /// `DecodedPoint::slot` is the laser number (0..127) and `offset_ns` its
     /// [`firing_offset_ns`].
+    pub fn decode(&self, p: &Packet<&[u8]>, mut emit: impl FnMut(DecodedPoint)) {
+        self.decode_blocks(p, |b| b.for_each(&mut emit));
+    }
+
+    /// Decodes one packet block by block (the rules of [`Self::decode`]): `sink` gets each
+    /// block that keeps at least one point as a [`BlockPoints`] (`first_laser` = the block's
+    /// bank origin), in packet order.
     ///
     /// Hot loop: monomorphised on the calibration model (VLS-128 or full) and on dual return;
-    /// per block, the slots carrying a point are found first as a bit mask (no branch per
-    /// slot), then only those are decoded.
-    pub fn decode(&self, p: &Packet<&[u8]>, emit: impl FnMut(DecodedPoint)) {
+    /// per block, the slots carrying a point are found first as a bit mask (one SIMD pass, no
+    /// branch per slot). A single-return block of a calibration whose geometry is the plain
+    /// spherical model (VLS-128; others when every laser has zero offsets, no two-point
+    /// correction and no intensity correction) computes all 32 slots at once
+    /// ([`super::dense`]); otherwise only the kept slots are decoded.
+    pub fn decode_blocks(&self, p: &Packet<&[u8]>, sink: impl FnMut(&BlockPoints<'_>)) {
         let mode = return_mode(self.model, p);
         match (self.model == SensorModel::Vls128, mode == ReturnMode::Dual) {
-            (true, false) => self.decode_mode::<true, false>(p, mode, emit),
-            (true, true) => self.decode_mode::<true, true>(p, mode, emit),
-            (false, false) => self.decode_mode::<false, false>(p, mode, emit),
-            (false, true) => self.decode_mode::<false, true>(p, mode, emit),
+            (true, false) => self.decode_mode::<true, false>(p, mode, sink),
+            (true, true) => self.decode_mode::<true, true>(p, mode, sink),
+            (false, false) => self.decode_mode::<false, false>(p, mode, sink),
+            (false, true) => self.decode_mode::<false, true>(p, mode, sink),
         }
     }
 
@@ -545,7 +597,7 @@ impl MultiDecoder {
         &self,
         p: &Packet<&[u8]>,
         mode: ReturnMode,
-        mut emit: impl FnMut(DecodedPoint),
+        mut sink: impl FnMut(&BlockPoints<'_>),
     ) {
         let model = self.model;
         let s = &self.settings;
@@ -558,7 +610,12 @@ impl MultiDecoder {
         let empty = [0u8; BLOCK_LEN];
         let nebula_vlp = s.flavor == DecodeFlavor::Nebula && !VLS;
         let single_type = return_type(mode, 1, 0, 0, || 0) as u8;
-        let (min_f, max_f) = (self.min_f, self.max_f);
+        let dense = !DUAL && (VLS || self.plain_geometry);
+        let point_fov = s.fov.filter(|_| VLS || s.flavor == DecodeFlavor::Manual);
+        let mut bp = BlockPoints::new(&self.bank_ring[0], &self.bank_vert[0], &self.bank_ns[0]);
+        if !DUAL {
+            bp.return_type = [single_type; SLOTS_PER_BLOCK];
+        }
         for (block, (&(az, diff), blk)) in azs.iter().zip(blocks).enumerate().take(nblocks) {
             let Some(origin) = bank_origin(model, blk[1]) else {
                 continue;
@@ -569,7 +626,6 @@ impl MultiDecoder {
             } else {
                 &empty
             };
-            let seq_ns = sequence_of_block(model, mode, block) as u32 * self.seq_ns;
             if let Some(fov) = s.fov
                 && !self.block_in_fov(fov, p.azimuth(block), az)
             {
@@ -579,37 +635,37 @@ impl MultiDecoder {
             let slots = super::slot_view(blk);
             let pslots = super::slot_view(pblk);
             let bank_no = origin / SLOTS_PER_BLOCK;
-            let Some(bank_corr) = self.bank_corr.get(bank_no) else {
+            let (Some(lo), Some(hi)) = (self.bank_lo.get(bank_no), self.bank_hi.get(bank_no))
+            else {
                 continue;
             };
-            // Stage 1, branch-free array loops over the 32 slots: ranges and the mask of slots
-            // carrying a point (non-zero range inside the range filter, laser in the
-            // calibration, in an odd dual block a range different from the partner's).
-            let raws: [u16; SLOTS_PER_BLOCK] =
-                std::array::from_fn(|k| u16::from_le_bytes([slots[k][0], slots[k][1]]));
-            let others: [u16; SLOTS_PER_BLOCK] = if DUAL {
-                std::array::from_fn(|k| u16::from_le_bytes([pslots[k][0], pslots[k][1]]))
-            } else {
-                [0; SLOTS_PER_BLOCK]
-            };
-            let mut dist = [0f32; SLOTS_PER_BLOCK];
-            for ((d, &raw), &corr) in dist.iter_mut().zip(&raws).zip(bank_corr) {
-                let x = f32::from(raw) * self.unit_m;
-                // `x + (-0.0)` is `x`, bit for bit: a select of the addend, not a branch.
-                *d = x + if x > 1e-6 { corr } else { -0.0 };
+            // Stage 1 ([`super::slot_mask`]): the slots carrying a point (raw range inside the
+            // laser's window: non-zero, inside the range filter, laser in the calibration; in
+            // an odd dual block different from the partner's).
+            let mut mask = super::slot_mask(slots, lo, hi, odd.then_some(pslots));
+            if mask == 0 {
+                continue;
             }
-            let mut mask = 0u32;
-            for k in 0..SLOTS_PER_BLOCK {
-                let keep = (raws[k] != 0)
-                    & (dist[k] > min_f)
-                    & (dist[k] < max_f)
-                    & !(odd & (others[k] == raws[k]));
-                mask |= u32::from(keep) << k;
-            }
-            mask &= self.bank_valid.get(bank_no).copied().unwrap_or(0);
-            let Some(bank) = self.lasers.get(origin..) else {
+            let (Some(bank), Some(fr), Some(rot)) = (
+                self.lasers.get(origin..),
+                self.bank_frac.get(bank_no),
+                self.bank_rot.get(bank_no),
+            ) else {
                 continue;
             };
+            let (Some(ring), Some(vert), Some(ns)) = (
+                self.bank_ring.get(bank_no),
+                self.bank_vert.get(bank_no),
+                self.bank_ns.get(bank_no),
+            ) else {
+                continue;
+            };
+            bp.channel = ring;
+            bp.elevation = vert;
+            bp.slot_ns = ns;
+            bp.block = block as u8;
+            bp.first_laser = origin as u8;
+            bp.block_ns = sequence_of_block(model, mode, block) as u32 * self.seq_ns;
             // Nebula's VLP-32 expression `diff * 2.304f / 55.296f * j`, left to right.
             let step = if nebula_vlp {
                 diff * 2.304f32 / 55.296f32
@@ -617,87 +673,88 @@ impl MultiDecoder {
                 diff
             };
             let azf0 = f32::from(az);
-            // Single return: nearly every slot carries a point, so the corrected azimuths are
-            // computed for all 32 slots in one array loop; dual return computes them per point.
-            // `azf + (-0.0)` is `azf` bit for bit; `round_pos` is an exact round().
-            let mut azcs = [0u32; SLOTS_PER_BLOCK];
-            if !DUAL
-                && let (Some(fr), Some(rot)) =
-                    (self.bank_frac.get(bank_no), self.bank_rot.get(bank_no))
-            {
-                for ((a, &f), &r) in azcs.iter_mut().zip(fr).zip(rot) {
-                    let azf = (f64::from(azf0 + step * f) - r) as f32;
-                    *a = super::round_pos(
-                        azf + if azf < 0.0 {
-                            AZIMUTH_UNITS as f32
-                        } else {
-                            -0.0
-                        },
+            if dense {
+                // Stage 2, all 32 slots at once; `azf0 + step·frac` as the scalar path.
+                let t: [f32; SLOTS_PER_BLOCK] = std::array::from_fn(|k| step * fr[k]);
+                let (Some(corr), Some(cos_vert), Some(sin_vert)) = (
+                    self.bank_corr.get(bank_no),
+                    self.bank_cos.get(bank_no),
+                    self.bank_sin.get(bank_no),
+                ) else {
+                    continue;
+                };
+                super::dense::fill(
+                    &mut bp,
+                    buf,
+                    block,
+                    &t,
+                    azf0,
+                    super::dense::DenseLasers {
+                        corr,
+                        cos_vert,
+                        sin_vert,
+                        rot,
+                        res: self.unit_m,
+                        trig: self.trig,
+                    },
+                );
+            } else {
+                // Stage 2, kept slots only.
+                let mut m = mask;
+                while m != 0 {
+                    let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                    m &= m - 1;
+                    let Some(l) = bank.get(slot) else {
+                        mask &= !(1 << slot);
+                        continue;
+                    };
+                    let c = &l.corr;
+                    let [r0, r1, raw_i] = slots[slot];
+                    let raw = u16::from_le_bytes([r0, r1]);
+                    let distance = super::raw_distance(raw, self.unit_m, c.dist_correction);
+                    let azc = super::wrap_round_cdeg(
+                        (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32,
                     );
+                    let [ca, sa, az_rad, _] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                    let (x, y, z) = if VLS {
+                        let xy = distance * c.cos_vert;
+                        (xy * ca, -(xy * sa), distance * c.sin_vert)
+                    } else {
+                        full_model(c, distance, ca, sa)
+                    };
+                    let intensity = if VLS || l.plain_intensity {
+                        raw_i
+                    } else {
+                        corrected_intensity(c, l.focal_offset, raw_i, raw)
+                    };
+                    bp.x[slot] = x;
+                    bp.y[slot] = y;
+                    bp.z[slot] = z;
+                    bp.distance[slot] = distance;
+                    bp.azimuth[slot] = az_rad;
+                    bp.azimuth_cdeg[slot] = azc;
+                    bp.intensity[slot] = intensity;
+                    if DUAL {
+                        let [o0, o1, oi] = pslots[slot];
+                        let other = u16::from_le_bytes([o0, o1]);
+                        bp.return_type[slot] =
+                            return_type(mode, raw, other, intensity, || oi) as u8;
+                    }
                 }
             }
-            // Stage 2: only the slots carrying a point.
-            while mask != 0 {
-                let slot = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-                mask &= mask - 1;
-                let Some(l) = bank.get(slot) else {
-                    continue;
-                };
-                let c = &l.corr;
-                let raw = raws[slot];
-                let raw_i = slots[slot][2];
-                let distance = dist[slot];
-                let azc = if DUAL {
-                    super::wrap_round_cdeg((f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32)
-                } else {
-                    super::wrap_cdeg(azcs[slot])
-                };
-                if let Some(fov) = s.fov
-                    && (VLS || s.flavor == DecodeFlavor::Manual)
-                    && !fov_point_passes(fov, azc)
-                {
-                    continue;
+            if let Some(fov) = point_fov {
+                let mut m = mask;
+                while m != 0 {
+                    let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                    m &= m - 1;
+                    if !fov_point_passes(fov, bp.azimuth_cdeg[slot]) {
+                        mask &= !(1 << slot);
+                    }
                 }
-                let Some(&[ca, sa, az_rad, _]) = self.trig.get(azc as usize) else {
-                    continue;
-                };
-                let (x, y, z) = if VLS {
-                    let xy = distance * c.cos_vert;
-                    (xy * ca, -(xy * sa), distance * c.sin_vert)
-                } else {
-                    full_model(c, distance, ca, sa)
-                };
-                let intensity = if VLS || l.plain_intensity {
-                    raw_i
-                } else {
-                    corrected_intensity(c, l.focal_offset, raw_i, raw)
-                };
-                let return_type = if DUAL {
-                    let [o0, o1, oi] = pslots.get(slot).copied().unwrap_or([0; 3]);
-                    let other = u16::from_le_bytes([o0, o1]);
-                    return_type(mode, raw, other, intensity, || oi) as u8
-                } else {
-                    single_type
-                };
-                let laser = origin + slot;
-                emit(DecodedPoint {
-                    point: PointXYZIRCAEDT {
-                        x,
-                        y,
-                        z,
-                        intensity,
-                        return_type,
-                        channel: c.ring,
-                        azimuth: az_rad,
-                        elevation: c.vert_correction,
-                        distance,
-                        time_stamp: 0,
-                    },
-                    azimuth_cdeg: azc as u16,
-                    offset_ns: seq_ns + l.laser_ns,
-                    block: block as u8,
-                    slot: laser as u8,
-                });
+            }
+            bp.mask = mask;
+            if mask != 0 {
+                sink(&bp);
             }
         }
     }

@@ -1,0 +1,307 @@
+//! One decoded Velodyne data block in structure-of-arrays form, and its consumers.
+//!
+//! The Velodyne decoders ([`super::Vlp16Decoder`], [`super::multi::MultiDecoder`]) compute a
+//! whole block (32 slots, Velodyne manuals' "data block": 32 `[distance, reflectivity]`
+//! records after the flag and azimuth) at a time into a [`BlockPoints`]: one array per point
+//! field, indexed by slot, plus the mask of slots that carry a point. Array loops over 32
+//! slots vectorise, and the consumers turn the kept slots into [`PointXYZIRCAEDT`] records
+//! without a branch per slot ([`BlockPoints::append`], [`BlockPoints::append_timed`]) or one
+//! at a time with their block and slot ([`BlockPoints::for_each`]).
+
+use crate::point::PointXYZIRCAEDT;
+
+use super::{DecodedPoint, SLOTS_PER_BLOCK};
+
+/// Below this many kept slots a consumer walks the set bits of the mask; from it on it writes
+/// every slot and advances only over the kept ones (a block of a single-return packet keeps
+/// nearly all 32).
+const DENSE_FROM: u32 = 12;
+
+/// One block's slots, structure of arrays; slot `k` is valid when bit `k` of [`Self::mask`]
+/// is set (the other entries hold stale values and are never published).
+///
+/// Cache-line aligned (64 bytes), so every 16-byte vector access to an array is aligned.
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub struct BlockPoints<'a> {
+    /// Bit `k` set when slot `k` carries a point that passed the range and field-of-view
+    /// filters.
+    pub mask: u32,
+    /// Forward coordinate, m.
+    pub x: [f32; SLOTS_PER_BLOCK],
+    /// Left coordinate, m.
+    pub y: [f32; SLOTS_PER_BLOCK],
+    /// Up coordinate, m.
+    pub z: [f32; SLOTS_PER_BLOCK],
+    /// Range along the beam, m.
+    pub distance: [f32; SLOTS_PER_BLOCK],
+    /// Corrected azimuth, rad, [0, 2π).
+    pub azimuth: [f32; SLOTS_PER_BLOCK],
+    /// Corrected azimuth, 0.01°, 0..36000 (the scan assembler cuts on it).
+    pub azimuth_cdeg: [u32; SLOTS_PER_BLOCK],
+    /// Reflectivity (0–255), corrected where the model's calibration says so.
+    pub intensity: [u8; SLOTS_PER_BLOCK],
+    /// [`crate::point::ReturnType`] code.
+    pub return_type: [u8; SLOTS_PER_BLOCK],
+    /// Channel (ring) of each slot's laser.
+    pub channel: &'a [u16; SLOTS_PER_BLOCK],
+    /// Elevation of each slot's laser, rad.
+    pub elevation: &'a [f32; SLOTS_PER_BLOCK],
+    /// Firing time of each slot after its block's first firing, ns.
+    pub slot_ns: &'a [u32; SLOTS_PER_BLOCK],
+    /// Firing time of the block's first firing after the packet timestamp, ns.
+    pub block_ns: u32,
+    /// Block index in the packet (0..11).
+    pub block: u8,
+    /// Laser index of slot 0 (the bank origin: 0, 32, 64 or 96); [`DecodedPoint::slot`] is
+    /// `first_laser + k`.
+    pub first_laser: u8,
+}
+
+impl<'a> BlockPoints<'a> {
+    /// An empty block (mask 0) whose per-laser fields are `channel`, `elevation`, `slot_ns`.
+    pub fn new(
+        channel: &'a [u16; SLOTS_PER_BLOCK],
+        elevation: &'a [f32; SLOTS_PER_BLOCK],
+        slot_ns: &'a [u32; SLOTS_PER_BLOCK],
+    ) -> Self {
+        Self {
+            mask: 0,
+            x: [0.0; SLOTS_PER_BLOCK],
+            y: [0.0; SLOTS_PER_BLOCK],
+            z: [0.0; SLOTS_PER_BLOCK],
+            distance: [0.0; SLOTS_PER_BLOCK],
+            azimuth: [0.0; SLOTS_PER_BLOCK],
+            azimuth_cdeg: [0; SLOTS_PER_BLOCK],
+            intensity: [0; SLOTS_PER_BLOCK],
+            return_type: [0; SLOTS_PER_BLOCK],
+            channel,
+            elevation,
+            slot_ns,
+            block_ns: 0,
+            block: 0,
+            first_laser: 0,
+        }
+    }
+
+    /// The point of slot `k` (`time_stamp` 0).
+    #[inline(always)]
+    fn point(&self, k: usize) -> PointXYZIRCAEDT {
+        PointXYZIRCAEDT {
+            x: self.x[k],
+            y: self.y[k],
+            z: self.z[k],
+            intensity: self.intensity[k],
+            return_type: self.return_type[k],
+            channel: self.channel[k],
+            azimuth: self.azimuth[k],
+            elevation: self.elevation[k],
+            distance: self.distance[k],
+            time_stamp: 0,
+        }
+    }
+
+    /// Firing time of slot `k` after the packet timestamp, ns.
+    #[inline(always)]
+    pub fn offset_ns(&self, k: usize) -> u32 {
+        self.block_ns + self.slot_ns[k & (SLOTS_PER_BLOCK - 1)]
+    }
+
+    /// Calls `emit` for every kept slot, in slot order, with its block and laser index.
+    pub fn for_each(&self, mut emit: impl FnMut(DecodedPoint)) {
+        let mut mask = self.mask;
+        while mask != 0 {
+            let k = mask.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+            mask &= mask - 1;
+            emit(DecodedPoint {
+                point: self.point(k),
+                azimuth_cdeg: self.azimuth_cdeg[k] as u16,
+                offset_ns: self.offset_ns(k),
+                block: self.block,
+                slot: self.first_laser.wrapping_add(k as u8),
+            });
+        }
+    }
+
+    /// Appends the kept slots' points to `out` in slot order, `time_stamp` 0.
+    #[inline]
+    pub fn append(&self, out: &mut Vec<PointXYZIRCAEDT>) {
+        self.append_points(out, None);
+    }
+
+    /// Appends the kept slots' points to `points` and their azimuths (0.01°) to `azimuths`,
+    /// in slot order, with `time_stamp = packet_ns + offset − start_ns` (ns, saturating at 0
+    /// and at `u32::MAX`): the scan assembler's rule ([`crate::scan::ScanAssembler::add_point`]).
+    #[inline]
+    pub fn append_timed(
+        &self,
+        points: &mut Vec<PointXYZIRCAEDT>,
+        azimuths: &mut Vec<u16>,
+        packet_ns: u64,
+        start_ns: u64,
+    ) {
+        let mask = self.mask;
+        if mask == 0 {
+            return;
+        }
+        let times: [u32; SLOTS_PER_BLOCK] = std::array::from_fn(|k| {
+            let t = packet_ns
+                .saturating_add(u64::from(self.offset_ns(k)))
+                .saturating_sub(start_ns);
+            t.min(u64::from(u32::MAX)) as u32
+        });
+        self.append_points(points, Some(&times));
+        let base = azimuths.len();
+        azimuths.reserve(SLOTS_PER_BLOCK);
+        let Some(spare) = azimuths
+            .spare_capacity_mut()
+            .first_chunk_mut::<SLOTS_PER_BLOCK>()
+        else {
+            return;
+        };
+        let mut n = 0usize;
+        let mut m = mask;
+        while m != 0 {
+            let k = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+            m &= m - 1;
+            spare[n & (SLOTS_PER_BLOCK - 1)].write(self.azimuth_cdeg[k] as u16);
+            n += 1;
+        }
+        // SAFETY: the loop wrote the first `n` (= popcount(mask) <= 32) spare slots in order,
+        // and `reserve(32)` made room for them.
+        unsafe { azimuths.set_len(base + n) };
+    }
+
+    /// The shared compaction of the kept slots' points into `out` (`times`: the points'
+    /// `time_stamp`, else 0). Dense blocks write every slot at the current output position and
+    /// advance only past kept ones (no branch per slot; x86-64: two 4×4 SSE2 transposes per
+    /// four slots); sparse blocks walk the mask's set bits.
+    #[inline(always)]
+    fn append_points(
+        &self,
+        out: &mut Vec<PointXYZIRCAEDT>,
+        times: Option<&[u32; SLOTS_PER_BLOCK]>,
+    ) {
+        let mask = self.mask;
+        if mask == 0 {
+            return;
+        }
+        let base = out.len();
+        out.reserve(SLOTS_PER_BLOCK);
+        let Some(spare) = out
+            .spare_capacity_mut()
+            .first_chunk_mut::<SLOTS_PER_BLOCK>()
+        else {
+            return;
+        };
+        let time = |k: usize| times.map_or(0, |t| t[k]);
+        let n = if mask.count_ones() >= DENSE_FROM {
+            #[cfg(target_arch = "x86_64")]
+            {
+                self.dense_sse2(spare, times)
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let mut n = 0usize;
+                for k in 0..SLOTS_PER_BLOCK {
+                    let mut p = self.point(k);
+                    p.time_stamp = time(k);
+                    // `n <= k < 32`: the mask only tells the compiler.
+                    spare[n & (SLOTS_PER_BLOCK - 1)].write(p);
+                    n += ((mask >> k) & 1) as usize;
+                }
+                n
+            }
+        } else {
+            let mut n = 0usize;
+            let mut m = mask;
+            while m != 0 {
+                let k = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                m &= m - 1;
+                let mut p = self.point(k);
+                p.time_stamp = time(k);
+                spare[n & (SLOTS_PER_BLOCK - 1)].write(p);
+                n += 1;
+            }
+            n
+        };
+        // SAFETY: `n` = popcount(mask) <= 32 slots of the spare capacity were written in
+        // order from its start, and `reserve(32)` guarantees capacity for `base + 32`.
+        unsafe { out.set_len(base + n) };
+    }
+
+    /// Dense compaction with SSE2: per four slots, the two 16-byte halves of their points
+    /// (`x y z [intensity return_type channel]` and `azimuth elevation distance time_stamp`,
+    /// [`PointXYZIRCAEDT`] byte offsets 0 and 16) are built by two 4×4 transposes and stored
+    /// at the output position, which advances by the slot's mask bit. Returns the number of
+    /// points written (popcount of the mask).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn dense_sse2(
+        &self,
+        spare: &mut [std::mem::MaybeUninit<PointXYZIRCAEDT>; SLOTS_PER_BLOCK],
+        times: Option<&[u32; SLOTS_PER_BLOCK]>,
+    ) -> usize {
+        use core::arch::x86_64::{
+            __m128, __m128i, _mm_castsi128_ps, _mm_cvtsi32_si128, _mm_loadl_epi64, _mm_loadu_ps,
+            _mm_loadu_si128, _mm_movehl_ps, _mm_movelh_ps, _mm_storeu_ps, _mm_unpackhi_ps,
+            _mm_unpacklo_epi8, _mm_unpacklo_epi16, _mm_unpacklo_ps,
+        };
+        let mask = self.mask;
+        let dst = spare.as_mut_ptr().cast::<f32>();
+        let zeros = [0u32; SLOTS_PER_BLOCK];
+        let times = times.unwrap_or(&zeros);
+        let mut n = 0usize;
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. Loads
+        // read 16 bytes at `k` (k = 0, 4, .., 28) of `[f32; 32]`/`[u32; 32]` arrays (in bounds:
+        // k + 4 <= 32), 8 bytes of the `[u16; 32]` channels and 4 of the `[u8; 32]` bytes
+        // (in bounds likewise); `loadu`/`storeu` need no alignment. Stores write the 32 bytes
+        // of point `n` of the 32-point spare chunk, and `n <= k + j <= 31` (n counts kept
+        // slots before `k + j`), so every store lies inside `spare`; writing a
+        // `MaybeUninit<PointXYZIRCAEDT>` with plain bytes of f32/u32 lanes is valid (the
+        // point type is `Pod`).
+        unsafe {
+            for k in (0..SLOTS_PER_BLOCK).step_by(4) {
+                let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
+                let x = ld(&self.x);
+                let y = ld(&self.y);
+                let z = ld(&self.z);
+                let az = ld(&self.azimuth);
+                let el = ld(self.elevation);
+                let d = ld(&self.distance);
+                let t = _mm_castsi128_ps(_mm_loadu_si128(times.as_ptr().add(k).cast::<__m128i>()));
+                // [intensity | return_type << 8 | channel << 16] per slot.
+                let int4 = _mm_cvtsi32_si128(i32::from_le_bytes(
+                    self.intensity[k..k + 4].try_into().unwrap_or([0; 4]),
+                ));
+                let rt4 = _mm_cvtsi32_si128(i32::from_le_bytes(
+                    self.return_type[k..k + 4].try_into().unwrap_or([0; 4]),
+                ));
+                let ir = _mm_unpacklo_epi8(int4, rt4);
+                let ch = _mm_loadl_epi64(self.channel.as_ptr().add(k).cast::<__m128i>());
+                let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
+                let transpose = |a: __m128, b: __m128, c: __m128, e: __m128| {
+                    let t0 = _mm_unpacklo_ps(a, b);
+                    let t1 = _mm_unpacklo_ps(c, e);
+                    let t2 = _mm_unpackhi_ps(a, b);
+                    let t3 = _mm_unpackhi_ps(c, e);
+                    [
+                        _mm_movelh_ps(t0, t1),
+                        _mm_movehl_ps(t1, t0),
+                        _mm_movelh_ps(t2, t3),
+                        _mm_movehl_ps(t3, t2),
+                    ]
+                };
+                let lo = transpose(x, y, z, packed);
+                let hi = transpose(az, el, d, t);
+                for j in 0..4 {
+                    let p = dst.add(8 * n);
+                    _mm_storeu_ps(p, lo[j]);
+                    _mm_storeu_ps(p.add(4), hi[j]);
+                    n += ((mask >> (k + j)) & 1) as usize;
+                }
+            }
+        }
+        n
+    }
+}
