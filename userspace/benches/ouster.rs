@@ -3,21 +3,27 @@
 //! One iteration pushes every lidar packet of a capture's frame through an [`OusterStream`] and
 //! flushes it. Throughput is reported in pixels (`pixels_per_column × columns`, every pixel
 //! whether or not it holds a return); divide the time by the packet count for ns/packet.
-//! Run: `cargo bench -p lidarxdp --bench ouster`. Figures: docs/benchmarks.md, "Ouster".
+//! Time is the decoding thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, as the Velodyne
+//! benchmark). Run: `cargo bench -p lidarxdp --bench ouster`. Figures: docs/benchmarks.md,
+//! "Ouster".
 
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
+use common::ThreadCpu;
+use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
 use lidarxdp::sensor::ouster::OusterStream;
 use lidarxdp::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp::sensor::{PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
 
+mod common;
+
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
 
-fn bench(c: &mut Criterion) {
+fn bench(c: &mut Criterion<ThreadCpu>) {
     let mut g = c.benchmark_group("ouster_decode");
     g.measurement_time(Duration::from_secs(4))
         .warm_up_time(Duration::from_secs(1))
@@ -59,5 +65,9 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(ThreadCpu(WallTime));
+    targets = bench
+}
 criterion_main!(benches);
