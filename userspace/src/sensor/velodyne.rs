@@ -381,7 +381,7 @@ struct LaserConst {
 }
 
 /// Radians per 0.01° (`π / 18000`).
-const RAD_PER_CDEG: f64 = PI / 18_000.0;
+pub(crate) const RAD_PER_CDEG: f64 = PI / 18_000.0;
 
 /// The largest f32 `F` with `f64::from(F) <= m`, so that for every f32 `x`,
 /// `f64::from(x) > m` iff `x > F` (NaN `m`: NaN, both sides always false).
@@ -540,26 +540,27 @@ pub(crate) fn slot_mask(
 /// [`AZIMUTH_UNITS`] as an index bound.
 pub(crate) const AZ_USIZE: usize = AZIMUTH_UNITS as usize;
 
-/// `[cos, sin, rad, 0]` of every azimuth unit (0.01°): cos/sin in f32 of the f32 angle (as
-/// Nebula's lookup tables), rad = `cdeg · π/18000` in f64 rounded to f32. A fixed-size array,
-/// so an index reduced modulo 36000 needs no bounds check.
-/// Shared by every Velodyne decoder of the process (576 KiB, built once): a daemon serving many
-/// sensors keeps one copy in cache instead of one per sensor.
-pub(crate) type TrigTable = &'static [[f32; 4]; AZ_USIZE];
+/// `[cos, sin]` of every azimuth unit (0.01°), in f32 of the f32 angle (as Nebula's lookup
+/// tables). A fixed-size array, so an index reduced modulo 36000 needs no bounds check.
+/// Shared by every Velodyne decoder of the process (288 KiB, built once): a daemon serving many
+/// sensors keeps one copy in cache instead of one per sensor. The angle in rad is computed
+/// ([`azimuth_rad`]), not stored: the table stays small enough for the L2 cache.
+pub(crate) type TrigTable = &'static [[f32; 2]; AZ_USIZE];
+
+/// An azimuth in 0.01° as rad: `cdeg · π/18000` in f64, rounded to f32.
+#[inline(always)]
+pub(crate) fn azimuth_rad(cdeg: u32) -> f32 {
+    (f64::from(cdeg) * RAD_PER_CDEG) as f32
+}
 
 /// The [`TrigTable`], built on first use.
 pub(crate) fn trig_table() -> TrigTable {
-    static TABLE: std::sync::OnceLock<Box<[[f32; 4]; AZ_USIZE]>> = std::sync::OnceLock::new();
+    static TABLE: std::sync::OnceLock<Box<[[f32; 2]; AZ_USIZE]>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        let v: Vec<[f32; 4]> = (0..AZIMUTH_UNITS)
+        let v: Vec<[f32; 2]> = (0..AZIMUTH_UNITS)
             .map(|i| {
                 let rad = (f64::from(i) * 0.01 * PI / 180.0) as f32;
-                [
-                    rad.cos(),
-                    rad.sin(),
-                    (f64::from(i) * RAD_PER_CDEG) as f32,
-                    0.0,
-                ]
+                [rad.cos(), rad.sin()]
             })
             .collect();
         v.into_boxed_slice()
@@ -843,8 +844,8 @@ impl Vlp16Decoder {
                     let l = &self.slot_consts[slot];
                     let distance = raw_distance(raw, res, l.dist_correction);
                     let azc = wrap_round_cdeg((f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32);
-                    let [cos_az, sin_az, az_rad, _] =
-                        self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                    let [cos_az, sin_az] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                    let az_rad = azimuth_rad(azc);
                     let xy = distance * l.cos_vert;
                     let [o0, o1, other_i] = pslots[slot];
                     bp.x[slot] = xy * cos_az;

@@ -85,7 +85,8 @@ pub(crate) fn fill_portable(
     }
     for (k, &[r0, r1, intensity]) in slots.iter().enumerate() {
         let d = super::raw_distance(u16::from_le_bytes([r0, r1]), lasers.res, lasers.corr[k]);
-        let [c, s, rad, _] = lasers.trig[bp.azimuth_cdeg[k].min(AZIMUTH_UNITS - 1) as usize];
+        let [c, s] = lasers.trig[bp.azimuth_cdeg[k].min(AZIMUTH_UNITS - 1) as usize];
+        let rad = super::azimuth_rad(bp.azimuth_cdeg[k]);
         let xy = d * lasers.cos_vert[k];
         bp.distance[k] = d;
         bp.intensity[k] = intensity;
@@ -108,13 +109,14 @@ fn fill_sse2(
     lasers: DenseLasers<'_>,
 ) {
     use core::arch::x86_64::{
-        __m128i, _mm_add_pd, _mm_add_ps, _mm_and_ps, _mm_and_si128, _mm_andnot_ps, _mm_cmpgt_epi32,
-        _mm_cmpgt_ps, _mm_cmplt_ps, _mm_cvtepi32_ps, _mm_cvtpd_ps, _mm_cvtps_pd, _mm_cvtsi128_si32,
-        _mm_cvttpd_epi32, _mm_loadu_pd, _mm_loadu_ps, _mm_movehl_ps, _mm_movelh_ps,
-        _mm_movemask_epi8, _mm_mul_ps, _mm_or_ps, _mm_packs_epi32, _mm_packus_epi16, _mm_set_epi32,
-        _mm_set1_epi32, _mm_set1_pd, _mm_set1_ps, _mm_setzero_si128, _mm_srli_epi32, _mm_storeu_ps,
-        _mm_storeu_si128, _mm_sub_epi32, _mm_sub_pd, _mm_unpackhi_ps, _mm_unpacklo_epi64,
-        _mm_unpacklo_ps, _mm_xor_ps,
+        __m128i, _mm_add_pd, _mm_add_ps, _mm_and_ps, _mm_and_si128, _mm_andnot_ps,
+        _mm_castsi128_ps, _mm_cmpgt_epi32, _mm_cmpgt_ps, _mm_cmplt_ps, _mm_cvtepi32_pd,
+        _mm_cvtepi32_ps, _mm_cvtpd_ps, _mm_cvtps_pd, _mm_cvtsi128_si32, _mm_cvttpd_epi32,
+        _mm_loadl_epi64, _mm_loadu_pd, _mm_loadu_ps, _mm_loadu_si128, _mm_movehl_ps, _mm_movelh_ps,
+        _mm_movemask_epi8, _mm_mul_pd, _mm_mul_ps, _mm_or_ps, _mm_packs_epi32, _mm_packus_epi16,
+        _mm_set_epi32, _mm_set1_epi32, _mm_set1_pd, _mm_set1_ps, _mm_setzero_si128, _mm_shuffle_ps,
+        _mm_srli_epi32, _mm_storeu_ps, _mm_storeu_si128, _mm_sub_epi32, _mm_sub_pd,
+        _mm_unpackhi_epi64, _mm_unpacklo_epi64, _mm_xor_ps,
     };
     if block >= super::BLOCKS {
         return;
@@ -130,9 +132,9 @@ fn fill_sse2(
     };
     // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. Every
     // load/store addresses elements `k..k + 4` (k = 0, 4, .., 28) of a 32-element array
-    // (`loadu_pd` elements `k..k + 2` and `k + 2..k + 4` of the f64 array), or one 16-byte
-    // `[f32; 4]` entry of the trig table at an index clamped below 36000; `loadu`/`storeu`
-    // need no alignment.
+    // (`loadu_pd` elements `k..k + 2` and `k + 2..k + 4` of the f64 array), or one 8-byte
+    // `[f32; 2]` entry of the trig table at an index clamped below 36000; `loadu`/`storeu`
+    // and `loadl_epi64` (an unaligned 8-byte read) need no alignment.
     unsafe {
         let az0 = _mm_set1_ps(azf0);
         let resv = _mm_set1_ps(lasers.res);
@@ -185,19 +187,25 @@ fn fill_sse2(
                     *a %= AZIMUTH_UNITS;
                 }
             }
-            // Table entries [cos, sin, rad, 0] of the four azimuths, transposed.
+            // Table entries [cos, sin] of the four azimuths, de-interleaved; the angle in rad
+            // as f32(f64(cdeg) · π/18000), two lanes per f64 multiply.
             let entry = |j: usize| {
                 let i = bp.azimuth_cdeg[k + j].min(AZIMUTH_UNITS - 1) as usize;
-                _mm_loadu_ps(lasers.trig[i].as_ptr())
+                _mm_castsi128_ps(_mm_loadl_epi64(lasers.trig[i].as_ptr().cast::<__m128i>()))
             };
-            let (e0, e1, e2, e3) = (entry(0), entry(1), entry(2), entry(3));
-            let t0 = _mm_unpacklo_ps(e0, e1);
-            let t1 = _mm_unpacklo_ps(e2, e3);
-            let t2 = _mm_unpackhi_ps(e0, e1);
-            let t3 = _mm_unpackhi_ps(e2, e3);
-            let cos = _mm_movelh_ps(t0, t1);
-            let sin = _mm_movehl_ps(t1, t0);
-            let rad = _mm_movelh_ps(t2, t3);
+            let e01 = _mm_movelh_ps(entry(0), entry(1));
+            let e23 = _mm_movelh_ps(entry(2), entry(3));
+            let cos = _mm_shuffle_ps::<0b10_00_10_00>(e01, e23);
+            let sin = _mm_shuffle_ps::<0b11_01_11_01>(e01, e23);
+            let azv = _mm_loadu_si128(bp.azimuth_cdeg.as_ptr().add(k).cast::<__m128i>());
+            let per = _mm_set1_pd(super::RAD_PER_CDEG);
+            let rad = _mm_movelh_ps(
+                _mm_cvtpd_ps(_mm_mul_pd(_mm_cvtepi32_pd(azv), per)),
+                _mm_cvtpd_ps(_mm_mul_pd(
+                    _mm_cvtepi32_pd(_mm_unpackhi_epi64(azv, azv)),
+                    per,
+                )),
+            );
             let xy = _mm_mul_ps(d, _mm_loadu_ps(lasers.cos_vert.as_ptr().add(k)));
             _mm_storeu_ps(bp.x.as_mut_ptr().add(k), _mm_mul_ps(xy, cos));
             _mm_storeu_ps(

@@ -715,7 +715,8 @@ impl MultiDecoder {
                     let azc = super::wrap_round_cdeg(
                         (f64::from(azf0 + step * l.frac) - l.rot_cdeg) as f32,
                     );
-                    let [ca, sa, az_rad, _] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                    let [ca, sa] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                    let az_rad = super::azimuth_rad(azc);
                     let (x, y, z) = if VLS {
                         let xy = distance * c.cos_vert;
                         (xy * ca, -(xy * sa), distance * c.sin_vert)
