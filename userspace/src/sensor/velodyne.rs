@@ -409,11 +409,12 @@ pub(crate) fn raw_distance(raw: u16, res: f32, corr: f32) -> f32 {
 
 /// The range gate `raw != 0 && min_f < raw_distance(raw) < max_f` as an inclusive window
 /// `(lo, hi)` of raw values (`lo > hi`: nothing passes), so the decoder's per-slot test is two
-/// integer compares. Exact: for `res > 1e-6` m (every real sensor; the calibration loader
-/// accepts 0.1 mm to 0.1 m only) `raw_distance` is non-decreasing in `raw >= 1` (f32
-/// multiplication and addition by constants are monotonic), so the passing values form one
-/// interval, found by bisection. For a smaller `res` the window is the hull of the passing
-/// values, found by a scan.
+/// integer compares. Exact for `res > 1e-6` m (every real sensor: 2 mm or 4 mm): then
+/// `raw·res > 1e-6` for every `raw >= 1`, so `raw_distance` is `raw·res + corr`, non-decreasing
+/// in `raw` (f32 multiplication and addition by constants are monotonic), and the passing
+/// values form one interval, found by bisection. For a smaller `res` (the calibration loader
+/// accepts down to any positive value) the window is the hull of the passing values, found by
+/// a scan, and may pass a few raw values the float test would not.
 pub(crate) fn raw_window(res: f32, corr: f32, min_f: f32, max_f: f32) -> (u16, u16) {
     let pass = |r: u16| {
         let d = raw_distance(r, res, corr);
@@ -1311,6 +1312,37 @@ mod tests {
         decoder(DecodeFlavor::Nebula).decode(&p, |d| neb.push(d));
         assert_eq!(neb[11 * 32 + 16].azimuth_cdeg, 9000 + 11 * 20);
         assert_eq!(neb[16].azimuth_cdeg, 9010);
+    }
+
+    /// The integer window equals the float range gate for every raw value, for the real
+    /// resolutions (2 mm, 4 mm), positive and negative corrections, and exact-bound ranges.
+    #[test]
+    fn raw_window_equals_the_float_gate_for_every_raw_value() {
+        let cases = [
+            (0.002f32, 0.0f32, 0.3f64, 300.0f64),
+            (0.002, 1.25, 0.3, 300.0),
+            (0.002, -0.4, 0.3, 130.0),
+            (0.004, 0.07, 1.0, 200.0),
+            (0.004, 0.0, 0.0, 1e9),
+            (0.002, 0.0, 200.0, 100.0),
+        ];
+        for (res, corr, min_m, max_m) in cases {
+            let (min_f, max_f) = (f32_above(min_m), f32_below(max_m));
+            let (lo, hi) = raw_window(res, corr, min_f, max_f);
+            let mut passing = 0u32;
+            for raw in 0..=u16::MAX {
+                let d = raw_distance(raw, res, corr);
+                let float = raw != 0 && f64::from(d) > min_m && f64::from(d) < max_m;
+                assert_eq!(
+                    raw >= lo && raw <= hi,
+                    float,
+                    "res {res} corr {corr} raw {raw}"
+                );
+                passing += u32::from(float);
+            }
+            let expected = if min_m < max_m { 1 } else { 0 };
+            assert_eq!(passing.min(1), expected, "res {res} corr {corr}");
+        }
     }
 
     #[test]
