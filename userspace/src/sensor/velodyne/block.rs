@@ -144,12 +144,21 @@ impl<'a> BlockPoints<'a> {
         if mask == 0 {
             return;
         }
-        let times: [u32; SLOTS_PER_BLOCK] = std::array::from_fn(|k| {
-            let t = packet_ns
-                .saturating_add(u64::from(self.offset_ns(k)))
-                .saturating_sub(start_ns);
-            t.min(u64::from(u32::MAX)) as u32
-        });
+        let times: [u32; SLOTS_PER_BLOCK] = if packet_ns >= start_ns {
+            // The common case, as a u32 array loop that vectorises: `min(x + s, MAX)` with
+            // `x = min(packet − start + block_ns, MAX)` is `x.saturating_add(s)`.
+            let x = (packet_ns - start_ns)
+                .saturating_add(u64::from(self.block_ns))
+                .min(u64::from(u32::MAX)) as u32;
+            std::array::from_fn(|k| x.saturating_add(self.slot_ns[k]))
+        } else {
+            std::array::from_fn(|k| {
+                let t = packet_ns
+                    .saturating_add(u64::from(self.offset_ns(k)))
+                    .saturating_sub(start_ns);
+                t.min(u64::from(u32::MAX)) as u32
+            })
+        };
         self.append_points(points, Some(&times));
         let base = azimuths.len();
         azimuths.reserve(SLOTS_PER_BLOCK);
