@@ -46,7 +46,7 @@ impl RecvmmsgSource {
     /// Opens the sockets (non-blocking) and allocates `BATCH` buffers of
     /// `cfg.max_datagram + 1` bytes.
     ///
-    /// Errors: opening the sockets ([`udp::open`]), `io_uring_setup(2)`.
+    /// Errors: opening the sockets (`capture::udp::open`), `io_uring_setup(2)`.
     pub fn open(cfg: &UdpSocketConfig) -> io::Result<Self> {
         let socks = udp::open(cfg)?;
         for (s, _) in &socks {

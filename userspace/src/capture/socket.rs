@@ -65,7 +65,7 @@ pub struct SocketSource {
 impl SocketSource {
     /// Opens the sockets and starts one receive thread per socket.
     ///
-    /// Errors: opening the sockets ([`udp::open`]), setting `SO_RCVTIMEO`, spawning a thread.
+    /// Errors: opening the sockets (`capture::udp::open`), setting `SO_RCVTIMEO`, spawning a thread.
     pub fn open(cfg: &UdpSocketConfig) -> io::Result<Self> {
         let socks = udp::open(cfg)?;
         let rcvbuf_bytes = socks.first().and_then(|(s, _)| udp::rcvbuf_bytes(s).ok());

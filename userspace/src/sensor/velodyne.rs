@@ -24,6 +24,12 @@
 //! blocks come in pairs (2p, 2p+1) that describe the same two firing sequences: block 2p holds
 //! the last return, block 2p+1 the strongest one (or the second strongest when the strongest is
 //! also the last); both carry the same azimuth.
+//!
+//! ## Decoding a block
+//! Both decoders work a data block (32 slots) at a time: stage 1 (`slot_mask`, SSE2 on
+//! x86-64) finds the slots that carry a point; stage 2 computes them, all 32 at once for a
+//! single-return block (`dense`, SSE2) or only the kept ones otherwise; the result is a
+//! [`BlockPoints`], which its consumers turn into points ([`block`]).
 
 pub mod block;
 mod dense;
@@ -755,7 +761,7 @@ impl Vlp16Decoder {
     /// gets each block that keeps at least one point as a [`BlockPoints`], in packet order.
     ///
     /// Hot loop: the packet is viewed as 12 fixed-size `[u8; 100]` blocks so no byte access is
-    /// bounds-checked; the slots that carry a point come from one SIMD pass ([`slot_mask`]);
+    /// bounds-checked; the slots that carry a point come from one SIMD pass (`slot_mask`);
     /// sines/cosines, per-laser constants and the interpolation `diff · t / 110.592`
     /// (Nebula's f32 expression, bit-exact) are tables: no division per point. Single return
     /// (nearly every slot kept) computes every field for all 32 slots in array loops that

@@ -581,7 +581,7 @@ impl MultiDecoder {
     /// branch per slot). A single-return block of a calibration whose geometry is the plain
     /// spherical model (VLS-128; others when every laser has zero offsets, no two-point
     /// correction and no intensity correction) computes all 32 slots at once
-    /// ([`super::dense`]); otherwise only the kept slots are decoded.
+    /// (`velodyne::dense`); otherwise only the kept slots are decoded.
     pub fn decode_blocks(&self, p: &Packet<&[u8]>, sink: impl FnMut(&BlockPoints<'_>)) {
         let mode = return_mode(self.model, p);
         match (self.model == SensorModel::Vls128, mode == ReturnMode::Dual) {
