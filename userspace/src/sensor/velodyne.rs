@@ -346,8 +346,6 @@ pub struct Vlp16Decoder {
     raw_lo: [u16; SLOTS_PER_BLOCK],
     /// See `raw_lo`.
     raw_hi: [u16; SLOTS_PER_BLOCK],
-    /// [`LaserConst`] of each slot's laser (slot `k` fires laser `k % 16`).
-    slot_consts: [LaserConst; SLOTS_PER_BLOCK],
     /// Firing time of each slot after its block's first firing, ns.
     slot_ns: [u32; SLOTS_PER_BLOCK],
     /// `rot_correction` of each slot's laser, 0.01° (f64, as Nebula computes it).
@@ -374,7 +372,8 @@ pub struct Vlp16Decoder {
 /// 0.4° of a VLP-16 at 20 Hz.
 const FRAC_DIFFS: usize = 256;
 
-/// Per-laser constants of [`Vlp16Decoder::decode`].
+/// One laser's constants, from which [`Vlp16Decoder::new`] builds the per-slot arrays (slot `k`
+/// fires laser `k % 16`).
 #[derive(Clone, Copy, Debug, Default)]
 struct LaserConst {
     /// `rot_correction` in 0.01° units (f64, as Nebula computes it).
@@ -662,7 +661,6 @@ impl Vlp16Decoder {
             trig,
             raw_lo: std::array::from_fn(|slot| windows[slot % LASERS].0),
             raw_hi: std::array::from_fn(|slot| windows[slot % LASERS].1),
-            slot_consts: std::array::from_fn(|slot| lasers[slot % LASERS]),
             slot_rot: std::array::from_fn(|slot| lasers[slot % LASERS].rot_cdeg),
             slot_corr: std::array::from_fn(|slot| lasers[slot % LASERS].dist_correction),
             slot_cos_vert: std::array::from_fn(|slot| lasers[slot % LASERS].cos_vert),
@@ -848,16 +846,17 @@ impl Vlp16Decoder {
                     m &= m - 1;
                     let [r0, r1, intensity] = slots[slot];
                     let raw = u16::from_le_bytes([r0, r1]);
-                    let l = &self.slot_consts[slot];
-                    let distance = raw_distance(raw, res, l.dist_correction);
-                    let azc = wrap_round_cdeg((f64::from(azf0 + table[slot]) - l.rot_cdeg) as f32);
+                    let distance = raw_distance(raw, res, self.slot_corr[slot]);
+                    let azc = wrap_round_cdeg(
+                        (f64::from(azf0 + table[slot]) - self.slot_rot[slot]) as f32,
+                    );
                     let [cos_az, sin_az] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
                     let az_rad = azimuth_rad(azc);
-                    let xy = distance * l.cos_vert;
+                    let xy = distance * self.slot_cos_vert[slot];
                     let [o0, o1, other_i] = pslots[slot];
                     bp.x[slot] = xy * cos_az;
                     bp.y[slot] = -(xy * sin_az);
-                    bp.z[slot] = distance * l.sin_vert;
+                    bp.z[slot] = distance * self.slot_sin_vert[slot];
                     bp.distance[slot] = distance;
                     bp.azimuth[slot] = az_rad;
                     bp.azimuth_cdeg[slot] = azc;
