@@ -23,6 +23,26 @@ pub struct FrameHeader {
     pub packets_expected: u32,
     /// Packets rejected as malformed while this frame was being built.
     pub packets_malformed: u32,
+    /// Whole frames (turns) the sensor sent between the previous published frame of this
+    /// sensor and this one that never arrived (a sensor-time gap of whole rotation periods);
+    /// 0 when nothing was lost or no earlier frame exists.
+    pub frames_lost_before: u32,
+    /// Which clock [`FrameHeader::start_ns`] is on.
+    pub clock: FrameClock,
+}
+
+/// The clock of a frame's [`FrameHeader::start_ns`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameClock {
+    /// The sensor's own clock (its packet time stamps, PTP/GPS or free-running), ns since the
+    /// Unix epoch.
+    #[default]
+    Sensor = 0,
+    /// The host's CLOCK_REALTIME at the receipt of the frame's first packet (or the pcap record
+    /// time offline): chosen by `stamp = "host"`, or the fallback when the sensor time is
+    /// implausible.
+    Host = 1,
 }
 
 /// A finished scan.

@@ -897,6 +897,7 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
         packets_received: u32_at(h, 40),
         packets_expected: u32_at(h, 44),
         packets_malformed: u32_at(h, 48),
+        ..Default::default()
     };
     let fields = parse_fields(h, FRAME_FIXED_LEN, field_count as usize, point_step)?;
     Ok(FrameInfo {
@@ -1317,6 +1318,7 @@ mod tests {
             packets_received: 75,
             packets_expected: 76,
             packets_malformed: 1,
+            ..Default::default()
         }
     }
 
@@ -1597,6 +1599,7 @@ mod tests {
             packets_received: 75,
             packets_expected: 76,
             packets_malformed: 0,
+            ..Default::default()
         };
         let pts = [
             PointXYZIRCAEDT {

@@ -23,6 +23,7 @@ fn header(seq: u64, n: usize) -> FrameHeader {
         packets_received: n as u32 / 384 + 1,
         packets_expected: n as u32 / 384 + 2,
         packets_malformed: (seq % 3) as u32,
+        ..Default::default()
     }
 }
 

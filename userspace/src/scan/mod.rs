@@ -440,6 +440,7 @@ impl ScanAssembler {
             packets_received: b.received,
             packets_expected: b.received.saturating_add(b.lost).saturating_add(extra_lost),
             packets_malformed: b.malformed,
+            ..Default::default()
         };
         self.sequence += 1;
         let mut azimuths = b.azimuths;

@@ -728,6 +728,7 @@ impl HesaiStream {
                 packets_received: buf.received,
                 packets_expected: buf.received.saturating_add(buf.lost),
                 packets_malformed: buf.malformed,
+                ..Default::default()
             },
             points: buf.points,
         });

@@ -278,6 +278,7 @@ impl OusterStream {
                 packets_received: b.received,
                 packets_expected: self.expected.max(b.received),
                 packets_malformed: b.malformed,
+                ..Default::default()
             },
             points: b.points,
         });
