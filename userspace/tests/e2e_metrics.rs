@@ -52,28 +52,9 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
 
     assert_eq!(get(&common::replay(&net, PCAP, 2368, "max"), &["sent"]), 84);
 
-    // The capture thread publishes its counters when it goes idle; poll until it has.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
-        let (status, body) = http_get(&net.host_ns, "/metrics");
-        assert_eq!(status, "HTTP/1.1 200 OK");
-        if value(
-            &body,
-            r#"lidarxdp_sensor_decoded_total{sensor="0",model="VLP16"}"#,
-        ) == 84
-            && body.contains("lidarxdp_xsk_rx_ring_full_total")
-        {
-            break body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "counters never reached 84:\n{body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
     let q = format!(r#"{{iface="{}",queue="0"}}"#, net.host_if);
     let s = r#"{sensor="0",model="VLP16"}"#;
-    for (series, want) in [
+    let want: Vec<(String, u64)> = vec![
         ("lidarxdp_xdp_redirected_total".to_owned(), 84),
         ("lidarxdp_xdp_no_socket_total".to_owned(), 0),
         (format!("lidarxdp_sensor_packets_total{s}"), 84),
@@ -90,8 +71,30 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
         (format!("lidarxdp_xsk_rx_dropped_total{q}"), 0),
         (format!("lidarxdp_xsk_rx_fill_ring_empty_descs_total{q}"), 0),
         ("lidarxdp_publisher_subscribers".to_owned(), 0),
-    ] {
-        assert_eq!(value(&text, &series), want, "{series}\n{text}");
+    ];
+    // The layers (XDP map, capture thread, sensors, XDP_STATISTICS) are read one after the
+    // other while the capture thread may still be publishing the last burst: one scrape can
+    // hold an older capture counter beside a newer sensor counter. The counters are final once
+    // the replay has ended, so poll until one scrape shows every final value, then check them
+    // all from that one scrape (a mismatch that persists for 10 s fails, naming the series).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let (status, body) = http_get(&net.host_ns, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        let settled = body.contains("lidarxdp_xsk_rx_ring_full_total")
+            && want.iter().all(|(series, v)| {
+                body.lines()
+                    .find_map(|l| l.strip_prefix(series.as_str())?.strip_prefix(' '))
+                    .and_then(|x| x.parse::<u64>().ok())
+                    == Some(*v)
+            });
+        if settled || Instant::now() >= deadline {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for (series, v) in &want {
+        assert_eq!(value(&text, series), *v, "{series}\n{text}");
     }
     assert!(text.contains("# TYPE lidarxdp_xdp_redirected_total counter\n"));
 

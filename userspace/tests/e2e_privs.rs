@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, NetnsPair, data, get, privileged, xdp_attached};
+use common::{Daemon, NetnsPair, Staging, data, get, privileged, xdp_attached};
 use lidarxdp::privs::CapState;
 
 const PCAP: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
@@ -126,10 +126,15 @@ fn nobody_with_the_unit_capabilities_starts_drops_and_captures() {
         return;
     }
     let net = NetnsPair::new("prn");
-    let calib = data(CALIB);
+    // `nobody` reads the calibration and runs the binary from a world-readable copy, whatever
+    // the permissions of the checkout.
+    let staging = Staging::new("prn");
+    let exe = staging.daemon();
+    let calib = staging.copy(&data(CALIB), "VLP16db.yaml", 0o644);
     let wrapper = setpriv_args(&START_CAPS);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let daemon = Daemon::start_wrapped(
+    let daemon = Daemon::start_exe(
+        &exe,
         &net.host_ns,
         &wrapper,
         &net.host_if,
@@ -164,7 +169,10 @@ fn nobody_without_any_one_unit_capability_fails_to_start() {
         return;
     }
     let net = NetnsPair::new("prf");
-    let calib = data(CALIB);
+    // World-readable copies, so that the only thing missing is the capability.
+    let staging = Staging::new("prf");
+    let exe = staging.daemon();
+    let calib = staging.copy(&data(CALIB), "VLP16db.yaml", 0o644);
     for missing in START_CAPS {
         let caps: Vec<&str> = START_CAPS
             .iter()
@@ -175,7 +183,7 @@ fn nobody_without_any_one_unit_capability_fails_to_start() {
         args.extend(setpriv_args(&caps));
         args.extend(
             [
-                env!("CARGO_BIN_EXE_lidarxdp"),
+                exe.to_str().unwrap(),
                 "run",
                 "--iface",
                 &net.host_if,
@@ -213,7 +221,10 @@ fn root_daemon_switches_to_user_and_still_captures() {
         return;
     }
     let net = NetnsPair::new("pru");
-    let calib = data(CALIB);
+    // A calibration `nobody` can read again after the switch (SIGHUP reload), whatever the
+    // permissions of the checkout.
+    let staging = Staging::new("pru");
+    let calib = staging.copy(&data(CALIB), "VLP16db.yaml", 0o644);
     let daemon = Daemon::start_with(
         &net.host_ns,
         &net.host_if,

@@ -173,6 +173,67 @@ pub fn data(rel: &str) -> std::path::PathBuf {
         .join(rel)
 }
 
+/// A fresh folder under the system temporary directory holding copies of the daemon binary and
+/// of data files, readable (and the binary executable) by every user; removed on drop.
+///
+/// Tests that run the daemon as another user (`nobody`) use it, so that they do not depend on
+/// the permissions of the folder the repository was cloned into (a checkout under a 0700 home
+/// folder is unreachable for `nobody`). The copies live only as long as the test.
+pub struct Staging {
+    /// The folder (mode 0755).
+    pub dir: std::path::PathBuf,
+}
+
+impl Staging {
+    /// Creates `<tmp>/lidarxdp-<tag>-<pid>` (mode 0755), whose every ancestor must be
+    /// searchable by all users (`/tmp` is, mode 1777).
+    pub fn new(tag: &str) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lidarxdp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create staging folder");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for a in dir.ancestors().skip(1) {
+            let mode = std::fs::metadata(a)
+                .expect("stat ancestor")
+                .permissions()
+                .mode();
+            assert!(
+                mode & 0o001 != 0,
+                "{} (mode {mode:o}) is not searchable by other users: set TMPDIR to a folder \
+                 that is",
+                a.display()
+            );
+        }
+        Self { dir }
+    }
+
+    /// Copies `src` into the folder as `name` with `mode` (e.g. 0o644, 0o755); returns the
+    /// copy's path.
+    pub fn copy(&self, src: &std::path::Path, name: &str, mode: u32) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dst = self.dir.join(name);
+        std::fs::copy(src, &dst).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(mode)).unwrap();
+        dst
+    }
+
+    /// A copy of the `lidarxdp` binary under test, mode 0755.
+    pub fn daemon(&self) -> std::path::PathBuf {
+        self.copy(
+            std::path::Path::new(env!("CARGO_BIN_EXE_lidarxdp")),
+            "lidarxdp",
+            0o755,
+        )
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A daemon started in a namespace; killed on drop if still running.
 pub struct Daemon {
     /// The `ip netns exec` child (which has exec'd into the daemon: same pid).
@@ -214,13 +275,34 @@ impl Daemon {
         listen_port: u16,
         args: &[&str],
     ) -> Self {
+        Self::start_exe(
+            std::path::Path::new(env!("CARGO_BIN_EXE_lidarxdp")),
+            ns,
+            wrapper,
+            iface,
+            listen_port,
+            args,
+        )
+    }
+
+    /// [`Daemon::start_wrapped`] with the daemon binary at `exe` (e.g. a copy in a
+    /// [`Staging`] folder that an unprivileged user can reach).
+    pub fn start_exe(
+        exe: &std::path::Path,
+        ns: &str,
+        wrapper: &[&str],
+        iface: &str,
+        listen_port: u16,
+        args: &[&str],
+    ) -> Self {
+        let exe = exe.to_str().expect("UTF-8 path");
         let stats_path = std::env::temp_dir().join(format!(
             "lidarxdp-test-{}-{listen_port}.json",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&stats_path);
         let mut cmd_args = wrapper.to_vec();
-        cmd_args.extend_from_slice(&[env!("CARGO_BIN_EXE_lidarxdp"), "run", "--iface", iface]);
+        cmd_args.extend_from_slice(&[exe, "run", "--iface", iface]);
         let child = NetnsPair::exec(ns, &cmd_args)
             .arg("--listen")
             .arg(format!("127.0.0.1:{listen_port}"))
