@@ -201,7 +201,8 @@ pub fn read_calibration_file(path: &std::path::Path) -> Result<Vec<u8>, ConfigEr
         io(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
-                "{what}; calibration and metadata files are capped at {MAX_CALIBRATION_BYTES}                  bytes (16 MiB)"
+                "{what}; calibration and metadata files are capped at {MAX_CALIBRATION_BYTES} \
+                 bytes (16 MiB)"
             ),
         ))
     };
@@ -847,7 +848,7 @@ mod tests {
         let e = ScanPipeline::new(&c).unwrap_err().to_string();
         assert!(e.contains("cut_angle_deg") && e.contains("[0, 360]"), "{e}");
         let mut c = cfg();
-        c.max_range_m = 0.1;
+        c.max_range_m = 1000.5;
         assert!(
             ScanPipeline::new(&c)
                 .unwrap_err()

@@ -384,7 +384,7 @@ impl OusterMetadata {
         for (i, a) in self.beam_altitude_angles.iter().enumerate() {
             if !(a.is_finite() && a.abs() <= MAX_BEAM_ALTITUDE_DEG) {
                 return Err(format!(
-                    "beam_altitude_angles[{i}] = {a} is out of range; valid \
+                    "beam_altitude_angles[{i}] = {a:?} is out of range; valid \
                      [-{MAX_BEAM_ALTITUDE_DEG}, {MAX_BEAM_ALTITUDE_DEG}] deg"
                 ));
             }
@@ -392,7 +392,7 @@ impl OusterMetadata {
         for (i, a) in self.beam_azimuth_angles.iter().enumerate() {
             if !(a.is_finite() && a.abs() <= MAX_BEAM_AZIMUTH_DEG) {
                 return Err(format!(
-                    "beam_azimuth_angles[{i}] = {a} is out of range; valid \
+                    "beam_azimuth_angles[{i}] = {a:?} is out of range; valid \
                      [-{MAX_BEAM_AZIMUTH_DEG}, {MAX_BEAM_AZIMUTH_DEG}] deg"
                 ));
             }
@@ -400,7 +400,7 @@ impl OusterMetadata {
         let o = self.lidar_origin_to_beam_origin_mm;
         if !(o.is_finite() && o.abs() <= MAX_OFFSET_MM) {
             return Err(format!(
-                "lidar_origin_to_beam_origin_mm = {o} is out of range; valid \
+                "lidar_origin_to_beam_origin_mm = {o:?} is out of range; valid \
                  [-{MAX_OFFSET_MM}, {MAX_OFFSET_MM}] mm"
             ));
         }
@@ -467,7 +467,7 @@ fn check_transform(name: &str, t: &[f64; 16]) -> Result<(), String> {
             _ => (x.abs() <= 1.001, "[-1, 1] (rotation)".to_owned()),
         };
         if !(x.is_finite() && ok) {
-            return Err(format!("{name}[{i}] = {x} is out of range; valid {valid}"));
+            return Err(format!("{name}[{i}] = {x:?} is out of range; valid {valid}"));
         }
     }
     Ok(())
@@ -632,7 +632,7 @@ mod tests {
         let t = tr.join(",");
         assert_eq!(
             e(&format!(r#","beam_to_lidar_transform":[{t}]"#), &b, &b),
-            "beam_to_lidar_transform[11] = -20000 is out of range; valid [-10000, 10000] mm \
+            "beam_to_lidar_transform[11] = -20000.0 is out of range; valid [-10000, 10000] mm \
              (translation)"
         );
         tr[11] = "0";
@@ -640,7 +640,7 @@ mod tests {
         let t = tr.join(",");
         assert_eq!(
             e(&format!(r#","beam_to_lidar_transform":[{t}]"#), &b, &b),
-            "beam_to_lidar_transform[14] = 2 is out of range; valid 0 (homogeneous row 0 0 0 1)"
+            "beam_to_lidar_transform[14] = 2.0 is out of range; valid 0 (homogeneous row 0 0 0 1)"
         );
         assert_eq!(
             e(r#","lidar_origin_to_beam_origin_mm":1e300"#, &b, &b),
@@ -650,13 +650,13 @@ mod tests {
         alt[7] = "95".into();
         assert_eq!(
             e("", &alt.join(","), &b),
-            "beam_altitude_angles[7] = 95 is out of range; valid [-90, 90] deg"
+            "beam_altitude_angles[7] = 95.0 is out of range; valid [-90, 90] deg"
         );
         let mut az: Vec<String> = vec!["1.5".into(); 64];
         az[63] = "-300".into();
         assert_eq!(
             e("", &b, &az.join(",")),
-            "beam_azimuth_angles[63] = -300 is out of range; valid [-45, 45] deg"
+            "beam_azimuth_angles[63] = -300.0 is out of range; valid [-45, 45] deg"
         );
     }
 }
