@@ -634,7 +634,9 @@ mod tests {
         let ip = &PLAIN[14..];
         let mut sll = vec![0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 0x08, 0x00];
         sll.extend_from_slice(ip);
-        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0];
+        let mut sll2 = vec![
+            0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0,
+        ];
         sll2.extend_from_slice(ip);
         let want = parse_udp_ipv4(PLAIN).unwrap();
         for (link, f) in [
@@ -643,7 +645,11 @@ mod tests {
             (LinkType::RawIp, ip),
             (LinkType::Ipv4, ip),
         ] {
-            assert_eq!(parse_udp_link(f, link, TotalLength::Strict), Ok(want), "{link:?}");
+            assert_eq!(
+                parse_udp_link(f, link, TotalLength::Strict),
+                Ok(want),
+                "{link:?}"
+            );
         }
         assert_eq!(
             parse_udp_link(&sll[..15], LinkType::LinuxSll, TotalLength::Strict),

@@ -259,7 +259,12 @@ struct Tally {
 
 impl Tally {
     /// Passes a whole datagram (made of `records` records) through the filter.
-    fn accept(&mut self, d: &net::UdpDatagram<'_>, ts_ns: u64, records: u64) -> Option<UdpDatagram> {
+    fn accept(
+        &mut self,
+        d: &net::UdpDatagram<'_>,
+        ts_ns: u64,
+        records: u64,
+    ) -> Option<UdpDatagram> {
         if self.filter.port.is_some_and(|p| p != d.dst_port) {
             self.skipped.wrong_port += records;
             return None;
@@ -481,7 +486,8 @@ impl Iterator for CaptureReader {
                         let iface = usize::try_from(p.interface_id)
                             .ok()
                             .and_then(|i| interfaces.get(i));
-                        let (link, ts) = (iface.and_then(|i| i.link), iface.map_or(0, |i| i.ns(raw)));
+                        let (link, ts) =
+                            (iface.and_then(|i| i.link), iface.map_or(0, |i| i.ns(raw)));
                         if let Some(d) = tally.record(reasm, link, ts, &p.data) {
                             return Some(Ok(d));
                         }

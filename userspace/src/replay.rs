@@ -465,7 +465,8 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("lidarxdp-replay-frag-{}.pcap", std::process::id()));
         {
-            let mut w = pcap_file::pcap::PcapWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+            let mut w =
+                pcap_file::pcap::PcapWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
             for (ms, data) in &records {
                 let p = pcap_file::pcap::PcapPacket::new(
                     Duration::from_millis(*ms),

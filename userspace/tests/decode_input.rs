@@ -143,10 +143,15 @@ fn sll(ip: &[u8]) -> Vec<u8> {
 /// Linux cooked v2: protocol, reserved, ifindex, ARPHRD_ETHER, packet type, address length,
 /// address.
 fn sll2(ip: &[u8]) -> Vec<u8> {
-    let mut v = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0];
+    let mut v = vec![
+        0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0,
+    ];
     v.extend_from_slice(ip);
     v
 }
+
+/// Records of a classic pcap: `(time ns, record bytes)`.
+type Records = Vec<(u64, Vec<u8>)>;
 
 /// A classic pcap (ns resolution) of `(time ns, record)`.
 fn write_pcap(path: &Path, link: DataLink, records: &[(u64, Vec<u8>)]) {
@@ -168,7 +173,11 @@ fn write_pcap(path: &Path, link: DataLink, records: &[(u64, Vec<u8>)]) {
 
 /// A pcapng with `interfaces` (link type, `if_tsresol` or default µs) and records
 /// `(interface, time ns, record)`; times are written in each interface's unit.
-fn write_pcapng(path: &Path, interfaces: &[(DataLink, Option<u8>)], records: &[(u32, u64, Vec<u8>)]) {
+fn write_pcapng(
+    path: &Path,
+    interfaces: &[(DataLink, Option<u8>)],
+    records: &[(u32, u64, Vec<u8>)],
+) {
     let mut w = PcapNgWriter::new(File::create(path).unwrap()).unwrap();
     for &(link, resol) in interfaces {
         w.write_pcapng_block(InterfaceDescriptionBlock {
@@ -271,7 +280,7 @@ fn every_link_type_decodes_like_the_original() {
     let map = |f: &dyn Fn(&[u8]) -> Vec<u8>| -> Vec<(u64, Vec<u8>)> {
         ip.iter().map(|(t, p)| (*t, f(p))).collect()
     };
-    let cases: Vec<(&str, DataLink, Vec<(u64, Vec<u8>)>)> = vec![
+    let cases: Vec<(&str, DataLink, Records)> = vec![
         (
             "qinq",
             DataLink::ETHERNET,
@@ -337,20 +346,23 @@ fn skipped_records_are_counted_by_reason() {
     cut_fragment.truncate(600);
     let e = |ip: &[u8]| eth(&[], 0x0800, ip);
     let mut records: Vec<(u32, Vec<u8>)> = vec![
-        (0, e(&good)),                                           // yielded
-        (0, eth(&[], 0x0806, &[0; 28])),                         // ARP: not_ipv4
-        (0, eth(&[], 0x86dd, &[0x60; 48])),                      // IPv6: not_ipv4
-        (0, eth(&[(0x8100, 1), (0x8100, 2), (0x8100, 3)], 0x0800, &good)), // 3 tags: not_ipv4
-        (0, e(&good)[..10].to_vec()),                            // truncated (Ethernet)
-        (0, e(&good)[..24].to_vec()),                            // truncated (IPv4)
-        (0, e(&bad_ihl)),                                        // bad_ipv4
-        (0, e(&ipv4(a, h, 2, 0, 6, &[0; 20]))),                  // TCP: not_udp
-        (0, e(&udp_len_4)),                                      // bad_udp
-        (0, e(&frag(3, 2368)[0])),                               // lone fragment: incomplete
-        (0, e(&cut_fragment)),                                   // cut fragment: truncated
-        (0, e(&ipv4(a, h, 4, 0, 17, &udp(2368, 9999, b"x")))),   // wrong_port
-        (0, e(&ipv4(b, h, 5, 0, 17, &udp(2368, 2368, b"y")))),   // wrong_source
-        (1, e(&good)),                                           // unsupported_link
+        (0, e(&good)),                      // yielded
+        (0, eth(&[], 0x0806, &[0; 28])),    // ARP: not_ipv4
+        (0, eth(&[], 0x86dd, &[0x60; 48])), // IPv6: not_ipv4
+        (
+            0,
+            eth(&[(0x8100, 1), (0x8100, 2), (0x8100, 3)], 0x0800, &good),
+        ), // 3 tags: not_ipv4
+        (0, e(&good)[..10].to_vec()),       // truncated (Ethernet)
+        (0, e(&good)[..24].to_vec()),       // truncated (IPv4)
+        (0, e(&bad_ihl)),                   // bad_ipv4
+        (0, e(&ipv4(a, h, 2, 0, 6, &[0; 20]))), // TCP: not_udp
+        (0, e(&udp_len_4)),                 // bad_udp
+        (0, e(&frag(3, 2368)[0])),          // lone fragment: incomplete
+        (0, e(&cut_fragment)),              // cut fragment: truncated
+        (0, e(&ipv4(a, h, 4, 0, 17, &udp(2368, 9999, b"x")))), // wrong_port
+        (0, e(&ipv4(b, h, 5, 0, 17, &udp(2368, 2368, b"y")))), // wrong_source
+        (1, e(&good)),                      // unsupported_link
     ];
     for f in frag(6, 2368) {
         records.push((0, e(&f))); // yielded, 2 records
@@ -464,14 +476,21 @@ fn a_second_source_stops_decode_and_source_picks_one() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("2 IPv4 sources (192.168.1.200, 10.9.8.7)"), "{err}");
+    assert!(
+        err.contains("2 IPv4 sources (192.168.1.200, 10.9.8.7)"),
+        "{err}"
+    );
 }
 
 /// Streaming gives the same frames as the collecting helper, one callback per frame.
 #[test]
 fn streaming_matches_collecting() {
     let path = data("velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap");
-    let cfg = SensorConfig::new(0, SensorModel::Vlp16, data("velodyne/vlp16/calibration/VLP16_nebula.yaml"));
+    let cfg = SensorConfig::new(
+        0,
+        SensorModel::Vlp16,
+        data("velodyne/vlp16/calibration/VLP16_nebula.yaml"),
+    );
     let (all, counters) = decode_pcap(&path, &cfg, Some(2368)).unwrap();
     let mut streamed = Vec::new();
     let opts = DecodeOptions {
@@ -596,7 +615,11 @@ fn decode_json_via_the_binary() {
             .arg(data(VLP16_CAL))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         (
             String::from_utf8(out.stdout).unwrap(),
             String::from_utf8(out.stderr).unwrap(),
@@ -639,10 +662,15 @@ fn decode_json_via_the_binary() {
     assert_eq!(s["skipped_records"], 0);
     assert_eq!(s["skipped"]["fragment_incomplete"], 0);
     assert!(
-        err.starts_with("decode: 84 records, 84 datagrams: 84 packets (84 decoded, 0 malformed, 0 ignored), "),
+        err.starts_with(
+            "decode: 84 records, 84 datagrams: 84 packets (84 decoded, 0 malformed, 0 ignored), "
+        ),
         "{err}"
     );
-    assert!(err.trim_end().ends_with("skipped records: 0 (none)"), "{err}");
+    assert!(
+        err.trim_end().ends_with("skipped records: 0 (none)"),
+        "{err}"
+    );
     // Text lines by default; the positional form is the same capture.
     let (text, _) = run(&[pcap]);
     let (text2, _) = run(&["--pcap", pcap]);
@@ -678,7 +706,10 @@ fn oversized_calibration_files_are_refused() {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(&path.display().to_string()), "{model}: {e}");
-            assert!(e.contains("capped at 16777216 bytes (16 MiB)"), "{model}: {e}");
+            assert!(
+                e.contains("capped at 16777216 bytes (16 MiB)"),
+                "{model}: {e}"
+            );
         }
     }
     let e = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, &sparse.0))

@@ -815,7 +815,12 @@ mod tests {
         // Slot 0 has its own stream.
         assert!(one_source(&mut l, 0, &d(B), 3 * ms));
         // A silent for the whole window: B takes over, and A is now the foreign one.
-        assert!(!one_source(&mut l, 1, &d(B), 2 * ms + SOURCE_SILENCE_NS - 1));
+        assert!(!one_source(
+            &mut l,
+            1,
+            &d(B),
+            2 * ms + SOURCE_SILENCE_NS - 1
+        ));
         assert!(one_source(&mut l, 1, &d(B), 2 * ms + SOURCE_SILENCE_NS));
         assert!(!one_source(&mut l, 1, &d(A), 3 * ms + SOURCE_SILENCE_NS));
     }

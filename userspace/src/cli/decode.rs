@@ -14,7 +14,11 @@ use lidarxdp::sensor::{SensorConfig, SensorModel, Stamp};
 pub struct DecodeArgs {
     /// Capture to decode: classic pcap or pcapng; Ethernet (VLAN tags), Linux cooked (SLL,
     /// SLL2) or raw-IP link types; IPv4 fragments are reassembled. Same as `--pcap FILE`.
-    #[arg(value_name = "PCAP", required_unless_present = "pcap", conflicts_with = "pcap")]
+    #[arg(
+        value_name = "PCAP",
+        required_unless_present = "pcap",
+        conflicts_with = "pcap"
+    )]
     capture: Option<PathBuf>,
     /// The capture to decode (the same as the positional `PCAP`).
     #[arg(long, value_name = "FILE")]

@@ -458,7 +458,10 @@ pub const MAX_OFFSET_MM: f64 = 10_000.0;
 fn check_transform(name: &str, t: &[f64; 16]) -> Result<(), String> {
     for (i, &x) in t.iter().enumerate() {
         let (ok, valid) = match (i / 4, i % 4) {
-            (3, 3) => ((x - 1.0).abs() <= 1e-6, "1 (homogeneous row 0 0 0 1)".to_owned()),
+            (3, 3) => (
+                (x - 1.0).abs() <= 1e-6,
+                "1 (homogeneous row 0 0 0 1)".to_owned(),
+            ),
             (3, _) => (x.abs() <= 1e-6, "0 (homogeneous row 0 0 0 1)".to_owned()),
             (_, 3) => (
                 x.abs() <= MAX_OFFSET_MM,
@@ -467,7 +470,9 @@ fn check_transform(name: &str, t: &[f64; 16]) -> Result<(), String> {
             _ => (x.abs() <= 1.001, "[-1, 1] (rotation)".to_owned()),
         };
         if !(x.is_finite() && ok) {
-            return Err(format!("{name}[{i}] = {x:?} is out of range; valid {valid}"));
+            return Err(format!(
+                "{name}[{i}] = {x:?} is out of range; valid {valid}"
+            ));
         }
     }
     Ok(())
