@@ -138,14 +138,16 @@ pub fn main() -> Result<()> {
                         "sent": stats.sent,
                         "bytes": stats.bytes,
                         "elapsed_s": stats.elapsed.as_secs_f64(),
+                        "skipped_records": stats.skipped,
                     })
                 );
             } else {
                 eprintln!(
-                    "replay: sent {} datagrams, {} bytes in {:.3} s",
+                    "replay: sent {} datagrams, {} bytes in {:.3} s; {} records skipped",
                     stats.sent,
                     stats.bytes,
-                    stats.elapsed.as_secs_f64()
+                    stats.elapsed.as_secs_f64(),
+                    stats.skipped
                 );
             }
             Ok(())

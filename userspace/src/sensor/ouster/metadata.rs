@@ -138,7 +138,11 @@ impl OusterMetadata {
     /// 512/1024/2048/4096; an unknown or unsupported `udp_profile_lidar`; `columns_per_packet`
     /// not in 1..=64 or not dividing into a packet ≤ 65535 bytes; `pixels_per_column` not in
     /// 1..=256; beam angle arrays missing, non-numeric or not `pixels_per_column` long; a
-    /// transform that is not 16 numbers; a `column_window` outside the frame.
+    /// transform that is not 16 numbers; a `column_window` outside the frame; and absurd finite
+    /// values (see [`OusterMetadata::validate`]): a beam altitude beyond ±90°, a beam azimuth
+    /// beyond ±[`MAX_BEAM_AZIMUTH_DEG`], `lidar_origin_to_beam_origin_mm` or a transform
+    /// translation beyond ±[`MAX_OFFSET_MM`], a rotation element outside [-1, 1], a last row
+    /// other than `0 0 0 1`. Each message names the field and its index.
     pub fn from_json(text: &str) -> Result<Self, String> {
         let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         if !root.is_object() {
@@ -334,7 +338,11 @@ impl OusterMetadata {
     /// Checks the invariants [`OusterMetadata::from_json`] establishes, for metadata built or
     /// edited by hand (the fields are public): 512/1024/2048/4096 columns, 1..=64 columns per
     /// packet, 1..=256 pixels per column, one altitude and azimuth per pixel row, a column
-    /// window inside the frame, a packet that fits a UDP datagram.
+    /// window inside the frame, a packet that fits a UDP datagram; beam altitudes within
+    /// ±[`MAX_BEAM_ALTITUDE_DEG`], beam azimuths within ±[`MAX_BEAM_AZIMUTH_DEG`],
+    /// `lidar_origin_to_beam_origin_mm` within ±[`MAX_OFFSET_MM`], and both transforms rigid
+    /// within bounds (rotation elements in [-1, 1], translations within ±[`MAX_OFFSET_MM`] mm,
+    /// last row `0 0 0 1`).
     ///
     /// # Errors
     /// A message naming the first violated item.
