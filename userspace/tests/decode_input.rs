@@ -687,6 +687,41 @@ fn decode_json_via_the_binary() {
     assert_eq!(first["start_ns"], first["host_ns"]);
 }
 
+/// Refusals through the binary: a capture with no decodable datagram exits non-zero and says
+/// why (instead of printing nothing with exit 0), and a bad range names the flag and the range.
+#[test]
+fn decode_refuses_empty_input_and_bad_ranges() {
+    let run = |pcap: &Path, extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lidarxdp"))
+            .arg("decode")
+            .arg(pcap)
+            .args(["--sensor", "vlp16", "--calibration"])
+            .arg(data(VLP16_CAL))
+            .args(extra)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8(out.stderr).unwrap())
+    };
+    let arp: Records = (0..3)
+        .map(|k| (k * 1000, eth(&[], 0x0806, &[0; 28])))
+        .collect();
+    let t = Temp::new("arp.pcap");
+    write_pcap(&t.0, DataLink::ETHERNET, &arp);
+    let (ok, err) = run(&t.0, &[]);
+    assert!(!ok);
+    assert!(err.contains("skipped records: 3 (not_ipv4 3)"), "{err}");
+    assert!(err.contains("no datagram decoded; skipped records: not_ipv4 3"), "{err}");
+    let (ok, err) = run(&data(VLP16), &["--min-range", "5", "--max-range", "2"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--max-range = 2 is out of range; valid: (--min-range = 5, 1000] m"),
+        "{err}"
+    );
+    let (ok, err) = run(&data(VLP16), &["--stamp", "gps"]);
+    assert!(!ok);
+    assert!(err.contains("unknown stamp 'gps'; valid: sensor, host"), "{err}");
+}
+
 /// Calibration and metadata files are read bounded: `/dev/zero` and a sparse 1 GiB file are
 /// refused with the file's name and the cap, for every vendor's reader.
 #[test]
