@@ -710,7 +710,10 @@ fn decode_refuses_empty_input_and_bad_ranges() {
     let (ok, err) = run(&t.0, &[]);
     assert!(!ok);
     assert!(err.contains("skipped records: 3 (not_ipv4 3)"), "{err}");
-    assert!(err.contains("no datagram decoded; skipped records: not_ipv4 3"), "{err}");
+    assert!(
+        err.contains("no datagram decoded; skipped records: not_ipv4 3"),
+        "{err}"
+    );
     let (ok, err) = run(&data(VLP16), &["--min-range", "5", "--max-range", "2"]);
     assert!(!ok);
     assert!(
@@ -719,7 +722,10 @@ fn decode_refuses_empty_input_and_bad_ranges() {
     );
     let (ok, err) = run(&data(VLP16), &["--stamp", "gps"]);
     assert!(!ok);
-    assert!(err.contains("unknown stamp 'gps'; valid: sensor, host"), "{err}");
+    assert!(
+        err.contains("unknown stamp 'gps'; valid: sensor, host"),
+        "{err}"
+    );
 }
 
 /// Calibration and metadata files are read bounded: `/dev/zero` and a sparse 1 GiB file are

@@ -61,7 +61,12 @@ pub struct DecodeArgs {
     /// mixed into one frame).
     #[arg(long, value_name = "IP")]
     source: Option<Ipv4Addr>,
-    /// Print one JSON object per frame (and a final summary object) instead of text lines.
+    /// Print one JSON object per frame instead of text lines: `seq`, `sensor_id`, `start_ns`,
+    /// `host_ns` (offline: the pcap record time of the frame's first packet), `clock`
+    /// (`sensor`|`host`), `points`, `packets`, `expected_packets`, `malformed`,
+    /// `frames_lost_before`; then one `{"summary": {...}}` object with `records`, `datagrams`,
+    /// `packets`, `decoded`, `malformed`, `ignored`, `frames`, `points`, `skipped_records` and
+    /// `skipped` (records by reason).
     #[arg(long)]
     json: bool,
     /// Write every frame as `<DIR>/<sequence>.pcd`.
