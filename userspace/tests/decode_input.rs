@@ -720,6 +720,12 @@ fn decode_refuses_empty_input_and_bad_ranges() {
         err.contains("--max-range = 2 is out of range; valid: (--min-range = 5, 1000] m"),
         "{err}"
     );
+    let (ok, err) = run(&data(VLP16), &["--min-range", "150"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--min-range = 150 is out of range; valid: [0, 100) m (the VLP16 datasheet"),
+        "{err}"
+    );
     let (ok, err) = run(&data(VLP16), &["--stamp", "gps"]);
     assert!(!ok);
     assert!(

@@ -440,10 +440,15 @@ pub fn build(i: Inputs) -> Result<Plan> {
         let (dmin, dmax) = model.datasheet_range_m();
         let min_range = s.min_range.unwrap_or(dmin);
         let max_range = s.max_range.unwrap_or(dmax);
-        if !(min_range.is_finite() && (0.0..MAX_RANGE_M).contains(&min_range)) {
+        // A minimum at or above a maximum that was not given is the minimum's fault.
+        let min_ceiling = match s.max_range {
+            Some(_) => MAX_RANGE_M,
+            None => max_range,
+        };
+        if !(min_range.is_finite() && min_range >= 0.0 && min_range < min_ceiling) {
             bail!(
-                "{}: {min_range} is out of range; valid [0, {MAX_RANGE_M}) m and below max_range \
-                 (the {} datasheet range is {dmin} to {dmax} m)",
+                "{}: {min_range} is out of range; valid [0, {min_ceiling}) m (the {} datasheet \
+                 range is {dmin} to {dmax} m)",
                 field(&prefix, "min_range", "min-range"),
                 model.name()
             );
@@ -661,9 +666,20 @@ mod tests {
         s.min_range = Some(-1.0);
         assert_eq!(
             e(inputs(vec![s])),
-            "sensors[0].min_range: -1 is out of range; valid [0, 1000) m and below max_range \
-             (the VLP16 datasheet range is 0 to 100 m)"
+            "sensors[0].min_range: -1 is out of range; valid [0, 100) m (the VLP16 datasheet \
+             range is 0 to 100 m)"
         );
+        let mut s = sensor("a", 2368);
+        s.min_range = Some(150.0);
+        assert_eq!(
+            e(inputs(vec![s])),
+            "sensors[0].min_range: 150 is out of range; valid [0, 100) m (the VLP16 datasheet \
+             range is 0 to 100 m)"
+        );
+        let mut s = sensor("a", 2368);
+        s.min_range = Some(150.0);
+        s.max_range = Some(200.0);
+        assert!(build(inputs(vec![s])).is_ok());
         let mut s = sensor("a", 2368);
         s.min_range = Some(5.0);
         s.max_range = Some(5.0);

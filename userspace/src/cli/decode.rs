@@ -160,6 +160,16 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         None => detect(&a)?,
     };
     let (dmin, dmax) = model.datasheet_range_m();
+    // A minimum at or above a maximum that was not given is the minimum's fault.
+    if let (Some(min), None) = (a.min_range, a.max_range)
+        && min.partial_cmp(&dmax) != Some(std::cmp::Ordering::Less)
+    {
+        bail!(
+            "--min-range = {min} is out of range; valid: [0, {dmax}) m (the {} datasheet \
+             maximum; give --max-range to raise it)",
+            model.name()
+        );
+    }
     let cfg = SensorConfig {
         cut_angle_deg: a.cut_angle,
         min_range_m: a.min_range.unwrap_or(dmin),
