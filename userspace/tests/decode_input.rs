@@ -734,6 +734,45 @@ fn decode_refuses_empty_input_and_bad_ranges() {
     );
 }
 
+/// `replay` reads captures with the same reader (here pcapng with SLL2 and IPv4 fragments) and
+/// takes `--pcap FILE` as well as the positional form.
+#[test]
+fn replay_takes_pcap_flag_and_fragmented_pcapng() {
+    let ds = datagrams(&format!("{OS1}.pcap"));
+    let records: Vec<(u32, u64, Vec<u8>)> = ds
+        .iter()
+        .enumerate()
+        .flat_map(|(k, d)| {
+            fragments(d, k as u16)
+                .into_iter()
+                .map(|f| (0, d.ts_ns, sll2(&f)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let t = Temp::new("replay.pcapng");
+    write_pcapng(&t.0, &[(DataLink::LINUX_SLL2, Some(9))], &records);
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = sink.local_addr().unwrap().to_string();
+    let path = t.0.to_str().unwrap();
+    for args in [vec!["--pcap", path], vec![path]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lidarxdp"))
+            .arg("replay")
+            .args(&args)
+            .args(["--to", &to, "--rate", "max", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!((&j["sent"], &j["skipped_records"]), (&64.into(), &0.into()));
+        let bytes: usize = ds.iter().map(|d| d.payload.len()).sum();
+        assert_eq!(j["bytes"], bytes);
+    }
+}
+
 /// Calibration and metadata files are read bounded: `/dev/zero` and a sparse 1 GiB file are
 /// refused with the file's name and the cap, for every vendor's reader.
 #[test]
