@@ -773,6 +773,71 @@ fn replay_takes_pcap_flag_and_fragmented_pcapng() {
     }
 }
 
+/// Damaged captures (random bytes flipped in a pcap and a pcapng holding VLAN, SLL2 and
+/// fragmented records) never panic: the reader yields datagrams, counts skipped records, or
+/// stops with `OfflineError::Pcap`.
+#[test]
+fn damaged_captures_never_panic() {
+    let ds = datagrams(VLP16);
+    let mut ng: Vec<(u32, u64, Vec<u8>)> = Vec::new();
+    let mut classic: Records = Vec::new();
+    for (k, d) in ds.iter().take(6).enumerate() {
+        let mut big = d.clone();
+        big.payload.extend_from_slice(&d.payload);
+        for f in fragments(&big, k as u16) {
+            ng.push((0, d.ts_ns, sll2(&f)));
+        }
+        ng.push((
+            1,
+            d.ts_ns,
+            eth(&[(0x8100, 3)], 0x0800, &whole(d, 100 + k as u16)),
+        ));
+        classic.push((d.ts_ns, eth(&[], 0x0800, &whole(d, k as u16))));
+    }
+    let a = Temp::new("clean.pcapng");
+    write_pcapng(
+        &a.0,
+        &[(DataLink::LINUX_SLL2, Some(9)), (DataLink::ETHERNET, None)],
+        &ng,
+    );
+    let b = Temp::new("clean.pcap");
+    write_pcap(&b.0, DataLink::ETHERNET, &classic);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let bad = Temp::new("damaged.cap");
+    for clean in [&a.0, &b.0] {
+        let bytes = std::fs::read(clean).unwrap();
+        for round in 0..300 {
+            let mut v = bytes.clone();
+            for _ in 0..1 + round % 8 {
+                let i = (rnd() as usize) % v.len();
+                v[i] = rnd() as u8;
+            }
+            if round % 10 == 0 {
+                v.truncate((rnd() as usize) % v.len());
+            }
+            std::fs::write(&bad.0, &v).unwrap();
+            let Ok(mut r) = udp_payloads(&bad.0) else {
+                continue;
+            };
+            let mut yielded = 0u64;
+            for d in r.by_ref() {
+                match d {
+                    Ok(_) => yielded += 1,
+                    Err(OfflineError::Pcap { .. }) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert!(r.records() >= yielded);
+        }
+    }
+}
+
 /// Calibration and metadata files are read bounded: `/dev/zero` and a sparse 1 GiB file are
 /// refused with the file's name and the cap, for every vendor's reader.
 #[test]
