@@ -152,8 +152,8 @@ impl SensorModel {
     ///   Prime) up to 245 m;
     /// - Hesai user manuals (Specifications), the same limits as Nebula's per-model `SensorT`
     ///   ([`hesai`] layouts);
-    /// - Ouster (one model for OS0/OS1/OS2): up to 400 m (OS2), no minimum enforced (the sensor
-    ///   reports 0 for no return);
+    /// - Ouster (one model for OS0/OS1/OS2): up to 400 m, above every product line's datasheet
+    ///   maximum; no minimum (the sensor reports 0, no return, below its own minimum);
     /// - RoboSense user manuals, the same limits as `rs_driver`'s per-model clamps: RS-LiDAR-16
     ///   0.2 to 150 m, RS-LiDAR-32 0.4 to 200 m, RS-Bpearl 0.1 to 100 m, RS-Helios and
     ///   RS-Helios-16P 0.2 to 150 m.
