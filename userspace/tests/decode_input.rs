@@ -60,10 +60,6 @@ fn vlp16_cfg() -> SensorConfig {
     SensorConfig::new(0, SensorModel::Vlp16, data(VLP16_CAL))
 }
 
-fn os1_cfg() -> SensorConfig {
-    SensorConfig::new(0, SensorModel::Ouster, data(&format!("{OS1}.json")))
-}
-
 fn datagrams(rel: &str) -> Vec<UdpDatagram> {
     udp_payloads(&data(rel))
         .unwrap()
@@ -212,49 +208,68 @@ fn decode(path: &Path, cfg: &SensorConfig, port: Option<u16>) -> Vec<Frame> {
     frames
 }
 
-/// tcpdump on a 1500-MTU Ouster link records fragments: written as pcap (Ethernet) and pcapng
-/// (SLL2, ns time stamps), with the fragments of every other datagram in reverse order, both
-/// decode to exactly the frames of the unfragmented capture.
+/// tcpdump on a 1500-MTU Ouster link records fragments: every shared Ouster capture (OS0-32,
+/// OS0-128, OS1-32, OS2-128; lidar and IMU datagrams), written as pcap (Ethernet) and pcapng
+/// (SLL2, ns time stamps) with the fragments of every other datagram in reverse order, decodes
+/// to exactly the frames of the unfragmented capture.
 #[test]
 fn fragmented_ouster_decodes_like_the_unfragmented_capture() {
-    let original = data(&format!("{OS1}.pcap"));
-    let reference = decode(&original, &os1_cfg(), Some(7502));
-    assert!(!reference.is_empty());
-    assert!(reference.iter().map(|f| f.points.len()).sum::<usize>() > 10_000);
-    let ds = datagrams(&format!("{OS1}.pcap"));
-    assert_eq!(ds.len(), 64);
     let mut eth_records = Vec::new();
-    let mut sll2_records = Vec::new();
-    for (k, d) in ds.iter().enumerate() {
-        let mut frags = fragments(d, 0x1000 + k as u16);
-        assert!(frags.len() > 1, "{} bytes", d.payload.len());
-        if k % 2 == 1 {
-            frags.reverse();
+    let mut ds = Vec::new();
+    for base in [
+        "ouster/os0-32/OS-0-32-U1_v2.2.0_1024x10",
+        "ouster/os0-128/OS-0-128-U1_v2.3.0_1024x10",
+        OS1,
+        "ouster/os2-128/OS-2-128-U1_v2.3.0_1024x10",
+    ] {
+        let cfg = SensorConfig::new(0, SensorModel::Ouster, data(&format!("{base}.json")));
+        let reference = decode(&data(&format!("{base}.pcap")), &cfg, Some(7502));
+        assert!(!reference.is_empty());
+        assert!(reference.iter().map(|f| f.points.len()).sum::<usize>() > 10_000);
+        ds = datagrams(&format!("{base}.pcap"));
+        assert_eq!(ds.iter().filter(|d| d.dst_port == 7502).count(), 64);
+        eth_records.clear();
+        let mut sll2_records = Vec::new();
+        for (k, d) in ds.iter().enumerate() {
+            let mut frags = fragments(d, 0x1000 + k as u16);
+            assert!(
+                d.dst_port != 7502 || frags.len() > 1,
+                "{base}: {}",
+                d.payload.len()
+            );
+            if k % 2 == 1 {
+                frags.reverse();
+            }
+            for f in frags {
+                eth_records.push((d.ts_ns, eth(&[], 0x0800, &f)));
+                sll2_records.push((0, d.ts_ns, sll2(&f)));
+            }
         }
-        for f in frags {
-            eth_records.push((d.ts_ns, eth(&[], 0x0800, &f)));
-            sll2_records.push((0, d.ts_ns, sll2(&f)));
+        let n_records = eth_records.len() as u64;
+        let pcap = Temp::new("ouster-frag.pcap");
+        write_pcap(&pcap.0, DataLink::ETHERNET, &eth_records);
+        let pcapng = Temp::new("ouster-frag.pcapng");
+        write_pcapng(&pcapng.0, &[(DataLink::LINUX_SLL2, Some(9))], &sll2_records);
+        for path in [&pcap.0, &pcapng.0] {
+            assert_eq!(decode(path, &cfg, Some(7502)), reference, "{base} {path:?}");
+            let mut r = udp_payloads(path).unwrap();
+            let got: Vec<UdpDatagram> = r.by_ref().map(Result::unwrap).collect();
+            assert_eq!(got, ds, "{base} {path:?}");
+            assert_eq!((r.records(), r.skipped()), (n_records, 0), "{base}");
         }
     }
-    let n_records = eth_records.len() as u64;
-    let pcap = Temp::new("os1-frag.pcap");
-    write_pcap(&pcap.0, DataLink::ETHERNET, &eth_records);
-    let pcapng = Temp::new("os1-frag.pcapng");
-    write_pcapng(&pcapng.0, &[(DataLink::LINUX_SLL2, Some(9))], &sll2_records);
-    for path in [&pcap.0, &pcapng.0] {
-        assert_eq!(decode(path, &os1_cfg(), Some(7502)), reference, "{path:?}");
-        let mut r = udp_payloads(path).unwrap();
-        let got: Vec<UdpDatagram> = r.by_ref().map(Result::unwrap).collect();
-        assert_eq!(got, ds, "{path:?}");
-        assert_eq!((r.records(), r.skipped()), (n_records, 0));
-    }
-    // The last fragment missing: that datagram is lost and its fragments counted.
+    // OS2-128 (the last one):
+    // the last fragment missing: that datagram is lost and its fragments counted.
     let last = eth_records.len() - 1;
-    let short = Temp::new("os1-frag-short.pcap");
+    let short = Temp::new("ouster-frag-short.pcap");
     write_pcap(&short.0, DataLink::ETHERNET, &eth_records[..last]);
     let mut r = udp_payloads(&short.0).unwrap();
-    assert_eq!(r.by_ref().count(), 63);
-    let lost = fragments(&ds[63], 0).len() as u64 - 1;
+    assert_eq!(r.by_ref().count(), ds.len() - 1);
+    let lost = fragments(&ds[ds.len() - 1], 0).len() as u64 - 1;
+    assert!(
+        lost > 1,
+        "the last datagram of the capture is a fragmented lidar packet"
+    );
     assert_eq!(
         *r.skip_counts(),
         SkipCounts {
