@@ -29,6 +29,8 @@ pub struct CaptureSnapshot {
     pub fragments: u64,
     /// Datagrams that matched no sensor.
     pub unknown_sensor: u64,
+    /// Datagrams dropped: a second IPv4 source sending to a sensor configured without a source.
+    pub mixed_sources: u64,
     /// Idle waits in io_uring.
     pub waits: u64,
     /// Frames pushed to the publisher.
@@ -224,7 +226,7 @@ pub fn render(s: &Snapshot) -> String {
     }
 
     type CField = (&'static str, &'static str, fn(&CaptureSnapshot) -> u64);
-    let cap: [CField; 11] = [
+    let cap: [CField; 12] = [
         ("rx_frames", "Frames taken from the AF_XDP RX ring.", |c| {
             c.rx_frames
         }),
@@ -248,6 +250,11 @@ pub fn render(s: &Snapshot) -> String {
             "unknown_sensor",
             "UDP datagrams that matched no configured sensor.",
             |c| c.unknown_sensor,
+        ),
+        (
+            "mixed_sources",
+            "UDP datagrams dropped because a second IPv4 source sent to a sensor configured without a source.",
+            |c| c.mixed_sources,
         ),
         ("waits", "Idle waits in io_uring.", |c| c.waits),
         ("frames_out", "Frames pushed to the publisher queue.", |c| {

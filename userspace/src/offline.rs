@@ -1,26 +1,42 @@
-//! Offline input: UDP datagrams from pcap files, and decoding a pcap into frames.
+//! Offline input: UDP datagrams from capture files, and decoding a capture into frames.
 //!
-//! Reads classic libpcap files (µs or ns timestamps, either byte order) with the `pcap-file`
-//! crate. Link types: Ethernet (with any number of 802.1Q / 802.1ad tags), Linux cooked (SLL),
-//! raw IP. Only unfragmented IPv4/UDP datagrams are yielded; other records (ARP, IPv6, TCP,
-//! IPv4 fragments, records too short for their headers) are skipped and counted in
-//! [`UdpPayloads::skipped`].
+//! [`CaptureReader`] streams the UDP datagrams of a classic libpcap file (µs or ns time
+//! stamps, either byte order) or a pcapng file (any number of sections and interfaces, each
+//! with its own link type and time-stamp resolution `if_tsresol` / offset `if_tsoffset`),
+//! read with the `pcap-file` crate. Every record goes through the project's one frame parser,
+//! [`crate::net`], with [`TotalLength::CutAtCapture`]; IPv4 fragments are put back together by
+//! [`crate::reassembly::Reassembler`] with the record times as its clock (1 s timeout) and the
+//! datagram is yielded at the position of its last fragment.
+//!
+//! Link types: Ethernet (with up to two 802.1Q / 802.1ad tags), Linux cooked capture v1 and v2
+//! (SLL, SLL2), raw IP (`LINKTYPE_RAW`) and raw IPv4 (`LINKTYPE_IPV4`). Every record that
+//! yields no datagram is counted in [`SkipCounts`] under exactly one reason, so
+//! `records == records used + SkipCounts::total()`.
+//!
+//! [`decode_pcap_each`] decodes a capture and hands each frame to a callback as it closes: the
+//! memory it holds is one frame in progress, the reassembly slots (about 1 MiB) and the read
+//! buffer, whatever the length of the file. [`decode_pcap`] / [`decode_pcap_with_options`]
+//! collect the frames into a `Vec` (for tests and small captures).
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use pcap_file::DataLink;
 use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::{Block, PcapNgReader};
 
 use crate::frame::Frame;
+use crate::net::{self, LinkType, NetError, TotalLength};
+use crate::reassembly::{Fragment, Reassembler, ReassemblyConfig};
 use crate::sensor::{ConfigError, DecodeCounters, PipelineOptions, ScanPipeline, SensorConfig};
 
-/// Errors of offline decoding.
+/// Errors of offline reading and decoding.
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
-    /// The pcap file cannot be opened or read.
+    /// The capture file cannot be opened or read.
     #[error("cannot read {path}: {source}")]
     Io {
         /// The file.
@@ -28,8 +44,8 @@ pub enum OfflineError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is not a valid classic pcap, or a record is damaged.
-    #[error("{path}: invalid pcap: {source}")]
+    /// The file is neither a classic pcap nor a pcapng file, or a block/record is damaged.
+    #[error("{path}: invalid pcap/pcapng: {source}")]
     Pcap {
         /// The file.
         path: PathBuf,
@@ -39,7 +55,40 @@ pub enum OfflineError {
     /// The sensor configuration or calibration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Datagrams that would be decoded together come from more than one IPv4 source: two
+    /// sensors sending to one port would be mixed into one frame. Decoding stopped at the
+    /// first datagram of the second source; the frames before it were delivered.
+    #[error("{}", mixed_sources_message(.path, .port, .sources))]
+    MixedSources {
+        /// The file.
+        path: PathBuf,
+        /// The port filter in use, if any.
+        port: Option<u16>,
+        /// The sources seen, in order of first appearance (at most [`MAX_LISTED_SOURCES`]).
+        sources: Vec<Ipv4Addr>,
+    },
+    /// The frame callback of [`decode_pcap_each`] failed (e.g. writing to stdout or a PCD).
+    #[error("output: {0}")]
+    Output(#[source] std::io::Error),
 }
+
+fn mixed_sources_message(path: &Path, port: &Option<u16>, sources: &[Ipv4Addr]) -> String {
+    let list: Vec<String> = sources.iter().map(Ipv4Addr::to_string).collect();
+    format!(
+        "{}: the datagrams {} come from {} IPv4 sources ({}); two sensors must never be mixed \
+         into one frame: choose one with --source IP",
+        path.display(),
+        match port {
+            Some(p) => format!("to port {p}"),
+            None => "to every port".to_owned(),
+        },
+        sources.len(),
+        list.join(", ")
+    )
+}
+
+/// Most sources listed by [`OfflineError::MixedSources`].
+pub const MAX_LISTED_SOURCES: usize = 16;
 
 /// One UDP datagram read from a capture.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,167 +101,523 @@ pub struct UdpDatagram {
     pub src_port: u16,
     /// UDP destination port.
     pub dst_port: u16,
-    /// UDP payload (trimmed to the UDP length field; shorter if the capture truncated it).
+    /// UDP payload (trimmed to the UDP length field; shorter if the capture cut the record).
     pub payload: Vec<u8>,
-    /// Record timestamp, ns since the Unix epoch.
+    /// Record time stamp, ns since the Unix epoch (of the last fragment for a reassembled
+    /// datagram).
     pub ts_ns: u64,
 }
 
-/// Iterator over the UDP datagrams of a pcap file, see [`udp_payloads`].
-pub struct UdpPayloads {
-    path: PathBuf,
-    reader: Option<PcapReader<BufReader<File>>>,
-    datalink: DataLink,
-    skipped: u64,
+/// Records that yielded no datagram, by reason. Each record is counted once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SkipCounts {
+    /// The record's link type (or pcapng interface) is not Ethernet, SLL, SLL2 or raw IP.
+    pub unsupported_link: u64,
+    /// The record ends inside a link, IPv4 or UDP header, or it is an IPv4 fragment that the
+    /// capture cut short (which cannot be reassembled).
+    pub truncated: u64,
+    /// Not IPv4 (ARP, IPv6, LLDP, ...), or more than two VLAN tags.
+    pub not_ipv4: u64,
+    /// An IPv4 header with a wrong version, an IHL below 5 or a total length below the header.
+    pub bad_ipv4: u64,
+    /// IPv4 but not UDP (TCP, ICMP, ...).
+    pub not_udp: u64,
+    /// A UDP length field below 8 or beyond the IPv4 payload.
+    pub bad_udp: u64,
+    /// IPv4 fragments whose datagram never completed: a fragment missing at the end of the
+    /// file or after the 1 s reassembly timeout, overlaps, duplicates, inconsistent fragments.
+    pub fragment_incomplete: u64,
+    /// UDP datagrams (all their fragments) to another destination port than the one asked for.
+    pub wrong_port: u64,
+    /// UDP datagrams (all their fragments) from another IPv4 source than the one asked for.
+    pub wrong_source: u64,
 }
 
-impl UdpPayloads {
-    /// Records skipped so far because they were not complete, unfragmented IPv4/UDP.
-    pub fn skipped(&self) -> u64 {
-        self.skipped
+impl SkipCounts {
+    /// Records skipped for any reason.
+    pub fn total(&self) -> u64 {
+        self.reasons().iter().map(|(_, n)| n).sum()
+    }
+
+    /// `(reason, count)` pairs in a fixed order, names as in the JSON summary.
+    pub fn reasons(&self) -> [(&'static str, u64); 9] {
+        [
+            ("unsupported_link", self.unsupported_link),
+            ("truncated", self.truncated),
+            ("not_ipv4", self.not_ipv4),
+            ("bad_ipv4", self.bad_ipv4),
+            ("not_udp", self.not_udp),
+            ("bad_udp", self.bad_udp),
+            ("fragment_incomplete", self.fragment_incomplete),
+            ("wrong_port", self.wrong_port),
+            ("wrong_source", self.wrong_source),
+        ]
+    }
+
+    fn count(&mut self, e: &NetError, records: u64) {
+        let slot = match e {
+            NetError::Truncated { .. } => &mut self.truncated,
+            NetError::NotIpv4(_) | NetError::TooManyVlanTags => &mut self.not_ipv4,
+            NetError::BadVersion(_) | NetError::BadIhl(_) | NetError::BadTotalLength { .. } => {
+                &mut self.bad_ipv4
+            }
+            NetError::NotUdp(_) => &mut self.not_udp,
+            NetError::BadUdpLength { .. } => &mut self.bad_udp,
+            // Fragments are handled before any call; counted as incomplete if one slips here.
+            NetError::Fragment => &mut self.fragment_incomplete,
+        };
+        *slot += records;
     }
 }
 
-/// Opens `path` (classic pcap) and iterates over its UDP datagrams in file order.
-/// A damaged record ends the iteration after yielding [`OfflineError::Pcap`].
-///
-/// # Errors
-/// [`OfflineError::Io`] if the file cannot be opened, [`OfflineError::Pcap`] if its header is
-/// not a pcap header.
-pub fn udp_payloads(path: &Path) -> Result<UdpPayloads, OfflineError> {
-    let f = File::open(path).map_err(|source| OfflineError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let reader = PcapReader::new(BufReader::new(f)).map_err(|source| OfflineError::Pcap {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(UdpPayloads {
-        path: path.to_path_buf(),
-        datalink: reader.header().datalink,
-        reader: Some(reader),
-        skipped: 0,
-    })
+impl std::fmt::Display for SkipCounts {
+    /// `none`, or the non-zero reasons: `not_udp 3, truncated 1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut any = false;
+        for (name, n) in self.reasons() {
+            if n > 0 {
+                write!(f, "{}{name} {n}", if any { ", " } else { "" })?;
+                any = true;
+            }
+        }
+        if !any {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
 }
 
-impl Iterator for UdpPayloads {
+/// Which datagrams a [`CaptureReader`] yields; the others are counted as skipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatagramFilter {
+    /// Only this UDP destination port (`None`: any).
+    pub port: Option<u16>,
+    /// Only this IPv4 source (`None`: any).
+    pub source: Option<Ipv4Addr>,
+}
+
+/// A pcapng interface: its link type (`None` if unsupported) and time-stamp scale.
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    link: Option<LinkType>,
+    /// `if_tsresol` byte (default 6: µs): MSB clear 10^-n s, MSB set 2^-n s.
+    tsresol: u8,
+    /// `if_tsoffset`, seconds added to every time stamp.
+    tsoffset_s: u64,
+}
+
+impl Interface {
+    /// ns since the Unix epoch of a raw EPB time stamp (saturating).
+    fn ns(&self, raw: u64) -> u64 {
+        let raw = u128::from(raw);
+        let n = u32::from(self.tsresol & 0x7f);
+        // raw < 2^64, so raw * 10^9 < 2^94 fits; n <= 127 keeps the shift in range.
+        let ns = if self.tsresol & 0x80 != 0 {
+            (raw * 1_000_000_000) >> n
+        } else if n <= 9 {
+            raw * 10u128.pow(9 - n)
+        } else {
+            raw / 10u128.pow((n - 9).min(38))
+        };
+        let ns = ns + u128::from(self.tsoffset_s) * 1_000_000_000;
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+}
+
+fn link_type(d: DataLink) -> Option<LinkType> {
+    match d {
+        DataLink::ETHERNET => Some(LinkType::Ethernet),
+        DataLink::LINUX_SLL => Some(LinkType::LinuxSll),
+        DataLink::LINUX_SLL2 => Some(LinkType::LinuxSll2),
+        DataLink::RAW => Some(LinkType::RawIp),
+        DataLink::IPV4 => Some(LinkType::Ipv4),
+        _ => None,
+    }
+}
+
+enum Format {
+    Pcap {
+        reader: PcapReader<BufReader<File>>,
+        link: Option<LinkType>,
+    },
+    PcapNg {
+        reader: PcapNgReader<BufReader<File>>,
+        interfaces: Vec<Interface>,
+    },
+}
+
+/// What a [`CaptureReader`] has counted.
+#[derive(Debug, Default)]
+struct Tally {
+    filter: DatagramFilter,
+    skipped: SkipCounts,
+    records: u64,
+    datagrams: u64,
+    /// Fragment records pushed to reassembly and not yet part of a completed datagram.
+    pending_fragments: u64,
+}
+
+impl Tally {
+    /// Passes a whole datagram (made of `records` records) through the filter.
+    fn accept(
+        &mut self,
+        d: &net::UdpDatagram<'_>,
+        ts_ns: u64,
+        records: u64,
+    ) -> Option<UdpDatagram> {
+        if self.filter.port.is_some_and(|p| p != d.dst_port) {
+            self.skipped.wrong_port += records;
+            return None;
+        }
+        let src = Ipv4Addr::from(d.src_ip);
+        if self.filter.source.is_some_and(|s| s != src) {
+            self.skipped.wrong_source += records;
+            return None;
+        }
+        self.datagrams += 1;
+        Some(UdpDatagram {
+            src_ip: src,
+            dst_ip: Ipv4Addr::from(d.dst_ip),
+            src_port: d.src_port,
+            dst_port: d.dst_port,
+            payload: d.payload.to_vec(),
+            ts_ns,
+        })
+    }
+
+    /// One record of link type `link` read at `ts_ns`: the datagram it completes, if any.
+    fn record(
+        &mut self,
+        reasm: &mut Reassembler,
+        link: Option<LinkType>,
+        ts_ns: u64,
+        data: &[u8],
+    ) -> Option<UdpDatagram> {
+        self.records += 1;
+        let Some(link) = link else {
+            self.skipped.unsupported_link += 1;
+            return None;
+        };
+        let ip = match net::parse_ipv4_link(data, link, TotalLength::CutAtCapture) {
+            Ok(ip) => ip,
+            Err(e) => {
+                self.skipped.count(&e, 1);
+                return None;
+            }
+        };
+        let Some(frag) = Fragment::from_ipv4(&ip) else {
+            return match net::udp_of_ipv4(&ip) {
+                Ok(d) => self.accept(&d, ts_ns, 1),
+                Err(e) => {
+                    self.skipped.count(&e, 1);
+                    None
+                }
+            };
+        };
+        if ip.cut {
+            self.skipped.truncated += 1;
+            return None;
+        }
+        if ip.protocol != net::IPPROTO_UDP {
+            self.skipped.not_udp += 1;
+            return None;
+        }
+        self.pending_fragments += 1;
+        // Failures stay pending: counted `fragment_incomplete` at the end of the file.
+        let Ok(Some(whole)) = reasm.push(&frag, ts_ns) else {
+            return None;
+        };
+        let n = u64::from(whole.fragments);
+        self.pending_fragments = self.pending_fragments.saturating_sub(n);
+        match whole.udp() {
+            Ok(d) => self.accept(&d, ts_ns, n),
+            Err(e) => {
+                self.skipped.count(&e, n);
+                None
+            }
+        }
+    }
+
+    /// End of file: fragments still pending never completed.
+    fn finish(&mut self) {
+        self.skipped.fragment_incomplete += std::mem::take(&mut self.pending_fragments);
+    }
+}
+
+/// Streams the UDP datagrams of a capture file in file order; see the module docs. A damaged
+/// record ends the iteration after yielding [`OfflineError::Pcap`].
+pub struct CaptureReader {
+    path: PathBuf,
+    format: Option<Format>,
+    reasm: Reassembler,
+    tally: Tally,
+}
+
+/// The name [`CaptureReader`] had when it read classic pcap only.
+pub type UdpPayloads = CaptureReader;
+
+/// Opens `path` (classic pcap or pcapng) and iterates over all its UDP datagrams.
+///
+/// # Errors
+/// As [`CaptureReader::open`].
+pub fn udp_payloads(path: &Path) -> Result<CaptureReader, OfflineError> {
+    CaptureReader::open(path, DatagramFilter::default())
+}
+
+impl CaptureReader {
+    /// Opens `path`, a classic pcap or a pcapng file (told apart by the magic number), and
+    /// yields the datagrams `filter` accepts.
+    ///
+    /// # Errors
+    /// [`OfflineError::Io`] if the file cannot be opened, [`OfflineError::Pcap`] if it starts
+    /// with neither a pcap header nor a pcapng section header block.
+    pub fn open(path: &Path, filter: DatagramFilter) -> Result<Self, OfflineError> {
+        let io_err = |source| OfflineError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let pcap_err = |source| OfflineError::Pcap {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = BufReader::with_capacity(1 << 16, File::open(path).map_err(io_err)?);
+        let pcapng = file
+            .fill_buf()
+            .map_err(io_err)?
+            .starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]);
+        let format = if pcapng {
+            Format::PcapNg {
+                reader: PcapNgReader::new(file).map_err(pcap_err)?,
+                interfaces: Vec::new(),
+            }
+        } else {
+            let reader = PcapReader::new(file).map_err(pcap_err)?;
+            Format::Pcap {
+                link: link_type(reader.header().datalink),
+                reader,
+            }
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            format: Some(format),
+            reasm: Reassembler::new(ReassemblyConfig::default()),
+            tally: Tally {
+                filter,
+                ..Tally::default()
+            },
+        })
+    }
+
+    /// Records skipped so far, by reason. Fragments still waiting for reassembly are counted
+    /// (as `fragment_incomplete`) once the file has been read to its end.
+    pub fn skip_counts(&self) -> &SkipCounts {
+        &self.tally.skipped
+    }
+
+    /// Records skipped so far, all reasons together (see [`CaptureReader::skip_counts`]).
+    pub fn skipped(&self) -> u64 {
+        self.tally.skipped.total()
+    }
+
+    /// Records (packet blocks) read so far.
+    pub fn records(&self) -> u64 {
+        self.tally.records
+    }
+
+    /// Datagrams yielded so far.
+    pub fn datagrams(&self) -> u64 {
+        self.tally.datagrams
+    }
+
+    /// The filter in use.
+    pub fn filter(&self) -> DatagramFilter {
+        self.tally.filter
+    }
+
+    fn fail(&mut self, source: pcap_file::PcapError) -> Option<Result<UdpDatagram, OfflineError>> {
+        self.format = None;
+        self.tally.finish();
+        Some(Err(OfflineError::Pcap {
+            path: self.path.clone(),
+            source,
+        }))
+    }
+}
+
+impl Iterator for CaptureReader {
     type Item = Result<UdpDatagram, OfflineError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let reader = self.reader.as_mut()?;
-            let pkt = match reader.next_packet()? {
-                Ok(p) => p,
-                Err(source) => {
-                    self.reader = None;
-                    return Some(Err(OfflineError::Pcap {
-                        path: self.path.clone(),
-                        source,
-                    }));
-                }
-            };
-            let ts_ns = u64::try_from(pkt.timestamp.as_nanos()).unwrap_or(u64::MAX);
-            match parse_udp(self.datalink, &pkt.data) {
-                Some(d) => return Some(Ok(UdpDatagram { ts_ns, ..d })),
-                None => self.skipped += 1,
+        let (tally, reasm) = (&mut self.tally, &mut self.reasm);
+        let err = loop {
+            match self.format.as_mut()? {
+                Format::Pcap { reader, link } => match reader.next_packet() {
+                    None => break None,
+                    Some(Err(e)) => break Some(e),
+                    Some(Ok(p)) => {
+                        let ts = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                        if let Some(d) = tally.record(reasm, *link, ts, &p.data) {
+                            return Some(Ok(d));
+                        }
+                    }
+                },
+                Format::PcapNg { reader, interfaces } => match reader.next_block() {
+                    None => break None,
+                    Some(Err(e)) => break Some(e),
+                    Some(Ok(Block::SectionHeader(_))) => interfaces.clear(),
+                    Some(Ok(Block::InterfaceDescription(i))) => {
+                        let mut iface = Interface {
+                            link: link_type(i.linktype),
+                            tsresol: 6,
+                            tsoffset_s: 0,
+                        };
+                        for o in &i.options {
+                            match o {
+                                InterfaceDescriptionOption::IfTsResol(r) => iface.tsresol = *r,
+                                InterfaceDescriptionOption::IfTsOffset(s) => iface.tsoffset_s = *s,
+                                _ => {}
+                            }
+                        }
+                        interfaces.push(iface);
+                    }
+                    Some(Ok(Block::EnhancedPacket(p))) => {
+                        // pcap-file 2 stores the raw time-stamp units in the Duration's ns.
+                        let raw = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                        let iface = usize::try_from(p.interface_id)
+                            .ok()
+                            .and_then(|i| interfaces.get(i));
+                        let (link, ts) =
+                            (iface.and_then(|i| i.link), iface.map_or(0, |i| i.ns(raw)));
+                        if let Some(d) = tally.record(reasm, link, ts, &p.data) {
+                            return Some(Ok(d));
+                        }
+                    }
+                    Some(Ok(Block::SimplePacket(p))) => {
+                        // No time stamp; the first interface's link type (pcapng spec 4.4).
+                        let link = interfaces.first().and_then(|i| i.link);
+                        if let Some(d) = tally.record(reasm, link, 0, &p.data) {
+                            return Some(Ok(d));
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                },
+            }
+        };
+        match err {
+            Some(e) => self.fail(e),
+            None => {
+                self.format = None;
+                self.tally.finish();
+                None
             }
         }
     }
 }
 
-/// Strips link, IPv4 and UDP headers. `None` unless the record is an unfragmented IPv4/UDP
-/// datagram whose UDP header is complete.
+/// Options of [`decode_pcap_each`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DecodeOptions {
+    /// Only datagrams to this UDP destination port (`None`: every port).
+    pub port: Option<u16>,
+    /// Only datagrams from this IPv4 source. `None`: any, but all decoded datagrams must then
+    /// come from one source, else [`OfflineError::MixedSources`].
+    pub source: Option<Ipv4Addr>,
+    /// Decoder options.
+    pub pipeline: PipelineOptions,
+}
+
+/// What [`decode_pcap_each`] read and decoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeSummary {
+    /// Records (packet blocks) in the file.
+    pub records: u64,
+    /// UDP datagrams passed to the decoder (a reassembled datagram counts once).
+    pub datagrams: u64,
+    /// Records that yielded no datagram, by reason.
+    pub skipped: SkipCounts,
+    /// The decoder's counters (packets, decoded, malformed, ignored, frames, points).
+    pub counters: DecodeCounters,
+}
+
+/// Decodes the capture at `path` and hands each frame to `on_frame` as soon as it closes (the
+/// frame in progress at the end of the file last). Each datagram's pcap record time is its host
+/// time (`host_ns`). Memory does not grow with the file: one frame in progress, the
+/// reassembler's slots, the read buffer.
 ///
-/// Deliberately more lenient than [`crate::net::parse_udp_ipv4`] (the strict parser for live
-/// traffic): an IPv4 total length larger than the captured bytes is tolerated and the UDP
-/// payload is cut at the UDP length or the end of the record, whichever is first. Real
-/// captures need this: the position packets of
-/// `vlp16_strongest_prodid0x21_with_position_pkts.pcap` claim 1234 bytes of IPv4 in 540.
-/// A payload cut short by the capture then reaches the decoder and is counted there.
-fn parse_udp(link: DataLink, frame: &[u8]) -> Option<UdpDatagram> {
-    let ip = match link {
-        DataLink::ETHERNET => {
-            let mut ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-            let mut off = 14;
-            // 802.1Q (0x8100) and 802.1ad (0x88a8) tags: 4 bytes each.
-            while ethertype == 0x8100 || ethertype == 0x88a8 {
-                ethertype = u16::from_be_bytes([*frame.get(off + 2)?, *frame.get(off + 3)?]);
-                off += 4;
+/// Two sensors must never be mixed into one frame: without `opts.source`, the first datagram
+/// fixes the source; a datagram from another source stops decoding with
+/// [`OfflineError::MixedSources`] (listing every source in the rest of the file, up to
+/// [`MAX_LISTED_SOURCES`]) before it reaches the decoder.
+///
+/// # Errors
+/// [`OfflineError::Config`] for an invalid configuration; [`OfflineError::Io`] /
+/// [`OfflineError::Pcap`] when the file cannot be read; [`OfflineError::MixedSources`];
+/// [`OfflineError::Output`] when `on_frame` fails (decoding stops there).
+pub fn decode_pcap_each<F>(
+    path: &Path,
+    cfg: &SensorConfig,
+    opts: &DecodeOptions,
+    mut on_frame: F,
+) -> Result<DecodeSummary, OfflineError>
+where
+    F: FnMut(Frame) -> std::io::Result<()>,
+{
+    let mut pipeline = ScanPipeline::with_options(cfg, opts.pipeline)?;
+    let mut reader = CaptureReader::open(
+        path,
+        DatagramFilter {
+            port: opts.port,
+            source: opts.source,
+        },
+    )?;
+    let mut out: Vec<Frame> = Vec::new();
+    let mut source: Option<Ipv4Addr> = None;
+    while let Some(d) = reader.next() {
+        let d = d?;
+        match source {
+            None => source = Some(d.src_ip),
+            Some(first) if first != d.src_ip => {
+                let mut sources = vec![first, d.src_ip];
+                for d in reader.by_ref().map_while(Result::ok) {
+                    if sources.len() >= MAX_LISTED_SOURCES {
+                        break;
+                    }
+                    if !sources.contains(&d.src_ip) {
+                        sources.push(d.src_ip);
+                    }
+                }
+                return Err(OfflineError::MixedSources {
+                    path: path.to_path_buf(),
+                    port: opts.port,
+                    sources,
+                });
             }
-            if ethertype != 0x0800 {
-                return None;
-            }
-            frame.get(off..)?
+            Some(_) => {}
         }
-        DataLink::LINUX_SLL => {
-            if frame.get(14..16)? != [0x08, 0x00] {
-                return None;
-            }
-            frame.get(16..)?
+        pipeline.push(&d.payload, d.ts_ns, &mut out);
+        for f in out.drain(..) {
+            on_frame(f).map_err(OfflineError::Output)?;
         }
-        DataLink::RAW | DataLink::IPV4 => frame,
-        _ => return None,
-    };
-    let (
-        &[
-            vihl,
-            _,
-            t0,
-            t1,
-            _,
-            _,
-            f0,
-            f1,
-            _,
-            proto,
-            _,
-            _,
-            s0,
-            s1,
-            s2,
-            s3,
-            d0,
-            d1,
-            d2,
-            d3,
-        ],
-        _,
-    ) = ip.split_first_chunk::<20>()?;
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([t0, t1]));
-    // More-fragments flag or a non-zero offset: not a whole datagram.
-    if vihl >> 4 != 4
-        || ihl < 20
-        || total < ihl
-        || u16::from_be_bytes([f0, f1]) & 0x3fff != 0
-        || proto != 17
-    {
-        return None;
     }
-    let udp = ip.get(..total.min(ip.len()))?.get(ihl..)?;
-    let (&[p0, p1, q0, q1, l0, l1, _, _], rest) = udp.split_first_chunk::<8>()?;
-    let ulen = usize::from(u16::from_be_bytes([l0, l1]));
-    if ulen < 8 {
-        return None;
+    pipeline.flush(&mut out);
+    for f in out.drain(..) {
+        on_frame(f).map_err(OfflineError::Output)?;
     }
-    Some(UdpDatagram {
-        src_ip: Ipv4Addr::new(s0, s1, s2, s3),
-        dst_ip: Ipv4Addr::new(d0, d1, d2, d3),
-        src_port: u16::from_be_bytes([p0, p1]),
-        dst_port: u16::from_be_bytes([q0, q1]),
-        payload: rest.get(..ulen - 8).unwrap_or(rest).to_vec(),
-        ts_ns: 0,
+    Ok(DecodeSummary {
+        records: reader.records(),
+        datagrams: reader.datagrams(),
+        skipped: *reader.skip_counts(),
+        counters: *pipeline.counters(),
     })
 }
 
-/// Decodes a pcap with default [`PipelineOptions`]: every UDP datagram (to `udp_port` only, if
+/// Decodes a capture with default [`PipelineOptions`] into a `Vec` of frames (see
+/// [`decode_pcap_each`], which streams them): every UDP datagram (to `udp_port` only, if
 /// given) is pushed with its record time as host time; the frame in progress is flushed at the
 /// end of the file.
 ///
 /// # Errors
-/// [`OfflineError::Config`] for an invalid configuration, [`OfflineError::Io`] /
-/// [`OfflineError::Pcap`] when the file cannot be read.
+/// As [`decode_pcap_each`].
 pub fn decode_pcap(
     path: &Path,
     cfg: &SensorConfig,
@@ -221,116 +626,50 @@ pub fn decode_pcap(
     decode_pcap_with_options(path, cfg, udp_port, PipelineOptions::default())
 }
 
-/// [`decode_pcap`] with explicit [`PipelineOptions`].
+/// [`decode_pcap`] with explicit [`PipelineOptions`]: a thin wrapper collecting the frames of
+/// [`decode_pcap_each`].
 ///
 /// # Errors
-/// As [`decode_pcap`].
+/// As [`decode_pcap_each`].
 pub fn decode_pcap_with_options(
     path: &Path,
     cfg: &SensorConfig,
     udp_port: Option<u16>,
     opts: PipelineOptions,
 ) -> Result<(Vec<Frame>, DecodeCounters), OfflineError> {
-    let mut pipeline = ScanPipeline::with_options(cfg, opts)?;
     let mut frames = Vec::new();
-    for d in udp_payloads(path)? {
-        let d = d?;
-        if udp_port.is_none_or(|p| p == d.dst_port) {
-            pipeline.push(&d.payload, d.ts_ns, &mut frames);
-        }
-    }
-    pipeline.flush(&mut frames);
-    Ok((frames, *pipeline.counters()))
+    let opts = DecodeOptions {
+        port: udp_port,
+        source: None,
+        pipeline: opts,
+    };
+    let summary = decode_pcap_each(path, cfg, &opts, |f| {
+        frames.push(f);
+        Ok(())
+    })?;
+    Ok((frames, summary.counters))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn eth_udp(vlan: bool, payload: &[u8]) -> Vec<u8> {
-        let mut f = vec![0xffu8; 12];
-        if vlan {
-            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
-        }
-        f.extend_from_slice(&[0x08, 0x00]);
-        let total = (20 + 8 + payload.len()) as u16;
-        let mut ip = vec![
-            0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 192, 168, 1, 201, 192, 168, 1, 100,
-        ];
-        ip[2..4].copy_from_slice(&total.to_be_bytes());
-        f.extend_from_slice(&ip);
-        f.extend_from_slice(&2368u16.to_be_bytes());
-        f.extend_from_slice(&2369u16.to_be_bytes());
-        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-        f.extend_from_slice(payload);
-        f.extend_from_slice(&[0; 6]); // Ethernet padding must be trimmed
-        f
-    }
-
     #[test]
-    fn parses_ethernet_vlan_and_trims_padding() {
-        for vlan in [false, true] {
-            let d = parse_udp(DataLink::ETHERNET, &eth_udp(vlan, b"hello")).unwrap();
-            assert_eq!(
-                (d.src_ip, d.dst_ip),
-                (
-                    Ipv4Addr::new(192, 168, 1, 201),
-                    Ipv4Addr::new(192, 168, 1, 100)
-                )
-            );
-            assert_eq!(
-                (d.src_port, d.dst_port, &d.payload[..]),
-                (2368, 2369, &b"hello"[..])
-            );
-        }
-        let f = eth_udp(false, b"x");
-        // Truncated headers, fragments and non-UDP are skipped, never a panic.
-        for n in 0..42 {
-            assert!(parse_udp(DataLink::ETHERNET, &f[..n]).is_none(), "{n}");
-        }
-        let mut frag = f.clone();
-        frag[20] = 0x20; // MF
-        assert!(parse_udp(DataLink::ETHERNET, &frag).is_none());
-        let mut tcp = f.clone();
-        tcp[23] = 6;
-        assert!(parse_udp(DataLink::ETHERNET, &tcp).is_none());
-        // IPv4 total length beyond the record: tolerated, payload cut at the record's end.
-        let mut long = eth_udp(false, b"hello");
-        long[16..18].copy_from_slice(&1234u16.to_be_bytes());
-        long[38..40].copy_from_slice(&520u16.to_be_bytes());
-        assert_eq!(
-            parse_udp(DataLink::ETHERNET, &long).unwrap().payload.len(),
-            5 + 6
-        );
-    }
-
-    #[test]
-    fn raw_ip_and_other_link_types() {
-        let mut ip = vec![
-            0x45, 0, 0, 33, 0, 0, 0x40, 0, 64, 17, 0, 0, 192, 168, 1, 201, 192, 168, 1, 100,
-        ];
-        ip.extend_from_slice(&[0x09, 0x40, 0x09, 0x41, 0, 13, 0, 0]);
-        ip.extend_from_slice(b"hello");
-        let d = parse_udp(DataLink::RAW, &ip).unwrap();
-        assert_eq!(
-            (d.src_ip, d.dst_ip),
-            (
-                Ipv4Addr::new(192, 168, 1, 201),
-                Ipv4Addr::new(192, 168, 1, 100)
-            )
-        );
-        assert_eq!(
-            (d.src_port, d.dst_port, &d.payload[..]),
-            (2368, 2369, &b"hello"[..])
-        );
-        // Headers cut: skipped; payload cut by the capture: shortened payload.
-        for n in 0..ip.len() {
-            let d = parse_udp(DataLink::RAW, &ip[..n]);
-            assert_eq!(d.map(|d| d.payload.len()), n.checked_sub(28), "{n}");
-        }
-        assert!(parse_udp(DataLink::LINUX_SLL, &ip).is_none());
-        assert!(parse_udp(DataLink::NULL, &ip).is_none());
+    fn pcapng_time_stamp_resolutions() {
+        let i = |tsresol, tsoffset_s| Interface {
+            link: None,
+            tsresol,
+            tsoffset_s,
+        };
+        assert_eq!(i(6, 0).ns(1_500_000), 1_500_000_000);
+        assert_eq!(i(9, 0).ns(1_500_000_001), 1_500_000_001);
+        assert_eq!(i(3, 0).ns(7), 7_000_000);
+        assert_eq!(i(12, 0).ns(5_000_123_456), 5_000_123);
+        // 2^-10 s units: 1024 units = 1 s.
+        assert_eq!(i(0x80 | 10, 0).ns(2048), 2_000_000_000);
+        assert_eq!(i(6, 100).ns(1), 100_000_001_000);
+        assert_eq!(i(0, 0).ns(u64::MAX), u64::MAX, "saturates");
+        assert_eq!(i(0xff, 0).ns(u64::MAX), 0, "2^-127 s units");
     }
 
     #[test]
@@ -342,13 +681,14 @@ mod tests {
         let mut it = udp_payloads(path).unwrap();
         let all: Vec<UdpDatagram> = it.by_ref().map(Result::unwrap).collect();
         assert_eq!(all.len(), 100);
-        assert_eq!(it.skipped(), 0);
+        assert_eq!((it.records(), it.datagrams(), it.skipped()), (100, 100, 0));
         assert_eq!(
             all.iter()
                 .filter(|d| d.dst_port == 2368 && d.payload.len() == 1206)
                 .count(),
             84
         );
+        // The position packets claim 1234 bytes of IPv4 in 540: cut at the record's end.
         assert_eq!(
             all.iter()
                 .filter(|d| d.dst_port == 8308 && d.payload.len() == 512)
@@ -356,6 +696,22 @@ mod tests {
             16
         );
         assert!(all.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+        let mut only = CaptureReader::open(
+            path,
+            DatagramFilter {
+                port: Some(8308),
+                source: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(only.by_ref().count(), 16);
+        assert_eq!(
+            *only.skip_counts(),
+            SkipCounts {
+                wrong_port: 84,
+                ..SkipCounts::default()
+            }
+        );
         assert!(matches!(
             udp_payloads(Path::new("/nonexistent.pcap")),
             Err(OfflineError::Io { .. })

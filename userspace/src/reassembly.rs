@@ -36,7 +36,7 @@
 //! reassembly algorithms), RFC 5722 (handling of overlapping IPv6 fragments), Linux
 //! `net/ipv4/ip_fragment.c` (behaviour on overlaps, limits and timeouts).
 
-use crate::net::{IPPROTO_UDP, Ipv4Packet, Layer, NetError, UDP_HEADER_LEN, UdpDatagram};
+use crate::net::{Ipv4Packet, NetError, UdpDatagram};
 
 /// Largest IPv4 payload: the 16-bit total length (65,535 bytes) minus the minimal 20-byte header.
 pub const MAX_PAYLOAD_LEN: usize = 65_535 - 20;
@@ -234,41 +234,20 @@ pub struct Reassembled<'a> {
 }
 
 impl<'a> Reassembled<'a> {
-    /// The datagram as UDP, with the same checks as [`crate::net::parse_udp_ipv4`]: the UDP
+    /// The datagram as UDP, with [`crate::net::parse_udp`], the parser of [`crate::net::parse_udp_ipv4`]: the UDP
     /// length field must be at least 8 and fit in the payload (the UDP checksum is not verified).
     ///
     /// # Errors
     /// [`NetError::NotUdp`], [`NetError::Truncated`] in the UDP header,
     /// [`NetError::BadUdpLength`].
     pub fn udp(&self) -> Result<UdpDatagram<'a>, NetError> {
-        if self.key.protocol != IPPROTO_UDP {
-            return Err(NetError::NotUdp(self.key.protocol));
-        }
-        let (h, _) =
-            self.payload
-                .split_first_chunk::<UDP_HEADER_LEN>()
-                .ok_or(NetError::Truncated {
-                    layer: Layer::Udp,
-                    need: UDP_HEADER_LEN,
-                    have: self.payload.len(),
-                })?;
-        let [sp0, sp1, dp0, dp1, l0, l1, _c0, _c1] = *h;
-        let len = u16::from_be_bytes([l0, l1]);
-        let payload = self
-            .payload
-            .get(..len as usize)
-            .and_then(|d| d.get(UDP_HEADER_LEN..))
-            .ok_or(NetError::BadUdpLength {
-                len,
-                available: self.payload.len(),
-            })?;
-        Ok(UdpDatagram {
-            src_ip: self.key.src_ip,
-            dst_ip: self.key.dst_ip,
-            src_port: u16::from_be_bytes([sp0, sp1]),
-            dst_port: u16::from_be_bytes([dp0, dp1]),
-            payload,
-        })
+        crate::net::parse_udp(
+            self.key.src_ip,
+            self.key.dst_ip,
+            self.key.protocol,
+            self.payload,
+            false,
+        )
     }
 }
 
@@ -573,6 +552,7 @@ impl Reassembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::{IPPROTO_UDP, UDP_HEADER_LEN};
 
     const KEY: FragmentKey = FragmentKey {
         src_ip: [10, 0, 0, 1],

@@ -11,25 +11,20 @@
 //! Datagrams larger than the path MTU (Ouster lidar packets, 3–25 KB) are fragmented by the
 //! kernel, never refused: see [`allow_fragmentation`].
 //!
-//! Records are parsed as Ethernet (with optional 802.1Q/802.1ad tags), Linux cooked capture
-//! (SLL) or raw IPv4, then IPv4 and UDP. Non-IPv4/UDP records are skipped and counted. IPv4
-//! fragments of UDP datagrams (captures of Ouster sensors recorded on a 1500-byte MTU link) are
-//! reassembled with [`crate::reassembly::Reassembler`] (record times as its clock, 1 s timeout)
-//! and sent as whole datagrams, timed at their last fragment; fragments of datagrams that cannot
-//! be reassembled are counted as skipped. Classic pcap and pcapng files are both accepted.
+//! Captures are read with [`crate::offline::CaptureReader`], the same reader and frame parser
+//! ([`crate::net`]) as `decode`: classic pcap and pcapng; Ethernet (VLAN tags), Linux cooked
+//! (SLL, SLL2) and raw-IP link types; IPv4 fragments (captures of Ouster sensors recorded on a
+//! 1500-byte MTU link) reassembled and sent as whole datagrams, timed at their last fragment.
+//! Records that yield no datagram are counted as skipped.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use crate::reassembly::{Fragment, FragmentKey, Reassembler, ReassemblyConfig};
-use pcap_file::DataLink;
-use pcap_file::pcap::PcapReader;
-use pcap_file::pcapng::{Block, PcapNgReader};
+use crate::offline::{CaptureReader, DatagramFilter, OfflineError};
 use thiserror::Error;
 
 /// Sending rate.
@@ -131,14 +126,6 @@ pub enum ReplayError {
         /// Cause.
         source: pcap_file::PcapError,
     },
-    /// Link type other than Ethernet, Linux SLL, raw IP.
-    #[error("{path}: unsupported link type {link:?} (expected Ethernet, Linux SLL or raw IPv4)")]
-    LinkType {
-        /// File.
-        path: PathBuf,
-        /// The capture's link type.
-        link: DataLink,
-    },
     /// Socket setup or a non-transient send error.
     #[error("UDP socket to {to}: {source}")]
     Socket {
@@ -163,112 +150,44 @@ pub struct CapturedDatagram {
 }
 
 /// Reads the UDP/IPv4 datagrams of a capture, in file order (a fragmented datagram at the
-/// position of its last fragment, reassembled). Returns them and the number of records skipped
-/// (not IPv4/UDP, truncated, fragments of a datagram that could not be reassembled, or not
-/// matching `dst_port_filter`).
+/// position of its last fragment, reassembled), with [`CaptureReader`]. Returns them and the
+/// number of records skipped (every reason of [`crate::offline::SkipCounts`], including
+/// datagrams not matching `dst_port_filter`).
+///
+/// # Errors
+/// [`ReplayError::Open`] when the file cannot be opened or read, [`ReplayError::Pcap`] when it
+/// is not pcap/pcapng or a record is damaged.
 pub fn read_udp_datagrams(
     path: &Path,
     dst_port_filter: Option<u16>,
 ) -> Result<(Vec<CapturedDatagram>, u64), ReplayError> {
-    let open_err = |source| ReplayError::Open {
-        path: path.to_owned(),
-        source,
+    let err = |e: OfflineError| match e {
+        OfflineError::Pcap { path, source } => ReplayError::Pcap { path, source },
+        OfflineError::Io { path, source } => ReplayError::Open { path, source },
+        other => ReplayError::Open {
+            path: path.to_owned(),
+            source: io::Error::other(other.to_string()),
+        },
     };
-    let pcap_err = |source| ReplayError::Pcap {
-        path: path.to_owned(),
-        source,
-    };
-    let mut file = BufReader::new(File::open(path).map_err(open_err)?);
-    let mut magic = [0u8; 4];
-    file.read_exact(&mut magic).map_err(open_err)?;
-    let file = io::Cursor::new(magic).chain(file);
+    let mut reader = CaptureReader::open(
+        path,
+        DatagramFilter {
+            port: dst_port_filter,
+            source: None,
+        },
+    )
+    .map_err(err)?;
     let mut out = Vec::new();
-    let mut skipped = 0u64;
-    let mut reasm = Reassembler::new(ReassemblyConfig::default());
-    let (mut fragment_records, mut fragments_used) = (0u64, 0u64);
-    let wanted = |port: u16| dst_port_filter.is_none_or(|p| p == port);
-    let mut take = |link: DataLink, ts: Duration, data: &[u8]| {
-        if let Some(d) = udp_of_record(link, data) {
-            if wanted(d.dst_port) {
-                out.push(CapturedDatagram {
-                    timestamp: ts,
-                    src_port: d.src_port,
-                    dst_port: d.dst_port,
-                    payload: d.payload.to_vec(),
-                });
-            } else {
-                skipped += 1;
-            }
-            return;
-        }
-        let Some(f) = fragment_of_record(link, data) else {
-            skipped += 1;
-            return;
-        };
-        fragment_records += 1;
-        let now = u64::try_from(ts.as_nanos()).unwrap_or(u64::MAX);
-        if let Ok(Some(whole)) = reasm.push(&f, now)
-            && let Ok(d) = whole.udp()
-            && wanted(d.dst_port)
-        {
-            fragments_used += u64::from(whole.fragments);
-            out.push(CapturedDatagram {
-                timestamp: ts,
-                src_port: d.src_port,
-                dst_port: d.dst_port,
-                payload: d.payload.to_vec(),
-            });
-        }
-    };
-    let supported = |l: DataLink| {
-        matches!(
-            l,
-            DataLink::ETHERNET | DataLink::LINUX_SLL | DataLink::RAW | DataLink::IPV4
-        )
-    };
-    if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
-        let mut r = PcapNgReader::new(file).map_err(pcap_err)?;
-        let mut links: Vec<DataLink> = Vec::new();
-        while let Some(block) = r.next_block() {
-            match block.map_err(pcap_err)? {
-                Block::SectionHeader(_) => links.clear(),
-                Block::InterfaceDescription(i) => links.push(i.linktype),
-                Block::EnhancedPacket(p) => {
-                    let link = links
-                        .get(p.interface_id as usize)
-                        .copied()
-                        .unwrap_or(DataLink::ETHERNET);
-                    if !supported(link) {
-                        return Err(ReplayError::LinkType {
-                            path: path.to_owned(),
-                            link,
-                        });
-                    }
-                    take(link, p.timestamp, &p.data);
-                }
-                Block::SimplePacket(p) => take(
-                    links.first().copied().unwrap_or(DataLink::ETHERNET),
-                    Duration::ZERO,
-                    &p.data,
-                ),
-                _ => {}
-            }
-        }
-    } else {
-        let mut r = PcapReader::new(file).map_err(pcap_err)?;
-        let link = r.header().datalink;
-        if !supported(link) {
-            return Err(ReplayError::LinkType {
-                path: path.to_owned(),
-                link,
-            });
-        }
-        while let Some(p) = r.next_packet() {
-            let p = p.map_err(pcap_err)?;
-            take(link, p.timestamp, &p.data);
-        }
+    for d in reader.by_ref() {
+        let d = d.map_err(err)?;
+        out.push(CapturedDatagram {
+            timestamp: Duration::from_nanos(d.ts_ns),
+            src_port: d.src_port,
+            dst_port: d.dst_port,
+            payload: d.payload,
+        });
     }
-    Ok((out, skipped + fragment_records - fragments_used))
+    Ok((out, reader.skipped()))
 }
 
 /// Sends the capture's UDP payloads to `cfg.to` from an ephemeral UDP socket.
@@ -481,93 +400,6 @@ impl Schedule {
     }
 }
 
-/// Ports and payload of one UDP datagram inside a captured record.
-struct Udp<'a> {
-    src_port: u16,
-    dst_port: u16,
-    payload: &'a [u8],
-}
-
-fn be16(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(o)?, *b.get(o + 1)?]))
-}
-
-/// Link layer → the IPv4 packet's bytes (`None` for other EtherTypes or truncated records).
-fn ipv4_of_record(link: DataLink, rec: &[u8]) -> Option<&[u8]> {
-    Some(match link {
-        DataLink::ETHERNET => {
-            let mut o = 12;
-            let mut ethertype = be16(rec, o)?;
-            // 802.1Q, 802.1ad, legacy QinQ tags: 4 bytes each.
-            while matches!(ethertype, 0x8100 | 0x88a8 | 0x9100) {
-                o += 4;
-                ethertype = be16(rec, o)?;
-            }
-            if ethertype != 0x0800 {
-                return None;
-            }
-            rec.get(o + 2..)?
-        }
-        DataLink::LINUX_SLL => {
-            if be16(rec, 14)? != 0x0800 {
-                return None;
-            }
-            rec.get(16..)?
-        }
-        _ => rec, // RAW / IPV4
-    })
-}
-
-/// Link layer → an IPv4 fragment (MF set or offset != 0) of a UDP datagram, for reassembly.
-/// `None` for anything else or truncated records.
-fn fragment_of_record(link: DataLink, rec: &[u8]) -> Option<Fragment<'_>> {
-    let ip = ipv4_of_record(link, rec)?;
-    let vihl = *ip.first()?;
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    let total = usize::from(be16(ip, 2)?);
-    let frag = be16(ip, 6)?;
-    if vihl >> 4 != 4 || ihl < 20 || total < ihl || *ip.get(9)? != 17 || frag & 0x3fff == 0 {
-        return None;
-    }
-    let addr = |o: usize| -> Option<[u8; 4]> { ip.get(o..o + 4)?.try_into().ok() };
-    Some(Fragment {
-        key: FragmentKey {
-            src_ip: addr(12)?,
-            dst_ip: addr(16)?,
-            id: be16(ip, 4)?,
-            protocol: 17,
-        },
-        offset: (frag & 0x1fff) * 8,
-        more_fragments: frag & 0x2000 != 0,
-        payload: ip.get(ihl..total)?,
-    })
-}
-
-/// Link layer → IPv4 → UDP. `None` for anything else, fragments, or truncated records.
-fn udp_of_record(link: DataLink, rec: &[u8]) -> Option<Udp<'_>> {
-    let ip = ipv4_of_record(link, rec)?;
-    let vihl = *ip.first()?;
-    if vihl >> 4 != 4 {
-        return None;
-    }
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    let total = usize::from(be16(ip, 2)?);
-    let frag = be16(ip, 6)?;
-    if ihl < 20 || total < ihl + 8 || total > ip.len() || ip[9] != 17 || frag & 0x3fff != 0 {
-        return None; // bad header, truncated, not UDP, or a fragment (MF set or offset != 0)
-    }
-    let udp = &ip[ihl..total];
-    let udp_len = usize::from(be16(udp, 4)?);
-    if udp_len < 8 || udp_len > udp.len() {
-        return None;
-    }
-    Some(Udp {
-        src_port: be16(udp, 0)?,
-        dst_port: be16(udp, 2)?,
-        payload: &udp[8..udp_len],
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -599,26 +431,6 @@ mod tests {
         v.extend_from_slice(payload);
         v.extend_from_slice(&[0, 0, 0, 0]); // Ethernet padding / FCS must be ignored
         v
-    }
-
-    #[test]
-    fn parses_ethernet_vlan_and_rejects_fragments() {
-        let p = b"hello lidar";
-        let r = eth_udp(false, p, 0);
-        let u = udp_of_record(DataLink::ETHERNET, &r).unwrap();
-        assert_eq!((u.src_port, u.dst_port, u.payload), (2368, 2368, &p[..]));
-        let r = eth_udp(true, p, 0x4000); // DF is fine
-        assert_eq!(udp_of_record(DataLink::ETHERNET, &r).unwrap().payload, p);
-        assert!(udp_of_record(DataLink::ETHERNET, &eth_udp(false, p, 0x2000)).is_none()); // MF
-        assert!(udp_of_record(DataLink::ETHERNET, &eth_udp(false, p, 0x0010)).is_none()); // offset
-        let r = eth_udp(false, p, 0);
-        for n in 0..r.len() - 4 {
-            assert!(
-                udp_of_record(DataLink::ETHERNET, &r[..n]).is_none(),
-                "truncated at {n}"
-            );
-        }
-        assert!(udp_of_record(DataLink::RAW, &r[14..]).is_some());
     }
 
     /// Ethernet + IPv4 fragment (id, flags/offset field) carrying `ip_payload`.
@@ -653,7 +465,8 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("lidarxdp-replay-frag-{}.pcap", std::process::id()));
         {
-            let mut w = pcap_file::pcap::PcapWriter::new(File::create(&path).unwrap()).unwrap();
+            let mut w =
+                pcap_file::pcap::PcapWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
             for (ms, data) in &records {
                 let p = pcap_file::pcap::PcapPacket::new(
                     Duration::from_millis(*ms),

@@ -21,8 +21,14 @@ const OS1_64: &str = concat!(
     "/../../shared/data/ouster/os1-64/os1-64_legacy_fw1.1x_3frames"
 );
 
+/// The range gate these tests count against, (0.3, 300) m (the default before the datasheet
+/// ranges; the Ouster default is now (0, 400) m).
 fn cfg(base: &str) -> SensorConfig {
-    SensorConfig::new(5, SensorModel::Ouster, format!("{base}.json"))
+    SensorConfig {
+        min_range_m: 0.3,
+        max_range_m: 300.0,
+        ..SensorConfig::new(5, SensorModel::Ouster, format!("{base}.json"))
+    }
 }
 
 /// All UDP payloads to port 7502 with their record times.
@@ -79,7 +85,7 @@ fn damaged_and_foreign_datagrams_are_counted_and_leave_the_frame_intact() {
             ignored: 0
         }
     );
-    // 3 pixels have a range >= 300 m (the default max_range_m).
+    // 3 pixels have a range >= 300 m (the max_range_m of `cfg`).
     assert_eq!(header(&good[0]), (64, 64, 0, 119_679));
 
     let src = &clean[20].0;
@@ -345,7 +351,7 @@ fn cut_angle_fov_and_range_settings() {
         out.remove(0).points
     };
     let all = decode(PipelineOptions::default(), &cfg(OS2));
-    // Default range limits (0.3, 300) m: everything inside, nothing at or beyond.
+    // The range limits of `cfg`, (0.3, 300) m: everything inside, nothing at or beyond.
     assert!(all.iter().all(|p| p.distance > 0.3 && p.distance < 300.0));
     let wide = SensorConfig {
         min_range_m: 0.0,

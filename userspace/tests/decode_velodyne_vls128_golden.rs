@@ -19,7 +19,12 @@ const DIR: &str = concat!(
 );
 
 fn decode(cal: &str, opts: PipelineOptions) -> Vec<Frame> {
-    let cfg = SensorConfig::new(0, SensorModel::Vls128, format!("{DIR}calibration/{cal}"));
+    // Nebula's VLS-128 range gate (0.3 m, 300 m), not the datasheet default.
+    let cfg = SensorConfig {
+        min_range_m: 0.3,
+        max_range_m: 300.0,
+        ..SensorConfig::new(0, SensorModel::Vls128, format!("{DIR}calibration/{cal}"))
+    };
     let (frames, c) = decode_pcap_with_options(
         Path::new(&format!("{DIR}vls128_strongest_nebula_2193pkt.pcap")),
         &cfg,

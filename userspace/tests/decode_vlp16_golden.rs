@@ -43,8 +43,13 @@ fn data(name: &str) -> String {
     format!("{DIR}{name}")
 }
 
+/// Nebula's VLP-16 parameters, range gate included (0.3 m, 300 m), not the datasheet default.
 fn cfg() -> SensorConfig {
-    SensorConfig::new(0, SensorModel::Vlp16, data("calibration/VLP16_nebula.yaml"))
+    SensorConfig {
+        min_range_m: 0.3,
+        max_range_m: 300.0,
+        ..SensorConfig::new(0, SensorModel::Vlp16, data("calibration/VLP16_nebula.yaml"))
+    }
 }
 
 fn nebula_opts() -> PipelineOptions {

@@ -90,6 +90,10 @@ pub struct CaptureCounters {
     pub fragments: AtomicU64,
     /// UDP datagrams whose port/source matched no configured sensor.
     pub unknown_sensor: AtomicU64,
+    /// UDP datagrams dropped because they reached a sensor configured without a `source` from
+    /// another IPv4 source than the one that sensor's stream comes from (two sensors sending
+    /// to one port); see [`SOURCE_SILENCE_NS`]. The first one of each sensor is logged.
+    pub mixed_sources: AtomicU64,
     /// Times the thread went to sleep in io_uring waiting for packets.
     pub waits: AtomicU64,
     /// Frames (scans) pushed to the publisher queue.
@@ -138,6 +142,7 @@ impl CaptureCounters {
             not_udp: r(&self.not_udp),
             fragments: r(&self.fragments),
             unknown_sensor: r(&self.unknown_sensor),
+            mixed_sources: r(&self.mixed_sources),
             waits: r(&self.waits),
             frames_out: r(&self.frames_out),
             frames_dropped: r(&self.frames_dropped),
@@ -436,6 +441,10 @@ struct Local {
     not_udp: u64,
     fragments: u64,
     unknown_sensor: u64,
+    mixed_sources: u64,
+    /// Per sensor slot configured without a source: the source its stream comes from, the
+    /// host time of its last datagram, and whether a second source was logged.
+    stream_source: Vec<Option<StreamSource>>,
     waits: u64,
     frames_out: u64,
     frames_dropped: u64,
@@ -481,6 +490,9 @@ fn dispatch(
 ) {
     let keys = sensors.iter().map(|s| (s.port, s.extra_port, s.source));
     match find_slot(keys, d.dst_port, d.src_ip) {
+        Some(i) if sensors[i].source.is_none() && !one_source(local, i, d, now) => {
+            local.mixed_sources += 1;
+        }
         Some(i) => {
             local.sensor_datagrams += 1;
             if let Some(t) = local.sensors.get_mut(i) {
@@ -506,6 +518,76 @@ fn dispatch(
             }
         }
         None => local.unknown_sensor += 1,
+    }
+}
+
+/// Host time without a datagram from a sensor's source after which a sensor configured without
+/// a `source` accepts a new one (the sensor was re-addressed or replaced): 1 s, ns.
+pub const SOURCE_SILENCE_NS: u64 = 1_000_000_000;
+
+/// The source a sensor configured without one is receiving from.
+#[derive(Clone, Copy, Debug)]
+struct StreamSource {
+    ip: [u8; 4],
+    last_ns: u64,
+    warned: bool,
+}
+
+/// For slot `i` (configured without a source): whether `d` continues the slot's stream. The
+/// first datagram fixes the stream's source; a datagram from another source is refused (two
+/// sensors on one port must never be mixed into one frame), and the first such datagram is
+/// logged, unless the stream's source has been silent for [`SOURCE_SILENCE_NS`], in which case
+/// the new source takes over (logged).
+fn one_source(local: &mut Local, i: usize, d: &UdpDatagram<'_>, now: u64) -> bool {
+    if local.stream_source.len() <= i {
+        local.stream_source.resize(i + 1, None);
+    }
+    let Some(entry) = local.stream_source.get_mut(i) else {
+        return true;
+    };
+    let ip = |a: [u8; 4]| std::net::Ipv4Addr::from(a);
+    match entry {
+        None => {
+            *entry = Some(StreamSource {
+                ip: d.src_ip,
+                last_ns: now,
+                warned: false,
+            });
+            true
+        }
+        Some(s) if s.ip == d.src_ip => {
+            s.last_ns = now;
+            true
+        }
+        Some(s) if now.saturating_sub(s.last_ns) >= SOURCE_SILENCE_NS => {
+            log::warn!(
+                "sensor on port {}: its source changed from {} (silent for {} ms) to {}",
+                d.dst_port,
+                ip(s.ip),
+                now.saturating_sub(s.last_ns) / 1_000_000,
+                ip(d.src_ip)
+            );
+            *s = StreamSource {
+                ip: d.src_ip,
+                last_ns: now,
+                warned: false,
+            };
+            true
+        }
+        Some(s) => {
+            if !s.warned {
+                s.warned = true;
+                log::warn!(
+                    "sensor on port {}: datagrams from a second source {} while {} is sending; \
+                     they are dropped (counter mixed_sources): configure `source` for each \
+                     sensor on this port",
+                    d.dst_port,
+                    ip(d.src_ip),
+                    ip(s.ip)
+                );
+            }
+            false
+        }
     }
 }
 
@@ -679,6 +761,7 @@ impl<S: PacketSource> CaptureWorker<S> {
         c.not_udp.store(l.not_udp, Ordering::Relaxed);
         c.fragments.store(l.fragments, Ordering::Relaxed);
         c.unknown_sensor.store(l.unknown_sensor, Ordering::Relaxed);
+        c.mixed_sources.store(l.mixed_sources, Ordering::Relaxed);
         c.waits.store(l.waits, Ordering::Relaxed);
         c.frames_out.store(l.frames_out, Ordering::Relaxed);
         c.frames_dropped.store(l.frames_dropped, Ordering::Relaxed);
@@ -708,7 +791,39 @@ impl<S: PacketSource> CaptureWorker<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::find_slot;
+    use super::{Local, SOURCE_SILENCE_NS, find_slot, one_source};
+    use crate::net::UdpDatagram;
+
+    #[test]
+    fn a_second_source_on_a_sourceless_sensor_is_refused_and_counted_once_warned() {
+        let d = |src| UdpDatagram {
+            src_ip: src,
+            dst_ip: [10, 0, 0, 1],
+            src_port: 2368,
+            dst_port: 2368,
+            payload: &[],
+        };
+        const A: [u8; 4] = [192, 168, 1, 201];
+        const B: [u8; 4] = [192, 168, 1, 202];
+        let mut l = Local::default();
+        let ms = 1_000_000;
+        assert!(one_source(&mut l, 1, &d(A), 0));
+        assert!(!one_source(&mut l, 1, &d(B), ms));
+        assert!(one_source(&mut l, 1, &d(A), 2 * ms));
+        assert!(!one_source(&mut l, 1, &d(B), 3 * ms));
+        assert!(l.stream_source[1].unwrap().warned);
+        // Slot 0 has its own stream.
+        assert!(one_source(&mut l, 0, &d(B), 3 * ms));
+        // A silent for the whole window: B takes over, and A is now the foreign one.
+        assert!(!one_source(
+            &mut l,
+            1,
+            &d(B),
+            2 * ms + SOURCE_SILENCE_NS - 1
+        ));
+        assert!(one_source(&mut l, 1, &d(B), 2 * ms + SOURCE_SILENCE_NS));
+        assert!(!one_source(&mut l, 1, &d(A), 3 * ms + SOURCE_SILENCE_NS));
+    }
 
     #[test]
     fn exact_source_wins_over_any_source_whatever_the_order() {

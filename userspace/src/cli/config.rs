@@ -28,6 +28,9 @@
 //! cut_angle = 0.0                 # degrees [0, 360]
 //! fov = [270.0, 90.0]             # degrees, each [0, 360]; min > max wraps through 0
 //! return_mode = "dual"            # expected return mode; a different one is logged
+//! min_range = 0.3                 # metres, [0, max_range); default: the model's datasheet
+//! max_range = 100.0               # metres, (min_range, 1000]; default: the model's datasheet
+//! stamp = "sensor"                # sensor | host: the clock of the frames' start_ns
 //! ```
 //!
 //! The single-sensor form (`sensor = "vlp16"`, `port`, `calibration`, ... at top level, or
@@ -40,7 +43,7 @@ use anyhow::{Result, bail};
 use lidarxdp::{
     capture::{Backend, RcvBuf, StallSchedule},
     loader::AttachMode,
-    sensor::{ReturnMode, SensorModel},
+    sensor::{MAX_RANGE_M, ReturnMode, SensorModel, Stamp},
 };
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +75,12 @@ pub struct SensorSection {
     pub return_mode: Option<String>,
     /// Hesai: skip the CRC check.
     pub hesai_skip_crc: Option<bool>,
+    /// Points at this range or closer are dropped, metres (default: the model's datasheet).
+    pub min_range: Option<f32>,
+    /// Points at this range or farther are dropped, metres (default: the model's datasheet).
+    pub max_range: Option<f32>,
+    /// Clock of the frames' `start_ns`: `sensor` (default) or `host`.
+    pub stamp: Option<Stamp>,
 }
 
 /// One `[[queues]]` table: settings of one (interface, RX queue) capture thread.
@@ -115,6 +124,13 @@ pub struct SensorPlan {
     pub return_mode: Option<ReturnMode>,
     /// Hesai CRC check skipped.
     pub hesai_skip_crc: bool,
+    /// Range gate, metres: points at `min_range` or closer and at `max_range` or farther are
+    /// dropped.
+    pub min_range: f32,
+    /// See `min_range`.
+    pub max_range: f32,
+    /// Clock of the frames' `start_ns`.
+    pub stamp: Stamp,
 }
 
 fn ser_model<S: serde::Serializer>(m: &SensorModel, s: S) -> Result<S::Ok, S::Error> {
@@ -421,6 +437,30 @@ pub fn build(i: Inputs) -> Result<Plan> {
             })?),
             None => None,
         };
+        let (dmin, dmax) = model.datasheet_range_m();
+        let min_range = s.min_range.unwrap_or(dmin);
+        let max_range = s.max_range.unwrap_or(dmax);
+        // A minimum at or above a maximum that was not given is the minimum's fault.
+        let min_ceiling = match s.max_range {
+            Some(_) => MAX_RANGE_M,
+            None => max_range,
+        };
+        if !(min_range.is_finite() && min_range >= 0.0 && min_range < min_ceiling) {
+            bail!(
+                "{}: {min_range} is out of range; valid [0, {min_ceiling}) m (the {} datasheet \
+                 range is {dmin} to {dmax} m)",
+                field(&prefix, "min_range", "min-range"),
+                model.name()
+            );
+        }
+        if !(max_range.is_finite() && max_range > min_range && max_range <= MAX_RANGE_M) {
+            bail!(
+                "{}: {max_range} is out of range; valid (min_range = {min_range}, {MAX_RANGE_M}] m \
+                 (the {} datasheet range is {dmin} to {dmax} m)",
+                field(&prefix, "max_range", "max-range"),
+                model.name()
+            );
+        }
         let plan = SensorPlan {
             id,
             name,
@@ -433,6 +473,9 @@ pub fn build(i: Inputs) -> Result<Plan> {
             fov: s.fov,
             return_mode,
             hesai_skip_crc: s.hesai_skip_crc.unwrap_or(false),
+            min_range,
+            max_range,
+            stamp: s.stamp.unwrap_or_default(),
         };
         match groups
             .iter_mut()
@@ -619,6 +662,68 @@ mod tests {
         let mut s = sensor("a", 2368);
         s.return_mode = Some("quad".into());
         assert!(e(inputs(vec![s])).starts_with("sensors[0].return_mode: "));
+        let mut s = sensor("a", 2368);
+        s.min_range = Some(-1.0);
+        assert_eq!(
+            e(inputs(vec![s])),
+            "sensors[0].min_range: -1 is out of range; valid [0, 100) m (the VLP16 datasheet \
+             range is 0 to 100 m)"
+        );
+        let mut s = sensor("a", 2368);
+        s.min_range = Some(150.0);
+        assert_eq!(
+            e(inputs(vec![s])),
+            "sensors[0].min_range: 150 is out of range; valid [0, 100) m (the VLP16 datasheet \
+             range is 0 to 100 m)"
+        );
+        let mut s = sensor("a", 2368);
+        s.min_range = Some(150.0);
+        s.max_range = Some(200.0);
+        assert!(build(inputs(vec![s])).is_ok());
+        let mut s = sensor("a", 2368);
+        s.min_range = Some(5.0);
+        s.max_range = Some(5.0);
+        assert_eq!(
+            e(inputs(vec![s])),
+            "sensors[0].max_range: 5 is out of range; valid (min_range = 5, 1000] m \
+             (the VLP16 datasheet range is 0 to 100 m)"
+        );
+        let mut i = inputs(vec![]);
+        i.single = Some(SensorSection {
+            max_range: Some(1001.0),
+            ..sensor("a", 2368)
+        });
+        assert!(e(i).starts_with("--max-range: 1001 is out of range"));
+    }
+
+    #[test]
+    fn ranges_default_to_the_datasheet_and_stamp_to_sensor() {
+        let mut b = sensor("b", 2369);
+        b.model = Some(SensorModel::PandarXt32);
+        b.min_range = Some(0.5);
+        b.stamp = Some(Stamp::Host);
+        let p = build(inputs(vec![sensor("a", 2368), b])).unwrap();
+        let s = &p.queues[0].sensors;
+        assert_eq!(
+            (s[0].min_range, s[0].max_range, s[0].stamp),
+            (0.0, 100.0, Stamp::Sensor)
+        );
+        assert_eq!(
+            (s[1].min_range, s[1].max_range, s[1].stamp),
+            (0.5, 120.0, Stamp::Host)
+        );
+        let t: SensorSection =
+            toml::from_str("min_range = 1.5\nmax_range = 80.0\nstamp = \"host\"").unwrap();
+        assert_eq!(
+            (t.min_range, t.max_range, t.stamp),
+            (Some(1.5), Some(80.0), Some(Stamp::Host))
+        );
+        assert!(
+            toml::from_str::<SensorSection>("stamp = \"gps\"")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown stamp 'gps'; valid: sensor, host")
+        );
     }
 
     #[test]

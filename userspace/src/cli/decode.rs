@@ -1,15 +1,28 @@
-//! `lidarxdp decode PCAP`: offline decoding, one line per frame, optional PCDs.
-use std::path::PathBuf;
+//! `lidarxdp decode PCAP`: offline decoding, one line (or JSON object) per frame as each frame
+//! closes, optional PCDs, and a summary on stderr.
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use lidarxdp::sensor::{SensorConfig, SensorModel};
+use lidarxdp::frame::{Frame, FrameClock};
+use lidarxdp::offline::{DecodeOptions, DecodeSummary};
+use lidarxdp::sensor::{SensorConfig, SensorModel, Stamp};
 
 /// `lidarxdp decode` arguments.
 #[derive(clap::Args)]
 pub struct DecodeArgs {
-    /// Capture to decode.
-    #[arg(value_name = "PCAP")]
-    pcap: PathBuf,
+    /// Capture to decode: classic pcap or pcapng; Ethernet (VLAN tags), Linux cooked (SLL,
+    /// SLL2) or raw-IP link types; IPv4 fragments are reassembled. Same as `--pcap FILE`.
+    #[arg(
+        value_name = "PCAP",
+        required_unless_present = "pcap",
+        conflicts_with = "pcap"
+    )]
+    capture: Option<PathBuf>,
+    /// The capture to decode (the same as the positional `PCAP`).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
     /// Sensor model (wins over the packet's product byte). Without it the model is identified
     /// from the capture's first 200 datagrams where the packets name it (Velodyne product byte,
     /// Hesai header); Ouster and RoboSense need `--sensor`.
@@ -28,65 +41,214 @@ pub struct DecodeArgs {
     /// Field of view `MIN:MAX` in degrees (each in [0, 360]; `MIN > MAX` wraps through 0°).
     #[arg(long, value_name = "MIN:MAX", value_parser = super::parse_fov)]
     fov: Option<(f64, f64)>,
+    /// Points at this range or closer are dropped, metres, [0, max-range) (default: the
+    /// model's datasheet minimum, see docs/sensors.md).
+    #[arg(long, value_name = "M")]
+    min_range: Option<f32>,
+    /// Points at this range or farther are dropped, metres, (min-range, 1000] (default: the
+    /// model's datasheet maximum).
+    #[arg(long, value_name = "M")]
+    max_range: Option<f32>,
+    /// Clock of each frame's `start_ns`: `sensor` (the packets' time stamps, default) or
+    /// `host` (offline: the pcap record time of the frame's first packet).
+    #[arg(long, value_name = "sensor|host", default_value = "sensor")]
+    stamp: Stamp,
     /// Only decode datagrams to this UDP destination port.
     #[arg(long)]
     port: Option<u16>,
+    /// Only decode datagrams from this IPv4 source. Without it, datagrams from a second
+    /// source stop the decoding with an error listing the sources (two sensors must never be
+    /// mixed into one frame).
+    #[arg(long, value_name = "IP")]
+    source: Option<Ipv4Addr>,
+    /// Print one JSON object per frame instead of text lines: `seq`, `sensor_id`, `start_ns`,
+    /// `host_ns` (offline: the pcap record time of the frame's first packet), `clock`
+    /// (`sensor`|`host`), `points`, `packets`, `expected_packets`, `malformed`,
+    /// `frames_lost_before`; then one `{"summary": {...}}` object with `records`, `datagrams`,
+    /// `packets`, `decoded`, `malformed`, `ignored`, `frames`, `points`, `skipped_records` and
+    /// `skipped` (records by reason).
+    #[arg(long)]
+    json: bool,
     /// Write every frame as `<DIR>/<sequence>.pcd`.
     #[arg(long, value_name = "DIR")]
     pcd: Option<PathBuf>,
 }
 
-/// Decodes the capture and prints one line per frame (and writes PCDs with `--pcd`).
+impl DecodeArgs {
+    fn path(&self) -> &Path {
+        self.pcap
+            .as_deref()
+            .or(self.capture.as_deref())
+            .unwrap_or(Path::new(""))
+    }
+}
+
+fn clock_name(c: FrameClock) -> &'static str {
+    match c {
+        FrameClock::Sensor => "sensor",
+        FrameClock::Host => "host",
+    }
+}
+
+/// The JSON object printed for one frame by `decode --json`.
+fn frame_json(f: &Frame) -> serde_json::Value {
+    let h = &f.header;
+    serde_json::json!({
+        "seq": h.sequence,
+        "sensor_id": h.sensor_id,
+        "start_ns": h.start_ns,
+        "host_ns": h.host_ns,
+        "clock": clock_name(h.clock),
+        "points": f.points.len(),
+        "packets": h.packets_received,
+        "expected_packets": h.packets_expected,
+        "malformed": h.packets_malformed,
+        "frames_lost_before": h.frames_lost_before,
+    })
+}
+
+/// The final JSON object of `decode --json`: `{"summary": {...}}` with the record and decoder
+/// counters and the skipped records by reason.
+fn summary_json(s: &DecodeSummary) -> serde_json::Value {
+    let c = &s.counters;
+    let skipped: serde_json::Map<String, serde_json::Value> = s
+        .skipped
+        .reasons()
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+        .collect();
+    serde_json::json!({
+        "summary": {
+            "records": s.records,
+            "datagrams": s.datagrams,
+            "packets": c.packets,
+            "decoded": c.decoded,
+            "malformed": c.malformed,
+            "ignored": c.ignored,
+            "frames": c.frames,
+            "points": c.points,
+            "skipped_records": s.skipped.total(),
+            "skipped": skipped,
+        }
+    })
+}
+
+/// The readable summary line printed on stderr.
+fn summary_line(s: &DecodeSummary) -> String {
+    let c = &s.counters;
+    format!(
+        "decode: {} records, {} datagrams: {} packets ({} decoded, {} malformed, {} ignored), \
+         {} frames, {} points; skipped records: {} ({})",
+        s.records,
+        s.datagrams,
+        c.packets,
+        c.decoded,
+        c.malformed,
+        c.ignored,
+        c.frames,
+        c.points,
+        s.skipped.total(),
+        s.skipped
+    )
+}
+
+/// Decodes the capture and prints one line (or JSON object) per frame as it closes, writes
+/// PCDs with `--pcd`, and a summary on stderr (and as a last JSON object with `--json`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
     let model = match a.sensor {
         Some(m) => m,
         None => detect(&a)?,
     };
+    let (dmin, dmax) = model.datasheet_range_m();
+    // A minimum at or above a maximum that was not given is the minimum's fault.
+    if let (Some(min), None) = (a.min_range, a.max_range)
+        && min.partial_cmp(&dmax) != Some(std::cmp::Ordering::Less)
+    {
+        bail!(
+            "--min-range = {min} is out of range; valid: [0, {dmax}) m (the {} datasheet \
+             maximum; give --max-range to raise it)",
+            model.name()
+        );
+    }
     let cfg = SensorConfig {
         cut_angle_deg: a.cut_angle,
-        ..SensorConfig::new(0, model, a.calibration)
+        min_range_m: a.min_range.unwrap_or(dmin),
+        max_range_m: a.max_range.unwrap_or(dmax),
+        stamp: a.stamp,
+        ..SensorConfig::new(0, model, &a.calibration)
     };
-    let opts = lidarxdp::sensor::PipelineOptions {
-        fov_deg: a.fov,
-        hesai_skip_crc: a.hesai_skip_crc,
-        ..Default::default()
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("{}", flag_names(&e.to_string())))?;
+    let opts = DecodeOptions {
+        port: a.port,
+        source: a.source,
+        pipeline: lidarxdp::sensor::PipelineOptions {
+            fov_deg: a.fov,
+            hesai_skip_crc: a.hesai_skip_crc,
+            ..Default::default()
+        },
     };
-    let (frames, counters) =
-        lidarxdp::offline::decode_pcap_with_options(&a.pcap, &cfg, a.port, opts)?;
     if let Some(dir) = &a.pcd {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
     let mut stdout = std::io::stdout().lock();
     let mut listening = true;
-    for f in &frames {
+    let summary = lidarxdp::offline::decode_pcap_each(a.path(), &cfg, &opts, |f| {
         let h = &f.header;
-        use std::io::Write;
         // A closed pipe (`| head`) stops the listing, not the PCD output.
-        if listening
-            && let Err(e) = writeln!(
-                stdout,
-                "frame seq={} start_ns={} points={} packets={}/{} malformed={}",
-                h.sequence,
-                h.start_ns,
-                f.points.len(),
-                h.packets_received,
-                h.packets_expected,
-                h.packets_malformed
-            )
-        {
-            if e.kind() != std::io::ErrorKind::BrokenPipe {
-                return Err(e).context("write to stdout");
+        if listening {
+            let r = if a.json {
+                writeln!(stdout, "{}", frame_json(&f))
+            } else {
+                writeln!(
+                    stdout,
+                    "frame seq={} start_ns={} points={} packets={}/{} malformed={}",
+                    h.sequence,
+                    h.start_ns,
+                    f.points.len(),
+                    h.packets_received,
+                    h.packets_expected,
+                    h.packets_malformed
+                )
+            };
+            if let Err(e) = r {
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    return Err(e);
+                }
+                listening = false;
             }
-            listening = false;
         }
         if let Some(dir) = &a.pcd {
             let path = dir.join(format!("{:06}.pcd", h.sequence));
-            lidarxdp::pcd::write_pcd(&path, &f.points)
-                .with_context(|| format!("write {}", path.display()))?;
+            lidarxdp::pcd::write_pcd(&path, &f.points).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("write {}: {e}", path.display()))
+            })?;
         }
+        Ok(())
+    })?;
+    if a.json && listening {
+        let _ = writeln!(stdout, "{}", summary_json(&summary));
     }
-    eprintln!("decode: {counters:?}");
+    eprintln!("{}", summary_line(&summary));
+    if summary.datagrams == 0 {
+        bail!(
+            "{}: no datagram decoded{}; skipped records: {}",
+            a.path().display(),
+            match (a.port, a.source) {
+                (None, None) => String::new(),
+                _ => " with the --port/--source given".to_owned(),
+            },
+            summary.skipped
+        );
+    }
     Ok(())
+}
+
+/// Renames the configuration's field names to the flags of `decode`.
+fn flag_names(msg: &str) -> String {
+    msg.replace("min_range_m", "--min-range")
+        .replace("max_range_m", "--max-range")
+        .replace("cut_angle_deg", "--cut-angle")
 }
 
 /// Datagrams looked at by [`detect`].
@@ -96,11 +258,12 @@ const DETECT_DATAGRAMS: usize = 200;
 fn detect(a: &DecodeArgs) -> Result<SensorModel> {
     let mut votes: Vec<(SensorModel, usize)> = Vec::new();
     let mut seen = 0usize;
-    for d in lidarxdp::offline::udp_payloads(&a.pcap)? {
+    let filter = lidarxdp::offline::DatagramFilter {
+        port: a.port,
+        source: a.source,
+    };
+    for d in lidarxdp::offline::CaptureReader::open(a.path(), filter)? {
         let d = d?;
-        if a.port.is_some_and(|p| p != d.dst_port) {
-            continue;
-        }
         seen += 1;
         if let Some(m) = lidarxdp::sensor::detect_model(&d.payload) {
             match votes.iter_mut().find(|(v, _)| *v == m) {
@@ -116,7 +279,7 @@ fn detect(a: &DecodeArgs) -> Result<SensorModel> {
         bail!(
             "--sensor: none of the first {seen} datagrams of {} names its model (Ouster and \
              RoboSense packets never do); give --sensor MODEL",
-            a.pcap.display()
+            a.path().display()
         );
     };
     eprintln!(

@@ -33,7 +33,8 @@ enum Cmd {
     Subscribe(subscribe::SubscribeArgs),
     /// Send a pcap's UDP payloads to IP:PORT with the recorded timing.
     Replay(ReplayArgs),
-    /// Decode a pcap offline into frames, one line per frame, optionally as PCD files.
+    /// Decode a capture offline into frames, one line (or JSON object) per frame as it closes,
+    /// optionally as PCD files.
     Decode(decode::DecodeArgs),
     /// Fetch a running daemon's metrics (`run --metrics`) and print them as a table.
     Stats(StatsArgs),
@@ -53,9 +54,17 @@ struct StatsArgs {
 /// `lidarxdp replay` arguments.
 #[derive(clap::Args)]
 struct ReplayArgs {
-    /// Capture to send (classic pcap or pcapng, Ethernet link type).
-    #[arg(value_name = "PCAP")]
-    pcap: PathBuf,
+    /// Capture to send: classic pcap or pcapng; Ethernet (VLAN tags), Linux cooked (SLL, SLL2)
+    /// or raw-IP link types; IPv4 fragments are reassembled. Same as `--pcap FILE`.
+    #[arg(
+        value_name = "PCAP",
+        required_unless_present = "pcap",
+        conflicts_with = "pcap"
+    )]
+    capture: Option<PathBuf>,
+    /// The capture to send (the same as the positional `PCAP`).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
     /// Destination address; port 0 keeps each datagram's recorded destination port.
     #[arg(long, value_name = "IP:PORT")]
     to: SocketAddr,
@@ -116,7 +125,7 @@ pub fn main() -> Result<()> {
         }
         Cmd::Replay(a) => {
             let stats = lidarxdp::replay::replay(&lidarxdp::replay::ReplayConfig {
-                pcap: a.pcap,
+                pcap: a.pcap.or(a.capture).unwrap_or_default(),
                 to: a.to,
                 rate: a.rate,
                 loops: a.loops,
@@ -129,14 +138,16 @@ pub fn main() -> Result<()> {
                         "sent": stats.sent,
                         "bytes": stats.bytes,
                         "elapsed_s": stats.elapsed.as_secs_f64(),
+                        "skipped_records": stats.skipped,
                     })
                 );
             } else {
                 eprintln!(
-                    "replay: sent {} datagrams, {} bytes in {:.3} s",
+                    "replay: sent {} datagrams, {} bytes in {:.3} s; {} records skipped",
                     stats.sent,
                     stats.bytes,
-                    stats.elapsed.as_secs_f64()
+                    stats.elapsed.as_secs_f64(),
+                    stats.skipped
                 );
             }
             Ok(())

@@ -31,7 +31,7 @@ use lidarxdp::{
     },
     loader::{AttachMode, ProgramCounters, XdpProgram},
     publish::{FrameSender, Publisher, PublisherConfig, PublisherCounters},
-    sensor::{ScanPipeline, SensorConfig, SensorModel},
+    sensor::{ScanPipeline, SensorConfig, SensorModel, Stamp},
     xsk::{BindMode, UmemConfig, XskConfig, XskSocket},
 };
 use serde::Deserialize;
@@ -145,6 +145,18 @@ pub struct RunArgs {
     /// Expected return mode of the (single) sensor; a different one in the packets is logged.
     #[arg(long)]
     return_mode: Option<String>,
+    /// Points at this range or closer are dropped, metres, [0, max-range) (default: the
+    /// model's datasheet minimum, see docs/sensors.md). Config file: `min_range`.
+    #[arg(long, value_name = "M")]
+    min_range: Option<f32>,
+    /// Points at this range or farther are dropped, metres, (min-range, 1000] (default: the
+    /// model's datasheet maximum). Config file: `max_range`.
+    #[arg(long, value_name = "M")]
+    max_range: Option<f32>,
+    /// Clock of each frame's `start_ns`: `sensor` (the packets' time stamps, default) or
+    /// `host` (receive time of the frame's first packet). Config file: `stamp`.
+    #[arg(long, value_name = "sensor|host")]
+    stamp: Option<Stamp>,
     /// Sensors (config file only): `[[sensors]]` tables, see `lidarxdp check-config`.
     #[arg(skip)]
     #[serde(default)]
@@ -227,7 +239,10 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             metrics_public,
             subscriber_queue,
             frame_queue,
-            return_mode
+            return_mode,
+            min_range,
+            max_range,
+            stamp
         );
         a.sensors = std::mem::take(&mut f.sensors);
         a.queues = std::mem::take(&mut f.queues);
@@ -277,7 +292,10 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         || a.cut_angle.is_some()
         || a.fov.is_some()
         || a.return_mode.is_some()
-        || a.hesai_skip_crc.is_some();
+        || a.hesai_skip_crc.is_some()
+        || a.min_range.is_some()
+        || a.max_range.is_some()
+        || a.stamp.is_some();
     let single = single_given.then(|| SensorSection {
         name: a.name.clone(),
         model: a.sensor,
@@ -291,6 +309,9 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         fov: a.fov,
         return_mode: a.return_mode.clone(),
         hesai_skip_crc: a.hesai_skip_crc,
+        min_range: a.min_range,
+        max_range: a.max_range,
+        stamp: a.stamp,
     });
     config::build(Inputs {
         backend: a.backend,
@@ -317,6 +338,9 @@ fn plan(a: &RunArgs) -> Result<Plan> {
 fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
     let cfg = SensorConfig {
         cut_angle_deg: s.cut_angle,
+        min_range_m: s.min_range,
+        max_range_m: s.max_range,
+        stamp: s.stamp,
         ..SensorConfig::new(s.id, s.model, &s.calibration)
     };
     let opts = lidarxdp::sensor::PipelineOptions {
@@ -797,6 +821,7 @@ fn queue_json(w: &Worker) -> serde_json::Value {
             "rx_frames": c.rx_frames, "rx_bytes": c.rx_bytes,
             "sensor_datagrams": c.sensor_datagrams, "not_udp": c.not_udp,
             "fragments": c.fragments, "unknown_sensor": c.unknown_sensor,
+            "mixed_sources": c.mixed_sources,
             "waits": c.waits, "frames_out": c.frames_out,
             "frames_dropped": c.frames_dropped,
             "calibration_reloads": c.calibration_reloads,

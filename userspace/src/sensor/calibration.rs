@@ -142,10 +142,7 @@ impl VelodyneCalibration {
     /// if it is not valid YAML of the shape above, [`ConfigError::OutOfRange`] naming the field
     /// (e.g. `lasers[3].vert_correction`) and its valid range otherwise.
     pub fn from_file(path: &Path, expected_lasers: usize) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::CalibrationIo {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
+        let text = super::read_calibration_text(path)?;
         Self::from_yaml_str(&text, expected_lasers).map_err(|e| match e {
             ConfigError::CalibrationYaml { message, .. } => ConfigError::CalibrationYaml {
                 path: path.to_path_buf(),

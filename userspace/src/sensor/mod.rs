@@ -28,7 +28,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::frame::Frame;
+use crate::frame::{Frame, FrameClock};
 
 /// Sensor families; each has its own decoder module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -138,6 +138,149 @@ impl SensorModel {
             Family::Ouster => 7502,
             Family::Robosense => 6699,
         }
+    }
+}
+
+impl SensorModel {
+    /// The model's measurement range from its vendor's datasheet / user manual, `(min, max)` in
+    /// metres: the default of [`SensorConfig::min_range_m`] / [`SensorConfig::max_range_m`].
+    /// Where a datasheet gives no minimum, `min` is 0 (a range of 0 is "no return" and is always
+    /// dropped). Sources, per model, in `docs/sensors.md` ("Measurement range"):
+    ///
+    /// - Velodyne user manuals (Specifications): VLP-16 up to 100 m, VLP-32C up to 200 m,
+    ///   HDL-32E 0.05 to 100 m ("valid data range"), HDL-64E S2/S3 up to 120 m, VLS-128 (Alpha
+    ///   Prime) up to 245 m;
+    /// - Hesai user manuals (Specifications), the same limits as Nebula's per-model `SensorT`
+    ///   ([`hesai`] layouts);
+    /// - Ouster (one model for OS0/OS1/OS2): up to 400 m, above every product line's datasheet
+    ///   maximum; no minimum (the sensor reports 0, no return, below its own minimum);
+    /// - RoboSense user manuals, the same limits as `rs_driver`'s per-model clamps: RS-LiDAR-16
+    ///   0.2 to 150 m, RS-LiDAR-32 0.4 to 200 m, RS-Bpearl 0.1 to 100 m, RS-Helios and
+    ///   RS-Helios-16P 0.2 to 150 m.
+    pub fn datasheet_range_m(self) -> (f32, f32) {
+        match self {
+            SensorModel::Vlp16 => (0.0, 100.0),
+            SensorModel::Vlp32c => (0.0, 200.0),
+            SensorModel::Hdl32e => (0.05, 100.0),
+            SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3 => (0.0, 120.0),
+            SensorModel::Vls128 => (0.0, 245.0),
+            SensorModel::Ouster => (0.0, 400.0),
+            SensorModel::Rs16 => (0.2, 150.0),
+            SensorModel::Rs32 => (0.4, 200.0),
+            SensorModel::Bpearl => (0.1, 100.0),
+            SensorModel::Helios | SensorModel::Helios16p => (0.2, 150.0),
+            m => match hesai::layout::layout(m) {
+                Some(l) => l.range_m,
+                None => (0.0, MAX_RANGE_M),
+            },
+        }
+    }
+}
+
+/// Largest accepted `max_range_m`, m.
+pub const MAX_RANGE_M: f32 = 1000.0;
+
+/// Largest calibration / metadata file read: 16 MiB. The largest real one (an Ouster OS-128
+/// metadata JSON) is about 200 KiB.
+pub const MAX_CALIBRATION_BYTES: u64 = 16 << 20;
+
+/// Reads a calibration or metadata file whole, bounded: a regular file larger than
+/// [`MAX_CALIBRATION_BYTES`] is refused before any byte is read; anything else (a FIFO, a
+/// character device such as `/dev/zero`) is read up to the cap and refused if it goes beyond.
+///
+/// # Errors
+/// [`ConfigError::CalibrationIo`] naming the file: the open/read error, or (kind
+/// `InvalidData`) a file over the cap, naming the cap.
+pub fn read_calibration_file(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
+    use std::io::Read;
+    let io = |source| ConfigError::CalibrationIo {
+        path: path.to_path_buf(),
+        source,
+    };
+    let too_big = |what: String| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{what}; calibration and metadata files are capped at {MAX_CALIBRATION_BYTES} \
+                 bytes (16 MiB)"
+            ),
+        ))
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_file() && meta.len() > MAX_CALIBRATION_BYTES {
+        return Err(too_big(format!("file is {} bytes", meta.len())));
+    }
+    let mut buf = Vec::new();
+    file.take(MAX_CALIBRATION_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(io)?;
+    if buf.len() as u64 > MAX_CALIBRATION_BYTES {
+        return Err(too_big(if meta.is_file() {
+            "file grew while it was read".to_owned()
+        } else {
+            "not a regular file and longer than the cap".to_owned()
+        }));
+    }
+    Ok(buf)
+}
+
+/// [`read_calibration_file`] as UTF-8 text.
+///
+/// # Errors
+/// As [`read_calibration_file`], plus [`ConfigError::CalibrationIo`] (kind `InvalidData`)
+/// when the file is not UTF-8.
+pub fn read_calibration_text(path: &std::path::Path) -> Result<String, ConfigError> {
+    String::from_utf8(read_calibration_file(path)?).map_err(|e| ConfigError::CalibrationIo {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    })
+}
+
+/// Which clock a frame's [`crate::frame::FrameHeader::start_ns`] is on (`stamp = "sensor"` /
+/// `"host"`, `--stamp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stamp {
+    /// The sensor's clock: the time of the frame's first firing from the packets' time stamps
+    /// (default).
+    #[default]
+    Sensor,
+    /// The host's receive time of the frame's first packet (`host_ns`; offline, the pcap record
+    /// time). Points' `time_stamp` stay relative to the frame's first firing.
+    Host,
+}
+
+impl FromStr for Stamp {
+    type Err = ParseEnumError;
+
+    /// `sensor` or `host` (case-insensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match normalise(s).as_str() {
+            "sensor" => Ok(Stamp::Sensor),
+            "host" => Ok(Stamp::Host),
+            _ => Err(ParseEnumError {
+                what: "stamp",
+                given: s.into(),
+                valid: "sensor, host",
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stamp::Sensor => "sensor",
+            Stamp::Host => "host",
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Stamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -303,14 +446,20 @@ pub struct SensorConfig {
     pub cut_angle_deg: f64,
     /// Host-time silence that closes a frame, ns, valid [1 ms, 60 s]; default 200 ms.
     pub frame_timeout_ns: u64,
-    /// Points with range <= this are dropped, m, valid [0, max_range_m); default 0.3.
+    /// Points with range <= this are dropped, m, valid [0, max_range_m); default the model's
+    /// [`SensorModel::datasheet_range_m`] minimum.
     pub min_range_m: f32,
-    /// Points with range >= this are dropped, m, valid (min_range_m, 1000]; default 300.
+    /// Points with range >= this are dropped, m, valid (min_range_m, 1000]; default the model's
+    /// [`SensorModel::datasheet_range_m`] maximum. (Hesai keeps both bounds inclusive, as
+    /// Nebula; see [`hesai`].)
     pub max_range_m: f32,
+    /// Clock of the frames' `start_ns`; default [`Stamp::Sensor`].
+    pub stamp: Stamp,
 }
 
 impl SensorConfig {
-    /// A configuration with the defaults: cut 0°, timeout 200 ms, range (0.3, 300) m.
+    /// A configuration with the defaults: cut 0°, timeout 200 ms, the model's datasheet range
+    /// ([`SensorModel::datasheet_range_m`]), sensor-clock stamps.
     pub fn new(sensor_id: u16, model: SensorModel, calibration: impl Into<PathBuf>) -> Self {
         Self {
             sensor_id,
@@ -318,8 +467,9 @@ impl SensorConfig {
             calibration: calibration.into(),
             cut_angle_deg: 0.0,
             frame_timeout_ns: 200_000_000,
-            min_range_m: 0.3,
-            max_range_m: 300.0,
+            min_range_m: model.datasheet_range_m().0,
+            max_range_m: model.datasheet_range_m().1,
+            stamp: Stamp::Sensor,
         }
     }
 
@@ -349,21 +499,24 @@ impl SensorConfig {
                 "[1000000, 60000000000] ns (1 ms to 60 s)",
             );
         }
-        if !(self.min_range_m.is_finite() && self.min_range_m >= 0.0) {
+        if !(self.min_range_m.is_finite()
+            && self.min_range_m >= 0.0
+            && self.min_range_m < MAX_RANGE_M)
+        {
             return err(
                 "min_range_m",
                 self.min_range_m.to_string(),
-                "[0, max_range_m) m",
+                &format!("[0, max_range_m) m, below {MAX_RANGE_M} m"),
             );
         }
         if !(self.max_range_m.is_finite()
             && self.max_range_m > self.min_range_m
-            && self.max_range_m <= 1000.0)
+            && self.max_range_m <= MAX_RANGE_M)
         {
             return err(
                 "max_range_m",
                 self.max_range_m.to_string(),
-                "(min_range_m, 1000] m",
+                &format!("(min_range_m = {}, {MAX_RANGE_M}] m", self.min_range_m),
             );
         }
         Ok(())
@@ -508,6 +661,20 @@ pub trait VendorDecoder: Send + fmt::Debug {
     fn clone_box(&self) -> Box<dyn VendorDecoder>;
 }
 
+/// Applies `stamp` to frames just produced: with [`Stamp::Host`], `start_ns` becomes the host
+/// receive time of the frame's first packet (`host_ns`) and `clock` [`FrameClock::Host`];
+/// points' `time_stamp` (relative to the frame start) are unchanged. With [`Stamp::Sensor`] the
+/// frames are left as the assembler made them (it may itself fall back to the host clock, and
+/// says so in `clock`).
+pub fn apply_stamp(stamp: Stamp, frames: &mut [Frame]) {
+    if stamp == Stamp::Host {
+        for f in frames {
+            f.header.start_ns = f.header.host_ns;
+            f.header.clock = FrameClock::Host;
+        }
+    }
+}
+
 /// Decoder + scan assembler for one sensor: the per-sensor entry point of every capture
 /// backend. Dispatches to the model's [`VendorDecoder`] and keeps the [`DecodeCounters`].
 ///
@@ -519,6 +686,7 @@ pub struct ScanPipeline {
     model: SensorModel,
     decoder: Box<dyn VendorDecoder>,
     counters: DecodeCounters,
+    stamp: Stamp,
 }
 
 impl Clone for ScanPipeline {
@@ -527,6 +695,7 @@ impl Clone for ScanPipeline {
             model: self.model,
             decoder: self.decoder.clone_box(),
             counters: self.counters,
+            stamp: self.stamp,
         }
     }
 }
@@ -570,6 +739,7 @@ impl ScanPipeline {
             model: cfg.model,
             decoder,
             counters: DecodeCounters::default(),
+            stamp: cfg.stamp,
         })
     }
 
@@ -600,8 +770,11 @@ impl ScanPipeline {
         self.count_frames(before, out);
     }
 
-    fn count_frames(&mut self, before: usize, out: &[Frame]) {
-        for f in out.get(before..).unwrap_or_default() {
+    /// Counts the frames appended to `out` since `before` and applies [`Stamp`] to them.
+    fn count_frames(&mut self, before: usize, out: &mut [Frame]) {
+        let new = out.get_mut(before..).unwrap_or_default();
+        apply_stamp(self.stamp, new);
+        for f in new {
             self.counters.frames += 1;
             self.counters.points += f.points.len() as u64;
         }
@@ -675,7 +848,7 @@ mod tests {
         let e = ScanPipeline::new(&c).unwrap_err().to_string();
         assert!(e.contains("cut_angle_deg") && e.contains("[0, 360]"), "{e}");
         let mut c = cfg();
-        c.max_range_m = 0.1;
+        c.max_range_m = 1000.5;
         assert!(
             ScanPipeline::new(&c)
                 .unwrap_err()

@@ -634,10 +634,7 @@ impl AngleTable {
     /// # Errors
     /// [`ConfigError::CalibrationIo`] when unreadable, else as [`AngleTable::from_csv_str`].
     pub fn from_csv(path: &Path, lasers: usize) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::CalibrationIo {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::sensor::read_calibration_text(path)?;
         Self::from_csv_str(&text, lasers, path)
     }
 

@@ -153,10 +153,7 @@ impl AngleCorrection {
     /// # Errors
     /// [`ConfigError::CalibrationIo`] or [`ConfigError::Calibration`].
     pub fn from_file(path: &Path, channels: usize) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::CalibrationIo {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::sensor::read_calibration_text(path)?;
         Self::parse(&text, channels).map_err(|message| ConfigError::Calibration {
             path: path.to_path_buf(),
             message,
@@ -278,10 +275,7 @@ impl At128Correction {
     /// # Errors
     /// [`ConfigError::CalibrationIo`] or [`ConfigError::Calibration`].
     pub fn from_file(path: &Path, channels: usize) -> Result<Self, ConfigError> {
-        let buf = std::fs::read(path).map_err(|source| ConfigError::CalibrationIo {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let buf = crate::sensor::read_calibration_file(path)?;
         Self::parse(&buf, channels).map_err(|message| ConfigError::Calibration {
             path: path.to_path_buf(),
             message,

@@ -124,10 +124,7 @@ impl OusterMetadata {
     /// [`ConfigError::CalibrationIo`] if unreadable, [`ConfigError::Calibration`] naming the
     /// first invalid item (see [`OusterMetadata::from_json`]).
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::CalibrationIo {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::sensor::read_calibration_text(path)?;
         Self::from_json(&text).map_err(|message| ConfigError::Calibration {
             path: path.to_path_buf(),
             message,
@@ -141,7 +138,11 @@ impl OusterMetadata {
     /// 512/1024/2048/4096; an unknown or unsupported `udp_profile_lidar`; `columns_per_packet`
     /// not in 1..=64 or not dividing into a packet ≤ 65535 bytes; `pixels_per_column` not in
     /// 1..=256; beam angle arrays missing, non-numeric or not `pixels_per_column` long; a
-    /// transform that is not 16 numbers; a `column_window` outside the frame.
+    /// transform that is not 16 numbers; a `column_window` outside the frame; and absurd finite
+    /// values (see [`OusterMetadata::validate`]): a beam altitude beyond ±90°, a beam azimuth
+    /// beyond ±[`MAX_BEAM_AZIMUTH_DEG`], `lidar_origin_to_beam_origin_mm` or a transform
+    /// translation beyond ±[`MAX_OFFSET_MM`], a rotation element outside [-1, 1], a last row
+    /// other than `0 0 0 1`. Each message names the field and its index.
     pub fn from_json(text: &str) -> Result<Self, String> {
         let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         if !root.is_object() {
@@ -337,7 +338,11 @@ impl OusterMetadata {
     /// Checks the invariants [`OusterMetadata::from_json`] establishes, for metadata built or
     /// edited by hand (the fields are public): 512/1024/2048/4096 columns, 1..=64 columns per
     /// packet, 1..=256 pixels per column, one altitude and azimuth per pixel row, a column
-    /// window inside the frame, a packet that fits a UDP datagram.
+    /// window inside the frame, a packet that fits a UDP datagram; beam altitudes within
+    /// ±[`MAX_BEAM_ALTITUDE_DEG`], beam azimuths within ±[`MAX_BEAM_AZIMUTH_DEG`],
+    /// `lidar_origin_to_beam_origin_mm` within ±[`MAX_OFFSET_MM`], and both transforms rigid
+    /// within bounds (rotation elements in [-1, 1], translations within ±[`MAX_OFFSET_MM`] mm,
+    /// last row `0 0 0 1`).
     ///
     /// # Errors
     /// A message naming the first violated item.
@@ -384,6 +389,31 @@ impl OusterMetadata {
                 f.packet_len()
             ));
         }
+        for (i, a) in self.beam_altitude_angles.iter().enumerate() {
+            if !(a.is_finite() && a.abs() <= MAX_BEAM_ALTITUDE_DEG) {
+                return Err(format!(
+                    "beam_altitude_angles[{i}] = {a:?} is out of range; valid \
+                     [-{MAX_BEAM_ALTITUDE_DEG}, {MAX_BEAM_ALTITUDE_DEG}] deg"
+                ));
+            }
+        }
+        for (i, a) in self.beam_azimuth_angles.iter().enumerate() {
+            if !(a.is_finite() && a.abs() <= MAX_BEAM_AZIMUTH_DEG) {
+                return Err(format!(
+                    "beam_azimuth_angles[{i}] = {a:?} is out of range; valid \
+                     [-{MAX_BEAM_AZIMUTH_DEG}, {MAX_BEAM_AZIMUTH_DEG}] deg"
+                ));
+            }
+        }
+        let o = self.lidar_origin_to_beam_origin_mm;
+        if !(o.is_finite() && o.abs() <= MAX_OFFSET_MM) {
+            return Err(format!(
+                "lidar_origin_to_beam_origin_mm = {o:?} is out of range; valid \
+                 [-{MAX_OFFSET_MM}, {MAX_OFFSET_MM}] mm"
+            ));
+        }
+        check_transform("beam_to_lidar_transform", &self.beam_to_lidar_transform)?;
+        check_transform("lidar_to_sensor_transform", &self.lidar_to_sensor_transform)?;
         Ok(())
     }
 
@@ -417,6 +447,43 @@ impl OusterMetadata {
             end - start + 1
         }
     }
+}
+
+/// Largest beam elevation accepted, degrees: straight up or down.
+pub const MAX_BEAM_ALTITUDE_DEG: f64 = 90.0;
+
+/// Largest beam azimuth offset accepted, degrees. Ouster beams sit within a few degrees of the
+/// encoder angle (about ±4° on OS0/OS1/OS2); 45° leaves room for any lens and still catches a
+/// broken file.
+pub const MAX_BEAM_AZIMUTH_DEG: f64 = 45.0;
+
+/// Largest offset or translation accepted, mm: 10 m, far beyond any sensor's housing (the
+/// real ones are a few cm), still small enough that nothing overflows downstream.
+pub const MAX_OFFSET_MM: f64 = 10_000.0;
+
+/// Checks a row-major 4×4 rigid transform: rotation elements in [-1, 1] (with 1e-3 slack for
+/// rounding in the JSON), translations within ±[`MAX_OFFSET_MM`], last row `0 0 0 1`.
+fn check_transform(name: &str, t: &[f64; 16]) -> Result<(), String> {
+    for (i, &x) in t.iter().enumerate() {
+        let (ok, valid) = match (i / 4, i % 4) {
+            (3, 3) => (
+                (x - 1.0).abs() <= 1e-6,
+                "1 (homogeneous row 0 0 0 1)".to_owned(),
+            ),
+            (3, _) => (x.abs() <= 1e-6, "0 (homogeneous row 0 0 0 1)".to_owned()),
+            (_, 3) => (
+                x.abs() <= MAX_OFFSET_MM,
+                format!("[-{MAX_OFFSET_MM}, {MAX_OFFSET_MM}] mm (translation)"),
+            ),
+            _ => (x.abs() <= 1.001, "[-1, 1] (rotation)".to_owned()),
+        };
+        if !(x.is_finite() && ok) {
+            return Err(format!(
+                "{name}[{i}] = {x:?} is out of range; valid {valid}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn identity() -> [f64; 16] {
@@ -470,7 +537,9 @@ mod tests {
     use super::*;
 
     fn beams(n: usize) -> String {
-        let v: Vec<String> = (0..n).map(|i| format!("{}", 10.0 - i as f64)).collect();
+        let v: Vec<String> = (0..n)
+            .map(|i| format!("{}", (20.0 - i as f64) * 0.5))
+            .collect();
         v.join(",")
     }
 
@@ -551,5 +620,56 @@ mod tests {
             b = beams(64)
         );
         assert!(e(&j).contains("needs 16"), "{}", e(&j));
+    }
+
+    /// Absurd finite values: each gets an error naming the field, its index and the range.
+    #[test]
+    fn absurd_finite_values_name_the_field() {
+        let e = |extra: &str, alt: &str, az: &str| {
+            let j = format!(
+                r#"{{"lidar_mode":"1024x10","beam_altitude_angles":[{alt}],
+                    "beam_azimuth_angles":[{az}]{extra}}}"#
+            );
+            OusterMetadata::from_json(&j).unwrap_err()
+        };
+        let b = beams(64);
+        let mut big = vec!["0"; 16];
+        big[5] = "1e308";
+        let t = big.join(",");
+        assert_eq!(
+            e(&format!(r#","lidar_to_sensor_transform":[{t}]"#), &b, &b),
+            "lidar_to_sensor_transform[5] = 1e308 is out of range; valid [-1, 1] (rotation)"
+        );
+        let mut tr: Vec<&str> = "1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1".split(',').collect();
+        tr[11] = "-20000";
+        let t = tr.join(",");
+        assert_eq!(
+            e(&format!(r#","beam_to_lidar_transform":[{t}]"#), &b, &b),
+            "beam_to_lidar_transform[11] = -20000.0 is out of range; valid [-10000, 10000] mm \
+             (translation)"
+        );
+        tr[11] = "0";
+        tr[14] = "2";
+        let t = tr.join(",");
+        assert_eq!(
+            e(&format!(r#","beam_to_lidar_transform":[{t}]"#), &b, &b),
+            "beam_to_lidar_transform[14] = 2.0 is out of range; valid 0 (homogeneous row 0 0 0 1)"
+        );
+        assert_eq!(
+            e(r#","lidar_origin_to_beam_origin_mm":1e300"#, &b, &b),
+            "lidar_origin_to_beam_origin_mm = 1e300 is out of range; valid [-10000, 10000] mm"
+        );
+        let mut alt: Vec<String> = (0..64).map(|i| format!("{}", 10 - i)).collect();
+        alt[7] = "95".into();
+        assert_eq!(
+            e("", &alt.join(","), &b),
+            "beam_altitude_angles[7] = 95.0 is out of range; valid [-90, 90] deg"
+        );
+        let mut az: Vec<String> = vec!["1.5".into(); 64];
+        az[63] = "-300".into();
+        assert_eq!(
+            e("", &b, &az.join(",")),
+            "beam_azimuth_angles[63] = -300.0 is out of range; valid [-45, 45] deg"
+        );
     }
 }
