@@ -102,8 +102,12 @@ fn strongest_with_wrong_product_id_and_position_packets() {
         (100, 84, 0, 16)
     );
     assert_eq!((c.frames, c.points), (2, 19_579));
+    // Every data packet's product byte says HDL-32E: decoded as the configured VLP-16, counted.
+    assert_eq!(c.product_mismatches, 84);
     let sizes: Vec<usize> = frames.iter().map(|f| f.points.len()).collect();
-    assert_eq!(sizes, [5_602, 13_977]);
+    // Default (manual) rules: the last block of each packet is interpolated, so 3 more points
+    // of the packet at the cut fall past 0° than under --nebula-compat (5_602, 13_977).
+    assert_eq!(sizes, [5_599, 13_980]);
     // VLP-16 geometry, not HDL-32E: 16 rings.
     assert!(
         frames

@@ -28,6 +28,7 @@
 //! cut_angle = 0.0                 # degrees [0, 360]
 //! fov = [270.0, 90.0]             # degrees, each [0, 360]; min > max wraps through 0
 //! return_mode = "dual"            # expected return mode; a different one is logged
+//! nebula_compat = false           # Velodyne: Nebula's rules bit for bit, not the manuals'
 //! ```
 //!
 //! The single-sensor form (`sensor = "vlp16"`, `port`, `calibration`, ... at top level, or
@@ -72,6 +73,8 @@ pub struct SensorSection {
     pub return_mode: Option<String>,
     /// Hesai: skip the CRC check.
     pub hesai_skip_crc: Option<bool>,
+    /// Velodyne: decode with Tier IV Nebula's rules instead of the manuals' (default false).
+    pub nebula_compat: Option<bool>,
 }
 
 /// One `[[queues]]` table: settings of one (interface, RX queue) capture thread.
@@ -115,6 +118,8 @@ pub struct SensorPlan {
     pub return_mode: Option<ReturnMode>,
     /// Hesai CRC check skipped.
     pub hesai_skip_crc: bool,
+    /// Velodyne decoded with Nebula's rules (`nebula_compat`).
+    pub nebula_compat: bool,
 }
 
 fn ser_model<S: serde::Serializer>(m: &SensorModel, s: S) -> Result<S::Ok, S::Error> {
@@ -433,6 +438,7 @@ pub fn build(i: Inputs) -> Result<Plan> {
             fov: s.fov,
             return_mode,
             hesai_skip_crc: s.hesai_skip_crc.unwrap_or(false),
+            nebula_compat: s.nebula_compat.unwrap_or(false),
         };
         match groups
             .iter_mut()

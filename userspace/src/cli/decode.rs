@@ -34,13 +34,25 @@ pub struct DecodeArgs {
     /// Write every frame as `<DIR>/<sequence>.pcd`.
     #[arg(long, value_name = "DIR")]
     pcd: Option<PathBuf>,
+    /// Velodyne: decode as Tier IV Nebula does, bit for bit, instead of by the manuals'
+    /// firing timing (docs/sensors.md, "Velodyne firing timing").
+    #[arg(long)]
+    nebula_compat: bool,
 }
 
 /// Decodes the capture and prints one line per frame (and writes PCDs with `--pcd`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
     let model = match a.sensor {
         Some(m) => m,
-        None => detect(&a)?,
+        None => {
+            // The calibration's laser count must agree with the product byte (Velodyne).
+            let (m, warning) =
+                lidarxdp::sensor::velodyne::confirm_detected_model(detect(&a)?, &a.calibration)?;
+            if let Some(w) = warning {
+                eprintln!("decode: warning: {w}");
+            }
+            m
+        }
     };
     let cfg = SensorConfig {
         cut_angle_deg: a.cut_angle,
@@ -49,6 +61,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     let opts = lidarxdp::sensor::PipelineOptions {
         fov_deg: a.fov,
         hesai_skip_crc: a.hesai_skip_crc,
+        flavor: flavor(a.nebula_compat),
         ..Default::default()
     };
     let (frames, counters) =
@@ -87,6 +100,15 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     }
     eprintln!("decode: {counters:?}");
     Ok(())
+}
+
+/// The Velodyne rules `--nebula-compat` (or config `nebula_compat`) selects.
+pub fn flavor(nebula_compat: bool) -> lidarxdp::sensor::DecodeFlavor {
+    if nebula_compat {
+        lidarxdp::sensor::DecodeFlavor::Nebula
+    } else {
+        lidarxdp::sensor::DecodeFlavor::Manual
+    }
 }
 
 /// Datagrams looked at by [`detect`].

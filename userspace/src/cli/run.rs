@@ -95,6 +95,10 @@ pub struct RunArgs {
     /// Hesai: do not check the packets' CRCs (by default a CRC failure is counted malformed).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     hesai_skip_crc: Option<bool>,
+    /// Velodyne: decode as Tier IV Nebula does, bit for bit, instead of by the manuals'
+    /// firing timing (config file: `nebula_compat = true`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    nebula_compat: Option<bool>,
     /// Cut angle in degrees, [0, 360] (default 0).
     #[arg(long)]
     cut_angle: Option<f64>,
@@ -211,6 +215,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             source,
             calibration,
             hesai_skip_crc,
+            nebula_compat,
             cut_angle,
             fov,
             listen,
@@ -277,7 +282,8 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         || a.cut_angle.is_some()
         || a.fov.is_some()
         || a.return_mode.is_some()
-        || a.hesai_skip_crc.is_some();
+        || a.hesai_skip_crc.is_some()
+        || a.nebula_compat.is_some();
     let single = single_given.then(|| SensorSection {
         name: a.name.clone(),
         model: a.sensor,
@@ -291,6 +297,7 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         fov: a.fov,
         return_mode: a.return_mode.clone(),
         hesai_skip_crc: a.hesai_skip_crc,
+        nebula_compat: a.nebula_compat,
     });
     config::build(Inputs {
         backend: a.backend,
@@ -322,6 +329,7 @@ fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
     let opts = lidarxdp::sensor::PipelineOptions {
         fov_deg: s.fov,
         hesai_skip_crc: s.hesai_skip_crc,
+        flavor: super::decode::flavor(s.nebula_compat),
         ..Default::default()
     };
     ScanPipeline::with_options(&cfg, opts)
