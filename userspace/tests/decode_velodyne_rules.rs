@@ -119,8 +119,11 @@ fn vls_dual_stream(pad: impl Fn(usize) -> u8 + Copy) -> Vec<(Vec<u8>, u64)> {
         .collect()
 }
 
+/// Payloads with their pcap record times, ns.
+type Payloads = Vec<(Vec<u8>, u64)>;
+
 /// (model, calibration, payloads) of every stream this file checks.
-fn streams() -> Vec<(SensorModel, PathBuf, Vec<(Vec<u8>, u64)>)> {
+fn streams() -> Vec<(SensorModel, PathBuf, Payloads)> {
     let vlp32 = || capture("vlp32c/vlp32c_strongest_fov270to90_nebula_379pkt.pcap");
     let vlp32_cal = data("vlp32c/calibration/VLP32_nebula.yaml");
     let as_model = |m: SensorModel| {

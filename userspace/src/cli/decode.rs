@@ -62,7 +62,6 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         fov_deg: a.fov,
         hesai_skip_crc: a.hesai_skip_crc,
         flavor: flavor(a.nebula_compat),
-        ..Default::default()
     };
     let (frames, counters) =
         lidarxdp::offline::decode_pcap_with_options(&a.pcap, &cfg, a.port, opts)?;

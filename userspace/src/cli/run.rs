@@ -330,7 +330,6 @@ fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
         fov_deg: s.fov,
         hesai_skip_crc: s.hesai_skip_crc,
         flavor: super::decode::flavor(s.nebula_compat),
-        ..Default::default()
     };
     ScanPipeline::with_options(&cfg, opts)
         .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))
