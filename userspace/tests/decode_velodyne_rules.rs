@@ -576,6 +576,31 @@ fn decode_cli_autodetect_checks_the_calibration() {
     );
 }
 
+/// `decode --nebula-compat` selects Nebula's rules: on the 0x21 VLP-16 capture the frame at
+/// the cut splits as Nebula's last-block rule puts it (`tests/decode_vlp16_strongest.rs`).
+#[test]
+fn decode_cli_nebula_compat_flag() {
+    let points = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lidarxdp"))
+            .arg("decode")
+            .arg(data(
+                "vlp16/vlp16_strongest_prodid0x21_with_position_pkts.pcap",
+            ))
+            .args(["--sensor", "VLP16", "--calibration"])
+            .arg(data("vlp16/calibration/VLP16db.yaml"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split(" points=").nth(1)?.split(' ').next()?.parse().ok())
+            .collect::<Vec<usize>>()
+    };
+    assert_eq!(points(&[]), [5_599, 13_980]);
+    assert_eq!(points(&["--nebula-compat"]), [5_602, 13_977]);
+}
+
 /// The range gate `min_range_m < d < max_range_m` (exclusive, on the corrected range) holds
 /// on every model, for a gate narrower than the defaults.
 #[test]

@@ -687,4 +687,20 @@ mod tests {
         assert_eq!(p.queues[0].iface, "-");
         assert_eq!(p.queues[0].sensors.len(), 2);
     }
+
+    /// `nebula_compat` is per sensor, default false, read from the TOML key of that name.
+    #[test]
+    fn nebula_compat_is_a_per_sensor_key() {
+        let mut a: SensorSection = toml::from_str(
+            "name = \"a\"\nmodel = \"vlp16\"\ncalibration = \"c.yaml\"\nport = 2368\n\
+             nebula_compat = true\n",
+        )
+        .unwrap();
+        assert_eq!(a.nebula_compat, Some(true));
+        a.port = Some(2368);
+        let p = build(inputs(vec![a, sensor("b", 2369)])).unwrap();
+        let flags: Vec<bool> = p.sensors().map(|s| s.nebula_compat).collect();
+        assert_eq!(flags, [true, false]);
+        assert!(toml::from_str::<SensorSection>("nebula_compat = 1").is_err());
+    }
 }
