@@ -93,13 +93,17 @@ pub const MAX_ADVANCE_CDEG: f32 = 100.0;
 
 /// The advance (0.01°) a firing sequence is interpolated with under the default rules: the
 /// forward advance (to the next sequence) when known and at most [`MAX_ADVANCE_CDEG`], else
-/// the backward one (from the previous sequence) under the same bound, else 0 (no
-/// interpolation).
+/// the backward one (from the previous sequence; only computed then) under the same bound,
+/// else 0 (no interpolation).
 #[inline(always)]
-pub(crate) fn pick_advance(forward: Option<f32>, backward: Option<f32>) -> f32 {
-    match (forward, backward) {
-        (Some(f), _) if f <= MAX_ADVANCE_CDEG => f,
-        (_, Some(b)) if b <= MAX_ADVANCE_CDEG => b,
+pub(crate) fn pick_advance(forward: Option<f32>, backward: impl FnOnce() -> Option<f32>) -> f32 {
+    if let Some(f) = forward
+        && f <= MAX_ADVANCE_CDEG
+    {
+        return f;
+    }
+    match backward() {
+        Some(b) if b <= MAX_ADVANCE_CDEG => b,
         _ => 0.0,
     }
 }
@@ -745,7 +749,7 @@ impl Vlp16Decoder {
                 let first = block - block % step;
                 let az = rot(first);
                 let fwd = (first + step < BLOCKS).then(|| diff(az, rot(first + step)));
-                let back = (first >= step).then(|| diff(rot(first - step), az));
+                let back = || (first >= step).then(|| diff(rot(first - step), az));
                 (az, pick_advance(fwd, back))
             }
         }
@@ -811,138 +815,150 @@ impl Vlp16Decoder {
                 .get(b)
                 .map_or(0, |k| u16::from_le_bytes([k[2], k[3]]))
         });
-        let mut main = BlockPoints::new(&self.slot_ring, &self.slot_vert, &self.slot_ns);
+        let mut bp = BlockPoints::new(&self.slot_ring, &self.slot_vert, &self.slot_ns);
         if !DUAL {
-            main.return_type = [single_type; SLOTS_PER_BLOCK];
+            bp.return_type = [single_type; SLOTS_PER_BLOCK];
         }
-        // Default rules, dual return: the two blocks of a pair are emitted per firing
-        // sequence (even block slots 0..15, odd block slots 0..15, even 16..31, odd 16..31),
-        // so every channel's time stamps are non-decreasing; the even block waits in `held`.
-        let reorder = DUAL && !nebula;
-        let mut held = BlockPoints::new(&self.slot_ring, &self.slot_vert, &self.slot_ns);
-        for (block, blk) in blocks.iter().enumerate().take(BLOCKS) {
-            let bp = if reorder && block % 2 == 0 {
-                &mut held
-            } else {
-                &mut main
-            };
-            bp.mask = 0;
-            'fill: {
-                let (az, diff) = self.block_azimuth(&azimuths, DUAL, block);
-                if nebula
-                    && let Some(fov) = s.fov
-                    && !fov.block_passes(az)
-                {
-                    break 'fill;
-                }
-                let pblk = if DUAL {
-                    blocks.get(block ^ 1).unwrap_or(&empty)
-                } else {
-                    &empty
-                };
-                let odd = DUAL && block % 2 == 1;
-                let slots = slot_view(blk);
-                let pslots = slot_view(pblk);
-                // Stage 1: the slots carrying a point: raw range inside the slot's window
-                // (non-zero, inside the range filter, laser in the calibration; [`raw_window`])
-                // and, in an odd dual block, different from the partner's (identical returns are
-                // merged).
-                let mut mask = slot_mask(slots, &self.raw_lo, &self.raw_hi, odd.then_some(pslots));
-                if mask == 0 {
-                    break 'fill;
-                }
-                let azf0 = f32::from(az);
-                // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
-                let computed: [f32; SLOTS_PER_BLOCK];
-                let table = match self.frac.get(diff as usize) {
-                    Some(t) => t,
-                    None => {
-                        computed =
-                            std::array::from_fn(|slot| diff * self.slot_us[slot] / 110.592f32);
-                        &computed
+        // Computes block `$block` into `$bp` and gives its mask of kept slots (0: nothing to
+        // emit). A macro, not a function: both loops below get it inlined with their own
+        // `BlockPoints`, as one loop did before.
+        macro_rules! fill {
+            ($bp:ident, $block:expr) => {{
+                let block: usize = $block;
+                let bp = &mut $bp;
+                'fill: {
+                    let Some(blk) = blocks.get(block) else {
+                        break 'fill 0;
+                    };
+                    let (az, diff) = self.block_azimuth(&azimuths, DUAL, block);
+                    if nebula
+                        && let Some(fov) = s.fov
+                        && !fov.block_passes(az)
+                    {
+                        break 'fill 0;
                     }
-                };
-                bp.block = block as u8;
-                bp.block_ns = firing_offset_ns(mode, block, 0);
-                if DUAL {
-                    // Stage 2, kept slots only.
-                    let mut m = mask;
-                    while m != 0 {
-                        let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-                        m &= m - 1;
-                        let [r0, r1, intensity] = slots[slot];
-                        let raw = u16::from_le_bytes([r0, r1]);
-                        let distance = raw_distance(raw, res, self.slot_corr[slot]);
-                        let azc = wrap_round_cdeg(
-                            (f64::from(azf0 + table[slot]) - self.slot_rot[slot]) as f32,
-                        );
-                        let [cos_az, sin_az] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
-                        let az_rad = azimuth_rad(azc);
-                        let xy = distance * self.slot_cos_vert[slot];
-                        let [o0, o1, other_i] = pslots[slot];
-                        bp.x[slot] = xy * cos_az;
-                        bp.y[slot] = -(xy * sin_az);
-                        bp.z[slot] = distance * self.slot_sin_vert[slot];
-                        bp.distance[slot] = distance;
-                        bp.azimuth[slot] = az_rad;
-                        bp.azimuth_cdeg[slot] = azc;
-                        bp.intensity[slot] = intensity;
-                        bp.return_type[slot] = dual_type(
-                            raw,
-                            intensity,
-                            u16::from_le_bytes([o0, o1]),
-                            other_i,
-                            nebula,
+                    let pblk = if DUAL {
+                        blocks.get(block ^ 1).unwrap_or(&empty)
+                    } else {
+                        &empty
+                    };
+                    let odd = DUAL && block % 2 == 1;
+                    let slots = slot_view(blk);
+                    let pslots = slot_view(pblk);
+                    // Stage 1: the slots carrying a point: raw range inside the slot's window
+                    // (non-zero, inside the range filter, laser in the calibration; [`raw_window`])
+                    // and, in an odd dual block, different from the partner's (identical returns are
+                    // merged).
+                    let mut mask = slot_mask(slots, &self.raw_lo, &self.raw_hi, odd.then_some(pslots));
+                    if mask == 0 {
+                        break 'fill 0;
+                    }
+                    let azf0 = f32::from(az);
+                    // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
+                    let computed: [f32; SLOTS_PER_BLOCK];
+                    let table = match self.frac.get(diff as usize) {
+                        Some(t) => t,
+                        None => {
+                            computed =
+                                std::array::from_fn(|slot| diff * self.slot_us[slot] / 110.592f32);
+                            &computed
+                        }
+                    };
+                    bp.block = block as u8;
+                    bp.block_ns = firing_offset_ns(mode, block, 0);
+                    if DUAL {
+                        // Stage 2, kept slots only.
+                        let mut m = mask;
+                        while m != 0 {
+                            let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                            m &= m - 1;
+                            let [r0, r1, intensity] = slots[slot];
+                            let raw = u16::from_le_bytes([r0, r1]);
+                            let distance = raw_distance(raw, res, self.slot_corr[slot]);
+                            let azc = wrap_round_cdeg(
+                                (f64::from(azf0 + table[slot]) - self.slot_rot[slot]) as f32,
+                            );
+                            let [cos_az, sin_az] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                            let az_rad = azimuth_rad(azc);
+                            let xy = distance * self.slot_cos_vert[slot];
+                            let [o0, o1, other_i] = pslots[slot];
+                            bp.x[slot] = xy * cos_az;
+                            bp.y[slot] = -(xy * sin_az);
+                            bp.z[slot] = distance * self.slot_sin_vert[slot];
+                            bp.distance[slot] = distance;
+                            bp.azimuth[slot] = az_rad;
+                            bp.azimuth_cdeg[slot] = azc;
+                            bp.intensity[slot] = intensity;
+                            bp.return_type[slot] = dual_type(
+                                raw,
+                                intensity,
+                                u16::from_le_bytes([o0, o1]),
+                                other_i,
+                                nebula,
+                            );
+                        }
+                    } else {
+                        // Stage 2, all 32 slots at once ([`dense::fill`]).
+                        dense::fill(
+                            bp,
+                            buf,
+                            block,
+                            table,
+                            azf0,
+                            dense::DenseLasers {
+                                corr: &self.slot_corr,
+                                cos_vert: &self.slot_cos_vert,
+                                sin_vert: &self.slot_sin_vert,
+                                rot: &self.slot_rot,
+                                res,
+                                trig: self.trig,
+                            },
                         );
                     }
-                } else {
-                    // Stage 2, all 32 slots at once ([`dense::fill`]).
-                    dense::fill(
-                        bp,
-                        buf,
-                        block,
-                        table,
-                        azf0,
-                        dense::DenseLasers {
-                            corr: &self.slot_corr,
-                            cos_vert: &self.slot_cos_vert,
-                            sin_vert: &self.slot_sin_vert,
-                            rot: &self.slot_rot,
-                            res,
-                            trig: self.trig,
-                        },
-                    );
-                }
-                if let Some(fov) = s.fov {
-                    let mut m = mask;
-                    while m != 0 {
-                        let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-                        m &= m - 1;
-                        if !fov.point_passes(bp.azimuth_cdeg[slot]) {
-                            mask &= !(1 << slot);
+                    if let Some(fov) = s.fov {
+                        let mut m = mask;
+                        while m != 0 {
+                            let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                            m &= m - 1;
+                            if !fov.point_passes(bp.azimuth_cdeg[slot]) {
+                                mask &= !(1 << slot);
+                            }
                         }
                     }
+                    mask
                 }
-                bp.mask = mask;
-            }
-            if !reorder {
-                if main.mask != 0 {
-                    sink(&main);
-                }
-            } else if block % 2 == 1 {
-                let (even, odd) = (held.mask, main.mask);
-                const LOW: u32 = (1 << LASERS) - 1;
-                for (b, m) in [
-                    (0, even & LOW),
-                    (1, odd & LOW),
-                    (0, even & !LOW),
-                    (1, odd & !LOW),
-                ] {
-                    let part = if b == 0 { &mut held } else { &mut main };
-                    part.mask = m;
-                    if m != 0 {
+            }};
+        }
+        if DUAL && !nebula {
+            // Default rules, dual return: the two blocks of a pair are emitted per firing
+            // sequence (even block slots 0..15, odd block slots 0..15, then slots 16..31 of
+            // each), so every channel's time stamps are non-decreasing.
+            const LOW: u32 = (1 << LASERS) - 1;
+            let mut odd = BlockPoints::new(&self.slot_ring, &self.slot_vert, &self.slot_ns);
+            for pair in 0..BLOCKS / 2 {
+                let me = fill!(bp, 2 * pair);
+                let mo = fill!(odd, 2 * pair + 1);
+                // Block order is already sequence order when the even block has no point of
+                // the second sequence or the odd block none of the first: two sinks, not four.
+                let halves: &[(bool, u32)] = if me & !LOW == 0 || mo & LOW == 0 {
+                    &[(true, u32::MAX), (false, u32::MAX)]
+                } else {
+                    &[(true, LOW), (false, LOW), (true, !LOW), (false, !LOW)]
+                };
+                for &(first, m) in halves {
+                    let part = if first { &mut bp } else { &mut odd };
+                    part.mask = m & if first { me } else { mo };
+                    if part.mask != 0 {
                         sink(part);
                     }
+                }
+            }
+        } else {
+            for block in 0..BLOCKS {
+                let mask = fill!(bp, block);
+                if mask != 0 {
+                    bp.mask = mask;
+                    sink(&bp);
                 }
             }
         }

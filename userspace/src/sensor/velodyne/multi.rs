@@ -595,10 +595,12 @@ impl MultiDecoder {
                     let s = i / bps;
                     let az = rot(s * bps);
                     let fwd = (s + 1 < nseq).then(|| diff(az, rot((s + 1) * bps)));
-                    let back = if s > 0 {
-                        Some(diff(rot((s - 1) * bps), az))
-                    } else {
-                        (nseq == 1).then_some(f32::from(self.packet_advance_cdeg))
+                    let back = || {
+                        if s > 0 {
+                            Some(diff(rot((s - 1) * bps), az))
+                        } else {
+                            (nseq == 1).then_some(f32::from(self.packet_advance_cdeg))
+                        }
                     };
                     *o = (az, super::pick_advance(fwd, back));
                 }
