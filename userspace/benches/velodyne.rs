@@ -15,6 +15,9 @@
 //! Time is the decoding thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time: the
 //! machine is shared, and a wall clock would count the time other processes hold the core.
 //!
+//! Rules: the default (manual firing timing); `LIDARXDP_BENCH_NEBULA=1` measures the
+//! `--nebula-compat` rules instead.
+//!
 //! Run: `cargo bench -p lidarxdp --bench velodyne`.
 
 use std::path::Path;
@@ -45,12 +48,21 @@ fn payloads(file: &str) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
+/// The rules measured: the default, or Nebula's with `LIDARXDP_BENCH_NEBULA=1`.
+fn flavor() -> DecodeFlavor {
+    if std::env::var_os("LIDARXDP_BENCH_NEBULA").is_some_and(|v| v == "1") {
+        DecodeFlavor::Nebula
+    } else {
+        DecodeFlavor::Manual
+    }
+}
+
 fn settings() -> DecoderSettings {
     DecoderSettings {
         min_range_m: 0.3,
         max_range_m: 300.0,
         fov: None,
-        flavor: DecodeFlavor::Nebula,
+        flavor: flavor(),
     }
 }
 
@@ -161,7 +173,7 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
         let pkts = payloads(pcap);
         let cfg = SensorConfig::new(0, model, format!("{DATA}{cal}"));
         let opts = PipelineOptions {
-            flavor: DecodeFlavor::Nebula,
+            flavor: flavor(),
             ..Default::default()
         };
         let mut stream = VelodyneStream::new(&cfg, opts).unwrap();

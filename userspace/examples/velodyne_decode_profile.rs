@@ -55,7 +55,12 @@ fn main() {
         min_range_m: 0.3,
         max_range_m: 300.0,
         fov: None,
-        flavor: DecodeFlavor::Nebula,
+        // The default rules; `LIDARXDP_BENCH_NEBULA=1`: the `--nebula-compat` rules.
+        flavor: if std::env::var_os("LIDARXDP_BENCH_NEBULA").is_some_and(|v| v == "1") {
+            DecodeFlavor::Nebula
+        } else {
+            DecodeFlavor::Manual
+        },
     };
     let mut out: Vec<PointXYZIRCAEDT> = Vec::with_capacity(pkts.len() * 384);
     let mut total = 0usize;

@@ -31,6 +31,7 @@
 //! min_range = 0.3                 # metres, [0, max_range); default: the model's datasheet
 //! max_range = 100.0               # metres, (min_range, 1000]; default: the model's datasheet
 //! stamp = "sensor"                # sensor | host: the clock of the frames' start_ns
+//! nebula_compat = false           # Velodyne: Nebula's rules bit for bit, not the manuals'
 //! ```
 //!
 //! The single-sensor form (`sensor = "vlp16"`, `port`, `calibration`, ... at top level, or
@@ -81,6 +82,8 @@ pub struct SensorSection {
     pub max_range: Option<f32>,
     /// Clock of the frames' `start_ns`: `sensor` (default) or `host`.
     pub stamp: Option<Stamp>,
+    /// Velodyne: decode with Tier IV Nebula's rules instead of the manuals' (default false).
+    pub nebula_compat: Option<bool>,
 }
 
 /// One `[[queues]]` table: settings of one (interface, RX queue) capture thread.
@@ -131,6 +134,8 @@ pub struct SensorPlan {
     pub max_range: f32,
     /// Clock of the frames' `start_ns`.
     pub stamp: Stamp,
+    /// Velodyne decoded with Nebula's rules (`nebula_compat`).
+    pub nebula_compat: bool,
 }
 
 fn ser_model<S: serde::Serializer>(m: &SensorModel, s: S) -> Result<S::Ok, S::Error> {
@@ -476,6 +481,7 @@ pub fn build(i: Inputs) -> Result<Plan> {
             min_range,
             max_range,
             stamp: s.stamp.unwrap_or_default(),
+            nebula_compat: s.nebula_compat.unwrap_or(false),
         };
         match groups
             .iter_mut()
@@ -785,5 +791,21 @@ mod tests {
         assert_eq!(p.queues.len(), 1);
         assert_eq!(p.queues[0].iface, "-");
         assert_eq!(p.queues[0].sensors.len(), 2);
+    }
+
+    /// `nebula_compat` is per sensor, default false, read from the TOML key of that name.
+    #[test]
+    fn nebula_compat_is_a_per_sensor_key() {
+        let mut a: SensorSection = toml::from_str(
+            "name = \"a\"\nmodel = \"vlp16\"\ncalibration = \"c.yaml\"\nport = 2368\n\
+             nebula_compat = true\n",
+        )
+        .unwrap();
+        assert_eq!(a.nebula_compat, Some(true));
+        a.port = Some(2368);
+        let p = build(inputs(vec![a, sensor("b", 2369)])).unwrap();
+        let flags: Vec<bool> = p.sensors().map(|s| s.nebula_compat).collect();
+        assert_eq!(flags, [true, false]);
+        assert!(toml::from_str::<SensorSection>("nebula_compat = 1").is_err());
     }
 }

@@ -72,6 +72,10 @@ pub struct DecodeArgs {
     /// Write every frame as `<DIR>/<sequence>.pcd`.
     #[arg(long, value_name = "DIR")]
     pcd: Option<PathBuf>,
+    /// Velodyne: decode as Tier IV Nebula does, bit for bit, instead of by the manuals'
+    /// firing timing (docs/sensors.md, "Velodyne firing timing").
+    #[arg(long)]
+    nebula_compat: bool,
 }
 
 impl DecodeArgs {
@@ -157,7 +161,15 @@ fn summary_line(s: &DecodeSummary) -> String {
 pub fn decode(a: DecodeArgs) -> Result<()> {
     let model = match a.sensor {
         Some(m) => m,
-        None => detect(&a)?,
+        None => {
+            // The calibration's laser count must agree with the product byte (Velodyne).
+            let (m, warning) =
+                lidarxdp::sensor::velodyne::confirm_detected_model(detect(&a)?, &a.calibration)?;
+            if let Some(w) = warning {
+                eprintln!("decode: warning: {w}");
+            }
+            m
+        }
     };
     let (dmin, dmax) = model.datasheet_range_m();
     // A minimum at or above a maximum that was not given is the minimum's fault.
@@ -185,7 +197,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         pipeline: lidarxdp::sensor::PipelineOptions {
             fov_deg: a.fov,
             hesai_skip_crc: a.hesai_skip_crc,
-            ..Default::default()
+            flavor: flavor(a.nebula_compat),
         },
     };
     if let Some(dir) = &a.pcd {
@@ -249,6 +261,15 @@ fn flag_names(msg: &str) -> String {
     msg.replace("min_range_m", "--min-range")
         .replace("max_range_m", "--max-range")
         .replace("cut_angle_deg", "--cut-angle")
+}
+
+/// The Velodyne rules `--nebula-compat` (or config `nebula_compat`) selects.
+pub fn flavor(nebula_compat: bool) -> lidarxdp::sensor::DecodeFlavor {
+    if nebula_compat {
+        lidarxdp::sensor::DecodeFlavor::Nebula
+    } else {
+        lidarxdp::sensor::DecodeFlavor::Manual
+    }
 }
 
 /// Datagrams looked at by [`detect`].

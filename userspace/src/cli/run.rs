@@ -95,6 +95,10 @@ pub struct RunArgs {
     /// Hesai: do not check the packets' CRCs (by default a CRC failure is counted malformed).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     hesai_skip_crc: Option<bool>,
+    /// Velodyne: decode as Tier IV Nebula does, bit for bit, instead of by the manuals'
+    /// firing timing (config file: `nebula_compat = true`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    nebula_compat: Option<bool>,
     /// Cut angle in degrees, [0, 360] (default 0).
     #[arg(long)]
     cut_angle: Option<f64>,
@@ -223,6 +227,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             source,
             calibration,
             hesai_skip_crc,
+            nebula_compat,
             cut_angle,
             fov,
             listen,
@@ -295,7 +300,8 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         || a.hesai_skip_crc.is_some()
         || a.min_range.is_some()
         || a.max_range.is_some()
-        || a.stamp.is_some();
+        || a.stamp.is_some()
+        || a.nebula_compat.is_some();
     let single = single_given.then(|| SensorSection {
         name: a.name.clone(),
         model: a.sensor,
@@ -312,6 +318,7 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         min_range: a.min_range,
         max_range: a.max_range,
         stamp: a.stamp,
+        nebula_compat: a.nebula_compat,
     });
     config::build(Inputs {
         backend: a.backend,
@@ -346,7 +353,7 @@ fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
     let opts = lidarxdp::sensor::PipelineOptions {
         fov_deg: s.fov,
         hesai_skip_crc: s.hesai_skip_crc,
-        ..Default::default()
+        flavor: super::decode::flavor(s.nebula_compat),
     };
     ScanPipeline::with_options(&cfg, opts)
         .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))

@@ -11,12 +11,16 @@
 //! [`velodyne`], [`hesai`], [`ouster`], [`robosense`]. [`SensorModel::family`] picks it.
 //!
 //! ## Compatibility with Tier IV Nebula
-//! With [`DecodeFlavor::Nebula`] (the default) a VLP-16 stream decodes point-for-point as
-//! Nebula's `Vlp16Decoder` does (verified against Nebula's ground-truth PCD, see
-//! `tests/decode_vlp16_golden.rs`), except: `elevation` is the beam angle in rad (Nebula stores its
-//! sine), `time_stamp` follows the manual's dual-return timing table on the sensor clock (Nebula
-//! uses the host stamp of the packet), and a damaged packet is dropped whole (Nebula keeps the
-//! blocks before a bad flag).
+//! By default ([`DecodeFlavor::Manual`]) every Velodyne model follows its manufacturer's manual:
+//! each laser's azimuth is interpolated with its own firing time over the firing-sequence
+//! period, the last sequence of a packet reuses the previous advance, and `--fov` filters
+//! every point on its corrected azimuth (`docs/sensors.md`, "Velodyne firing timing").
+//! With [`DecodeFlavor::Nebula`] (`--nebula-compat`, config key `nebula_compat`) a Velodyne
+//! stream decodes point-for-point as Tier IV Nebula's decoders do (verified against Nebula's
+//! ground-truth PCDs, see `tests/decode_vlp16_golden.rs`), except: `elevation` is the beam
+//! angle in rad (Nebula stores its sine), `time_stamp` follows the manual's timing table on the
+//! sensor clock (Nebula uses the host stamp of the packet), and a damaged packet is dropped
+//! whole (Nebula keeps the blocks before a bad flag).
 
 pub mod calibration;
 pub mod hesai;
@@ -397,18 +401,29 @@ impl fmt::Display for ReturnMode {
     }
 }
 
-/// Which rules the decoder follows where Tier IV Nebula and the VLP-16 manual differ.
+/// Which rules the Velodyne decoders follow where Tier IV Nebula and the manufacturer's
+/// manuals differ (`docs/sensors.md`, "Velodyne firing timing"). Other vendors ignore it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DecodeFlavor {
-    /// Nebula's `Vlp16Decoder`, bit for bit (default; Autoware's reference): the last block
-    /// (single) / block 10 (dual) is not interpolated, an odd dual block takes the next pair's
-    /// azimuth without interpolation, and in dual mode the return with the *longer* range is
-    /// labelled "first" (`First*`), the shorter one "last".
-    #[default]
+    /// Nebula's `Vlp16Decoder`, `Vlp32Decoder` (VLP-32C, HDL-32E, HDL-64E) and
+    /// `Vls128Decoder`, bit for bit (`--nebula-compat`, for comparing with Autoware): the last
+    /// block (single) / block 10 (dual) is not interpolated, an odd dual block takes the next
+    /// pair's azimuth without interpolation, HDL-32E/HDL-64E lasers are spread as the
+    /// VLP-32C's (`2.304/55.296` per slot), VLS-128 banks interpolate with the next block's
+    /// difference; in VLP-16 dual mode the return with the *longer* range is labelled "first"
+    /// (`First*`); `--fov` skips whole blocks outside it first (VLP-32C, HDL-32E, HDL-64E:
+    /// on the raw block azimuth only, so points up to one block advance plus the laser's
+    /// `rot_correction` outside the field of view remain, as in Nebula).
     Nebula,
-    /// The VLP-16 manual: every firing sequence interpolated between its block (pair) azimuth
-    /// and the next one, the last block (pair) reusing the previous advance; in dual mode the
-    /// shorter range is "first".
+    /// The manufacturers' manuals (default): every laser is interpolated between its firing
+    /// sequence's azimuth and the next sequence's with its own firing time (VLP-16 63-9243
+    /// §9, VLP-32C 63-9325 §9, HDL-32E 63-9113 appendix "firing timing": 1.152 µs per laser
+    /// in a 46.08 µs cycle, VLS-128 63-9480 §9: the four banks of a sequence share its
+    /// azimuth and advance); the last sequence of a packet reuses the previous advance; in
+    /// dual mode the shorter range is "first" and points come out per firing sequence (each
+    /// channel's time stamps non-decreasing); `--fov` filters every point on its corrected
+    /// azimuth.
+    #[default]
     Manual,
 }
 
@@ -526,12 +541,12 @@ impl SensorConfig {
 /// Extra decoding options that are not part of a sensor's deployment configuration.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PipelineOptions {
-    /// Nebula- or manual-style azimuth interpolation and dual-return labels.
+    /// Velodyne: manual (default) or Nebula-compatible (`--nebula-compat`) rules.
     pub flavor: DecodeFlavor,
     /// Field of view `(min, max)`, degrees in [0, 360], inclusive, on the corrected point
     /// azimuth; `min > max` wraps through 0° (Nebula `cloud_min_angle`/`cloud_max_angle`).
-    /// `None` (default) keeps all azimuths. With [`DecodeFlavor::Nebula`] whole blocks whose
-    /// azimuth lies outside `[min, max]` are skipped first, as Nebula does.
+    /// `None` (default) keeps all azimuths. With [`DecodeFlavor::Nebula`] the Velodyne
+    /// decoders skip whole blocks outside `[min, max]` as Nebula does (see there).
     pub fov_deg: Option<(f64, f64)>,
     /// Hesai only: skip the body/tail CRC-32 check of models that carry one (QT128, OT128).
     /// Default `false`: a CRC mismatch makes the packet malformed. See [`hesai`].
@@ -603,6 +618,10 @@ pub struct DecodeCounters {
     pub frames: u64,
     /// Points in emitted frames.
     pub points: u64,
+    /// Velodyne: decoded data packets whose product-id byte (offset 1205) names another model
+    /// than the configured one (which the calibration's laser count confirmed); decoded as
+    /// configured, logged once. 0 for other vendors.
+    pub product_mismatches: u64,
 }
 
 impl DecodeCounters {
@@ -614,6 +633,7 @@ impl DecodeCounters {
         self.ignored += other.ignored;
         self.frames += other.frames;
         self.points += other.points;
+        self.product_mismatches += other.product_mismatches;
     }
 
     /// `self + other`, field by field.
@@ -659,6 +679,11 @@ pub trait VendorDecoder: Send + fmt::Debug {
     /// A boxed copy of this decoder in its current state (calibration tables, frame in
     /// progress, counters): what [`ScanPipeline`]'s `Clone` uses.
     fn clone_box(&self) -> Box<dyn VendorDecoder>;
+    /// Data packets whose model byte names another model than the configured one
+    /// ([`DecodeCounters::product_mismatches`]); 0 where the format has no such byte.
+    fn product_mismatches(&self) -> u64 {
+        0
+    }
 }
 
 /// Applies `stamp` to frames just produced: with [`Stamp::Host`], `start_ns` becomes the host
@@ -701,7 +726,7 @@ impl Clone for ScanPipeline {
 }
 
 impl ScanPipeline {
-    /// Builds the pipeline with default [`PipelineOptions`] (Nebula flavor, full field of view).
+    /// Builds the pipeline with default [`PipelineOptions`] (manual rules, full field of view).
     ///
     /// # Errors
     /// [`ConfigError`] for an out-of-range field (see [`SensorConfig::validate`]) or an
@@ -763,7 +788,10 @@ impl ScanPipeline {
         self.counters.packets += 1;
         let before = out.len();
         match self.decoder.push(payload, host_ns, out) {
-            Ok(()) => self.counters.decoded += 1,
+            Ok(()) => {
+                self.counters.decoded += 1;
+                self.counters.product_mismatches = self.decoder.product_mismatches();
+            }
             Err(Rejection::Ignored) => self.counters.ignored += 1,
             Err(Rejection::Malformed) => self.counters.malformed += 1,
         }

@@ -84,6 +84,30 @@ pub const SEQUENCE_NS: u32 = 55_296;
 /// Number of azimuth units per turn (0.01° units).
 pub const AZIMUTH_UNITS: u32 = 36_000;
 
+/// Largest azimuth advance between consecutive firing sequences (or block pairs) that the
+/// default rules interpolate with, 0.01° (1°). Real advances are at most 0.8° (a VLP-16
+/// block, two 55.296 µs sequences, at 1200 rpm); a larger step between blocks is a pause in
+/// firing (a sensor-side field of view skips the azimuths outside it, inside a packet too),
+/// not rotation.
+pub const MAX_ADVANCE_CDEG: f32 = 100.0;
+
+/// The advance (0.01°) a firing sequence is interpolated with under the default rules: the
+/// forward advance (to the next sequence) when known and at most [`MAX_ADVANCE_CDEG`], else
+/// the backward one (from the previous sequence; only computed then) under the same bound,
+/// else 0 (no interpolation).
+#[inline(always)]
+pub(crate) fn pick_advance(forward: Option<f32>, backward: impl FnOnce() -> Option<f32>) -> f32 {
+    if let Some(f) = forward
+        && f <= MAX_ADVANCE_CDEG
+    {
+        return f;
+    }
+    match backward() {
+        Some(b) if b <= MAX_ADVANCE_CDEG => b,
+        _ => 0.0,
+    }
+}
+
 /// Time between two data packets, ns: 24 firing sequences in single-return modes, 12 in dual.
 pub const fn packet_interval_ns(mode: ReturnMode) -> u64 {
     match mode {
@@ -718,31 +742,24 @@ impl Vlp16Decoder {
                 (az, d)
             }
             // VLP-16 manual: interpolate between this block (pair) and the next one; the last
-            // block (pair) reuses the previous advance.
-            (DecodeFlavor::Manual, false) => {
-                let az = rot(block);
-                let d = if block < BLOCKS - 1 {
-                    diff(az, rot(block + 1))
-                } else {
-                    diff(rot(BLOCKS - 2), az)
-                };
-                (az, d)
-            }
-            (DecodeFlavor::Manual, true) => {
-                let first = block & !1;
+            // block (pair) reuses the previous advance; a jump over [`MAX_ADVANCE_CDEG`] is a
+            // pause in firing, not rotation ([`pick_advance`]).
+            (DecodeFlavor::Manual, dual) => {
+                let step = 1 + usize::from(dual);
+                let first = block - block % step;
                 let az = rot(first);
-                let d = if first + 2 < BLOCKS {
-                    diff(az, rot(first + 2))
-                } else {
-                    diff(rot(first - 2), az)
-                };
-                (az, d)
+                let fwd = (first + step < BLOCKS).then(|| diff(az, rot(first + step)));
+                let back = || (first >= step).then(|| diff(rot(first - step), az));
+                (az, pick_advance(fwd, back))
             }
         }
     }
 
     /// Decodes one validated packet, calling `emit` for every point that survives the range and
-    /// field-of-view filters, in packet order (block, firing sequence, laser).
+    /// field-of-view filters, in packet order: block, firing sequence, laser; except dual
+    /// return under [`DecodeFlavor::Manual`], which emits each block pair `(2p, 2p+1)` per
+    /// firing sequence (block 2p slots 0..15, block 2p+1 slots 0..15, then slots 16..31 of
+    /// each), so every laser's firing times are non-decreasing.
     ///
     /// Rules (Nebula-compatible): a zero distance is "no return"; distance = raw·resolution
     /// (+ `dist_correction` when non-zero), kept when `min_range < d < max_range`. Dual mode:
@@ -802,104 +819,147 @@ impl Vlp16Decoder {
         if !DUAL {
             bp.return_type = [single_type; SLOTS_PER_BLOCK];
         }
-        for (block, blk) in blocks.iter().enumerate().take(BLOCKS) {
-            let (az, diff) = self.block_azimuth(&azimuths, DUAL, block);
-            if nebula
-                && let Some(fov) = s.fov
-                && !fov.block_passes(az)
-            {
-                continue;
-            }
-            let pblk = if DUAL {
-                blocks.get(block ^ 1).unwrap_or(&empty)
-            } else {
-                &empty
-            };
-            let odd = DUAL && block % 2 == 1;
-            let slots = slot_view(blk);
-            let pslots = slot_view(pblk);
-            // Stage 1: the slots carrying a point: raw range inside the slot's window
-            // (non-zero, inside the range filter, laser in the calibration; [`raw_window`])
-            // and, in an odd dual block, different from the partner's (identical returns are
-            // merged).
-            let mut mask = slot_mask(slots, &self.raw_lo, &self.raw_hi, odd.then_some(pslots));
-            if mask == 0 {
-                continue;
-            }
-            let azf0 = f32::from(az);
-            // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
-            let computed: [f32; SLOTS_PER_BLOCK];
-            let table = match self.frac.get(diff as usize) {
-                Some(t) => t,
-                None => {
-                    computed = std::array::from_fn(|slot| diff * self.slot_us[slot] / 110.592f32);
-                    &computed
+        // Computes block `$block` into `$bp` and gives its mask of kept slots (0: nothing to
+        // emit). A macro, not a function: both loops below get it inlined with their own
+        // `BlockPoints`, as one loop did before.
+        macro_rules! fill {
+            ($bp:ident, $block:expr) => {{
+                let block: usize = $block;
+                let bp = &mut $bp;
+                'fill: {
+                    let Some(blk) = blocks.get(block) else {
+                        break 'fill 0;
+                    };
+                    let (az, diff) = self.block_azimuth(&azimuths, DUAL, block);
+                    if nebula
+                        && let Some(fov) = s.fov
+                        && !fov.block_passes(az)
+                    {
+                        break 'fill 0;
+                    }
+                    let pblk = if DUAL {
+                        blocks.get(block ^ 1).unwrap_or(&empty)
+                    } else {
+                        &empty
+                    };
+                    let odd = DUAL && block % 2 == 1;
+                    let slots = slot_view(blk);
+                    let pslots = slot_view(pblk);
+                    // Stage 1: the slots carrying a point: raw range inside the slot's window
+                    // (non-zero, inside the range filter, laser in the calibration; [`raw_window`])
+                    // and, in an odd dual block, different from the partner's (identical returns are
+                    // merged).
+                    let mut mask = slot_mask(slots, &self.raw_lo, &self.raw_hi, odd.then_some(pslots));
+                    if mask == 0 {
+                        break 'fill 0;
+                    }
+                    let azf0 = f32::from(az);
+                    // `diff` is an integer number of 0.01° (a difference of u16 azimuths).
+                    let computed: [f32; SLOTS_PER_BLOCK];
+                    let table = match self.frac.get(diff as usize) {
+                        Some(t) => t,
+                        None => {
+                            computed =
+                                std::array::from_fn(|slot| diff * self.slot_us[slot] / 110.592f32);
+                            &computed
+                        }
+                    };
+                    bp.block = block as u8;
+                    bp.block_ns = firing_offset_ns(mode, block, 0);
+                    if DUAL {
+                        // Stage 2, kept slots only.
+                        let mut m = mask;
+                        while m != 0 {
+                            let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                            m &= m - 1;
+                            let [r0, r1, intensity] = slots[slot];
+                            let raw = u16::from_le_bytes([r0, r1]);
+                            let distance = raw_distance(raw, res, self.slot_corr[slot]);
+                            let azc = wrap_round_cdeg(
+                                (f64::from(azf0 + table[slot]) - self.slot_rot[slot]) as f32,
+                            );
+                            let [cos_az, sin_az] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
+                            let az_rad = azimuth_rad(azc);
+                            let xy = distance * self.slot_cos_vert[slot];
+                            let [o0, o1, other_i] = pslots[slot];
+                            bp.x[slot] = xy * cos_az;
+                            bp.y[slot] = -(xy * sin_az);
+                            bp.z[slot] = distance * self.slot_sin_vert[slot];
+                            bp.distance[slot] = distance;
+                            bp.azimuth[slot] = az_rad;
+                            bp.azimuth_cdeg[slot] = azc;
+                            bp.intensity[slot] = intensity;
+                            bp.return_type[slot] = dual_type(
+                                raw,
+                                intensity,
+                                u16::from_le_bytes([o0, o1]),
+                                other_i,
+                                nebula,
+                            );
+                        }
+                    } else {
+                        // Stage 2, all 32 slots at once ([`dense::fill`]).
+                        dense::fill(
+                            bp,
+                            buf,
+                            block,
+                            table,
+                            azf0,
+                            dense::DenseLasers {
+                                corr: &self.slot_corr,
+                                cos_vert: &self.slot_cos_vert,
+                                sin_vert: &self.slot_sin_vert,
+                                rot: &self.slot_rot,
+                                res,
+                                trig: self.trig,
+                            },
+                        );
+                    }
+                    if let Some(fov) = s.fov {
+                        let mut m = mask;
+                        while m != 0 {
+                            let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
+                            m &= m - 1;
+                            if !fov.point_passes(bp.azimuth_cdeg[slot]) {
+                                mask &= !(1 << slot);
+                            }
+                        }
+                    }
+                    mask
                 }
-            };
-            bp.block = block as u8;
-            bp.block_ns = firing_offset_ns(mode, block, 0);
-            if DUAL {
-                // Stage 2, kept slots only.
-                let mut m = mask;
-                while m != 0 {
-                    let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-                    m &= m - 1;
-                    let [r0, r1, intensity] = slots[slot];
-                    let raw = u16::from_le_bytes([r0, r1]);
-                    let distance = raw_distance(raw, res, self.slot_corr[slot]);
-                    let azc = wrap_round_cdeg(
-                        (f64::from(azf0 + table[slot]) - self.slot_rot[slot]) as f32,
-                    );
-                    let [cos_az, sin_az] = self.trig[azc.min(AZIMUTH_UNITS - 1) as usize];
-                    let az_rad = azimuth_rad(azc);
-                    let xy = distance * self.slot_cos_vert[slot];
-                    let [o0, o1, other_i] = pslots[slot];
-                    bp.x[slot] = xy * cos_az;
-                    bp.y[slot] = -(xy * sin_az);
-                    bp.z[slot] = distance * self.slot_sin_vert[slot];
-                    bp.distance[slot] = distance;
-                    bp.azimuth[slot] = az_rad;
-                    bp.azimuth_cdeg[slot] = azc;
-                    bp.intensity[slot] = intensity;
-                    bp.return_type[slot] = dual_type(
-                        raw,
-                        intensity,
-                        u16::from_le_bytes([o0, o1]),
-                        other_i,
-                        nebula,
-                    );
-                }
-            } else {
-                // Stage 2, all 32 slots at once ([`dense::fill`]).
-                dense::fill(
-                    &mut bp,
-                    buf,
-                    block,
-                    table,
-                    azf0,
-                    dense::DenseLasers {
-                        corr: &self.slot_corr,
-                        cos_vert: &self.slot_cos_vert,
-                        sin_vert: &self.slot_sin_vert,
-                        rot: &self.slot_rot,
-                        res,
-                        trig: self.trig,
-                    },
-                );
-            }
-            if let Some(fov) = s.fov {
-                let mut m = mask;
-                while m != 0 {
-                    let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-                    m &= m - 1;
-                    if !fov.point_passes(bp.azimuth_cdeg[slot]) {
-                        mask &= !(1 << slot);
+            }};
+        }
+        if DUAL && !nebula {
+            // Default rules, dual return: the two blocks of a pair are emitted per firing
+            // sequence (even block slots 0..15, odd block slots 0..15, then slots 16..31 of
+            // each), so every channel's time stamps are non-decreasing.
+            const LOW: u32 = (1 << LASERS) - 1;
+            let mut odd = BlockPoints::new(&self.slot_ring, &self.slot_vert, &self.slot_ns);
+            for pair in 0..BLOCKS / 2 {
+                let me = fill!(bp, 2 * pair);
+                let mo = fill!(odd, 2 * pair + 1);
+                // Block order is already sequence order when the even block has no point of
+                // the second sequence or the odd block none of the first: two sinks, not four.
+                let halves: &[(bool, u32)] = if me & !LOW == 0 || mo & LOW == 0 {
+                    &[(true, u32::MAX), (false, u32::MAX)]
+                } else {
+                    &[(true, LOW), (false, LOW), (true, !LOW), (false, !LOW)]
+                };
+                for &(first, m) in halves {
+                    let part = if first { &mut bp } else { &mut odd };
+                    part.mask = m & if first { me } else { mo };
+                    if part.mask != 0 {
+                        sink(part);
                     }
                 }
             }
-            bp.mask = mask;
-            if mask != 0 {
-                sink(&bp);
+        } else {
+            for block in 0..BLOCKS {
+                let mask = fill!(bp, block);
+                if mask != 0 {
+                    bp.mask = mask;
+                    sink(&bp);
+                }
             }
         }
     }
@@ -911,6 +971,97 @@ fn slot_view(blk: &[u8; BLOCK_LEN]) -> &[[u8; 3]; SLOTS_PER_BLOCK] {
     let (_, body) = blk.split_first_chunk::<4>().unwrap_or((&[0; 4], &[]));
     let (slots, _) = body.as_chunks::<3>();
     <&[[u8; 3]; SLOTS_PER_BLOCK]>::try_from(slots).unwrap_or(&[[0; 3]; SLOTS_PER_BLOCK])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model detection: the product byte against the calibration's laser count.
+// ---------------------------------------------------------------------------------------------
+
+/// Velodyne models with `lasers` lasers ([`multi::laser_count`]), in [`SensorModel::ALL`]
+/// order: one for 16 (VLP-16) and 128 (VLS-128), two for 32 (VLP-32C, HDL-32E) and 64
+/// (HDL-64E S2, S3), none otherwise.
+pub fn models_with_lasers(lasers: usize) -> Vec<SensorModel> {
+    SensorModel::ALL
+        .iter()
+        .copied()
+        .filter(|&m| multi::laser_count(m) == lasers && lasers > 0)
+        .collect()
+}
+
+/// Laser count of a Velodyne calibration YAML file: the `n` in 16, 32, 64, 128 for which
+/// [`VelodyneCalibration::from_file`] accepts the file (its `num_lasers` and `lasers` entries
+/// agree with `n`).
+///
+/// # Errors
+/// When no count fits: the error [`VelodyneCalibration::from_file`] gives for
+/// `prefer_lasers` lasers (naming the field: `num_lasers`, `lasers`, `lasers[i].…`), or
+/// the I/O error.
+pub fn calibration_laser_count(
+    path: &std::path::Path,
+    prefer_lasers: usize,
+) -> Result<usize, ConfigError> {
+    for n in [16, 32, 64, 128] {
+        if VelodyneCalibration::from_file(path, n).is_ok() {
+            return Ok(n);
+        }
+    }
+    VelodyneCalibration::from_file(path, prefer_lasers.max(1)).map(|c| c.lasers.len())
+}
+
+/// Model detection for a capture without a configured model (`decode` without `--sensor`):
+/// `named` is the model the packets' product byte (offset 1205) names, `calibration` the
+/// calibration file given. Non-Velodyne models are returned unchanged. For a Velodyne model
+/// the calibration's laser count ([`calibration_laser_count`]) decides:
+/// * it equals `named`'s: `named`, no warning;
+/// * it differs and one Velodyne model has that many lasers ([`models_with_lasers`]): that
+///   model, with a warning to show the user (firmware that sends 0x21, HDL-32E, on a VLP-16
+///   exists);
+/// * it differs and two models have that many lasers (32: VLP-32C or HDL-32E; 64: HDL-64E S2
+///   or S3), or none: an error asking for `--sensor`.
+///
+/// # Errors
+/// [`ConfigError::Calibration`] naming `num_lasers` and both models for the last case; the
+/// calibration's own error when it fits no laser count.
+pub fn confirm_detected_model(
+    named: SensorModel,
+    calibration: &std::path::Path,
+) -> Result<(SensorModel, Option<String>), ConfigError> {
+    let expected = multi::laser_count(named);
+    if named.family() != super::Family::Velodyne || expected == 0 {
+        return Ok((named, None));
+    }
+    let lasers = calibration_laser_count(calibration, expected)?;
+    if lasers == expected {
+        return Ok((named, None));
+    }
+    match models_with_lasers(lasers).as_slice() {
+        [only] => Ok((
+            *only,
+            Some(format!(
+                "the packets' product byte (offset 1205) names {named} ({expected} lasers) but \
+                 the calibration {} has {lasers} lasers: decoding as {only} (pass --sensor to \
+                 choose)",
+                calibration.display()
+            )),
+        )),
+        several => Err(ConfigError::Calibration {
+            path: calibration.to_path_buf(),
+            message: format!(
+                "num_lasers = {lasers} contradicts the packets' product byte (offset 1205), \
+                 which names {named} ({expected} lasers); a {lasers}-laser calibration fits {}; \
+                 give --sensor MODEL",
+                if several.is_empty() {
+                    "no Velodyne model".to_owned()
+                } else {
+                    several
+                        .iter()
+                        .map(|m| m.name())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                }
+            ),
+        }),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -944,6 +1095,39 @@ pub struct VelodyneStream {
     return_mode: Option<ReturnMode>,
     product_mismatches: u64,
     last_product_id: Option<u8>,
+    /// Sensor id, for log lines.
+    sensor_id: u16,
+    /// First-block azimuth (0.01°) and sensor time (ns) of the previous data packet.
+    prev_packet: Option<(u16, u64)>,
+}
+
+/// Sensor rotation rate assumed when a single-sequence packet (VLS-128 dual return) has no
+/// previous packet to measure it from: 600 rpm (10 Hz), the factory default of every
+/// Velodyne model; 0.01° per ns is `36000 / 100 ms`.
+const NOMINAL_TURN_NS: u64 = 100_000_000;
+
+/// Azimuth advance (0.01°) of a packet holding one firing sequence: the first-block azimuth
+/// `az0` minus the previous packet's, when that packet's sensor time is between 0.5 and 1.5
+/// packet intervals before `sensor_ns` (the packet just before) and the advance is at most
+/// [`MAX_ADVANCE_CDEG`]; otherwise the nominal advance at 600 rpm over `interval_ns`.
+fn single_sequence_advance(
+    prev: Option<(u16, u64)>,
+    az0: u16,
+    sensor_ns: u64,
+    interval_ns: u64,
+) -> u32 {
+    if let Some((paz, pns)) = prev {
+        let dt = sensor_ns.wrapping_sub(pns);
+        let advance = (AZIMUTH_UNITS + u32::from(az0) - u32::from(paz)) % AZIMUTH_UNITS;
+        if sensor_ns >= pns
+            && dt >= interval_ns / 2
+            && dt <= interval_ns + interval_ns / 2
+            && advance as f32 <= MAX_ADVANCE_CDEG
+        {
+            return advance;
+        }
+    }
+    ((u64::from(AZIMUTH_UNITS) * interval_ns + NOMINAL_TURN_NS / 2) / NOMINAL_TURN_NS) as u32
 }
 
 /// The point decoder in use.
@@ -998,6 +1182,8 @@ impl VelodyneStream {
             return_mode: None,
             product_mismatches: 0,
             last_product_id: None,
+            sensor_id: cfg.sensor_id,
+            prev_packet: None,
         })
     }
 
@@ -1069,9 +1255,13 @@ impl VendorDecoder for VelodyneStream {
             if multi::model_from_product_id(id).is_some_and(|m| m != model) {
                 if self.product_mismatches == 0 {
                     log::warn!(
-                        "product id {id:#04x} names {:?} but the sensor is configured as {model}; \
-                         decoding as configured",
-                        multi::model_from_product_id(id)
+                        "sensor {}: product id {id:#04x} (byte 1205) names {:?} but the sensor \
+                         is configured as {model} and its calibration has {} lasers, as a \
+                         {model}; decoding as {model} (counted in product_mismatches; some \
+                         VLP-16 firmware sends 0x21, HDL-32E)",
+                        self.sensor_id,
+                        multi::model_from_product_id(id),
+                        multi::laser_count(model),
                     );
                 }
                 self.product_mismatches += 1;
@@ -1090,12 +1280,7 @@ impl VendorDecoder for VelodyneStream {
             }
             Engine::Multi(d) => {
                 let m = multi::return_mode(model, &packet);
-                let bps = multi::blocks_per_sequence(model)
-                    * if m == ReturnMode::Dual && model != SensorModel::Vls128 {
-                        2
-                    } else {
-                        1
-                    };
+                let bps = multi::blocks_per_sequence_in(model, m);
                 (
                     m,
                     d.packet_interval_ns(m),
@@ -1121,16 +1306,31 @@ impl VendorDecoder for VelodyneStream {
             sensor_ns = sensor_ns.saturating_sub(multi::VLS128_STAMP_LEAD_NS);
         }
         let span = |a: u16, b: u16| (AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS;
-        // Azimuth turned per packet: first to last firing sequence, scaled by seqs/(seqs-1).
-        let last_seq_block = first_block * (seqs.max(2) - 1);
-        let steps = (seqs.max(2) - 1) as u32;
-        let advance = span(packet.azimuth(0), packet.azimuth(last_seq_block)) * seqs as u32 / steps;
+        let az0 = packet.azimuth(0);
+        // Azimuth turned per packet: first to last firing sequence, scaled by seqs/(seqs-1);
+        // a packet of one sequence (VLS-128 dual) uses the turn since the previous packet.
+        let advance = if seqs >= 2 {
+            let last_seq_block = first_block * (seqs - 1);
+            let steps = (seqs - 1) as u32;
+            span(az0, packet.azimuth(last_seq_block)) * seqs as u32 / steps
+        } else {
+            single_sequence_advance(self.prev_packet, az0, sensor_ns, interval)
+        };
+        self.prev_packet = Some((az0, sensor_ns));
+        if seqs < 2
+            && let Engine::Multi(d) = &mut self.engine
+        {
+            d.set_packet_advance_cdeg(advance.min(u32::from(u16::MAX)) as u16);
+        }
+        // The last block that holds data (a VLS-128 dual packet's padding blocks 8..11 are
+        // not looked at).
+        let last_block = (first_block * seqs.max(1)).clamp(1, BLOCKS) - 1;
         self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
                 sensor_ns,
-                first_azimuth_cdeg: packet.azimuth(0),
-                last_azimuth_cdeg: packet.azimuth(BLOCKS - 1),
+                first_azimuth_cdeg: az0,
+                last_azimuth_cdeg: packet.azimuth(last_block),
                 advance_cdeg: advance,
                 interval_ns: interval,
             },
@@ -1161,6 +1361,10 @@ impl VendorDecoder for VelodyneStream {
 
     fn clone_box(&self) -> Box<dyn VendorDecoder> {
         Box::new(self.clone())
+    }
+
+    fn product_mismatches(&self) -> u64 {
+        self.product_mismatches
     }
 }
 
@@ -1442,6 +1646,37 @@ mod tests {
         assert_eq!(az(DecodeFlavor::Nebula, 1, 18), 1040);
         assert_eq!(az(DecodeFlavor::Manual, 1, 18), 1000 + 20 + 2); // 40·(55.296+2·2.304)/110.592 = 21.67
         assert_eq!(az(DecodeFlavor::Nebula, 0, 18), 1022);
+    }
+
+    /// Default rules, dual return: per block pair, first firing sequence of both blocks, then
+    /// the second one; offsets non-decreasing per laser. Nebula: block by block.
+    #[test]
+    fn dual_points_come_per_firing_sequence() {
+        let pkt = synth(1000, 40, RETURN_MODE_DUAL, |b, _| 1000 + b as u16 % 2);
+        let p = Packet::new_checked(&pkt[..]).unwrap();
+        let mut man = Vec::new();
+        decoder(DecodeFlavor::Manual).decode(&p, |d| man.push((d.block, d.slot, d.offset_ns)));
+        assert_eq!(man.len(), BLOCKS * SLOTS_PER_BLOCK);
+        let want: Vec<(u8, u8)> = (0..6u8)
+            .flat_map(|pair| {
+                [(0, 0u8), (1, 0), (0, 16), (1, 16)]
+                    .into_iter()
+                    .flat_map(move |(odd, s0)| (s0..s0 + 16).map(move |s| (2 * pair + odd, s)))
+            })
+            .collect();
+        let got: Vec<(u8, u8)> = man.iter().map(|&(b, s, _)| (b, s)).collect();
+        assert_eq!(got, want);
+        let mut last = [0u32; LASERS];
+        for &(_, s, t) in &man {
+            assert!(t >= last[usize::from(s) % LASERS]);
+            last[usize::from(s) % LASERS] = t;
+        }
+        let mut neb = Vec::new();
+        decoder(DecodeFlavor::Nebula).decode(&p, |d| neb.push((d.block, d.slot)));
+        let want: Vec<(u8, u8)> = (0..12u8)
+            .flat_map(|b| (0..32u8).map(move |s| (b, s)))
+            .collect();
+        assert_eq!(neb, want);
     }
 
     #[test]

@@ -36,8 +36,9 @@
 //! is then [`ReturnType::Identical`] (also when the partner has no return). Otherwise the
 //! shorter range is *first*, the higher reflectivity *strongest* (on a tie the last one), giving
 //! `FirstStrongest`/`FirstWeak`/`LastStrongest`/`LastWeak` (Nebula `vlp32_decoder.cpp`). The
-//! VLS-128 dual packet carries its returns in blocks 0–7 (blocks 8–11 are not decoded, as
-//! Nebula; not checked on a capture).
+//! VLS-128 dual packet carries one firing sequence: blocks `2b`, `2b+1` are the last and
+//! strongest return of bank `b`; blocks 8–11 are padding, never checked nor decoded
+//! ([`VLS128_DUAL_DATA_BLOCKS`]).
 //!
 //! ## Corrections (HDL-64E manual, appendix "Calibration")
 //! With `d = raw · unit + dist_correction` (for `raw > 0`), `cv, sv` the cosine/sine of
@@ -56,12 +57,19 @@
 //!
 //! ## Azimuth interpolation
 //! The block azimuth advances to the next firing sequence's azimuth (`diff`); a laser fired `t`
-//! after the sequence start gets `az + diff · t / T`, `T` the sequence period. With
-//! [`DecodeFlavor::Nebula`] the arithmetic is Nebula's, bit for bit: VLP-32C/HDL-32E/HDL-64E use
+//! after the sequence start gets `az + diff · t / T`, `T` the sequence period.
+//! [`DecodeFlavor::Manual`] (the default) uses each model's own firing time
+//! ([`firing_offset_ns`]: HDL-32E `1.152 µs · k` over 46.08 µs, VLP-32C pairs, VLS-128 groups)
+//! over its sequence period; every block of a sequence (the VLS-128's four banks, both returns)
+//! shares the sequence's azimuth and advance; the last sequence reuses the previous advance, and
+//! a one-sequence packet (VLS-128 dual) the advance since the previous packet
+//! ([`MultiDecoder::set_packet_advance_cdeg`]); an advance over 1° ([`super::MAX_ADVANCE_CDEG`])
+//! is a pause in firing (sensor-side field of view), and the other neighbour's advance is used. With [`DecodeFlavor::Nebula`]
+//! (`--nebula-compat`) the arithmetic is Nebula's, bit for bit: VLP-32C/HDL-32E/HDL-64E use
 //! `t/T = 2.304/55.296 · k` for slot `k` (also for HDL-32E and HDL-64E), VLS-128 uses
-//! `2.665/53.3 · (g + g/8)` for firing group `g = laser/8`; the last block (single) gets no
-//! interpolation and odd dual blocks take the next pair's azimuth. [`DecodeFlavor::Manual`]
-//! uses each model's own firing time ([`firing_offset_ns`]) over its sequence period.
+//! `2.665/53.3 · (g + g/8)` for firing group `g = laser/8` with the next block's difference;
+//! the last block (single) gets no interpolation and odd dual blocks take the next pair's
+//! azimuth.
 
 use std::f64::consts::PI;
 
@@ -173,7 +181,8 @@ const fn is_hdl64(model: SensorModel) -> bool {
 
 /// Validates a payload as a data packet of `model`: exactly 1206 bytes, every block flag valid
 /// for the model ([`bank_origin`]), every azimuth < 36000, and (except HDL-64E, whose byte 1204
-/// is a status byte) a return-mode byte of 0x37/0x38/0x39.
+/// is a status byte) a return-mode byte of 0x37/0x38/0x39. In a VLS-128 dual-return packet
+/// (byte 1204 = 0x39) only blocks 0..7 are checked: blocks 8..11 are padding.
 ///
 /// # Errors
 /// The first problem found, as [`PacketError`].
@@ -182,7 +191,15 @@ pub fn check(model: SensorModel, b: &[u8]) -> Result<(), PacketError> {
         return Err(PacketError::Length { len: b.len() });
     }
     let p = Packet::new_unchecked(b);
-    for block in 0..BLOCKS {
+    // A VLS-128 dual-return packet carries one firing sequence in blocks 0..7; blocks 8..11
+    // are padding (VLS-128 manual, dual-return packet layout), whose flag and azimuth bytes
+    // mean nothing and are not checked.
+    let checked = if model == SensorModel::Vls128 && p.return_mode_byte() == RETURN_MODE_DUAL {
+        VLS128_DUAL_DATA_BLOCKS
+    } else {
+        BLOCKS
+    };
+    for block in 0..checked {
         let o = block * BLOCK_LEN;
         let (f0, f1) = (p.byte_at(o), p.byte_at(o + 1));
         if f0 != 0xFF || bank_origin(model, f1).is_none() {
@@ -240,21 +257,33 @@ pub fn return_mode(model: SensorModel, p: &Packet<&[u8]>) -> ReturnMode {
     p.return_mode()
 }
 
+/// Blocks of a VLS-128 dual-return packet that hold data (0..7: the four banks of one firing
+/// sequence, last and strongest return of each bank in blocks `2b`, `2b+1`); blocks 8..11 are
+/// padding (VLS-128 manual, dual-return packet layout).
+pub const VLS128_DUAL_DATA_BLOCKS: usize = 8;
+
 /// Number of blocks holding data in `mode` (8 for a VLS-128 dual packet, else 12).
 pub const fn data_blocks(model: SensorModel, mode: ReturnMode) -> usize {
     match (model, mode) {
-        (SensorModel::Vls128, ReturnMode::Dual) => 8,
+        (SensorModel::Vls128, ReturnMode::Dual) => VLS128_DUAL_DATA_BLOCKS,
         _ => BLOCKS,
     }
 }
 
-/// Firing sequences per packet: `data_blocks / blocks_per_sequence`, halved in dual mode.
+/// Blocks of one firing sequence in a packet of `model` in `mode`: [`blocks_per_sequence`],
+/// doubled in dual return (both returns of every bank), e.g. 8 for a VLS-128 dual packet.
+pub const fn blocks_per_sequence_in(model: SensorModel, mode: ReturnMode) -> usize {
+    blocks_per_sequence(model)
+        * match mode {
+            ReturnMode::Dual => 2,
+            _ => 1,
+        }
+}
+
+/// Firing sequences per packet: `data_blocks / blocks_per_sequence_in` (12 VLP-32C/HDL-32E
+/// single, 6 dual; 6/3 HDL-64E; 3 VLS-128 single, 1 dual).
 pub const fn sequences_per_packet(model: SensorModel, mode: ReturnMode) -> usize {
-    let n = data_blocks(model, mode) / blocks_per_sequence(model);
-    match mode {
-        ReturnMode::Dual => n / 2,
-        _ => n,
-    }
+    data_blocks(model, mode) / blocks_per_sequence_in(model, mode)
 }
 
 /// Firing-sequence period of `model`, ns.
@@ -274,11 +303,7 @@ pub const fn packet_interval_ns(model: SensorModel, mode: ReturnMode) -> u64 {
 
 /// Firing sequence (0-based, in packet order) of `block`.
 pub const fn sequence_of_block(model: SensorModel, mode: ReturnMode, block: usize) -> usize {
-    let b = match mode {
-        ReturnMode::Dual if !matches!(model, SensorModel::Vls128) => block / 2,
-        _ => block,
-    };
-    b / blocks_per_sequence(model)
+    block / blocks_per_sequence_in(model, mode)
 }
 
 /// Firing time of `laser` (0..lasers) in `block`, ns after the first firing of the packet
@@ -366,6 +391,9 @@ pub struct MultiDecoder {
     trig: super::TrigTable,
     /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant).
     seq_ns: u32,
+    /// Azimuth advance of a packet that holds a single firing sequence (VLS-128 dual return),
+    /// 0.01°: set by the stream from the previous packet ([`Self::set_packet_advance_cdeg`]).
+    packet_advance_cdeg: u16,
 }
 
 impl std::fmt::Debug for MultiDecoder {
@@ -484,7 +512,18 @@ impl MultiDecoder {
             bank_rot,
             trig,
             seq_ns: sequence_ns(model),
+            packet_advance_cdeg: 0,
         }
+    }
+
+    /// Sets the azimuth advance, 0.01°, used to interpolate a packet that holds a single
+    /// firing sequence (VLS-128 dual return, default rules): the sensor's azimuth change over
+    /// one sequence, which the packet alone does not tell. [`super::VelodyneStream`] sets it
+    /// to the first-block azimuth of this packet minus that of the previous packet when that
+    /// packet is the one just before (sensor time one packet interval earlier), else to the
+    /// nominal advance at 600 rpm. Default 0 (no interpolation).
+    pub fn set_packet_advance_cdeg(&mut self, cdeg: u16) {
+        self.packet_advance_cdeg = cdeg;
     }
 
     /// Firing-sequence period in use, ns.
@@ -543,21 +582,27 @@ impl MultiDecoder {
                 }
             }
             DecodeFlavor::Manual => {
-                // Interpolate from this sequence's azimuth towards the next sequence's; the
-                // last sequence reuses the previous advance.
-                let bps = blocks_per_sequence(self.model) * if dual { 2 } else { 1 };
+                // Every block of a firing sequence (all banks, both returns) takes the
+                // sequence's azimuth (its first block's) and interpolates with the sequence's
+                // own advance: the next sequence's azimuth minus this one; the last sequence
+                // reuses the previous advance, and a packet of one sequence (VLS-128 dual)
+                // the advance since the previous packet ([`Self::set_packet_advance_cdeg`]);
+                // a jump over [`super::MAX_ADVANCE_CDEG`] is a pause in firing, not rotation
+                // (`super::pick_advance`).
+                let bps = blocks_per_sequence_in(self.model, mode);
                 let nseq = (nblocks / bps).max(1);
                 for (i, o) in out.iter_mut().enumerate().take(nblocks) {
                     let s = i / bps;
                     let az = rot(s * bps);
-                    let d = if s + 1 < nseq {
-                        diff(az, rot((s + 1) * bps))
-                    } else if s > 0 {
-                        diff(rot((s - 1) * bps), az)
-                    } else {
-                        0.0
+                    let fwd = (s + 1 < nseq).then(|| diff(az, rot((s + 1) * bps)));
+                    let back = || {
+                        if s > 0 {
+                            Some(diff(rot((s - 1) * bps), az))
+                        } else {
+                            (nseq == 1).then_some(f32::from(self.packet_advance_cdeg))
+                        }
                     };
-                    *o = (az, d);
+                    *o = (az, super::pick_advance(fwd, back));
                 }
             }
         }
