@@ -125,6 +125,16 @@ pub struct SensorCounters {
     pub reassembled: AtomicU64,
     /// UDP payload bytes of `datagrams`.
     pub bytes: AtomicU64,
+    /// See [`DecodeCounters::time_jumps`].
+    pub time_jumps: AtomicU64,
+    /// See [`DecodeCounters::restarts`].
+    pub restarts: AtomicU64,
+    /// See [`DecodeCounters::frames_lost`].
+    pub frames_lost: AtomicU64,
+    /// See [`DecodeCounters::date_fallbacks`].
+    pub date_fallbacks: AtomicU64,
+    /// See [`DecodeCounters::implausible_time`].
+    pub implausible_time: AtomicU64,
 }
 
 impl CaptureCounters {
@@ -162,6 +172,11 @@ impl SensorCounters {
             reassembled: r(&self.reassembled),
             frames: r(&self.frames),
             points: r(&self.points),
+            time_jumps: r(&self.time_jumps),
+            restarts: r(&self.restarts),
+            frames_lost: r(&self.frames_lost),
+            date_fallbacks: r(&self.date_fallbacks),
+            implausible_time: r(&self.implausible_time),
         }
     }
 }
@@ -443,9 +458,71 @@ struct Local {
     sensors: Vec<[u64; 3]>,
     /// Per sensor slot: the return mode was compared with the expected one.
     mode_checked: Vec<bool>,
-    /// Per sensor slot: counters of the pipelines replaced by reloads.
+    /// Per sensor slot: counters of the pipelines replaced by reloads (as published).
     retired: Vec<DecodeCounters>,
+    /// Per sensor slot: the current pipeline's counters when it took over (the datagrams it
+    /// decoded in the shadow of its predecessor, not published).
+    discount: Vec<DecodeCounters>,
+    /// Per sensor slot: a reloaded pipeline waiting for the current one's next frame
+    /// boundary (see [`CaptureWorker::apply_reloads`]).
+    pending: Vec<Option<ScanPipeline>>,
+    /// Per sensor slot: host time of the last datagram, ns (0 = none yet).
+    last_rx_ns: Vec<u64>,
+    /// Frames of pending pipelines (discarded).
+    shadow_out: Vec<Frame>,
     calibration_reloads: u64,
+}
+
+impl Local {
+    fn new(sensors: usize) -> Self {
+        Local {
+            sensors: vec![[0; 3]; sensors],
+            mode_checked: vec![false; sensors],
+            retired: vec![DecodeCounters::default(); sensors],
+            discount: vec![DecodeCounters::default(); sensors],
+            pending: vec![None; sensors],
+            last_rx_ns: vec![0; sensors],
+            ..Local::default()
+        }
+    }
+
+    /// The counters published for slot `i`: its pipeline's minus its shadow work, plus its
+    /// retired predecessors'.
+    fn published(&self, i: usize, pipeline: &ScanPipeline) -> DecodeCounters {
+        let d = self.discount.get(i).copied().unwrap_or_default();
+        pipeline
+            .counters()
+            .minus(&d)
+            .sum(self.retired.get(i).copied().unwrap_or_default())
+    }
+
+    /// Swaps slot `i`'s pending pipeline in (at a frame boundary of the current one).
+    fn take_over(&mut self, i: usize, slot: &mut SensorSlot) {
+        let Some(new) = self.pending.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        let published = self.published(i, &slot.pipeline);
+        if let Some(r) = self.retired.get_mut(i) {
+            *r = published;
+        }
+        if let Some(d) = self.discount.get_mut(i) {
+            *d = *new.counters();
+        }
+        slot.pipeline = new;
+        self.calibration_reloads += 1;
+    }
+
+    /// Renumbers `frames` just emitted by slot `i`'s pipeline: after its predecessors' frames,
+    /// not counting the frames it emitted in their shadow.
+    fn renumber(&self, i: usize, frames: &mut [Frame]) {
+        let retired = self.retired.get(i).map_or(0, |r| r.frames);
+        let shadow = self.discount.get(i).map_or(0, |d| d.frames);
+        if retired != 0 || shadow != 0 {
+            for f in frames {
+                f.header.sequence = f.header.sequence.saturating_sub(shadow) + retired;
+            }
+        }
+    }
 }
 
 /// The slot a datagram to `port` from `src` belongs to, as the XDP program decides: a sensor
@@ -491,7 +568,19 @@ fn dispatch(
             let s = &mut sensors[i];
             let from = out.len();
             s.pipeline.push(d.payload, now, out);
-            renumber(&mut out[from..], local.retired.get(i));
+            local.renumber(i, &mut out[from..]);
+            if let Some(Some(p)) = local.pending.get_mut(i) {
+                // The reloaded pipeline decodes in the shadow until the current one ends a
+                // frame: then it takes over with the next frame already in progress.
+                p.push(d.payload, now, &mut local.shadow_out);
+                local.shadow_out.clear();
+                if out.len() > from {
+                    local.take_over(i, s);
+                }
+            }
+            if let Some(t) = local.last_rx_ns.get_mut(i) {
+                *t = now;
+            }
             if let (Some(want), Some(false)) = (s.expect_return_mode, local.mode_checked.get(i))
                 && let Some(got) = s.pipeline.return_mode()
             {
@@ -509,15 +598,24 @@ fn dispatch(
     }
 }
 
-/// Continues the frame sequence of a sensor whose pipeline was replaced: `frames` just emitted
-/// by the current pipeline are numbered after the `retired` pipelines' frames.
-fn renumber(frames: &mut [Frame], retired: Option<&DecodeCounters>) {
-    if let Some(r) = retired
-        && r.frames > 0
-    {
-        for f in frames {
-            f.header.sequence += r.frames;
-        }
+/// Swaps slot `i`'s pending pipeline in if the sensor sent nothing for its frame timeout (its
+/// frame in progress, if any, is closed first).
+fn take_over_if_idle(
+    local: &mut Local,
+    i: usize,
+    slot: &mut SensorSlot,
+    now: u64,
+    out: &mut Vec<Frame>,
+) {
+    let idle = local
+        .last_rx_ns
+        .get(i)
+        .is_none_or(|&t| t == 0 || now.saturating_sub(t) > slot.pipeline.frame_timeout_ns());
+    if idle && local.pending.get(i).is_some_and(Option::is_some) {
+        let from = out.len();
+        slot.pipeline.flush(out);
+        local.renumber(i, &mut out[from..]);
+        local.take_over(i, slot);
     }
 }
 
@@ -533,12 +631,7 @@ impl<S: PacketSource> CaptureWorker<S> {
     pub fn run(mut self) -> std::io::Result<CaptureExit> {
         // Frames' point buffers come from the publisher's pool (no allocation once warm).
         let _buffers = crate::scan::install_buffer_source(self.sender.buffer_source());
-        let mut local = Local {
-            sensors: vec![[0; 3]; self.sensors.len()],
-            mode_checked: vec![false; self.sensors.len()],
-            retired: vec![DecodeCounters::default(); self.sensors.len()],
-            ..Local::default()
-        };
+        let mut local = Local::new(self.sensors.len());
         let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
         let mut stalls = 0u64;
@@ -557,10 +650,11 @@ impl<S: PacketSource> CaptureWorker<S> {
             let now = realtime_ns();
             let n = self.burst(&mut local, &mut reasm, now, &mut out)?;
             if n == 0 {
-                for (s, retired) in self.sensors.iter_mut().zip(&local.retired) {
+                for (i, s) in self.sensors.iter_mut().enumerate() {
                     let from = out.len();
                     s.pipeline.poll_timeout(now, &mut out);
-                    renumber(&mut out[from..], Some(retired));
+                    local.renumber(i, &mut out[from..]);
+                    take_over_if_idle(&mut local, i, s, now, &mut out);
                 }
                 reasm.poll_timeout(now);
                 self.publish(&mut out, &mut local);
@@ -584,10 +678,10 @@ impl<S: PacketSource> CaptureWorker<S> {
             }
             self.publish(&mut out, &mut local);
         }
-        for (s, retired) in self.sensors.iter_mut().zip(&local.retired) {
+        for (i, s) in self.sensors.iter_mut().enumerate() {
             let from = out.len();
             s.pipeline.flush(&mut out);
-            renumber(&mut out[from..], Some(retired));
+            local.renumber(i, &mut out[from..]);
         }
         self.publish(&mut out, &mut local);
         self.store(&local, &reasm);
@@ -600,21 +694,25 @@ impl<S: PacketSource> CaptureWorker<S> {
         Ok(exit)
     }
 
-    /// Swaps in the reloaded pipelines waiting in [`Self::reloads`].
+    /// Takes the reloaded pipelines waiting in [`Self::reloads`]. A reload applies at the
+    /// sensor's next frame boundary, never cutting the frame in progress: the new pipeline
+    /// waits in the slot and decodes the same datagrams in the shadow of the current one (its
+    /// frames discarded) until the current pipeline emits a frame; then it takes over, with
+    /// the next frame already in progress under the new calibration. A sensor that sent
+    /// nothing for its frame timeout (or ever) has no frame in progress: its reload applies at
+    /// once. A newer reload replaces one still waiting. Frame sequence numbers and the
+    /// published counters continue across the swap (shadow work is not counted).
     fn apply_reloads(&mut self, local: &mut Local, out: &mut Vec<Frame>) {
+        let now = realtime_ns();
         while let Some(r) = self.reloads.pop() {
-            let (Some(slot), Some(retired)) =
-                (self.sensors.get_mut(r.slot), local.retired.get_mut(r.slot))
+            let (Some(slot), Some(pending)) =
+                (self.sensors.get_mut(r.slot), local.pending.get_mut(r.slot))
             else {
                 log::warn!("calibration reload for unknown sensor slot {}", r.slot);
                 continue;
             };
-            let from = out.len();
-            slot.pipeline.flush(out);
-            renumber(&mut out[from..], Some(retired));
-            retired.add(slot.pipeline.counters());
-            slot.pipeline = r.pipeline;
-            local.calibration_reloads += 1;
+            *pending = Some(r.pipeline);
+            take_over_if_idle(local, r.slot, slot, now, out);
         }
         self.publish(out, local);
     }
@@ -695,13 +793,18 @@ impl<S: PacketSource> CaptureWorker<S> {
             sc.datagrams.store(t[0], Ordering::Relaxed);
             sc.reassembled.store(t[1], Ordering::Relaxed);
             sc.bytes.store(t[2], Ordering::Relaxed);
-            let d = slot.pipeline.counters();
-            let d = &d.sum(l.retired.get(i).copied().unwrap_or_default());
+            let d = &l.published(i, &slot.pipeline);
             sc.decoded.store(d.decoded, Ordering::Relaxed);
             sc.malformed.store(d.malformed, Ordering::Relaxed);
             sc.ignored.store(d.ignored, Ordering::Relaxed);
             sc.frames.store(d.frames, Ordering::Relaxed);
             sc.points.store(d.points, Ordering::Relaxed);
+            sc.time_jumps.store(d.time_jumps, Ordering::Relaxed);
+            sc.restarts.store(d.restarts, Ordering::Relaxed);
+            sc.frames_lost.store(d.frames_lost, Ordering::Relaxed);
+            sc.date_fallbacks.store(d.date_fallbacks, Ordering::Relaxed);
+            sc.implausible_time
+                .store(d.implausible_time, Ordering::Relaxed);
         }
     }
 }

@@ -1125,7 +1125,7 @@ impl VendorDecoder for VelodyneStream {
         let last_seq_block = first_block * (seqs.max(2) - 1);
         let steps = (seqs.max(2) - 1) as u32;
         let advance = span(packet.azimuth(0), packet.azimuth(last_seq_block)) * seqs as u32 / steps;
-        self.assembler.begin_packet(
+        if !self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
                 sensor_ns,
@@ -1135,7 +1135,9 @@ impl VendorDecoder for VelodyneStream {
                 interval_ns: interval,
             },
             out,
-        );
+        ) {
+            return Err(super::Rejection::TimeJump);
+        }
         let b = self.assembler.batch();
         let sink =
             |blk: &BlockPoints<'_>| blk.append_timed(b.points, b.azimuths, b.packet_ns, b.start_ns);
@@ -1161,6 +1163,13 @@ impl VendorDecoder for VelodyneStream {
 
     fn clone_box(&self) -> Box<dyn VendorDecoder> {
         Box::new(self.clone())
+    }
+
+    fn time_faults(&self) -> super::TimeFaults {
+        super::TimeFaults {
+            restarts: self.assembler.stream_clock().restarts(),
+            date_fallbacks: 0,
+        }
     }
 }
 
