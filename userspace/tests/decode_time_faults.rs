@@ -574,6 +574,6 @@ fn ouster_lost_frames_and_restart() {
     assert_eq!(c.time_jumps, u64::from(RESTART_AGREE - 1));
     assert_eq!(
         shape(&got).iter().map(|s| s.0).collect::<Vec<_>>(),
-        vec![64, 16, 64 - 16 - u32::from(RESTART_AGREE - 1), 64]
+        vec![64, 16, 64 - 16 - (RESTART_AGREE - 1), 64]
     );
 }

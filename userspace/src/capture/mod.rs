@@ -379,9 +379,10 @@ pub struct CaptureWorker<S: PacketSource> {
 
 /// A sensor pipeline rebuilt from a re-read calibration, for slot `slot` of a capture thread.
 ///
-/// The thread flushes the old pipeline's frame in progress (published as it is, with its
-/// packet counts), carries its counters and frame sequence over, and continues with the new
-/// pipeline from the next packet.
+/// The reload applies at the sensor's next frame boundary
+/// ([`CaptureWorker::apply_reloads`]): the old pipeline finishes its frame in progress, the new
+/// one (which decoded the same datagrams meanwhile) continues with the next frame; counters
+/// and the frame sequence carry over.
 pub struct Reload {
     /// Index into [`CaptureWorker::sensors`].
     pub slot: usize,
@@ -811,7 +812,127 @@ impl<S: PacketSource> CaptureWorker<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::find_slot;
+    use super::{Local, SensorSlot, dispatch, find_slot, take_over_if_idle};
+    use crate::frame::Frame;
+    use crate::net::UdpDatagram;
+    use crate::sensor::{ScanPipeline, SensorConfig, SensorModel};
+
+    fn vlp16(max_range_m: f32) -> ScanPipeline {
+        let mut c = SensorConfig::new(
+            0,
+            SensorModel::Vlp16,
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+            ),
+        );
+        c.max_range_m = max_range_m;
+        ScanPipeline::new(&c).unwrap()
+    }
+
+    /// Pushes `payloads` (host time = pcap time) through `dispatch`, as the capture loop does.
+    fn feed(slot: &mut [SensorSlot], local: &mut Local, payloads: &[(Vec<u8>, u64)]) -> Vec<Frame> {
+        let mut out = Vec::new();
+        for (p, t) in payloads {
+            let d = UdpDatagram {
+                src_ip: [192, 168, 1, 201],
+                dst_ip: [192, 168, 1, 100],
+                src_port: 2368,
+                dst_port: 2368,
+                payload: p,
+            };
+            dispatch(slot, local, &d, false, *t, &mut out);
+        }
+        out
+    }
+
+    /// A reload arriving mid-frame applies at the next frame boundary: the frame in progress
+    /// is finished by the old pipeline (whole, as without a reload), every later frame is the
+    /// new pipeline's (as decoding with it from the start), sequence and counters continue.
+    #[test]
+    fn reload_applies_at_the_next_frame_boundary() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap"
+        );
+        let (d, _) = crate::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
+        let payloads: Vec<(Vec<u8>, u64)> = d
+            .into_iter()
+            .map(|d| (d.payload, d.timestamp.as_nanos() as u64))
+            .collect();
+        // Offline references: all old (300 m), all new (a 10 m range: fewer points).
+        let decode = |mut p: ScanPipeline| {
+            let mut out = Vec::new();
+            for (x, t) in &payloads {
+                p.push(x, *t, &mut out);
+            }
+            p.flush(&mut out);
+            out
+        };
+        let old = decode(vlp16(300.0));
+        let new = decode(vlp16(10.0));
+        assert_eq!(old.len(), 4);
+        assert!(new[2].points.len() < old[2].points.len());
+        // Frame 1 closes at packet 302 (its completing packet); the reload arrives at 250.
+        let mut slots = vec![SensorSlot {
+            port: 2368,
+            extra_port: None,
+            source: None,
+            pipeline: vlp16(300.0),
+            expect_return_mode: None,
+        }];
+        let mut local = Local::new(1);
+        let mut got = feed(&mut slots, &mut local, &payloads[..250]);
+        assert_eq!(got.len(), 1);
+        local.pending[0] = Some(vlp16(10.0));
+        let mut out = Vec::new();
+        take_over_if_idle(
+            &mut local,
+            0,
+            &mut slots[0],
+            payloads[249].1 + 1_000,
+            &mut out,
+        );
+        assert!(out.is_empty() && local.calibration_reloads == 0, "not idle");
+        got.extend(feed(&mut slots, &mut local, &payloads[250..]));
+        assert_eq!(local.calibration_reloads, 1);
+        slots[0].pipeline.flush(&mut out);
+        local.renumber(0, &mut out);
+        got.extend(out);
+        let seq: Vec<u64> = got.iter().map(|f| f.header.sequence).collect();
+        assert_eq!(seq, vec![0, 1, 2, 3]);
+        // Frames 0 and 1 as the old pipeline, 2 and 3 as the new one, each whole.
+        assert_eq!(got[0], old[0]);
+        assert_eq!(got[1], old[1]);
+        for k in 2..4 {
+            let mut want = new[k].clone();
+            want.header.sequence = k as u64;
+            assert_eq!(got[k], want, "frame {k}");
+        }
+        // Published counters: every datagram once, frames as published.
+        let c = local.published(0, &slots[0].pipeline);
+        assert_eq!((c.packets, c.decoded, c.frames), (603, 603, 4));
+        let points: usize = got.iter().map(|f| f.points.len()).sum();
+        assert_eq!(c.points, points as u64);
+    }
+
+    /// A sensor that sent nothing for its frame timeout takes its reload at once.
+    #[test]
+    fn reload_of_an_idle_sensor_applies_at_once() {
+        let mut slot = SensorSlot {
+            port: 2368,
+            extra_port: None,
+            source: None,
+            pipeline: vlp16(300.0),
+            expect_return_mode: None,
+        };
+        let mut local = Local::new(1);
+        local.pending[0] = Some(vlp16(10.0));
+        let mut out = Vec::new();
+        take_over_if_idle(&mut local, 0, &mut slot, 1_000_000_000, &mut out);
+        assert_eq!(local.calibration_reloads, 1);
+        assert!(local.pending[0].is_none() && out.is_empty());
+    }
 
     #[test]
     fn exact_source_wins_over_any_source_whatever_the_order() {

@@ -691,10 +691,7 @@ impl VendorDecoder for OusterStream {
         };
         self.poll_timeout(host_ns, out);
         let frame_id = p.frame_id();
-        let into_prev = match self.route(frame_id, host_ns, out) {
-            Ok(into_prev) => into_prev,
-            Err(r) => return Err(r),
-        };
+        let into_prev = self.route(frame_id, host_ns, out)?;
         self.last_host_ns = Some(host_ns);
         let slot = usize::from(p.col_measurement_id(0)) / self.format.columns_per_packet;
         let b = if into_prev {
