@@ -379,8 +379,8 @@ pub struct CaptureWorker<S: PacketSource> {
 
 /// A sensor pipeline rebuilt from a re-read calibration, for slot `slot` of a capture thread.
 ///
-/// The reload applies at the sensor's next frame boundary
-/// ([`CaptureWorker::apply_reloads`]): the old pipeline finishes its frame in progress, the new
+/// The reload applies at the sensor's next frame boundary (`CaptureWorker::apply_reloads`):
+/// the old pipeline finishes its frame in progress, the new
 /// one (which decoded the same datagrams meanwhile) continues with the next frame; counters
 /// and the frame sequence carry over.
 pub struct Reload {

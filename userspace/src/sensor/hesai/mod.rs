@@ -34,12 +34,26 @@
 //! Deviations from Nebula: two consecutive blocks with the *same* azimuth never count as a
 //! crossing (Nebula treats them as a full turn), an impossible cutter transition is ignored
 //! (Nebula throws), and a host-time silence longer than `frame_timeout_ns` publishes the
-//! buffers as they are and restarts the cutter.
+//! buffers as they are and restarts the cutter. A frame whose cutter reset fell outside the
+//! field of view (the first frame after start-up with `fov_deg`) starts at its first block
+//! group, never at 0.
+//!
+//! ## Time
+//! Packet time = tail date + µs ([`packet::Packet::date_seconds`]: the year byte in either
+//! convention, or Unix seconds when the first date byte is 0). A packet whose date is no date
+//! is decoded on host time: its frame says [`FrameClock::Host`], the pipeline counts
+//! `date_fallbacks`; a date never costs the sensor. Every packet then goes through the shared
+//! [`StreamClock`]: a time jump is dropped (`time_jumps`) and the frame stays whole, a
+//! sustained one is a restart, and a gap longer than one rotation period (measured from the
+//! block azimuths) publishes the frames in progress, counting the packets missing up to the
+//! cut and from it (in measured per-packet advances) and the whole turns in between
+//! (`frames_lost_before` of the next frame). AT128 (mirror fields) has no gap rule.
 //!
 //! ## Packet accounting
 //! `packets_received`: packets with at least one block group in the frame. `packets_expected`
 //! adds the packets lost according to the tail's UDP sequence (gaps of 1..=65535; larger jumps
-//! are a restart and count nothing). Models/variants without a sequence count no loss.
+//! are a restart and count nothing), and around a sensor-time gap the estimate above. Models
+//! and variants without a sequence count no other loss.
 //! `packets_malformed`: damaged packets while the frame was being filled.
 //!
 //! ## CRC

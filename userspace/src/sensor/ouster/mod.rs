@@ -40,17 +40,34 @@
 //! ## Frames
 //! A frame is all packets of one `frame_id` (LEGACY: the first column's frame_id). It is
 //! published as soon as all packets the column window implies have arrived
-//! ([`metadata::OusterMetadata::packets_per_frame`], 64 for 1024 columns of 16), when a packet
-//! of a newer frame_id arrives (frame ids compare modulo 2^16, as ouster-sdk does), after
-//! `frame_timeout_ns` of host-time silence, or on flush. `packets_expected` is always the full
-//! count, so a partial frame (stream start or end, losses) shows its holes; a packet already
-//! seen in the frame (same first measurement_id) is dropped as `ignored` and counted in
-//! [`OusterStats::duplicates`], as is a late packet of an already published frame (up to
-//! [`STALE_FRAMES`] frame ids back; further back means the sensor restarted and opens a frame).
+//! ([`metadata::OusterMetadata::packets_per_frame`], 64 for 1024 columns of 16), after
+//! `frame_timeout_ns` of host-time silence, on flush, or when the next frame has run for the
+//! reorder window. `packets_expected` is always the full count, so a partial frame (stream
+//! start or end, losses) shows its holes. Frame ids compare modulo 2^16, as ouster-sdk does.
+//! * **Reorder window**: when a packet of a newer frame arrives while the current frame is
+//!   incomplete, the current frame is held open until `max(2, packets per frame / 8)` packets
+//!   of the new frame have arrived (8 of 64: an eighth of the frame period); a late packet of
+//!   the held frame lands in it ([`OusterStats::reordered`]), and the held frame is published
+//!   as soon as it is complete, or when the window ends. At most one frame is held.
+//! * **Stale**: a packet already seen in its frame (same first measurement_id) is dropped as
+//!   `ignored` and counted in [`OusterStats::duplicates`]; so is a late packet of a frame
+//!   already published, up to [`STALE_FRAMES`] ids back ([`OusterStats::stale`]).
+//! * **Frame-id jumps**: a packet further back than that, or further ahead than the host time
+//!   elapsed since the previous packet explains (`1 + AHEAD_SLACK_FRAMES + host_dt / period`,
+//!   the period from the metadata's `lidar_mode`, e.g. `1024x10` → 100 ms, else 50 ms), is
+//!   dropped as [`Rejection::TimeJump`] (`time_jumps`); the frame around it stays whole.
+//!   [`crate::scan::RESTART_AGREE`] consecutive packets agreeing on the new ids are a sensor
+//!   restart: the frames in progress are published and the stream continues there (counted
+//!   in `restarts`, logged once).
+//! * **Lost frames**: frame ids skipped between the previous frame and a new one are whole
+//!   frames lost: [`crate::frame::FrameHeader::frames_lost_before`] of the new frame.
+//!
 //! `start_ns` is the earliest valid column timestamp of the frame (sensor clock, ns: the
-//! sensor's `timestamp_mode` decides the epoch), `host_ns` the receive time of its first packet.
-//! Packets out of order inside a frame are re-sorted by time at publication, so `time_stamp` is
-//! non-decreasing per channel.
+//! sensor's `timestamp_mode` decides the epoch; a frame without one valid column takes the
+//! host time of its first packet and says [`FrameClock::Host`]), `host_ns` the receive time of
+//! its first packet. Packets out of order inside a frame are re-sorted by time at publication,
+//! so `time_stamp` is non-decreasing per channel (in the dual profiles a column's first return
+//! precedes its second at the same time).
 //!
 //! ## Rejections
 //! A payload of exactly the metadata's packet size that fails [`packet::Packet::new_checked`]
