@@ -577,3 +577,38 @@ fn ouster_lost_frames_and_restart() {
         vec![64, 16, 64 - 16 - (RESTART_AGREE - 1), 64]
     );
 }
+
+/// A capture replayed again after a host-time silence (a replay, or a sensor restarted while
+/// quiet): its sensor time steps back, which after a silence is a new time base taken at once,
+/// with nothing dropped (Velodyne and Ouster).
+#[test]
+fn replay_after_a_silence_is_a_new_stream_with_nothing_dropped() {
+    let clean = capture(VLP16_DUAL, 2368);
+    let (once, _) = run(&vlp16(), PipelineOptions::default(), &clean);
+    let mut twice = clean.clone();
+    let later = clean.last().unwrap().1 + 1_000_000_000 - clean[0].1;
+    twice.extend(clean.iter().map(|(p, t)| (p.clone(), t + later)));
+    let (got, c) = run(&vlp16(), PipelineOptions::default(), &twice);
+    assert_eq!((c.decoded, c.time_jumps, c.restarts), (1206, 0, 1));
+    assert_eq!(got.len(), 2 * once.len());
+    for (g, w) in got.iter().zip(once.iter().chain(&once)) {
+        assert_eq!(g.points, w.points);
+        assert_eq!(g.header.start_ns, w.header.start_ns);
+    }
+    // Ouster: the second stream's frame ids far from the first's (a late packet of the last
+    // published frame stays stale after a silence: decode_ouster_robustness.rs).
+    let one = os2_stream(2);
+    let mut twice = one.clone();
+    twice.extend(one.iter().map(|(p, t)| {
+        let mut p = p.clone();
+        let id = u16::from_le_bytes([p[2], p[3]]).wrapping_add(30_000);
+        p[2..4].copy_from_slice(&id.to_le_bytes());
+        (p, t + 1_000_000_000)
+    }));
+    let (got, c) = run(&os2(), PipelineOptions::default(), &twice);
+    assert_eq!((c.decoded, c.time_jumps), (256, 0));
+    assert_eq!(
+        shape(&got).iter().map(|s| (s.0, s.3)).collect::<Vec<_>>(),
+        vec![(64, 0), (64, 0), (64, 0), (64, 0)]
+    );
+}

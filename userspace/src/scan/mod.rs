@@ -208,7 +208,9 @@ struct Stamp {
 ///   full turn (pairs further apart, e.g. across the pause of a sensor-side field of view or a
 ///   loss, are skipped); before a full turn, over the first 30° or more; before that, the
 ///   caller's nominal period (packet interval × packets per turn) or none. The guard is kept
-///   across a host-time silence (frame timeout), so the turns lost in it are counted. A sensor-time gap between consecutive accepted
+///   across a host-time silence (frame timeout), so the turns lost in it are counted; but
+///   after a silence ([`StreamClock::note_silence`]) a packet out of line starts a new time
+///   base at once (a restart, nothing dropped). A sensor-time gap between consecutive accepted
 ///   packets longer than one period ([`GAP_PERIODS_X10`]) is reported in
 ///   [`TimeVerdict::InLine`]'s `gap_ns`.
 #[derive(Clone, Debug, Default)]
@@ -220,6 +222,8 @@ pub struct StreamClock {
     turn_cdeg: u64,
     step_cdeg: u32,
     step_dt_ns: u64,
+    /// A host-time silence (frame timeout) came before the next packet.
+    silent: bool,
     jumps: u64,
     restarts: u64,
     warned: bool,
@@ -246,6 +250,18 @@ impl StreamClock {
             self.last = Some(now);
             return TimeVerdict::InLine { gap_ns: None };
         };
+        let silent = std::mem::take(&mut self.silent);
+        if silent && !Self::in_line(&last, &now) {
+            // After a silence there is no stream to protect: a new time base (a sensor or
+            // replay restarted while it was quiet) is taken at once, nothing dropped.
+            self.candidate = None;
+            self.last = Some(now);
+            self.period_ns = 0;
+            self.turn_dt_ns = 0;
+            self.turn_cdeg = 0;
+            self.restarts += 1;
+            return TimeVerdict::InLine { gap_ns: None };
+        }
         if Self::in_line(&last, &now) {
             self.candidate = None;
             let dt = sensor_ns - last.sensor_ns;
@@ -318,6 +334,14 @@ impl StreamClock {
             self.turn_dt_ns = 0;
             self.turn_cdeg = 0;
         }
+    }
+
+    /// Records a host-time silence longer than the frame timeout (the frame in progress was
+    /// closed): the next packet starts a new time base at once if it is not in line (counted
+    /// as a restart, nothing dropped); if it is in line, the gap rule still counts the turns
+    /// lost in the silence.
+    pub fn note_silence(&mut self) {
+        self.silent = true;
     }
 
     /// Forgets the stream (the next packet is in line whatever its time). Counters stay.
@@ -591,6 +615,7 @@ impl ScanAssembler {
             && info.host_ns.saturating_sub(h) > self.frame_timeout_ns
         {
             self.close_partial(out);
+            self.time.note_silence();
         }
         let adv = u64::from(info.advance_cdeg.max(1));
         let nominal = info.interval_ns.saturating_mul(u64::from(AZIMUTH_UNITS)) / adv;
@@ -773,6 +798,7 @@ impl ScanAssembler {
         match self.last_host_ns {
             Some(h) if now_host_ns.saturating_sub(h) > self.frame_timeout_ns && self.cur.open => {
                 self.close_partial(out);
+                self.time.note_silence();
                 true
             }
             _ => false,

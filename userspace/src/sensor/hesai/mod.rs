@@ -477,6 +477,8 @@ struct Cutter {
     min_idx: usize,
     max_idx: usize,
     state: Option<CutState>,
+    /// The state of the previous stream (after a timeout, gap or restart), for its vectors.
+    spare: Option<CutState>,
 }
 
 impl Cutter {
@@ -493,8 +495,15 @@ impl Cutter {
         let mut act = Actions::default();
         let (lo, hi) = (self.min_idx, self.max_idx);
         let Some(st) = self.state.as_mut() else {
-            // First block group: which channels already lie past the cut?
-            let in_fov: Vec<bool> = az.iter().map(|&a| self.in_fov(a)).collect();
+            // First block group: which channels already lie past the cut? (The vectors of the
+            // previous state are reused: a restart allocates nothing.)
+            let mut spare = self.spare.take();
+            let mut in_fov = spare
+                .as_mut()
+                .map(|s| std::mem::take(&mut s.in_fov))
+                .unwrap_or_default();
+            in_fov.clear();
+            in_fov.extend(az.iter().map(|&a| self.in_fov(a)));
             let region = (
                 normalize(self.cut - TAU_F32 / 4.0, TAU_F32),
                 normalize(self.cut + TAU_F32 / 4.0, TAU_F32),
@@ -505,11 +514,19 @@ impl Cutter {
                 .all(|&a| between(region.0, region.1, a, true, true));
             let n_after = mm.iter().filter(|&&a| self.after_cut(a)).count();
             let straddles = near_cut && n_after == 1;
-            let buf: Vec<u8> = if straddles {
-                az.iter().map(|&a| u8::from(self.after_cut(a))).collect()
+            let mut buf = spare
+                .as_mut()
+                .map(|s| std::mem::take(&mut s.buf))
+                .unwrap_or_default();
+            buf.clear();
+            if straddles {
+                buf.extend(az.iter().map(|&a| u8::from(self.after_cut(a))));
             } else {
-                vec![0; az.len()]
-            };
+                buf.resize(az.len(), 0);
+            }
+            let mut last_az = spare.map(|s| s.last_az).unwrap_or_default();
+            last_az.clear();
+            last_az.extend_from_slice(az);
             for (b, f) in buf.iter().zip(&in_fov) {
                 if *f {
                     act.reset[usize::from(*b)] = true;
@@ -519,7 +536,7 @@ impl Cutter {
             let f0 = in_fov.first().copied().unwrap_or(true);
             self.state = Some(CutState {
                 current: 0,
-                last_az: az.to_vec(),
+                last_az,
                 buffers_same: buf.iter().all(|&b| b == first).then_some(first),
                 fov_same: in_fov.iter().all(|&f| f == f0).then_some(f0),
                 buf,
@@ -723,6 +740,7 @@ impl HesaiStream {
                 min_idx,
                 max_idx,
                 state: None,
+                spare: None,
             },
             bufs: Default::default(),
             sequence: 0,
@@ -790,7 +808,7 @@ impl HesaiStream {
                 self.emit(b, out);
             }
         }
-        self.cutter.state = None;
+        self.cutter.spare = self.cutter.state.take();
         self.last_seq = None;
     }
 
@@ -1120,6 +1138,9 @@ impl VendorDecoder for HesaiStream {
             .last_host_ns
             .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
         self.last_host_ns = Some(host_ns);
+        if timed_out {
+            self.time.note_silence();
+        }
         let (time_ns, host_clock) = match p.sensor_time_ns() {
             Some(t) => (t, false),
             None => (host_ns, true),
@@ -1182,6 +1203,7 @@ impl VendorDecoder for HesaiStream {
             && self.cutter.state.is_some()
         {
             self.close_all(out);
+            self.time.note_silence();
         }
     }
 

@@ -706,8 +706,27 @@ impl VendorDecoder for OusterStream {
             }
             Err(r) => return Err(r),
         };
+        // After a host-time silence longer than the frame timeout any frame id is taken (a
+        // sensor or replay that restarted while quiet); skipped ids still count as lost.
+        let silent = self
+            .last_host_ns
+            .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
         self.poll_timeout(host_ns, out);
         let frame_id = p.frame_id();
+        if silent {
+            // In line: a late packet (stale window) or a newer frame the silence explains.
+            let in_window = self.last_published.is_some_and(|id| {
+                let d = Self::frame_id_diff(id, frame_id);
+                let host_dt = self.last_host_ns.map_or(0, |h| host_ns.saturating_sub(h));
+                d >= -STALE_FRAMES
+                    && i64::from(d)
+                        <= i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64
+            });
+            if !in_window && self.cur.is_none() && self.prev.is_none() {
+                self.last_published = None;
+                self.candidate = None;
+            }
+        }
         let into_prev = self.route(frame_id, host_ns, out)?;
         self.last_host_ns = Some(host_ns);
         let slot = usize::from(p.col_measurement_id(0)) / self.format.columns_per_packet;
