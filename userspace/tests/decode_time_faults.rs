@@ -612,3 +612,37 @@ fn replay_after_a_silence_is_a_new_stream_with_nothing_dropped() {
         vec![(64, 0), (64, 0), (64, 0), (64, 0)]
     );
 }
+
+// ---- RoboSense (Helios-16P) -----------------------------------------------------------------
+
+#[test]
+fn robosense_one_packet_far_off_is_dropped_and_the_frame_stays_whole() {
+    let dir = "robosense/helios16p/";
+    let cfg = SensorConfig::new(
+        6,
+        SensorModel::Helios16p,
+        format!("{DATA}{dir}RobosenseHelios16P.csv"),
+    );
+    let clean = capture(&format!("{dir}helios16p_nebula_pr79.pcap"), 6699);
+    assert_eq!(clean.len(), 750);
+    let k = 400;
+    let without: Vec<_> = clean
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != k)
+        .map(|(_, d)| d.clone())
+        .collect();
+    let (want, _) = run(&cfg, PipelineOptions::default(), &without);
+    // Helios header time: u48 Unix seconds (big-endian) at byte 20; ±1000 s on one packet.
+    for delta in [1000i64, -1000] {
+        let mut input = clean.clone();
+        let p = &mut input[k].0;
+        let mut b = [0u8; 8];
+        b[2..8].copy_from_slice(&p[20..26]);
+        let secs = (i64::from_be_bytes(b) + delta) as u64;
+        p[20..26].copy_from_slice(&secs.to_be_bytes()[2..8]);
+        let (got, c) = run(&cfg, PipelineOptions::default(), &input);
+        assert_eq!((c.time_jumps, c.restarts), (1, 0), "{delta}");
+        assert_eq!(got, want, "{delta}");
+    }
+}
