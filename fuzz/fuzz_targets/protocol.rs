@@ -29,7 +29,7 @@ const STREAM_PAYLOAD_CAP: usize = 1 << 20;
 fn min_header_len(t: u16) -> usize {
     match t {
         MSG_HELLO => 40,
-        MSG_FRAME => 72,
+        MSG_FRAME => 80,
         MSG_SUBSCRIBE => 24,
         MSG_SUBSCRIBED => 40,
         _ => 16,

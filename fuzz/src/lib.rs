@@ -96,7 +96,8 @@ pub fn run_decoder(
 }
 
 /// The invariants of a pipeline's output after `pushed` payloads and a flush: counters add up
-/// (`packets == decoded + malformed + ignored`, frames and points match what was emitted),
+/// (`packets == decoded + malformed + ignored + time_jumps`, frames and points match what was
+/// emitted),
 /// frames carry the configured sensor id and consecutive sequence numbers from 0, never
 /// receive more packets than expected, and every point is finite, inside the configured
 /// range, with an azimuth in [0, 2π) and a channel below the sensor's channel count.
@@ -106,7 +107,11 @@ pub fn run_decoder(
 pub fn check_output(t: &Template, p: &ScanPipeline, pushed: u64, out: &[Frame]) {
     let c = p.counters();
     assert_eq!(c.packets, pushed, "{c:?}");
-    assert_eq!(c.packets, c.decoded + c.malformed + c.ignored, "{c:?}");
+    assert_eq!(
+        c.packets,
+        c.decoded + c.malformed + c.ignored + c.time_jumps,
+        "{c:?}"
+    );
     assert_eq!(c.frames, out.len() as u64, "{c:?}");
     let points: usize = out.iter().map(|f| f.points.len()).sum();
     assert_eq!(c.points, points as u64, "{c:?}");

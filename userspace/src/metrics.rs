@@ -67,6 +67,16 @@ pub struct SensorSnapshot {
     pub frames: u64,
     /// Points produced.
     pub points: u64,
+    /// Data packets dropped because their time / frame id jumped away from the stream.
+    pub time_jumps: u64,
+    /// Sustained time jumps taken as a sensor restart.
+    pub restarts: u64,
+    /// Whole frames (turns) lost.
+    pub frames_lost: u64,
+    /// Data packets with an invalid date, stamped with host time.
+    pub date_fallbacks: u64,
+    /// Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).
+    pub implausible_time: u64,
 }
 
 /// One (interface, queue): its capture thread, AF_XDP socket and reassembler.
@@ -327,7 +337,7 @@ pub fn render(s: &Snapshot) -> String {
 
     let sl = |x: &SensorSnapshot| format!("sensor=\"{}\",model=\"{}\"", x.id, escape(&x.model));
     type SField = (&'static str, &'static str, fn(&SensorSnapshot) -> u64);
-    let sen: [SField; 8] = [
+    let sen: [SField; 13] = [
         (
             "packets",
             "UDP datagrams handed to the sensor's pipeline.",
@@ -350,6 +360,29 @@ pub fn render(s: &Snapshot) -> String {
         ),
         ("frames", "Frames (scans) produced.", |x| x.frames),
         ("points", "Points produced.", |x| x.points),
+        (
+            "time_jumps",
+            "Data packets dropped: their time or frame id jumped away from the stream.",
+            |x| x.time_jumps,
+        ),
+        (
+            "restarts",
+            "Sustained time jumps taken as a sensor restart.",
+            |x| x.restarts,
+        ),
+        ("frames_lost", "Whole frames (turns) lost.", |x| {
+            x.frames_lost
+        }),
+        (
+            "date_fallbacks",
+            "Data packets with an invalid date, stamped with host time.",
+            |x| x.date_fallbacks,
+        ),
+        (
+            "implausible_time",
+            "Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).",
+            |x| x.implausible_time,
+        ),
     ];
     for (n, help, f) in sen {
         let samples: Vec<_> = s.sensors.iter().map(|x| (sl(x), f(x))).collect();

@@ -1,4 +1,4 @@
-//! The lidarxdp TCP wire format, version 2 (byte-level reference with an example of every
+//! The lidarxdp TCP wire format, version 3 (byte-level reference with an example of every
 //! message: `docs/protocol.md`).
 //!
 //! Every message, in either direction, starts with the same 12-byte prefix:
@@ -6,7 +6,7 @@
 //! | offset | size | field | value |
 //! |---|---|---|---|
 //! | 0 | 4 | magic | `b"LXDP"` |
-//! | 4 | 2 | version | [`VERSION`] (2), u16 LE |
+//! | 4 | 2 | version | [`VERSION`] (3), u16 LE |
 //! | 6 | 2 | message type | [`MSG_HELLO`] .. [`MSG_ERROR`], u16 LE |
 //! | 8 | 4 | header_len | length of this message's header including the prefix, u32 LE, a multiple of 8 |
 //!
@@ -26,16 +26,18 @@ use std::io::{self, Read};
 
 use thiserror::Error;
 
-use crate::frame::FrameHeader;
+use crate::frame::{FrameClock, FrameHeader};
 use crate::point::{POINT_FIELDS, POINT_SIZE, PointField, PointXYZIRCAEDT};
 
 /// Magic bytes at offset 0 of every message.
 pub const MAGIC: [u8; 4] = *b"LXDP";
-/// Wire format version written and accepted by this module. Version 1 (no handshake, no
-/// sensor names) is no longer spoken: a v1 peer gets [`ProtocolError::UnsupportedVersion`].
-pub const VERSION: u16 = 2;
+/// Wire format version written and accepted by this module. Version 3 added
+/// `frames_lost_before` and `clock` to the frame header (offsets 60 and 64; the field list moved
+/// from 60 to 68). Versions 1 (no handshake, no sensor names) and 2 are no longer spoken: such a
+/// peer gets [`ProtocolError::UnsupportedVersion`].
+pub const VERSION: u16 = 3;
 /// Oldest version a server of this build accepts in a [`Subscribe`] (announced in the hello).
-pub const MIN_VERSION: u16 = 2;
+pub const MIN_VERSION: u16 = 3;
 /// Message type of the hello (server → subscriber, first message of a connection).
 pub const MSG_HELLO: u16 = 1;
 /// Message type of a frame message (server → subscriber).
@@ -51,7 +53,7 @@ pub const PREFIX_LEN: usize = 12;
 /// Length of the fixed part of a hello header (before the server name).
 pub const HELLO_FIXED_LEN: usize = 40;
 /// Length of the fixed part of a frame header (before the field list).
-pub const FRAME_FIXED_LEN: usize = 60;
+pub const FRAME_FIXED_LEN: usize = 68;
 /// Length of the fixed part of a subscribe request (before the names).
 pub const SUBSCRIBE_FIXED_LEN: usize = 24;
 /// Length of the fixed part of a subscribe acknowledgement (before the sensor ids).
@@ -79,8 +81,8 @@ pub const MAX_SENSOR_NAME_LEN: u8 = 64;
 /// Largest accepted error-reason length, bytes.
 pub const MAX_REASON_LEN: u16 = 1024;
 /// `header_len` of a frame message carrying all of [`POINT_FIELDS`] (what
-/// [`encode_frame_header`] writes): 60 fixed bytes + 164 bytes of field list, a multiple of 8.
-pub const FRAME_HEADER_LEN: usize = 224;
+/// [`encode_frame_header`] writes): 68 fixed bytes + 164 bytes of field list, a multiple of 8.
+pub const FRAME_HEADER_LEN: usize = 232;
 
 /// Error codes of an [`ErrorMessage`].
 pub mod error_code {
@@ -579,7 +581,7 @@ fn min_header_len(msg_type: u16) -> usize {
 /// Returns [`Parsed::Incomplete`] while `buf` is a valid but too short prefix, so it can be
 /// called on a growing buffer. Rejects bad bytes as early as they arrive (magic, version, type,
 /// header_len are checked as soon as they are present). Never panics. Bytes between the end of
-/// the defined fields and `header_len` are ignored (zero padding in version 2; room for
+/// the defined fields and `header_len` are ignored (zero padding in version 3; room for
 /// compatible additions).
 ///
 /// # Errors
@@ -897,7 +899,20 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
         packets_received: u32_at(h, 40),
         packets_expected: u32_at(h, 44),
         packets_malformed: u32_at(h, 48),
-        ..Default::default()
+        frames_lost_before: u32_at(h, 60),
+        clock: match h.get(64).copied().unwrap_or(0) {
+            0 => FrameClock::Sensor,
+            1 => FrameClock::Host,
+            c => {
+                return Err(ProtocolError::OutOfRange {
+                    field: "clock",
+                    offset: 64,
+                    found: c.into(),
+                    min: 0,
+                    max: 1,
+                });
+            }
+        },
     };
     let fields = parse_fields(h, FRAME_FIXED_LEN, field_count as usize, point_step)?;
     Ok(FrameInfo {
@@ -1070,7 +1085,7 @@ pub fn encode_frame_header(header: &FrameHeader, point_count: u32, out: &mut Vec
 }
 
 /// Appends the header of a frame message whose payload is `point_count` points packed as
-/// `fields` ([`FieldSet::pack`]); returns the header length (a multiple of 8, 72..=224).
+/// `fields` ([`FieldSet::pack`]); returns the header length (a multiple of 8, 80..=232).
 pub fn encode_frame_header_fields(
     header: &FrameHeader,
     fields: FieldSet,
@@ -1089,7 +1104,10 @@ pub fn encode_frame_header_fields(
     out.extend_from_slice(&header.packets_malformed.to_le_bytes()); // 48
     out.extend_from_slice(&fields.point_step().to_le_bytes()); // 52
     out.extend_from_slice(&point_count.to_le_bytes()); // 56
-    put_fields(out, fields); // 60
+    out.extend_from_slice(&header.frames_lost_before.to_le_bytes()); // 60
+    out.push(header.clock as u8); // 64
+    out.extend_from_slice(&[0; 3]); // 65: reserved, zero
+    put_fields(out, fields); // 68
     finish(out, start);
     out.len() - start
 }
@@ -1318,7 +1336,8 @@ mod tests {
             packets_received: 75,
             packets_expected: 76,
             packets_malformed: 1,
-            ..Default::default()
+            frames_lost_before: 0x0A0B_0C0D,
+            clock: FrameClock::Host,
         }
     }
 
@@ -1352,7 +1371,7 @@ mod tests {
             max_subscribers: 16,
             queue_depth: 4,
             server_time_ns: 1_700_000_000_000_000_000,
-            min_version: 2,
+            min_version: 3,
             sensors: vec![
                 SensorEntry {
                     id: 0,
@@ -1374,16 +1393,18 @@ mod tests {
         encode_frame_header(&sample_header(), 2, &mut v);
         assert_eq!(v.len(), FRAME_HEADER_LEN);
         assert_eq!(&v[0..4], b"LXDP");
-        assert_eq!(&v[4..12], &[2, 0, 2, 0, 224, 0, 0, 0]);
+        assert_eq!(&v[4..12], &[3, 0, 2, 0, 232, 0, 0, 0]);
         assert_eq!(&v[12..16], &[3, 0, 10, 0]);
         assert_eq!(&v[16..24], &[8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(u32_at(&v, 52), 32);
         assert_eq!(u32_at(&v, 56), 2);
         // First entry: "x", offset 0, float32, count 1.
-        assert_eq!(&v[60..70], &[1, b'x', 0, 0, 0, 0, 7, 1, 0, 0]);
-        // Last entry ends exactly at 224.
+        // frames_lost_before, clock (1 = host), 3 reserved zero bytes.
+        assert_eq!(&v[60..68], &[0x0D, 0x0C, 0x0B, 0x0A, 1, 0, 0, 0]);
+        assert_eq!(&v[68..78], &[1, b'x', 0, 0, 0, 0, 7, 1, 0, 0]);
+        // Last entry ends exactly at 232.
         assert_eq!(
-            &v[204..224],
+            &v[212..232],
             b"\x0atime_stamp\x1c\x00\x00\x00\x06\x01\x00\x00\x00"
         );
     }
@@ -1489,10 +1510,10 @@ mod tests {
             Err(ProtocolError::BadMagic { .. })
         ));
         assert_eq!(
-            with(4, &1u16.to_le_bytes()),
+            with(4, &2u16.to_le_bytes()),
             Err(ProtocolError::UnsupportedVersion {
-                found: 1,
-                supported: 2
+                found: 2,
+                supported: 3
             })
         );
         assert_eq!(
@@ -1500,8 +1521,8 @@ mod tests {
             Err(ProtocolError::UnknownMessageType { found: 9 })
         );
         assert!(matches!(
-            with(8, &225u32.to_le_bytes()),
-            Err(ProtocolError::HeaderLen { found: 225, .. })
+            with(8, &233u32.to_le_bytes()),
+            Err(ProtocolError::HeaderLen { found: 233, .. })
         ));
         assert!(matches!(
             with(8, &8u32.to_le_bytes()),
@@ -1553,7 +1574,16 @@ mod tests {
             Err(ProtocolError::HeaderOverrun { .. })
         ));
         assert!(matches!(
-            with(66, &[9]),
+            with(64, &[2]),
+            Err(ProtocolError::OutOfRange {
+                field: "clock",
+                offset: 64,
+                found: 2,
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(74, &[9]),
             Err(ProtocolError::BadField {
                 index: 0,
                 field: "datatype",
@@ -1561,7 +1591,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            with(62, &[31, 0, 0, 0]),
+            with(70, &[31, 0, 0, 0]),
             Err(ProtocolError::BadField {
                 index: 0,
                 field: "offset",
@@ -1569,7 +1599,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            with(60, &[0]),
+            with(68, &[0]),
             Err(ProtocolError::BadField {
                 index: 0,
                 field: "name_len",
@@ -1577,12 +1607,12 @@ mod tests {
             })
         ));
         assert!(matches!(
-            with(61, &[0xff]),
+            with(69, &[0xff]),
             Err(ProtocolError::BadUtf8 { .. })
         ));
         // Layout mismatch is detected by the reader, not the parser.
         let mut v = good.clone();
-        v[61] = b'q';
+        v[69] = b'q';
         let mut r = FrameReader::new(v.as_slice());
         assert!(matches!(
             r.read_frame(&mut Vec::new()),
@@ -1759,7 +1789,7 @@ mod tests {
         // A header for it parses back with the packed layout.
         let mut h = Vec::new();
         let n = encode_frame_header_fields(&sample_header(), fs, 3, &mut h);
-        assert_eq!(n, 112); // 60 + 11 (x) + 17 (channel) + 20 (time_stamp) = 108, padded
+        assert_eq!(n, 120); // 68 + 11 (x) + 17 (channel) + 20 (time_stamp) = 116, padded
         assert_eq!(h.len(), n);
         let Ok(Parsed::Complete {
             message: Message::Frame(info),

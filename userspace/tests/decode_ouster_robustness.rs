@@ -46,6 +46,7 @@ struct Counts {
     ok: u32,
     malformed: u32,
     ignored: u32,
+    jumps: u32,
 }
 
 fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, OusterStream) {
@@ -57,6 +58,7 @@ fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, Ouster
             Ok(()) => c.ok += 1,
             Err(Rejection::Malformed) => c.malformed += 1,
             Err(Rejection::Ignored) => c.ignored += 1,
+            Err(Rejection::TimeJump) => c.jumps += 1,
         }
     }
     s.flush(&mut out);
@@ -82,7 +84,8 @@ fn damaged_and_foreign_datagrams_are_counted_and_leave_the_frame_intact() {
         Counts {
             ok: 64,
             malformed: 0,
-            ignored: 0
+            ignored: 0,
+            jumps: 0
         }
     );
     // 3 pixels have a range >= 300 m (the max_range_m of `cfg`).
@@ -122,7 +125,8 @@ fn damaged_and_foreign_datagrams_are_counted_and_leave_the_frame_intact() {
         Counts {
             ok: 64,
             malformed: 4,
-            ignored: 6
+            ignored: 6,
+            jumps: 0
         }
     );
     assert_eq!(frames.len(), 1);
@@ -147,7 +151,8 @@ fn lost_packets_are_reported_and_duplicates_dropped() {
         Counts {
             ok: 60,
             malformed: 0,
-            ignored: 2
+            ignored: 2,
+            jumps: 0
         }
     );
     assert_eq!(s.stats().duplicates, 2);
@@ -280,7 +285,8 @@ fn frame_id_wraps_and_header_mismatches_are_counted() {
         Counts {
             ok: 64,
             malformed: 0,
-            ignored: 1
+            ignored: 1,
+            jumps: 0
         }
     );
     assert_eq!(s.stats().stale, 1);

@@ -175,7 +175,8 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     let n = expected.len() as u64;
     eprintln!("decoder: {dc:?}, {pushed} payloads");
     assert_eq!(dc.packets, pushed);
-    assert_eq!(dc.decoded + dc.ignored, pushed, "{dc:?}");
+    // The capture loops: each loop steps the sensor time back (a restart: 2 packets dropped).
+    assert_eq!(dc.decoded + dc.ignored + dc.time_jumps, pushed, "{dc:?}");
     assert_eq!(dc.frames, n);
     assert!(n >= 60, "only {n} frames");
     assert_eq!((sc.sent, sc.dropped_queue_full), (n, 0));

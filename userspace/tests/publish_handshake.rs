@@ -102,7 +102,7 @@ fn sensors_and_fields_by_name() {
     let addr = publisher.local_addr();
     let mut all = Subscriber::connect(addr).unwrap();
     let h = all.hello().clone();
-    assert_eq!(h.min_version, 2);
+    assert_eq!(h.min_version, 3);
     assert_eq!(h.sensors.len(), 2);
     assert_eq!((h.sensors[1].id, h.sensors[1].name.as_str()), (1, "roof"));
     let want = Subscribe {
@@ -272,7 +272,7 @@ fn garbage_is_disconnected_with_a_logged_reason() {
             assert_eq!(e.code, error_code::UNSUPPORTED_VERSION);
             assert_eq!(
                 e.reason,
-                "version (offset 4) is 1, this decoder supports only 2"
+                "version (offset 4) is 1, this decoder supports only 3"
             );
         }
         other => panic!("{other:?}"),

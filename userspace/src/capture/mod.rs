@@ -129,6 +129,16 @@ pub struct SensorCounters {
     pub reassembled: AtomicU64,
     /// UDP payload bytes of `datagrams`.
     pub bytes: AtomicU64,
+    /// See [`DecodeCounters::time_jumps`].
+    pub time_jumps: AtomicU64,
+    /// See [`DecodeCounters::restarts`].
+    pub restarts: AtomicU64,
+    /// See [`DecodeCounters::frames_lost`].
+    pub frames_lost: AtomicU64,
+    /// See [`DecodeCounters::date_fallbacks`].
+    pub date_fallbacks: AtomicU64,
+    /// See [`DecodeCounters::implausible_time`].
+    pub implausible_time: AtomicU64,
 }
 
 impl CaptureCounters {
@@ -167,6 +177,11 @@ impl SensorCounters {
             reassembled: r(&self.reassembled),
             frames: r(&self.frames),
             points: r(&self.points),
+            time_jumps: r(&self.time_jumps),
+            restarts: r(&self.restarts),
+            frames_lost: r(&self.frames_lost),
+            date_fallbacks: r(&self.date_fallbacks),
+            implausible_time: r(&self.implausible_time),
         }
     }
 }
@@ -369,9 +384,10 @@ pub struct CaptureWorker<S: PacketSource> {
 
 /// A sensor pipeline rebuilt from a re-read calibration, for slot `slot` of a capture thread.
 ///
-/// The thread flushes the old pipeline's frame in progress (published as it is, with its
-/// packet counts), carries its counters and frame sequence over, and continues with the new
-/// pipeline from the next packet.
+/// The reload applies at the sensor's next frame boundary (`CaptureWorker::apply_reloads`):
+/// the old pipeline finishes its frame in progress, the new
+/// one (which decoded the same datagrams meanwhile) continues with the next frame; counters
+/// and the frame sequence carry over.
 pub struct Reload {
     /// Index into [`CaptureWorker::sensors`].
     pub slot: usize,
@@ -452,9 +468,71 @@ struct Local {
     sensors: Vec<[u64; 3]>,
     /// Per sensor slot: the return mode was compared with the expected one.
     mode_checked: Vec<bool>,
-    /// Per sensor slot: counters of the pipelines replaced by reloads.
+    /// Per sensor slot: counters of the pipelines replaced by reloads (as published).
     retired: Vec<DecodeCounters>,
+    /// Per sensor slot: the current pipeline's counters when it took over (the datagrams it
+    /// decoded in the shadow of its predecessor, not published).
+    discount: Vec<DecodeCounters>,
+    /// Per sensor slot: a reloaded pipeline waiting for the current one's next frame
+    /// boundary (see [`CaptureWorker::apply_reloads`]).
+    pending: Vec<Option<ScanPipeline>>,
+    /// Per sensor slot: host time of the last datagram, ns (0 = none yet).
+    last_rx_ns: Vec<u64>,
+    /// Frames of pending pipelines (discarded).
+    shadow_out: Vec<Frame>,
     calibration_reloads: u64,
+}
+
+impl Local {
+    fn new(sensors: usize) -> Self {
+        Local {
+            sensors: vec![[0; 3]; sensors],
+            mode_checked: vec![false; sensors],
+            retired: vec![DecodeCounters::default(); sensors],
+            discount: vec![DecodeCounters::default(); sensors],
+            pending: vec![None; sensors],
+            last_rx_ns: vec![0; sensors],
+            ..Local::default()
+        }
+    }
+
+    /// The counters published for slot `i`: its pipeline's minus its shadow work, plus its
+    /// retired predecessors'.
+    fn published(&self, i: usize, pipeline: &ScanPipeline) -> DecodeCounters {
+        let d = self.discount.get(i).copied().unwrap_or_default();
+        pipeline
+            .counters()
+            .minus(&d)
+            .sum(self.retired.get(i).copied().unwrap_or_default())
+    }
+
+    /// Swaps slot `i`'s pending pipeline in (at a frame boundary of the current one).
+    fn take_over(&mut self, i: usize, slot: &mut SensorSlot) {
+        let Some(new) = self.pending.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        let published = self.published(i, &slot.pipeline);
+        if let Some(r) = self.retired.get_mut(i) {
+            *r = published;
+        }
+        if let Some(d) = self.discount.get_mut(i) {
+            *d = *new.counters();
+        }
+        slot.pipeline = new;
+        self.calibration_reloads += 1;
+    }
+
+    /// Renumbers `frames` just emitted by slot `i`'s pipeline: after its predecessors' frames,
+    /// not counting the frames it emitted in their shadow.
+    fn renumber(&self, i: usize, frames: &mut [Frame]) {
+        let retired = self.retired.get(i).map_or(0, |r| r.frames);
+        let shadow = self.discount.get(i).map_or(0, |d| d.frames);
+        if retired != 0 || shadow != 0 {
+            for f in frames {
+                f.header.sequence = f.header.sequence.saturating_sub(shadow) + retired;
+            }
+        }
+    }
 }
 
 /// The slot a datagram to `port` from `src` belongs to, as the XDP program decides: a sensor
@@ -503,7 +581,19 @@ fn dispatch(
             let s = &mut sensors[i];
             let from = out.len();
             s.pipeline.push(d.payload, now, out);
-            renumber(&mut out[from..], local.retired.get(i));
+            local.renumber(i, &mut out[from..]);
+            if let Some(Some(p)) = local.pending.get_mut(i) {
+                // The reloaded pipeline decodes in the shadow until the current one ends a
+                // frame: then it takes over with the next frame already in progress.
+                p.push(d.payload, now, &mut local.shadow_out);
+                local.shadow_out.clear();
+                if out.len() > from {
+                    local.take_over(i, s);
+                }
+            }
+            if let Some(t) = local.last_rx_ns.get_mut(i) {
+                *t = now;
+            }
             if let (Some(want), Some(false)) = (s.expect_return_mode, local.mode_checked.get(i))
                 && let Some(got) = s.pipeline.return_mode()
             {
@@ -591,15 +681,24 @@ fn one_source(local: &mut Local, i: usize, d: &UdpDatagram<'_>, now: u64) -> boo
     }
 }
 
-/// Continues the frame sequence of a sensor whose pipeline was replaced: `frames` just emitted
-/// by the current pipeline are numbered after the `retired` pipelines' frames.
-fn renumber(frames: &mut [Frame], retired: Option<&DecodeCounters>) {
-    if let Some(r) = retired
-        && r.frames > 0
-    {
-        for f in frames {
-            f.header.sequence += r.frames;
-        }
+/// Swaps slot `i`'s pending pipeline in if the sensor sent nothing for its frame timeout (its
+/// frame in progress, if any, is closed first).
+fn take_over_if_idle(
+    local: &mut Local,
+    i: usize,
+    slot: &mut SensorSlot,
+    now: u64,
+    out: &mut Vec<Frame>,
+) {
+    let idle = local
+        .last_rx_ns
+        .get(i)
+        .is_none_or(|&t| t == 0 || now.saturating_sub(t) > slot.pipeline.frame_timeout_ns());
+    if idle && local.pending.get(i).is_some_and(Option::is_some) {
+        let from = out.len();
+        slot.pipeline.flush(out);
+        local.renumber(i, &mut out[from..]);
+        local.take_over(i, slot);
     }
 }
 
@@ -615,12 +714,7 @@ impl<S: PacketSource> CaptureWorker<S> {
     pub fn run(mut self) -> std::io::Result<CaptureExit> {
         // Frames' point buffers come from the publisher's pool (no allocation once warm).
         let _buffers = crate::scan::install_buffer_source(self.sender.buffer_source());
-        let mut local = Local {
-            sensors: vec![[0; 3]; self.sensors.len()],
-            mode_checked: vec![false; self.sensors.len()],
-            retired: vec![DecodeCounters::default(); self.sensors.len()],
-            ..Local::default()
-        };
+        let mut local = Local::new(self.sensors.len());
         let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
         let mut stalls = 0u64;
@@ -639,10 +733,11 @@ impl<S: PacketSource> CaptureWorker<S> {
             let now = realtime_ns();
             let n = self.burst(&mut local, &mut reasm, now, &mut out)?;
             if n == 0 {
-                for (s, retired) in self.sensors.iter_mut().zip(&local.retired) {
+                for (i, s) in self.sensors.iter_mut().enumerate() {
                     let from = out.len();
                     s.pipeline.poll_timeout(now, &mut out);
-                    renumber(&mut out[from..], Some(retired));
+                    local.renumber(i, &mut out[from..]);
+                    take_over_if_idle(&mut local, i, s, now, &mut out);
                 }
                 reasm.poll_timeout(now);
                 self.publish(&mut out, &mut local);
@@ -666,10 +761,10 @@ impl<S: PacketSource> CaptureWorker<S> {
             }
             self.publish(&mut out, &mut local);
         }
-        for (s, retired) in self.sensors.iter_mut().zip(&local.retired) {
+        for (i, s) in self.sensors.iter_mut().enumerate() {
             let from = out.len();
             s.pipeline.flush(&mut out);
-            renumber(&mut out[from..], Some(retired));
+            local.renumber(i, &mut out[from..]);
         }
         self.publish(&mut out, &mut local);
         self.store(&local, &reasm);
@@ -682,21 +777,25 @@ impl<S: PacketSource> CaptureWorker<S> {
         Ok(exit)
     }
 
-    /// Swaps in the reloaded pipelines waiting in [`Self::reloads`].
+    /// Takes the reloaded pipelines waiting in [`Self::reloads`]. A reload applies at the
+    /// sensor's next frame boundary, never cutting the frame in progress: the new pipeline
+    /// waits in the slot and decodes the same datagrams in the shadow of the current one (its
+    /// frames discarded) until the current pipeline emits a frame; then it takes over, with
+    /// the next frame already in progress under the new calibration. A sensor that sent
+    /// nothing for its frame timeout (or ever) has no frame in progress: its reload applies at
+    /// once. A newer reload replaces one still waiting. Frame sequence numbers and the
+    /// published counters continue across the swap (shadow work is not counted).
     fn apply_reloads(&mut self, local: &mut Local, out: &mut Vec<Frame>) {
+        let now = realtime_ns();
         while let Some(r) = self.reloads.pop() {
-            let (Some(slot), Some(retired)) =
-                (self.sensors.get_mut(r.slot), local.retired.get_mut(r.slot))
+            let (Some(slot), Some(pending)) =
+                (self.sensors.get_mut(r.slot), local.pending.get_mut(r.slot))
             else {
                 log::warn!("calibration reload for unknown sensor slot {}", r.slot);
                 continue;
             };
-            let from = out.len();
-            slot.pipeline.flush(out);
-            renumber(&mut out[from..], Some(retired));
-            retired.add(slot.pipeline.counters());
-            slot.pipeline = r.pipeline;
-            local.calibration_reloads += 1;
+            *pending = Some(r.pipeline);
+            take_over_if_idle(local, r.slot, slot, now, out);
         }
         self.publish(out, local);
     }
@@ -778,21 +877,30 @@ impl<S: PacketSource> CaptureWorker<S> {
             sc.datagrams.store(t[0], Ordering::Relaxed);
             sc.reassembled.store(t[1], Ordering::Relaxed);
             sc.bytes.store(t[2], Ordering::Relaxed);
-            let d = slot.pipeline.counters();
-            let d = &d.sum(l.retired.get(i).copied().unwrap_or_default());
+            let d = &l.published(i, &slot.pipeline);
             sc.decoded.store(d.decoded, Ordering::Relaxed);
             sc.malformed.store(d.malformed, Ordering::Relaxed);
             sc.ignored.store(d.ignored, Ordering::Relaxed);
             sc.frames.store(d.frames, Ordering::Relaxed);
             sc.points.store(d.points, Ordering::Relaxed);
+            sc.time_jumps.store(d.time_jumps, Ordering::Relaxed);
+            sc.restarts.store(d.restarts, Ordering::Relaxed);
+            sc.frames_lost.store(d.frames_lost, Ordering::Relaxed);
+            sc.date_fallbacks.store(d.date_fallbacks, Ordering::Relaxed);
+            sc.implausible_time
+                .store(d.implausible_time, Ordering::Relaxed);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Local, SOURCE_SILENCE_NS, find_slot, one_source};
+    use super::{
+        Local, SOURCE_SILENCE_NS, SensorSlot, dispatch, find_slot, one_source, take_over_if_idle,
+    };
+    use crate::frame::Frame;
     use crate::net::UdpDatagram;
+    use crate::sensor::{ScanPipeline, SensorConfig, SensorModel};
 
     #[test]
     fn a_second_source_on_a_sourceless_sensor_is_refused_and_counted_once_warned() {
@@ -823,6 +931,123 @@ mod tests {
         ));
         assert!(one_source(&mut l, 1, &d(B), 2 * ms + SOURCE_SILENCE_NS));
         assert!(!one_source(&mut l, 1, &d(A), 3 * ms + SOURCE_SILENCE_NS));
+    }
+
+    fn vlp16(max_range_m: f32) -> ScanPipeline {
+        let mut c = SensorConfig::new(
+            0,
+            SensorModel::Vlp16,
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+            ),
+        );
+        c.max_range_m = max_range_m;
+        ScanPipeline::new(&c).unwrap()
+    }
+
+    /// Pushes `payloads` (host time = pcap time) through `dispatch`, as the capture loop does.
+    fn feed(slot: &mut [SensorSlot], local: &mut Local, payloads: &[(Vec<u8>, u64)]) -> Vec<Frame> {
+        let mut out = Vec::new();
+        for (p, t) in payloads {
+            let d = UdpDatagram {
+                src_ip: [192, 168, 1, 201],
+                dst_ip: [192, 168, 1, 100],
+                src_port: 2368,
+                dst_port: 2368,
+                payload: p,
+            };
+            dispatch(slot, local, &d, false, *t, &mut out);
+        }
+        out
+    }
+
+    /// A reload arriving mid-frame applies at the next frame boundary: the frame in progress
+    /// is finished by the old pipeline (whole, as without a reload), every later frame is the
+    /// new pipeline's (as decoding with it from the start), sequence and counters continue.
+    #[test]
+    fn reload_applies_at_the_next_frame_boundary() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap"
+        );
+        let (d, _) = crate::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
+        let payloads: Vec<(Vec<u8>, u64)> = d
+            .into_iter()
+            .map(|d| (d.payload, d.timestamp.as_nanos() as u64))
+            .collect();
+        // Offline references: all old (300 m), all new (a 10 m range: fewer points).
+        let decode = |mut p: ScanPipeline| {
+            let mut out = Vec::new();
+            for (x, t) in &payloads {
+                p.push(x, *t, &mut out);
+            }
+            p.flush(&mut out);
+            out
+        };
+        let old = decode(vlp16(300.0));
+        let new = decode(vlp16(10.0));
+        assert_eq!(old.len(), 4);
+        assert!(new[2].points.len() < old[2].points.len());
+        // Frame 1 closes at packet 302 (its completing packet); the reload arrives at 250.
+        let mut slots = vec![SensorSlot {
+            port: 2368,
+            extra_port: None,
+            source: None,
+            pipeline: vlp16(300.0),
+            expect_return_mode: None,
+        }];
+        let mut local = Local::new(1);
+        let mut got = feed(&mut slots, &mut local, &payloads[..250]);
+        assert_eq!(got.len(), 1);
+        local.pending[0] = Some(vlp16(10.0));
+        let mut out = Vec::new();
+        take_over_if_idle(
+            &mut local,
+            0,
+            &mut slots[0],
+            payloads[249].1 + 1_000,
+            &mut out,
+        );
+        assert!(out.is_empty() && local.calibration_reloads == 0, "not idle");
+        got.extend(feed(&mut slots, &mut local, &payloads[250..]));
+        assert_eq!(local.calibration_reloads, 1);
+        slots[0].pipeline.flush(&mut out);
+        local.renumber(0, &mut out);
+        got.extend(out);
+        let seq: Vec<u64> = got.iter().map(|f| f.header.sequence).collect();
+        assert_eq!(seq, vec![0, 1, 2, 3]);
+        // Frames 0 and 1 as the old pipeline, 2 and 3 as the new one, each whole.
+        assert_eq!(got[0], old[0]);
+        assert_eq!(got[1], old[1]);
+        for k in 2..4 {
+            let mut want = new[k].clone();
+            want.header.sequence = k as u64;
+            assert_eq!(got[k], want, "frame {k}");
+        }
+        // Published counters: every datagram once, frames as published.
+        let c = local.published(0, &slots[0].pipeline);
+        assert_eq!((c.packets, c.decoded, c.frames), (603, 603, 4));
+        let points: usize = got.iter().map(|f| f.points.len()).sum();
+        assert_eq!(c.points, points as u64);
+    }
+
+    /// A sensor that sent nothing for its frame timeout takes its reload at once.
+    #[test]
+    fn reload_of_an_idle_sensor_applies_at_once() {
+        let mut slot = SensorSlot {
+            port: 2368,
+            extra_port: None,
+            source: None,
+            pipeline: vlp16(300.0),
+            expect_return_mode: None,
+        };
+        let mut local = Local::new(1);
+        local.pending[0] = Some(vlp16(10.0));
+        let mut out = Vec::new();
+        take_over_if_idle(&mut local, 0, &mut slot, 1_000_000_000, &mut out);
+        assert_eq!(local.calibration_reloads, 1);
+        assert!(local.pending[0].is_none() && out.is_empty());
     }
 
     #[test]

@@ -862,6 +862,9 @@ fn stats_json(
                 "frames": s.frames, "points": s.points,
                 "datagrams": s.packets, "reassembled": s.reassembled,
                 "bytes": s.bytes,
+                "time_jumps": s.time_jumps, "restarts": s.restarts,
+                "frames_lost": s.frames_lost, "date_fallbacks": s.date_fallbacks,
+                "implausible_time": s.implausible_time,
             })
         })
         .collect();

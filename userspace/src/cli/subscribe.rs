@@ -147,7 +147,8 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
             }
         } else {
             println!(
-                "frame sensor={} seq={} start_ns={} host_ns={} points={} packets={}/{} malformed={}",
+                "frame sensor={} seq={} start_ns={} host_ns={} points={} packets={}/{} malformed={} \
+                 frames_lost_before={} clock={}",
                 h.sensor_id,
                 h.sequence,
                 h.start_ns,
@@ -155,7 +156,12 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
                 frame.point_count(),
                 h.packets_received,
                 h.packets_expected,
-                h.packets_malformed
+                h.packets_malformed,
+                h.frames_lost_before,
+                match h.clock {
+                    lidarxdp::frame::FrameClock::Sensor => "sensor",
+                    lidarxdp::frame::FrameClock::Host => "host",
+                }
             );
         }
         if let Some(dir) = &a.pcd {

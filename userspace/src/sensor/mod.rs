@@ -602,7 +602,7 @@ pub enum ConfigError {
 
 /// Decoder counters of one [`ScanPipeline`] (monotonic, never reset).
 ///
-/// `packets == decoded + malformed + ignored` always holds.
+/// `packets == decoded + malformed + ignored + time_jumps` always holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DecodeCounters {
     /// Payloads pushed.
@@ -622,6 +622,39 @@ pub struct DecodeCounters {
     /// than the configured one (which the calibration's laser count confirmed); decoded as
     /// configured, logged once. 0 for other vendors.
     pub product_mismatches: u64,
+    /// Data packets dropped because their sensor time (Velodyne, Hesai, RoboSense) or frame
+    /// id (Ouster) jumped far back or ahead of the stream ([`crate::scan::StreamClock`],
+    /// [`ouster`]); the frame around them stays whole.
+    pub time_jumps: u64,
+    /// Sustained jumps taken as a sensor restart: a new stream (logged once per sensor).
+    pub restarts: u64,
+    /// Whole frames (turns) lost: the sum of the emitted frames'
+    /// [`crate::frame::FrameHeader::frames_lost_before`].
+    pub frames_lost: u64,
+    /// Data packets whose date / time field was invalid, stamped with the host time instead
+    /// (their frame says [`crate::frame::FrameClock::Host`]).
+    pub date_fallbacks: u64,
+    /// Emitted frames on the sensor clock whose start time is implausible: before 2000, or
+    /// more than [`IMPLAUSIBLE_CLOCK_OFFSET_NS`] from the host receive time (an unsynchronised
+    /// sensor clock, a clock years off, or a Velodyne whose hour had to be taken from the host).
+    /// Logged once per sensor.
+    pub implausible_time: u64,
+}
+
+/// Largest plausible difference between a frame's sensor-clock start and the host receive time
+/// of its first packet, ns (60 s).
+pub const IMPLAUSIBLE_CLOCK_OFFSET_NS: u64 = 60_000_000_000;
+/// 2000-01-01T00:00:00Z, ns since the Unix epoch: a sensor time before it is implausible.
+pub const PLAUSIBLE_EPOCH_NS: u64 = 946_684_800_000_000_000;
+
+/// Fault counters a vendor decoder keeps itself ([`VendorDecoder::time_faults`]), copied into
+/// the pipeline's [`DecodeCounters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeFaults {
+    /// See [`DecodeCounters::restarts`].
+    pub restarts: u64,
+    /// See [`DecodeCounters::date_fallbacks`].
+    pub date_fallbacks: u64,
 }
 
 impl DecodeCounters {
@@ -634,6 +667,32 @@ impl DecodeCounters {
         self.frames += other.frames;
         self.points += other.points;
         self.product_mismatches += other.product_mismatches;
+        self.time_jumps += other.time_jumps;
+        self.restarts += other.restarts;
+        self.frames_lost += other.frames_lost;
+        self.date_fallbacks += other.date_fallbacks;
+        self.implausible_time += other.implausible_time;
+    }
+
+    /// `self - other`, field by field, saturating at 0 (e.g. minus the counters a reloaded
+    /// pipeline collected while it decoded in the shadow of the one it replaced).
+    pub fn minus(&self, other: &DecodeCounters) -> DecodeCounters {
+        DecodeCounters {
+            packets: self.packets.saturating_sub(other.packets),
+            decoded: self.decoded.saturating_sub(other.decoded),
+            malformed: self.malformed.saturating_sub(other.malformed),
+            ignored: self.ignored.saturating_sub(other.ignored),
+            frames: self.frames.saturating_sub(other.frames),
+            points: self.points.saturating_sub(other.points),
+            time_jumps: self.time_jumps.saturating_sub(other.time_jumps),
+            restarts: self.restarts.saturating_sub(other.restarts),
+            frames_lost: self.frames_lost.saturating_sub(other.frames_lost),
+            date_fallbacks: self.date_fallbacks.saturating_sub(other.date_fallbacks),
+            implausible_time: self.implausible_time.saturating_sub(other.implausible_time),
+            product_mismatches: self
+                .product_mismatches
+                .saturating_sub(other.product_mismatches),
+        }
     }
 
     /// `self + other`, field by field.
@@ -653,6 +712,9 @@ pub enum Rejection {
     /// Looks like a data packet but is damaged (size a few bytes off, bad block flag, bad CRC,
     /// out-of-range field): counted `malformed` and in the frame's `packets_malformed`.
     Malformed,
+    /// A valid data packet whose sensor time or frame id jumped far from the stream's: dropped,
+    /// counted `time_jumps`; the frame in progress is untouched.
+    TimeJump,
 }
 
 /// A sans-IO decoder plus scan assembler for one sensor family: UDP payloads in, finished
@@ -684,6 +746,10 @@ pub trait VendorDecoder: Send + fmt::Debug {
     fn product_mismatches(&self) -> u64 {
         0
     }
+    /// Restarts and date fallbacks counted so far (monotonic); none by default.
+    fn time_faults(&self) -> TimeFaults {
+        TimeFaults::default()
+    }
 }
 
 /// Applies `stamp` to frames just produced: with [`Stamp::Host`], `start_ns` becomes the host
@@ -712,6 +778,9 @@ pub struct ScanPipeline {
     decoder: Box<dyn VendorDecoder>,
     counters: DecodeCounters,
     stamp: Stamp,
+    /// An implausible sensor time has been logged.
+    warned_time: bool,
+    frame_timeout_ns: u64,
 }
 
 impl Clone for ScanPipeline {
@@ -721,6 +790,8 @@ impl Clone for ScanPipeline {
             decoder: self.decoder.clone_box(),
             counters: self.counters,
             stamp: self.stamp,
+            warned_time: self.warned_time,
+            frame_timeout_ns: self.frame_timeout_ns,
         }
     }
 }
@@ -765,12 +836,19 @@ impl ScanPipeline {
             decoder,
             counters: DecodeCounters::default(),
             stamp: cfg.stamp,
+            warned_time: false,
+            frame_timeout_ns: cfg.frame_timeout_ns,
         })
     }
 
     /// The configured model.
     pub fn model(&self) -> SensorModel {
         self.model
+    }
+
+    /// The configured frame timeout ([`SensorConfig::frame_timeout_ns`]), ns.
+    pub fn frame_timeout_ns(&self) -> u64 {
+        self.frame_timeout_ns
     }
 
     /// Return mode of the last decoded data packet, if any.
@@ -794,18 +872,44 @@ impl ScanPipeline {
             }
             Err(Rejection::Ignored) => self.counters.ignored += 1,
             Err(Rejection::Malformed) => self.counters.malformed += 1,
+            Err(Rejection::TimeJump) => self.counters.time_jumps += 1,
         }
+        let t = self.decoder.time_faults();
+        self.counters.restarts = t.restarts;
+        self.counters.date_fallbacks = t.date_fallbacks;
         self.count_frames(before, out);
     }
 
-    /// Counts the frames appended to `out` since `before` and applies [`Stamp`] to them.
+    /// Counts the frames appended to `out` since `before` (points, lost turns, implausible
+    /// sensor times), then applies [`Stamp`] to them.
     fn count_frames(&mut self, before: usize, out: &mut [Frame]) {
         let new = out.get_mut(before..).unwrap_or_default();
-        apply_stamp(self.stamp, new);
-        for f in new {
+        for f in new.iter() {
+            let h = &f.header;
             self.counters.frames += 1;
             self.counters.points += f.points.len() as u64;
+            self.counters.frames_lost += u64::from(h.frames_lost_before);
+            if h.clock == crate::frame::FrameClock::Sensor
+                && (h.start_ns < PLAUSIBLE_EPOCH_NS
+                    || h.start_ns.abs_diff(h.host_ns) > IMPLAUSIBLE_CLOCK_OFFSET_NS)
+            {
+                self.counters.implausible_time += 1;
+                if !self.warned_time {
+                    self.warned_time = true;
+                    log::warn!(
+                        "{}: frame {} starts at sensor time {} ns, {} s from the host receive time {} ns: \
+                         the sensor clock is implausible (not synchronised, years off, or an \
+                         hour taken from the host); counted in implausible_time, logged once",
+                        self.model,
+                        h.sequence,
+                        h.start_ns,
+                        (h.start_ns as i128 - h.host_ns as i128) / 1_000_000_000,
+                        h.host_ns
+                    );
+                }
+            }
         }
+        apply_stamp(self.stamp, new);
     }
 
     /// Closes the frame in progress if no data packet arrived for more than

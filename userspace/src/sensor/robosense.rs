@@ -1064,6 +1064,8 @@ pub struct RobosenseStream {
     return_mode: Option<ReturnMode>,
     difops: u64,
     variant_checked: bool,
+    /// MSOPs whose time field was invalid, stamped with host time.
+    date_fallbacks: u64,
 }
 
 impl RobosenseStream {
@@ -1093,6 +1095,7 @@ impl RobosenseStream {
             return_mode: None,
             difops: 0,
             variant_checked: false,
+            date_fallbacks: 0,
         })
     }
 
@@ -1166,7 +1169,8 @@ impl VendorDecoder for RobosenseStream {
             }
         }
         let spec = self.decoder.spec();
-        let sensor_ns = p.sensor_time_ns_as(spec.unix_time).unwrap_or(host_ns);
+        let stamped = p.sensor_time_ns_as(spec.unix_time);
+        let sensor_ns = stamped.unwrap_or(host_ns);
         let dual = mode.returns() > 1;
         let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(AZIMUTH_UNITS) as u32;
         let advance = if dual && !spec.rs16_layout {
@@ -1174,7 +1178,7 @@ impl VendorDecoder for RobosenseStream {
         } else {
             span(p.azimuth(0), p.azimuth(11)) * 12 / 11
         };
-        self.assembler.begin_packet(
+        let in_line = self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
                 sensor_ns,
@@ -1193,6 +1197,13 @@ impl VendorDecoder for RobosenseStream {
             },
             out,
         );
+        if !in_line {
+            return Err(Rejection::TimeJump);
+        }
+        if stamped.is_none() {
+            self.date_fallbacks += 1;
+            self.assembler.mark_host_clock();
+        }
         let asm = &mut self.assembler;
         self.decoder.decode(&p, mode, |d| {
             asm.add_point(d.point, d.block_azimuth_cdeg, d.offset_ns)
@@ -1215,6 +1226,13 @@ impl VendorDecoder for RobosenseStream {
 
     fn clone_box(&self) -> Box<dyn VendorDecoder> {
         Box::new(self.clone())
+    }
+
+    fn time_faults(&self) -> super::TimeFaults {
+        super::TimeFaults {
+            restarts: self.assembler.stream_clock().restarts(),
+            date_fallbacks: self.date_fallbacks,
+        }
     }
 }
 

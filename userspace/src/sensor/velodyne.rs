@@ -1325,7 +1325,7 @@ impl VendorDecoder for VelodyneStream {
         // The last block that holds data (a VLS-128 dual packet's padding blocks 8..11 are
         // not looked at).
         let last_block = (first_block * seqs.max(1)).clamp(1, BLOCKS) - 1;
-        self.assembler.begin_packet(
+        if !self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
                 sensor_ns,
@@ -1335,7 +1335,9 @@ impl VendorDecoder for VelodyneStream {
                 interval_ns: interval,
             },
             out,
-        );
+        ) {
+            return Err(super::Rejection::TimeJump);
+        }
         let b = self.assembler.batch();
         let sink =
             |blk: &BlockPoints<'_>| blk.append_timed(b.points, b.azimuths, b.packet_ns, b.start_ns);
@@ -1365,6 +1367,13 @@ impl VendorDecoder for VelodyneStream {
 
     fn product_mismatches(&self) -> u64 {
         self.product_mismatches
+    }
+
+    fn time_faults(&self) -> super::TimeFaults {
+        super::TimeFaults {
+            restarts: self.assembler.stream_clock().restarts(),
+            date_fallbacks: 0,
+        }
     }
 }
 

@@ -34,12 +34,26 @@
 //! Deviations from Nebula: two consecutive blocks with the *same* azimuth never count as a
 //! crossing (Nebula treats them as a full turn), an impossible cutter transition is ignored
 //! (Nebula throws), and a host-time silence longer than `frame_timeout_ns` publishes the
-//! buffers as they are and restarts the cutter.
+//! buffers as they are and restarts the cutter. A frame whose cutter reset fell outside the
+//! field of view (the first frame after start-up with `fov_deg`) starts at its first block
+//! group, never at 0.
+//!
+//! ## Time
+//! Packet time = tail date + µs ([`packet::Packet::date_seconds`]: the year byte in either
+//! convention, or Unix seconds when the first date byte is 0). A packet whose date is no date
+//! is decoded on host time: its frame says [`FrameClock::Host`], the pipeline counts
+//! `date_fallbacks`; a date never costs the sensor. Every packet then goes through the shared
+//! [`StreamClock`]: a time jump is dropped (`time_jumps`) and the frame stays whole, a
+//! sustained one is a restart, and a gap longer than one rotation period (measured from the
+//! block azimuths) publishes the frames in progress, counting the packets missing up to the
+//! cut and from it (in measured per-packet advances) and the whole turns in between
+//! (`frames_lost_before` of the next frame). AT128 (mirror fields) has no gap rule.
 //!
 //! ## Packet accounting
 //! `packets_received`: packets with at least one block group in the frame. `packets_expected`
 //! adds the packets lost according to the tail's UDP sequence (gaps of 1..=65535; larger jumps
-//! are a restart and count nothing). Models/variants without a sequence count no loss.
+//! are a restart and count nothing), and around a sensor-time gap the estimate above. Models
+//! and variants without a sequence count no other loss.
 //! `packets_malformed`: damaged packets while the frame was being filled.
 //!
 //! ## CRC
@@ -62,8 +76,9 @@ mod timing;
 use std::f64::consts::PI;
 use std::path::Path;
 
-use crate::frame::{Frame, FrameHeader};
+use crate::frame::{Frame, FrameClock, FrameHeader};
 use crate::point::{PointXYZIRCAEDT, ReturnType};
+use crate::scan::{AZIMUTH_UNITS, StreamClock, TimeVerdict, turns_lost};
 
 use self::layout::Layout;
 use self::packet::{Packet, Rejection, return_mode as rm};
@@ -456,6 +471,8 @@ struct Cutter {
     min_idx: usize,
     max_idx: usize,
     state: Option<CutState>,
+    /// The state of the previous stream (after a timeout, gap or restart), for its vectors.
+    spare: Option<CutState>,
 }
 
 impl Cutter {
@@ -472,8 +489,15 @@ impl Cutter {
         let mut act = Actions::default();
         let (lo, hi) = (self.min_idx, self.max_idx);
         let Some(st) = self.state.as_mut() else {
-            // First block group: which channels already lie past the cut?
-            let in_fov: Vec<bool> = az.iter().map(|&a| self.in_fov(a)).collect();
+            // First block group: which channels already lie past the cut? (The vectors of the
+            // previous state are reused: a restart allocates nothing.)
+            let mut spare = self.spare.take();
+            let mut in_fov = spare
+                .as_mut()
+                .map(|s| std::mem::take(&mut s.in_fov))
+                .unwrap_or_default();
+            in_fov.clear();
+            in_fov.extend(az.iter().map(|&a| self.in_fov(a)));
             let region = (
                 normalize(self.cut - TAU_F32 / 4.0, TAU_F32),
                 normalize(self.cut + TAU_F32 / 4.0, TAU_F32),
@@ -484,11 +508,19 @@ impl Cutter {
                 .all(|&a| between(region.0, region.1, a, true, true));
             let n_after = mm.iter().filter(|&&a| self.after_cut(a)).count();
             let straddles = near_cut && n_after == 1;
-            let buf: Vec<u8> = if straddles {
-                az.iter().map(|&a| u8::from(self.after_cut(a))).collect()
+            let mut buf = spare
+                .as_mut()
+                .map(|s| std::mem::take(&mut s.buf))
+                .unwrap_or_default();
+            buf.clear();
+            if straddles {
+                buf.extend(az.iter().map(|&a| u8::from(self.after_cut(a))));
             } else {
-                vec![0; az.len()]
-            };
+                buf.resize(az.len(), 0);
+            }
+            let mut last_az = spare.map(|s| s.last_az).unwrap_or_default();
+            last_az.clear();
+            last_az.extend_from_slice(az);
             for (b, f) in buf.iter().zip(&in_fov) {
                 if *f {
                     act.reset[usize::from(*b)] = true;
@@ -498,7 +530,7 @@ impl Cutter {
             let f0 = in_fov.first().copied().unwrap_or(true);
             self.state = Some(CutState {
                 current: 0,
-                last_az: az.to_vec(),
+                last_az,
                 buffers_same: buf.iter().all(|&b| b == first).then_some(first),
                 fov_same: in_fov.iter().all(|&f| f == f0).then_some(f0),
                 buf,
@@ -562,6 +594,11 @@ struct Buffer {
     malformed: u32,
     /// Serial of the last packet counted in `received`.
     last_packet: u64,
+    /// `start_ns` is set (by the cutter's reset, or by the first block group that adds to
+    /// this buffer when the reset fell outside the field of view).
+    started: bool,
+    /// A packet of this frame was stamped with host time (invalid date).
+    host_clock: bool,
 }
 
 /// Per-model constants derived from the calibration.
@@ -608,6 +645,18 @@ pub struct HesaiStream {
     /// rarely, so they are computed once per change, not per point.
     offsets: Vec<i64>,
     offsets_key: Option<(usize, u8, u8, u8, u8)>,
+    /// Jump / restart / rotation-period guard on the packets' time.
+    time: StreamClock,
+    /// Cut angle, 0.01°, for the lost-turn estimate.
+    cut_cdeg: u32,
+    /// Phased azimuth (0.01°) of the previous accepted packet's first block group.
+    last_phased: Option<u32>,
+    /// Whole frames lost in a gap, for the next emitted frame's header.
+    pending_lost_frames: u32,
+    /// Packets with an invalid date, stamped with host time.
+    date_fallbacks: u64,
+    /// Packets missing before the cut of the frame the next packet opens (after a gap).
+    pending_head_lost: u32,
 }
 
 impl HesaiStream {
@@ -685,6 +734,7 @@ impl HesaiStream {
                 min_idx,
                 max_idx,
                 state: None,
+                spare: None,
             },
             bufs: Default::default(),
             sequence: 0,
@@ -698,6 +748,13 @@ impl HesaiStream {
             at128_trig: vec![[0.0; 5]; layout.channels],
             offsets: vec![0; layout.blocks * layout.channels],
             offsets_key: None,
+            time: StreamClock::default(),
+            cut_cdeg: ((cfg.cut_angle_deg.rem_euclid(360.0) * 100.0).round() as u32)
+                % AZIMUTH_UNITS,
+            last_phased: None,
+            pending_lost_frames: 0,
+            date_fallbacks: 0,
+            pending_head_lost: 0,
         })
     }
 
@@ -722,7 +779,12 @@ impl HesaiStream {
                 packets_received: buf.received,
                 packets_expected: buf.received.saturating_add(buf.lost),
                 packets_malformed: buf.malformed,
-                ..Default::default()
+                frames_lost_before: std::mem::take(&mut self.pending_lost_frames),
+                clock: if buf.host_clock {
+                    FrameClock::Host
+                } else {
+                    FrameClock::Sensor
+                },
             },
             points: buf.points,
         });
@@ -740,21 +802,28 @@ impl HesaiStream {
                 self.emit(b, out);
             }
         }
-        self.cutter.state = None;
+        self.cutter.spare = self.cutter.state.take();
         self.last_seq = None;
     }
 
-    fn decode(&mut self, p: &Packet<&[u8]>, host_ns: u64, out: &mut Vec<Frame>) {
+    fn decode(
+        &mut self,
+        p: &Packet<&[u8]>,
+        host_ns: u64,
+        time_ns: u64,
+        host_clock: bool,
+        out: &mut Vec<Frame>,
+    ) {
         let l = self.layout;
         let n = p.returns();
-        let packet_ns = i64::try_from(p.sensor_ns()).unwrap_or(i64::MAX);
+        let packet_ns = i64::try_from(time_ns).unwrap_or(i64::MAX);
         self.packet_serial += 1;
-        let mut lost = 0u32;
+        let mut lost = std::mem::take(&mut self.pending_head_lost);
         if let Some(seq) = p.udp_sequence() {
             if let Some(prev) = self.last_seq {
                 let gap = seq.wrapping_sub(prev.wrapping_add(1));
                 if gap <= 65_535 {
-                    lost = gap;
+                    lost = lost.saturating_add(gap);
                 }
             }
             self.last_seq = Some(seq);
@@ -798,17 +867,19 @@ impl HesaiStream {
                 );
             }
             let act = self.cutter.step(&self.az_scratch);
+            let earliest = (group..group + n)
+                .flat_map(|b| self.offsets.iter().skip(b * l.channels).take(l.channels))
+                .copied()
+                .filter(|&o| o != i64::MIN)
+                .min()
+                .unwrap_or(0);
+            let group_start = packet_ns.saturating_add(earliest);
             if act.reset.iter().any(|&r| r) {
-                let earliest = (group..group + n)
-                    .flat_map(|b| self.offsets.iter().skip(b * l.channels).take(l.channels))
-                    .copied()
-                    .filter(|&o| o != i64::MIN)
-                    .min()
-                    .unwrap_or(0);
                 for (i, r) in act.reset.iter().enumerate() {
                     if *r {
-                        self.bufs[i].start_ns = packet_ns.saturating_add(earliest);
+                        self.bufs[i].start_ns = group_start;
                         self.bufs[i].host_ns = host_ns;
+                        self.bufs[i].started = true;
                     }
                 }
             }
@@ -820,6 +891,14 @@ impl HesaiStream {
             };
             for b in [st.buf[self.cutter.min_idx], st.buf[self.cutter.max_idx]] {
                 let buf = &mut self.bufs[usize::from(b)];
+                if !buf.started {
+                    // The cutter's reset fell outside the field of view (or before start-up):
+                    // the frame starts at its first block group.
+                    buf.started = true;
+                    buf.start_ns = group_start;
+                    buf.host_ns = host_ns;
+                }
+                buf.host_clock |= host_clock;
                 if buf.last_packet != self.packet_serial {
                     buf.last_packet = self.packet_serial;
                     buf.received = buf.received.saturating_add(1);
@@ -1047,14 +1126,68 @@ impl VendorDecoder for HesaiStream {
                 return Err(super::Rejection::Malformed);
             }
         };
-        if let Some(h) = self.last_host_ns
-            && host_ns.saturating_sub(h) > self.frame_timeout_ns
-        {
-            self.close_all(out);
-        }
+        // A host-time silence closes the frames in progress, after the time guard has had its
+        // say (so a gap's lost packets and turns are still counted).
+        let timed_out = self
+            .last_host_ns
+            .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
         self.last_host_ns = Some(host_ns);
+        if timed_out {
+            self.time.note_silence();
+        }
+        let (time_ns, host_clock) = match p.sensor_time_ns() {
+            Some(t) => (t, false),
+            None => (host_ns, true),
+        };
+        // The packet's first block azimuth for the rotation period (AT128: none, its encoder
+        // azimuth maps onto mirror fields).
+        let az = (!self.layout.fine_azimuth).then(|| u32::from(p.azimuth(0)));
+        let phased =
+            az.map(|a| (AZIMUTH_UNITS + a % AZIMUTH_UNITS - self.cut_cdeg) % AZIMUTH_UNITS);
+        match self.time.check(time_ns, host_ns, az, 0) {
+            TimeVerdict::Jump => {
+                if timed_out {
+                    self.close_all(out);
+                }
+                return Err(super::Rejection::TimeJump);
+            }
+            TimeVerdict::Restart => self.close_all(out),
+            TimeVerdict::InLine { gap_ns: Some(gap) } => {
+                // The frame in progress misses its packets up to the cut, the next one those
+                // from the cut to this packet (in packet advances), whole turns in between are
+                // lost frames.
+                let step = self.time.step_cdeg();
+                if let (Some(from), true) = (self.last_phased, step > 0) {
+                    let tail = (AZIMUTH_UNITS - from).div_ceil(step).saturating_sub(1);
+                    let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
+                    let b = &mut self.bufs[usize::from(cur)];
+                    b.lost = b.lost.saturating_add(tail);
+                }
+                self.close_all(out);
+                if let (Some(from), Some(to)) = (self.last_phased, phased) {
+                    self.pending_lost_frames = self.pending_lost_frames.saturating_add(turns_lost(
+                        from,
+                        to,
+                        gap,
+                        self.time.period_ns(),
+                    ));
+                    if step > 0 {
+                        self.pending_head_lost = to.div_ceil(step);
+                    }
+                }
+            }
+            TimeVerdict::InLine { gap_ns: None } => {
+                if timed_out {
+                    self.close_all(out);
+                }
+            }
+        }
+        self.last_phased = phased;
+        if host_clock {
+            self.date_fallbacks += 1;
+        }
         self.return_mode = return_mode_of(p.return_mode_byte());
-        self.decode(&p, host_ns, out);
+        self.decode(&p, host_ns, time_ns, host_clock, out);
         Ok(())
     }
 
@@ -1064,6 +1197,7 @@ impl VendorDecoder for HesaiStream {
             && self.cutter.state.is_some()
         {
             self.close_all(out);
+            self.time.note_silence();
         }
     }
 
@@ -1077,5 +1211,12 @@ impl VendorDecoder for HesaiStream {
 
     fn clone_box(&self) -> Box<dyn VendorDecoder> {
         Box::new(self.clone())
+    }
+
+    fn time_faults(&self) -> super::TimeFaults {
+        super::TimeFaults {
+            restarts: self.time.restarts(),
+            date_fallbacks: self.date_fallbacks,
+        }
     }
 }

@@ -100,7 +100,9 @@ pub enum PacketError {
         /// CRC computed over the tail.
         computed: u32,
     },
-    /// The tail date is not a calendar date.
+    /// The tail date is not a calendar date. Not produced by [`Packet::new_checked`] since
+    /// invalid dates fall back to host time (the decoder counts them); kept for callers that
+    /// want to reject them ([`Packet::date_seconds`] is `None`).
     #[error("tail date is invalid")]
     Date,
 }
@@ -257,9 +259,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
                 return Err(PacketError::Azimuth { block, azimuth });
             }
         }
-        if self.date_seconds().is_none() {
-            return Err(PacketError::Date);
-        }
         if check_crc && l.crc_verified {
             let b = self.buffer.as_ref();
             if l.body_crc {
@@ -367,13 +366,25 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.u32_at(self.tail(self.layout.t_timestamp))
     }
 
-    /// Whole seconds since the Unix epoch from the tail date (UTC), `None` if not a valid date.
+    /// Whole seconds since the Unix epoch from the 6-byte tail date (UTC), `None` if it is not
+    /// a valid date. Rules, for every model (HesaiLidar_SDK_2.0's `GetMicroLidarTimeU64`):
+    /// * models whose date field is Unix time ([`Layout::epoch_date`], AT128), and **any model
+    ///   whose first date byte is 0**: bytes 1..6 are the seconds since the Unix epoch, a
+    ///   40-bit big-endian integer (Nebula `SecondsSinceEpoch`; the SDK reads bytes 2..6,
+    ///   which is the same value below 2^32 s);
+    /// * otherwise the bytes are year, month (1–12), day (1–31), hour (0–23), minute
+    ///   (0–59), second (0–60). The year byte is read in **either convention**: a byte of
+    ///   100 or more counts from 1900 (Pandar40P/64/QT64: 124 = 2024), a byte below 100 from
+    ///   2000 (XT32/QT128/OT128: 24 = 2024), so a firmware that uses the other convention
+    ///   than its model's manual still decodes to 2000–2155. ([`Layout::year_base`] documents
+    ///   the manual's convention; both agree on every year from 2000 to 2099.)
     pub fn date_seconds(&self) -> Option<u64> {
         let o = self.tail(self.layout.t_date);
-        if self.layout.epoch_date {
+        if self.layout.epoch_date || self.byte(o) == 0 {
             return Some((1..6).fold(0u64, |s, k| (s << 8) | u64::from(self.byte(o + k))));
         }
-        let y = i64::from(self.layout.year_base) + i64::from(self.byte(o));
+        let yb = i64::from(self.byte(o));
+        let y = if yb >= 100 { 1900 + yb } else { 2000 + yb };
         let (mo, d, h, mi, s) = (
             self.byte(o + 1),
             self.byte(o + 2),
@@ -392,10 +403,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Sensor time of the packet, ns since the Unix epoch: date seconds + timestamp µs
     /// (0 for an invalid date).
     pub fn sensor_ns(&self) -> u64 {
-        self.date_seconds()
-            .unwrap_or(0)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(u64::from(self.timestamp_us()) * 1000)
+        self.sensor_time_ns().unwrap_or(0)
+    }
+
+    /// Sensor time of the packet, ns since the Unix epoch (date seconds + timestamp µs), or
+    /// `None` when the date is invalid.
+    pub fn sensor_time_ns(&self) -> Option<u64> {
+        let us = self.timestamp_us();
+        self.date_seconds()?
+            .checked_mul(1_000_000_000)?
+            .checked_add(u64::from(us) * 1000)
     }
 
     /// UDP sequence number, if the model / variant carries one.

@@ -40,17 +40,34 @@
 //! ## Frames
 //! A frame is all packets of one `frame_id` (LEGACY: the first column's frame_id). It is
 //! published as soon as all packets the column window implies have arrived
-//! ([`metadata::OusterMetadata::packets_per_frame`], 64 for 1024 columns of 16), when a packet
-//! of a newer frame_id arrives (frame ids compare modulo 2^16, as ouster-sdk does), after
-//! `frame_timeout_ns` of host-time silence, or on flush. `packets_expected` is always the full
-//! count, so a partial frame (stream start or end, losses) shows its holes; a packet already
-//! seen in the frame (same first measurement_id) is dropped as `ignored` and counted in
-//! [`OusterStats::duplicates`], as is a late packet of an already published frame (up to
-//! [`STALE_FRAMES`] frame ids back; further back means the sensor restarted and opens a frame).
+//! ([`metadata::OusterMetadata::packets_per_frame`], 64 for 1024 columns of 16), after
+//! `frame_timeout_ns` of host-time silence, on flush, or when the next frame has run for the
+//! reorder window. `packets_expected` is always the full count, so a partial frame (stream
+//! start or end, losses) shows its holes. Frame ids compare modulo 2^16, as ouster-sdk does.
+//! * **Reorder window**: when a packet of a newer frame arrives while the current frame is
+//!   incomplete, the current frame is held open until `max(2, packets per frame / 8)` packets
+//!   of the new frame have arrived (8 of 64: an eighth of the frame period); a late packet of
+//!   the held frame lands in it ([`OusterStats::reordered`]), and the held frame is published
+//!   as soon as it is complete, or when the window ends. At most one frame is held.
+//! * **Stale**: a packet already seen in its frame (same first measurement_id) is dropped as
+//!   `ignored` and counted in [`OusterStats::duplicates`]; so is a late packet of a frame
+//!   already published, up to [`STALE_FRAMES`] ids back ([`OusterStats::stale`]).
+//! * **Frame-id jumps**: a packet further back than that, or further ahead than the host time
+//!   elapsed since the previous packet explains (`1 + AHEAD_SLACK_FRAMES + host_dt / period`,
+//!   the period from the metadata's `lidar_mode`, e.g. `1024x10` → 100 ms, else 50 ms), is
+//!   dropped as [`Rejection::TimeJump`] (`time_jumps`); the frame around it stays whole.
+//!   [`crate::scan::RESTART_AGREE`] consecutive packets agreeing on the new ids are a sensor
+//!   restart: the frames in progress are published and the stream continues there (counted
+//!   in `restarts`, logged once).
+//! * **Lost frames**: frame ids skipped between the previous frame and a new one are whole
+//!   frames lost: [`crate::frame::FrameHeader::frames_lost_before`] of the new frame.
+//!
 //! `start_ns` is the earliest valid column timestamp of the frame (sensor clock, ns: the
-//! sensor's `timestamp_mode` decides the epoch), `host_ns` the receive time of its first packet.
-//! Packets out of order inside a frame are re-sorted by time at publication, so `time_stamp` is
-//! non-decreasing per channel.
+//! sensor's `timestamp_mode` decides the epoch; a frame without one valid column takes the
+//! host time of its first packet and says [`FrameClock::Host`]), `host_ns` the receive time of
+//! its first packet. Packets out of order inside a frame are re-sorted by time at publication,
+//! so `time_stamp` is non-decreasing per channel (in the dual profiles a column's first return
+//! precedes its second at the same time).
 //!
 //! ## Rejections
 //! A payload of exactly the metadata's packet size that fails [`packet::Packet::new_checked`]
@@ -64,16 +81,25 @@ pub mod lut;
 pub mod metadata;
 pub mod packet;
 
-use crate::frame::{Frame, FrameHeader};
+use crate::frame::{Frame, FrameClock, FrameHeader};
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
 use super::{ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder};
+use crate::scan::RESTART_AGREE;
 use lut::{Beam, Column, XyzLut};
 use metadata::OusterMetadata;
 use packet::{Packet, PacketFormat, Profile};
 
 /// Late packets of up to this many frame ids before the current/last one are dropped as stale.
 pub const STALE_FRAMES: i32 = 8;
+/// Frame ids a packet may run ahead of the current frame beyond those the host time elapsed
+/// since the previous packet explains (`diff ≤ 1 + AHEAD_SLACK_FRAMES + host_dt / period`);
+/// further ahead is a frame-id jump.
+pub const AHEAD_SLACK_FRAMES: i32 = 1;
+
+/// Rotation period assumed when the metadata's `lidar_mode` names no rate, ns (20 Hz, the
+/// fastest mode, so the jump rule never rejects a genuine frame).
+const DEFAULT_PERIOD_NS: u64 = 50_000_000;
 
 /// Builds the decoder for an Ouster sensor from its metadata JSON (`cfg.calibration`).
 ///
@@ -99,6 +125,9 @@ pub struct OusterStats {
     pub init_id_mismatch: u64,
     /// Columns skipped because their status bit 0 was clear (outside the column window).
     pub invalid_columns: u64,
+    /// Packets of a frame held open in the reorder window that arrived after the next frame
+    /// had begun, and were added to their own frame.
+    pub reordered: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -115,6 +144,8 @@ struct Building {
     points: Vec<PointXYZIRCAEDT>,
     unordered: bool,
     has_time: bool,
+    /// Whole frames lost (skipped frame ids) right before this one.
+    lost_before: u32,
 }
 
 /// Decoder + frame assembler for one Ouster sensor ([`VendorDecoder`]).
@@ -131,6 +162,19 @@ pub struct OusterStream {
     expected: u32,
     sequence: u64,
     cur: Option<Building>,
+    /// The previous frame, held open after the next one began (reorder window), with the
+    /// packets of the current frame it still waits.
+    prev: Option<(Building, u32)>,
+    /// Packets of the next frame a frame stays open for: `max(2, packets per frame / 8)`.
+    reorder_window: u32,
+    /// Frame period from the metadata's `lidar_mode` (`1024x10` → 100 ms), ns.
+    period_ns: u64,
+    /// Host time of the previous accepted packet.
+    last_host_ns: Option<u64>,
+    /// A frame id far from the stream's, and how many consecutive packets agreed with it.
+    candidate: Option<(u16, u32)>,
+    /// Sustained frame-id jumps taken as a sensor restart.
+    restarts: u64,
     last_published: Option<u16>,
     pending_malformed: u32,
     point_capacity: usize,
@@ -194,6 +238,13 @@ impl OusterStream {
         let format = meta.format;
         let expected = meta.packets_per_frame() as u32;
         let point_capacity = meta.valid_columns_per_frame() * format.pixels_per_column;
+        let hz = meta
+            .lidar_mode
+            .as_deref()
+            .and_then(|m| m.split_once('x'))
+            .and_then(|(_, hz)| hz.trim().parse::<u64>().ok())
+            .filter(|hz| (1..=100).contains(hz));
+        let period_ns = hz.map_or(DEFAULT_PERIOD_NS, |hz| 1_000_000_000 / hz);
         Ok(Self {
             format,
             lut,
@@ -204,6 +255,12 @@ impl OusterStream {
             expected,
             sequence: 0,
             cur: None,
+            prev: None,
+            reorder_window: (expected / 8).max(2),
+            period_ns,
+            last_host_ns: None,
+            candidate: None,
+            restarts: 0,
             last_published: None,
             pending_malformed: 0,
             point_capacity,
@@ -234,6 +291,9 @@ impl OusterStream {
     /// reconfiguration; benchmarks replaying one capture). Counters and sequence numbers go on.
     pub fn reset(&mut self) {
         self.cur = None;
+        self.prev = None;
+        self.candidate = None;
+        self.last_host_ns = None;
         self.last_published = None;
         self.pending_malformed = 0;
     }
@@ -261,8 +321,22 @@ impl OusterStream {
         i32::from(to.wrapping_sub(from) as i16)
     }
 
+    /// Publishes the held previous frame, if any.
+    fn publish_prev(&mut self, out: &mut Vec<Frame>) {
+        if let Some((b, _)) = self.prev.take() {
+            self.publish_building(b, out);
+        }
+    }
+
+    /// Publishes the held previous frame, then the current one.
     fn publish(&mut self, out: &mut Vec<Frame>) {
-        let Some(mut b) = self.cur.take() else { return };
+        self.publish_prev(out);
+        if let Some(b) = self.cur.take() {
+            self.publish_building(b, out);
+        }
+    }
+
+    fn publish_building(&mut self, mut b: Building, out: &mut Vec<Frame>) {
         if b.unordered {
             b.points.sort_by_key(|p| p.time_stamp);
         }
@@ -273,12 +347,18 @@ impl OusterStream {
             header: FrameHeader {
                 sensor_id: self.sensor_id,
                 sequence: self.sequence,
-                start_ns: b.start_ns,
+                // A frame without one valid column has no sensor time: host time, said so.
+                start_ns: if b.has_time { b.start_ns } else { b.host_ns },
                 host_ns: b.host_ns,
                 packets_received: b.received,
                 packets_expected: self.expected.max(b.received),
                 packets_malformed: b.malformed,
-                ..Default::default()
+                frames_lost_before: b.lost_before,
+                clock: if b.has_time {
+                    FrameClock::Sensor
+                } else {
+                    FrameClock::Host
+                },
             },
             points: b.points,
         });
@@ -302,12 +382,106 @@ impl OusterStream {
             points: crate::scan::new_points(self.point_capacity),
             unordered: false,
             has_time: false,
+            lost_before: 0,
         });
     }
 
-    /// Decodes the columns of a checked packet into `b.points`.
-    fn decode_into(&mut self, p: &Packet<&[u8]>) {
-        let Some(b) = self.cur.as_mut() else { return };
+    /// Decides where a packet of `frame_id` received at `host_ns` goes (rules in the module
+    /// docs): `Ok(false)` the current frame (opening it, or a newer one, as needed),
+    /// `Ok(true)` the previous frame held open in the reorder window.
+    ///
+    /// # Errors
+    /// [`Rejection::Ignored`] for a stale packet, [`Rejection::TimeJump`] for a frame-id jump.
+    fn route(
+        &mut self,
+        frame_id: u16,
+        host_ns: u64,
+        out: &mut Vec<Frame>,
+    ) -> Result<bool, Rejection> {
+        let Some(ref_id) = self
+            .cur
+            .as_ref()
+            .map(|b| b.frame_id)
+            .or(self.last_published)
+        else {
+            self.open(frame_id, host_ns);
+            return Ok(false);
+        };
+        if self
+            .prev
+            .as_ref()
+            .is_some_and(|(b, _)| b.frame_id == frame_id)
+        {
+            self.candidate = None;
+            return Ok(true);
+        }
+        let diff = Self::frame_id_diff(ref_id, frame_id);
+        let current = self.cur.is_some();
+        if current && diff == 0 {
+            self.candidate = None;
+            return Ok(false);
+        }
+        // A stale packet: an older frame id than the one being built, or not newer than the
+        // last published one.
+        let stale_top = if current { -1 } else { 0 };
+        if (-STALE_FRAMES..=stale_top).contains(&diff) {
+            self.candidate = None;
+            self.stats.stale += 1;
+            return Err(Rejection::Ignored);
+        }
+        let host_dt = self.last_host_ns.map_or(0, |h| host_ns.saturating_sub(h));
+        let ahead_max = i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64;
+        if diff >= 1 && i64::from(diff) <= ahead_max {
+            self.candidate = None;
+            // A newer frame: the current one is held open for the reorder window (an older
+            // held one is published first); skipped frame ids are lost frames.
+            self.publish_prev(out);
+            if let Some(b) = self.cur.take() {
+                self.prev = Some((b, self.reorder_window));
+            }
+            self.open(frame_id, host_ns);
+            if let Some(b) = self.cur.as_mut() {
+                b.lost_before = (diff - 1) as u32;
+            }
+            return Ok(false);
+        }
+        // A frame-id jump (far back beyond the stale window, or far ahead): dropped, unless
+        // RESTART_AGREE consecutive packets agree on the new frame ids.
+        let agree = match self.candidate {
+            Some((c, n))
+                if (0..=1 + AHEAD_SLACK_FRAMES).contains(&Self::frame_id_diff(c, frame_id)) =>
+            {
+                n + 1
+            }
+            _ => 1,
+        };
+        if agree >= RESTART_AGREE {
+            self.candidate = None;
+            self.restarts += 1;
+            if self.restarts == 1 {
+                log::warn!(
+                    "Ouster frame_id jumped from {ref_id} to {frame_id} and stayed there for \
+                     {RESTART_AGREE} packets: taken as a sensor restart (new stream); further \
+                     restarts are counted in `restarts` without a log line"
+                );
+            }
+            self.publish(out);
+            self.open(frame_id, host_ns);
+            return Ok(false);
+        }
+        self.candidate = Some((frame_id, agree));
+        Err(Rejection::TimeJump)
+    }
+
+    /// Decodes the columns of a checked packet into the current frame's points (the held
+    /// previous frame's with `into_prev`).
+    fn decode_into(&mut self, p: &Packet<&[u8]>, into_prev: bool) {
+        let b = if into_prev {
+            self.prev.as_mut().map(|(b, _)| b)
+        } else {
+            self.cur.as_mut()
+        };
+        let Some(b) = b else { return };
         let f = self.format;
         let h = f.pixels_per_column;
         let pb = f.profile.pixel_bytes();
@@ -532,33 +706,36 @@ impl VendorDecoder for OusterStream {
             }
             Err(r) => return Err(r),
         };
+        // After a host-time silence longer than the frame timeout any frame id is taken (a
+        // sensor or replay that restarted while quiet); skipped ids still count as lost.
+        let silent = self
+            .last_host_ns
+            .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
         self.poll_timeout(host_ns, out);
         let frame_id = p.frame_id();
-        match self
-            .cur
-            .as_ref()
-            .map(|b| b.frame_id)
-            .or(self.last_published)
-        {
-            Some(ref_id) => {
-                let diff = Self::frame_id_diff(ref_id, frame_id);
-                let current = self.cur.is_some();
-                // A stale packet: an older frame id than the one being built, or not newer than
-                // the last published one.
-                let stale_top = if current { -1 } else { 0 };
-                if (-STALE_FRAMES..=stale_top).contains(&diff) {
-                    self.stats.stale += 1;
-                    return Err(Rejection::Ignored);
-                }
-                if !current || diff != 0 {
-                    self.publish(out);
-                    self.open(frame_id, host_ns);
-                }
+        if silent {
+            // In line: a late packet (stale window) or a newer frame the silence explains.
+            let in_window = self.last_published.is_some_and(|id| {
+                let d = Self::frame_id_diff(id, frame_id);
+                let host_dt = self.last_host_ns.map_or(0, |h| host_ns.saturating_sub(h));
+                d >= -STALE_FRAMES
+                    && i64::from(d)
+                        <= i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64
+            });
+            if !in_window && self.cur.is_none() && self.prev.is_none() {
+                self.last_published = None;
+                self.candidate = None;
             }
-            None => self.open(frame_id, host_ns),
         }
+        let into_prev = self.route(frame_id, host_ns, out)?;
+        self.last_host_ns = Some(host_ns);
         let slot = usize::from(p.col_measurement_id(0)) / self.format.columns_per_packet;
-        let Some(b) = self.cur.as_mut() else {
+        let b = if into_prev {
+            self.prev.as_mut().map(|(b, _)| b)
+        } else {
+            self.cur.as_mut()
+        };
+        let Some(b) = b else {
             return Err(Rejection::Ignored);
         };
         let (word, bit) = (slot / 64, 1u64 << (slot % 64));
@@ -580,14 +757,32 @@ impl VendorDecoder for OusterStream {
                 self.stats.init_id_mismatch += 1;
             }
         }
-        self.decode_into(&p);
+        self.decode_into(&p, into_prev);
         self.decoded_any = true;
-        if self
-            .cur
-            .as_ref()
-            .is_some_and(|b| b.received >= self.expected)
-        {
-            self.publish(out);
+        if into_prev {
+            self.stats.reordered += 1;
+            if self
+                .prev
+                .as_ref()
+                .is_some_and(|(b, _)| b.received >= self.expected)
+            {
+                self.publish_prev(out);
+            }
+        } else {
+            // One more packet of the current frame: the held frame's window shrinks.
+            if let Some((_, left)) = self.prev.as_mut() {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    self.publish_prev(out);
+                }
+            }
+            if self
+                .cur
+                .as_ref()
+                .is_some_and(|b| b.received >= self.expected)
+            {
+                self.publish(out);
+            }
         }
         Ok(())
     }
@@ -616,6 +811,13 @@ impl VendorDecoder for OusterStream {
 
     fn clone_box(&self) -> Box<dyn VendorDecoder> {
         Box::new(self.clone())
+    }
+
+    fn time_faults(&self) -> super::TimeFaults {
+        super::TimeFaults {
+            restarts: self.restarts,
+            date_fallbacks: 0,
+        }
     }
 }
 
