@@ -639,3 +639,43 @@ fn every_stream_classifies() {
         assert_eq!(n, data, "{model}");
     }
 }
+
+/// Fault class 8, packet rate: a stream whose packet spacing is foreign to the configured
+/// model is counted and logged (a VLP-16 decoded as an HDL-32E with a 32-laser calibration);
+/// every shared capture decoded as its own model counts none.
+#[test]
+fn packet_rate_foreign_to_the_model_is_counted() {
+    use lidarxdp::sensor::VendorDecoder;
+    use lidarxdp::sensor::velodyne::VelodyneStream;
+    let count = |model: SensorModel, cal: &Path, payloads: &[(Vec<u8>, u64)]| {
+        let cfg = SensorConfig::new(0, model, cal);
+        let mut s = VelodyneStream::new(&cfg, PipelineOptions::default()).unwrap();
+        let mut out = Vec::new();
+        let mut decoded = 0;
+        for (p, t) in payloads {
+            decoded += usize::from(s.push(p, *t, &mut out).is_ok());
+        }
+        (decoded, s.rate_mismatches())
+    };
+    let vlp32_cal = data("vlp32c/calibration/VLP32_nebula.yaml");
+    // The 0x21 VLP-16 capture as an HDL-32E: 1327 µs spacing against HDL-32E's 553 µs.
+    assert_eq!(
+        count(
+            SensorModel::Hdl32e,
+            &vlp32_cal,
+            &capture("vlp16/vlp16_strongest_prodid0x21_with_position_pkts.pcap")
+        ),
+        (84, 83)
+    );
+    // Every stream as its own model: none (HDL-32E/HDL-64E built from the VLP-32C capture
+    // keep the VLP-32C's 663.5 µs spacing: the HDL-32E one is flagged, HDL-64E not checked).
+    for (model, cal, payloads) in streams() {
+        let (decoded, mismatches) = count(model, &cal, &payloads);
+        assert!(decoded > 80, "{model}");
+        if model == SensorModel::Hdl32e {
+            assert!(mismatches > 300, "{mismatches}");
+        } else {
+            assert_eq!(mismatches, 0, "{model} {cal:?}");
+        }
+    }
+}
