@@ -411,9 +411,13 @@ fn vls128_dual_padding_blocks_are_ignored() {
         _ => 0xFF,
     });
     assert_eq!(clean.len(), 3 * 2193);
-    let run = |payloads: &[(Vec<u8>, u64)]| {
+    let run = |payloads: &[(Vec<u8>, u64)], flavor: DecodeFlavor| {
         let cfg = SensorConfig::new(0, model, &cal);
-        let mut p = ScanPipeline::new(&cfg).unwrap();
+        let opts = PipelineOptions {
+            flavor,
+            ..Default::default()
+        };
+        let mut p = ScanPipeline::with_options(&cfg, opts).unwrap();
         let mut out = Vec::new();
         for (payload, t) in payloads {
             p.push(payload, *t, &mut out);
@@ -421,8 +425,12 @@ fn vls128_dual_padding_blocks_are_ignored() {
         p.flush(&mut out);
         (out, *p.counters())
     };
-    let (a, ca) = run(&clean);
-    let (b, cb) = run(&garbage);
+    // Padding is never read, under either rule set.
+    let (n_clean, _) = run(&clean, DecodeFlavor::Nebula);
+    let (n_garbage, _) = run(&garbage, DecodeFlavor::Nebula);
+    assert!(n_clean == n_garbage, "--nebula-compat reads the padding");
+    let (a, ca) = run(&clean, DecodeFlavor::Manual);
+    let (b, cb) = run(&garbage, DecodeFlavor::Manual);
     assert_eq!(ca, cb);
     assert_eq!((ca.decoded, ca.malformed, ca.ignored), (6579, 0, 0));
     assert_eq!(a, b);
