@@ -176,8 +176,8 @@ fn velodyne_lost_turn_shows_and_no_frame_spans_two_turns() {
         vec![
             (151, 152, 14829, 0),
             (152, 152, 14820, 0),
-            (152, 152, 14854, 0),
-            (151, 151, 14871, 0)
+            (152, 152, 14844, 0),
+            (151, 151, 14881, 0)
         ]
     );
     // 300 packets (1.99 turns) missing from 0.32 turns into frame 1: the gap passes the cut
@@ -209,8 +209,8 @@ fn velodyne_lost_turn_shows_and_no_frame_spans_two_turns() {
         vec![
             (100, 152, 11192, 0),
             (2, 152, 111, 0),
-            (152, 152, 14854, 0),
-            (151, 151, 14871, 0)
+            (152, 152, 14844, 0),
+            (151, 151, 14881, 0)
         ]
     );
     assert_eq!(c.frames_lost, 0);

@@ -411,9 +411,13 @@ fn vls128_dual_padding_blocks_are_ignored() {
         _ => 0xFF,
     });
     assert_eq!(clean.len(), 3 * 2193);
-    let run = |payloads: &[(Vec<u8>, u64)]| {
+    let run = |payloads: &[(Vec<u8>, u64)], flavor: DecodeFlavor| {
         let cfg = SensorConfig::new(0, model, &cal);
-        let mut p = ScanPipeline::new(&cfg).unwrap();
+        let opts = PipelineOptions {
+            flavor,
+            ..Default::default()
+        };
+        let mut p = ScanPipeline::with_options(&cfg, opts).unwrap();
         let mut out = Vec::new();
         for (payload, t) in payloads {
             p.push(payload, *t, &mut out);
@@ -421,8 +425,12 @@ fn vls128_dual_padding_blocks_are_ignored() {
         p.flush(&mut out);
         (out, *p.counters())
     };
-    let (a, ca) = run(&clean);
-    let (b, cb) = run(&garbage);
+    // Padding is never read, under either rule set.
+    let (n_clean, _) = run(&clean, DecodeFlavor::Nebula);
+    let (n_garbage, _) = run(&garbage, DecodeFlavor::Nebula);
+    assert!(n_clean == n_garbage, "--nebula-compat reads the padding");
+    let (a, ca) = run(&clean, DecodeFlavor::Manual);
+    let (b, cb) = run(&garbage, DecodeFlavor::Manual);
     assert_eq!(ca, cb);
     assert_eq!((ca.decoded, ca.malformed, ca.ignored), (6579, 0, 0));
     assert_eq!(a, b);
@@ -597,8 +605,9 @@ fn decode_cli_nebula_compat_flag() {
             .filter_map(|l| l.split(" points=").nth(1)?.split(' ').next()?.parse().ok())
             .collect::<Vec<usize>>()
     };
-    assert_eq!(points(&[]), [5_599, 13_980]);
-    assert_eq!(points(&["--nebula-compat"]), [5_602, 13_977]);
+    // Two returns beyond the VLP-16 datasheet maximum (100 m) are dropped in the second frame.
+    assert_eq!(points(&[]), [5_599, 13_978]);
+    assert_eq!(points(&["--nebula-compat"]), [5_602, 13_975]);
 }
 
 /// The range gate `min_range_m < d < max_range_m` (exclusive, on the corrected range) holds
@@ -637,5 +646,45 @@ fn every_stream_classifies() {
             .count();
         let data = payloads.iter().filter(|(p, _)| p.len() == 1206).count();
         assert_eq!(n, data, "{model}");
+    }
+}
+
+/// Fault class 8, packet rate: a stream whose packet spacing is foreign to the configured
+/// model is counted and logged (a VLP-16 decoded as an HDL-32E with a 32-laser calibration);
+/// every shared capture decoded as its own model counts none.
+#[test]
+fn packet_rate_foreign_to_the_model_is_counted() {
+    use lidarxdp::sensor::VendorDecoder;
+    use lidarxdp::sensor::velodyne::VelodyneStream;
+    let count = |model: SensorModel, cal: &Path, payloads: &[(Vec<u8>, u64)]| {
+        let cfg = SensorConfig::new(0, model, cal);
+        let mut s = VelodyneStream::new(&cfg, PipelineOptions::default()).unwrap();
+        let mut out = Vec::new();
+        let mut decoded = 0;
+        for (p, t) in payloads {
+            decoded += usize::from(s.push(p, *t, &mut out).is_ok());
+        }
+        (decoded, s.rate_mismatches())
+    };
+    let vlp32_cal = data("vlp32c/calibration/VLP32_nebula.yaml");
+    // The 0x21 VLP-16 capture as an HDL-32E: 1327 µs spacing against HDL-32E's 553 µs.
+    assert_eq!(
+        count(
+            SensorModel::Hdl32e,
+            &vlp32_cal,
+            &capture("vlp16/vlp16_strongest_prodid0x21_with_position_pkts.pcap")
+        ),
+        (84, 83)
+    );
+    // Every stream as its own model: none (HDL-32E/HDL-64E built from the VLP-32C capture
+    // keep the VLP-32C's 663.5 µs spacing: the HDL-32E one is flagged, HDL-64E not checked).
+    for (model, cal, payloads) in streams() {
+        let (decoded, mismatches) = count(model, &cal, &payloads);
+        assert!(decoded > 80, "{model}");
+        if model == SensorModel::Hdl32e {
+            assert!(mismatches > 300, "{mismatches}");
+        } else {
+            assert_eq!(mismatches, 0, "{model} {cal:?}");
+        }
     }
 }

@@ -12,8 +12,9 @@
 //!   453–601, and the points of packet 602 before 0°. 14,831 points, 151 packets.
 //! * The points at the end of packet 602 (past 0°) open a 5th frame that never gets a packet
 //!   of its own, so [`ScanPipeline::flush`] drops it.
-//! * Matching needs `DecodeFlavor::Nebula` (Nebula's azimuth interpolation of the second block
-//!   of a dual pair) and the FoV 0°..359°, which drops points with azimuth in (359°, 360°).
+//! * Matching needs `DecodeFlavor::Nebula` (`--nebula-compat`: Nebula's azimuth interpolation
+//!   of the second block of a dual pair; the default is the manual's rule) and the FoV
+//!   0°..359°, which drops points with azimuth in (359°, 360°).
 //!
 //! Compared per point: x, y, z, distance within 1 mm (actual max error ~2 µm), intensity,
 //! return_type and channel equal, azimuth within 1e-6 rad, elevation: ours is the beam angle,
@@ -223,8 +224,8 @@ fn ground_truth_time_stamps() {
 
 #[test]
 fn defaults_and_manual_flavor_differ_from_nebula_as_documented() {
-    // Default options (Nebula flavor, full FoV) keep the (359°, 360°) points: more points,
-    // but the same frame boundaries.
+    // Default options (the manuals' rules, full FoV) keep the (359°, 360°) points: more
+    // points, but the same frame boundaries.
     let (frames, _) = decode_pcap(
         Path::new(&data("vlp16_dual_nebula_603pkt.pcap")),
         &cfg(),

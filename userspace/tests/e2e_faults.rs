@@ -319,12 +319,16 @@ fn link_down_and_up_is_survived_and_counted() {
         // The flap can take less than the frame timeout: the replay then steps the sensor
         // time back without a silence, and its first packets are time jumps until the restart
         // is confirmed (counted, not decoded).
-        until("all decoded or counted as time jumps after the flap", 10, || {
-            let m = scrape(ns);
-            metric(&m, "lidarxdp_sensor_decoded_total")
-                + metric(&m, "lidarxdp_sensor_time_jumps_total")
-                == total
-        });
+        until(
+            "all decoded or counted as time jumps after the flap",
+            10,
+            || {
+                let m = scrape(ns);
+                metric(&m, "lidarxdp_sensor_decoded_total")
+                    + metric(&m, "lidarxdp_sensor_time_jumps_total")
+                    == total
+            },
+        );
     }
 
     let stats = daemon.stop();

@@ -104,9 +104,10 @@ fn robosense_msop_and_difop_ports_feed_one_pipeline() {
     let (offline, _) = lidarxdp::offline::decode_pcap(&data(PCAP), &cfg, None).unwrap();
     assert_eq!(
         offline.iter().map(|f| f.points.len()).collect::<Vec<_>>(),
-        // Default range filter (0.3, 300) m; decode_robosense_helios16p.rs uses the Nebula
-        // PR's (0.2, 200) m and gets the PR's counts.
-        [13_395, 13_932, 13_913, 13_862, 13_876, 558]
+        // Default range: the Helios-16P datasheet's (0.2, 150) m (docs/sensors.md);
+        // decode_robosense_helios16p.rs uses the Nebula PR's (0.2, 200) m and gets the PR's
+        // counts.
+        [15_256, 15_794, 15_782, 15_706, 15_785, 601]
     );
     common::assert_frames_equal(&live, &offline);
 }

@@ -1097,9 +1097,15 @@ pub struct VelodyneStream {
     last_product_id: Option<u8>,
     /// Sensor id, for log lines.
     sensor_id: u16,
+    /// See [`Self::rate_mismatches`].
+    rate_mismatches: u64,
     /// First-block azimuth (0.01°) and sensor time (ns) of the previous data packet.
     prev_packet: Option<(u16, u64)>,
 }
+
+/// Packets with a spacing foreign to the configured model before the warning
+/// ([`VelodyneStream::rate_mismatches`]).
+const RATE_WARN_AFTER: u64 = 16;
 
 /// Sensor rotation rate assumed when a single-sequence packet (VLS-128 dual return) has no
 /// previous packet to measure it from: 600 rpm (10 Hz), the factory default of every
@@ -1183,6 +1189,7 @@ impl VelodyneStream {
             product_mismatches: 0,
             last_product_id: None,
             sensor_id: cfg.sensor_id,
+            rate_mismatches: 0,
             prev_packet: None,
         })
     }
@@ -1192,6 +1199,47 @@ impl VelodyneStream {
     /// packets are decoded as configured, counted here and logged once.
     pub fn product_mismatches(&self) -> u64 {
         self.product_mismatches
+    }
+
+    /// Consecutive data packets whose sensor-time spacing is more than 10 % away from every
+    /// multiple (1 to 3) of the configured model's packet interval in the packet's return mode
+    /// (the manuals' firing tables: e.g. VLP-16 1327.1 µs single, HDL-32E 552.96 µs): the
+    /// packets come from another model than configured (a VLP-16 decoded as an HDL-32E with a
+    /// 32-laser calibration is caught here). Spacings of 4 intervals or more (loss, a
+    /// sensor-side field of view) are not judged; HDL-64E is not checked (its per-laser
+    /// timing is not taken from a manual). Logged once, at the 16th such packet.
+    pub fn rate_mismatches(&self) -> u64 {
+        self.rate_mismatches
+    }
+
+    fn check_packet_rate(&mut self, dt: u64, interval: u64, mode: ReturnMode) {
+        if interval == 0
+            || dt == 0
+            || dt >= 4 * interval
+            || matches!(self.model, SensorModel::Hdl64eS2 | SensorModel::Hdl64eS3)
+        {
+            return;
+        }
+        let nearest = (1..=3)
+            .map(|m| dt.abs_diff(m * interval))
+            .min()
+            .unwrap_or(u64::MAX);
+        if nearest * 10 <= interval {
+            return;
+        }
+        self.rate_mismatches += 1;
+        if self.rate_mismatches == RATE_WARN_AFTER {
+            log::warn!(
+                "sensor {}: data packets arrive {} µs apart on the sensor clock, but a {} in \
+                 {mode} return mode sends one every {:.1} µs: the packets are probably from \
+                 another model (check --sensor and the calibration; counted in \
+                 rate_mismatches)",
+                self.sensor_id,
+                dt / 1000,
+                self.model,
+                interval as f64 / 1000.0
+            );
+        }
     }
 
     /// Firing-sequence period in use for the 32/64/128-laser models, ns (for a VLS-128 it
@@ -1301,6 +1349,9 @@ impl VendorDecoder for VelodyneStream {
             && let Some(seq) = multi::vls128_sequence_from_spacing(sensor_ns.saturating_sub(prev))
         {
             d.set_sequence_ns(seq);
+        }
+        if let Some(prev) = prev_sensor_ns {
+            self.check_packet_rate(sensor_ns.wrapping_sub(prev), interval, mode);
         }
         if model == SensorModel::Vls128 {
             sensor_ns = sensor_ns.saturating_sub(multi::VLS128_STAMP_LEAD_NS);

@@ -559,7 +559,10 @@ impl MultiDecoder {
     fn azimuths(&self, p: &Packet<&[u8]>, mode: ReturnMode) -> [(u16, f32); BLOCKS] {
         let dual = mode == ReturnMode::Dual;
         let nblocks = data_blocks(self.model, mode);
-        let rot = |b: usize| p.azimuth(b.min(BLOCKS - 1));
+        // Only data blocks are read: a VLS-128 dual packet's padding blocks 8..11 never are
+        // (in Nebula's chain, which looks two blocks ahead, the last data block stands in for
+        // them: the same value when the padding repeats the sequence's azimuth).
+        let rot = |b: usize| p.azimuth(b.min(nblocks - 1));
         let diff =
             |a: u16, b: u16| ((AZIMUTH_UNITS + u32::from(b) - u32::from(a)) % AZIMUTH_UNITS) as f32;
         let mut out = [(0u16, 0f32); BLOCKS];
