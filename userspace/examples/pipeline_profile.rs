@@ -77,5 +77,8 @@ fn main() {
             points += f.points.len();
         }
     }
-    println!("{name}: {} datagrams, {n} passes, {points} points", pkts.len());
+    println!(
+        "{name}: {} datagrams, {n} passes, {points} points",
+        pkts.len()
+    );
 }

@@ -77,6 +77,9 @@ pub struct SensorSnapshot {
     pub date_fallbacks: u64,
     /// Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).
     pub implausible_time: u64,
+    /// Velodyne data packets whose product-id byte names another model than the configured
+    /// one (decoded as configured; logged once).
+    pub product_mismatches: u64,
 }
 
 /// One (interface, queue): its capture thread, AF_XDP socket and reassembler.
@@ -337,7 +340,7 @@ pub fn render(s: &Snapshot) -> String {
 
     let sl = |x: &SensorSnapshot| format!("sensor=\"{}\",model=\"{}\"", x.id, escape(&x.model));
     type SField = (&'static str, &'static str, fn(&SensorSnapshot) -> u64);
-    let sen: [SField; 13] = [
+    let sen: [SField; 14] = [
         (
             "packets",
             "UDP datagrams handed to the sensor's pipeline.",
@@ -382,6 +385,11 @@ pub fn render(s: &Snapshot) -> String {
             "implausible_time",
             "Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).",
             |x| x.implausible_time,
+        ),
+        (
+            "product_mismatches",
+            "Velodyne data packets whose product-id byte names another model than the configured one.",
+            |x| x.product_mismatches,
         ),
     ];
     for (n, help, f) in sen {

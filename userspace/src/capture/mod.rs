@@ -139,6 +139,8 @@ pub struct SensorCounters {
     pub date_fallbacks: AtomicU64,
     /// See [`DecodeCounters::implausible_time`].
     pub implausible_time: AtomicU64,
+    /// See [`DecodeCounters::product_mismatches`].
+    pub product_mismatches: AtomicU64,
 }
 
 impl CaptureCounters {
@@ -182,6 +184,7 @@ impl SensorCounters {
             frames_lost: r(&self.frames_lost),
             date_fallbacks: r(&self.date_fallbacks),
             implausible_time: r(&self.implausible_time),
+            product_mismatches: r(&self.product_mismatches),
         }
     }
 }
@@ -889,6 +892,8 @@ impl<S: PacketSource> CaptureWorker<S> {
             sc.date_fallbacks.store(d.date_fallbacks, Ordering::Relaxed);
             sc.implausible_time
                 .store(d.implausible_time, Ordering::Relaxed);
+            sc.product_mismatches
+                .store(d.product_mismatches, Ordering::Relaxed);
         }
     }
 }

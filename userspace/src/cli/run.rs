@@ -865,6 +865,7 @@ fn stats_json(
                 "time_jumps": s.time_jumps, "restarts": s.restarts,
                 "frames_lost": s.frames_lost, "date_fallbacks": s.date_fallbacks,
                 "implausible_time": s.implausible_time,
+                "product_mismatches": s.product_mismatches,
             })
         })
         .collect();
