@@ -544,10 +544,12 @@ pub struct DecodeSummary {
 /// time (`host_ns`). Memory does not grow with the file: one frame in progress, the
 /// reassembler's slots, the read buffer.
 ///
-/// Two sensors must never be mixed into one frame: without `opts.source`, the first datagram
-/// fixes the source; a datagram from another source stops decoding with
+/// Two sensors must never be mixed into one frame: without `opts.source`, the first source
+/// that sends a data packet of the model (decoded or damaged, not ignored) fixes the stream's
+/// source; a data packet from another source stops decoding with
 /// [`OfflineError::MixedSources`] (listing every source in the rest of the file, up to
-/// [`MAX_LISTED_SOURCES`]) before it reaches the decoder.
+/// [`MAX_LISTED_SOURCES`]) before it reaches the decoder. Other traffic from other hosts (PTP,
+/// mDNS, DHCP, anything the model's decoder ignores) is counted `ignored` and decoding goes on.
 ///
 /// # Errors
 /// [`OfflineError::Config`] for an invalid configuration; [`OfflineError::Io`] /
@@ -572,11 +574,26 @@ where
     )?;
     let mut out: Vec<Frame> = Vec::new();
     let mut source: Option<Ipv4Addr> = None;
+    // An empty copy of the pipeline that tells whether a datagram from another source is a
+    // data packet of this model (it would be decoded or found damaged) or foreign traffic
+    // (PTP, mDNS, DHCP...: ignored, which leaves a pipeline untouched).
+    let probe = pipeline.clone();
     while let Some(d) = reader.next() {
         let d = d?;
         match source {
-            None => source = Some(d.src_ip),
-            Some(first) if first != d.src_ip => {
+            None => {
+                let ignored = pipeline.counters().ignored;
+                pipeline.push(&d.payload, d.ts_ns, &mut out);
+                // The stream's source is the first one that sends data packets.
+                if pipeline.counters().ignored == ignored {
+                    source = Some(d.src_ip);
+                }
+                for f in out.drain(..) {
+                    on_frame(f).map_err(OfflineError::Output)?;
+                }
+                continue;
+            }
+            Some(first) if first != d.src_ip && !is_ignored(&probe, &d.payload) => {
                 let mut sources = vec![first, d.src_ip];
                 for d in reader.by_ref().map_while(Result::ok) {
                     if sources.len() >= MAX_LISTED_SOURCES {
@@ -609,6 +626,15 @@ where
         skipped: *reader.skip_counts(),
         counters: *pipeline.counters(),
     })
+}
+
+/// Whether `pipeline` (an empty one) counts `payload` as `ignored`: not a data packet of its
+/// model (foreign traffic on the port, a position or DIFOP packet).
+fn is_ignored(pipeline: &ScanPipeline, payload: &[u8]) -> bool {
+    let mut p = pipeline.clone();
+    let mut out = Vec::new();
+    p.push(payload, 0, &mut out);
+    p.counters().ignored == 1
 }
 
 /// Decodes a capture with default [`PipelineOptions`] into a `Vec` of frames (see

@@ -497,6 +497,55 @@ fn a_second_source_stops_decode_and_source_picks_one() {
     );
 }
 
+/// Traffic from other hosts that is no data packet of the model (PTP to port 319, a short
+/// datagram to the sensor's own port) does not stop decoding: it is counted `ignored`, and the
+/// frames equal those of the capture without it. A data packet from another host still stops.
+#[test]
+fn foreign_traffic_from_other_hosts_is_ignored_not_mixed() {
+    let ds = datagrams(VLP16);
+    let other = Ipv4Addr::new(10, 9, 8, 7);
+    let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut k = 0u16;
+    let mut push = |d: &UdpDatagram, records: &mut Vec<(u64, Vec<u8>)>| {
+        records.push((d.ts_ns, eth(&[], 0x0800, &whole(d, k))));
+        k += 1;
+    };
+    for (i, d) in ds.iter().enumerate() {
+        if i % 10 == 0 {
+            // A PTP-sized datagram to port 319 and a 100-byte one to the sensor's port, both
+            // from another host, before every tenth data packet (the first one included).
+            for (port, len) in [(319u16, 44usize), (d.dst_port, 100)] {
+                let mut f = d.clone();
+                f.src_ip = other;
+                f.dst_port = port;
+                f.payload = vec![0x5a; len];
+                push(&f, &mut records);
+            }
+        }
+        push(d, &mut records);
+    }
+    let t = Temp::new("foreign-traffic.pcap");
+    write_pcap(&t.0, DataLink::ETHERNET, &records);
+    let mut got = Vec::new();
+    let s = decode_pcap_each(&t.0, &vlp16_cfg(), &DecodeOptions::default(), |f| {
+        got.push(f);
+        Ok(())
+    })
+    .unwrap();
+    let mut want = Vec::new();
+    let mut p = ScanPipeline::new(&vlp16_cfg()).unwrap();
+    for d in &ds {
+        p.push(&d.payload, d.ts_ns, &mut want);
+    }
+    p.flush(&mut want);
+    assert_eq!(got, want);
+    let foreign = 2 * ds.len().div_ceil(10) as u64;
+    assert_eq!(
+        (s.counters.packets, s.counters.decoded, s.counters.ignored),
+        (ds.len() as u64 + foreign, ds.len() as u64, foreign)
+    );
+}
+
 /// Streaming gives the same frames as the collecting helper, one callback per frame.
 #[test]
 fn streaming_matches_collecting() {

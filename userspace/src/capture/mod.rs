@@ -479,6 +479,9 @@ struct Local {
     /// Per sensor slot: a reloaded pipeline waiting for the current one's next frame
     /// boundary (see [`CaptureWorker::apply_reloads`]).
     pending: Vec<Option<ScanPipeline>>,
+    /// Per sensor slot with a pending pipeline: (the current pipeline, the pending one) has
+    /// emitted a frame since the reload. The swap waits for both (see [`dispatch`]).
+    pending_emitted: Vec<(bool, bool)>,
     /// Per sensor slot: host time of the last datagram, ns (0 = none yet).
     last_rx_ns: Vec<u64>,
     /// Frames of pending pipelines (discarded).
@@ -494,6 +497,7 @@ impl Local {
             retired: vec![DecodeCounters::default(); sensors],
             discount: vec![DecodeCounters::default(); sensors],
             pending: vec![None; sensors],
+            pending_emitted: vec![(false, false); sensors],
             last_rx_ns: vec![0; sensors],
             ..Local::default()
         }
@@ -586,12 +590,22 @@ fn dispatch(
             s.pipeline.push(d.payload, now, out);
             local.renumber(i, &mut out[from..]);
             if let Some(Some(p)) = local.pending.get_mut(i) {
-                // The reloaded pipeline decodes in the shadow until the current one ends a
-                // frame: then it takes over with the next frame already in progress.
+                // The reloaded pipeline decodes in the shadow. It takes over once the current
+                // pipeline has published the frame the reload arrived in and the reloaded one
+                // has emitted (and discarded) its own first frame, which began mid-frame: then
+                // its frame in progress is the next one, whole, and no frame is published
+                // twice. Velodyne and RoboSense end both frames at the same packet; an Ouster
+                // frame that completes early is published by the current pipeline while the
+                // reloaded one holds its partial copy open for the reorder window.
                 p.push(d.payload, now, &mut local.shadow_out);
+                let new_emitted = !local.shadow_out.is_empty();
                 local.shadow_out.clear();
-                if out.len() > from {
-                    local.take_over(i, s);
+                if let Some(e) = local.pending_emitted.get_mut(i) {
+                    e.0 |= out.len() > from;
+                    e.1 |= new_emitted;
+                    if *e == (true, true) {
+                        local.take_over(i, s);
+                    }
                 }
             }
             if let Some(t) = local.last_rx_ns.get_mut(i) {
@@ -701,6 +715,12 @@ fn take_over_if_idle(
         let from = out.len();
         slot.pipeline.flush(out);
         local.renumber(i, &mut out[from..]);
+        // The reloaded pipeline's own copy of that frame is discarded, so it is not published
+        // a second time by the reloaded pipeline's next timeout or flush.
+        if let Some(Some(p)) = local.pending.get_mut(i) {
+            p.flush(&mut local.shadow_out);
+            local.shadow_out.clear();
+        }
         local.take_over(i, slot);
     }
 }
@@ -798,6 +818,9 @@ impl<S: PacketSource> CaptureWorker<S> {
                 continue;
             };
             *pending = Some(r.pipeline);
+            if let Some(e) = local.pending_emitted.get_mut(r.slot) {
+                *e = (false, false);
+            }
             take_over_if_idle(local, r.slot, slot, now, out);
         }
         self.publish(out, local);
@@ -1053,6 +1076,60 @@ mod tests {
         take_over_if_idle(&mut local, 0, &mut slot, 1_000_000_000, &mut out);
         assert_eq!(local.calibration_reloads, 1);
         assert!(local.pending[0].is_none() && out.is_empty());
+    }
+
+    /// A reload that arrives mid-frame, then silence: the current pipeline's partial frame is
+    /// published once at the take-over, and the reloaded pipeline's shadow copy of it is never
+    /// published (neither by its timeout nor by its flush).
+    #[test]
+    fn reload_then_silence_publishes_the_partial_frame_once() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap"
+        );
+        let (d, _) = crate::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
+        let payloads: Vec<(Vec<u8>, u64)> = d
+            .into_iter()
+            .map(|d| (d.payload, d.timestamp.as_nanos() as u64))
+            .collect();
+        let mut slots = vec![SensorSlot {
+            port: 2368,
+            extra_port: None,
+            source: None,
+            pipeline: vlp16(300.0),
+            expect_return_mode: None,
+        }];
+        let mut local = Local::new(1);
+        let mut got = feed(&mut slots, &mut local, &payloads[..250]);
+        assert_eq!(got.len(), 1);
+        local.pending[0] = Some(vlp16(10.0));
+        got.extend(feed(&mut slots, &mut local, &payloads[250..270]));
+        assert_eq!((got.len(), local.calibration_reloads), (1, 0));
+        let last = payloads[269].1;
+        let mut out = Vec::new();
+        take_over_if_idle(&mut local, 0, &mut slots[0], last + 1_000_000_000, &mut out);
+        assert_eq!(local.calibration_reloads, 1);
+        // Exactly the old pipeline's frame 1 closed partial after packet 269, as decoding the
+        // first 270 packets alone gives it.
+        let mut alone = vlp16(300.0);
+        let mut want = Vec::new();
+        for (x, t) in &payloads[..270] {
+            alone.push(x, *t, &mut want);
+        }
+        alone.flush(&mut want);
+        assert_eq!(want.len(), 2);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0], want[1]);
+        let n = out.len();
+        slots[0]
+            .pipeline
+            .poll_timeout(last + 2_000_000_000, &mut out);
+        slots[0].pipeline.flush(&mut out);
+        assert_eq!(out.len(), n, "the shadow copy was published");
+        // Packets after the silence decode with the new pipeline, numbered on.
+        let after = feed(&mut slots, &mut local, &payloads[270..]);
+        assert!(!after.is_empty());
+        assert_eq!(after[0].header.sequence, 2);
     }
 
     #[test]

@@ -189,6 +189,16 @@ struct Stamp {
     azimuth_cdeg: Option<u32>,
 }
 
+/// Longest sensor time between two packets that still samples the rotation speed, ns (1 s).
+pub const MAX_SAMPLE_DT_NS: u64 = 1_000_000_000;
+
+/// The rotation period, ns, from `dt_ns` of sensor time over `cdeg` of azimuth (0.01°, > 0):
+/// `dt · 36000 / cdeg` in u128, saturating at `u64::MAX`.
+fn period_from(dt_ns: u64, cdeg: u64) -> u64 {
+    let p = u128::from(dt_ns) * u128::from(AZIMUTH_UNITS) / u128::from(cdeg.max(1));
+    u64::try_from(p).unwrap_or(u64::MAX)
+}
+
 /// Per-sensor guard on the packets' sensor time, shared by every vendor's frame builder
 /// (Velodyne and RoboSense through [`ScanAssembler`], Hesai directly). Sans-IO.
 ///
@@ -322,15 +332,18 @@ impl StreamClock {
         let slow = self.step_cdeg > 0
             && u128::from(dt) * u128::from(self.step_cdeg)
                 > 3 * u128::from(self.step_dt_ns) * u128::from(daz);
-        if daz == 0 || daz > AZIMUTH_UNITS / 4 || dt == 0 || slow {
+        // A step of at most a quarter turn that took over MAX_SAMPLE_DT_NS is no rotation
+        // sample either (every spinning LiDAR turns a quarter turn in well under 1 s); this
+        // also bounds `turn_dt_ns`, so the period arithmetic below cannot overflow.
+        if daz == 0 || daz > AZIMUTH_UNITS / 4 || dt == 0 || dt > MAX_SAMPLE_DT_NS || slow {
             return;
         }
         self.step_cdeg = daz;
         self.step_dt_ns = dt;
-        self.turn_dt_ns += dt;
+        self.turn_dt_ns = self.turn_dt_ns.saturating_add(dt);
         self.turn_cdeg += u64::from(daz);
         if self.turn_cdeg >= u64::from(AZIMUTH_UNITS) {
-            self.period_ns = self.turn_dt_ns * u64::from(AZIMUTH_UNITS) / self.turn_cdeg;
+            self.period_ns = period_from(self.turn_dt_ns, self.turn_cdeg);
             self.turn_dt_ns = 0;
             self.turn_cdeg = 0;
         }
@@ -356,7 +369,7 @@ impl StreamClock {
         if self.period_ns > 0 {
             self.period_ns
         } else if self.turn_cdeg >= 3_000 {
-            self.turn_dt_ns * u64::from(AZIMUTH_UNITS) / self.turn_cdeg
+            period_from(self.turn_dt_ns, self.turn_cdeg)
         } else {
             0
         }
@@ -602,7 +615,7 @@ impl ScanAssembler {
     }
 
     /// Starts a data packet. May first close the frame in progress (host gap longer than the
-    /// timeout, sensor-time gap over 1.5 rotation periods, sensor restart, overlong frame),
+    /// timeout, sensor-time gap over one rotation period, sensor restart, overlong frame),
     /// appending it to `out`.
     ///
     /// Returns `false` when the packet's sensor time jumps away from the stream
@@ -981,6 +994,22 @@ mod tests {
         assert_eq!((out.len(), a.points_in_progress()), (1, 6));
         a.flush(&mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn stream_clock_ignores_steps_too_slow_to_be_rotation() {
+        // Packets a week apart (host time too) with a 45° step, as in a damaged or stitched
+        // capture with no nominal period: no rotation sample, no overflow, period unknown.
+        let mut c = StreamClock::default();
+        let week = 7 * 86_400 * 1_000_000_000u64;
+        let inline = TimeVerdict::InLine { gap_ns: None };
+        for i in 0..12u64 {
+            let az = Some((i as u32 * 4_500) % AZIMUTH_UNITS);
+            assert_eq!(c.check(i * week, i * week, az, 0), inline, "{i}");
+        }
+        assert_eq!((c.period_ns(), c.step_cdeg()), (0, 0));
+        assert_eq!(period_from(u64::MAX, 1), u64::MAX);
+        assert_eq!(period_from(100_000_000, 36_000), 100_000_000);
     }
 
     #[test]
