@@ -544,3 +544,47 @@ fn low_data_rate_and_window_columns() {
     assert_eq!(out[0].points[0].return_type, 3);
     assert_eq!(s.stats().invalid_columns, 1);
 }
+
+/// A column whose time stamp is far from its frame's (0, or an hour ahead: a corrupt or stepped
+/// column clock) is skipped and counted; the frame keeps its start time and no point's
+/// `time_stamp` saturates.
+#[test]
+fn columns_with_far_time_stamps_are_skipped_and_counted() {
+    let meta = synth_meta("RNG15_RFL8_NIR8");
+    let f = meta.format;
+    let px = |_: u16, _: usize, px: &mut [u8]| {
+        px[0..2].copy_from_slice(&1000u16.to_le_bytes());
+        px[2] = 77;
+    };
+    let clean = {
+        let mut s = stream(meta.clone());
+        let mut out = Vec::new();
+        s.push(&synth_packet(&meta, 1, 32, px), 1, &mut out)
+            .unwrap();
+        s.flush(&mut out);
+        out
+    };
+    let mut pkt = synth_packet(&meta, 1, 32, px);
+    // Column 0 keeps its time (it opens the frame); column 3 says 0 ns, column 7 one hour on.
+    for (col, ts) in [(3usize, 0u64), (7, 1_000_000_000 + 3_600_000_000_000)] {
+        let o = 32 + col * f.col_len();
+        pkt[o..o + 8].copy_from_slice(&ts.to_le_bytes());
+    }
+    let mut s = stream(meta.clone());
+    let mut out = Vec::new();
+    s.push(&pkt, 1, &mut out).unwrap();
+    s.flush(&mut out);
+    assert_eq!(s.stats().column_time_jumps, 2);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].header.start_ns, clean[0].header.start_ns);
+    assert_eq!(out[0].points.len(), clean[0].points.len() - 2 * 8);
+    assert!(out[0].points.iter().all(|p| p.time_stamp < 16 * 195_312));
+    // Exactly the clean frame without columns 3 and 7.
+    let keep: Vec<_> = clean[0]
+        .points
+        .iter()
+        .filter(|p| ![3u32, 7].contains(&(p.time_stamp / 195_312)))
+        .copied()
+        .collect();
+    assert_eq!(out[0].points, keep);
+}

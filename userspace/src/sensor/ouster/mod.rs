@@ -125,6 +125,11 @@ pub struct OusterStats {
     pub init_id_mismatch: u64,
     /// Columns skipped because their status bit 0 was clear (outside the column window).
     pub invalid_columns: u64,
+    /// Valid columns skipped because their time stamp lies more than
+    /// [`MAX_COLUMN_SPREAD_NS`] from the first column time of their frame (a corrupt or
+    /// stepped column clock): never a frame stamped in the past, never a saturated
+    /// `time_stamp`.
+    pub column_time_jumps: u64,
     /// Packets of a frame held open in the reorder window that arrived after the next frame
     /// had begun, and were added to their own frame.
     pub reordered: u64,
@@ -144,9 +149,18 @@ struct Building {
     points: Vec<PointXYZIRCAEDT>,
     unordered: bool,
     has_time: bool,
+    /// Time stamp of the frame's first valid column, ns (the reference for
+    /// [`MAX_COLUMN_SPREAD_NS`]).
+    first_col_ns: u64,
     /// Whole frames lost (skipped frame ids) right before this one.
     lost_before: u32,
 }
+
+/// Largest distance of a column's time stamp from the first column time of its frame, ns
+/// (1 s, ten times the longest Ouster frame period of 100 ms at 10 Hz). A column beyond it is
+/// skipped and counted in [`OusterStats::column_time_jumps`]; so a frame's columns span at most
+/// 2 s and no point `time_stamp` (ns since the frame start, u32) can saturate.
+pub const MAX_COLUMN_SPREAD_NS: u64 = 1_000_000_000;
 
 /// Decoder + frame assembler for one Ouster sensor ([`VendorDecoder`]).
 #[derive(Clone, Debug)]
@@ -382,6 +396,7 @@ impl OusterStream {
             points: crate::scan::new_points(self.point_capacity),
             unordered: false,
             has_time: false,
+            first_col_ns: 0,
             lost_before: 0,
         });
     }
@@ -494,8 +509,13 @@ impl OusterStream {
             }
             let m_id = usize::from(p.col_measurement_id(col));
             let ts = p.col_timestamp(col);
+            if b.has_time && ts.abs_diff(b.first_col_ns) > MAX_COLUMN_SPREAD_NS {
+                self.stats.column_time_jumps += 1;
+                continue;
+            }
             if !b.has_time {
                 b.start_ns = ts;
+                b.first_col_ns = ts;
                 b.has_time = true;
             } else if ts < b.start_ns {
                 let delta = u32::try_from(b.start_ns - ts).unwrap_or(u32::MAX);
