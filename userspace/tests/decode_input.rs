@@ -933,4 +933,22 @@ fn oversized_calibration_files_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("file is 1073741824 bytes"), "{e}");
+    // A FIFO with no writer does not block: it reads as empty and is refused, naming it.
+    let fifo = Temp::new("calibration.fifo");
+    let ok = std::process::Command::new("mkfifo")
+        .arg(&fifo.0)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mkfifo");
+    for model in [
+        SensorModel::Vlp16,
+        SensorModel::Pandar64,
+        SensorModel::Ouster,
+    ] {
+        let e = ScanPipeline::new(&SensorConfig::new(0, model, &fifo.0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&fifo.0.display().to_string()), "{model}: {e}");
+    }
 }

@@ -210,7 +210,16 @@ pub fn read_calibration_file(path: &std::path::Path) -> Result<Vec<u8>, ConfigEr
             ),
         ))
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    // O_NONBLOCK: opening a FIFO without a writer must not block start-up or a SIGHUP reload
+    // (it reads as empty, and the parser refuses it); regular files are unaffected.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io)?
+    };
     let meta = file.metadata().map_err(io)?;
     if meta.is_file() && meta.len() > MAX_CALIBRATION_BYTES {
         return Err(too_big(format!("file is {} bytes", meta.len())));
