@@ -357,6 +357,17 @@ fn hesai_invalid_dates_fall_back_to_host_time() {
         );
     }
     assert!(want.iter().all(|f| f.header.clock == FrameClock::Sensor));
+    // One packet with no date inside a stream of valid ones: stamped on the stream's time
+    // line, decoded, counted; no jump, every frame stays on the sensor clock and whole.
+    let mut input = clean.clone();
+    input[700].0[P64_DATE + 1] = 13;
+    let (got, c) = run(&p64(), PipelineOptions::default(), &input);
+    assert_eq!(
+        (c.decoded, c.date_fallbacks, c.time_jumps, c.restarts),
+        (clean.len() as u64, 1, 0, 0)
+    );
+    assert_eq!(shape(&got), shape(&want));
+    assert!(got.iter().all(|f| f.header.clock == FrameClock::Sensor));
 }
 
 #[test]

@@ -357,6 +357,16 @@ impl StreamClock {
         self.silent = true;
     }
 
+    /// The stream's time at host time `host_ns`: the last accepted packet's sensor time plus
+    /// the host time elapsed since it, ns (`None` before the first packet). For packets whose
+    /// own time field is invalid.
+    pub fn extrapolate(&self, host_ns: u64) -> Option<u64> {
+        self.last.map(|l| {
+            l.sensor_ns
+                .saturating_add(host_ns.saturating_sub(l.host_ns))
+        })
+    }
+
     /// Forgets the stream (the next packet is in line whatever its time). Counters stay.
     pub fn reset(&mut self) {
         self.last = None;

@@ -640,8 +640,9 @@ pub struct DecodeCounters {
     /// Whole frames (turns) lost: the sum of the emitted frames'
     /// [`crate::frame::FrameHeader::frames_lost_before`].
     pub frames_lost: u64,
-    /// Data packets whose date / time field was invalid, stamped with the host time instead
-    /// (their frame says [`crate::frame::FrameClock::Host`]).
+    /// Data packets whose date / time field was invalid: stamped on the stream's time line
+    /// (last accepted sensor time + host time elapsed), or with the host time when the stream
+    /// has no valid time yet (then their frame says [`crate::frame::FrameClock::Host`]).
     pub date_fallbacks: u64,
     /// Emitted frames on the sensor clock whose start time is implausible: before 2000, or
     /// more than [`IMPLAUSIBLE_CLOCK_OFFSET_NS`] from the host receive time (an unsynchronised

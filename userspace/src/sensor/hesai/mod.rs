@@ -41,8 +41,10 @@
 //! ## Time
 //! Packet time = tail date + µs ([`packet::Packet::date_seconds`]: the year byte in either
 //! convention, or Unix seconds when the first date byte is 0). A packet whose date is no date
-//! is decoded on host time: its frame says [`FrameClock::Host`], the pipeline counts
-//! `date_fallbacks`; a date never costs the sensor. Every packet then goes through the shared
+//! is decoded all the same and counted in `date_fallbacks` (a date never costs the sensor):
+//! it is stamped on the stream's time line ([`StreamClock::extrapolate`]: the last accepted
+//! sensor time plus the host time elapsed), or, while the stream has no valid time at all, on
+//! host time, and then its frame says [`FrameClock::Host`]. Every packet then goes through the shared
 //! [`StreamClock`]: a time jump is dropped (`time_jumps`) and the frame stays whole, a
 //! sustained one is a restart, and a gap longer than one rotation period (measured from the
 //! block azimuths) publishes the frames in progress, counting the packets missing up to the
@@ -597,7 +599,8 @@ struct Buffer {
     /// `start_ns` is set (by the cutter's reset, or by the first block group that adds to
     /// this buffer when the reset fell outside the field of view).
     started: bool,
-    /// A packet of this frame was stamped with host time (invalid date).
+    /// A packet of this frame was stamped with host time (invalid date, no valid time in the
+    /// stream before it).
     host_clock: bool,
 }
 
@@ -653,8 +656,11 @@ pub struct HesaiStream {
     last_phased: Option<u32>,
     /// Whole frames lost in a gap, for the next emitted frame's header.
     pending_lost_frames: u32,
-    /// Packets with an invalid date, stamped with host time.
+    /// Packets with an invalid date (stamped from the stream's clock, or with host time).
     date_fallbacks: u64,
+    /// The stream's time base is the host clock: the packets since it (re)started carried no
+    /// valid date.
+    host_base: bool,
     /// Packets missing before the cut of the frame the next packet opens (after a gap).
     pending_head_lost: u32,
 }
@@ -754,6 +760,7 @@ impl HesaiStream {
             last_phased: None,
             pending_lost_frames: 0,
             date_fallbacks: 0,
+            host_base: false,
             pending_head_lost: 0,
         })
     }
@@ -1135,9 +1142,22 @@ impl VendorDecoder for HesaiStream {
         if timed_out {
             self.time.note_silence();
         }
+        // A packet whose date is no date is stamped on the stream's own time line: the last
+        // accepted sensor time plus the host time elapsed since (so one bad date neither
+        // jumps nor mixes the host clock into a sensor-clock frame); only a stream with no
+        // valid time yet runs on the host clock, and its frames say so.
         let (time_ns, host_clock) = match p.sensor_time_ns() {
             Some(t) => (t, false),
-            None => (host_ns, true),
+            None => {
+                self.date_fallbacks += 1;
+                match self.time.extrapolate(host_ns) {
+                    Some(t) if !self.host_base => (t, false),
+                    _ => {
+                        self.host_base = true;
+                        (host_ns, true)
+                    }
+                }
+            }
         };
         // The packet's first block azimuth for the rotation period (AT128: none, its encoder
         // azimuth maps onto mirror fields).
@@ -1183,8 +1203,8 @@ impl VendorDecoder for HesaiStream {
             }
         }
         self.last_phased = phased;
-        if host_clock {
-            self.date_fallbacks += 1;
+        if p.sensor_time_ns().is_some() {
+            self.host_base = false;
         }
         self.return_mode = return_mode_of(p.return_mode_byte());
         self.decode(&p, host_ns, time_ns, host_clock, out);
