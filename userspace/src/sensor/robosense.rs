@@ -1064,8 +1064,11 @@ pub struct RobosenseStream {
     return_mode: Option<ReturnMode>,
     difops: u64,
     variant_checked: bool,
-    /// MSOPs whose time field was invalid, stamped with host time.
+    /// MSOPs whose time field was invalid (stamped on the stream's time line, or host time).
     date_fallbacks: u64,
+    /// The stream's time base is the host clock: no packet since it (re)started carried a
+    /// valid header time.
+    host_base: bool,
 }
 
 impl RobosenseStream {
@@ -1096,6 +1099,7 @@ impl RobosenseStream {
             difops: 0,
             variant_checked: false,
             date_fallbacks: 0,
+            host_base: false,
         })
     }
 
@@ -1170,7 +1174,20 @@ impl VendorDecoder for RobosenseStream {
         }
         let spec = self.decoder.spec();
         let stamped = p.sensor_time_ns_as(spec.unix_time);
-        let sensor_ns = stamped.unwrap_or(host_ns);
+        // A header time that is no time: stamped on the stream's time line (last accepted
+        // sensor time + host time elapsed, no jump, the frame stays on the sensor clock), or on
+        // host time while the stream has no valid time yet (the frame then says so).
+        let on_host = stamped.is_none()
+            && (self.host_base || self.assembler.stream_clock().extrapolate(host_ns).is_none());
+        let sensor_ns = match stamped {
+            Some(t) => t,
+            None if on_host => host_ns,
+            None => self
+                .assembler
+                .stream_clock()
+                .extrapolate(host_ns)
+                .unwrap_or(host_ns),
+        };
         let dual = mode.returns() > 1;
         let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(AZIMUTH_UNITS) as u32;
         let advance = if dual && !spec.rs16_layout {
@@ -1202,6 +1219,9 @@ impl VendorDecoder for RobosenseStream {
         }
         if stamped.is_none() {
             self.date_fallbacks += 1;
+        }
+        self.host_base = on_host;
+        if on_host {
             self.assembler.mark_host_clock();
         }
         let asm = &mut self.assembler;
