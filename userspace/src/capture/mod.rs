@@ -974,6 +974,29 @@ mod tests {
         ScanPipeline::new(&c).unwrap()
     }
 
+    /// The shared VLP-16 dual-return capture's payloads with their pcap times (ns).
+    fn vlp16_dual() -> Vec<(Vec<u8>, u64)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap"
+        );
+        let (d, _) = crate::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
+        d.into_iter()
+            .map(|d| (d.payload, d.timestamp.as_nanos() as u64))
+            .collect()
+    }
+
+    /// A VLP-16 slot on port 2368, any source, range gate (0, 300) m.
+    fn vlp16_slot() -> SensorSlot {
+        SensorSlot {
+            port: 2368,
+            extra_port: None,
+            source: None,
+            pipeline: vlp16(300.0),
+            expect_return_mode: None,
+        }
+    }
+
     /// Pushes `payloads` (host time = pcap time) through `dispatch`, as the capture loop does.
     fn feed(slot: &mut [SensorSlot], local: &mut Local, payloads: &[(Vec<u8>, u64)]) -> Vec<Frame> {
         let mut out = Vec::new();
@@ -995,15 +1018,7 @@ mod tests {
     /// new pipeline's (as decoding with it from the start), sequence and counters continue.
     #[test]
     fn reload_applies_at_the_next_frame_boundary() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap"
-        );
-        let (d, _) = crate::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
-        let payloads: Vec<(Vec<u8>, u64)> = d
-            .into_iter()
-            .map(|d| (d.payload, d.timestamp.as_nanos() as u64))
-            .collect();
+        let payloads = vlp16_dual();
         // Offline references: all old (300 m), all new (a 10 m range: fewer points).
         let decode = |mut p: ScanPipeline| {
             let mut out = Vec::new();
@@ -1018,13 +1033,7 @@ mod tests {
         assert_eq!(old.len(), 4);
         assert!(new[2].points.len() < old[2].points.len());
         // Frame 1 closes at packet 302 (its completing packet); the reload arrives at 250.
-        let mut slots = vec![SensorSlot {
-            port: 2368,
-            extra_port: None,
-            source: None,
-            pipeline: vlp16(300.0),
-            expect_return_mode: None,
-        }];
+        let mut slots = vec![vlp16_slot()];
         let mut local = Local::new(1);
         let mut got = feed(&mut slots, &mut local, &payloads[..250]);
         assert_eq!(got.len(), 1);
@@ -1063,13 +1072,7 @@ mod tests {
     /// A sensor that sent nothing for its frame timeout takes its reload at once.
     #[test]
     fn reload_of_an_idle_sensor_applies_at_once() {
-        let mut slot = SensorSlot {
-            port: 2368,
-            extra_port: None,
-            source: None,
-            pipeline: vlp16(300.0),
-            expect_return_mode: None,
-        };
+        let mut slot = vlp16_slot();
         let mut local = Local::new(1);
         local.pending[0] = Some(vlp16(10.0));
         let mut out = Vec::new();
@@ -1083,22 +1086,8 @@ mod tests {
     /// published (neither by its timeout nor by its flush).
     #[test]
     fn reload_then_silence_publishes_the_partial_frame_once() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap"
-        );
-        let (d, _) = crate::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
-        let payloads: Vec<(Vec<u8>, u64)> = d
-            .into_iter()
-            .map(|d| (d.payload, d.timestamp.as_nanos() as u64))
-            .collect();
-        let mut slots = vec![SensorSlot {
-            port: 2368,
-            extra_port: None,
-            source: None,
-            pipeline: vlp16(300.0),
-            expect_return_mode: None,
-        }];
+        let payloads = vlp16_dual();
+        let mut slots = vec![vlp16_slot()];
         let mut local = Local::new(1);
         let mut got = feed(&mut slots, &mut local, &payloads[..250]);
         assert_eq!(got.len(), 1);
