@@ -142,15 +142,19 @@ fn pandar40p() {
     };
     let frames = check(&c);
     let g = golden(&frames, &c);
+    // (.., points, packets received, packets expected): the frames the capture starts and
+    // ends inside are published marked not whole (their missing head / tail estimated from the
+    // channels' azimuths), as is the first full frame when some channels had already crossed
+    // the cut before the capture began.
     assert_eq!(
         summary(&frames),
         vec![
-            (3, 152, 4, 4),
-            (363, 56530, 364, 364),
+            (3, 152, 4, 360),
+            (363, 56530, 364, 368),
             (723, 56723, 369, 369),
             (1083, 56762, 369, 369),
-            (usize::MAX, 56604, 365, 365),
-            (usize::MAX, 217, 5, 5)
+            (usize::MAX, 56604, 365, 368),
+            (usize::MAX, 217, 5, 364)
         ]
     );
     assert_eq!(types(g), [0, 344, 0, 1498, 0, 0, 52048, 0, 773, 0, 2099]);
@@ -173,12 +177,12 @@ fn pandar64() {
     assert_eq!(
         summary(&frames),
         vec![
-            (7, 244, 8, 8),
-            (607, 93079, 608, 608),
+            (7, 244, 8, 588),
+            (607, 93079, 608, 617),
             (1207, 93672, 618, 618),
             (1807, 93591, 618, 618),
-            (usize::MAX, 93463, 610, 610),
-            (usize::MAX, 410, 11, 11)
+            (usize::MAX, 93463, 610, 617),
+            (usize::MAX, 410, 11, 607)
         ]
     );
     assert_eq!(types(g), [0, 575, 0, 1993, 0, 0, 85538, 0, 1677, 0, 3808]);
@@ -201,12 +205,12 @@ fn pandarqt64() {
     assert_eq!(
         summary(&frames),
         vec![
-            (6, 259, 6, 6),
-            (306, 33940, 306, 306),
+            (6, 259, 6, 302),
+            (306, 33940, 306, 314),
             (606, 34145, 314, 314),
             (906, 34158, 314, 314),
-            (usize::MAX, 33898, 308, 308),
-            (usize::MAX, 268, 8, 8)
+            (usize::MAX, 33898, 308, 314),
+            (usize::MAX, 268, 8, 302)
         ]
     );
     assert_eq!(types(g), [0, 1531, 1451, 0, 0, 0, 31176, 0, 0, 0, 0]);
@@ -229,9 +233,9 @@ fn pandarqt128() {
     assert_eq!(
         summary(&frames),
         vec![
-            (899, 71559, 899, 899),
+            (899, 71559, 899, 951),
             (1799, 73560, 951, 951),
-            (usize::MAX, 2005, 52, 52)
+            (usize::MAX, 2005, 52, 951)
         ]
     );
     assert_eq!(types(g), [0, 949, 0, 848, 0, 0, 65776, 0, 2727, 0, 3260]);
@@ -254,11 +258,11 @@ fn pandarxt32() {
     assert_eq!(
         summary(&frames),
         vec![
-            (498, 62826, 499, 499),
+            (498, 62826, 499, 500),
             (998, 63058, 501, 501),
             (1498, 63040, 501, 501),
             (1998, 63021, 501, 501),
-            (usize::MAX, 187, 2, 2)
+            (usize::MAX, 187, 2, 500)
         ]
     );
     assert_eq!(types(g), [0, 1871, 0, 2061, 0, 0, 58627, 0, 136, 0, 326]);
@@ -281,11 +285,11 @@ fn pandarxt32m() {
     assert_eq!(
         summary(&frames),
         vec![
-            (665, 48009, 666, 666),
+            (665, 48009, 666, 667),
             (919, 12176, 255, 668),
             (1542, 43227, 623, 667),
             (1813, 13574, 273, 668),
-            (usize::MAX, 88, 2, 2)
+            (usize::MAX, 88, 2, 667)
         ]
     );
     assert_eq!(types(g), [0, 0, 146, 195, 0, 0, 13158, 0, 13, 62, 0]);

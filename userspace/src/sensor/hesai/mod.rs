@@ -28,7 +28,11 @@
 //! has left it, i.e. when every channel of a block group is in the other buffer. Its start time
 //! is the earliest firing of the block group whose first channel entered it. So every point is
 //! in exactly one frame, frames are `[cut, cut + 360°)` per channel, and the 0/360 wrap needs no
-//! special case. The first frame after start-up (or after a timeout) is published partial.
+//! special case. The first frame after start-up (or after a timeout) is published partial,
+//! marked not whole: `packets_expected` adds the packets between the cut and its first packet
+//! (from the azimuth of its channel furthest past the cut, in measured per-packet advances),
+//! and a frame closed by a timeout or flush adds those from its channel furthest behind to
+//! the cut.
 //! The field of view (`PipelineOptions::fov_deg`, inclusive, may wrap) drops points outside
 //! it; the cut must lie inside the field of view.
 //! Deviations from Nebula: two consecutive blocks with the *same* azimuth never count as a
@@ -586,6 +590,17 @@ impl Cutter {
 // Stream
 // ---------------------------------------------------------------------------------------------
 
+/// Packets missing at the head of a frame that opened at `head_phased` (0.01° past the cut)
+/// instead of at the cut, with the sensor turning `step_cdeg` (0.01°) per packet: the packets
+/// between the cut and the frame's first one. 0 when unknown (no azimuth, no step measured yet)
+/// or when the frame opened at the cut.
+fn head_missing(head_phased: Option<u32>, step_cdeg: u32) -> u32 {
+    match head_phased {
+        Some(ph) if step_cdeg > 0 => ph / step_cdeg,
+        _ => 0,
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct Buffer {
     points: Vec<PointXYZIRCAEDT>,
@@ -602,6 +617,10 @@ struct Buffer {
     /// A packet of this frame was stamped with host time (invalid date, no valid time in the
     /// stream before it).
     host_clock: bool,
+    /// The frame opened at start-up (or after a timeout or restart), not at the cut: the
+    /// phased azimuth (0.01° past the cut) of its first packet, from which the packets missing
+    /// between the cut and it are estimated when it is published.
+    head_phased: Option<u32>,
 }
 
 /// Per-model constants derived from the calibration.
@@ -784,7 +803,10 @@ impl HesaiStream {
                 start_ns: buf.start_ns.max(0) as u64,
                 host_ns: buf.host_ns,
                 packets_received: buf.received,
-                packets_expected: buf.received.saturating_add(buf.lost),
+                packets_expected: buf
+                    .received
+                    .saturating_add(buf.lost)
+                    .saturating_add(head_missing(buf.head_phased, self.time.step_cdeg())),
                 packets_malformed: buf.malformed,
                 frames_lost_before: std::mem::take(&mut self.pending_lost_frames),
                 clock: if buf.host_clock {
@@ -798,8 +820,40 @@ impl HesaiStream {
         self.sequence += 1;
     }
 
-    /// Timeout / flush: publishes the buffers that hold points (current first), drops the
-    /// rest (e.g. packets outside a limited field of view after the last cut).
+    /// Timeout / flush (the stream stops, not at a cut): the frames in progress are published
+    /// marked not whole. A frame ends when its last channel crosses the cut, so each one misses
+    /// the packets its channel furthest behind needs to reach the cut (its last corrected
+    /// azimuth, in measured per-packet advances; nothing is estimated before an advance is
+    /// measured, nor for AT128, whose azimuths are mirror fields).
+    fn close_partial(&mut self, out: &mut Vec<Frame>) {
+        let step = self.time.step_cdeg();
+        if step > 0
+            && self.at128.is_none()
+            && let Some(st) = &self.cutter.state
+        {
+            let cut = self.cut_cdeg;
+            for (x, buf) in self.bufs.iter_mut().enumerate() {
+                let behind = st
+                    .last_az
+                    .iter()
+                    .zip(&st.buf)
+                    .filter(|(_, b)| usize::from(**b) == x)
+                    .map(|(&a, _)| {
+                        let cdeg = (a.to_degrees() * 100.0).round() as u32 % AZIMUTH_UNITS;
+                        (AZIMUTH_UNITS + cdeg - cut) % AZIMUTH_UNITS
+                    })
+                    .min();
+                if let (Some(ph), false) = (behind, buf.points.is_empty()) {
+                    let tail = (AZIMUTH_UNITS - ph).div_ceil(step).saturating_sub(1);
+                    buf.lost = buf.lost.saturating_add(tail);
+                }
+            }
+        }
+        self.close_all(out);
+    }
+
+    /// Publishes the buffers that hold points (current first), drops the rest (e.g. packets
+    /// outside a limited field of view after the last cut).
     fn close_all(&mut self, out: &mut Vec<Frame>) {
         let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
         for b in [cur, cur ^ 1] {
@@ -825,6 +879,10 @@ impl HesaiStream {
         let n = p.returns();
         let packet_ns = i64::try_from(time_ns).unwrap_or(i64::MAX);
         self.packet_serial += 1;
+        // After a gap the head of the next frame is already estimated (pending_head_lost);
+        // otherwise a frame the cutter opens at its (re)start is estimated from its first
+        // packet's azimuth.
+        let head_known = self.pending_head_lost > 0;
         let mut lost = std::mem::take(&mut self.pending_head_lost);
         if let Some(seq) = p.udp_sequence() {
             if let Some(prev) = self.last_seq {
@@ -873,7 +931,29 @@ impl HesaiStream {
                         .map(|&o| normalize(blk + o, TAU_F32)),
                 );
             }
+            let opening = self.cutter.state.is_none();
             let act = self.cutter.step(&self.az_scratch);
+            if opening && !head_known && self.at128.is_none() {
+                // Both frames the cutter opens began before this packet, not at a cut seen:
+                // buffer 0 (the channels not yet past the cut) mid-turn, buffer 1 (the channels
+                // just past it, when the packet straddles the cut) a little earlier. Each
+                // misses the packets since its channel furthest past the cut crossed it.
+                let cut = self.cut_cdeg;
+                if let Some(st) = self.cutter.state.as_ref() {
+                    for (x, buf) in self.bufs.iter_mut().enumerate() {
+                        buf.head_phased = self
+                            .az_scratch
+                            .iter()
+                            .zip(&st.buf)
+                            .filter(|(_, b)| usize::from(**b) == x)
+                            .map(|(&a, _)| {
+                                let cdeg = (a.to_degrees() * 100.0).round() as u32 % AZIMUTH_UNITS;
+                                (AZIMUTH_UNITS + cdeg - cut) % AZIMUTH_UNITS
+                            })
+                            .max();
+                    }
+                }
+            }
             let earliest = (group..group + n)
                 .flat_map(|b| self.offsets.iter().skip(b * l.channels).take(l.channels))
                 .copied()
@@ -1167,7 +1247,7 @@ impl VendorDecoder for HesaiStream {
         match self.time.check(time_ns, host_ns, az, 0) {
             TimeVerdict::Jump => {
                 if timed_out {
-                    self.close_all(out);
+                    self.close_partial(out);
                 }
                 return Err(super::Rejection::TimeJump);
             }
@@ -1198,7 +1278,7 @@ impl VendorDecoder for HesaiStream {
             }
             TimeVerdict::InLine { gap_ns: None } => {
                 if timed_out {
-                    self.close_all(out);
+                    self.close_partial(out);
                 }
             }
         }
@@ -1216,13 +1296,13 @@ impl VendorDecoder for HesaiStream {
             && now_host_ns.saturating_sub(h) > self.frame_timeout_ns
             && self.cutter.state.is_some()
         {
-            self.close_all(out);
+            self.close_partial(out);
             self.time.note_silence();
         }
     }
 
     fn flush(&mut self, out: &mut Vec<Frame>) {
-        self.close_all(out);
+        self.close_partial(out);
     }
 
     fn return_mode(&self) -> Option<ReturnMode> {
