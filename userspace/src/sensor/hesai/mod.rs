@@ -590,6 +590,23 @@ impl Cutter {
 // Stream
 // ---------------------------------------------------------------------------------------------
 
+/// The azimuths (rad, `az[ch]`) of the channels the cutter has in frame buffer `x`
+/// (`buf[ch] == x`), each as 0.01° past the cut `cut_cdeg` (0..36000).
+fn phased_in_buffer<'a>(
+    az: &'a [f32],
+    buf: &'a [u8],
+    x: usize,
+    cut_cdeg: u32,
+) -> impl Iterator<Item = u32> + 'a {
+    az.iter()
+        .zip(buf)
+        .filter(move |(_, b)| usize::from(**b) == x)
+        .map(move |(&a, _)| {
+            let cdeg = (a.to_degrees() * 100.0).round() as u32 % AZIMUTH_UNITS;
+            (AZIMUTH_UNITS + cdeg - cut_cdeg) % AZIMUTH_UNITS
+        })
+}
+
 /// Packets missing at the head of a frame that opened at `head_phased` (0.01° past the cut)
 /// instead of at the cut, with the sensor turning `step_cdeg` (0.01°) per packet: the packets
 /// between the cut and the frame's first one. 0 when unknown (no azimuth, no step measured yet)
@@ -833,16 +850,7 @@ impl HesaiStream {
         {
             let cut = self.cut_cdeg;
             for (x, buf) in self.bufs.iter_mut().enumerate() {
-                let behind = st
-                    .last_az
-                    .iter()
-                    .zip(&st.buf)
-                    .filter(|(_, b)| usize::from(**b) == x)
-                    .map(|(&a, _)| {
-                        let cdeg = (a.to_degrees() * 100.0).round() as u32 % AZIMUTH_UNITS;
-                        (AZIMUTH_UNITS + cdeg - cut) % AZIMUTH_UNITS
-                    })
-                    .min();
+                let behind = phased_in_buffer(&st.last_az, &st.buf, x, cut).min();
                 if let (Some(ph), false) = (behind, buf.points.is_empty()) {
                     let tail = (AZIMUTH_UNITS - ph).div_ceil(step).saturating_sub(1);
                     buf.lost = buf.lost.saturating_add(tail);
@@ -941,16 +949,7 @@ impl HesaiStream {
                 let cut = self.cut_cdeg;
                 if let Some(st) = self.cutter.state.as_ref() {
                     for (x, buf) in self.bufs.iter_mut().enumerate() {
-                        buf.head_phased = self
-                            .az_scratch
-                            .iter()
-                            .zip(&st.buf)
-                            .filter(|(_, b)| usize::from(**b) == x)
-                            .map(|(&a, _)| {
-                                let cdeg = (a.to_degrees() * 100.0).round() as u32 % AZIMUTH_UNITS;
-                                (AZIMUTH_UNITS + cdeg - cut) % AZIMUTH_UNITS
-                            })
-                            .max();
+                        buf.head_phased = phased_in_buffer(&self.az_scratch, &st.buf, x, cut).max();
                     }
                 }
             }
