@@ -264,12 +264,7 @@ impl StreamClock {
         if silent && !Self::in_line(&last, &now) {
             // After a silence there is no stream to protect: a new time base (a sensor or
             // replay restarted while it was quiet) is taken at once, nothing dropped.
-            self.candidate = None;
-            self.last = Some(now);
-            self.period_ns = 0;
-            self.turn_dt_ns = 0;
-            self.turn_cdeg = 0;
-            self.restarts += 1;
+            self.new_time_base(now);
             return TimeVerdict::InLine { gap_ns: None };
         }
         if Self::in_line(&last, &now) {
@@ -293,12 +288,7 @@ impl StreamClock {
             _ => 1,
         };
         if agree >= RESTART_AGREE {
-            self.candidate = None;
-            self.last = Some(now);
-            self.period_ns = 0;
-            self.turn_dt_ns = 0;
-            self.turn_cdeg = 0;
-            self.restarts += 1;
+            self.new_time_base(now);
             if !self.warned {
                 self.warned = true;
                 log::warn!(
@@ -313,6 +303,17 @@ impl StreamClock {
         self.candidate = Some((now, agree));
         self.jumps += 1;
         TimeVerdict::Jump
+    }
+
+    /// Takes `now` as the stream's new time base (a restart): the candidate and the rotation
+    /// measurement of the old base are dropped, the restart counted.
+    fn new_time_base(&mut self, now: Stamp) {
+        self.candidate = None;
+        self.last = Some(now);
+        self.period_ns = 0;
+        self.turn_dt_ns = 0;
+        self.turn_cdeg = 0;
+        self.restarts += 1;
     }
 
     fn in_line(prev: &Stamp, now: &Stamp) -> bool {
