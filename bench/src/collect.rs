@@ -1,5 +1,5 @@
 //! `lidarxdp-bench collect`: K subscribers of the daemon's TCP publisher, one thread each
-//! ([`lidarxdp::client::Subscriber`]), recording every frame they receive: subscriber index,
+//! ([`lidarxdp_client::Subscriber`]), recording every frame they receive: subscriber index,
 //! sequence, `start_ns`, point count, packets received/expected, and the CLOCK_REALTIME ns at
 //! which the frame was completely received. Written as JSON lines (or CSV when the file name
 //! ends in `.csv`) when the duration is over, on SIGTERM/SIGINT, or when every connection was
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use lidarxdp::capture::realtime_ns;
-use lidarxdp::client::{ReceivedFrame, Subscriber};
+use lidarxdp_client::{ReceivedFrame, Subscriber};
 use serde::{Deserialize, Serialize};
 
 /// `lidarxdp-bench collect` arguments.

@@ -18,7 +18,7 @@
 //!   with a transient error (`ENOBUFS`, `EAGAIN`, ...) is retried up to `--retries` times and
 //!   then counted in `not_sent`, so `sent` is exact.
 //! * Frames (`--sensor MODEL --calibration FILE`, fixed `--pps`): before sending, the exact byte
-//!   sequence of sensor 0 is decoded offline with [`lidarxdp::sensor::ScanPipeline`] to learn
+//!   sequence of sensor 0 is decoded offline with [`lidarxdp_core::sensor::ScanPipeline`] to learn
 //!   which datagram completes each frame; the report then carries each frame's `start_ns`,
 //!   points, completing datagram index and that datagram's send time (CLOCK_REALTIME ns, taken
 //!   just before the `sendmmsg` call that carried it).
@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use lidarxdp::capture::realtime_ns;
-use lidarxdp::frame::Frame;
-use lidarxdp::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
 use serde::Serialize;
 
 use crate::stats;

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam_queue::ArrayQueue;
 use lidarxdp::capture::realtime_ns;
-use lidarxdp::client::{ReceivedFrame, Subscriber};
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::point::{POINT_SIZE, PointXYZIRCAEDT};
-use lidarxdp::protocol::{self, Hello};
 use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp_client::{ReceivedFrame, Subscriber};
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
+use lidarxdp_core::protocol::{self, Hello};
 
 /// `lidarxdp-bench publish` arguments.
 #[derive(clap::Args)]

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 /// Offset of the VLP-16 data packet's u32 timestamp, µs past the top of the hour,
 /// little-endian (VLP-16 User Manual 63-9243, §9.3 "Data Packet Structure": bytes 1200..1204).
-pub const VLP16_TIMESTAMP_OFFSET: usize = lidarxdp::sensor::velodyne::TIMESTAMP_OFFSET;
+pub const VLP16_TIMESTAMP_OFFSET: usize = lidarxdp_core::sensor::velodyne::TIMESTAMP_OFFSET;
 /// Size of a VLP-16 data packet (UDP payload), bytes.
-pub const VLP16_DATA_LEN: usize = lidarxdp::sensor::velodyne::DATA_PACKET_LEN;
+pub const VLP16_DATA_LEN: usize = lidarxdp_core::sensor::velodyne::DATA_PACKET_LEN;
 /// Microseconds in one hour (the VLP-16 timestamp wraps there).
 pub const US_PER_HOUR: u64 = 3_600_000_000;
 

@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lidarxdp::sensor::hesai::{layout, packet};
-use lidarxdp::sensor::{PipelineOptions, SensorConfig};
+use lidarxdp_core::sensor::hesai::{layout, packet};
+use lidarxdp_core::sensor::{PipelineOptions, SensorConfig};
 use lidarxdp_fuzz::shared::{HESAI, OPT_A, OPT_B, records};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 

@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lidarxdp::sensor::ouster::metadata::OusterMetadata;
-use lidarxdp::sensor::{PipelineOptions, SensorConfig};
+use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
+use lidarxdp_core::sensor::{PipelineOptions, SensorConfig};
 use lidarxdp_fuzz::shared::{OPT_A, OUSTER};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 

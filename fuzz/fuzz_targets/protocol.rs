@@ -13,7 +13,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lidarxdp::protocol::{
+use lidarxdp_core::protocol::{
     FieldSet, FrameReader, MAGIC, MAX_HEADER_LEN, MAX_PAYLOAD_LEN, MSG_FRAME, MSG_HELLO,
     MSG_SUBSCRIBE, MSG_SUBSCRIBED, Message, PREFIX_LEN, Parsed, ReadError, VERSION, WireField,
     encode_error, encode_frame_header_fields, encode_hello, encode_subscribe, encode_subscribed,

@@ -14,8 +14,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libfuzzer_sys::fuzz_target;
-use lidarxdp::net::parse_ipv4;
-use lidarxdp::reassembly::{Fragment, FragmentError, Reassembler, ReassemblyCounters};
+use lidarxdp_core::net::parse_ipv4;
+use lidarxdp_core::reassembly::{Fragment, FragmentError, Reassembler, ReassemblyCounters};
 use lidarxdp_fuzz::shared::{
     GAP_UNIT_NS, REASSEMBLY_KEYS, ReassemblyOp, reassembly_config, reassembly_ops,
 };

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use lidarxdp::sensor::robosense::{detect_header, spec};
-use lidarxdp::sensor::{PipelineOptions, SensorConfig};
+use lidarxdp_core::sensor::robosense::{detect_header, spec};
+use lidarxdp_core::sensor::{PipelineOptions, SensorConfig};
 use lidarxdp_fuzz::shared::{OPT_A, OPT_B, ROBOSENSE, records};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 

@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lidarxdp::sensor::velodyne::multi::laser_count;
-use lidarxdp::sensor::{DecodeFlavor, PipelineOptions, SensorConfig};
+use lidarxdp_core::sensor::velodyne::multi::laser_count;
+use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig};
 use lidarxdp_fuzz::shared::{OPT_A, OPT_B, OPT_C, VELODYNE};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 

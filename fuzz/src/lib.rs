@@ -5,8 +5,8 @@ pub mod shared;
 
 use std::sync::{Mutex, OnceLock};
 
-use lidarxdp::frame::Frame;
-use lidarxdp::sensor::{ScanPipeline, SensorConfig};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig};
 
 use shared::{GAP_UNIT_NS, SensorEntry, records};
 
@@ -31,7 +31,7 @@ impl Template {
     /// configuration is rejected (an option combination the model does not accept).
     pub fn build(
         mut cfg: SensorConfig,
-        opts: lidarxdp::sensor::PipelineOptions,
+        opts: lidarxdp_core::sensor::PipelineOptions,
         channels: usize,
     ) -> Option<Template> {
         cfg.sensor_id = SENSOR_ID;

@@ -17,7 +17,7 @@
 //! `mode, bytes` (see [`ProtocolMode`]).
 use std::path::PathBuf;
 
-use lidarxdp::sensor::SensorModel;
+use lidarxdp_core::sensor::SensorModel;
 
 /// The shared captures, `../shared/data` from the repository root (both crates using this file
 /// sit one level below it).
@@ -188,13 +188,17 @@ pub fn records(mut data: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 }
 
 /// Reassembler limits from the first three input bytes: `max_datagrams = 1 + (b0 & 3)`,
-/// `max_payload_len` from `b1 & 3` (1480, 4096, 26,000 bytes or [`lidarxdp::reassembly::MAX_PAYLOAD_LEN`]),
+/// `max_payload_len` from `b1 & 3` (1480, 4096, 26,000 bytes or [`lidarxdp_core::reassembly::MAX_PAYLOAD_LEN`]),
 /// `timeout_ns = (1 + b2) ms`.
-pub fn reassembly_config(b: [u8; 3]) -> lidarxdp::reassembly::ReassemblyConfig {
-    lidarxdp::reassembly::ReassemblyConfig {
+pub fn reassembly_config(b: [u8; 3]) -> lidarxdp_core::reassembly::ReassemblyConfig {
+    lidarxdp_core::reassembly::ReassemblyConfig {
         max_datagrams: 1 + usize::from(b[0] & 3),
-        max_payload_len: [1480, 4096, 26_000, lidarxdp::reassembly::MAX_PAYLOAD_LEN]
-            [usize::from(b[1] & 3)],
+        max_payload_len: [
+            1480,
+            4096,
+            26_000,
+            lidarxdp_core::reassembly::MAX_PAYLOAD_LEN,
+        ][usize::from(b[1] & 3)],
         timeout_ns: (1 + u64::from(b[2])) * 1_000_000,
     }
 }
@@ -315,8 +319,8 @@ pub fn reassembly_ops(mut data: &[u8]) -> impl Iterator<Item = ReassemblyOp<'_>>
 }
 
 /// The four datagram keys of reassembly fragments (differing in id, protocol and source).
-pub const REASSEMBLY_KEYS: [lidarxdp::reassembly::FragmentKey; 4] = {
-    use lidarxdp::reassembly::FragmentKey;
+pub const REASSEMBLY_KEYS: [lidarxdp_core::reassembly::FragmentKey; 4] = {
+    use lidarxdp_core::reassembly::FragmentKey;
     let k = FragmentKey {
         src_ip: [192, 168, 1, 201],
         dst_ip: [192, 168, 1, 100],

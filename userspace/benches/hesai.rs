@@ -12,7 +12,7 @@ use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/hesai/");
 

@@ -15,9 +15,9 @@ use common::ThreadCpu;
 use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::sensor::ouster::OusterStream;
-use lidarxdp::sensor::ouster::metadata::OusterMetadata;
-use lidarxdp::sensor::{PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
+use lidarxdp_core::sensor::ouster::OusterStream;
+use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
+use lidarxdp_core::sensor::{PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
 
 mod common;
 

@@ -13,11 +13,11 @@ use std::path::Path;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::sensor::robosense::{
+use lidarxdp_core::sensor::robosense::{
     self, AngleTable, BLOCK_LEN, DecoderSettings, HEADER_LEN, MSOP_MAGIC_V1, MsopPacket,
     PACKET_LEN, RobosenseDecoder,
 };
-use lidarxdp::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -28,12 +28,14 @@ use common::ThreadCpu;
 use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::sensor::calibration::VelodyneCalibration;
-use lidarxdp::sensor::velodyne::VelodyneStream;
-use lidarxdp::sensor::velodyne::multi::{self, MultiDecoder};
-use lidarxdp::sensor::velodyne::{self, DecoderSettings, Vlp16Decoder};
-use lidarxdp::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::sensor::calibration::VelodyneCalibration;
+use lidarxdp_core::sensor::velodyne::VelodyneStream;
+use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
+use lidarxdp_core::sensor::velodyne::{self, DecoderSettings, Vlp16Decoder};
+use lidarxdp_core::sensor::{
+    DecodeFlavor, PipelineOptions, SensorConfig, SensorModel, VendorDecoder,
+};
 
 mod common;
 

@@ -17,13 +17,13 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::protocol::{
+use lidarxdp::replay::{CapturedDatagram, read_udp_datagrams};
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::protocol::{
     FieldSet, Hello, SensorEntry as WireSensor, Subscribe, encode_error, encode_frame_header,
     encode_frame_header_fields, encode_hello, encode_subscribe, encode_subscribed, error_code,
 };
-use lidarxdp::replay::{CapturedDatagram, read_udp_datagrams};
-use lidarxdp::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
 use shared::{
     HESAI, OPT_A, OPT_B, OPT_C, OUSTER, ProtocolMode, REASSEMBLY_KEYS, ROBOSENSE, ReassemblyOp,
     SensorEntry, VELODYNE, data_dir, put_record,
@@ -398,7 +398,7 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
         },
         Subscribe {
             sensors: Vec::new(),
-            fields: lidarxdp::point::POINT_FIELDS
+            fields: lidarxdp_core::point::POINT_FIELDS
                 .iter()
                 .map(|f| f.name.into())
                 .collect(),

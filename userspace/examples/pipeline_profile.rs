@@ -9,9 +9,9 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
 

@@ -1,34 +1,25 @@
-//! lidarxdp: a kernel-bypass LiDAR packet service.
+//! lidarxdp: the kernel-bypass LiDAR packet daemon and its CLI.
 //!
-//! Layers, bottom-up (see `docs/architecture.md`):
-//! - [`point`], [`frame`]: the published data types;
-//! - [`sensor`]: sans-IO decoders, bytes in, points out;
-//! - [`scan`]: scan (frame) assembly — cut angle, timeouts;
-//! - [`net`]: sans-IO Ethernet/IPv4/UDP header parsing of received frames;
+//! The decoding itself is sans-IO and lives in `lidarxdp-core` (points, frames, wire parsing,
+//! reassembly, decoders, scan assembly, the protocol codec); the subscriber side lives in
+//! `lidarxdp-client`. This crate holds what touches the system (see `docs/architecture.md`):
 //! - [`xsk`]: AF_XDP socket, UMEM and rings (libc + memmap2);
 //! - [`loader`]: loading and attaching the XDP program (aya);
-//! - [`capture`]: the decoder thread per (interface, queue);
-//! - [`protocol`], [`publish`], [`client`]: the TCP wire format, publisher and subscriber;
-//! - [`replay`], [`offline`]: sending and decoding pcaps;
-//! - [`privs`]: dropping capabilities once the daemon is set up.
-//! - [`metrics`]: Prometheus text rendering of the counters.
+//! - [`capture`]: the decoder thread per (interface, queue), and the socket baselines;
+//! - [`publish`]: the TCP publisher (io_uring);
+//! - [`replay`], [`offline`]: sending and decoding pcap files;
+//! - [`privs`]: dropping capabilities once the daemon is set up;
+//! - [`metrics`]: Prometheus text rendering of the counters;
+//! - [`record`]: recording received frames as ROS 2 PointCloud2 in MCAP.
 #![warn(missing_docs)]
 
 pub mod capture;
-pub mod client;
-pub mod frame;
 pub mod loader;
 pub mod metrics;
-pub mod net;
 pub mod offline;
-pub mod pcd;
-pub mod point;
 pub mod privs;
-pub mod protocol;
 pub mod publish;
-pub mod reassembly;
+pub mod record;
 pub mod replay;
-pub mod scan;
-pub mod sensor;
 pub mod sockopt;
 pub mod xsk;

@@ -9,10 +9,8 @@
 //! per sensor `sensor` (id) and `model`. XDP program and publisher counters are daemon-wide.
 use std::fmt::Write;
 
-use crate::{
-    loader::ProgramCounters, publish::PublisherCounters, reassembly::ReassemblyCounters,
-    xsk::XdpStatistics,
-};
+use crate::{loader::ProgramCounters, publish::PublisherCounters, xsk::XdpStatistics};
+use lidarxdp_core::reassembly::ReassemblyCounters;
 
 /// The capture thread's own counters (see [`crate::capture::CaptureCounters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 //! stamps, either byte order) or a pcapng file (any number of sections and interfaces, each
 //! with its own link type and time-stamp resolution `if_tsresol` / offset `if_tsoffset`),
 //! read with the `pcap-file` crate. Every record goes through the project's one frame parser,
-//! [`crate::net`], with [`TotalLength::CutAtCapture`]; IPv4 fragments are put back together by
-//! [`crate::reassembly::Reassembler`] with the record times as its clock (1 s timeout) and the
+//! [`lidarxdp_core::net`], with [`TotalLength::CutAtCapture`]; IPv4 fragments are put back together by
+//! [`lidarxdp_core::reassembly::Reassembler`] with the record times as its clock (1 s timeout) and the
 //! datagram is yielded at the position of its last fragment.
 //!
 //! Link types: Ethernet (with up to two 802.1Q / 802.1ad tags), Linux cooked capture v1 and v2
@@ -28,10 +28,12 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 
-use crate::frame::Frame;
-use crate::net::{self, LinkType, NetError, TotalLength};
-use crate::reassembly::{Fragment, Reassembler, ReassemblyConfig};
-use crate::sensor::{ConfigError, DecodeCounters, PipelineOptions, ScanPipeline, SensorConfig};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::net::{self, LinkType, NetError, TotalLength};
+use lidarxdp_core::reassembly::{Fragment, Reassembler, ReassemblyConfig};
+use lidarxdp_core::sensor::{
+    ConfigError, DecodeCounters, PipelineOptions, ScanPipeline, SensorConfig,
+};
 
 /// Errors of offline reading and decoding.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@
 //! kernel, never refused: see [`allow_fragmentation`].
 //!
 //! Captures are read with [`crate::offline::CaptureReader`], the same reader and frame parser
-//! ([`crate::net`]) as `decode`: classic pcap and pcapng; Ethernet (VLAN tags), Linux cooked
+//! ([`lidarxdp_core::net`]) as `decode`: classic pcap and pcapng; Ethernet (VLAN tags), Linux cooked
 //! (SLL, SLL2) and raw-IP link types; IPv4 fragments (captures of Ouster sensors recorded on a
 //! 1500-byte MTU link) reassembled and sent as whole datagrams, timed at their last fragment.
 //! Records that yield no datagram are counted as skipped.

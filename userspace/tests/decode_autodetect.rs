@@ -1,8 +1,8 @@
-//! Model auto-detection (`lidarxdp::sensor::detect_model`, `lidarxdp decode` without
+//! Model auto-detection (`lidarxdp_core::sensor::detect_model`, `lidarxdp decode` without
 //! `--sensor`) on every real capture: the packets that name their model give the right one,
 //! those that cannot (Ouster, RoboSense) give none, and the VLP-16 capture whose product byte
 //! says HDL-32E is identified as HDL-32E (so the configured model must win there).
-use lidarxdp::sensor::{SensorModel, detect_model};
+use lidarxdp_core::sensor::{SensorModel, detect_model};
 
 fn data(rel: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -19,10 +19,10 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::pcd::read_points;
-use lidarxdp::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_client::pcd::read_points;
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/hesai/");
 

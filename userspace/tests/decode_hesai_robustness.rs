@@ -1,5 +1,5 @@
 //! Hesai decoders on synthetic packets built from the documented layouts
-//! (`lidarxdp::sensor::hesai::layout`): exact point values for models without a capture
+//! (`lidarxdp_core::sensor::hesai::layout`): exact point values for models without a capture
 //! (PandarXT16, Pandar128E4X/OT128), and the field faults of issue 3, each with its value.
 //!
 //! Calibration CSVs are generated into the temp directory (no data is copied into the repo).
@@ -8,12 +8,14 @@ mod tmpfile;
 
 use std::path::PathBuf;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::point::ReturnType;
-use lidarxdp::sensor::hesai::layout::{self, HeaderKind, Layout};
-use lidarxdp::sensor::hesai::packet::{self, PacketError, Rejection, crc32_mpeg2, return_mode};
-use lidarxdp::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::point::ReturnType;
+use lidarxdp_core::sensor::hesai::layout::{self, HeaderKind, Layout};
+use lidarxdp_core::sensor::hesai::packet::{
+    self, PacketError, Rejection, crc32_mpeg2, return_mode,
+};
+use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
 
 /// 2024-01-02 03:04:05 UTC, s.
 const DATE_S: u64 = 1_704_164_645;

@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use lidarxdp::frame::{Frame, FrameClock};
 use lidarxdp::offline::{
     CaptureReader, DatagramFilter, DecodeOptions, OfflineError, SkipCounts, UdpDatagram,
     decode_pcap, decode_pcap_each, udp_payloads,
 };
-use lidarxdp::sensor::{ScanPipeline, SensorConfig, SensorModel, Stamp};
+use lidarxdp_core::frame::{Frame, FrameClock};
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel, Stamp};
 use pcap_file::DataLink;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::PcapNgWriter;
@@ -951,4 +951,35 @@ fn oversized_calibration_files_are_refused() {
             .to_string();
         assert!(e.contains(&fifo.0.display().to_string()), "{model}: {e}");
     }
+}
+
+/// A pipeline cloned mid-frame decodes the rest of the capture exactly like the original.
+#[test]
+fn clone_decodes_like_the_original() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/data/velodyne/vlp16/vlp16_strongest_84pkt.pcap"
+    );
+    let (datagrams, _) = lidarxdp::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
+    let mut a = ScanPipeline::new(&vlp16_cfg()).unwrap();
+    let (half, rest) = datagrams.split_at(datagrams.len() / 2);
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    for (i, d) in half.iter().enumerate() {
+        a.push(&d.payload, i as u64 * 1_000_000, &mut fa);
+    }
+    // A copy taken mid-frame carries the frame in progress and the counters.
+    let mut b = a.clone();
+    assert_eq!(b.counters(), a.counters());
+    fb.clone_from(&fa);
+    for (i, d) in rest.iter().enumerate() {
+        let t = (half.len() + i) as u64 * 1_000_000;
+        a.push(&d.payload, t, &mut fa);
+        b.push(&d.payload, t, &mut fb);
+    }
+    a.flush(&mut fa);
+    b.flush(&mut fb);
+    assert_eq!(a.counters(), b.counters());
+    assert_eq!(a.counters().packets, 84);
+    assert!(a.counters().frames >= 1);
+    assert_eq!(fa, fb);
 }

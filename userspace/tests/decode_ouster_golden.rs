@@ -21,11 +21,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::{UdpDatagram, udp_payloads};
-use lidarxdp::sensor::ouster::metadata::OusterMetadata;
-use lidarxdp::sensor::ouster::packet::{ChanField, Packet, field_spec};
-use lidarxdp::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
+use lidarxdp_core::sensor::ouster::packet::{ChanField, Packet, field_spec};
+use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
 
@@ -289,7 +289,7 @@ fn check_points(c: &Capture, im: &Images, dual: bool) -> Frame {
 type Sample = (usize, usize, f64, f64, f64);
 
 fn check_xyz(c: &Capture, fr: &Frame, samples: &[Sample], sum: [f64; 3]) {
-    let lut = lidarxdp::sensor::ouster::lut::XyzLut::new(&c.meta);
+    let lut = lidarxdp_core::sensor::ouster::lut::XyzLut::new(&c.meta);
     let start = fr.header.start_ns;
     // Column of every point from its time stamp.
     let f = c.meta.format;
@@ -428,7 +428,7 @@ fn os1_64_legacy_fw1_three_partial_and_complete_frames() {
     for (a, s) in acc.iter().zip(sdk) {
         assert!((a - s).abs() < 0.05, "sum {a} vs {s}");
     }
-    let lut = lidarxdp::sensor::ouster::lut::XyzLut::new(&c.meta);
+    let lut = lidarxdp_core::sensor::ouster::lut::XyzLut::new(&c.meta);
     for (row, col, x, y, z) in [
         (4, 765, -0.351156, -9.666999, 2.561567),
         (43, 744, 1.296346, -6.364506, -0.636408),

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::sensor::ouster::OusterStream;
-use lidarxdp::sensor::ouster::metadata::OusterMetadata;
-use lidarxdp::sensor::{PipelineOptions, Rejection, SensorConfig, SensorModel, VendorDecoder};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::ouster::OusterStream;
+use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
+use lidarxdp_core::sensor::{PipelineOptions, Rejection, SensorConfig, SensorModel, VendorDecoder};
 use proptest::prelude::*;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
@@ -26,7 +26,7 @@ fn metas() -> Vec<OusterMetadata> {
         .map(|c| OusterMetadata::from_file(Path::new(&format!("{DIR}{c}.json"))).unwrap())
         .collect();
     let mut five = v[2].clone();
-    five.format.profile = lidarxdp::sensor::ouster::packet::Profile::FiveWordPixel;
+    five.format.profile = lidarxdp_core::sensor::ouster::packet::Profile::FiveWordPixel;
     v.push(five);
     v
 }

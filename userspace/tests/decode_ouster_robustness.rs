@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::sensor::ouster::OusterStream;
-use lidarxdp::sensor::ouster::metadata::OusterMetadata;
-use lidarxdp::sensor::{
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::ouster::OusterStream;
+use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
+use lidarxdp_core::sensor::{
     ConfigError, PipelineOptions, Rejection, ReturnMode, ScanPipeline, SensorConfig, SensorModel,
     VendorDecoder,
 };
@@ -195,7 +195,7 @@ fn reordered_packets_give_the_same_points_in_time_order() {
     assert_eq!(f.points.len(), good[0].points.len());
     let mut a = f.points.clone();
     let mut b = good[0].points.clone();
-    let key = |p: &lidarxdp::point::PointXYZIRCAEDT| (p.time_stamp, p.channel, p.return_type);
+    let key = |p: &lidarxdp_core::point::PointXYZIRCAEDT| (p.time_stamp, p.channel, p.return_type);
     a.sort_by_key(key);
     b.sort_by_key(key);
     assert_eq!(a, b);
@@ -397,10 +397,15 @@ fn n_outside_default(clean: &[(Vec<u8>, u64)]) -> usize {
     let meta = OusterMetadata::from_file(Path::new(&format!("{OS2}.json"))).unwrap();
     let mut n = 0;
     for (d, _) in clean {
-        let p = lidarxdp::sensor::ouster::packet::Packet::new_checked(&d[..], meta.format).unwrap();
+        let p = lidarxdp_core::sensor::ouster::packet::Packet::new_checked(&d[..], meta.format)
+            .unwrap();
         for col in 0..16 {
             for row in 0..128 {
-                let r = p.field(lidarxdp::sensor::ouster::packet::ChanField::Range, col, row);
+                let r = p.field(
+                    lidarxdp_core::sensor::ouster::packet::ChanField::Range,
+                    col,
+                    row,
+                );
                 let d = r as f32 / 1000.0;
                 if r != 0 && (d <= 0.3 || d >= 300.0) {
                     n += 1;

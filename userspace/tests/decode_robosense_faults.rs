@@ -5,11 +5,11 @@
 
 use std::path::PathBuf;
 
-use lidarxdp::frame::Frame;
-use lidarxdp::sensor::robosense::{
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::robosense::{
     BLOCK_LEN, DIFOP_MAGIC, HEADER_LEN, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, PACKET_LEN,
 };
-use lidarxdp::sensor::{DecodeCounters, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{DecodeCounters, ScanPipeline, SensorConfig, SensorModel};
 
 const PACKET_US: u64 = 666; // 666.24 µs, rounded to the clock's µs
 const STEP: u32 = 40;
@@ -265,7 +265,7 @@ fn host_silence_closes_the_frame() {
 #[test]
 fn field_of_view_wraps_through_zero() {
     let cfg = SensorConfig::new(1, SensorModel::Rs32, csv());
-    let opts = lidarxdp::sensor::PipelineOptions {
+    let opts = lidarxdp_core::sensor::PipelineOptions {
         fov_deg: Some((350.0, 10.0)),
         ..Default::default()
     };
@@ -336,7 +336,10 @@ fn dual_return_stream_has_no_duplicate_identical_returns() {
         }
         p.push(&b, host(k), &mut out);
     }
-    assert_eq!(p.return_mode(), Some(lidarxdp::sensor::ReturnMode::Dual));
+    assert_eq!(
+        p.return_mode(),
+        Some(lidarxdp_core::sensor::ReturnMode::Dual)
+    );
     assert_eq!(out.len(), 2);
     let f = &out[1];
     // Frame 1: 75 packets' worth of blocks (6 + 74·12 + 6), 16 + 8 points per block.

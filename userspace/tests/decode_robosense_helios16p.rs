@@ -24,11 +24,11 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::{decode_pcap_with_options, udp_payloads};
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::sensor::robosense::{self, AngleTable, DifopPacket, HeaderKind, MsopPacket};
-use lidarxdp::sensor::{PipelineOptions, ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::sensor::robosense::{self, AngleTable, DifopPacket, HeaderKind, MsopPacket};
+use lidarxdp_core::sensor::{PipelineOptions, ReturnMode, ScanPipeline, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

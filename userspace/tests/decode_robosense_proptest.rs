@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use lidarxdp::sensor::robosense::{
+use lidarxdp_core::sensor::robosense::{
     self, AngleTable, BLOCK_LEN, DIFOP_MAGIC, DecoderSettings, DifopPacket, HEADER_LEN, HeaderKind,
     MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, MsopPacket, PACKET_LEN, RobosenseDecoder,
 };
-use lidarxdp::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
 use proptest::prelude::*;
 
 const MODELS: [SensorModel; 5] = [

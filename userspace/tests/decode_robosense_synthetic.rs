@@ -8,13 +8,13 @@
 
 use std::path::PathBuf;
 
-use lidarxdp::point::ReturnType;
-use lidarxdp::sensor::robosense::{
+use lidarxdp_core::point::ReturnType;
+use lidarxdp_core::sensor::robosense::{
     self, AngleTable, BLOCK_LEN, DIFOP_MAGIC, DecodedPoint, DecoderSettings, DifopPacket,
     HEADER_LEN, HeaderKind, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, MsopPacket, PACKET_LEN,
     RobosenseDecoder,
 };
-use lidarxdp::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
 
 /// RS-16 rows in packet order: −15..−1° then 15..1° (RS-LiDAR-16 manual, laser table).
 const RS16_CSV: &str = "-15,0\n-13,0\n-11,0\n-9,0\n-7,0\n-5,0\n-3,0\n-1,0\n\

@@ -8,10 +8,12 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::{Frame, FrameClock};
 use lidarxdp::replay::read_udp_datagrams;
-use lidarxdp::scan::RESTART_AGREE;
-use lidarxdp::sensor::{DecodeCounters, PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::frame::{Frame, FrameClock};
+use lidarxdp_core::scan::RESTART_AGREE;
+use lidarxdp_core::sensor::{
+    DecodeCounters, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
+};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
 
@@ -295,8 +297,8 @@ fn p64() -> SensorConfig {
 }
 
 /// Offset of the 6-byte date in a Pandar64 packet (tail offset 16).
-const P64_DATE: usize = lidarxdp::sensor::hesai::layout::PANDAR64.tail_offset()
-    + lidarxdp::sensor::hesai::layout::PANDAR64.t_date;
+const P64_DATE: usize = lidarxdp_core::sensor::hesai::layout::PANDAR64.tail_offset()
+    + lidarxdp_core::sensor::hesai::layout::PANDAR64.t_date;
 
 #[test]
 fn hesai_dates_in_either_year_convention_and_as_unix_seconds() {

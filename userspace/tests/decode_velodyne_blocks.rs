@@ -12,13 +12,13 @@
 use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::sensor::calibration::VelodyneCalibration;
-use lidarxdp::sensor::velodyne::multi::{self, MultiDecoder};
-use lidarxdp::sensor::velodyne::{
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::sensor::calibration::VelodyneCalibration;
+use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
+use lidarxdp_core::sensor::velodyne::{
     self, BlockPoints, DecodedPoint, DecoderSettings, FovCdeg, Packet, Vlp16Decoder,
 };
-use lidarxdp::sensor::{DecodeFlavor, SensorModel};
+use lidarxdp_core::sensor::{DecodeFlavor, SensorModel};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 

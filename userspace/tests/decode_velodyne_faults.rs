@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
-use lidarxdp::frame::Frame;
-use lidarxdp::sensor::velodyne::VelodyneStream;
-use lidarxdp::sensor::{
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::velodyne::VelodyneStream;
+use lidarxdp_core::sensor::{
     DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel, VendorDecoder,
 };
 

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 
-use lidarxdp::sensor::{DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{
+    DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
+};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 

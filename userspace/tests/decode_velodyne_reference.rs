@@ -43,11 +43,11 @@
 use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::point::ReturnType;
-use lidarxdp::sensor::calibration::VelodyneCalibration;
-use lidarxdp::sensor::velodyne::multi::{self, MultiDecoder};
-use lidarxdp::sensor::velodyne::{DecodedPoint, DecoderSettings, Packet, Vlp16Decoder};
-use lidarxdp::sensor::{DecodeFlavor, ReturnMode, SensorModel};
+use lidarxdp_core::point::ReturnType;
+use lidarxdp_core::sensor::calibration::VelodyneCalibration;
+use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
+use lidarxdp_core::sensor::velodyne::{DecodedPoint, DecoderSettings, Packet, Vlp16Decoder};
+use lidarxdp_core::sensor::{DecodeFlavor, ReturnMode, SensorModel};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 const REF: &str = concat!(
@@ -308,7 +308,7 @@ fn default_rules_match_velodyne_decoder() {
             let advance = prev_az0.map_or(0.0, |a| span(a, az0));
             prev_az0 = Some(az0);
             let packet = match (&dec, model) {
-                (Dec::Vlp16(_), _) => lidarxdp::sensor::velodyne::classify(p).ok(),
+                (Dec::Vlp16(_), _) => lidarxdp_core::sensor::velodyne::classify(p).ok(),
                 (Dec::Multi(_), m) => multi::classify_model(m, p).ok(),
             };
             let packet: Packet<&[u8]> = packet.unwrap_or_else(|| panic!("{name}: packet {i}"));

@@ -17,13 +17,13 @@
 
 use std::path::{Path, PathBuf};
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::sensor::calibration::VelodyneCalibration;
-use lidarxdp::sensor::velodyne::multi::{self, MultiDecoder};
-use lidarxdp::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
-use lidarxdp::sensor::{
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::sensor::calibration::VelodyneCalibration;
+use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
+use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
+use lidarxdp_core::sensor::{
     ConfigError, DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
 };
 
@@ -466,7 +466,7 @@ fn vls128_dual_padding_blocks_are_ignored() {
 /// configured model.
 #[test]
 fn model_detection_uses_the_calibration_laser_count() {
-    use lidarxdp::sensor::velodyne::{calibration_laser_count, confirm_detected_model};
+    use lidarxdp_core::sensor::velodyne::{calibration_laser_count, confirm_detected_model};
     let vlp16 = data("vlp16/calibration/VLP16db.yaml");
     let vlp32 = data("vlp32c/calibration/VLP32_nebula.yaml");
     let vls = data("vls128/calibration/VLS128_nebula.yaml");
@@ -654,8 +654,8 @@ fn every_stream_classifies() {
 /// every shared capture decoded as its own model counts none.
 #[test]
 fn packet_rate_foreign_to_the_model_is_counted() {
-    use lidarxdp::sensor::VendorDecoder;
-    use lidarxdp::sensor::velodyne::VelodyneStream;
+    use lidarxdp_core::sensor::VendorDecoder;
+    use lidarxdp_core::sensor::velodyne::VelodyneStream;
     let count = |model: SensorModel, cal: &Path, payloads: &[(Vec<u8>, u64)]| {
         let cfg = SensorConfig::new(0, model, cal);
         let mut s = VelodyneStream::new(&cfg, PipelineOptions::default()).unwrap();

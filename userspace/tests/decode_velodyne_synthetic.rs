@@ -4,11 +4,11 @@
 //! Expected values were computed independently in f64 (Python) from the formulas; the
 //! decoder works in f32, hence the 1e-5 m tolerance on coordinates.
 
-use lidarxdp::point::ReturnType;
-use lidarxdp::sensor::calibration::VelodyneCalibration;
-use lidarxdp::sensor::velodyne::multi::{self, MultiDecoder};
-use lidarxdp::sensor::velodyne::{DecodedPoint, DecoderSettings, PacketError};
-use lidarxdp::sensor::{DecodeFlavor, ReturnMode, SensorModel};
+use lidarxdp_core::point::ReturnType;
+use lidarxdp_core::sensor::calibration::VelodyneCalibration;
+use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
+use lidarxdp_core::sensor::velodyne::{DecodedPoint, DecoderSettings, PacketError};
+use lidarxdp_core::sensor::{DecodeFlavor, ReturnMode, SensorModel};
 
 /// A 1206-byte packet: block flags `FF flag[b]`, azimuths `az[b]`, distances `dist(b, slot)`,
 /// reflectivity 100, timestamp 1,000,000 µs, return-mode byte `mode`, product id `pid`.

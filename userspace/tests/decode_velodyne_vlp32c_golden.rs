@@ -12,10 +12,10 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::decode_pcap_with_options;
-use lidarxdp::pcd::read_points;
-use lidarxdp::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_client::pcd::read_points;
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -8,10 +8,10 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::decode_pcap_with_options;
-use lidarxdp::pcd::read_points;
-use lidarxdp::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_client::pcd::read_points;
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -85,8 +85,8 @@ fn second_frame_matches_nebula_ground_truth() {
 }
 
 fn max_error(
-    ours: &[lidarxdp::point::PointXYZIRCAEDT],
-    gt: &[lidarxdp::point::PointXYZIRCAEDT],
+    ours: &[lidarxdp_core::point::PointXYZIRCAEDT],
+    gt: &[lidarxdp_core::point::PointXYZIRCAEDT],
 ) -> f32 {
     let mut max_err = 0f32;
     for (i, (o, g)) in ours.iter().zip(gt).enumerate() {
@@ -118,16 +118,16 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
     assert_eq!(frames[1].points.len(), gt.len());
     assert!(max_error(&frames[1].points, &gt) < 1e-5);
     // The table says 7 mm; the decoder uses 4 mm.
-    let calib = lidarxdp::sensor::calibration::VelodyneCalibration::from_file(
+    let calib = lidarxdp_core::sensor::calibration::VelodyneCalibration::from_file(
         Path::new(&format!("{DIR}calibration/VLS128.yaml")),
         128,
     )
     .unwrap();
     assert_eq!(calib.distance_resolution_m, 0.007);
-    let d = lidarxdp::sensor::velodyne::multi::MultiDecoder::new(
+    let d = lidarxdp_core::sensor::velodyne::multi::MultiDecoder::new(
         SensorModel::Vls128,
         &calib,
-        lidarxdp::sensor::velodyne::DecoderSettings {
+        lidarxdp_core::sensor::velodyne::DecoderSettings {
             min_range_m: 0.3,
             max_range_m: 300.0,
             fov: None,
@@ -148,8 +148,8 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
 /// points of the second firing sequence (blocks 4-7) to 53.3 µs + group offset.
 #[test]
 fn firmware_timing_variant_from_packet_spacing() {
-    use lidarxdp::sensor::VendorDecoder;
-    use lidarxdp::sensor::velodyne::VelodyneStream;
+    use lidarxdp_core::sensor::VendorDecoder;
+    use lidarxdp_core::sensor::velodyne::VelodyneStream;
     let cfg = SensorConfig::new(
         0,
         SensorModel::Vls128,

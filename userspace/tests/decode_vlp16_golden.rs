@@ -27,13 +27,15 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::{decode_pcap, decode_pcap_with_options, udp_payloads};
-use lidarxdp::pcd::read_points;
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::sensor::calibration::VelodyneCalibration;
-use lidarxdp::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
-use lidarxdp::sensor::{DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_client::pcd::read_points;
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::sensor::calibration::VelodyneCalibration;
+use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
+use lidarxdp_core::sensor::{
+    DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
+};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -207,7 +209,7 @@ fn ground_truth_time_stamps() {
         let (block, slot) = (usize::from(d.block), usize::from(d.slot));
         // Ours: sensor clock, dual-return timing table.
         let ours = (us - first_us) * 1000
-            + velodyne::firing_offset_ns(lidarxdp::sensor::ReturnMode::Dual, block, slot);
+            + velodyne::firing_offset_ns(lidarxdp_core::sensor::ReturnMode::Dual, block, slot);
         assert_eq!(o.time_stamp, ours, "point {i}");
         // Nebula: offset inside the packet, single-return table, float then truncation.
         let neb_s = ((2 * block + slot / 16) as f32 * 55.296e-6f32

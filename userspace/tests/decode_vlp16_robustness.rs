@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::{UdpDatagram, udp_payloads};
-use lidarxdp::sensor::{DecodeCounters, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::{DecodeCounters, ScanPipeline, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

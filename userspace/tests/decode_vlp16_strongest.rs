@@ -18,8 +18,8 @@
 use std::path::Path;
 
 use lidarxdp::offline::decode_pcap;
-use lidarxdp::point::ReturnType;
-use lidarxdp::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::point::ReturnType;
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Daemon, NetnsPair, collect_frames, data, get, privileged};
-use lidarxdp::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const DUAL: &str = "velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap";
 const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";

@@ -21,7 +21,7 @@ use std::{
 };
 
 use common::{Daemon, NetnsPair, collect_frames, data, get, in_netns, privileged, wait};
-use lidarxdp::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const DUAL: &str = "velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap";
 const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
@@ -573,7 +573,7 @@ fn subscriber_vanishing_mid_write_harms_no_one_else() {
     );
 
     let third = in_netns(ns, || {
-        lidarxdp::client::Subscriber::connect_timeout(
+        lidarxdp_client::Subscriber::connect_timeout(
             &"127.0.0.1:7653".parse().unwrap(),
             Duration::from_secs(5),
         )

@@ -20,10 +20,10 @@ use std::{
 };
 
 use common::{Daemon, NetnsPair, data, get, in_netns, privileged};
-use lidarxdp::{
+use lidarxdp::replay::read_udp_datagrams;
+use lidarxdp_core::{
     net,
     reassembly::{Fragment, Reassembler, ReassemblyConfig},
-    replay::read_udp_datagrams,
 };
 
 const OS1_32: &str = "ouster/os1-32/OS-1-32-G_v2.1.1_1024x10.pcap";
@@ -216,8 +216,11 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     assert_eq!((s0("ignored"), s0("malformed")), (0, 0), "{stats}");
     // The frame the subscriber received equals offline decoding, point for point.
     let live = subscriber.join().unwrap();
-    let cfg =
-        lidarxdp::sensor::SensorConfig::new(0, lidarxdp::sensor::SensorModel::Ouster, data(CALIB));
+    let cfg = lidarxdp_core::sensor::SensorConfig::new(
+        0,
+        lidarxdp_core::sensor::SensorModel::Ouster,
+        data(CALIB),
+    );
     let (offline, _) = lidarxdp::offline::decode_pcap(&data(OS1_32), &cfg, Some(PORT)).unwrap();
     assert_eq!(offline.len(), 1, "the capture holds one frame");
     assert_eq!(live.len(), offline.len(), "frames received");

@@ -6,12 +6,12 @@ mod common;
 use std::time::Duration;
 
 use common::{Daemon, NetnsPair, collect_frames, data, get, privileged};
-use lidarxdp::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const DUAL: &str = "velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap";
 const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
 
-fn offline(calibration: &std::path::Path) -> Vec<lidarxdp::frame::Frame> {
+fn offline(calibration: &std::path::Path) -> Vec<lidarxdp_core::frame::Frame> {
     let cfg = SensorConfig::new(0, SensorModel::Vlp16, calibration);
     lidarxdp::offline::decode_pcap(&data(DUAL), &cfg, Some(2368))
         .unwrap()

@@ -10,7 +10,7 @@ use std::{
 use common::{
     Daemon, NetnsPair, collect_frames, data, get, in_netns, privileged, wait, xdp_attached,
 };
-use lidarxdp::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const DUAL: &str = "velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap";
 const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";

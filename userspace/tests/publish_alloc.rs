@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::client::Subscriber;
 use lidarxdp::offline::udp_payloads;
 use lidarxdp::publish::{Publisher, PublisherConfig};
-use lidarxdp::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_client::Subscriber;
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
 
 struct Counting;
 
@@ -98,7 +98,7 @@ fn check(model: SensorModel, pcap: &str, calib: &str) {
         .map(|d| d.unwrap().payload)
         .collect();
     let sender = publisher.frame_sender();
-    let _pool = lidarxdp::scan::install_buffer_source(sender.buffer_source());
+    let _pool = lidarxdp_core::scan::install_buffer_source(sender.buffer_source());
     let cfg = SensorConfig::new(0, model, std::path::Path::new(DATA).join(calib));
     let mut p = ScanPipeline::new(&cfg).unwrap();
     let mut out = Vec::with_capacity(8);

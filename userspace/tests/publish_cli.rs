@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::protocol::SensorEntry;
 use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::protocol::SensorEntry;
 
 fn frame(sensor: u16, seq: u64) -> Frame {
     Frame {

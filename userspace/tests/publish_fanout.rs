@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::client::Subscriber;
-use lidarxdp::frame::Frame;
 use lidarxdp::offline::udp_payloads;
-use lidarxdp::protocol::{self, SensorEntry};
 use lidarxdp::publish::{MAX_BATCH, Publisher, PublisherConfig};
-use lidarxdp::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_client::Subscriber;
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::protocol::{self, SensorEntry};
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
 
 const PCAP: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -148,7 +148,7 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     let sender = publisher.frame_sender();
     let exp2 = expected.clone();
     let decoder = std::thread::spawn(move || {
-        let _pool = lidarxdp::scan::install_buffer_source(sender.buffer_source());
+        let _pool = lidarxdp_core::scan::install_buffer_source(sender.buffer_source());
         let mut p = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, CALIB)).unwrap();
         let mut out = Vec::new();
         let mut blocked = 0i64;

@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::client::{ClientError, Subscriber};
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::protocol::{self, Message, Parsed, SensorEntry, Subscribe, error_code};
 use lidarxdp::publish::{Publisher, PublisherConfig, PublisherHandle};
+use lidarxdp_client::{ClientError, Subscriber};
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::protocol::{self, Message, Parsed, SensorEntry, Subscribe, error_code};
 
 /// Keeps every warning logged by the publisher.
 struct Capture(Mutex<Vec<String>>);

@@ -8,11 +8,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::client::Subscriber;
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::protocol::{self, FRAME_HEADER_LEN};
 use lidarxdp::publish::{Publisher, PublisherConfig, PublisherHandle};
+use lidarxdp_client::Subscriber;
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::protocol::{self, FRAME_HEADER_LEN};
 
 fn header(seq: u64, n: usize) -> FrameHeader {
     FrameHeader {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::client::Subscriber;
-use lidarxdp::client::record::{McapRecorder, POINTCLOUD2_SCHEMA};
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::point::PointXYZIRCAEDT;
-use lidarxdp::protocol::{SensorEntry, Subscribe};
 use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::record::{McapRecorder, POINTCLOUD2_SCHEMA};
+use lidarxdp_client::Subscriber;
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::protocol::{SensorEntry, Subscribe};
 
 /// Minimal little-endian CDR reader for the checks below.
 struct Rd<'a>(&'a [u8], usize);

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::client::Subscriber;
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::point::PointXYZIRCAEDT;
 use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp_client::Subscriber;
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::PointXYZIRCAEDT;
 
 fn frame(seq: u64, n: usize) -> Frame {
     Frame {

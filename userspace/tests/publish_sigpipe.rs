@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use lidarxdp::frame::{Frame, FrameHeader};
-use lidarxdp::point::PointXYZIRCAEDT;
 use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::PointXYZIRCAEDT;
 
 #[test]
 fn peer_reset_mid_frame_is_a_disconnect_not_sigpipe() {

@@ -4,10 +4,10 @@
 //! parsed with `net::parse_ipv4` and reassembled; every datagram must come back byte-for-byte.
 //! (The privileged `e2e_fragments` test does the same with fragments made by the kernel.)
 
-use lidarxdp::{
+use lidarxdp::replay::read_udp_datagrams;
+use lidarxdp_core::{
     net::{self, NetError},
     reassembly::{Fragment, Reassembler, ReassemblyConfig, ReassemblyCounters},
-    replay::read_udp_datagrams,
 };
 
 const OS1_32: &str = concat!(

@@ -19,11 +19,11 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use lidarxdp::net::parse_udp_ipv4;
 use lidarxdp::xsk::{
     BindMode, BoundMode, HugePages, UmemConfig, XdpStatistics, XskConfig, XskError, XskSocket,
     huge_pages_for, reserve_hugepages,
 };
+use lidarxdp_core::net::parse_udp_ipv4;
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

@@ -1,8 +1,8 @@
 //! The decoder thread: one per (interface, queue), and the capture backends that feed it.
 //!
 //! The thread takes packets in bursts from a [`PacketSource`], strips the Ethernet/IPv4/UDP
-//! headers ([`crate::net`]) where the backend delivers whole frames, reassembles IPv4 fragments
-//! ([`crate::reassembly`]; Ouster datagrams exceed a 1500-byte MTU), hands each sensor payload
+//! headers ([`lidarxdp_core::net`]) where the backend delivers whole frames, reassembles IPv4 fragments
+//! ([`lidarxdp_core::reassembly`]; Ouster datagrams exceed a 1500-byte MTU), hands each sensor payload
 //! to that sensor's [`ScanPipeline`] and pushes finished frames to the publisher through a
 //! bounded lock-free queue ([`FrameSender`]). It takes no lock and never blocks on a
 //! subscriber. When the source is empty it waits in the source's [`PacketSource::wait`] with a
@@ -29,12 +29,14 @@ use std::{
 };
 
 use crate::{
+    publish::FrameSender,
+    xsk::{XdpStatistics, XskCountersSnapshot},
+};
+use lidarxdp_core::{
     frame::Frame,
     net::{self, NetError, UdpDatagram},
-    publish::FrameSender,
     reassembly::{Fragment, Reassembler, ReassemblyConfig, ReassemblyCounters},
     sensor::{DecodeCounters, ScanPipeline},
-    xsk::{XdpStatistics, XskCountersSnapshot},
 };
 
 mod recvmmsg;
@@ -71,7 +73,7 @@ pub struct SensorSlot {
     /// The return mode the configuration expects, or `None`. The first time the packets'
     /// own return mode is known and differs, a warning is logged (decoding follows the
     /// packets).
-    pub expect_return_mode: Option<crate::sensor::ReturnMode>,
+    pub expect_return_mode: Option<lidarxdp_core::sensor::ReturnMode>,
 }
 
 /// Counters of one capture thread, readable from any thread (relaxed atomics written only by
@@ -401,9 +403,9 @@ pub struct Reload {
 /// Limits of the capture thread's IPv4 reassembler: the defaults (16 datagrams in flight, up
 /// to 65,515-byte payloads, 1 s timeout), about 1 MiB allocated once when the thread starts.
 pub const REASSEMBLY: ReassemblyConfig = ReassemblyConfig {
-    max_datagrams: crate::reassembly::DEFAULT_MAX_DATAGRAMS,
-    max_payload_len: crate::reassembly::MAX_PAYLOAD_LEN,
-    timeout_ns: crate::reassembly::DEFAULT_TIMEOUT_NS,
+    max_datagrams: lidarxdp_core::reassembly::DEFAULT_MAX_DATAGRAMS,
+    max_payload_len: lidarxdp_core::reassembly::MAX_PAYLOAD_LEN,
+    timeout_ns: lidarxdp_core::reassembly::DEFAULT_TIMEOUT_NS,
 };
 
 /// CPUs a thread can be pinned to: `0..usable_cpus()` (the CPUs available to this process,
@@ -736,7 +738,7 @@ impl<S: PacketSource> CaptureWorker<S> {
     /// Errors: those of the source's receive and wait calls (e.g. `io_uring_setup`, `recvmmsg`).
     pub fn run(mut self) -> std::io::Result<CaptureExit> {
         // Frames' point buffers come from the publisher's pool (no allocation once warm).
-        let _buffers = crate::scan::install_buffer_source(self.sender.buffer_source());
+        let _buffers = lidarxdp_core::scan::install_buffer_source(self.sender.buffer_source());
         let mut local = Local::new(self.sensors.len());
         let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
@@ -926,9 +928,9 @@ mod tests {
     use super::{
         Local, SOURCE_SILENCE_NS, SensorSlot, dispatch, find_slot, one_source, take_over_if_idle,
     };
-    use crate::frame::Frame;
-    use crate::net::UdpDatagram;
-    use crate::sensor::{ScanPipeline, SensorConfig, SensorModel};
+    use lidarxdp_core::frame::Frame;
+    use lidarxdp_core::net::UdpDatagram;
+    use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
 
     #[test]
     fn a_second_source_on_a_sourceless_sensor_is_refused_and_counted_once_warned() {

@@ -14,7 +14,7 @@ use super::{
     BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, udp,
     wait::PollWaiter,
 };
-use crate::net::UdpDatagram;
+use lidarxdp_core::net::UdpDatagram;
 
 /// Messages per `recvmmsg` call (the capture thread's burst).
 const BATCH: usize = super::RX_BURST as usize;

@@ -25,7 +25,7 @@ use super::{
     BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, thread_cpu_ns,
     udp,
 };
-use crate::net::UdpDatagram;
+use lidarxdp_core::net::UdpDatagram;
 
 /// Packets the hand-off queue holds before the receive thread waits.
 pub const HANDOFF_CAPACITY: usize = 1024;

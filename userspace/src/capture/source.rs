@@ -4,7 +4,8 @@
 
 use std::{io, time::Duration};
 
-use crate::{capture::CaptureStats, net::UdpDatagram};
+use crate::capture::CaptureStats;
+use lidarxdp_core::net::UdpDatagram;
 
 /// How packets reach the decoder thread (`lidarxdp run --backend`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]

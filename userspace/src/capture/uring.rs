@@ -22,7 +22,7 @@ use std::{
 use io_uring::{IoUring, cqueue, opcode, types};
 
 use super::{BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, udp};
-use crate::net::UdpDatagram;
+use lidarxdp_core::net::UdpDatagram;
 
 /// Buffer group id of the provided buffer ring.
 const BGID: u16 = 0;

@@ -44,8 +44,8 @@ use anyhow::{Result, bail};
 use lidarxdp::{
     capture::{Backend, RcvBuf, StallSchedule},
     loader::AttachMode,
-    sensor::{MAX_RANGE_M, ReturnMode, SensorModel, Stamp},
 };
+use lidarxdp_core::sensor::{MAX_RANGE_M, ReturnMode, SensorModel, Stamp};
 use serde::{Deserialize, Serialize};
 
 /// One `[[sensors]]` table of the config file.

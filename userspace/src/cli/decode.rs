@@ -5,9 +5,9 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use lidarxdp::frame::{Frame, FrameClock};
 use lidarxdp::offline::{DecodeOptions, DecodeSummary};
-use lidarxdp::sensor::{SensorConfig, SensorModel, Stamp};
+use lidarxdp_core::frame::{Frame, FrameClock};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel, Stamp};
 
 /// `lidarxdp decode` arguments.
 #[derive(clap::Args)]
@@ -163,8 +163,10 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Some(m) => m,
         None => {
             // The calibration's laser count must agree with the product byte (Velodyne).
-            let (m, warning) =
-                lidarxdp::sensor::velodyne::confirm_detected_model(detect(&a)?, &a.calibration)?;
+            let (m, warning) = lidarxdp_core::sensor::velodyne::confirm_detected_model(
+                detect(&a)?,
+                &a.calibration,
+            )?;
             if let Some(w) = warning {
                 eprintln!("decode: warning: {w}");
             }
@@ -194,7 +196,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     let opts = DecodeOptions {
         port: a.port,
         source: a.source,
-        pipeline: lidarxdp::sensor::PipelineOptions {
+        pipeline: lidarxdp_core::sensor::PipelineOptions {
             fov_deg: a.fov,
             hesai_skip_crc: a.hesai_skip_crc,
             flavor: flavor(a.nebula_compat),
@@ -232,7 +234,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         }
         if let Some(dir) = &a.pcd {
             let path = dir.join(format!("{:06}.pcd", h.sequence));
-            lidarxdp::pcd::write_pcd(&path, &f.points).map_err(|e| {
+            lidarxdp_client::pcd::write_pcd(&path, &f.points).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("write {}: {e}", path.display()))
             })?;
         }
@@ -264,18 +266,18 @@ fn flag_names(msg: &str) -> String {
 }
 
 /// The Velodyne rules `--nebula-compat` (or config `nebula_compat`) selects.
-pub fn flavor(nebula_compat: bool) -> lidarxdp::sensor::DecodeFlavor {
+pub fn flavor(nebula_compat: bool) -> lidarxdp_core::sensor::DecodeFlavor {
     if nebula_compat {
-        lidarxdp::sensor::DecodeFlavor::Nebula
+        lidarxdp_core::sensor::DecodeFlavor::Nebula
     } else {
-        lidarxdp::sensor::DecodeFlavor::Manual
+        lidarxdp_core::sensor::DecodeFlavor::Manual
     }
 }
 
 /// Datagrams looked at by [`detect`].
 const DETECT_DATAGRAMS: usize = 200;
 
-/// The model most of the capture's first datagrams name ([`lidarxdp::sensor::detect_model`]).
+/// The model most of the capture's first datagrams name ([`lidarxdp_core::sensor::detect_model`]).
 fn detect(a: &DecodeArgs) -> Result<SensorModel> {
     let mut votes: Vec<(SensorModel, usize)> = Vec::new();
     let mut seen = 0usize;
@@ -286,7 +288,7 @@ fn detect(a: &DecodeArgs) -> Result<SensorModel> {
     for d in lidarxdp::offline::CaptureReader::open(a.path(), filter)? {
         let d = d?;
         seen += 1;
-        if let Some(m) = lidarxdp::sensor::detect_model(&d.payload) {
+        if let Some(m) = lidarxdp_core::sensor::detect_model(&d.payload) {
             match votes.iter_mut().find(|(v, _)| *v == m) {
                 Some((_, n)) => *n += 1,
                 None => votes.push((m, 1)),

@@ -31,9 +31,9 @@ use lidarxdp::{
     },
     loader::{AttachMode, ProgramCounters, XdpProgram},
     publish::{FrameSender, Publisher, PublisherConfig, PublisherCounters},
-    sensor::{ScanPipeline, SensorConfig, SensorModel, Stamp},
     xsk::{BindMode, UmemConfig, XskConfig, XskSocket},
 };
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel, Stamp};
 use serde::Deserialize;
 
 use super::config::{self, Inputs, Plan, SensorPlan, SensorSection};
@@ -350,7 +350,7 @@ fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
         stamp: s.stamp,
         ..SensorConfig::new(s.id, s.model, &s.calibration)
     };
-    let opts = lidarxdp::sensor::PipelineOptions {
+    let opts = lidarxdp_core::sensor::PipelineOptions {
         fov_deg: s.fov,
         hesai_skip_crc: s.hesai_skip_crc,
         flavor: super::decode::flavor(s.nebula_compat),
@@ -541,7 +541,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             queue_depth: plan.subscriber_queue,
             sensors: plan
                 .sensors()
-                .map(|s| lidarxdp::protocol::SensorEntry {
+                .map(|s| lidarxdp_core::protocol::SensorEntry {
                     id: s.id,
                     name: s.name.clone(),
                     model: s.model.name().to_owned(),
@@ -942,7 +942,7 @@ impl WorkerParts {
 /// reassembles them before the socket), every other family's packets fit in 2 KiB.
 fn max_datagram(model: SensorModel) -> usize {
     match model.family() {
-        lidarxdp::sensor::Family::Ouster => 65_507,
+        lidarxdp_core::sensor::Family::Ouster => 65_507,
         _ => 2048,
     }
 }
@@ -951,7 +951,7 @@ fn max_datagram(model: SensorModel) -> usize {
 /// (about 8 MiB and 32 MiB).
 fn uring_buffers(model: SensorModel) -> lidarxdp::capture::UringBuffers {
     match model.family() {
-        lidarxdp::sensor::Family::Ouster => lidarxdp::capture::UringBuffers { count: 512 },
+        lidarxdp_core::sensor::Family::Ouster => lidarxdp::capture::UringBuffers { count: 512 },
         _ => lidarxdp::capture::UringBuffers::default(),
     }
 }

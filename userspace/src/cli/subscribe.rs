@@ -6,8 +6,9 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use lidarxdp::client::{ReceivedFrame, Subscriber, record::McapRecorder};
-use lidarxdp::protocol::Subscribe;
+use lidarxdp::record::McapRecorder;
+use lidarxdp_client::{ReceivedFrame, Subscriber};
+use lidarxdp_core::protocol::Subscribe;
 
 /// `lidarxdp subscribe` arguments.
 #[derive(clap::Args)]
@@ -159,8 +160,8 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
                 h.packets_malformed,
                 h.frames_lost_before,
                 match h.clock {
-                    lidarxdp::frame::FrameClock::Sensor => "sensor",
-                    lidarxdp::frame::FrameClock::Host => "host",
+                    lidarxdp_core::frame::FrameClock::Sensor => "sensor",
+                    lidarxdp_core::frame::FrameClock::Host => "host",
                 }
             );
         }
@@ -169,7 +170,7 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
                 bail!("--pcd needs all point fields (drop --fields)");
             }
             let path = dir.join(format!("{}_{:06}.pcd", h.sensor_id, h.sequence));
-            lidarxdp::pcd::write_pcd(&path, frame.points())
+            lidarxdp_client::pcd::write_pcd(&path, frame.points())
                 .with_context(|| format!("write {}", path.display()))?;
         }
         if let Some(m) = mcap.as_mut() {

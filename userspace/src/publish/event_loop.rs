@@ -13,9 +13,9 @@ use crossbeam_queue::ArrayQueue;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
 use super::{BATCH_BYTES, MAX_BATCH, MAX_SNDBUF, PublisherConfig, Shared, add};
-use crate::frame::Frame;
-use crate::point::PointXYZIRCAEDT;
-use crate::protocol::{
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::protocol::{
     self, FieldSet, Hello, MAX_POINT_COUNT, Message, Parsed, ProtocolError, SensorEntry, Subscribe,
     error_code,
 };
@@ -893,7 +893,10 @@ impl Loop {
         let fields = match FieldSet::from_names(&req.fields) {
             Ok(f) => f,
             Err(name) => {
-                let valid: Vec<&str> = crate::point::POINT_FIELDS.iter().map(|f| f.name).collect();
+                let valid: Vec<&str> = lidarxdp_core::point::POINT_FIELDS
+                    .iter()
+                    .map(|f| f.name)
+                    .collect();
                 let reason = format!("unknown field '{name}'; valid: {}", valid.join(", "));
                 self.reject(slot, error_code::UNKNOWN_FIELD, &reason)?;
                 return Ok(false);

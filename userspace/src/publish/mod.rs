@@ -1,5 +1,5 @@
 //! TCP publisher: serves finished frames to any number of subscribers over the
-//! [`crate::protocol`] wire format without ever stalling packet ingest.
+//! [`lidarxdp_core::protocol`] wire format without ever stalling packet ingest.
 //!
 //! # Design
 //!
@@ -15,7 +15,7 @@
 //! - **Decoder side never blocks, never locks**: [`FrameSender::send`] is one `ArrayQueue::push`
 //!   plus one nonblocking `eventfd` write; a full queue drops the new frame and counts it.
 //!   [`FrameSender::buffer_source`] gives the capture thread the [`BufferPool`] its assemblers
-//!   take point buffers from ([`crate::scan::install_buffer_source`]).
+//!   take point buffers from ([`lidarxdp_core::scan::install_buffer_source`]).
 //! - **No per-subscriber copy**: each frame's header is encoded once; the header and the point
 //!   buffer are shared by all subscribers through one `Arc` and sent as iovecs. A subscriber
 //!   that chose a subset of the point fields gets a packed copy — **one per distinct field set
@@ -40,7 +40,7 @@
 //!   [`BufferPool`]. So memory is bounded by the pool cap plus, per subscriber,
 //!   `MAX_BATCH + queue_depth` shared frames.
 //! - **Handshake**: a subscriber that sends nothing gets all sensors and all fields. A
-//!   [`crate::protocol::Subscribe`] chooses sensors by name and fields by name; the server
+//!   [`lidarxdp_core::protocol::Subscribe`] chooses sensors by name and fields by name; the server
 //!   answers with a `subscribed` acknowledgement, after which every frame follows the new
 //!   choice. Anything else (garbage, a wrong version, an unknown sensor or field) is logged
 //!   with its reason, answered with an error message and the connection is closed.
@@ -63,9 +63,9 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use io_uring::IoUring;
 
-use crate::frame::Frame;
-use crate::point::PointXYZIRCAEDT;
-use crate::protocol::SensorEntry;
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::protocol::SensorEntry;
 
 /// Default listen address of the publisher.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
@@ -159,7 +159,7 @@ pub struct PublisherCounters {
     pub frames_dropped_queue_full: u64,
     /// Frames dropped by [`FrameSender`]s because the input queue was full.
     pub frames_dropped_input_full: u64,
-    /// Frames dropped because they have more than [`crate::protocol::MAX_POINT_COUNT`] points.
+    /// Frames dropped because they have more than [`lidarxdp_core::protocol::MAX_POINT_COUNT`] points.
     pub frames_dropped_too_large: u64,
     /// Packed copies made for subscribers that chose a subset of the fields (one per distinct
     /// field set per frame, never one per subscriber).
@@ -318,9 +318,9 @@ impl FrameSender {
         self.shared.pool.take()
     }
 
-    /// The pool as a [`crate::scan::BufferSource`], for
-    /// [`crate::scan::install_buffer_source`] on the decoder thread.
-    pub fn buffer_source(&self) -> Arc<dyn crate::scan::BufferSource> {
+    /// The pool as a [`lidarxdp_core::scan::BufferSource`], for
+    /// [`lidarxdp_core::scan::install_buffer_source`] on the decoder thread.
+    pub fn buffer_source(&self) -> Arc<dyn lidarxdp_core::scan::BufferSource> {
         self.shared.pool.clone()
     }
 

@@ -18,7 +18,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::point::PointXYZIRCAEDT;
+use lidarxdp_core::point::PointXYZIRCAEDT;
 
 /// Snapshot of a [`BufferPool`]'s counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -154,7 +154,7 @@ impl BufferPool {
     }
 }
 
-impl crate::scan::BufferSource for BufferPool {
+impl lidarxdp_core::scan::BufferSource for BufferPool {
     fn take_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>> {
         self.take()
     }

@@ -426,8 +426,8 @@ pub fn xdp_attached(ns: &str, iface: &str) -> bool {
 
 /// A received frame: header and points.
 pub type ReceivedFrame = (
-    lidarxdp::frame::FrameHeader,
-    Vec<lidarxdp::point::PointXYZIRCAEDT>,
+    lidarxdp_core::frame::FrameHeader,
+    Vec<lidarxdp_core::point::PointXYZIRCAEDT>,
 );
 
 /// Subscribes to the daemon at 127.0.0.1:`port` inside `ns` on a new thread and collects every
@@ -437,7 +437,7 @@ pub fn collect_frames(ns: &str, port: u16) -> std::thread::JoinHandle<Vec<Receiv
     std::thread::spawn(move || {
         in_netns(&ns, move || {
             let addr = format!("127.0.0.1:{port}").parse().unwrap();
-            let mut sub = lidarxdp::client::Subscriber::connect(addr).unwrap();
+            let mut sub = lidarxdp_client::Subscriber::connect(addr).unwrap();
             let mut frames = Vec::new();
             while let Some(f) = sub.next_frame().unwrap() {
                 frames.push((*f.header(), f.points().to_vec()));
@@ -449,7 +449,7 @@ pub fn collect_frames(ns: &str, port: u16) -> std::thread::JoinHandle<Vec<Receiv
 
 /// Asserts the frames a subscriber received equal offline decoding of the same capture: same
 /// count, and per frame the same sequence, packets received and points (bit for bit).
-pub fn assert_frames_equal(live: &[ReceivedFrame], offline: &[lidarxdp::frame::Frame]) {
+pub fn assert_frames_equal(live: &[ReceivedFrame], offline: &[lidarxdp_core::frame::Frame]) {
     assert_eq!(live.len(), offline.len(), "frame count");
     for (i, ((h, pts), off)) in live.iter().zip(offline).enumerate() {
         assert_eq!(h.sequence, off.header.sequence, "frame {i}");

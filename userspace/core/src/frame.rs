@@ -1,5 +1,6 @@
 //! A finished scan (frame): header plus points, the unit that crosses from the decoder
 //! thread to the publisher.
+#![forbid(unsafe_code)]
 
 use crate::point::PointXYZIRCAEDT;
 

@@ -27,10 +27,10 @@
 use std::io::{self, BufRead, Read, Write};
 use std::path::Path;
 
-use crate::frame::Frame;
+use lidarxdp_core::frame::Frame;
 #[cfg(not(target_endian = "little"))]
-use crate::point::POINT_SIZE;
-use crate::point::{POINT_FIELDS, PointXYZIRCAEDT};
+use lidarxdp_core::point::POINT_SIZE;
+use lidarxdp_core::point::{POINT_FIELDS, PointXYZIRCAEDT};
 
 /// PCD read errors.
 #[derive(Debug, thiserror::Error)]
@@ -266,7 +266,7 @@ mod tests {
 
     const GT: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/velodyne/vlp16/vlp16_dual_nebula_groundtruth_1673400472138016708.pcd"
+        "/../../../shared/data/velodyne/vlp16/vlp16_dual_nebula_groundtruth_1673400472138016708.pcd"
     );
 
     #[test]

@@ -277,11 +277,11 @@ mod tests {
 
     const DB: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+        "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
     );
     const NEB: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/velodyne/vlp16/calibration/VLP16_nebula.yaml"
+        "/../../../shared/data/velodyne/vlp16/calibration/VLP16_nebula.yaml"
     );
 
     #[test]

@@ -1466,7 +1466,7 @@ mod tests {
         let calib = VelodyneCalibration::from_file(
             std::path::Path::new(concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+                "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
             )),
             16,
         )
@@ -1771,7 +1771,7 @@ mod tests {
             SensorModel::Vlp16,
             concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+                "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
             ),
         )
     }

@@ -20,6 +20,7 @@
 //! or a sensor whose position packets claim 1234 bytes of IPv4 in 540, as in
 //! `vlp16_strongest_prodid0x21_with_position_pkts.pcap`); the payload is then cut at the
 //! record's end and the decoder sees (and counts) the short payload.
+#![forbid(unsafe_code)]
 
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;

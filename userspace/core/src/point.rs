@@ -4,6 +4,7 @@
 //! `sensor_msgs/PointCloud2` whose `fields` are [`POINT_FIELDS`] and `point_step` is 32.
 //! Source: Autoware `autoware_point_types` (`PointXYZIRCAEDT`), ROS `sensor_msgs/PointField`.
 //! Axes: x forward, y left, z up (ROS REP 103).
+#![forbid(unsafe_code)]
 
 use bytemuck::{Pod, Zeroable};
 

@@ -18,11 +18,10 @@
 //! fields) or [`Subscribe`] messages choosing sensors by name and point fields by name.
 //! All integers and floats are little-endian.
 //!
-//! This module is sans-IO except for [`FrameReader`], a blocking reader over any
-//! [`std::io::Read`]. [`parse_header`] never panics, whatever the input; every error names the
+//! This module is sans-IO: it encodes into and parses from byte slices. The blocking reader
+//! over a byte stream is `lidarxdp_client::FrameReader`. [`parse_header`] never panics, whatever the input; every error names the
 //! offending field and its valid range.
-
-use std::io::{self, Read};
+#![forbid(unsafe_code)]
 
 use thiserror::Error;
 
@@ -222,38 +221,6 @@ impl ProtocolError {
             _ => error_code::MALFORMED,
         }
     }
-}
-
-/// An error of the blocking [`FrameReader`] and the client.
-#[derive(Debug, Error)]
-pub enum ReadError {
-    /// The peer closed the connection cleanly between two messages.
-    #[error("connection closed by peer")]
-    Closed,
-    /// The stream ended inside a message.
-    #[error("connection closed inside the {part}: got {got} of {needed} bytes")]
-    Truncated {
-        /// `header` or `payload`.
-        part: &'static str,
-        /// Bytes received.
-        got: usize,
-        /// Bytes required.
-        needed: usize,
-    },
-    /// The bytes violate the protocol.
-    #[error(transparent)]
-    Protocol(#[from] ProtocolError),
-    /// The server reported an error (and closes the connection).
-    #[error("server error {code}: {reason}")]
-    Server {
-        /// [`error_code`] value.
-        code: u16,
-        /// Human-readable reason.
-        reason: String,
-    },
-    /// An I/O error (including read timeouts: `WouldBlock`/`TimedOut`).
-    #[error("i/o error: {0}")]
-    Io(#[from] io::Error),
 }
 
 /// One sensor as announced in a [`Hello`].
@@ -1162,167 +1129,6 @@ pub fn encode_error(code: u16, reason: &str, out: &mut Vec<u8>) {
     finish(out, start);
 }
 
-/// Blocking message reader over a byte stream (e.g. a `TcpStream`).
-///
-/// Reads each header with at most two `read_exact`-style loops and each payload directly into
-/// the caller's 32-byte-aligned buffer (no intermediate copy).
-#[derive(Debug)]
-pub struct FrameReader<R> {
-    inner: R,
-    buf: Vec<u8>,
-}
-
-impl<R: Read> FrameReader<R> {
-    /// Wraps a byte stream positioned at a message boundary.
-    pub fn new(inner: R) -> Self {
-        FrameReader {
-            inner,
-            buf: Vec::with_capacity(FRAME_HEADER_LEN),
-        }
-    }
-
-    /// The underlying stream.
-    pub fn get_ref(&self) -> &R {
-        &self.inner
-    }
-
-    /// The underlying stream, mutably (reading from it directly desynchronises the reader).
-    pub fn get_mut(&mut self) -> &mut R {
-        &mut self.inner
-    }
-
-    /// Unwraps the stream.
-    pub fn into_inner(self) -> R {
-        self.inner
-    }
-
-    /// Reads the next message. A frame's payload (any layout) is read into `storage` as raw
-    /// bytes: `storage` is resized to `ceil(payload_len / 32)` elements and the payload fills
-    /// its first `payload_len` bytes (for the full [`PointXYZIRCAEDT`] layout `storage` then
-    /// holds exactly the points). Other messages leave `storage` untouched.
-    ///
-    /// # Errors
-    /// [`ReadError::Closed`] at a clean end of stream between messages; `Truncated`,
-    /// `Protocol` or `Io` otherwise. After any error other than an `Io` timeout *before any
-    /// byte of the message was read*, the stream is out of sync and must be dropped.
-    pub fn read_message(
-        &mut self,
-        storage: &mut Vec<PointXYZIRCAEDT>,
-    ) -> Result<Message, ReadError> {
-        self.buf.clear();
-        let mut needed = PREFIX_LEN;
-        let (message, payload_len) = loop {
-            let have = self.buf.len();
-            self.buf.resize(needed, 0);
-            if let Err(e) = read_full(&mut self.inner, &mut self.buf[have..]) {
-                return Err(match e {
-                    Short(0) if have == 0 => ReadError::Closed,
-                    Short(got) => ReadError::Truncated {
-                        part: "header",
-                        got: have + got,
-                        needed,
-                    },
-                    Failed(e) => ReadError::Io(e),
-                });
-            }
-            match parse_header(&self.buf)? {
-                Parsed::Incomplete { needed: n } => needed = n,
-                Parsed::Complete {
-                    message,
-                    payload_len,
-                    ..
-                } => break (message, payload_len),
-            }
-        };
-        if let Message::Frame(_) = &message {
-            storage.clear();
-            storage.resize(payload_len.div_ceil(POINT_SIZE), PointXYZIRCAEDT::default());
-            let bytes: &mut [u8] = bytemuck::cast_slice_mut(storage.as_mut_slice());
-            if let Err(e) = read_full(&mut self.inner, &mut bytes[..payload_len]) {
-                return Err(match e {
-                    Short(got) => ReadError::Truncated {
-                        part: "payload",
-                        got,
-                        needed: payload_len,
-                    },
-                    Failed(e) => ReadError::Io(e),
-                });
-            }
-        }
-        Ok(message)
-    }
-
-    /// Reads the next message and requires it to be a hello.
-    ///
-    /// # Errors
-    /// As [`read_message`](Self::read_message); an error message from the server becomes
-    /// [`ReadError::Server`]; any other message [`ProtocolError::UnexpectedMessage`].
-    pub fn read_hello(&mut self) -> Result<Hello, ReadError> {
-        let mut none = Vec::new();
-        match self.read_message(&mut none)? {
-            Message::Hello(h) => Ok(h),
-            Message::Error(e) => Err(ReadError::Server {
-                code: e.code,
-                reason: e.reason,
-            }),
-            m => Err(ProtocolError::UnexpectedMessage {
-                expected: "hello",
-                found: m.kind(),
-            }
-            .into()),
-        }
-    }
-
-    /// Reads the next message and requires it to be a frame with the full
-    /// [`PointXYZIRCAEDT`] layout (points into `points`).
-    ///
-    /// # Errors
-    /// As [`read_hello`](Self::read_hello), plus [`ProtocolError::UnsupportedLayout`].
-    pub fn read_frame(
-        &mut self,
-        points: &mut Vec<PointXYZIRCAEDT>,
-    ) -> Result<FrameInfo, ReadError> {
-        match self.read_message(points)? {
-            Message::Frame(f) => {
-                f.check_layout()?;
-                Ok(f)
-            }
-            Message::Error(e) => Err(ReadError::Server {
-                code: e.code,
-                reason: e.reason,
-            }),
-            m => Err(ProtocolError::UnexpectedMessage {
-                expected: "frame",
-                found: m.kind(),
-            }
-            .into()),
-        }
-    }
-}
-
-enum FillError {
-    /// EOF after this many bytes.
-    Short(usize),
-    Failed(io::Error),
-}
-use FillError::{Failed, Short};
-
-fn read_full<R: Read>(r: &mut R, mut buf: &mut [u8]) -> Result<(), FillError> {
-    let mut got = 0;
-    while !buf.is_empty() {
-        match r.read(buf) {
-            Ok(0) => return Err(Short(got)),
-            Ok(n) => {
-                got += n;
-                buf = &mut buf[n..];
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Failed(e)),
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1427,22 +1233,6 @@ mod tests {
         assert_eq!(info.header, h);
         assert_eq!(info.point_count, 1000);
         info.check_layout().unwrap();
-
-        let mut stream = Vec::new();
-        encode_hello(&hello(), &mut stream);
-        assert_eq!(stream.len() % 8, 0);
-        stream.extend_from_slice(&bytes);
-        stream.extend_from_slice(&frame_bytes(&h, &[]));
-        let mut r = FrameReader::new(stream.as_slice());
-        assert_eq!(r.read_hello().unwrap(), hello());
-        let mut got = Vec::new();
-        let f = r.read_frame(&mut got).unwrap();
-        assert_eq!(f.header, h);
-        assert_eq!(got, pts);
-        let f = r.read_frame(&mut got).unwrap();
-        assert_eq!(f.point_count, 0);
-        assert!(got.is_empty());
-        assert!(matches!(r.read_message(&mut got), Err(ReadError::Closed)));
     }
 
     #[test]
@@ -1461,31 +1251,6 @@ mod tests {
                 matches!(parse_header(&hb[..n]), Ok(Parsed::Incomplete { .. })),
                 "hello prefix {n}"
             );
-        }
-    }
-
-    #[test]
-    fn truncated_stream_is_an_error() {
-        let bytes = frame_bytes(&sample_header(), &points(3));
-        for n in [1, 11, 12, 100, FRAME_HEADER_LEN - 1] {
-            let mut r = FrameReader::new(&bytes[..n]);
-            match r.read_message(&mut Vec::new()) {
-                Err(ReadError::Truncated {
-                    part: "header",
-                    got,
-                    ..
-                }) => assert_eq!(got, n),
-                other => panic!("{n}: {other:?}"),
-            }
-        }
-        let mut r = FrameReader::new(&bytes[..FRAME_HEADER_LEN + 40]);
-        match r.read_message(&mut Vec::new()) {
-            Err(ReadError::Truncated {
-                part: "payload",
-                got: 40,
-                needed: 96,
-            }) => {}
-            other => panic!("{other:?}"),
         }
     }
 
@@ -1610,14 +1375,6 @@ mod tests {
             with(69, &[0xff]),
             Err(ProtocolError::BadUtf8 { .. })
         ));
-        // Layout mismatch is detected by the reader, not the parser.
-        let mut v = good.clone();
-        v[69] = b'q';
-        let mut r = FrameReader::new(v.as_slice());
-        assert!(matches!(
-            r.read_frame(&mut Vec::new()),
-            Err(ReadError::Protocol(ProtocolError::UnsupportedLayout { .. }))
-        ));
     }
 
     fn example_frame() -> (FrameHeader, [PointXYZIRCAEDT; 2]) {
@@ -1664,7 +1421,7 @@ mod tests {
     /// hello, subscribe, subscribed, error, full frame, `x,y,z,intensity` frame.
     #[test]
     fn docs_examples_match_the_encoder() {
-        let doc = include_str!("../../docs/protocol.md");
+        let doc = include_str!("../../../docs/protocol.md");
         let mut dumps: Vec<Vec<u8>> = Vec::new();
         let mut in_block = false;
         for line in doc.lines() {
@@ -1839,7 +1596,6 @@ mod tests {
             }
             let cut = (rnd() as usize) % (v.len() + 1);
             let _ = parse_header(&v[..cut]);
-            let _ = FrameReader::new(&v[..cut]).read_message(&mut Vec::new());
         }
         for len in 0..300 {
             let v: Vec<u8> = (0..len).map(|_| rnd() as u8).collect();

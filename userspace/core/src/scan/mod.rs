@@ -77,6 +77,7 @@
 //! installs the publisher's LIFO pool, whose buffers come back when the last subscriber has sent
 //! the frame), else it is allocated, pre-sized from the previous frame. The azimuth side table is
 //! recycled inside the assembler. With a warm pool, decoding allocates nothing.
+#![forbid(unsafe_code)]
 
 use std::cell::RefCell;
 use std::sync::Arc;

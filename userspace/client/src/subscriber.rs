@@ -1,8 +1,8 @@
-//! Blocking subscriber for the lidarxdp publisher (wire format: [`crate::protocol`]).
+//! Blocking subscriber for the lidarxdp publisher (wire format: [`lidarxdp_core::protocol`]).
 //!
 //! ```no_run
-//! use lidarxdp::client::Subscriber;
-//! use lidarxdp::protocol::Subscribe;
+//! use lidarxdp_client::Subscriber;
+//! use lidarxdp_core::protocol::Subscribe;
 //! // Default subscription: every sensor, every field.
 //! let mut sub = Subscriber::connect("127.0.0.1:7510".parse().unwrap())?;
 //! while let Some(frame) = sub.next_frame()? {
@@ -15,7 +15,7 @@
 //!     let x = frame.field::<f32>("x").expect("subscribed");
 //!     println!("first x = {:?}", x.get(0));
 //! }
-//! # Ok::<(), lidarxdp::client::ClientError>(())
+//! # Ok::<(), lidarxdp_client::ClientError>(())
 //! ```
 //!
 //! The payload is read straight into a 32-byte-aligned buffer that the returned
@@ -28,16 +28,18 @@ use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use crate::frame::{Frame, FrameHeader};
-use crate::point::{POINT_SIZE, PointXYZIRCAEDT, datatype};
-use crate::protocol::{
-    self, FrameReader, Hello, Message, ProtocolError, Subscribe, SubscribeAck, WireField,
+use lidarxdp_core::frame::{Frame, FrameHeader};
+use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT, datatype};
+use lidarxdp_core::protocol::{
+    self, Hello, Message, ProtocolError, Subscribe, SubscribeAck, WireField,
 };
+
+use crate::reader::{FrameReader, ReadError};
 
 /// Error of a [`Subscriber`]: connection, protocol or I/O failure, or an error reported by the
 /// server ([`ClientError::Server`]). (A clean close between two frames is not an error:
 /// [`Subscriber::next_frame`] returns `Ok(None)`.)
-pub type ClientError = crate::protocol::ReadError;
+pub type ClientError = ReadError;
 
 /// A connected subscriber. Reads the server's hello on connect, then one frame per
 /// [`next_frame`](Subscriber::next_frame) call.
@@ -370,178 +372,5 @@ impl Subscriber {
         }
         self.last_sequence.insert(h.sensor_id, h.sequence);
         Ok(true)
-    }
-}
-
-/// Recording received frames as ROS 2 `sensor_msgs/msg/PointCloud2` messages (CDR) in an MCAP
-/// file, which Foxglove Studio opens as-is.
-///
-/// Each sensor gets a channel `/lidarxdp/<sensor name>` (schema encoding `ros2msg`, message
-/// encoding `cdr`). A message is an unorganised cloud (`height` 1, `width` = point count) whose
-/// `fields`, `point_step` and `data` are the frame's wire layout and payload bytes unchanged
-/// (so a field-subset subscription records only those fields); `header.stamp` is the frame's
-/// `start_ns`, `header.frame_id` the sensor name. MCAP `log_time` is the local receive time,
-/// `publish_time` the frame's `host_ns`. Sources: ROS 2 `sensor_msgs/msg/PointCloud2.msg` and
-/// `PointField.msg`; OMG XCDR1 little-endian encapsulation (`00 01 00 00`), each primitive
-/// aligned to its size relative to the end of the encapsulation header.
-pub mod record {
-    use std::collections::{BTreeMap, HashMap};
-    use std::fs::File;
-    use std::io::BufWriter;
-    use std::path::Path;
-
-    use super::ReceivedFrame;
-
-    /// `ros2msg` definition of `sensor_msgs/msg/PointCloud2` with its dependencies.
-    pub const POINTCLOUD2_SCHEMA: &str = "std_msgs/Header header\nuint32 height\nuint32 width\n\
-PointField[] fields\nbool is_bigendian\nuint32 point_step\nuint32 row_step\nuint8[] data\nbool is_dense\n\
-================================================================================\nMSG: std_msgs/Header\n\
-builtin_interfaces/Time stamp\nstring frame_id\n\
-================================================================================\nMSG: builtin_interfaces/Time\n\
-int32 sec\nuint32 nanosec\n\
-================================================================================\nMSG: sensor_msgs/PointField\n\
-uint8 INT8=1\nuint8 UINT8=2\nuint8 INT16=3\nuint8 UINT16=4\nuint8 INT32=5\nuint8 UINT32=6\n\
-uint8 FLOAT32=7\nuint8 FLOAT64=8\nstring name\nuint32 offset\nuint8 datatype\nuint32 count\n";
-
-    /// Little-endian CDR writer (alignment relative to the start of the body).
-    struct Cdr(Vec<u8>);
-
-    impl Cdr {
-        fn align(&mut self, n: usize) {
-            let body = self.0.len() - 4;
-            self.0.resize(self.0.len() + (n - body % n) % n, 0);
-        }
-        fn u8(&mut self, v: u8) {
-            self.0.push(v);
-        }
-        fn u32(&mut self, v: u32) {
-            self.align(4);
-            self.0.extend_from_slice(&v.to_le_bytes());
-        }
-        fn i32(&mut self, v: i32) {
-            self.align(4);
-            self.0.extend_from_slice(&v.to_le_bytes());
-        }
-        fn string(&mut self, s: &str) {
-            self.u32(s.len() as u32 + 1);
-            self.0.extend_from_slice(s.as_bytes());
-            self.0.push(0);
-        }
-    }
-
-    /// Encodes `frame` as a CDR `sensor_msgs/msg/PointCloud2` with `frame_id`.
-    pub fn pointcloud2_cdr(frame: &ReceivedFrame, frame_id: &str) -> Vec<u8> {
-        let data = frame.payload_bytes();
-        let mut c = Cdr(Vec::with_capacity(data.len() + 512));
-        c.0.extend_from_slice(&[0, 1, 0, 0]); // CDR_LE encapsulation
-        let t = frame.header().start_ns;
-        c.i32((t / 1_000_000_000).min(i32::MAX as u64) as i32);
-        c.u32((t % 1_000_000_000) as u32);
-        c.string(frame_id);
-        c.u32(1); // height
-        c.u32(frame.point_count() as u32); // width
-        c.u32(frame.fields().len() as u32);
-        for f in frame.fields() {
-            c.string(&f.name);
-            c.u32(f.offset);
-            c.u8(f.datatype);
-            c.u32(f.count);
-        }
-        c.u8(0); // is_bigendian
-        c.u32(frame.point_step() as u32);
-        c.u32(data.len() as u32); // row_step
-        c.u32(data.len() as u32);
-        c.0.extend_from_slice(data);
-        c.u8(1); // is_dense
-        c.0
-    }
-
-    /// Errors of the recorder: file I/O or MCAP encoding.
-    pub type RecordError = Box<dyn std::error::Error + Send + Sync>;
-
-    /// Writes received frames into an MCAP file (uncompressed chunks).
-    pub struct McapRecorder {
-        writer: mcap::Writer<BufWriter<File>>,
-        schema: u16,
-        channels: HashMap<u16, u16>,
-        sequence: u32,
-    }
-
-    impl std::fmt::Debug for McapRecorder {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("McapRecorder")
-                .field("messages", &self.sequence)
-                .finish_non_exhaustive()
-        }
-    }
-
-    impl McapRecorder {
-        /// Creates (truncates) `path`.
-        ///
-        /// # Errors
-        /// File creation or MCAP header errors.
-        pub fn create(path: &Path) -> Result<Self, RecordError> {
-            let file = BufWriter::new(File::create(path)?);
-            let mut writer = mcap::Writer::new(file)?;
-            let schema = writer.add_schema(
-                "sensor_msgs/msg/PointCloud2",
-                "ros2msg",
-                POINTCLOUD2_SCHEMA.as_bytes(),
-            )?;
-            Ok(McapRecorder {
-                writer,
-                schema,
-                channels: HashMap::new(),
-                sequence: 0,
-            })
-        }
-
-        /// Appends `frame` on the channel of its sensor, named `sensor_name`; `log_time_ns` is
-        /// the local receive time (ns since the Unix epoch).
-        ///
-        /// # Errors
-        /// MCAP encoding or I/O errors.
-        pub fn write(
-            &mut self,
-            frame: &ReceivedFrame,
-            sensor_name: &str,
-            log_time_ns: u64,
-        ) -> Result<(), RecordError> {
-            let id = frame.header().sensor_id;
-            let channel = match self.channels.get(&id) {
-                Some(&c) => c,
-                None => {
-                    let c = self.writer.add_channel(
-                        self.schema,
-                        &format!("/lidarxdp/{sensor_name}"),
-                        "cdr",
-                        &BTreeMap::new(),
-                    )?;
-                    self.channels.insert(id, c);
-                    c
-                }
-            };
-            let data = pointcloud2_cdr(frame, sensor_name);
-            self.writer.write_to_known_channel(
-                &mcap::records::MessageHeader {
-                    channel_id: channel,
-                    sequence: self.sequence,
-                    log_time: log_time_ns,
-                    publish_time: frame.header().host_ns,
-                },
-                &data,
-            )?;
-            self.sequence += 1;
-            Ok(())
-        }
-
-        /// Writes the summary and closes the file.
-        ///
-        /// # Errors
-        /// MCAP or I/O errors.
-        pub fn finish(mut self) -> Result<(), RecordError> {
-            self.writer.finish()?;
-            Ok(())
-        }
     }
 }

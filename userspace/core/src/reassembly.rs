@@ -35,6 +35,7 @@
 //! References: RFC 791 (IPv4, section 3.2 "Fragmentation and Reassembly"), RFC 815 (IP datagram
 //! reassembly algorithms), RFC 5722 (handling of overlapping IPv6 fragments), Linux
 //! `net/ipv4/ip_fragment.c` (behaviour on overlaps, limits and timeouts).
+#![forbid(unsafe_code)]
 
 use crate::net::{Ipv4Packet, NetError, UdpDatagram};
 

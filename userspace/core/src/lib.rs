@@ -1,0 +1,25 @@
+//! lidarxdp-core: the sans-IO heart of lidarxdp. Bytes in, points and frames out; no sockets,
+//! no files, no threads, no system calls.
+//!
+//! Layers, bottom-up (see `docs/architecture.md`):
+//! - [`point`], [`frame`]: the published data types (Autoware's PointXYZIRCAEDT, 32 bytes);
+//! - [`net`]: Ethernet/VLAN/SLL/IPv4/UDP header parsing of received frames (RFC 791, RFC 768);
+//! - [`reassembly`]: IPv4 fragment reassembly (RFC 791, RFC 815);
+//! - [`sensor`]: the decoders per vendor and their calibration parsers, the scan pipeline;
+//! - [`scan`]: scan (frame) assembly: cut angle, field of view, timeouts, the stream clock;
+//! - [`protocol`]: the lidarxdp TCP wire codec (`docs/protocol.md`).
+//!
+//! Its dependency tree has no aya, io-uring, libc, clap or mcap (`cargo tree -p lidarxdp-core`).
+//! The daemon (`lidarxdp`) drives it from AF_XDP and socket capture; the client
+//! (`lidarxdp-client`) reads the wire format; the fuzz targets depend on this crate alone.
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod frame;
+pub mod net;
+pub mod point;
+pub mod protocol;
+pub mod reassembly;
+pub mod scan;
+#[allow(unsafe_code)]
+pub mod sensor;
