@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
 use lidarxdp::client::Subscriber;
 use lidarxdp::frame::{Frame, FrameHeader};
 use lidarxdp::point::PointXYZIRCAEDT;
 use lidarxdp::protocol::{self, FRAME_HEADER_LEN};
-use lidarxdp::publish::{Publisher, PublisherConfig, PublisherHandle};
+use lidarxdp::publish::{BufferPool, FrameSender, Publisher, PublisherConfig, PublisherHandle};
 
 fn header(seq: u64, n: usize) -> FrameHeader {
     FrameHeader {
@@ -64,18 +63,15 @@ fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn spawn(queue_depth: usize, max_subscribers: usize) -> (PublisherHandle, Arc<ArrayQueue<Frame>>) {
-    let frames = Arc::new(ArrayQueue::new(32));
+fn spawn(queue_depth: usize, max_subscribers: usize) -> (PublisherHandle, FrameSender) {
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_subscribers,
         queue_depth,
+        frame_queue: 32,
         ..PublisherConfig::default()
     };
-    (
-        Publisher::spawn(cfg, frames.clone()).expect("spawn publisher"),
-        frames,
-    )
+    Publisher::spawn(cfg, Arc::new(BufferPool::new(8))).expect("spawn publisher")
 }
 
 const SIZES: [usize; 20] = [
@@ -85,7 +81,7 @@ const SIZES: [usize; 20] = [
 
 #[test]
 fn three_subscribers_receive_every_frame_in_order_byte_exact() {
-    let (publisher, _q) = spawn(32, 16);
+    let (publisher, sender) = spawn(32, 16);
     let addr = publisher.local_addr();
     assert_ne!(addr.port(), 0);
     let frames: Vec<Frame> = SIZES
@@ -133,7 +129,6 @@ fn three_subscribers_receive_every_frame_in_order_byte_exact() {
         })
         .collect();
 
-    let sender = publisher.frame_sender();
     for f in &frames {
         assert!(sender.send(f.clone()), "input queue full");
     }
@@ -184,7 +179,7 @@ fn three_subscribers_receive_every_frame_in_order_byte_exact() {
 fn a_subscriber_that_never_reads_does_not_block_the_others() {
     const N: u64 = 30;
     const POINTS: usize = 200_000; // 6.4 MB per frame: far more than the socket buffers hold
-    let (publisher, _q) = spawn(2, 16);
+    let (publisher, sender) = spawn(2, 16);
     let addr = publisher.local_addr();
     let stalled = TcpStream::connect(addr).unwrap(); // connected, never read (until the end)
     let (tx, rx) = mpsc::channel::<(usize, u64)>();
@@ -208,7 +203,6 @@ fn a_subscriber_that_never_reads_does_not_block_the_others() {
     wait_for("3 subscribers", Duration::from_secs(5), || {
         publisher.counters().subscribers == 3
     });
-    let sender = publisher.frame_sender();
     let start = Instant::now();
     for seq in 0..N {
         assert!(sender.send(frame(seq, POINTS)));
@@ -270,18 +264,17 @@ fn a_subscriber_that_never_reads_does_not_block_the_others() {
 
 #[test]
 fn shutdown_with_a_stalled_subscriber_joins_after_linger() {
-    let frames = Arc::new(ArrayQueue::new(4));
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         linger: Duration::from_millis(200),
+        frame_queue: 4,
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, frames).unwrap();
+    let (publisher, sender) = Publisher::spawn(cfg, Arc::new(BufferPool::new(8))).unwrap();
     let _stalled = TcpStream::connect(publisher.local_addr()).unwrap();
     wait_for("subscriber", Duration::from_secs(5), || {
         publisher.counters().subscribers == 1
     });
-    let sender = publisher.frame_sender();
     for seq in 0..4 {
         assert!(sender.send(frame(seq, 200_000)));
     }
@@ -301,7 +294,7 @@ fn shutdown_with_a_stalled_subscriber_joins_after_linger() {
 
 #[test]
 fn disconnects_are_noticed_and_limits_enforced() {
-    let (publisher, frames) = spawn(4, 2);
+    let (publisher, sender) = spawn(4, 2);
     let addr = publisher.local_addr();
     let mut a = Subscriber::connect(addr).unwrap();
     let b = Subscriber::connect(addr).unwrap();
@@ -321,8 +314,8 @@ fn disconnects_are_noticed_and_limits_enforced() {
         let c = publisher.counters();
         c.subscribers == 1 && c.subscribers_disconnected == 1
     });
-    // Frames pushed directly into the queue (no FrameSender) are picked up by the idle poll.
-    frames.push(frame(0, 10)).unwrap();
+    // A frame sent to an idle publisher wakes it.
+    assert!(sender.send(frame(0, 10)));
     a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let f = a.next_frame().unwrap().unwrap();
     assert_eq!(f.points(), &frame(0, 10).points[..]);
@@ -333,7 +326,7 @@ fn disconnects_are_noticed_and_limits_enforced() {
     wait_for("2 subscribers again", Duration::from_secs(5), || {
         publisher.counters().subscribers == 2
     });
-    assert!(publisher.frame_sender().send(frame(1, 3)));
+    assert!(sender.send(frame(1, 3)));
     assert_eq!(a.next_frame().unwrap().unwrap().header().sequence, 1);
     assert_eq!(c2.next_frame().unwrap().unwrap().header().sequence, 1);
 
@@ -341,37 +334,11 @@ fn disconnects_are_noticed_and_limits_enforced() {
     wait_for("frames sent", Duration::from_secs(5), || {
         publisher.counters().frames_sent == 3
     });
-    let buf = publisher
-        .frame_sender()
+    let buf = sender
         .recycled_buffer()
         .expect("recycled points buffer");
     assert!(buf.is_empty() && buf.capacity() >= 3);
     let c = publisher.shutdown().unwrap();
     assert_eq!(c.subscribers_accepted, 3);
     assert_eq!(c.subscribers_rejected, 1);
-}
-
-#[test]
-fn input_queue_full_drops_and_counts_without_blocking() {
-    let frames = Arc::new(ArrayQueue::new(2));
-    let cfg = PublisherConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        idle_poll: None,
-        ..PublisherConfig::default()
-    };
-    let publisher = Publisher::spawn(cfg, frames.clone()).unwrap();
-    // Let the publisher thread block in its wait, then fill the queue directly: no wake-up and
-    // no idle poll, so it will not drain it.
-    std::thread::sleep(Duration::from_millis(100));
-    frames.push(frame(0, 1)).unwrap();
-    frames.push(frame(1, 1)).unwrap();
-    let sender = lidarxdp::publish::FrameSender::new(frames, &publisher);
-    let t = Instant::now();
-    let rejected = sender.try_send(frame(2, 5)).unwrap_err();
-    assert!(t.elapsed() < Duration::from_millis(50));
-    assert_eq!(rejected.header.sequence, 2);
-    assert_eq!(sender.counters().dropped_queue_full, 1);
-    assert_eq!(publisher.counters().frames_dropped_input_full, 1);
-    let c = publisher.shutdown().unwrap();
-    assert_eq!(c.frames_in, 2, "shutdown publishes what is still queued");
 }

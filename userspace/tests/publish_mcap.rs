@@ -5,13 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_queue::ArrayQueue;
 use lidarxdp::client::Subscriber;
 use lidarxdp::client::record::{McapRecorder, POINTCLOUD2_SCHEMA};
 use lidarxdp::frame::{Frame, FrameHeader};
 use lidarxdp::point::PointXYZIRCAEDT;
 use lidarxdp::protocol::{SensorEntry, Subscribe};
-use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
 
 /// Minimal little-endian CDR reader for the checks below.
 struct Rd<'a>(&'a [u8], usize);
@@ -48,7 +47,14 @@ fn frames_record_as_pointcloud2_cdr() {
         }],
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, Arc::new(ArrayQueue::new(4))).unwrap();
+    let (publisher, sender) = Publisher::spawn(
+        PublisherConfig {
+            frame_queue: 4,
+            ..cfg
+        },
+        Arc::new(BufferPool::new(8)),
+    )
+    .unwrap();
     let want = Subscribe {
         sensors: vec![],
         fields: vec!["x".into(), "y".into(), "z".into(), "intensity".into()],
@@ -64,7 +70,7 @@ fn frames_record_as_pointcloud2_cdr() {
             ..Default::default()
         })
         .collect();
-    assert!(publisher.frame_sender().send(Frame {
+    assert!(sender.send(Frame {
         header: FrameHeader {
             sensor_id: 4,
             sequence: 9,
