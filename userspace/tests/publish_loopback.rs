@@ -11,7 +11,10 @@ use lidarxdp::client::Subscriber;
 use lidarxdp::frame::{Frame, FrameHeader};
 use lidarxdp::point::PointXYZIRCAEDT;
 use lidarxdp::protocol::{self, FRAME_HEADER_LEN};
-use lidarxdp::publish::{BufferPool, FrameSender, Publisher, PublisherConfig, PublisherHandle};
+use lidarxdp::publish::{
+    BufferPool, FrameSender, FrameSink, Publisher, PublisherConfig, PublisherHandle,
+    SenderCounters, SharedFrame,
+};
 
 fn header(seq: u64, n: usize) -> FrameHeader {
     FrameHeader {
@@ -334,11 +337,81 @@ fn disconnects_are_noticed_and_limits_enforced() {
     wait_for("frames sent", Duration::from_secs(5), || {
         publisher.counters().frames_sent == 3
     });
-    let buf = sender
-        .recycled_buffer()
-        .expect("recycled points buffer");
+    let buf = sender.recycled_buffer().expect("recycled points buffer");
     assert!(buf.is_empty() && buf.capacity() >= 3);
     let c = publisher.shutdown().unwrap();
     assert_eq!(c.subscribers_accepted, 3);
     assert_eq!(c.subscribers_rejected, 1);
+}
+
+/// A sink that holds the publisher thread in its first `offer` until released (a decoder
+/// burst meeting a busy publisher), and records the sequence of every frame offered.
+struct GateSink {
+    entered: mpsc::Sender<()>,
+    release: Option<mpsc::Receiver<()>>,
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl FrameSink for GateSink {
+    fn name(&self) -> &str {
+        "gate"
+    }
+
+    fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
+        self.seen.lock().unwrap().push(frame.header().sequence);
+        if let Some(r) = self.release.take() {
+            self.entered.send(()).unwrap();
+            r.recv().unwrap();
+        }
+    }
+}
+
+#[test]
+fn input_queue_full_drops_and_counts_without_blocking() {
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = GateSink {
+        entered: entered_tx,
+        release: Some(release_rx),
+        seen: seen.clone(),
+    };
+    let cfg = PublisherConfig {
+        frame_queue: 2,
+        ..PublisherConfig::default()
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (publisher, sender) = Publisher::spawn_on(
+        listener,
+        cfg,
+        Arc::new(BufferPool::new(8)),
+        vec![Box::new(sink)],
+    )
+    .unwrap();
+    assert!(sender.send(frame(0, 1)));
+    // The publisher thread is now held in the sink with frame 0: the queue fills.
+    entered.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(sender.send(frame(1, 1)));
+    assert!(sender.send(frame(2, 1)));
+    assert_eq!(sender.queued(), 2);
+    let rejected = sender.try_send(frame(3, 5)).unwrap_err();
+    assert_eq!(rejected.header.sequence, 3);
+    assert!(
+        !sender.send(frame(4, 5)),
+        "full: dropped, buffer to the pool"
+    );
+    assert_eq!(
+        sender.counters(),
+        SenderCounters {
+            sent: 3,
+            dropped_queue_full: 2
+        }
+    );
+    assert_eq!(publisher.counters().frames_dropped_input_full, 2);
+    assert_eq!(publisher.counters().pool_returned, 1);
+    release.send(()).unwrap();
+    let c = publisher.shutdown().unwrap();
+    assert_eq!(c.frames_in, 3, "every queued frame is published");
+    assert_eq!(c.frames_queued, 3);
+    assert_eq!(*seen.lock().unwrap(), [0, 1, 2]);
 }

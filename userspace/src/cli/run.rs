@@ -140,7 +140,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST", value_parser = super::config::parse_cpu_list)]
     #[serde(skip)]
     cpus: Option<super::config::CpuList>,
-    /// Frames each subscriber may have queued before the oldest is dropped, 1..=64 (default 3).
+    /// Frames of each sensor a subscriber may have queued before that sensor's oldest is
+    /// dropped, 1..=64 (default 3).
     #[arg(long)]
     subscriber_queue: Option<usize>,
     /// Finished frames between the capture threads and the publisher, 1..=1024 (default 16).

@@ -259,7 +259,12 @@ impl Fanout {
     /// (counted as rejected; the driver closes the socket) when `max_subscribers` are
     /// connected or the publisher is stopping. `server_time_ns` goes into the hello (ns since
     /// the Unix epoch).
-    pub(crate) fn accept(&mut self, now: Instant, server_time_ns: u64, peer: String) -> Option<SubId> {
+    pub(crate) fn accept(
+        &mut self,
+        now: Instant,
+        server_time_ns: u64,
+        peer: String,
+    ) -> Option<SubId> {
         if self.stopping || self.active >= self.cfg.max_subscribers {
             add(&self.counters.subscribers_rejected, 1);
             log::info!(
@@ -405,7 +410,12 @@ impl Fanout {
         }
         let n = match res {
             Ok(n) if n > 0 => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) =>
+            {
                 sub.send_pending = true;
                 self.actions.push(Action::Send(id));
                 return;
@@ -468,7 +478,12 @@ impl Fanout {
         }
         let bytes = match res {
             Ok(b) if !b.is_empty() => b,
-            Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) =>
+            {
                 self.arm_recv(slot);
                 return;
             }
@@ -567,8 +582,16 @@ impl Fanout {
         log::info!(
             "publisher: subscriber {slot} ({}) subscribed to sensors {:?}, fields {:?}",
             sub.peer,
-            if req.sensors.is_empty() { all() } else { req.sensors.clone() },
-            if req.fields.is_empty() { all() } else { req.fields.clone() }
+            if req.sensors.is_empty() {
+                all()
+            } else {
+                req.sensors.clone()
+            },
+            if req.fields.is_empty() {
+                all()
+            } else {
+                req.fields.clone()
+            }
         );
         sub.sensors = (!ids.is_empty()).then_some(ids);
         sub.fields = fields;
@@ -853,12 +876,7 @@ impl FrameSink for Fanout {
             }
             let mut header = Vec::with_capacity(protocol::FRAME_HEADER_LEN);
             protocol::encode_frame_header(frame.header(), points as u32, &mut header);
-            let o = Outgoing::frame(
-                header,
-                Body::Points(frame.clone()),
-                sensor,
-                &self.counters,
-            );
+            let o = Outgoing::frame(header, Body::Points(frame.clone()), sensor, &self.counters);
             self.encodings.push((FieldSet::ALL, o));
         }
         for slot in 0..self.subs.len() {
@@ -992,10 +1010,7 @@ mod tests {
 
         fn queued(&self, id: SubId) -> Vec<(u16, u64)> {
             let sub = self.f.subs[id.slot as usize].as_ref().unwrap();
-            sub.queue
-                .iter()
-                .map(|m| frames_in(&m.header)[0])
-                .collect()
+            sub.queue.iter().map(|m| frames_in(&m.header)[0]).collect()
         }
     }
 
@@ -1036,7 +1051,13 @@ mod tests {
     fn accept_queues_the_hello_and_arms_a_receive() {
         let mut r = Rig::new(DEPTH, 2);
         let id = r.f.accept(r.t0, 42, "10.0.0.1:5000".into()).unwrap();
-        assert_eq!(id, SubId { slot: 0, generation: 1 });
+        assert_eq!(
+            id,
+            SubId {
+                slot: 0,
+                generation: 1
+            }
+        );
         assert_eq!(r.take(), [Action::Send(id), Action::Recv(id)]);
         let hello: Vec<u8> = r.f.unsent(id).flatten().copied().collect();
         match protocol::parse_header(&hello).unwrap() {
@@ -1046,7 +1067,10 @@ mod tests {
                 ..
             } => {
                 assert_eq!(header_len, hello.len());
-                assert_eq!((h.queue_depth, h.max_subscribers, h.server_time_ns), (3, 4, 42));
+                assert_eq!(
+                    (h.queue_depth, h.max_subscribers, h.server_time_ns),
+                    (3, 4, 42)
+                );
                 assert_eq!(h.sensors.len(), 2);
             }
             other => panic!("{other:?}"),
@@ -1071,7 +1095,13 @@ mod tests {
         };
         assert_eq!(r.take(), [closed, Action::Release(ids[1])]);
         let again = r.f.accept(r.t0, 0, "again".into()).unwrap();
-        assert_eq!(again, SubId { slot: 1, generation: 5 });
+        assert_eq!(
+            again,
+            SubId {
+                slot: 1,
+                generation: 5
+            }
+        );
         // A completion for the old generation is ignored.
         r.take();
         r.f.on_send(ids[1], r.t0, Ok(1));
@@ -1297,9 +1327,17 @@ mod tests {
             }]
         );
         assert_eq!(r.counters.subscribers_stalled.load(Relaxed), 1);
-        r.f.on_send(id, r.at(8001), Err(io::Error::from_raw_os_error(libc::ECANCELED)));
+        r.f.on_send(
+            id,
+            r.at(8001),
+            Err(io::Error::from_raw_os_error(libc::ECANCELED)),
+        );
         assert_eq!(r.take(), []);
-        r.f.on_recv(id, r.at(8001), Err(io::Error::from_raw_os_error(libc::ECANCELED)));
+        r.f.on_recv(
+            id,
+            r.at(8001),
+            Err(io::Error::from_raw_os_error(libc::ECANCELED)),
+        );
         assert_eq!(r.take(), [Action::Release(id)]);
         // An idle subscriber (nothing to send) never stalls.
         let idle = r.connect();

@@ -116,7 +116,13 @@ impl Completion {
     /// Decodes a CQE. `res < 0` is `-errno` (io_uring_enter(2)).
     pub(crate) fn decode(user_data: u64, res: i32, flags: u32) -> Completion {
         let err = || io::Error::from_raw_os_error(-res);
-        let len = || if res < 0 { Err(err()) } else { Ok(res as usize) };
+        let len = || {
+            if res < 0 {
+                Err(err())
+            } else {
+                Ok(res as usize)
+            }
+        };
         let more = cqueue::more(flags);
         match Token::decode(user_data) {
             Some(Token::Accept) => Completion::Accept {
@@ -235,6 +241,9 @@ impl Driver {
     /// # Errors
     /// `io_uring_enter` failures other than `ETIME`, `EINTR` and `EBUSY`.
     pub(super) fn run(&mut self) -> io::Result<()> {
+        for s in &self.sinks {
+            log::info!("publisher: frames also go to sink '{}'", s.name());
+        }
         self.arm_accept()?;
         self.arm_wake()?;
         loop {
@@ -691,7 +700,13 @@ mod tests {
         assert!(!c.is_final());
         let c = Completion::decode(Token::Wake.encode(), -libc::ECANCELED, 0);
         assert!(c.is_final());
-        assert!(matches!(c, Completion::Wake { result: Err(_), more: false }));
+        assert!(matches!(
+            c,
+            Completion::Wake {
+                result: Err(_),
+                more: false
+            }
+        ));
         assert!(matches!(
             Completion::decode(Token::Cancel.encode(), 0, 0),
             Completion::Other

@@ -790,7 +790,9 @@ impl ScanAssembler {
         let mut azimuths = std::mem::take(&mut self.spare_azimuths);
         azimuths.reserve(self.cur.azimuths.len() + self.cur.azimuths.len() / 8);
         let mut next = Building {
-            points: self.buffers.take(self.cur.points.len() + self.cur.points.len() / 8),
+            points: self
+                .buffers
+                .take(self.cur.points.len() + self.cur.points.len() / 8),
             azimuths,
             start_ns: new_start,
             host_ns: new_host,
