@@ -415,3 +415,51 @@ fn input_queue_full_drops_and_counts_without_blocking() {
     assert_eq!(c.frames_queued, 3);
     assert_eq!(*seen.lock().unwrap(), [0, 1, 2]);
 }
+
+#[test]
+fn ten_sensors_completing_at_once_are_all_delivered_at_depth_3() {
+    // Issue 12: every sensor completes a frame at the same cut. A subscriber that keeps up
+    // gets every frame of every sensor, even though a burst (10 frames of ~1 MB) is far more
+    // than the queue depth of 3.
+    const SENSORS: u16 = 10;
+    const CUTS: u64 = 6;
+    let cfg = PublisherConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        queue_depth: 3,
+        frame_queue: 32,
+        sensors: (0..SENSORS)
+            .map(|id| protocol::SensorEntry {
+                id,
+                name: format!("vlp16-{id}"),
+                model: "VLP16".into(),
+            })
+            .collect(),
+        ..PublisherConfig::default()
+    };
+    let (publisher, sender) = Publisher::spawn(cfg, Arc::new(BufferPool::new(16))).unwrap();
+    let mut sub = Subscriber::connect(publisher.local_addr()).unwrap();
+    sub.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    wait_for("subscriber", Duration::from_secs(5), || {
+        publisher.counters().subscribers == 1
+    });
+    let mut got = Vec::new();
+    for cut in 0..CUTS {
+        for sensor in 0..SENSORS {
+            let mut f = frame(cut, 30_000);
+            f.header.sensor_id = sensor;
+            assert!(sender.send(f));
+        }
+        for _ in 0..SENSORS {
+            let f = sub.next_frame().unwrap().unwrap();
+            assert_eq!(f.points().len(), 30_000);
+            got.push((f.header().sensor_id, f.header().sequence));
+        }
+    }
+    let want: Vec<(u16, u64)> = (0..CUTS)
+        .flat_map(|cut| (0..SENSORS).map(move |s| (s, cut)))
+        .collect();
+    assert_eq!(got, want, "every frame of every sensor, in arrival order");
+    let c = publisher.shutdown().unwrap();
+    assert_eq!(c.frames_dropped_queue_full, 0);
+    assert_eq!(c.frames_sent, u64::from(SENSORS) * CUTS);
+}

@@ -105,7 +105,9 @@ pub struct PublisherConfig {
     pub max_subscribers: usize,
     /// Frames of one sensor that may wait per subscriber behind the batch being sent: the high
     /// watermark past which the oldest waiting frame of that sensor is dropped (default 3,
-    /// minimum 1).
+    /// minimum 1). Memory bound: a subscriber holds at most
+    /// `queue_depth × max(1, sensors.len())` waiting frames in all, plus its batch of at most
+    /// [`MAX_BATCH`] messages (frames are shared between subscribers, not copied).
     pub queue_depth: usize,
     /// Capacity of the input queue between the [`FrameSender`]s and the publisher thread,
     /// frames (default 16, minimum 1); a frame sent to a full queue is dropped and counted.
