@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_queue::ArrayQueue;
 use lidarxdp::capture::realtime_ns;
-use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
 use lidarxdp_client::{ReceivedFrame, Subscriber};
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
@@ -166,15 +165,15 @@ fn run_publisher(
     stalled: usize,
     secs: f64,
 ) -> Result<(u64, Vec<SubResult>)> {
-    let frames = Arc::new(ArrayQueue::new(4));
-    let p = Publisher::spawn(
+    let (p, sender) = Publisher::spawn(
         PublisherConfig {
             listen: "127.0.0.1:0".parse()?,
             max_subscribers: (subs + stalled).max(1),
             linger: Duration::from_secs(2),
+            frame_queue: 4,
             ..PublisherConfig::default()
         },
-        frames.clone(),
+        Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
     )?;
     let readers = spawn_readers(p.local_addr(), subs)?;
     let _stalled: Vec<TcpStream> = (0..stalled)
@@ -183,7 +182,6 @@ fn run_publisher(
     while p.counters().subscribers < (subs + stalled) as u64 {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let sender = p.frame_sender();
     let sent = produce(
         points,
         hz,
@@ -191,7 +189,7 @@ fn run_publisher(
         || sender.recycled_buffer().unwrap_or_default(),
         || {
             // Unpaced: keep about two frames in flight (more would only be dropped).
-            frames.is_empty() && p.counters().frames_alive < 4 + stalled as u64 * 7
+            sender.queued() == 0 && p.counters().frames_alive < 4 + stalled as u64 * 7
         },
         |f| sender.send(f),
     );

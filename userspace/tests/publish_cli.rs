@@ -5,8 +5,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
-use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::protocol::SensorEntry;
@@ -49,7 +48,14 @@ fn subscribe_cli_selects_records_and_reports() {
         ],
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, Arc::new(ArrayQueue::new(16))).unwrap();
+    let (publisher, sender) = Publisher::spawn(
+        PublisherConfig {
+            frame_queue: 16,
+            ..cfg
+        },
+        Arc::new(BufferPool::new(8)),
+    )
+    .unwrap();
     let dir = std::env::temp_dir().join(format!("lidarxdp-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (mcap, summary, ready) = (
@@ -74,7 +80,6 @@ fn subscribe_cli_selects_records_and_reports() {
         assert!(Instant::now() < deadline, "subscriber never got ready");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let sender = publisher.frame_sender();
     for seq in 0..3 {
         assert!(sender.send(frame(0, seq)));
         assert!(sender.send(frame(1, seq)));

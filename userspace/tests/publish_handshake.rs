@@ -8,8 +8,7 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
-use lidarxdp::publish::{Publisher, PublisherConfig, PublisherHandle};
+use lidarxdp::publish::{BufferPool, FrameSender, Publisher, PublisherConfig, PublisherHandle};
 use lidarxdp_client::{ClientError, Subscriber};
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
@@ -49,11 +48,12 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn spawn() -> PublisherHandle {
+fn spawn() -> (PublisherHandle, FrameSender) {
     init();
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         queue_depth: 16,
+        frame_queue: 32,
         sensors: vec![
             SensorEntry {
                 id: 0,
@@ -68,7 +68,7 @@ fn spawn() -> PublisherHandle {
         ],
         ..PublisherConfig::default()
     };
-    Publisher::spawn(cfg, Arc::new(ArrayQueue::new(32))).unwrap()
+    Publisher::spawn(cfg, Arc::new(BufferPool::new(8))).unwrap()
 }
 
 fn frame(sensor: u16, seq: u64, n: usize) -> Frame {
@@ -98,7 +98,7 @@ fn frame(sensor: u16, seq: u64, n: usize) -> Frame {
 
 #[test]
 fn sensors_and_fields_by_name() {
-    let publisher = spawn();
+    let (publisher, sender) = spawn();
     let addr = publisher.local_addr();
     let mut all = Subscriber::connect(addr).unwrap();
     let h = all.hello().clone();
@@ -124,7 +124,6 @@ fn sensors_and_fields_by_name() {
     assert_eq!(f.subscription().unwrap().point_step, 32);
     wait_for("4 subscribers", || publisher.counters().subscribers == 4);
 
-    let sender = publisher.frame_sender();
     for seq in 0..3 {
         assert!(sender.send(frame(0, seq, 50)));
         assert!(sender.send(frame(1, seq, 70)));
@@ -182,7 +181,7 @@ fn sensors_and_fields_by_name() {
 
 #[test]
 fn unknown_sensor_or_field_is_refused_with_reason() {
-    let publisher = spawn();
+    let (publisher, _sender) = spawn();
     let addr = publisher.local_addr();
     let bad = Subscribe {
         sensors: vec!["rear".into()],
@@ -247,7 +246,7 @@ fn read_after_hello(s: &mut TcpStream) -> Vec<Message> {
 
 #[test]
 fn garbage_is_disconnected_with_a_logged_reason() {
-    let publisher = spawn();
+    let (publisher, _sender) = spawn();
     let addr = publisher.local_addr();
     // An HTTP request.
     let mut s = TcpStream::connect(addr).unwrap();

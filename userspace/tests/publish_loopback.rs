@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
-use lidarxdp::publish::{Publisher, PublisherConfig, PublisherHandle};
+use lidarxdp::publish::{
+    BufferPool, FrameSender, FrameSink, Publisher, PublisherConfig, PublisherHandle,
+    SenderCounters, SharedFrame,
+};
 use lidarxdp_client::Subscriber;
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
@@ -64,18 +66,15 @@ fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn spawn(queue_depth: usize, max_subscribers: usize) -> (PublisherHandle, Arc<ArrayQueue<Frame>>) {
-    let frames = Arc::new(ArrayQueue::new(32));
+fn spawn(queue_depth: usize, max_subscribers: usize) -> (PublisherHandle, FrameSender) {
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_subscribers,
         queue_depth,
+        frame_queue: 32,
         ..PublisherConfig::default()
     };
-    (
-        Publisher::spawn(cfg, frames.clone()).expect("spawn publisher"),
-        frames,
-    )
+    Publisher::spawn(cfg, Arc::new(BufferPool::new(8))).expect("spawn publisher")
 }
 
 const SIZES: [usize; 20] = [
@@ -85,7 +84,7 @@ const SIZES: [usize; 20] = [
 
 #[test]
 fn three_subscribers_receive_every_frame_in_order_byte_exact() {
-    let (publisher, _q) = spawn(32, 16);
+    let (publisher, sender) = spawn(32, 16);
     let addr = publisher.local_addr();
     assert_ne!(addr.port(), 0);
     let frames: Vec<Frame> = SIZES
@@ -133,7 +132,6 @@ fn three_subscribers_receive_every_frame_in_order_byte_exact() {
         })
         .collect();
 
-    let sender = publisher.frame_sender();
     for f in &frames {
         assert!(sender.send(f.clone()), "input queue full");
     }
@@ -184,7 +182,7 @@ fn three_subscribers_receive_every_frame_in_order_byte_exact() {
 fn a_subscriber_that_never_reads_does_not_block_the_others() {
     const N: u64 = 30;
     const POINTS: usize = 200_000; // 6.4 MB per frame: far more than the socket buffers hold
-    let (publisher, _q) = spawn(2, 16);
+    let (publisher, sender) = spawn(2, 16);
     let addr = publisher.local_addr();
     let stalled = TcpStream::connect(addr).unwrap(); // connected, never read (until the end)
     let (tx, rx) = mpsc::channel::<(usize, u64)>();
@@ -208,7 +206,6 @@ fn a_subscriber_that_never_reads_does_not_block_the_others() {
     wait_for("3 subscribers", Duration::from_secs(5), || {
         publisher.counters().subscribers == 3
     });
-    let sender = publisher.frame_sender();
     let start = Instant::now();
     for seq in 0..N {
         assert!(sender.send(frame(seq, POINTS)));
@@ -270,18 +267,17 @@ fn a_subscriber_that_never_reads_does_not_block_the_others() {
 
 #[test]
 fn shutdown_with_a_stalled_subscriber_joins_after_linger() {
-    let frames = Arc::new(ArrayQueue::new(4));
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         linger: Duration::from_millis(200),
+        frame_queue: 4,
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, frames).unwrap();
+    let (publisher, sender) = Publisher::spawn(cfg, Arc::new(BufferPool::new(8))).unwrap();
     let _stalled = TcpStream::connect(publisher.local_addr()).unwrap();
     wait_for("subscriber", Duration::from_secs(5), || {
         publisher.counters().subscribers == 1
     });
-    let sender = publisher.frame_sender();
     for seq in 0..4 {
         assert!(sender.send(frame(seq, 200_000)));
     }
@@ -301,7 +297,7 @@ fn shutdown_with_a_stalled_subscriber_joins_after_linger() {
 
 #[test]
 fn disconnects_are_noticed_and_limits_enforced() {
-    let (publisher, frames) = spawn(4, 2);
+    let (publisher, sender) = spawn(4, 2);
     let addr = publisher.local_addr();
     let mut a = Subscriber::connect(addr).unwrap();
     let b = Subscriber::connect(addr).unwrap();
@@ -321,8 +317,8 @@ fn disconnects_are_noticed_and_limits_enforced() {
         let c = publisher.counters();
         c.subscribers == 1 && c.subscribers_disconnected == 1
     });
-    // Frames pushed directly into the queue (no FrameSender) are picked up by the idle poll.
-    frames.push(frame(0, 10)).unwrap();
+    // A frame sent to an idle publisher wakes it.
+    assert!(sender.send(frame(0, 10)));
     a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let f = a.next_frame().unwrap().unwrap();
     assert_eq!(f.points(), &frame(0, 10).points[..]);
@@ -333,7 +329,7 @@ fn disconnects_are_noticed_and_limits_enforced() {
     wait_for("2 subscribers again", Duration::from_secs(5), || {
         publisher.counters().subscribers == 2
     });
-    assert!(publisher.frame_sender().send(frame(1, 3)));
+    assert!(sender.send(frame(1, 3)));
     assert_eq!(a.next_frame().unwrap().unwrap().header().sequence, 1);
     assert_eq!(c2.next_frame().unwrap().unwrap().header().sequence, 1);
 
@@ -341,37 +337,129 @@ fn disconnects_are_noticed_and_limits_enforced() {
     wait_for("frames sent", Duration::from_secs(5), || {
         publisher.counters().frames_sent == 3
     });
-    let buf = publisher
-        .frame_sender()
-        .recycled_buffer()
-        .expect("recycled points buffer");
+    let buf = sender.recycled_buffer().expect("recycled points buffer");
     assert!(buf.is_empty() && buf.capacity() >= 3);
     let c = publisher.shutdown().unwrap();
     assert_eq!(c.subscribers_accepted, 3);
     assert_eq!(c.subscribers_rejected, 1);
 }
 
+/// A sink that holds the publisher thread in its first `offer` until released (a decoder
+/// burst meeting a busy publisher), and records the sequence of every frame offered.
+struct GateSink {
+    entered: mpsc::Sender<()>,
+    release: Option<mpsc::Receiver<()>>,
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl FrameSink for GateSink {
+    fn name(&self) -> &str {
+        "gate"
+    }
+
+    fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
+        self.seen.lock().unwrap().push(frame.header().sequence);
+        if let Some(r) = self.release.take() {
+            self.entered.send(()).unwrap();
+            r.recv().unwrap();
+        }
+    }
+}
+
 #[test]
 fn input_queue_full_drops_and_counts_without_blocking() {
-    let frames = Arc::new(ArrayQueue::new(2));
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = GateSink {
+        entered: entered_tx,
+        release: Some(release_rx),
+        seen: seen.clone(),
+    };
     let cfg = PublisherConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        idle_poll: None,
+        frame_queue: 2,
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, frames.clone()).unwrap();
-    // Let the publisher thread block in its wait, then fill the queue directly: no wake-up and
-    // no idle poll, so it will not drain it.
-    std::thread::sleep(Duration::from_millis(100));
-    frames.push(frame(0, 1)).unwrap();
-    frames.push(frame(1, 1)).unwrap();
-    let sender = lidarxdp::publish::FrameSender::new(frames, &publisher);
-    let t = Instant::now();
-    let rejected = sender.try_send(frame(2, 5)).unwrap_err();
-    assert!(t.elapsed() < Duration::from_millis(50));
-    assert_eq!(rejected.header.sequence, 2);
-    assert_eq!(sender.counters().dropped_queue_full, 1);
-    assert_eq!(publisher.counters().frames_dropped_input_full, 1);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (publisher, sender) = Publisher::spawn_on(
+        listener,
+        cfg,
+        Arc::new(BufferPool::new(8)),
+        vec![Box::new(sink)],
+    )
+    .unwrap();
+    assert!(sender.send(frame(0, 1)));
+    // The publisher thread is now held in the sink with frame 0: the queue fills.
+    entered.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(sender.send(frame(1, 1)));
+    assert!(sender.send(frame(2, 1)));
+    assert_eq!(sender.queued(), 2);
+    let rejected = sender.try_send(frame(3, 5)).unwrap_err();
+    assert_eq!(rejected.header.sequence, 3);
+    assert!(
+        !sender.send(frame(4, 5)),
+        "full: dropped, buffer to the pool"
+    );
+    assert_eq!(
+        sender.counters(),
+        SenderCounters {
+            sent: 3,
+            dropped_queue_full: 2
+        }
+    );
+    assert_eq!(publisher.counters().frames_dropped_input_full, 2);
+    assert_eq!(publisher.counters().pool_returned, 1);
+    release.send(()).unwrap();
     let c = publisher.shutdown().unwrap();
-    assert_eq!(c.frames_in, 2, "shutdown publishes what is still queued");
+    assert_eq!(c.frames_in, 3, "every queued frame is published");
+    assert_eq!(c.frames_queued, 3);
+    assert_eq!(*seen.lock().unwrap(), [0, 1, 2]);
+}
+
+#[test]
+fn ten_sensors_completing_at_once_are_all_delivered_at_depth_3() {
+    // Issue 12: every sensor completes a frame at the same cut. A subscriber that keeps up
+    // gets every frame of every sensor, even though a burst (10 frames of ~1 MB) is far more
+    // than the queue depth of 3.
+    const SENSORS: u16 = 10;
+    const CUTS: u64 = 6;
+    let cfg = PublisherConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        queue_depth: 3,
+        frame_queue: 32,
+        sensors: (0..SENSORS)
+            .map(|id| protocol::SensorEntry {
+                id,
+                name: format!("vlp16-{id}"),
+                model: "VLP16".into(),
+            })
+            .collect(),
+        ..PublisherConfig::default()
+    };
+    let (publisher, sender) = Publisher::spawn(cfg, Arc::new(BufferPool::new(16))).unwrap();
+    let mut sub = Subscriber::connect(publisher.local_addr()).unwrap();
+    sub.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    wait_for("subscriber", Duration::from_secs(5), || {
+        publisher.counters().subscribers == 1
+    });
+    let mut got = Vec::new();
+    for cut in 0..CUTS {
+        for sensor in 0..SENSORS {
+            let mut f = frame(cut, 30_000);
+            f.header.sensor_id = sensor;
+            assert!(sender.send(f));
+        }
+        for _ in 0..SENSORS {
+            let f = sub.next_frame().unwrap().unwrap();
+            assert_eq!(f.points().len(), 30_000);
+            got.push((f.header().sensor_id, f.header().sequence));
+        }
+    }
+    let want: Vec<(u16, u64)> = (0..CUTS)
+        .flat_map(|cut| (0..SENSORS).map(move |s| (s, cut)))
+        .collect();
+    assert_eq!(got, want, "every frame of every sensor, in arrival order");
+    let c = publisher.shutdown().unwrap();
+    assert_eq!(c.frames_dropped_queue_full, 0);
+    assert_eq!(c.frames_sent, u64::from(SENSORS) * CUTS);
 }

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_queue::ArrayQueue;
-use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
 use lidarxdp::record::{McapRecorder, POINTCLOUD2_SCHEMA};
 use lidarxdp_client::Subscriber;
 use lidarxdp_core::frame::{Frame, FrameHeader};
@@ -48,7 +47,14 @@ fn frames_record_as_pointcloud2_cdr() {
         }],
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, Arc::new(ArrayQueue::new(4))).unwrap();
+    let (publisher, sender) = Publisher::spawn(
+        PublisherConfig {
+            frame_queue: 4,
+            ..cfg
+        },
+        Arc::new(BufferPool::new(8)),
+    )
+    .unwrap();
     let want = Subscribe {
         sensors: vec![],
         fields: vec!["x".into(), "y".into(), "z".into(), "intensity".into()],
@@ -64,7 +70,7 @@ fn frames_record_as_pointcloud2_cdr() {
             ..Default::default()
         })
         .collect();
-    assert!(publisher.frame_sender().send(Frame {
+    assert!(sender.send(Frame {
         header: FrameHeader {
             sensor_id: 4,
             sequence: 9,

@@ -6,8 +6,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
-use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
 use lidarxdp_client::Subscriber;
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
@@ -48,7 +47,14 @@ fn disconnect_mid_frame_then_reconnect() {
         sndbuf: 0, // kernel autotuning: the frame cannot sit whole in the socket buffer
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, Arc::new(ArrayQueue::new(8))).unwrap();
+    let (publisher, sender) = Publisher::spawn(
+        PublisherConfig {
+            frame_queue: 8,
+            ..cfg
+        },
+        Arc::new(BufferPool::new(8)),
+    )
+    .unwrap();
     let addr = publisher.local_addr();
     let mut steady = Subscriber::connect(addr).unwrap();
     steady
@@ -56,7 +62,6 @@ fn disconnect_mid_frame_then_reconnect() {
         .unwrap();
     let mut leaving = TcpStream::connect(addr).unwrap();
     wait_for("2 subscribers", || publisher.counters().subscribers == 2);
-    let sender = publisher.frame_sender();
     assert!(sender.send(frame(0, N)));
     // Read the hello and the first 100 kB of frame 0, then vanish mid-frame.
     let mut part = vec![0u8; 100_000];

@@ -12,8 +12,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
-use lidarxdp::publish::{Publisher, PublisherConfig};
+use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
 
@@ -21,19 +20,17 @@ use lidarxdp_core::point::PointXYZIRCAEDT;
 fn peer_reset_mid_frame_is_a_disconnect_not_sigpipe() {
     // SAFETY: sets the default disposition of SIGPIPE; no handler code is involved.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let frames = Arc::new(ArrayQueue::new(8));
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, frames).unwrap();
+    let (publisher, sender) = Publisher::spawn(cfg, Arc::new(BufferPool::new(8))).unwrap();
     let mut s = TcpStream::connect(publisher.local_addr()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while publisher.counters().subscribers != 1 {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(2));
     }
-    let sender = publisher.frame_sender();
     for seq in 0..4 {
         let points = vec![
             PointXYZIRCAEDT {
@@ -83,7 +80,6 @@ fn peer_reset_mid_frame_is_a_disconnect_not_sigpipe() {
 fn forced_close_of_a_stalled_subscriber_is_not_sigpipe() {
     // SAFETY: sets the default disposition of SIGPIPE; no handler code is involved.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let frames = Arc::new(ArrayQueue::new(8));
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         linger: Duration::from_millis(50),
@@ -91,14 +87,13 @@ fn forced_close_of_a_stalled_subscriber_is_not_sigpipe() {
         sndbuf: 0,
         ..PublisherConfig::default()
     };
-    let publisher = Publisher::spawn(cfg, frames).unwrap();
+    let (publisher, sender) = Publisher::spawn(cfg, Arc::new(BufferPool::new(8))).unwrap();
     let _stalled = TcpStream::connect(publisher.local_addr()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while publisher.counters().subscribers != 1 {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(2));
     }
-    let sender = publisher.frame_sender();
     let points = vec![PointXYZIRCAEDT::default(); 500_000];
     assert!(sender.send(Frame {
         header: FrameHeader::default(),

@@ -374,6 +374,10 @@ pub struct CaptureWorker<S: PacketSource> {
     pub sensors: Vec<SensorSlot>,
     /// Where finished frames go.
     pub sender: FrameSender,
+    /// Where the sensors' decoders take new frames' point buffers (the publisher's
+    /// [`crate::publish::BufferPool`], which gets them back once the frames are sent); given to
+    /// every pipeline of this thread, reloaded ones included.
+    pub buffers: Arc<dyn lidarxdp_core::scan::BufferSource>,
     /// Idle wait before re-checking timeouts and the stop flag.
     pub idle_wait: Duration,
     /// Set by the main thread to make the worker flush and return.
@@ -738,7 +742,9 @@ impl<S: PacketSource> CaptureWorker<S> {
     /// Errors: those of the source's receive and wait calls (e.g. `io_uring_setup`, `recvmmsg`).
     pub fn run(mut self) -> std::io::Result<CaptureExit> {
         // Frames' point buffers come from the publisher's pool (no allocation once warm).
-        let _buffers = lidarxdp_core::scan::install_buffer_source(self.sender.buffer_source());
+        for s in &mut self.sensors {
+            s.pipeline.set_buffer_source(self.buffers.clone());
+        }
         let mut local = Local::new(self.sensors.len());
         let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
@@ -819,7 +825,9 @@ impl<S: PacketSource> CaptureWorker<S> {
                 log::warn!("calibration reload for unknown sensor slot {}", r.slot);
                 continue;
             };
-            *pending = Some(r.pipeline);
+            let mut pipeline = r.pipeline;
+            pipeline.set_buffer_source(self.buffers.clone());
+            *pending = Some(pipeline);
             if let Some(e) = local.pending_emitted.get_mut(r.slot) {
                 *e = (false, false);
             }

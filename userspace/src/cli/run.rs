@@ -30,7 +30,7 @@ use lidarxdp::{
         UringSource, XdpSource,
     },
     loader::{AttachMode, ProgramCounters, XdpProgram},
-    publish::{FrameSender, Publisher, PublisherConfig, PublisherCounters},
+    publish::{BufferPool, FrameSender, Publisher, PublisherConfig, PublisherCounters},
     xsk::{BindMode, UmemConfig, XskConfig, XskSocket},
 };
 use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel, Stamp};
@@ -140,7 +140,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST", value_parser = super::config::parse_cpu_list)]
     #[serde(skip)]
     cpus: Option<super::config::CpuList>,
-    /// Frames each subscriber may have queued before the oldest is dropped, 1..=64 (default 3).
+    /// Frames of each sensor a subscriber may have queued before that sensor's oldest is
+    /// dropped, 1..=64 (default 3).
     #[arg(long)]
     subscriber_queue: Option<usize>,
     /// Finished frames between the capture threads and the publisher, 1..=1024 (default 16).
@@ -502,7 +503,6 @@ pub fn run(args: RunArgs) -> Result<()> {
     let hangup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hangup.clone())
         .context("install SIGHUP handler")?;
-    let queue_frames = Arc::new(ArrayQueue::new(plan.frame_queue));
     let listen = plan.listen;
     // Bound (and listening) before the capabilities go, so a privileged port still works;
     // EADDRINUSE is retried like the AF_XDP bind's EBUSY (a crashed predecessor's socket).
@@ -533,12 +533,15 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         None => None,
     };
-    let publisher = Publisher::spawn_on(
+    // One pool of point buffers: the decoders take from it, the publisher gives back to it.
+    let pool = Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP));
+    let (publisher, sender) = Publisher::spawn_on(
         listener,
         PublisherConfig {
             listen,
             max_subscribers: plan.max_subscribers,
             queue_depth: plan.subscriber_queue,
+            frame_queue: plan.frame_queue,
             sensors: plan
                 .sensors()
                 .map(|s| lidarxdp_core::protocol::SensorEntry {
@@ -549,7 +552,8 @@ pub fn run(args: RunArgs) -> Result<()> {
                 .collect(),
             ..PublisherConfig::default()
         },
-        queue_frames.clone(),
+        pool.clone(),
+        Vec::new(),
     )
     .with_context(|| format!("publisher on {listen}"))?;
 
@@ -579,7 +583,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         let parts = WorkerParts {
             slots,
             reloads: reloads.clone(),
-            sender: FrameSender::new(queue_frames.clone(), &publisher),
+            sender: sender.clone(),
+            buffers: pool.clone(),
             stop: worker_stop.clone(),
             stats: stats.clone(),
             stall: plan.stall,
@@ -906,6 +911,7 @@ struct WorkerParts {
     slots: Vec<SensorSlot>,
     reloads: Arc<ArrayQueue<Reload>>,
     sender: FrameSender,
+    buffers: Arc<BufferPool>,
     stop: Arc<AtomicBool>,
     stats: Arc<CaptureStats>,
     stall: Option<StallSchedule>,
@@ -922,6 +928,7 @@ impl WorkerParts {
             source,
             sensors: self.slots,
             sender: self.sender,
+            buffers: self.buffers,
             idle_wait: Duration::from_millis(20),
             stop: self.stop,
             stats: self.stats,

@@ -4,41 +4,46 @@
 //! # Design
 //!
 //! ```text
-//! decoder thread(s)                          publisher thread (one io_uring)
-//!   ScanAssembler takes point Vecs from        multishot accept on the listener
-//!     the LIFO BufferPool (no allocation)      multishot poll on the wake eventfd
-//!   FrameSender::send(frame)                   per subscriber: SendMsg [hdr, payload, hdr, ...]
-//!     ArrayQueue::push (never blocks)  ---->                   + Recv (handshake, hang-up)
-//!     eventfd write (nonblocking)              last Arc dropped -> point Vec back to the pool
+//! decoder thread(s)                          publisher thread (one io_uring, uring.rs)
+//!   decoders take point Vecs from the          multishot accept on the listener
+//!     LIFO BufferPool (no allocation)          multishot poll on the wake eventfd
+//!   FrameSender::send(frame)                   completions decoded once into typed tokens
+//!     ArrayQueue::push (never blocks)  ---->     -> Fanout state machine (fanout.rs) -> actions:
+//!     eventfd write (nonblocking)                   SendMsg [hdr, payload, ...], Recv, close
+//!                                              last Arc dropped -> point Vec back to the pool
 //! ```
 //!
+//! - **Two halves**: [`fanout`] is the TCP server's logic with no syscall (per-subscriber
+//!   queues, drop-oldest per sensor, stall cut-off, partial writes, handshake, protocol
+//!   errors), unit-tested on its own; [`uring`] is the thin io_uring driver that decodes each
+//!   completion once into a typed token, feeds it to the state machine and submits the
+//!   actions it returns.
 //! - **Decoder side never blocks, never locks**: [`FrameSender::send`] is one `ArrayQueue::push`
-//!   plus one nonblocking `eventfd` write; a full queue drops the new frame and counts it.
-//!   [`FrameSender::buffer_source`] gives the capture thread the [`BufferPool`] its assemblers
-//!   take point buffers from ([`lidarxdp_core::scan::install_buffer_source`]).
+//!   plus one nonblocking `eventfd` write that wakes the publisher; a full queue drops the new
+//!   frame and counts it. The queue belongs to the publisher ([`Publisher::spawn`] returns the
+//!   sender).
+//! - **The pool is passed in**: the caller creates the [`BufferPool`] and hands it to the
+//!   publisher and to the decoders ([`lidarxdp_core::sensor::ScanPipeline::set_buffer_source`]).
+//! - **Sinks are a seam**: every frame becomes one [`SharedFrame`] offered to each
+//!   [`FrameSink`]; the TCP server is the sink built in, further ones are given to
+//!   [`Publisher::spawn_on`].
 //! - **No per-subscriber copy**: each frame's header is encoded once; the header and the point
 //!   buffer are shared by all subscribers through one `Arc` and sent as iovecs. A subscriber
 //!   that chose a subset of the point fields gets a packed copy — **one per distinct field set
-//!   per frame**, shared by every subscriber with that set ([`PublisherCounters::packed_encodings`]);
-//!   the default (all fields) is sent straight from the decoder's buffer.
-//! - **One submission per wake-up**: the loop queues SQEs (sends for every subscriber that has
-//!   data, receive re-arms) and submits them all in the single `io_uring_enter` that also waits
-//!   for the next completions.
+//!   per frame**, shared by every subscriber with that set ([`PublisherCounters::packed_encodings`]).
 //! - **Batched writes**: a subscriber with several messages waiting gets up to [`MAX_BATCH`] of
-//!   them (up to [`BATCH_BYTES`]) in one `IORING_OP_SENDMSG` (header and payload iovecs of each) — the iovecs a `writev`
-//!   would take, plus `MSG_NOSIGNAL`, so a vanished peer yields `EPIPE`, not a process-killing
-//!   `SIGPIPE` (the reason for SendMsg rather than Writev). Partial sends resume where they
+//!   them (up to [`BATCH_BYTES`]) in one `IORING_OP_SENDMSG` with `MSG_NOSIGNAL` (a vanished
+//!   peer yields `EPIPE`, not a process-killing `SIGPIPE`). Partial sends resume where they
 //!   stopped. Sockets get `TCP_NODELAY` and an `SO_SNDBUF` that holds a whole frame
 //!   ([`PublisherConfig::sndbuf`], grown to the largest frame seen, up to 64 MiB).
-//! - **Bounded per-subscriber queues**: at most `queue_depth` frames wait behind the batch being
-//!   sent (the high watermark); a new frame finding the queue full drops the *oldest* waiting
-//!   frame for that subscriber alone ([`PublisherCounters::frames_dropped_queue_full`]). A
-//!   subscriber whose send makes no progress for [`PublisherConfig::stall_timeout`] is
-//!   disconnected ([`PublisherCounters::subscribers_stalled`]).
-//! - **Buffers back to the pool**: when the last subscriber has finished writing a frame its
-//!   message's last `Arc` is dropped and the point `Vec` returns to the capped LIFO
-//!   [`BufferPool`]. So memory is bounded by the pool cap plus, per subscriber,
-//!   `MAX_BATCH + queue_depth` shared frames.
+//! - **Bounded queues, per sensor**: at most `queue_depth` frames *of each sensor* wait per
+//!   subscriber behind the batch being sent; a new frame finding its sensor's share full drops
+//!   the oldest frame of that sensor for that subscriber alone
+//!   ([`PublisherCounters::frames_dropped_queue_full`]), so one sensor is never starved to serve
+//!   another. A subscriber whose send makes no progress for [`PublisherConfig::stall_timeout`]
+//!   is disconnected ([`PublisherCounters::subscribers_stalled`]).
+//! - **Memory bound**: the pool cap of empty buffers, plus per subscriber at most
+//!   `MAX_BATCH + queue_depth × max(1, announced sensors)` shared frame messages.
 //! - **Handshake**: a subscriber that sends nothing gets all sensors and all fields. A
 //!   [`lidarxdp_core::protocol::Subscribe`] chooses sensors by name and fields by name; the server
 //!   answers with a `subscribed` acknowledgement, after which every frame follows the new
@@ -47,24 +52,29 @@
 //!
 //! Requires Linux 5.19 (multishot accept, `IORING_FEAT_NODROP`); runs on 6.x.
 
-mod event_loop;
+mod counters;
+mod fanout;
 mod pool;
+mod sink;
+mod uring;
 
+pub use counters::{PublisherCounters, SenderCounters};
 pub use pool::{BufferPool, PoolCounters};
+pub use sink::{FrameSink, SharedFrame};
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use io_uring::IoUring;
 
+use counters::{Counters, add};
 use lidarxdp_core::frame::Frame;
-use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::protocol::SensorEntry;
 
 /// Default listen address of the publisher.
@@ -93,13 +103,15 @@ pub struct PublisherConfig {
     /// Maximum simultaneous subscribers; further connections are accepted and closed at once
     /// (default 16).
     pub max_subscribers: usize,
-    /// Frames that may wait per subscriber behind the batch being sent: the high watermark past
-    /// which the oldest waiting frame is dropped (default 3, minimum 1).
+    /// Frames of one sensor that may wait per subscriber behind the batch being sent: the high
+    /// watermark past which the oldest waiting frame of that sensor is dropped (default 3,
+    /// minimum 1). Memory bound: a subscriber holds at most
+    /// `queue_depth × max(1, sensors.len())` waiting frames in all, plus its batch of at most
+    /// [`MAX_BATCH`] messages (frames are shared between subscribers, not copied).
     pub queue_depth: usize,
-    /// Fallback wake-up interval of the publisher thread, which notices frames pushed into the
-    /// queue directly (not through a [`FrameSender`]) within this delay. `None` relies on the
-    /// [`FrameSender`]'s eventfd only (stall checks then run every 100 ms). Default 10 ms.
-    pub idle_poll: Option<Duration>,
+    /// Capacity of the input queue between the [`FrameSender`]s and the publisher thread,
+    /// frames (default 16, minimum 1); a frame sent to a full queue is dropped and counted.
+    pub frame_queue: usize,
     /// On [`PublisherHandle::shutdown`], how long subscribers may take to receive the frames
     /// already queued for them (including frames still in the input queue) before they are
     /// disconnected anyway. Default 2 s.
@@ -110,8 +122,6 @@ pub struct PublisherConfig {
     /// The sensors announced in the hello; subscribers choose among them by name. Default:
     /// none announced (subscribers can still take the default "all sensors" subscription).
     pub sensors: Vec<SensorEntry>,
-    /// Most empty point buffers kept for reuse ([`BufferPool`] cap; default 8).
-    pub pool_cap: usize,
     /// Minimum `SO_SNDBUF` of subscriber sockets, bytes (default 4 MiB); raised to the largest
     /// frame message seen, up to [`MAX_SNDBUF`]. `SO_SNDBUFFORCE` is tried first (root), else
     /// `SO_SNDBUF` (capped by `net.core.wmem_max`). 0 leaves the kernel's autotuning alone.
@@ -124,102 +134,27 @@ impl Default for PublisherConfig {
             listen: DEFAULT_LISTEN,
             max_subscribers: 16,
             queue_depth: 3,
-            idle_poll: Some(Duration::from_millis(10)),
+            frame_queue: 16,
             linger: Duration::from_secs(2),
             stall_timeout: Duration::from_secs(5),
             sensors: Vec::new(),
-            pool_cap: 8,
             sndbuf: 4 << 20,
         }
     }
 }
 
-/// Snapshot of the publisher's counters (monotonic totals unless noted).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PublisherCounters {
-    /// Currently connected subscribers (a gauge).
-    pub subscribers: u64,
-    /// Subscribers accepted since start.
-    pub subscribers_accepted: u64,
-    /// Connections closed at once because `max_subscribers` were connected.
-    pub subscribers_rejected: u64,
-    /// Subscribers removed (hang-up, send error, stall, protocol error, shutdown).
-    pub subscribers_disconnected: u64,
-    /// Subscribers disconnected because their send made no progress for the stall timeout.
-    pub subscribers_stalled: u64,
-    /// Subscribers disconnected for a protocol violation (garbage, unknown sensor/field, ...).
-    pub protocol_errors: u64,
-    /// Subscribe requests accepted.
-    pub subscriptions: u64,
-    /// Frames taken from the input queue.
-    pub frames_in: u64,
-    /// Frames completely sent, summed over subscribers.
-    pub frames_sent: u64,
-    /// Frames dropped from a subscriber's full queue, summed over subscribers.
-    pub frames_dropped_queue_full: u64,
-    /// Frames dropped by [`FrameSender`]s because the input queue was full.
-    pub frames_dropped_input_full: u64,
-    /// Frames dropped because they have more than [`lidarxdp_core::protocol::MAX_POINT_COUNT`] points.
-    pub frames_dropped_too_large: u64,
-    /// Packed copies made for subscribers that chose a subset of the fields (one per distinct
-    /// field set per frame, never one per subscriber).
-    pub packed_encodings: u64,
-    /// Frame messages alive now (queued or being sent to someone), a gauge.
-    pub frames_alive: u64,
-    /// Largest `frames_alive` seen.
-    pub frames_alive_high_water: u64,
-    /// Largest number of frames ever waiting in one subscriber's queue (`<= queue_depth`).
-    pub queue_high_water: u64,
-    /// Bytes sent (all messages), summed over subscribers.
-    pub bytes_sent: u64,
-    /// The point-buffer pool.
-    pub pool: PoolCounters,
-}
-
-/// Counters of the [`FrameSender`]s of one publisher (shared by all clones).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SenderCounters {
-    /// Frames accepted into the queue.
-    pub sent: u64,
-    /// Frames dropped because the queue was full.
-    pub dropped_queue_full: u64,
-}
-
-/// Lock-free counters, written by one thread each (relaxed atomics: they are statistics, not
-/// synchronisation).
-#[derive(Default)]
-struct Counters {
-    subscribers: AtomicU64,
-    subscribers_accepted: AtomicU64,
-    subscribers_rejected: AtomicU64,
-    subscribers_disconnected: AtomicU64,
-    subscribers_stalled: AtomicU64,
-    protocol_errors: AtomicU64,
-    subscriptions: AtomicU64,
-    frames_in: AtomicU64,
-    frames_sent: AtomicU64,
-    frames_dropped_queue_full: AtomicU64,
-    frames_dropped_too_large: AtomicU64,
-    packed_encodings: AtomicU64,
-    frames_alive: AtomicU64,
-    frames_alive_high_water: AtomicU64,
-    queue_high_water: AtomicU64,
-    bytes_sent: AtomicU64,
-    sender_sent: AtomicU64,
-    sender_dropped: AtomicU64,
-}
-
-fn add(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Relaxed);
-}
+/// Default cap of the point-buffer pool a daemon creates ([`BufferPool::new`]), buffers.
+pub const DEFAULT_POOL_CAP: usize = 8;
 
 /// State shared by the handle, the senders and the publisher thread.
 struct Shared {
-    counters: Counters,
+    /// The input queue.
+    frames: ArrayQueue<Frame>,
+    counters: Arc<Counters>,
     stop: AtomicBool,
     /// Nonblocking eventfd; a write wakes the publisher thread.
     wake: OwnedFd,
-    /// Emptied point buffers for reuse by the decoder.
+    /// Emptied point buffers for reuse by the decoders.
     pool: Arc<BufferPool>,
     /// Per-subscriber counters, refreshed by the publisher thread every 50 ms (a lock on the
     /// frame-rate side only: the decoder threads never touch it).
@@ -238,50 +173,44 @@ pub struct SubscriberStats {
     pub frames_sent: u64,
     /// Frames dropped from this subscriber's full queue (it read too slowly).
     pub frames_dropped: u64,
-    /// Frames waiting in its queue now.
+    /// Frames waiting in its queue now, all sensors.
     pub queued: u64,
 }
 
 impl Shared {
     fn notify(&self) {
         let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own; the fd is nonblocking so
-        // this never blocks (EAGAIN only if the counter would overflow, then a wake-up is
-        // pending anyway).
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own (eventfd(2)); the fd is
+        // nonblocking so this never blocks (EAGAIN only if the counter would overflow, then a
+        // wake-up is pending anyway).
         let _ = unsafe { libc::write(self.wake.as_raw_fd(), (&raw const one).cast(), 8) };
     }
 
     fn drain_wake(&self) {
         let mut v: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64; nonblocking eventfd.
+        // SAFETY: reads at most 8 bytes into a live u64; nonblocking eventfd (eventfd(2)).
         let _ = unsafe { libc::read(self.wake.as_raw_fd(), (&raw mut v).cast(), 8) };
     }
 }
 
-/// The decoder side's handle on the publisher: pushes frames without ever blocking.
+/// The decoder side's handle on the publisher: pushes frames into its input queue without ever
+/// blocking, and wakes it.
 ///
-/// Cheap to clone; all clones share counters.
+/// Cheap to clone; all clones share the queue and the counters.
 #[derive(Clone)]
 pub struct FrameSender {
-    frames: Arc<ArrayQueue<Frame>>,
     shared: Arc<Shared>,
 }
 
-impl FrameSender {
-    /// A sender for `publisher`. `frames` must be the queue the publisher was spawned with
-    /// (otherwise its frames are never published); same as [`PublisherHandle::frame_sender`].
-    pub fn new(frames: Arc<ArrayQueue<Frame>>, publisher: &PublisherHandle) -> Self {
-        if !Arc::ptr_eq(&frames, &publisher.frames) {
-            log::warn!(
-                "FrameSender::new: queue differs from the publisher's; frames will not be published"
-            );
-        }
-        FrameSender {
-            frames,
-            shared: publisher.shared.clone(),
-        }
+impl std::fmt::Debug for FrameSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameSender")
+            .field("queued", &self.shared.frames.len())
+            .finish_non_exhaustive()
     }
+}
 
+impl FrameSender {
     /// Queues a frame for publishing and wakes the publisher. Returns `false` (and counts the
     /// drop) if the queue is full; the frame's buffer then goes back to the pool.
     pub fn send(&self, frame: Frame) -> bool {
@@ -299,37 +228,33 @@ impl FrameSender {
     /// # Errors
     /// The frame itself when the input queue is full (counted as dropped).
     pub fn try_send(&self, frame: Frame) -> Result<(), Frame> {
-        match self.frames.push(frame) {
+        match self.shared.frames.push(frame) {
             Ok(()) => {
-                add(&self.shared.counters.sender_sent, 1);
+                add(&self.shared.counters.frames_queued, 1);
                 self.shared.notify();
                 Ok(())
             }
             Err(frame) => {
-                add(&self.shared.counters.sender_dropped, 1);
+                add(&self.shared.counters.frames_dropped_input_full, 1);
                 Err(frame)
             }
         }
     }
 
-    /// An empty point buffer (with capacity) whose frame has been sent to every subscriber, if
-    /// one is available: the most recently freed one (LIFO). Never blocks.
-    pub fn recycled_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>> {
-        self.shared.pool.take()
+    /// Frames in the input queue now, not yet taken by the publisher thread.
+    pub fn queued(&self) -> usize {
+        self.shared.frames.len()
     }
 
-    /// The pool as a [`lidarxdp_core::scan::BufferSource`], for
-    /// [`lidarxdp_core::scan::install_buffer_source`] on the decoder thread.
-    pub fn buffer_source(&self) -> Arc<dyn lidarxdp_core::scan::BufferSource> {
-        self.shared.pool.clone()
+    /// An empty point buffer (with capacity) whose frame has been sent to every subscriber, if
+    /// one is available: the most recently freed one (LIFO). Never blocks.
+    pub fn recycled_buffer(&self) -> Option<Vec<lidarxdp_core::point::PointXYZIRCAEDT>> {
+        self.shared.pool.take()
     }
 
     /// Counter snapshot of all clones.
     pub fn counters(&self) -> SenderCounters {
-        SenderCounters {
-            sent: self.shared.counters.sender_sent.load(Relaxed),
-            dropped_queue_full: self.shared.counters.sender_dropped.load(Relaxed),
-        }
+        self.shared.counters.sender()
     }
 }
 
@@ -338,77 +263,100 @@ impl FrameSender {
 pub struct Publisher;
 
 impl Publisher {
-    /// Binds the listener, sets up the io_uring and starts the publisher thread, which publishes
-    /// every frame that appears in `frames` (push through [`PublisherHandle::frame_sender`] to
-    /// wake it immediately).
+    /// Binds `cfg.listen`, sets up the io_uring and starts the publisher thread. Returns its
+    /// handle and the sender of its input queue (clone it for every decoder thread). `pool`
+    /// gets the frames' point buffers back once every subscriber has sent them: give the same
+    /// pool to the decoders ([`lidarxdp_core::sensor::ScanPipeline::set_buffer_source`]).
     ///
     /// # Errors
     /// Bind failure, io_uring unavailable (e.g. `kernel.io_uring_disabled`), eventfd or thread
     /// creation failure.
     pub fn spawn(
         cfg: PublisherConfig,
-        frames: Arc<ArrayQueue<Frame>>,
-    ) -> io::Result<PublisherHandle> {
+        pool: Arc<BufferPool>,
+    ) -> io::Result<(PublisherHandle, FrameSender)> {
         let listener = TcpListener::bind(cfg.listen)?;
-        Self::spawn_on(listener, cfg, frames)
+        Self::spawn_on(listener, cfg, pool, Vec::new())
     }
 
     /// [`Publisher::spawn`] on a listener already bound (and listening) by the caller, e.g.
-    /// before the daemon drops its capabilities; `cfg.listen` is ignored.
+    /// before the daemon drops its capabilities (`cfg.listen` is ignored), with further
+    /// `sinks` offered every frame beside the TCP subscribers.
     ///
     /// # Errors
     /// io_uring unavailable, eventfd or thread creation failure.
     pub fn spawn_on(
         listener: TcpListener,
         cfg: PublisherConfig,
-        frames: Arc<ArrayQueue<Frame>>,
-    ) -> io::Result<PublisherHandle> {
+        pool: Arc<BufferPool>,
+        sinks: Vec<Box<dyn FrameSink>>,
+    ) -> io::Result<(PublisherHandle, FrameSender)> {
         let local_addr = listener.local_addr()?;
         let max_subscribers = cfg.max_subscribers.max(1);
         let entries = (max_subscribers * 3 + 16)
             .next_power_of_two()
             .clamp(64, 4096) as u32;
         let ring = IoUring::new(entries)?;
-        // SAFETY: plain syscall; the returned fd (checked) is owned by the OwnedFd below.
+        // SAFETY: plain syscall (eventfd(2)); the returned fd (checked) is owned by the OwnedFd
+        // below.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `efd` is a fresh, valid fd that nothing else owns.
         let wake = unsafe { OwnedFd::from_raw_fd(efd) };
+        let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
-            counters: Counters::default(),
+            frames: ArrayQueue::new(cfg.frame_queue.max(1)),
+            counters: counters.clone(),
             stop: AtomicBool::new(false),
             wake,
-            pool: Arc::new(BufferPool::new(cfg.pool_cap)),
+            pool,
             subscriber_stats: std::sync::Mutex::new(Vec::new()),
         });
-        let (frames2, shared2) = (frames.clone(), shared.clone());
+        let fanout = fanout::Fanout::new(
+            fanout::FanoutConfig {
+                max_subscribers,
+                queue_depth: cfg.queue_depth,
+                stall_timeout: cfg.stall_timeout,
+                sndbuf: cfg.sndbuf,
+                sensors: cfg.sensors.clone(),
+            },
+            counters,
+        );
+        let shared2 = shared.clone();
+        let linger = cfg.linger;
         let thread = std::thread::Builder::new()
             .name("lidarxdp-publish".into())
             .spawn(move || {
-                // Built on the publisher thread: `Loop` holds raw pointers (msghdr) and is not Send.
-                let mut state = event_loop::Loop::new(
+                // Built on the publisher thread: the driver holds raw pointers (msghdr) and is
+                // not Send.
+                let mut driver = uring::Driver::new(
                     ring,
                     listener,
-                    frames2,
                     shared2,
-                    &cfg,
-                    max_subscribers,
+                    fanout,
+                    sinks,
+                    linger,
                     entries as usize * 2,
                 );
-                let r = state.run();
+                let r = driver.run();
                 if let Err(e) = &r {
                     log::error!("publisher thread failed: {e}");
                 }
                 r
             })?;
-        Ok(PublisherHandle {
-            local_addr,
-            shared,
-            frames,
-            thread: Some(thread),
-        })
+        let sender = FrameSender {
+            shared: shared.clone(),
+        };
+        Ok((
+            PublisherHandle {
+                local_addr,
+                shared,
+                thread: Some(thread),
+            },
+            sender,
+        ))
     }
 }
 
@@ -417,7 +365,6 @@ impl Publisher {
 pub struct PublisherHandle {
     local_addr: SocketAddr,
     shared: Arc<Shared>,
-    frames: Arc<ArrayQueue<Frame>>,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -435,15 +382,7 @@ impl PublisherHandle {
         self.local_addr
     }
 
-    /// A sender for the decoder side, bound to this publisher's queue and wake-up eventfd.
-    pub fn frame_sender(&self) -> FrameSender {
-        FrameSender {
-            frames: self.frames.clone(),
-            shared: self.shared.clone(),
-        }
-    }
-
-    /// The point-buffer pool (shared with every [`FrameSender`]).
+    /// The point-buffer pool the publisher returns buffers to.
     pub fn pool(&self) -> &Arc<BufferPool> {
         &self.shared.pool
     }
@@ -457,29 +396,9 @@ impl PublisherHandle {
             .unwrap_or_default()
     }
 
-    /// Counter snapshot.
+    /// Snapshot of every counter the publisher keeps (the pool's included).
     pub fn counters(&self) -> PublisherCounters {
-        let c = &self.shared.counters;
-        PublisherCounters {
-            subscribers: c.subscribers.load(Relaxed),
-            subscribers_accepted: c.subscribers_accepted.load(Relaxed),
-            subscribers_rejected: c.subscribers_rejected.load(Relaxed),
-            subscribers_disconnected: c.subscribers_disconnected.load(Relaxed),
-            subscribers_stalled: c.subscribers_stalled.load(Relaxed),
-            protocol_errors: c.protocol_errors.load(Relaxed),
-            subscriptions: c.subscriptions.load(Relaxed),
-            frames_in: c.frames_in.load(Relaxed),
-            frames_sent: c.frames_sent.load(Relaxed),
-            frames_dropped_queue_full: c.frames_dropped_queue_full.load(Relaxed),
-            frames_dropped_input_full: c.sender_dropped.load(Relaxed),
-            frames_dropped_too_large: c.frames_dropped_too_large.load(Relaxed),
-            packed_encodings: c.packed_encodings.load(Relaxed),
-            frames_alive: c.frames_alive.load(Relaxed),
-            frames_alive_high_water: c.frames_alive_high_water.load(Relaxed),
-            queue_high_water: c.queue_high_water.load(Relaxed),
-            bytes_sent: c.bytes_sent.load(Relaxed),
-            pool: self.shared.pool.counters(),
-        }
+        self.shared.counters.snapshot(&self.shared.pool)
     }
 
     /// Stops the publisher and returns its final counters: stops accepting, publishes the

@@ -73,13 +73,14 @@
 //!
 //! ## Buffer reuse (no allocation once warm)
 //! Each frame's point `Vec` leaves with the frame. The next frame's `Vec` comes from the
-//! thread's [`BufferSource`] if one is installed ([`install_buffer_source`]; the capture thread
-//! installs the publisher's LIFO pool, whose buffers come back when the last subscriber has sent
-//! the frame), else it is allocated, pre-sized from the previous frame. The azimuth side table is
+//! decoder's [`BufferSource`] if it was given one ([`PointBuffers`],
+//! [`crate::sensor::ScanPipeline::set_buffer_source`]; the capture thread gives it the
+//! publisher's LIFO pool, whose buffers come back when the last subscriber has sent the frame),
+//! else it is allocated, pre-sized from the previous frame. The azimuth side table is
 //! recycled inside the assembler. With a warm pool, decoding allocates nothing.
 #![forbid(unsafe_code)]
 
-use std::cell::RefCell;
+use std::fmt;
 use std::sync::Arc;
 
 use crate::frame::{Frame, FrameClock, FrameHeader};
@@ -87,52 +88,46 @@ use crate::point::PointXYZIRCAEDT;
 
 // ---- buffer reuse hook (publisher, issue 5) -------------------------------------------------
 
-/// A source of empty point buffers for the frames the assemblers of a thread start, e.g. the
-/// publisher's [`crate::publish::BufferPool`] of buffers whose frames have been sent.
+/// A source of empty point buffers for the frames an assembler starts, e.g. the publisher's
+/// [`crate::publish::BufferPool`] of buffers whose frames have been sent.
 pub trait BufferSource: Send + Sync {
     /// An empty buffer (its capacity is reused), or `None` to make the assembler allocate.
     /// Must not block: it is called on the decoder's hot path, once per frame.
     fn take_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>>;
 }
 
-thread_local! {
-    static BUFFER_SOURCE: RefCell<Option<Arc<dyn BufferSource>>> = const { RefCell::new(None) };
-}
+/// Where a decoder takes its new frames' point buffers: a [`BufferSource`] given with
+/// [`crate::sensor::ScanPipeline::set_buffer_source`], else the allocator. `Clone` shares the
+/// source.
+#[derive(Clone, Default)]
+pub struct PointBuffers(Option<Arc<dyn BufferSource>>);
 
-/// Uninstalls the thread's [`BufferSource`] when dropped.
-#[must_use = "the source is uninstalled when the guard is dropped"]
-#[derive(Debug)]
-pub struct BufferSourceGuard {
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-impl Drop for BufferSourceGuard {
-    fn drop(&mut self) {
-        BUFFER_SOURCE.with(|s| s.borrow_mut().take());
+impl fmt::Debug for PointBuffers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PointBuffers")
+            .field(&self.0.as_ref().map(|_| "source"))
+            .finish()
     }
 }
 
-/// Makes every [`ScanAssembler`] running on the calling thread take new frames' point buffers
-/// from `source` (until the guard is dropped). Without a source, buffers are allocated.
-pub fn install_buffer_source(source: Arc<dyn BufferSource>) -> BufferSourceGuard {
-    BUFFER_SOURCE.with(|s| *s.borrow_mut() = Some(source));
-    BufferSourceGuard {
-        _not_send: std::marker::PhantomData,
+impl PointBuffers {
+    /// Buffers from `source` (the allocator when it has none).
+    pub fn new(source: Arc<dyn BufferSource>) -> Self {
+        PointBuffers(Some(source))
     }
-}
 
-/// An empty point buffer with room for `capacity` points: from the thread's buffer source
-/// ([`install_buffer_source`], the publisher's LIFO pool) if any, else freshly allocated. Every
-/// vendor decoder takes its frame buffers here so a warm decoder does not allocate.
-pub fn new_points(capacity: usize) -> Vec<PointXYZIRCAEDT> {
-    let v = BUFFER_SOURCE.with(|s| s.borrow().as_ref().and_then(|s| s.take_buffer()));
-    match v {
-        Some(mut v) => {
-            v.clear();
-            v.reserve(capacity);
-            v
+    /// An empty point buffer with room for `capacity` points: from the source if it has one,
+    /// else freshly allocated. Every vendor decoder takes its frame buffers here so a warm
+    /// decoder does not allocate.
+    pub fn take(&self, capacity: usize) -> Vec<PointXYZIRCAEDT> {
+        match self.0.as_ref().and_then(|s| s.take_buffer()) {
+            Some(mut v) => {
+                v.clear();
+                v.reserve(capacity);
+                v
+            }
+            None => Vec::with_capacity(capacity),
         }
-        None => Vec::with_capacity(capacity),
     }
 }
 
@@ -507,6 +502,8 @@ pub struct ScanAssembler {
     dt_count: u32,
     /// Measured azimuth advance between consecutive packets, 0.01°/256 (0: none yet).
     adv_q8: u64,
+    /// Where new frames' point buffers come from.
+    buffers: PointBuffers,
 }
 
 /// Steps per block of the windowed minimum that measures the packet interval.
@@ -547,7 +544,13 @@ impl ScanAssembler {
             dt_min: [u64::MAX; 2],
             dt_count: 0,
             adv_q8: 0,
+            buffers: PointBuffers::default(),
         }
+    }
+
+    /// Takes new frames' point buffers from `source` from now on (instead of allocating).
+    pub fn set_buffer_source(&mut self, source: Arc<dyn BufferSource>) {
+        self.buffers = PointBuffers::new(source);
     }
 
     /// The packet interval in use for the loss estimate, ns: the larger of the nominal one
@@ -788,7 +791,9 @@ impl ScanAssembler {
         let mut azimuths = std::mem::take(&mut self.spare_azimuths);
         azimuths.reserve(self.cur.azimuths.len() + self.cur.azimuths.len() / 8);
         let mut next = Building {
-            points: new_points(self.cur.points.len() + self.cur.points.len() / 8),
+            points: self
+                .buffers
+                .take(self.cur.points.len() + self.cur.points.len() / 8),
             azimuths,
             start_ns: new_start,
             host_ns: new_host,
@@ -851,7 +856,7 @@ impl ScanAssembler {
                 None => 0,
             };
             self.emit(cur, tail, out);
-            self.cur.points = new_points(hint);
+            self.cur.points = self.buffers.take(hint);
             self.cur.azimuths = std::mem::take(&mut self.spare_azimuths);
         } else {
             // A dropped carry-only frame: keep its buffers for the next one.

@@ -752,6 +752,8 @@ pub trait VendorDecoder: Send + fmt::Debug {
     /// A boxed copy of this decoder in its current state (calibration tables, frame in
     /// progress, counters): what [`ScanPipeline`]'s `Clone` uses.
     fn clone_box(&self) -> Box<dyn VendorDecoder>;
+    /// Takes new frames' point buffers from `source` from now on (instead of allocating).
+    fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>);
     /// Data packets whose model byte names another model than the configured one
     /// ([`DecodeCounters::product_mismatches`]); 0 where the format has no such byte.
     fn product_mismatches(&self) -> u64 {
@@ -937,6 +939,12 @@ impl ScanPipeline {
         let before = out.len();
         self.decoder.flush(out);
         self.count_frames(before, out);
+    }
+
+    /// Takes new frames' point buffers from `source` (e.g. the publisher's
+    /// [`crate::publish::BufferPool`]) from now on, instead of allocating them.
+    pub fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
+        self.decoder.set_buffer_source(source);
     }
 
     /// The counters.

@@ -1248,6 +1248,10 @@ impl VendorDecoder for RobosenseStream {
         Box::new(self.clone())
     }
 
+    fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
+        self.assembler.set_buffer_source(source);
+    }
+
     fn time_faults(&self) -> super::TimeFaults {
         super::TimeFaults {
             restarts: self.assembler.stream_clock().restarts(),

@@ -1416,6 +1416,10 @@ impl VendorDecoder for VelodyneStream {
         Box::new(self.clone())
     }
 
+    fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
+        self.assembler.set_buffer_source(source);
+    }
+
     fn product_mismatches(&self) -> u64 {
         self.product_mismatches
     }

@@ -699,6 +699,8 @@ pub struct HesaiStream {
     host_base: bool,
     /// Packets missing before the cut of the frame the next packet opens (after a gap).
     pending_head_lost: u32,
+    /// Where new frames' point buffers come from.
+    buffers: crate::scan::PointBuffers,
 }
 
 impl HesaiStream {
@@ -798,6 +800,7 @@ impl HesaiStream {
             date_fallbacks: 0,
             host_base: false,
             pending_head_lost: 0,
+            buffers: crate::scan::PointBuffers::default(),
         })
     }
 
@@ -812,7 +815,7 @@ impl HesaiStream {
             return;
         }
         let cap = buf.points.len() + buf.points.len() / 8;
-        self.bufs[usize::from(b)].points = crate::scan::new_points(cap);
+        self.bufs[usize::from(b)].points = self.buffers.take(cap);
         out.push(Frame {
             header: FrameHeader {
                 sensor_id: self.sensor_id,
@@ -1310,6 +1313,10 @@ impl VendorDecoder for HesaiStream {
 
     fn clone_box(&self) -> Box<dyn VendorDecoder> {
         Box::new(self.clone())
+    }
+
+    fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
+        self.buffers = crate::scan::PointBuffers::new(source);
     }
 
     fn time_faults(&self) -> super::TimeFaults {

@@ -196,6 +196,8 @@ pub struct OusterStream {
     spare_seen: Vec<u64>,
     decoded_any: bool,
     stats: OusterStats,
+    /// Where new frames' point buffers come from.
+    buffers: crate::scan::PointBuffers,
 }
 
 impl OusterStream {
@@ -281,6 +283,7 @@ impl OusterStream {
             spare_seen: Vec::new(),
             decoded_any: false,
             stats: OusterStats::default(),
+            buffers: crate::scan::PointBuffers::default(),
             meta,
         })
     }
@@ -393,7 +396,7 @@ impl OusterStream {
             received: 0,
             malformed: std::mem::take(&mut self.pending_malformed),
             seen,
-            points: crate::scan::new_points(self.point_capacity),
+            points: self.buffers.take(self.point_capacity),
             unordered: false,
             has_time: false,
             first_col_ns: 0,
@@ -831,6 +834,10 @@ impl VendorDecoder for OusterStream {
 
     fn clone_box(&self) -> Box<dyn VendorDecoder> {
         Box::new(self.clone())
+    }
+
+    fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
+        self.buffers = crate::scan::PointBuffers::new(source);
     }
 
     fn time_faults(&self) -> super::TimeFaults {
