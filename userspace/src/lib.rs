@@ -16,6 +16,7 @@
 
 pub mod capture;
 pub mod client;
+pub mod counters;
 pub mod frame;
 pub mod loader;
 pub mod metrics;

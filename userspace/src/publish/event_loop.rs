@@ -427,9 +427,11 @@ impl Loop {
                 (!s.closing).then(|| super::SubscriberStats {
                     slot,
                     peer: s.peer.clone(),
-                    frames_sent: s.frames_sent,
-                    frames_dropped: s.dropped,
-                    queued: s.queue.len() as u64,
+                    counters: super::SubscriberCounters {
+                        frames_sent: s.frames_sent,
+                        frames_dropped: s.dropped,
+                        queued_frames: s.queue.len() as u64,
+                    },
                 })
             })
             .collect();

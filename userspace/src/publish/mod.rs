@@ -134,46 +134,52 @@ impl Default for PublisherConfig {
     }
 }
 
-/// Snapshot of the publisher's counters (monotonic totals unless noted).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PublisherCounters {
-    /// Currently connected subscribers (a gauge).
-    pub subscribers: u64,
-    /// Subscribers accepted since start.
-    pub subscribers_accepted: u64,
-    /// Connections closed at once because `max_subscribers` were connected.
-    pub subscribers_rejected: u64,
-    /// Subscribers removed (hang-up, send error, stall, protocol error, shutdown).
-    pub subscribers_disconnected: u64,
-    /// Subscribers disconnected because their send made no progress for the stall timeout.
-    pub subscribers_stalled: u64,
-    /// Subscribers disconnected for a protocol violation (garbage, unknown sensor/field, ...).
-    pub protocol_errors: u64,
-    /// Subscribe requests accepted.
-    pub subscriptions: u64,
-    /// Frames taken from the input queue.
-    pub frames_in: u64,
-    /// Frames completely sent, summed over subscribers.
-    pub frames_sent: u64,
-    /// Frames dropped from a subscriber's full queue, summed over subscribers.
-    pub frames_dropped_queue_full: u64,
-    /// Frames dropped by [`FrameSender`]s because the input queue was full.
-    pub frames_dropped_input_full: u64,
-    /// Frames dropped because they have more than [`crate::protocol::MAX_POINT_COUNT`] points.
-    pub frames_dropped_too_large: u64,
-    /// Packed copies made for subscribers that chose a subset of the fields (one per distinct
-    /// field set per frame, never one per subscriber).
-    pub packed_encodings: u64,
-    /// Frame messages alive now (queued or being sent to someone), a gauge.
-    pub frames_alive: u64,
-    /// Largest `frames_alive` seen.
-    pub frames_alive_high_water: u64,
-    /// Largest number of frames ever waiting in one subscriber's queue (`<= queue_depth`).
-    pub queue_high_water: u64,
-    /// Bytes sent (all messages), summed over subscribers.
-    pub bytes_sent: u64,
-    /// The point-buffer pool.
-    pub pool: PoolCounters,
+/// The publisher's counters: daemon-wide, no labels (`lidarxdp_publisher_*`).
+pub const PUBLISHER_COUNTERS: crate::counters::Group = crate::counters::Group {
+    name: "publisher",
+    labels: &[],
+};
+
+crate::counter_set! {
+    /// Snapshot of the publisher's counters (monotonic totals unless noted).
+    pub struct PublisherCounters in PUBLISHER_COUNTERS;
+    shared
+    /// Lock-free counters, written by one thread each (relaxed atomics: they are statistics,
+    /// not synchronisation).
+    struct Counters;
+    {
+        subscribers: Gauge "subscribers" "Currently connected subscribers.",
+        subscribers_accepted: Counter "subscribers" "Subscribers accepted.",
+        /// Because `max_subscribers` were connected.
+        subscribers_rejected: Counter "connections" "Connections closed at once because the maximum number of subscribers was connected.",
+        /// Hang-up, send error, stall, protocol error, shutdown.
+        subscribers_disconnected: Counter "subscribers" "Subscribers removed.",
+        subscribers_stalled: Counter "subscribers" "Subscribers disconnected because their send made no progress for the stall timeout.",
+        /// Garbage, a wrong version, an unknown sensor or field.
+        protocol_errors: Counter "subscribers" "Subscribers disconnected for a protocol violation.",
+        subscriptions: Counter "requests" "Subscribe requests accepted.",
+        /// By [`FrameSender`]s.
+        frames_queued: Counter "frames" "Frames accepted into the publisher input queue.",
+        frames_in: Counter "frames" "Frames taken from the input queue.",
+        frames_sent: Counter "frames" "Frames completely sent, summed over subscribers.",
+        frames_dropped_queue_full: Counter "frames" "Frames dropped from a subscriber's full queue, summed over subscribers.",
+        /// By [`FrameSender`]s.
+        frames_dropped_input_full: Counter "frames" "Frames dropped because the publisher input queue was full.",
+        /// More than [`crate::protocol::MAX_POINT_COUNT`] points.
+        frames_dropped_too_large: Counter "frames" "Frames dropped because they have too many points for the protocol.",
+        /// One per distinct field set per frame, never one per subscriber.
+        packed_encodings: Counter "encodings" "Packed copies made for subscribers that chose a subset of the point fields.",
+        frames_alive: Gauge "frames" "Frame messages alive now (queued or being sent to someone).",
+        frames_alive_high_water: Gauge "frames" "Largest number of frame messages alive at once.",
+        /// `<= queue_depth`.
+        queue_high_water: Gauge "frames" "Largest number of frames ever waiting in one subscriber's queue.",
+        /// All messages.
+        bytes_sent: Counter "bytes" "Bytes sent to subscribers.",
+    }
+    extra {
+        /// The point-buffer pool.
+        pub pool: PoolCounters,
+    }
 }
 
 /// Counters of the [`FrameSender`]s of one publisher (shared by all clones).
@@ -183,30 +189,6 @@ pub struct SenderCounters {
     pub sent: u64,
     /// Frames dropped because the queue was full.
     pub dropped_queue_full: u64,
-}
-
-/// Lock-free counters, written by one thread each (relaxed atomics: they are statistics, not
-/// synchronisation).
-#[derive(Default)]
-struct Counters {
-    subscribers: AtomicU64,
-    subscribers_accepted: AtomicU64,
-    subscribers_rejected: AtomicU64,
-    subscribers_disconnected: AtomicU64,
-    subscribers_stalled: AtomicU64,
-    protocol_errors: AtomicU64,
-    subscriptions: AtomicU64,
-    frames_in: AtomicU64,
-    frames_sent: AtomicU64,
-    frames_dropped_queue_full: AtomicU64,
-    frames_dropped_too_large: AtomicU64,
-    packed_encodings: AtomicU64,
-    frames_alive: AtomicU64,
-    frames_alive_high_water: AtomicU64,
-    queue_high_water: AtomicU64,
-    bytes_sent: AtomicU64,
-    sender_sent: AtomicU64,
-    sender_dropped: AtomicU64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -226,6 +208,23 @@ struct Shared {
     subscriber_stats: std::sync::Mutex<Vec<SubscriberStats>>,
 }
 
+/// Per connected subscriber: `lidarxdp_subscriber_*{subscriber,peer}`.
+pub const SUBSCRIBER_COUNTERS: crate::counters::Group = crate::counters::Group {
+    name: "subscriber",
+    labels: &["subscriber", "peer"],
+};
+
+crate::counter_set! {
+    /// One subscriber's counters.
+    pub struct SubscriberCounters in SUBSCRIBER_COUNTERS;
+    {
+        frames_sent: Counter "frames" "Frames completely sent to this subscriber.",
+        /// It read too slowly.
+        frames_dropped: Counter "frames" "Frames dropped from this subscriber's full queue (it reads too slowly).",
+        queued_frames: Gauge "frames" "Frames waiting in this subscriber's queue.",
+    }
+}
+
 /// One connected subscriber's counters, as the publisher thread last published them (at most
 /// 50 ms old).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -234,12 +233,8 @@ pub struct SubscriberStats {
     pub slot: usize,
     /// Peer address, `IP:PORT`.
     pub peer: String,
-    /// Frames completely sent to this subscriber.
-    pub frames_sent: u64,
-    /// Frames dropped from this subscriber's full queue (it read too slowly).
-    pub frames_dropped: u64,
-    /// Frames waiting in its queue now.
-    pub queued: u64,
+    /// Its counters.
+    pub counters: SubscriberCounters,
 }
 
 impl Shared {
@@ -301,12 +296,12 @@ impl FrameSender {
     pub fn try_send(&self, frame: Frame) -> Result<(), Frame> {
         match self.frames.push(frame) {
             Ok(()) => {
-                add(&self.shared.counters.sender_sent, 1);
+                add(&self.shared.counters.frames_queued, 1);
                 self.shared.notify();
                 Ok(())
             }
             Err(frame) => {
-                add(&self.shared.counters.sender_dropped, 1);
+                add(&self.shared.counters.frames_dropped_input_full, 1);
                 Err(frame)
             }
         }
@@ -327,8 +322,8 @@ impl FrameSender {
     /// Counter snapshot of all clones.
     pub fn counters(&self) -> SenderCounters {
         SenderCounters {
-            sent: self.shared.counters.sender_sent.load(Relaxed),
-            dropped_queue_full: self.shared.counters.sender_dropped.load(Relaxed),
+            sent: self.shared.counters.frames_queued.load(Relaxed),
+            dropped_queue_full: self.shared.counters.frames_dropped_input_full.load(Relaxed),
         }
     }
 }
@@ -459,26 +454,9 @@ impl PublisherHandle {
 
     /// Counter snapshot.
     pub fn counters(&self) -> PublisherCounters {
-        let c = &self.shared.counters;
         PublisherCounters {
-            subscribers: c.subscribers.load(Relaxed),
-            subscribers_accepted: c.subscribers_accepted.load(Relaxed),
-            subscribers_rejected: c.subscribers_rejected.load(Relaxed),
-            subscribers_disconnected: c.subscribers_disconnected.load(Relaxed),
-            subscribers_stalled: c.subscribers_stalled.load(Relaxed),
-            protocol_errors: c.protocol_errors.load(Relaxed),
-            subscriptions: c.subscriptions.load(Relaxed),
-            frames_in: c.frames_in.load(Relaxed),
-            frames_sent: c.frames_sent.load(Relaxed),
-            frames_dropped_queue_full: c.frames_dropped_queue_full.load(Relaxed),
-            frames_dropped_input_full: c.sender_dropped.load(Relaxed),
-            frames_dropped_too_large: c.frames_dropped_too_large.load(Relaxed),
-            packed_encodings: c.packed_encodings.load(Relaxed),
-            frames_alive: c.frames_alive.load(Relaxed),
-            frames_alive_high_water: c.frames_alive_high_water.load(Relaxed),
-            queue_high_water: c.queue_high_water.load(Relaxed),
-            bytes_sent: c.bytes_sent.load(Relaxed),
             pool: self.shared.pool.counters(),
+            ..self.shared.counters.snapshot()
         }
     }
 
