@@ -139,7 +139,7 @@ pub struct SensorCounters {
     /// The pipeline's counters (across calibration reloads).
     pub decode: SharedDecodeCounters,
     /// The vendor decoder's own counters ([`ScanPipeline::vendor_counter_descs`]), in the
-    /// order of `vendor_descs`. They restart from 0 at a calibration reload (a counter reset).
+    /// order of `vendor_descs` (across calibration reloads, like `decode`).
     pub vendor: Box<[AtomicU64]>,
     /// Descriptors of `vendor`.
     pub vendor_descs: &'static [CounterDesc],
@@ -365,6 +365,11 @@ struct Local {
     /// Per sensor slot: the current pipeline's counters when it took over (the datagrams it
     /// decoded in the shadow of its predecessor, not published).
     discount: Vec<DecodeCounters>,
+    /// Per sensor slot: the vendor counters ([`ScanPipeline::visit_vendor_counters`]) of the
+    /// pipelines replaced by reloads, as published (empty: zeros).
+    vendor_retired: Vec<Vec<u64>>,
+    /// Per sensor slot: the current pipeline's vendor counters when it took over.
+    vendor_discount: Vec<Vec<u64>>,
     /// Per sensor slot: a reloaded pipeline waiting for the current one's next frame
     /// boundary (see [`CaptureWorker::apply_reloads`]).
     pending: Vec<Option<ScanPipeline>>,
@@ -384,6 +389,8 @@ impl Local {
             mode_checked: vec![false; sensors],
             retired: vec![DecodeCounters::default(); sensors],
             discount: vec![DecodeCounters::default(); sensors],
+            vendor_retired: vec![Vec::new(); sensors],
+            vendor_discount: vec![Vec::new(); sensors],
             pending: vec![None; sensors],
             pending_emitted: vec![(false, false); sensors],
             last_rx_ns: vec![0; sensors],
@@ -400,11 +407,33 @@ impl Local {
         p
     }
 
+    /// Calls `f(k, value)` for each vendor counter `k` of slot `i` as published, as
+    /// [`Self::published`] does for the [`DecodeCounters`].
+    fn published_vendor(&self, i: usize, pipeline: &ScanPipeline, f: &mut dyn FnMut(usize, u64)) {
+        let at = |v: Option<&Vec<u64>>, k: usize| v.and_then(|v| v.get(k)).copied().unwrap_or(0);
+        let (d, r) = (self.vendor_discount.get(i), self.vendor_retired.get(i));
+        let mut k = 0;
+        pipeline.visit_vendor_counters(&mut |_, v| {
+            f(k, v.saturating_sub(at(d, k)).wrapping_add(at(r, k)));
+            k += 1;
+        });
+    }
+
     /// Swaps slot `i`'s pending pipeline in (at a frame boundary of the current one).
     fn take_over(&mut self, i: usize, slot: &mut SensorSlot) {
         let Some(new) = self.pending.get_mut(i).and_then(Option::take) else {
             return;
         };
+        let mut retired = Vec::new();
+        self.published_vendor(i, &slot.pipeline, &mut |_, v| retired.push(v));
+        let mut shadow = Vec::new();
+        new.visit_vendor_counters(&mut |_, v| shadow.push(v));
+        if let (Some(r), Some(d)) = (
+            self.vendor_retired.get_mut(i),
+            self.vendor_discount.get_mut(i),
+        ) {
+            (*r, *d) = (retired, shadow);
+        }
         let published = self.published(i, &slot.pipeline);
         if let Some(r) = self.retired.get_mut(i) {
             *r = published;
@@ -781,12 +810,10 @@ impl<S: PacketSource> CaptureWorker<S> {
         {
             sc.traffic.store(t);
             sc.decode.store(&l.published(i, &slot.pipeline));
-            let mut k = 0;
-            slot.pipeline.visit_vendor_counters(&mut |_, v| {
+            l.published_vendor(i, &slot.pipeline, &mut |k, v| {
                 if let Some(a) = sc.vendor.get(k) {
                     a.store(v, Ordering::Relaxed);
                 }
-                k += 1;
             });
         }
     }
@@ -906,6 +933,8 @@ mod tests {
         // Frame 1 closes at packet 302 (its completing packet); the reload arrives at 250.
         let mut slots = vec![vlp16_slot()];
         let mut local = Local::new(1);
+        // As if an earlier reload had retired a pipeline with 7 rate mismatches.
+        local.vendor_retired[0] = vec![7];
         let mut got = feed(&mut slots, &mut local, &payloads[..250]);
         assert_eq!(got.len(), 1);
         local.pending[0] = Some(vlp16(10.0));
@@ -941,6 +970,14 @@ mod tests {
         assert_eq!((c.packets, c.decoded, c.frames), (603, 603, 4));
         let points: usize = got.iter().map(|f| f.points.len()).sum();
         assert_eq!(c.points, points as u64);
+        // The vendor counters (Velodyne `rate_mismatches`) carry over the swap too.
+        let mut vendor = Vec::new();
+        local.published_vendor(0, &slots[0].pipeline, &mut |k, v| vendor.push((k, v)));
+        assert_eq!(vendor, [(0, 7)]);
+        assert_eq!(
+            (&local.vendor_retired[0], &local.vendor_discount[0]),
+            (&vec![7], &vec![0])
+        );
     }
 
     /// A sensor that sent nothing for its frame timeout takes its reload at once.
@@ -963,6 +1000,8 @@ mod tests {
         let payloads = vlp16_dual();
         let mut slots = vec![vlp16_slot()];
         let mut local = Local::new(1);
+        // As if an earlier reload had retired a pipeline with 7 rate mismatches.
+        local.vendor_retired[0] = vec![7];
         let mut got = feed(&mut slots, &mut local, &payloads[..250]);
         assert_eq!(got.len(), 1);
         local.pending[0] = Some(vlp16(10.0));
