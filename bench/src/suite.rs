@@ -679,7 +679,7 @@ fn fill_row(
     };
     row.decoded = per_sensor("decoded").unwrap_or(0);
     row.received = num(d, &["backend", "received"])
-        .or_else(|| per_sensor("datagrams"))
+        .or_else(|| per_sensor("packets"))
         .unwrap_or(0);
     row.frames = per_sensor("frames").unwrap_or(0);
     row.lost = row.sent as i64 - row.decoded as i64;

@@ -65,42 +65,29 @@ pub enum LoaderError {
     MissingMap(&'static str),
 }
 
-/// Sums of the XDP program's per-CPU counters ([`Counter`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ProgramCounters {
-    /// Frames the program ran on.
-    pub seen: u64,
-    /// Frames redirected into an AF_XDP socket.
-    pub redirected: u64,
-    /// Frames passed to the kernel stack.
-    pub passed: u64,
-    /// Frames with truncated or invalid headers (also passed).
-    pub malformed: u64,
-    /// Sensor frames passed because no AF_XDP socket was bound on their queue.
-    pub no_socket: u64,
-    /// First IPv4 fragments of sensor datagrams recorded so their later fragments follow.
-    pub frag_tracked: u64,
-    /// IPv4 fragments (first and later) redirected into an AF_XDP socket (part of `redirected`).
-    pub frag_redirected: u64,
-    /// Later IPv4 fragments passed because they matched no tracked sensor datagram (part of
-    /// `passed`).
-    pub frag_passed: u64,
-    /// First fragments whose tracking entry could not be written (their later fragments pass).
-    pub frag_track_failed: u64,
-}
+/// The XDP program's counters: daemon-wide, no labels (`lidarxdp_xdp_*`).
+pub const XDP_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "xdp",
+    labels: &[],
+};
 
-impl ProgramCounters {
-    /// Adds `other` field by field (the counters of several interfaces' programs).
-    pub fn add(&mut self, other: &ProgramCounters) {
-        self.seen += other.seen;
-        self.redirected += other.redirected;
-        self.passed += other.passed;
-        self.malformed += other.malformed;
-        self.no_socket += other.no_socket;
-        self.frag_tracked += other.frag_tracked;
-        self.frag_redirected += other.frag_redirected;
-        self.frag_passed += other.frag_passed;
-        self.frag_track_failed += other.frag_track_failed;
+lidarxdp_core::counter_set! {
+    /// Sums of the XDP program's per-CPU counters ([`Counter`]), over CPUs (and, in the
+    /// daemon's exports, over interfaces).
+    pub struct ProgramCounters in XDP_COUNTERS;
+    {
+        seen: Counter "frames" "Frames the XDP program ran on.",
+        redirected: Counter "frames" "Frames redirected into an AF_XDP socket.",
+        passed: Counter "frames" "Frames passed to the kernel stack.",
+        malformed: Counter "frames" "Frames with truncated or invalid headers (passed).",
+        no_socket: Counter "frames" "Sensor frames passed because no AF_XDP socket was bound on their queue.",
+        frag_tracked: Counter "fragments" "First IPv4 fragments of sensor datagrams tracked.",
+        /// Part of `redirected`.
+        frag_redirected: Counter "fragments" "IPv4 fragments redirected into an AF_XDP socket.",
+        /// Part of `passed`.
+        frag_passed: Counter "fragments" "Later IPv4 fragments passed (no tracked datagram).",
+        /// Their later fragments pass.
+        frag_track_failed: Counter "fragments" "First fragments whose tracking entry could not be written.",
     }
 }
 

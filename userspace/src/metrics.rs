@@ -1,83 +1,48 @@
-//! Prometheus text exposition (format 0.0.4) of the daemon's counters, sans-IO.
+//! The daemon's counters as Prometheus text exposition (format 0.0.4) and as the stats JSON,
+//! both derived from the counter descriptors ([`lidarxdp_core::counters`]), sans-IO.
 //!
-//! [`render`] turns a [`Snapshot`] (plain numbers gathered by `lidarxdp run` from the XDP
-//! program's maps, the capture thread's atomics and the publisher) into the text served at
-//! `GET /metrics`; [`parse`] reads such text back (for `lidarxdp stats`). Every family gets a
-//! `# HELP` and a `# TYPE` line; counters end in `_total`.
+//! A [`Snapshot`] (plain numbers gathered by `lidarxdp run` from the XDP program's maps, the
+//! capture threads' atomics and the publisher) is walked with [`Snapshot::visit`], which yields
+//! every counter once as `(scope, descriptor, value)`. [`render`] writes the walk as the text
+//! served at `GET /metrics` (one family per descriptor, `# HELP` and `# TYPE` first; counters
+//! end in `_total`); [`Snapshot::to_json`] writes the same walk as the stats JSON (`lidarxdp
+//! run --stats-json`, the 10 s log line); [`parse`] reads exposition text back and [`table`]
+//! prints it (`lidarxdp stats`).
 //!
-//! Labels: per queue `iface`, `queue` (AF_XDP `XDP_STATISTICS`, capture thread, reassembly);
-//! per sensor `sensor` (id) and `model`. XDP program and publisher counters are daemon-wide.
-use std::fmt::Write;
+//! Scopes and their labels: daemon-wide (none: `xdp`, `publisher`, `publisher_pool`); per
+//! queue `iface`, `queue` (`xsk`, `capture`, `reassembly`); per sensor `sensor` (id) and
+//! `model` (`sensor`, and the vendor decoders' `ouster`, `velodyne`, `robosense`); per
+//! subscriber `subscriber` (slot) and `peer`.
+use std::{collections::HashMap, fmt::Write};
 
-use crate::{loader::ProgramCounters, publish::PublisherCounters, xsk::XdpStatistics};
-use lidarxdp_core::reassembly::ReassemblyCounters;
+use serde_json::{Map, Value};
 
-/// The capture thread's own counters (see [`crate::capture::CaptureCounters`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CaptureSnapshot {
-    /// Frames taken from the RX ring.
-    pub rx_frames: u64,
-    /// Bytes taken from the RX ring.
-    pub rx_bytes: u64,
-    /// UDP datagrams handed to a sensor pipeline.
-    pub sensor_datagrams: u64,
-    /// Frames that were not IPv4/UDP.
-    pub not_udp: u64,
-    /// IPv4 fragments received.
-    pub fragments: u64,
-    /// Datagrams that matched no sensor.
-    pub unknown_sensor: u64,
-    /// Datagrams dropped: a second IPv4 source sending to a sensor configured without a source.
-    pub mixed_sources: u64,
-    /// Idle waits in io_uring.
-    pub waits: u64,
-    /// Frames pushed to the publisher.
-    pub frames_out: u64,
-    /// Frames dropped because the publisher queue was full.
-    pub frames_dropped: u64,
-    /// Calibration reloads (SIGHUP) applied to this thread's sensors.
-    pub calibration_reloads: u64,
-    /// Carrier transitions of the interface since the socket was bound (sysfs
-    /// `carrier_changes`; down then up counts 2).
-    pub link_changes: u64,
-}
+use crate::{
+    capture::{CaptureSnapshot, SensorTraffic},
+    loader::ProgramCounters,
+    publish::{PoolCounters, PublisherCounters, SubscriberCounters, SubscriberStats},
+    xsk::{XdpStatistics, XskCountersSnapshot},
+};
+use lidarxdp_core::{
+    counters::{CounterDesc, CounterSet},
+    reassembly::ReassemblyCounters,
+    sensor::DecodeCounters,
+};
 
-/// One sensor's counters (see [`crate::capture::SensorCounters`]).
+/// One sensor's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SensorSnapshot {
     /// Sensor id (as in the subscriber protocol).
     pub id: u16,
     /// Model name, e.g. `VLP16`.
     pub model: String,
-    /// UDP datagrams handed to the sensor's pipeline.
-    pub packets: u64,
-    /// UDP payload bytes of those datagrams.
-    pub bytes: u64,
-    /// Data packets decoded.
-    pub decoded: u64,
-    /// Packets rejected as malformed.
-    pub malformed: u64,
-    /// Datagrams ignored (not data packets).
-    pub ignored: u64,
-    /// Datagrams that were reassembled from IPv4 fragments.
-    pub reassembled: u64,
-    /// Frames (scans) produced.
-    pub frames: u64,
-    /// Points produced.
-    pub points: u64,
-    /// Data packets dropped because their time / frame id jumped away from the stream.
-    pub time_jumps: u64,
-    /// Sustained time jumps taken as a sensor restart.
-    pub restarts: u64,
-    /// Whole frames (turns) lost.
-    pub frames_lost: u64,
-    /// Data packets with an invalid date, stamped with host time.
-    pub date_fallbacks: u64,
-    /// Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).
-    pub implausible_time: u64,
-    /// Velodyne data packets whose product-id byte names another model than the configured
-    /// one (decoded as configured; logged once).
-    pub product_mismatches: u64,
+    /// The pipeline's counters.
+    pub decode: DecodeCounters,
+    /// The capture thread's bytes and reassembled datagrams of this sensor.
+    pub traffic: SensorTraffic,
+    /// The vendor decoder's own counters, with their descriptors
+    /// ([`lidarxdp_core::sensor::ScanPipeline::vendor_counter_descs`]).
+    pub vendor: Vec<(&'static CounterDesc, u64)>,
 }
 
 /// One (interface, queue): its capture thread, AF_XDP socket and reassembler.
@@ -87,28 +52,249 @@ pub struct QueueSnapshot {
     pub iface: String,
     /// RX queue index.
     pub queue: u32,
-    /// The socket's `XDP_STATISTICS` (`None` before the first read or if it failed).
-    pub xsk: Option<XdpStatistics>,
+    /// The socket's `XDP_STATISTICS` and our socket counters (`None` for the socket backends,
+    /// and before the first read).
+    pub xsk: Option<(XdpStatistics, XskCountersSnapshot)>,
     /// Capture thread counters.
     pub capture: CaptureSnapshot,
     /// IPv4 reassembly counters.
     pub reassembly: ReassemblyCounters,
 }
 
-/// Everything [`render`] exposes.
+/// Everything the daemon exports.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// XDP program counters (`None` if the map could not be read).
+    /// XDP program counters, summed over interfaces (`None` if no map could be read).
     pub xdp: Option<ProgramCounters>,
     /// Per queue.
     pub queues: Vec<QueueSnapshot>,
     /// Per sensor.
     pub sensors: Vec<SensorSnapshot>,
-    /// Publisher counters.
+    /// Publisher counters (with the pool's).
     pub publisher: PublisherCounters,
     /// Per connected subscriber.
-    pub subscribers: Vec<crate::publish::SubscriberStats>,
+    pub subscribers: Vec<SubscriberStats>,
 }
+
+/// Where a sample belongs: its label values, and its place in the stats JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Daemon-wide, no labels; JSON `{group}.{name}`.
+    Global,
+    /// One capture queue, labels `iface`, `queue`; JSON `queues[index].{group}.{name}`.
+    Queue {
+        /// Index in [`Snapshot::queues`].
+        index: usize,
+        /// Interface.
+        iface: &'a str,
+        /// RX queue.
+        queue: u32,
+    },
+    /// One sensor, labels `sensor`, `model`; JSON `sensors[index].{name}` for the group
+    /// `sensor`, `sensors[index].{group}.{name}` for the vendor groups.
+    Sensor {
+        /// Index in [`Snapshot::sensors`].
+        index: usize,
+        /// Sensor id.
+        id: u16,
+        /// Model name.
+        model: &'a str,
+    },
+    /// One subscriber, labels `subscriber`, `peer`; JSON `subscribers[index].{name}`.
+    Subscriber {
+        /// Index in [`Snapshot::subscribers`].
+        index: usize,
+        /// Publisher slot.
+        slot: usize,
+        /// Peer address.
+        peer: &'a str,
+    },
+}
+
+impl Scope<'_> {
+    /// `(label name, value)` pairs, in the order of the groups' [`lidarxdp_core::counters::Group::labels`].
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        match *self {
+            Scope::Global => Vec::new(),
+            Scope::Queue { iface, queue, .. } => {
+                vec![("iface", iface.to_owned()), ("queue", queue.to_string())]
+            }
+            Scope::Sensor { id, model, .. } => {
+                vec![("sensor", id.to_string()), ("model", model.to_owned())]
+            }
+            Scope::Subscriber { slot, peer, .. } => {
+                vec![("subscriber", slot.to_string()), ("peer", peer.to_owned())]
+            }
+        }
+    }
+
+    /// The label set as written in exposition text, without braces (values escaped).
+    pub fn prometheus_labels(&self) -> String {
+        self.labels()
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The group whose counters sit directly in this scope's JSON object (not nested under
+    /// the group's name).
+    fn flat_group(&self) -> Option<&'static str> {
+        match self {
+            Scope::Sensor { .. } => Some("sensor"),
+            Scope::Subscriber { .. } => Some("subscriber"),
+            _ => None,
+        }
+    }
+}
+
+impl Snapshot {
+    /// Calls `f` once per exported counter: daemon-wide XDP counters, then per queue (`xsk`,
+    /// `capture`, `reassembly`), per sensor (`sensor`, vendor groups), the publisher and its
+    /// pool, per subscriber.
+    pub fn visit(&self, f: &mut dyn FnMut(&Scope<'_>, &'static CounterDesc, u64)) {
+        if let Some(x) = &self.xdp {
+            x.visit(&mut |d, v| f(&Scope::Global, d, v));
+        }
+        for (index, q) in self.queues.iter().enumerate() {
+            let sc = Scope::Queue {
+                index,
+                iface: &q.iface,
+                queue: q.queue,
+            };
+            let mut g = |d: &'static CounterDesc, v| f(&sc, d, v);
+            if let Some((kernel, ours)) = &q.xsk {
+                kernel.visit(&mut g);
+                ours.visit(&mut g);
+            }
+            q.capture.visit(&mut g);
+            q.reassembly.visit(&mut g);
+        }
+        for (index, s) in self.sensors.iter().enumerate() {
+            let sc = Scope::Sensor {
+                index,
+                id: s.id,
+                model: &s.model,
+            };
+            let mut g = |d: &'static CounterDesc, v| f(&sc, d, v);
+            s.decode.visit(&mut g);
+            s.traffic.visit(&mut g);
+            for &(d, v) in &s.vendor {
+                g(d, v);
+            }
+        }
+        self.publisher.visit(&mut |d, v| f(&Scope::Global, d, v));
+        self.publisher
+            .pool
+            .visit(&mut |d, v| f(&Scope::Global, d, v));
+        for (index, c) in self.subscribers.iter().enumerate() {
+            let sc = Scope::Subscriber {
+                index,
+                slot: c.slot,
+                peer: &c.peer,
+            };
+            c.counters.visit(&mut |d, v| f(&sc, d, v));
+        }
+    }
+
+    /// The stats JSON: every counter of [`Snapshot::visit`] at its scope's place — `xdp`,
+    /// `publisher`, `publisher_pool` objects; `queues[]` (`iface`, `queue`, and `xsk`,
+    /// `capture`, `reassembly` objects), the first queue's objects also at top level;
+    /// `sensors[]` (`id`, `model`, the `sensor` counters, and `ouster` / `velodyne` /
+    /// `robosense` objects); `subscribers[]` (`slot`, `peer`, counters). Keys are the
+    /// descriptors' names.
+    pub fn to_json(&self) -> Value {
+        let obj = |pairs: Vec<(&str, Value)>| -> Map<String, Value> {
+            pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+        };
+        let mut root = Map::new();
+        let mut queues: Vec<_> = self
+            .queues
+            .iter()
+            .map(|q| {
+                obj(vec![
+                    ("iface", q.iface.clone().into()),
+                    ("queue", q.queue.into()),
+                ])
+            })
+            .collect();
+        let mut sensors: Vec<_> = self
+            .sensors
+            .iter()
+            .map(|s| obj(vec![("id", s.id.into()), ("model", s.model.clone().into())]))
+            .collect();
+        let mut subs: Vec<_> = self
+            .subscribers
+            .iter()
+            .map(|c| {
+                obj(vec![
+                    ("slot", c.slot.into()),
+                    ("peer", c.peer.clone().into()),
+                ])
+            })
+            .collect();
+        self.visit(&mut |scope, d, v| {
+            let target = match *scope {
+                Scope::Global => Some(&mut root),
+                Scope::Queue { index, .. } => queues.get_mut(index),
+                Scope::Sensor { index, .. } => sensors.get_mut(index),
+                Scope::Subscriber { index, .. } => subs.get_mut(index),
+            };
+            let Some(target) = target else { return };
+            let target = if scope.flat_group() == Some(d.group) {
+                target
+            } else {
+                match target
+                    .entry(d.group)
+                    .or_insert_with(|| Value::Object(Map::new()))
+                {
+                    Value::Object(m) => m,
+                    _ => return,
+                }
+            };
+            target.insert(d.name.to_owned(), v.into());
+        });
+        if let Some(first) = queues.first() {
+            for (k, v) in first {
+                if v.is_object() {
+                    root.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let arr =
+            |v: Vec<Map<String, Value>>| Value::Array(v.into_iter().map(Value::Object).collect());
+        root.insert("queues".into(), arr(queues));
+        root.insert("sensors".into(), arr(sensors));
+        root.insert("subscribers".into(), arr(subs));
+        Value::Object(root)
+    }
+}
+
+/// One counter set as a JSON object `{name: value}` (e.g. one interface's XDP program).
+pub fn counters_json<T: CounterSet>(c: &T) -> Value {
+    let mut m = Map::new();
+    c.visit(&mut |d, v| {
+        m.insert(d.name.to_owned(), v.into());
+    });
+    Value::Object(m)
+}
+
+/// Every descriptor the daemon exports, by counter set (for checks and documentation).
+pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
+    ProgramCounters::DESCS,
+    XdpStatistics::DESCS,
+    XskCountersSnapshot::DESCS,
+    CaptureSnapshot::DESCS,
+    ReassemblyCounters::DESCS,
+    DecodeCounters::DESCS,
+    SensorTraffic::DESCS,
+    lidarxdp_core::sensor::ouster::OusterStats::DESCS,
+    lidarxdp_core::sensor::velodyne::VelodyneCounters::DESCS,
+    lidarxdp_core::sensor::robosense::RobosenseCounters::DESCS,
+    PublisherCounters::DESCS,
+    PoolCounters::DESCS,
+    SubscriberCounters::DESCS,
+];
 
 /// Escapes a label value (backslash, double quote, newline).
 fn escape(v: &str) -> String {
@@ -117,373 +303,31 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Writes one metric family: HELP, TYPE and one sample per `(labels, value)`.
-fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, u64)]) {
-    if samples.is_empty() {
-        return;
-    }
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (labels, v) in samples {
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {v}");
-        } else {
-            let _ = writeln!(out, "{name}{{{labels}}} {v}");
-        }
-    }
-}
-
-/// Renders the snapshot as Prometheus text exposition format 0.0.4.
+/// Renders the snapshot as Prometheus text exposition format 0.0.4: one family per descriptor
+/// (in the order [`Snapshot::visit`] first meets them), `# HELP` and `# TYPE` before its
+/// samples; a family without samples is left out.
 pub fn render(s: &Snapshot) -> String {
-    let mut out = String::with_capacity(8192);
-    if let Some(x) = &s.xdp {
-        let xdp: [(&str, &str, u64); 9] = [
-            ("seen", "Frames the XDP program ran on.", x.seen),
-            (
-                "redirected",
-                "Frames redirected into an AF_XDP socket.",
-                x.redirected,
-            ),
-            ("passed", "Frames passed to the kernel stack.", x.passed),
-            (
-                "malformed",
-                "Frames with truncated or invalid headers (passed).",
-                x.malformed,
-            ),
-            (
-                "no_socket",
-                "Sensor frames passed because no AF_XDP socket was bound on their queue.",
-                x.no_socket,
-            ),
-            (
-                "frag_tracked",
-                "First IPv4 fragments of sensor datagrams tracked.",
-                x.frag_tracked,
-            ),
-            (
-                "frag_redirected",
-                "IPv4 fragments redirected into an AF_XDP socket.",
-                x.frag_redirected,
-            ),
-            (
-                "frag_passed",
-                "Later IPv4 fragments passed (no tracked datagram).",
-                x.frag_passed,
-            ),
-            (
-                "frag_track_failed",
-                "First fragments whose tracking entry could not be written.",
-                x.frag_track_failed,
-            ),
-        ];
-        for (n, help, v) in xdp {
-            family(
-                &mut out,
-                &format!("lidarxdp_xdp_{n}_total"),
-                "counter",
-                help,
-                &[(String::new(), v)],
-            );
+    let mut families: Vec<(&'static CounterDesc, Vec<(String, u64)>)> = Vec::new();
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    s.visit(&mut |scope, d, v| {
+        let i = *index.entry((d.group, d.name)).or_insert_with(|| {
+            families.push((d, Vec::new()));
+            families.len() - 1
+        });
+        families[i].1.push((scope.prometheus_labels(), v));
+    });
+    let mut out = String::with_capacity(16384);
+    for (d, samples) in families {
+        let name = d.metric_name();
+        let _ = writeln!(out, "# HELP {name} {}", d.help);
+        let _ = writeln!(out, "# TYPE {name} {}", d.kind.as_str());
+        for (labels, v) in samples {
+            if labels.is_empty() {
+                let _ = writeln!(out, "{name} {v}");
+            } else {
+                let _ = writeln!(out, "{name}{{{labels}}} {v}");
+            }
         }
-    }
-
-    let ql = |q: &QueueSnapshot| format!("iface=\"{}\",queue=\"{}\"", escape(&q.iface), q.queue);
-    type QField = (&'static str, &'static str, fn(&XdpStatistics) -> u64);
-    let xsk: [QField; 6] = [
-        (
-            "rx_dropped",
-            "XDP_STATISTICS: RX packets dropped for other reasons.",
-            |x| x.rx_dropped,
-        ),
-        (
-            "rx_invalid_descs",
-            "XDP_STATISTICS: RX packets dropped for invalid fill descriptors.",
-            |x| x.rx_invalid_descs,
-        ),
-        (
-            "tx_invalid_descs",
-            "XDP_STATISTICS: invalid TX descriptors.",
-            |x| x.tx_invalid_descs,
-        ),
-        (
-            "rx_ring_full",
-            "XDP_STATISTICS: RX packets dropped because the RX ring was full.",
-            |x| x.rx_ring_full,
-        ),
-        (
-            "rx_fill_ring_empty_descs",
-            "XDP_STATISTICS: packets that found the fill ring empty.",
-            |x| x.rx_fill_ring_empty_descs,
-        ),
-        (
-            "tx_ring_empty_descs",
-            "XDP_STATISTICS: TX ring found empty.",
-            |x| x.tx_ring_empty_descs,
-        ),
-    ];
-    for (n, help, f) in xsk {
-        let samples: Vec<_> = s
-            .queues
-            .iter()
-            .filter_map(|q| q.xsk.as_ref().map(|x| (ql(q), f(x))))
-            .collect();
-        family(
-            &mut out,
-            &format!("lidarxdp_xsk_{n}_total"),
-            "counter",
-            help,
-            &samples,
-        );
-    }
-
-    type CField = (&'static str, &'static str, fn(&CaptureSnapshot) -> u64);
-    let cap: [CField; 12] = [
-        ("rx_frames", "Frames taken from the AF_XDP RX ring.", |c| {
-            c.rx_frames
-        }),
-        (
-            "rx_bytes",
-            "Bytes (whole Ethernet frames) taken from the RX ring.",
-            |c| c.rx_bytes,
-        ),
-        (
-            "sensor_datagrams",
-            "UDP datagrams handed to a sensor pipeline.",
-            |c| c.sensor_datagrams,
-        ),
-        (
-            "not_udp",
-            "Frames that were not IPv4/UDP or had invalid headers.",
-            |c| c.not_udp,
-        ),
-        ("fragments", "IPv4 fragments received.", |c| c.fragments),
-        (
-            "unknown_sensor",
-            "UDP datagrams that matched no configured sensor.",
-            |c| c.unknown_sensor,
-        ),
-        (
-            "mixed_sources",
-            "UDP datagrams dropped because a second IPv4 source sent to a sensor configured without a source.",
-            |c| c.mixed_sources,
-        ),
-        ("waits", "Idle waits in io_uring.", |c| c.waits),
-        ("frames_out", "Frames pushed to the publisher queue.", |c| {
-            c.frames_out
-        }),
-        (
-            "frames_dropped",
-            "Frames dropped because the publisher queue was full.",
-            |c| c.frames_dropped,
-        ),
-        (
-            "calibration_reloads",
-            "Sensor calibrations reloaded on SIGHUP and applied by the capture thread.",
-            |c| c.calibration_reloads,
-        ),
-        (
-            "link_changes",
-            "Carrier transitions of the interface since the AF_XDP socket was bound (sysfs carrier_changes).",
-            |c| c.link_changes,
-        ),
-    ];
-    for (n, help, f) in cap {
-        let samples: Vec<_> = s.queues.iter().map(|q| (ql(q), f(&q.capture))).collect();
-        family(
-            &mut out,
-            &format!("lidarxdp_capture_{n}_total"),
-            "counter",
-            help,
-            &samples,
-        );
-    }
-
-    type RField = (&'static str, &'static str, fn(&ReassemblyCounters) -> u64);
-    let ra: [RField; 10] = [
-        ("fragments", "IPv4 fragments handed to reassembly.", |r| {
-            r.fragments
-        }),
-        ("completed", "Datagrams reassembled.", |r| r.completed),
-        ("failed", "Datagrams whose reassembly failed.", |r| {
-            r.failed()
-        }),
-        ("timed_out", "Datagrams that timed out incomplete.", |r| {
-            r.timed_out
-        }),
-        (
-            "overlaps",
-            "Datagrams failed by overlapping fragments.",
-            |r| r.overlaps,
-        ),
-        ("duplicates", "Duplicate fragments.", |r| r.duplicates),
-        ("too_big", "Datagrams larger than the limit.", |r| r.too_big),
-        ("too_many", "Datagrams beyond the in-flight limit.", |r| {
-            r.too_many
-        }),
-        ("malformed", "Malformed fragments.", |r| r.malformed),
-        ("dropped_fragments", "Fragments dropped.", |r| {
-            r.dropped_fragments
-        }),
-    ];
-    for (n, help, f) in ra {
-        let samples: Vec<_> = s.queues.iter().map(|q| (ql(q), f(&q.reassembly))).collect();
-        family(
-            &mut out,
-            &format!("lidarxdp_reassembly_{n}_total"),
-            "counter",
-            help,
-            &samples,
-        );
-    }
-
-    let sl = |x: &SensorSnapshot| format!("sensor=\"{}\",model=\"{}\"", x.id, escape(&x.model));
-    type SField = (&'static str, &'static str, fn(&SensorSnapshot) -> u64);
-    let sen: [SField; 14] = [
-        (
-            "packets",
-            "UDP datagrams handed to the sensor's pipeline.",
-            |x| x.packets,
-        ),
-        ("bytes", "UDP payload bytes of those datagrams.", |x| {
-            x.bytes
-        }),
-        ("decoded", "Data packets decoded.", |x| x.decoded),
-        ("malformed", "Packets rejected as malformed.", |x| {
-            x.malformed
-        }),
-        ("ignored", "Datagrams ignored (not data packets).", |x| {
-            x.ignored
-        }),
-        (
-            "reassembled",
-            "Datagrams reassembled from IPv4 fragments.",
-            |x| x.reassembled,
-        ),
-        ("frames", "Frames (scans) produced.", |x| x.frames),
-        ("points", "Points produced.", |x| x.points),
-        (
-            "time_jumps",
-            "Data packets dropped: their time or frame id jumped away from the stream.",
-            |x| x.time_jumps,
-        ),
-        (
-            "restarts",
-            "Sustained time jumps taken as a sensor restart.",
-            |x| x.restarts,
-        ),
-        ("frames_lost", "Whole frames (turns) lost.", |x| {
-            x.frames_lost
-        }),
-        (
-            "date_fallbacks",
-            "Data packets with an invalid date, stamped with host time.",
-            |x| x.date_fallbacks,
-        ),
-        (
-            "implausible_time",
-            "Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).",
-            |x| x.implausible_time,
-        ),
-        (
-            "product_mismatches",
-            "Velodyne data packets whose product-id byte names another model than the configured one.",
-            |x| x.product_mismatches,
-        ),
-    ];
-    for (n, help, f) in sen {
-        let samples: Vec<_> = s.sensors.iter().map(|x| (sl(x), f(x))).collect();
-        family(
-            &mut out,
-            &format!("lidarxdp_sensor_{n}_total"),
-            "counter",
-            help,
-            &samples,
-        );
-    }
-
-    let p = &s.publisher;
-    family(
-        &mut out,
-        "lidarxdp_publisher_subscribers",
-        "gauge",
-        "Currently connected subscribers.",
-        &[(String::new(), p.subscribers)],
-    );
-    let pubc: [(&str, &str, u64); 7] = [
-        (
-            "subscribers_accepted",
-            "Subscribers accepted.",
-            p.subscribers_accepted,
-        ),
-        (
-            "subscribers_disconnected",
-            "Subscribers removed.",
-            p.subscribers_disconnected,
-        ),
-        (
-            "frames_in",
-            "Frames taken from the input queue.",
-            p.frames_in,
-        ),
-        (
-            "frames_sent",
-            "Frames completely sent, summed over subscribers.",
-            p.frames_sent,
-        ),
-        (
-            "frames_dropped_queue_full",
-            "Frames dropped from a subscriber's full queue, summed over subscribers.",
-            p.frames_dropped_queue_full,
-        ),
-        (
-            "frames_dropped_input_full",
-            "Frames dropped because the publisher input queue was full.",
-            p.frames_dropped_input_full,
-        ),
-        ("bytes_sent", "Bytes sent to subscribers.", p.bytes_sent),
-    ];
-    for (n, help, v) in pubc {
-        family(
-            &mut out,
-            &format!("lidarxdp_publisher_{n}_total"),
-            "counter",
-            help,
-            &[(String::new(), v)],
-        );
-    }
-    let sl = |c: &crate::publish::SubscriberStats| {
-        format!("subscriber=\"{}\",peer=\"{}\"", c.slot, escape(&c.peer))
-    };
-    type SubField = fn(&crate::publish::SubscriberStats) -> u64;
-    let subs: [(&str, &str, &str, SubField); 3] = [
-        (
-            "frames_sent_total",
-            "counter",
-            "Frames completely sent to this subscriber.",
-            |c| c.frames_sent,
-        ),
-        (
-            "frames_dropped_total",
-            "counter",
-            "Frames dropped from this subscriber's full queue (it reads too slowly).",
-            |c| c.frames_dropped,
-        ),
-        (
-            "queued_frames",
-            "gauge",
-            "Frames waiting in this subscriber's queue.",
-            |c| c.queued,
-        ),
-    ];
-    for (n, kind, help, f) in subs {
-        let samples: Vec<_> = s.subscribers.iter().map(|c| (sl(c), f(c))).collect();
-        family(
-            &mut out,
-            &format!("lidarxdp_subscriber_{n}"),
-            kind,
-            help,
-            &samples,
-        );
     }
     out
 }
@@ -546,6 +390,9 @@ pub fn table(samples: &[Sample]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lidarxdp_core::sensor::{
+        ouster::OusterStats, robosense::RobosenseCounters, velodyne::VelodyneCounters,
+    };
 
     fn snapshot() -> Snapshot {
         Snapshot {
@@ -558,10 +405,16 @@ mod tests {
             queues: vec![QueueSnapshot {
                 iface: "eth\"0".into(),
                 queue: 3,
-                xsk: Some(XdpStatistics {
-                    rx_ring_full: 7,
-                    ..XdpStatistics::default()
-                }),
+                xsk: Some((
+                    XdpStatistics {
+                        rx_ring_full: 7,
+                        ..XdpStatistics::default()
+                    },
+                    XskCountersSnapshot {
+                        packets: 84,
+                        ..XskCountersSnapshot::default()
+                    },
+                )),
                 capture: CaptureSnapshot {
                     rx_frames: 84,
                     ..CaptureSnapshot::default()
@@ -571,34 +424,223 @@ mod tests {
             sensors: vec![SensorSnapshot {
                 id: 0,
                 model: "VLP16".into(),
-                packets: 84,
-                bytes: 101_976,
-                decoded: 84,
-                frames: 1,
-                points: 12_345,
-                ..SensorSnapshot::default()
+                decode: DecodeCounters {
+                    packets: 84,
+                    decoded: 84,
+                    frames: 1,
+                    points: 12_345,
+                    ..DecodeCounters::default()
+                },
+                traffic: SensorTraffic {
+                    bytes: 101_976,
+                    reassembled: 0,
+                },
+                vendor: VelodyneCounters::DESCS.iter().map(|d| (d, 2)).collect(),
             }],
             publisher: PublisherCounters {
                 subscribers: 2,
                 frames_in: 1,
+                pool: PoolCounters {
+                    cap: 8,
+                    ..PoolCounters::default()
+                },
                 ..PublisherCounters::default()
             },
             subscribers: vec![
-                crate::publish::SubscriberStats {
+                SubscriberStats {
                     slot: 0,
                     peer: "127.0.0.1:40000".into(),
-                    frames_sent: 9,
-                    frames_dropped: 0,
-                    queued: 1,
+                    counters: SubscriberCounters {
+                        frames_sent: 9,
+                        frames_dropped: 0,
+                        queued_frames: 1,
+                    },
                 },
-                crate::publish::SubscriberStats {
+                SubscriberStats {
                     slot: 3,
                     peer: "10.0.0.7:51515".into(),
-                    frames_sent: 4,
-                    frames_dropped: 5,
-                    queued: 3,
+                    counters: SubscriberCounters {
+                        frames_sent: 4,
+                        frames_dropped: 5,
+                        queued_frames: 3,
+                    },
                 },
             ],
+        }
+    }
+
+    /// A snapshot whose every counter (of two queues, two sensors of two vendors, two
+    /// subscribers) holds a distinct value.
+    fn distinct_snapshot() -> Snapshot {
+        let mut n = 1000;
+        let mut next = |_: &'static CounterDesc| {
+            n += 1;
+            n
+        };
+        let queue =
+            |iface: &str, queue, next: &mut dyn FnMut(&'static CounterDesc) -> u64| QueueSnapshot {
+                iface: iface.into(),
+                queue,
+                xsk: Some((
+                    XdpStatistics::from_fn(next),
+                    XskCountersSnapshot::from_fn(next),
+                )),
+                capture: CaptureSnapshot::from_fn(next),
+                reassembly: ReassemblyCounters::from_fn(next),
+            };
+        let sensor = |id,
+                      model: &str,
+                      vendor: &'static [CounterDesc],
+                      next: &mut dyn FnMut(&'static CounterDesc) -> u64| {
+            SensorSnapshot {
+                id,
+                model: model.into(),
+                decode: DecodeCounters::from_fn(next),
+                traffic: SensorTraffic::from_fn(next),
+                vendor: vendor.iter().map(|d| (d, next(d))).collect(),
+            }
+        };
+        let subscriber =
+            |slot, peer: &str, next: &mut dyn FnMut(&'static CounterDesc) -> u64| SubscriberStats {
+                slot,
+                peer: peer.into(),
+                counters: SubscriberCounters::from_fn(next),
+            };
+        Snapshot {
+            xdp: Some(ProgramCounters::from_fn(&mut next)),
+            queues: vec![queue("eth0", 0, &mut next), queue("eth1", 2, &mut next)],
+            sensors: vec![
+                sensor(0, "VLP16", VelodyneCounters::DESCS, &mut next),
+                sensor(1, "OS1_64", OusterStats::DESCS, &mut next),
+                sensor(2, "HELIOS", RobosenseCounters::DESCS, &mut next),
+            ],
+            publisher: PublisherCounters {
+                pool: PoolCounters::from_fn(&mut next),
+                ..PublisherCounters::from_fn(&mut next)
+            },
+            subscribers: vec![
+                subscriber(0, "127.0.0.1:1", &mut next),
+                subscriber(4, "127.0.0.1:2", &mut next),
+            ],
+        }
+    }
+
+    #[test]
+    fn json_and_prometheus_agree_value_for_value() {
+        let snap = distinct_snapshot();
+        let prom: HashMap<(String, String), f64> = parse(&render(&snap))
+            .into_iter()
+            .map(|s| ((s.name, s.labels), s.value))
+            .collect();
+        let json = snap.to_json();
+        let mut visited = 0;
+        let mut values = std::collections::HashSet::new();
+        snap.visit(&mut |scope, d, v| {
+            visited += 1;
+            values.insert(v);
+            let key = (d.metric_name(), scope.prometheus_labels());
+            assert_eq!(prom.get(&key), Some(&(v as f64)), "Prometheus {key:?}");
+            let labels: Vec<&str> = scope.labels().iter().map(|(k, _)| *k).collect();
+            assert_eq!(labels, d.labels, "labels of {}", d.metric_name());
+            let place = match *scope {
+                Scope::Global => &json,
+                Scope::Queue { index, .. } => &json["queues"][index],
+                Scope::Sensor { index, .. } => &json["sensors"][index],
+                Scope::Subscriber { index, .. } => &json["subscribers"][index],
+            };
+            let got = if scope.flat_group() == Some(d.group) {
+                &place[d.name]
+            } else {
+                &place[d.group][d.name]
+            };
+            assert_eq!(got.as_u64(), Some(v), "JSON {} {scope:?}", d.metric_name());
+        });
+        // Nothing else is exported: every Prometheus sample and every JSON number (outside
+        // the first queue's copy at top level and the scopes' own ids) is one visited counter.
+        assert_eq!(prom.len(), visited);
+        fn numbers(v: &Value, skip: &[&str]) -> usize {
+            match v {
+                Value::Number(_) => 1,
+                Value::Array(a) => a.iter().map(|x| numbers(x, skip)).sum(),
+                Value::Object(m) => m
+                    .iter()
+                    .filter(|(k, _)| !skip.contains(&k.as_str()))
+                    .map(|(_, x)| numbers(x, skip))
+                    .sum(),
+                _ => 0,
+            }
+        }
+        let first_queue = numbers(&json["queues"][0], &["queue"]);
+        let ids = snap.queues.len() + snap.sensors.len() + snap.subscribers.len();
+        assert_eq!(numbers(&json, &[]), visited + first_queue + ids);
+        for k in ["xsk", "capture", "reassembly"] {
+            assert_eq!(json[k], json["queues"][0][k], "{k}");
+        }
+        // Every stored counter got its own value (derived ones are sums of them).
+        let derived = snap.queues.len(); // reassembly `failed`
+        assert!(
+            values.len() >= visited - derived,
+            "{} of {visited}",
+            values.len()
+        );
+    }
+
+    #[test]
+    fn every_descriptor_is_exported_under_a_unique_name() {
+        let snap = distinct_snapshot();
+        let mut visited = std::collections::HashSet::new();
+        snap.visit(&mut |_, d, _| {
+            visited.insert(d.metric_name());
+        });
+        let mut names = std::collections::HashSet::new();
+        for d in ALL_DESCRIPTORS.iter().flat_map(|s| s.iter()) {
+            let name = d.metric_name();
+            assert!(names.insert(name.clone()), "{name} declared twice");
+            assert!(visited.contains(&name), "{name} is never exported");
+            assert!(
+                !d.help.is_empty() && !d.help.contains('\n') && !d.unit.is_empty(),
+                "{name}"
+            );
+            assert!(
+                d.group
+                    .bytes()
+                    .chain(d.name.bytes())
+                    .all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{name}"
+            );
+        }
+        assert_eq!(names, visited);
+    }
+
+    #[test]
+    fn docs_list_every_metric() {
+        let docs =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/deploy.md"))
+                .unwrap();
+        // Names as the docs write them: `lidarxdp_a_{b,c}_total` stands for two.
+        let mut documented = std::collections::HashSet::new();
+        for token in docs.split(|c: char| !(c.is_ascii_alphanumeric() || "_{},".contains(c))) {
+            let Some(start) = token.find("lidarxdp_") else {
+                continue;
+            };
+            let token = &token[start..];
+            match (token.find('{'), token.find('}')) {
+                (Some(a), Some(b)) if a < b => {
+                    for alt in token[a + 1..b].split(',') {
+                        documented.insert(format!("{}{alt}{}", &token[..a], &token[b + 1..]));
+                    }
+                }
+                _ => {
+                    documented.insert(token.trim_end_matches(',').to_owned());
+                }
+            }
+        }
+        for d in ALL_DESCRIPTORS.iter().flat_map(|s| s.iter()) {
+            let name = d.metric_name();
+            assert!(
+                documented.contains(&name),
+                "{name} is not in docs/deploy.md"
+            );
         }
     }
 
@@ -653,6 +695,8 @@ mod tests {
         assert_eq!(s.labels, r#"iface="eth\"0",queue="3""#);
         assert_eq!(s.value, 7.0);
         assert_eq!(find("lidarxdp_publisher_subscribers").value, 2.0);
+        assert_eq!(find("lidarxdp_publisher_pool_cap").value, 8.0);
+        assert_eq!(find("lidarxdp_velodyne_rate_mismatches_total").value, 2.0);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! fragments each into 5 IPv4 fragments (4 × 1480 + 552 payload bytes).
 //!
 //! The daemon runs the Ouster decoder with the capture's metadata: every reassembled datagram
-//! reaches the sensor's pipeline (counted per sensor: datagrams, reassembled, bytes) and is
+//! reaches the sensor's pipeline (counted per sensor: packets, reassembled, bytes) and is
 //! decoded, and the frame a TCP subscriber receives equals offline decoding of the capture,
 //! point for point. Byte-exactness is checked on the fragments the kernel really sent: a `tcpdump` on the sensor
 //! side records them and the test reassembles that recording with the same `Reassembler` the
@@ -209,7 +209,7 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     assert_eq!(ra("dropped_fragments"), 0, "{stats}");
     // The sensor's pipeline got every datagram whole and decoded it.
     let s0 = |k: &str| get(&stats, &["sensors", "0", k]);
-    assert_eq!(s0("datagrams"), 64, "{stats}");
+    assert_eq!(s0("packets"), 64, "{stats}");
     assert_eq!(s0("reassembled"), 64, "{stats}");
     assert_eq!(s0("bytes"), 64 * 6464, "{stats}");
     assert_eq!(s0("decoded"), 64, "{stats}");
@@ -399,5 +399,5 @@ fn fragment_faults_are_counted_and_the_sensor_keeps_being_served() {
         "{stats}"
     );
     let s0 = |k: &str| get(&stats, &["sensors", "0", k]);
-    assert_eq!((s0("datagrams"), s0("reassembled")), (64, 64), "{stats}");
+    assert_eq!((s0("packets"), s0("reassembled")), (64, 64), "{stats}");
 }

@@ -71,6 +71,14 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
         (format!("lidarxdp_xsk_rx_dropped_total{q}"), 0),
         (format!("lidarxdp_xsk_rx_fill_ring_empty_descs_total{q}"), 0),
         ("lidarxdp_publisher_subscribers".to_owned(), 0),
+        // Series of counters that only the stats JSON (or nothing) exported before the
+        // descriptors: our AF_XDP socket counters, the vendor decoder's, the buffer pool's.
+        (format!("lidarxdp_xsk_packets_total{q}"), 84),
+        (format!("lidarxdp_xsk_bytes_total{q}"), 84 * 1248),
+        (format!("lidarxdp_reassembly_completed_bytes_total{q}"), 0),
+        (format!("lidarxdp_velodyne_rate_mismatches_total{s}"), 0),
+        ("lidarxdp_publisher_pool_cap".to_owned(), 8),
+        ("lidarxdp_publisher_subscribers_stalled_total".to_owned(), 0),
     ];
     // The layers (XDP map, capture thread, sensors, XDP_STATISTICS) are read one after the
     // other while the capture thread may still be publishing the last burst: one scrape can

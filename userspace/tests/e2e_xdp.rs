@@ -99,6 +99,11 @@ fn robosense_msop_and_difop_ports_feed_one_pipeline() {
         1,
         "DIFOP: {stats}"
     );
+    assert_eq!(
+        get(&stats, &["sensors", "0", "robosense", "difop_packets"]),
+        1,
+        "the vendor decoder's own counter: {stats}"
+    );
     assert_eq!(get(&stats, &["sensors", "0", "malformed"]), 0, "{stats}");
     let cfg = SensorConfig::new(0, SensorModel::Helios16p, csv);
     let (offline, _) = lidarxdp::offline::decode_pcap(&data(PCAP), &cfg, None).unwrap();

@@ -150,5 +150,5 @@ fn check(model: SensorModel, pcap: &str, calib: &str) {
             .map(|s| s.load(Ordering::Relaxed))
             .collect::<Vec<_>>()
     );
-    assert!(c.pool_hits >= measured as u64, "{model}: {c:?}");
+    assert!(c.pool.hits >= measured as u64, "{model}: {c:?}");
 }

@@ -214,8 +214,8 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     // Memory bounds: queues never above the watermark, the pool never above its cap, and the
     // frames alive bounded by the stalled + slow subscribers' backlog plus the fast window.
     assert_eq!(before.queue_high_water, DEPTH as u64);
-    assert!(c.pool_high_water <= POOL_CAP as u64, "{c:?}");
-    assert!(c.pool_len <= POOL_CAP as u64);
+    assert!(c.pool.high_water <= POOL_CAP as u64, "{c:?}");
+    assert!(c.pool.len <= POOL_CAP as u64);
     let bound = 3 * (MAX_BATCH + DEPTH) as u64 + 1;
     assert!(
         c.frames_alive_high_water <= bound,
@@ -224,5 +224,5 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     );
     assert_eq!(c.frames_alive, 0, "every buffer released after shutdown");
     // The decoder reused pooled buffers instead of allocating.
-    assert!(c.pool_hits >= n / 2, "{c:?}");
+    assert!(c.pool.hits >= n / 2, "{c:?}");
 }

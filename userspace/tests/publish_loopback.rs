@@ -408,7 +408,7 @@ fn input_queue_full_drops_and_counts_without_blocking() {
         }
     );
     assert_eq!(publisher.counters().frames_dropped_input_full, 2);
-    assert_eq!(publisher.counters().pool_returned, 1);
+    assert_eq!(publisher.counters().pool.returned, 1);
     release.send(()).unwrap();
     let c = publisher.shutdown().unwrap();
     assert_eq!(c.frames_in, 3, "every queued frame is published");

@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod counters;
 pub mod frame;
 pub mod net;
 pub mod point;

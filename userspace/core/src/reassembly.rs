@@ -122,35 +122,44 @@ impl Default for ReassemblyConfig {
     }
 }
 
-/// What the reassembler did, cumulative since it was created. Every fragment pushed ends up in
-/// exactly one outcome: part of a `completed` datagram, part of a `timed_out`/`too_many` one,
-/// the cause of a failure (`overlaps`, `duplicates`, `too_big`, `malformed`), part of a datagram
-/// failed by such a cause, or `dropped_fragments`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReassemblyCounters {
-    /// Fragments pushed (whole datagrams passed by mistake are not counted).
-    pub fragments: u64,
-    /// Datagrams reassembled completely.
-    pub completed: u64,
-    /// IPv4 payload bytes of the completed datagrams.
-    pub completed_bytes: u64,
-    /// Datagrams dropped because they were still incomplete after the timeout.
-    pub timed_out: u64,
-    /// Datagrams dropped because a fragment overlapped bytes already received with other data
-    /// (or only partly covered received bytes).
-    pub overlaps: u64,
-    /// Datagrams dropped because a fragment was an exact duplicate of bytes already received.
-    pub duplicates: u64,
-    /// Datagrams dropped because a fragment ended beyond `max_payload_len`.
-    pub too_big: u64,
-    /// Datagrams dropped, oldest first, to make room when all slots were busy.
-    pub too_many: u64,
-    /// Datagrams dropped for an inconsistent fragment: an offset that is not a multiple of 8, a
-    /// non-last fragment whose length is zero or not a multiple of 8, or a fragment disagreeing
-    /// with the end set by the last fragment.
-    pub malformed: u64,
-    /// Fragments dropped because their datagram had already failed.
-    pub dropped_fragments: u64,
+/// The IPv4 reassembly counters of one (interface, queue): `lidarxdp_reassembly_*{iface,queue}`.
+pub const REASSEMBLY_COUNTERS: crate::counters::Group = crate::counters::Group {
+    name: "reassembly",
+    labels: &["iface", "queue"],
+};
+
+crate::counter_set! {
+    /// What the reassembler did, cumulative since it was created. Every fragment pushed ends
+    /// up in exactly one outcome: part of a `completed` datagram, part of a
+    /// `timed_out`/`too_many` one, the cause of a failure (`overlaps`, `duplicates`, `too_big`,
+    /// `malformed`), part of a datagram failed by such a cause, or `dropped_fragments`.
+    pub struct ReassemblyCounters in REASSEMBLY_COUNTERS;
+    shared
+    /// Shared with other threads (relaxed atomics written by the capture thread once per burst).
+    pub struct SharedReassemblyCounters;
+    {
+        /// Whole datagrams passed by mistake are not counted.
+        fragments: Counter "fragments" "IPv4 fragments handed to reassembly.",
+        completed: Counter "datagrams" "Datagrams reassembled.",
+        completed_bytes: Counter "bytes" "IPv4 payload bytes of the reassembled datagrams.",
+        timed_out: Counter "datagrams" "Datagrams that timed out incomplete.",
+        /// A fragment overlapped bytes already received with other data (or only partly
+        /// covered received bytes).
+        overlaps: Counter "datagrams" "Datagrams failed by overlapping fragments.",
+        /// A fragment was an exact duplicate of bytes already received.
+        duplicates: Counter "datagrams" "Datagrams failed by duplicate fragments.",
+        /// A fragment ended beyond `max_payload_len`.
+        too_big: Counter "datagrams" "Datagrams larger than the limit.",
+        /// Dropped oldest first to make room when all slots were busy.
+        too_many: Counter "datagrams" "Datagrams beyond the in-flight limit.",
+        /// An offset that is not a multiple of 8, a non-last fragment whose length is zero or
+        /// not a multiple of 8, or a fragment disagreeing with the end set by the last fragment.
+        malformed: Counter "datagrams" "Datagrams failed by a malformed fragment.",
+        dropped_fragments: Counter "fragments" "Fragments dropped because their datagram had already failed.",
+    }
+    derived {
+        failed: Counter "datagrams" "Datagrams whose reassembly failed." = |r: &ReassemblyCounters| r.failed(),
+    }
 }
 
 impl ReassemblyCounters {

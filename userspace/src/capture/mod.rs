@@ -30,12 +30,14 @@ use std::{
 
 use crate::{
     publish::FrameSender,
-    xsk::{XdpStatistics, XskCountersSnapshot},
+    xsk::{SharedXdpStatisticsValues, XdpStatistics, XskCounters, XskCountersSnapshot},
 };
 use lidarxdp_core::{
+    counters::CounterDesc,
     frame::Frame,
     net::{self, NetError, UdpDatagram},
-    reassembly::{Fragment, Reassembler, ReassemblyConfig, ReassemblyCounters},
+    reassembly::{Fragment, Reassembler, ReassemblyConfig, SharedReassemblyCounters},
+    sensor::SharedDecodeCounters,
     sensor::{DecodeCounters, ScanPipeline},
 };
 
@@ -76,178 +78,94 @@ pub struct SensorSlot {
     pub expect_return_mode: Option<lidarxdp_core::sensor::ReturnMode>,
 }
 
-/// Counters of one capture thread, readable from any thread (relaxed atomics written only by
-/// the capture thread, once per burst or wake-up, so reads are at most one burst stale).
-#[derive(Debug, Default)]
-pub struct CaptureCounters {
-    /// Frames taken from the RX ring.
-    pub rx_frames: AtomicU64,
-    /// Bytes taken from the RX ring (whole Ethernet frames).
-    pub rx_bytes: AtomicU64,
-    /// UDP datagrams handed to a sensor pipeline (reassembled ones included).
-    pub sensor_datagrams: AtomicU64,
-    /// Frames (or reassembled datagrams) that were not IPv4/UDP or had invalid headers.
-    pub not_udp: AtomicU64,
-    /// IPv4 fragments received and handed to reassembly (outcomes in [`CaptureStats::reassembly`]).
-    pub fragments: AtomicU64,
-    /// UDP datagrams whose port/source matched no configured sensor.
-    pub unknown_sensor: AtomicU64,
-    /// UDP datagrams dropped because they reached a sensor configured without a `source` from
-    /// another IPv4 source than the one that sensor's stream comes from (two sensors sending
-    /// to one port); see [`SOURCE_SILENCE_NS`]. The first one of each sensor is logged.
-    pub mixed_sources: AtomicU64,
-    /// Times the thread went to sleep in io_uring waiting for packets.
-    pub waits: AtomicU64,
-    /// Frames (scans) pushed to the publisher queue.
-    pub frames_out: AtomicU64,
-    /// Frames dropped because the publisher queue was full.
-    pub frames_dropped: AtomicU64,
-    /// Calibration reloads (SIGHUP, [`Reload`]) applied.
-    pub calibration_reloads: AtomicU64,
-    /// Carrier transitions (up to down and down to up, one each) of the interface since the
-    /// AF_XDP socket was bound: the increase of sysfs `carrier_changes`
-    /// (`Documentation/ABI/testing/sysfs-class-net`). Written by [`XdpSource`] when idle, at
-    /// most every [`XDP_STATISTICS_PERIOD`]; 0 for the socket backends. An `ip link set IF
-    /// down` followed by `up` counts 2.
-    pub link_changes: AtomicU64,
-}
+/// The capture thread's counters of one (interface, queue): `lidarxdp_capture_*{iface,queue}`.
+pub const CAPTURE_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "capture",
+    labels: &["iface", "queue"],
+};
 
-/// Snapshot of the per-sensor decode counters, published by the capture thread.
-#[derive(Debug, Default)]
-pub struct SensorCounters {
-    /// Data packets decoded.
-    pub decoded: AtomicU64,
-    /// Packets rejected as malformed.
-    pub malformed: AtomicU64,
-    /// Datagrams ignored (not data packets, e.g. position packets).
-    pub ignored: AtomicU64,
-    /// Frames produced.
-    pub frames: AtomicU64,
-    /// Points produced.
-    pub points: AtomicU64,
-    /// UDP datagrams handed to this sensor's pipeline.
-    pub datagrams: AtomicU64,
-    /// Of `datagrams`, those that arrived as IPv4 fragments and were reassembled.
-    pub reassembled: AtomicU64,
-    /// UDP payload bytes of `datagrams`.
-    pub bytes: AtomicU64,
-    /// See [`DecodeCounters::time_jumps`].
-    pub time_jumps: AtomicU64,
-    /// See [`DecodeCounters::restarts`].
-    pub restarts: AtomicU64,
-    /// See [`DecodeCounters::frames_lost`].
-    pub frames_lost: AtomicU64,
-    /// See [`DecodeCounters::date_fallbacks`].
-    pub date_fallbacks: AtomicU64,
-    /// See [`DecodeCounters::implausible_time`].
-    pub implausible_time: AtomicU64,
-    /// See [`DecodeCounters::product_mismatches`].
-    pub product_mismatches: AtomicU64,
-}
-
-impl CaptureCounters {
-    /// A plain copy of the counters (relaxed loads).
-    pub fn snapshot(&self) -> crate::metrics::CaptureSnapshot {
-        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        crate::metrics::CaptureSnapshot {
-            rx_frames: r(&self.rx_frames),
-            rx_bytes: r(&self.rx_bytes),
-            sensor_datagrams: r(&self.sensor_datagrams),
-            not_udp: r(&self.not_udp),
-            fragments: r(&self.fragments),
-            unknown_sensor: r(&self.unknown_sensor),
-            mixed_sources: r(&self.mixed_sources),
-            waits: r(&self.waits),
-            frames_out: r(&self.frames_out),
-            frames_dropped: r(&self.frames_dropped),
-            calibration_reloads: r(&self.calibration_reloads),
-            link_changes: r(&self.link_changes),
-        }
+lidarxdp_core::counter_set! {
+    /// A plain copy of a capture thread's [`CaptureCounters`].
+    pub struct CaptureSnapshot in CAPTURE_COUNTERS;
+    shared
+    /// Counters of one capture thread, readable from any thread (relaxed atomics written only
+    /// by the capture thread, once per burst or wake-up, so reads are at most one burst stale).
+    pub struct CaptureCounters;
+    {
+        rx_frames: Counter "frames" "Frames taken from the AF_XDP RX ring.",
+        rx_bytes: Counter "bytes" "Bytes (whole Ethernet frames) taken from the RX ring.",
+        /// Reassembled ones included.
+        sensor_datagrams: Counter "datagrams" "UDP datagrams handed to a sensor pipeline.",
+        /// Frames or reassembled datagrams.
+        not_udp: Counter "frames" "Frames that were not IPv4/UDP or had invalid headers.",
+        /// Handed to reassembly (outcomes in [`CaptureStats::reassembly`]).
+        fragments: Counter "fragments" "IPv4 fragments received.",
+        unknown_sensor: Counter "datagrams" "UDP datagrams that matched no configured sensor.",
+        /// They reached a sensor configured without a `source` from another IPv4 source than
+        /// the one that sensor's stream comes from (two sensors sending to one port); see
+        /// [`SOURCE_SILENCE_NS`]. The first one of each sensor is logged.
+        mixed_sources: Counter "datagrams" "UDP datagrams dropped because a second IPv4 source sent to a sensor configured without a source.",
+        waits: Counter "waits" "Idle waits in io_uring.",
+        frames_out: Counter "frames" "Frames pushed to the publisher queue.",
+        frames_dropped: Counter "frames" "Frames dropped because the publisher queue was full.",
+        /// SIGHUP, [`Reload`].
+        calibration_reloads: Counter "reloads" "Sensor calibrations reloaded on SIGHUP and applied by the capture thread.",
+        /// Up to down and down to up, one each: the increase of sysfs `carrier_changes`
+        /// (`Documentation/ABI/testing/sysfs-class-net`). Written by [`XdpSource`] when idle,
+        /// at most every [`XDP_STATISTICS_PERIOD`]; 0 for the socket backends. An `ip link set
+        /// IF down` followed by `up` counts 2.
+        link_changes: Counter "transitions" "Carrier transitions of the interface since the AF_XDP socket was bound (sysfs carrier_changes).",
     }
+}
+
+lidarxdp_core::counter_set! {
+    /// The capture thread's own per-sensor counters (group [`lidarxdp_core::sensor::SENSOR_COUNTERS`],
+    /// beside the pipeline's [`DecodeCounters`]).
+    pub struct SensorTraffic in lidarxdp_core::sensor::SENSOR_COUNTERS;
+    shared
+    /// [`SensorTraffic`] shared with other threads.
+    pub struct SharedSensorTraffic;
+    {
+        /// Of the pipeline's `packets`.
+        bytes: Counter "bytes" "UDP payload bytes of the datagrams handed to the sensor's pipeline.",
+        /// Of the pipeline's `packets`.
+        reassembled: Counter "datagrams" "Datagrams reassembled from IPv4 fragments.",
+    }
+}
+
+/// One sensor's counters, published by the capture thread (relaxed atomics).
+#[derive(Debug)]
+pub struct SensorCounters {
+    /// Bytes and reassembled datagrams.
+    pub traffic: SharedSensorTraffic,
+    /// The pipeline's counters (across calibration reloads).
+    pub decode: SharedDecodeCounters,
+    /// The vendor decoder's own counters ([`ScanPipeline::vendor_counter_descs`]), in the
+    /// order of `vendor_descs` (across calibration reloads, like `decode`).
+    pub vendor: Box<[AtomicU64]>,
+    /// Descriptors of `vendor`.
+    pub vendor_descs: &'static [CounterDesc],
 }
 
 impl SensorCounters {
-    /// A plain copy of the counters (relaxed loads), labelled with the sensor's `id` and `model`.
-    pub fn snapshot(&self, id: u16, model: &str) -> crate::metrics::SensorSnapshot {
-        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        crate::metrics::SensorSnapshot {
-            id,
-            model: model.to_owned(),
-            packets: r(&self.datagrams),
-            bytes: r(&self.bytes),
-            decoded: r(&self.decoded),
-            malformed: r(&self.malformed),
-            ignored: r(&self.ignored),
-            reassembled: r(&self.reassembled),
-            frames: r(&self.frames),
-            points: r(&self.points),
-            time_jumps: r(&self.time_jumps),
-            restarts: r(&self.restarts),
-            frames_lost: r(&self.frames_lost),
-            date_fallbacks: r(&self.date_fallbacks),
-            implausible_time: r(&self.implausible_time),
-            product_mismatches: r(&self.product_mismatches),
+    /// Zeroed counters for a sensor decoded by `pipeline`.
+    pub fn new(pipeline: &ScanPipeline) -> Self {
+        let vendor_descs = pipeline.vendor_counter_descs();
+        SensorCounters {
+            traffic: SharedSensorTraffic::default(),
+            decode: SharedDecodeCounters::default(),
+            vendor: vendor_descs.iter().map(|_| AtomicU64::new(0)).collect(),
+            vendor_descs,
         }
     }
-}
 
-/// [`ReassemblyCounters`] shared with other threads (relaxed atomics, same staleness as
-/// [`CaptureCounters`]).
-#[derive(Debug, Default)]
-pub struct SharedReassemblyCounters {
-    /// See [`ReassemblyCounters::fragments`].
-    pub fragments: AtomicU64,
-    /// See [`ReassemblyCounters::completed`].
-    pub completed: AtomicU64,
-    /// See [`ReassemblyCounters::completed_bytes`].
-    pub completed_bytes: AtomicU64,
-    /// See [`ReassemblyCounters::timed_out`].
-    pub timed_out: AtomicU64,
-    /// See [`ReassemblyCounters::overlaps`].
-    pub overlaps: AtomicU64,
-    /// See [`ReassemblyCounters::duplicates`].
-    pub duplicates: AtomicU64,
-    /// See [`ReassemblyCounters::too_big`].
-    pub too_big: AtomicU64,
-    /// See [`ReassemblyCounters::too_many`].
-    pub too_many: AtomicU64,
-    /// See [`ReassemblyCounters::malformed`].
-    pub malformed: AtomicU64,
-    /// See [`ReassemblyCounters::dropped_fragments`].
-    pub dropped_fragments: AtomicU64,
-}
-
-impl SharedReassemblyCounters {
-    /// Publishes a snapshot.
-    pub fn store(&self, c: &ReassemblyCounters) {
-        let o = Ordering::Relaxed;
-        self.fragments.store(c.fragments, o);
-        self.completed.store(c.completed, o);
-        self.completed_bytes.store(c.completed_bytes, o);
-        self.timed_out.store(c.timed_out, o);
-        self.overlaps.store(c.overlaps, o);
-        self.duplicates.store(c.duplicates, o);
-        self.too_big.store(c.too_big, o);
-        self.too_many.store(c.too_many, o);
-        self.malformed.store(c.malformed, o);
-        self.dropped_fragments.store(c.dropped_fragments, o);
-    }
-
-    /// Reads the last published snapshot.
-    pub fn load(&self) -> ReassemblyCounters {
-        let o = Ordering::Relaxed;
-        ReassemblyCounters {
-            fragments: self.fragments.load(o),
-            completed: self.completed.load(o),
-            completed_bytes: self.completed_bytes.load(o),
-            timed_out: self.timed_out.load(o),
-            overlaps: self.overlaps.load(o),
-            duplicates: self.duplicates.load(o),
-            too_big: self.too_big.load(o),
-            too_many: self.too_many.load(o),
-            malformed: self.malformed.load(o),
-            dropped_fragments: self.dropped_fragments.load(o),
-        }
+    /// The vendor counters now, with their descriptors.
+    pub fn vendor_snapshot(&self) -> Vec<(&'static CounterDesc, u64)> {
+        self.vendor_descs
+            .iter()
+            .zip(self.vendor.iter())
+            .map(|(d, v)| (d, v.load(Ordering::Relaxed)))
+            .collect()
     }
 }
 
@@ -268,54 +186,33 @@ pub struct CaptureStats {
 /// Minimum interval between two `XDP_STATISTICS` reads by the capture thread.
 pub const XDP_STATISTICS_PERIOD: Duration = Duration::from_millis(100);
 
-/// [`XdpStatistics`] shared with other threads (relaxed atomics; `valid` is set after the
-/// first successful read).
+/// The AF_XDP socket's counters shared with other threads: the kernel's [`XdpStatistics`] and
+/// ours ([`XskCountersSnapshot`]), stored together by the capture thread; `valid` is set after
+/// the first store (never for the socket backends).
 #[derive(Debug, Default)]
 pub struct SharedXdpStatistics {
     /// True once a snapshot has been stored.
     pub valid: AtomicBool,
-    /// See [`XdpStatistics::rx_dropped`].
-    pub rx_dropped: AtomicU64,
-    /// See [`XdpStatistics::rx_invalid_descs`].
-    pub rx_invalid_descs: AtomicU64,
-    /// See [`XdpStatistics::tx_invalid_descs`].
-    pub tx_invalid_descs: AtomicU64,
-    /// See [`XdpStatistics::rx_ring_full`].
-    pub rx_ring_full: AtomicU64,
-    /// See [`XdpStatistics::rx_fill_ring_empty_descs`].
-    pub rx_fill_ring_empty_descs: AtomicU64,
-    /// See [`XdpStatistics::tx_ring_empty_descs`].
-    pub tx_ring_empty_descs: AtomicU64,
+    /// The kernel's counters.
+    pub kernel: SharedXdpStatisticsValues,
+    /// Ours.
+    pub socket: XskCounters,
 }
 
 impl SharedXdpStatistics {
     /// Publishes a snapshot.
-    pub fn store(&self, s: &XdpStatistics) {
-        let o = Ordering::Relaxed;
-        self.rx_dropped.store(s.rx_dropped, o);
-        self.rx_invalid_descs.store(s.rx_invalid_descs, o);
-        self.tx_invalid_descs.store(s.tx_invalid_descs, o);
-        self.rx_ring_full.store(s.rx_ring_full, o);
-        self.rx_fill_ring_empty_descs
-            .store(s.rx_fill_ring_empty_descs, o);
-        self.tx_ring_empty_descs.store(s.tx_ring_empty_descs, o);
+    pub fn store(&self, s: &XdpStatistics, ours: &XskCountersSnapshot) {
+        self.kernel.store(s);
+        self.socket.store(ours);
         self.valid.store(true, Ordering::Release);
     }
 
     /// Reads the last published snapshot, `None` before the first.
-    pub fn load(&self) -> Option<XdpStatistics> {
-        let o = Ordering::Relaxed;
+    pub fn load(&self) -> Option<(XdpStatistics, XskCountersSnapshot)> {
         if !self.valid.load(Ordering::Acquire) {
             return None;
         }
-        Some(XdpStatistics {
-            rx_dropped: self.rx_dropped.load(o),
-            rx_invalid_descs: self.rx_invalid_descs.load(o),
-            tx_invalid_descs: self.tx_invalid_descs.load(o),
-            rx_ring_full: self.rx_ring_full.load(o),
-            rx_fill_ring_empty_descs: self.rx_fill_ring_empty_descs.load(o),
-            tx_ring_empty_descs: self.tx_ring_empty_descs.load(o),
-        })
+        Some((self.kernel.snapshot(), self.socket.snapshot()))
     }
 }
 
@@ -460,21 +357,13 @@ pub fn realtime_ns() -> u64 {
 
 #[derive(Default)]
 struct Local {
-    rx_frames: u64,
-    rx_bytes: u64,
-    sensor_datagrams: u64,
-    not_udp: u64,
-    fragments: u64,
-    unknown_sensor: u64,
-    mixed_sources: u64,
+    /// The thread's counters (`link_changes` is the source's, see [`CaptureWorker::store`]).
+    c: CaptureSnapshot,
     /// Per sensor slot configured without a source: the source its stream comes from, the
     /// host time of its last datagram, and whether a second source was logged.
     stream_source: Vec<Option<StreamSource>>,
-    waits: u64,
-    frames_out: u64,
-    frames_dropped: u64,
-    /// Per sensor slot: (datagrams, reassembled, bytes).
-    sensors: Vec<[u64; 3]>,
+    /// Per sensor slot: bytes and reassembled datagrams.
+    sensors: Vec<SensorTraffic>,
     /// Per sensor slot: the return mode was compared with the expected one.
     mode_checked: Vec<bool>,
     /// Per sensor slot: counters of the pipelines replaced by reloads (as published).
@@ -482,6 +371,11 @@ struct Local {
     /// Per sensor slot: the current pipeline's counters when it took over (the datagrams it
     /// decoded in the shadow of its predecessor, not published).
     discount: Vec<DecodeCounters>,
+    /// Per sensor slot: the vendor counters ([`ScanPipeline::visit_vendor_counters`]) of the
+    /// pipelines replaced by reloads, as published (empty: zeros).
+    vendor_retired: Vec<Vec<u64>>,
+    /// Per sensor slot: the current pipeline's vendor counters when it took over.
+    vendor_discount: Vec<Vec<u64>>,
     /// Per sensor slot: a reloaded pipeline waiting for the current one's next frame
     /// boundary (see [`CaptureWorker::apply_reloads`]).
     pending: Vec<Option<ScanPipeline>>,
@@ -492,16 +386,17 @@ struct Local {
     last_rx_ns: Vec<u64>,
     /// Frames of pending pipelines (discarded).
     shadow_out: Vec<Frame>,
-    calibration_reloads: u64,
 }
 
 impl Local {
     fn new(sensors: usize) -> Self {
         Local {
-            sensors: vec![[0; 3]; sensors],
+            sensors: vec![SensorTraffic::default(); sensors],
             mode_checked: vec![false; sensors],
             retired: vec![DecodeCounters::default(); sensors],
             discount: vec![DecodeCounters::default(); sensors],
+            vendor_retired: vec![Vec::new(); sensors],
+            vendor_discount: vec![Vec::new(); sensors],
             pending: vec![None; sensors],
             pending_emitted: vec![(false, false); sensors],
             last_rx_ns: vec![0; sensors],
@@ -513,10 +408,21 @@ impl Local {
     /// retired predecessors'.
     fn published(&self, i: usize, pipeline: &ScanPipeline) -> DecodeCounters {
         let d = self.discount.get(i).copied().unwrap_or_default();
-        pipeline
-            .counters()
-            .minus(&d)
-            .sum(self.retired.get(i).copied().unwrap_or_default())
+        let mut p = pipeline.counters().minus(&d);
+        p.add(&self.retired.get(i).copied().unwrap_or_default());
+        p
+    }
+
+    /// Calls `f(k, value)` for each vendor counter `k` of slot `i` as published, as
+    /// [`Self::published`] does for the [`DecodeCounters`].
+    fn published_vendor(&self, i: usize, pipeline: &ScanPipeline, f: &mut dyn FnMut(usize, u64)) {
+        let at = |v: Option<&Vec<u64>>, k: usize| v.and_then(|v| v.get(k)).copied().unwrap_or(0);
+        let (d, r) = (self.vendor_discount.get(i), self.vendor_retired.get(i));
+        let mut k = 0;
+        pipeline.visit_vendor_counters(&mut |_, v| {
+            f(k, v.saturating_sub(at(d, k)).wrapping_add(at(r, k)));
+            k += 1;
+        });
     }
 
     /// Swaps slot `i`'s pending pipeline in (at a frame boundary of the current one).
@@ -524,6 +430,16 @@ impl Local {
         let Some(new) = self.pending.get_mut(i).and_then(Option::take) else {
             return;
         };
+        let mut retired = Vec::new();
+        self.published_vendor(i, &slot.pipeline, &mut |_, v| retired.push(v));
+        let mut shadow = Vec::new();
+        new.visit_vendor_counters(&mut |_, v| shadow.push(v));
+        if let (Some(r), Some(d)) = (
+            self.vendor_retired.get_mut(i),
+            self.vendor_discount.get_mut(i),
+        ) {
+            (*r, *d) = (retired, shadow);
+        }
         let published = self.published(i, &slot.pipeline);
         if let Some(r) = self.retired.get_mut(i) {
             *r = published;
@@ -532,7 +448,7 @@ impl Local {
             *d = *new.counters();
         }
         slot.pipeline = new;
-        self.calibration_reloads += 1;
+        self.c.calibration_reloads += 1;
     }
 
     /// Renumbers `frames` just emitted by slot `i`'s pipeline: after its predecessors' frames,
@@ -582,14 +498,13 @@ fn dispatch(
     let keys = sensors.iter().map(|s| (s.port, s.extra_port, s.source));
     match find_slot(keys, d.dst_port, d.src_ip) {
         Some(i) if sensors[i].source.is_none() && !one_source(local, i, d, now) => {
-            local.mixed_sources += 1;
+            local.c.mixed_sources += 1;
         }
         Some(i) => {
-            local.sensor_datagrams += 1;
+            local.c.sensor_datagrams += 1;
             if let Some(t) = local.sensors.get_mut(i) {
-                t[0] += 1;
-                t[1] += u64::from(reassembled);
-                t[2] += d.payload.len() as u64;
+                t.reassembled += u64::from(reassembled);
+                t.bytes += d.payload.len() as u64;
             }
             let s = &mut sensors[i];
             let from = out.len();
@@ -630,7 +545,7 @@ fn dispatch(
                 }
             }
         }
-        None => local.unknown_sensor += 1,
+        None => local.c.unknown_sensor += 1,
     }
 }
 
@@ -774,18 +689,18 @@ impl<S: PacketSource> CaptureWorker<S> {
                 self.publish(&mut out, &mut local);
                 self.store(&local, &reasm);
                 self.source.on_idle(&self.stats);
-                local.waits += 1;
+                local.c.waits += 1;
                 self.source.wait(self.idle_wait)?;
             } else if !out.is_empty() {
                 self.publish(&mut out, &mut local);
                 self.store(&local, &reasm);
-            } else if local.rx_frames % 1024 < n as u64 {
+            } else if local.c.rx_frames % 1024 < n as u64 {
                 reasm.poll_timeout(now);
                 self.store(&local, &reasm);
             }
         }
-        let drained_from = local.rx_frames;
-        while local.rx_frames - drained_from < FINAL_DRAIN_MAX {
+        let drained_from = local.c.rx_frames;
+        while local.c.rx_frames - drained_from < FINAL_DRAIN_MAX {
             let now = realtime_ns();
             if self.burst(&mut local, &mut reasm, now, &mut out)? == 0 {
                 break;
@@ -848,17 +763,17 @@ impl<S: PacketSource> CaptureWorker<S> {
         self.source
             .recv_burst(RX_BURST, &mut |packet| match packet {
                 Packet::Udp(d) => {
-                    local.rx_frames += 1;
-                    local.rx_bytes += d.payload.len() as u64;
+                    local.c.rx_frames += 1;
+                    local.c.rx_bytes += d.payload.len() as u64;
                     dispatch(sensors, local, &d, false, now, out);
                 }
                 Packet::Ethernet(bytes) => {
-                    local.rx_frames += 1;
-                    local.rx_bytes += bytes.len() as u64;
+                    local.c.rx_frames += 1;
+                    local.c.rx_bytes += bytes.len() as u64;
                     match net::parse_udp_ipv4(bytes) {
                         Ok(d) => dispatch(sensors, local, &d, false, now, out),
                         Err(NetError::Fragment) => {
-                            local.fragments += 1;
+                            local.c.fragments += 1;
                             let ip = net::parse_ipv4(bytes);
                             let frag = ip.as_ref().ok().and_then(Fragment::from_ipv4);
                             // Failures are counted by the reassembler.
@@ -867,11 +782,11 @@ impl<S: PacketSource> CaptureWorker<S> {
                             {
                                 match whole.udp() {
                                     Ok(d) => dispatch(sensors, local, &d, true, now, out),
-                                    Err(_) => local.not_udp += 1,
+                                    Err(_) => local.c.not_udp += 1,
                                 }
                             }
                         }
-                        Err(_) => local.not_udp += 1,
+                        Err(_) => local.c.not_udp += 1,
                     }
                 }
             })
@@ -880,28 +795,21 @@ impl<S: PacketSource> CaptureWorker<S> {
     fn publish(&mut self, out: &mut Vec<Frame>, local: &mut Local) {
         for frame in out.drain(..) {
             if self.sender.send(frame) {
-                local.frames_out += 1;
+                local.c.frames_out += 1;
             } else {
-                local.frames_dropped += 1;
+                local.c.frames_dropped += 1;
             }
         }
     }
 
+    /// Publishes the thread's counters (the source's `link_changes` stays as the source
+    /// stored it).
     fn store(&self, l: &Local, reasm: &Reassembler) {
         let c = &self.stats.capture;
-        c.rx_frames.store(l.rx_frames, Ordering::Relaxed);
-        c.rx_bytes.store(l.rx_bytes, Ordering::Relaxed);
-        c.sensor_datagrams
-            .store(l.sensor_datagrams, Ordering::Relaxed);
-        c.not_udp.store(l.not_udp, Ordering::Relaxed);
-        c.fragments.store(l.fragments, Ordering::Relaxed);
-        c.unknown_sensor.store(l.unknown_sensor, Ordering::Relaxed);
-        c.mixed_sources.store(l.mixed_sources, Ordering::Relaxed);
-        c.waits.store(l.waits, Ordering::Relaxed);
-        c.frames_out.store(l.frames_out, Ordering::Relaxed);
-        c.frames_dropped.store(l.frames_dropped, Ordering::Relaxed);
-        c.calibration_reloads
-            .store(l.calibration_reloads, Ordering::Relaxed);
+        c.store(&CaptureSnapshot {
+            link_changes: c.link_changes.load(Ordering::Relaxed),
+            ..l.c
+        });
         self.stats.reassembly.store(reasm.counters());
         for (i, ((slot, sc), t)) in self
             .sensors
@@ -910,23 +818,13 @@ impl<S: PacketSource> CaptureWorker<S> {
             .zip(l.sensors.iter())
             .enumerate()
         {
-            sc.datagrams.store(t[0], Ordering::Relaxed);
-            sc.reassembled.store(t[1], Ordering::Relaxed);
-            sc.bytes.store(t[2], Ordering::Relaxed);
-            let d = &l.published(i, &slot.pipeline);
-            sc.decoded.store(d.decoded, Ordering::Relaxed);
-            sc.malformed.store(d.malformed, Ordering::Relaxed);
-            sc.ignored.store(d.ignored, Ordering::Relaxed);
-            sc.frames.store(d.frames, Ordering::Relaxed);
-            sc.points.store(d.points, Ordering::Relaxed);
-            sc.time_jumps.store(d.time_jumps, Ordering::Relaxed);
-            sc.restarts.store(d.restarts, Ordering::Relaxed);
-            sc.frames_lost.store(d.frames_lost, Ordering::Relaxed);
-            sc.date_fallbacks.store(d.date_fallbacks, Ordering::Relaxed);
-            sc.implausible_time
-                .store(d.implausible_time, Ordering::Relaxed);
-            sc.product_mismatches
-                .store(d.product_mismatches, Ordering::Relaxed);
+            sc.traffic.store(t);
+            sc.decode.store(&l.published(i, &slot.pipeline));
+            l.published_vendor(i, &slot.pipeline, &mut |k, v| {
+                if let Some(a) = sc.vendor.get(k) {
+                    a.store(v, Ordering::Relaxed);
+                }
+            });
         }
     }
 }
@@ -1045,6 +943,8 @@ mod tests {
         // Frame 1 closes at packet 302 (its completing packet); the reload arrives at 250.
         let mut slots = vec![vlp16_slot()];
         let mut local = Local::new(1);
+        // As if an earlier reload had retired a pipeline with 7 rate mismatches.
+        local.vendor_retired[0] = vec![7];
         let mut got = feed(&mut slots, &mut local, &payloads[..250]);
         assert_eq!(got.len(), 1);
         local.pending[0] = Some(vlp16(10.0));
@@ -1056,9 +956,12 @@ mod tests {
             payloads[249].1 + 1_000,
             &mut out,
         );
-        assert!(out.is_empty() && local.calibration_reloads == 0, "not idle");
+        assert!(
+            out.is_empty() && local.c.calibration_reloads == 0,
+            "not idle"
+        );
         got.extend(feed(&mut slots, &mut local, &payloads[250..]));
-        assert_eq!(local.calibration_reloads, 1);
+        assert_eq!(local.c.calibration_reloads, 1);
         slots[0].pipeline.flush(&mut out);
         local.renumber(0, &mut out);
         got.extend(out);
@@ -1077,6 +980,14 @@ mod tests {
         assert_eq!((c.packets, c.decoded, c.frames), (603, 603, 4));
         let points: usize = got.iter().map(|f| f.points.len()).sum();
         assert_eq!(c.points, points as u64);
+        // The vendor counters (Velodyne `rate_mismatches`) carry over the swap too.
+        let mut vendor = Vec::new();
+        local.published_vendor(0, &slots[0].pipeline, &mut |k, v| vendor.push((k, v)));
+        assert_eq!(vendor, [(0, 7)]);
+        assert_eq!(
+            (&local.vendor_retired[0], &local.vendor_discount[0]),
+            (&vec![7], &vec![0])
+        );
     }
 
     /// A sensor that sent nothing for its frame timeout takes its reload at once.
@@ -1087,7 +998,7 @@ mod tests {
         local.pending[0] = Some(vlp16(10.0));
         let mut out = Vec::new();
         take_over_if_idle(&mut local, 0, &mut slot, 1_000_000_000, &mut out);
-        assert_eq!(local.calibration_reloads, 1);
+        assert_eq!(local.c.calibration_reloads, 1);
         assert!(local.pending[0].is_none() && out.is_empty());
     }
 
@@ -1099,15 +1010,17 @@ mod tests {
         let payloads = vlp16_dual();
         let mut slots = vec![vlp16_slot()];
         let mut local = Local::new(1);
+        // As if an earlier reload had retired a pipeline with 7 rate mismatches.
+        local.vendor_retired[0] = vec![7];
         let mut got = feed(&mut slots, &mut local, &payloads[..250]);
         assert_eq!(got.len(), 1);
         local.pending[0] = Some(vlp16(10.0));
         got.extend(feed(&mut slots, &mut local, &payloads[250..270]));
-        assert_eq!((got.len(), local.calibration_reloads), (1, 0));
+        assert_eq!((got.len(), local.c.calibration_reloads), (1, 0));
         let last = payloads[269].1;
         let mut out = Vec::new();
         take_over_if_idle(&mut local, 0, &mut slots[0], last + 1_000_000_000, &mut out);
-        assert_eq!(local.calibration_reloads, 1);
+        assert_eq!(local.c.calibration_reloads, 1);
         // Exactly the old pipeline's frame 1 closed partial after packet 269, as decoding the
         // first 270 packets alone gives it.
         let mut alone = vlp16(300.0);

@@ -187,7 +187,9 @@ impl PacketSource for XdpSource {
         {
             self.last_statistics = Some(std::time::Instant::now());
             if let Ok(s) = self.xsk.statistics() {
-                stats.xdp_statistics.store(&s);
+                stats
+                    .xdp_statistics
+                    .store(&s, &self.xsk.counters().snapshot());
             }
             if let Some(e) = self.socket_error() {
                 self.failed = Some(e);
@@ -203,9 +205,10 @@ impl PacketSource for XdpSource {
     }
 
     fn finish(&mut self, stats: &CaptureStats) -> CaptureExit {
+        let xsk = self.xsk.counters().snapshot();
         let xdp_statistics = match self.xsk.statistics() {
             Ok(s) => {
-                stats.xdp_statistics.store(&s);
+                stats.xdp_statistics.store(&s, &xsk);
                 Some(s)
             }
             Err(e) => {
@@ -213,7 +216,6 @@ impl PacketSource for XdpSource {
                 None
             }
         };
-        let xsk = self.xsk.counters().snapshot();
         let link_changes = self.link.as_mut().map_or(0, |l| l.check());
         stats
             .capture

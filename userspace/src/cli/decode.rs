@@ -111,30 +111,22 @@ fn frame_json(f: &Frame) -> serde_json::Value {
     })
 }
 
-/// The final JSON object of `decode --json`: `{"summary": {...}}` with the record and decoder
-/// counters and the skipped records by reason.
+/// The final JSON object of `decode --json`: `{"summary": {...}}` with the record counters,
+/// every decoder counter ([`lidarxdp::sensor::DecodeCounters`], keyed by descriptor name) and
+/// the skipped records by reason.
 fn summary_json(s: &DecodeSummary) -> serde_json::Value {
-    let c = &s.counters;
     let skipped: serde_json::Map<String, serde_json::Value> = s
         .skipped
         .reasons()
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).into()))
         .collect();
-    serde_json::json!({
-        "summary": {
-            "records": s.records,
-            "datagrams": s.datagrams,
-            "packets": c.packets,
-            "decoded": c.decoded,
-            "malformed": c.malformed,
-            "ignored": c.ignored,
-            "frames": c.frames,
-            "points": c.points,
-            "skipped_records": s.skipped.total(),
-            "skipped": skipped,
-        }
-    })
+    let mut summary = lidarxdp::metrics::counters_json(&s.counters);
+    summary["records"] = s.records.into();
+    summary["datagrams"] = s.datagrams.into();
+    summary["skipped_records"] = s.skipped.total().into();
+    summary["skipped"] = skipped.into();
+    serde_json::json!({ "summary": summary })
 }
 
 /// The readable summary line printed on stderr.

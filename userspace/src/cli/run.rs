@@ -559,15 +559,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 
     let mut workers = Vec::with_capacity(plan.queues.len());
     for ((q, source), pipes) in plan.queues.iter().zip(sources).zip(pipelines) {
-        let stats = Arc::new(CaptureStats {
-            sensors: q
-                .sensors
-                .iter()
-                .map(|_| SensorCounters::default())
-                .collect(),
-            ..CaptureStats::default()
-        });
-        let slots = q
+        let slots: Vec<SensorSlot> = q
             .sensors
             .iter()
             .zip(pipes)
@@ -579,6 +571,13 @@ pub fn run(args: RunArgs) -> Result<()> {
                 expect_return_mode: s.return_mode,
             })
             .collect();
+        let stats = Arc::new(CaptureStats {
+            sensors: slots
+                .iter()
+                .map(|s| SensorCounters::new(&s.pipeline))
+                .collect(),
+            ..CaptureStats::default()
+        });
         let reloads = Arc::new(ArrayQueue::new(q.sensors.len().max(1)));
         let parts = WorkerParts {
             slots,
@@ -644,7 +643,15 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         if last_log.elapsed() >= Duration::from_secs(10) {
             last_log = std::time::Instant::now();
-            log::info!("{}", stats_json(&programs, &workers, &publisher.counters()));
+            log::info!(
+                "{}",
+                stats_json(
+                    &programs,
+                    &workers,
+                    &publisher.counters(),
+                    publisher.subscriber_stats()
+                )
+            );
         }
     }
     log::info!("stopping");
@@ -666,7 +673,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         bail!("a capture thread panicked");
     }
     let publisher_counters = publisher.shutdown().context("publisher")?;
-    let summary = stats_json(&programs, &workers, &publisher_counters);
+    let summary = stats_json(&programs, &workers, &publisher_counters, Vec::new());
     log::info!("final counters: {summary}");
     if let Some(path) = &a.stats_json {
         std::fs::write(path, summary.to_string())
@@ -727,21 +734,38 @@ fn reload_calibrations(workers: &[Worker]) {
     log::info!("SIGHUP: calibration reloaded for {ok} sensor(s), {failed} kept as they were");
 }
 
-/// The counters [`lidarxdp::metrics::render`] exposes, read now. The XDP program counters are
-/// summed over the interfaces.
+/// The counters [`lidarxdp::metrics::render`] and the stats JSON export, read now. The XDP
+/// program counters are summed over the interfaces.
 fn metrics_snapshot(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
-    use lidarxdp::metrics::{QueueSnapshot, Snapshot};
+    use lidarxdp::metrics::{QueueSnapshot, SensorSnapshot, Snapshot};
     let mut xdp: Option<ProgramCounters> = None;
     for (_, p) in programs {
         if let Ok(c) = p.counters() {
             xdp.get_or_insert_with(ProgramCounters::default).add(&c);
         }
     }
+    let mut sensors: Vec<_> = workers
+        .iter()
+        .flat_map(|w| {
+            w.stats
+                .sensors
+                .iter()
+                .zip(&w.models)
+                .map(|(s, (id, model))| SensorSnapshot {
+                    id: *id,
+                    model: (*model).to_owned(),
+                    decode: s.decode.snapshot(),
+                    traffic: s.traffic.snapshot(),
+                    vendor: s.vendor_snapshot(),
+                })
+        })
+        .collect();
+    sensors.sort_by_key(|s| s.id);
     Snapshot {
         xdp,
         queues: workers
@@ -751,67 +775,21 @@ fn metrics_snapshot(
                 queue: w.queue,
                 xsk: w.stats.xdp_statistics.load(),
                 capture: w.stats.capture.snapshot(),
-                reassembly: w.stats.reassembly.load(),
+                reassembly: w.stats.reassembly.snapshot(),
             })
             .collect(),
-        sensors: sensor_snapshots(workers),
+        sensors,
         publisher: *publisher,
         subscribers,
     }
 }
 
-/// Every sensor's counters, in sensor id order (shared by the metrics and the stats JSON).
-fn sensor_snapshots(workers: &[Worker]) -> Vec<lidarxdp::metrics::SensorSnapshot> {
-    let mut sensors: Vec<_> = workers
-        .iter()
-        .flat_map(|w| {
-            w.stats
-                .sensors
-                .iter()
-                .zip(&w.models)
-                .map(|(s, (id, model))| s.snapshot(*id, model))
-        })
-        .collect();
-    sensors.sort_by_key(|s| s.id);
-    sensors
-}
-
-fn program_json(program: &XdpProgram) -> serde_json::Value {
+/// A capture thread's exit report (`backend` in the stats JSON; `{}` while it runs): not
+/// counters but the backend's own measurements at exit (name, datagrams received, receive
+/// buffer, thread CPU times, truncations, back-pressure, injected stalls, link changes).
+fn backend_json(w: &Worker) -> serde_json::Value {
     use serde_json::json;
-    match program.counters() {
-        Ok(c) => json!({
-            "seen": c.seen, "redirected": c.redirected, "passed": c.passed,
-            "malformed": c.malformed, "no_socket": c.no_socket,
-            "frag_tracked": c.frag_tracked, "frag_redirected": c.frag_redirected,
-            "frag_passed": c.frag_passed, "frag_track_failed": c.frag_track_failed,
-        }),
-        Err(e) => json!({ "error": e.to_string() }),
-    }
-}
-
-/// One capture thread's counters: `xsk` (XDP_STATISTICS and socket RX counters, at exit),
-/// `backend` (at exit), `capture`, `reassembly`.
-fn queue_json(w: &Worker) -> serde_json::Value {
-    use serde_json::json;
-    let xsk = match &w.exit {
-        Some(e) => {
-            let mut v = json!({
-                "packets": e.xsk.packets, "bytes": e.xsk.bytes, "bursts": e.xsk.bursts,
-                "wakeups": e.xsk.wakeups, "invalid_descs": e.xsk.invalid_descs,
-            });
-            if let Some(s) = e.xdp_statistics {
-                v["rx_dropped"] = s.rx_dropped.into();
-                v["rx_invalid_descs"] = s.rx_invalid_descs.into();
-                v["tx_invalid_descs"] = s.tx_invalid_descs.into();
-                v["rx_ring_full"] = s.rx_ring_full.into();
-                v["rx_fill_ring_empty_descs"] = s.rx_fill_ring_empty_descs.into();
-                v["tx_ring_empty_descs"] = s.tx_ring_empty_descs.into();
-            }
-            v
-        }
-        None => json!({}),
-    };
-    let backend = match &w.exit {
+    match &w.exit {
         Some(e) => json!({
             "name": e.backend.name, "received": e.backend.received,
             "rcvbuf_bytes": e.backend.rcvbuf_bytes,
@@ -821,81 +799,41 @@ fn queue_json(w: &Worker) -> serde_json::Value {
             "stalls": e.stalls, "link_changes": e.backend.link_changes,
         }),
         None => json!({}),
-    };
-    let c = w.stats.capture.snapshot();
-    let ra = w.stats.reassembly.load();
-    json!({
-        "iface": w.iface,
-        "queue": w.queue,
-        "xsk": xsk,
-        "backend": backend,
-        "capture": {
-            "rx_frames": c.rx_frames, "rx_bytes": c.rx_bytes,
-            "sensor_datagrams": c.sensor_datagrams, "not_udp": c.not_udp,
-            "fragments": c.fragments, "unknown_sensor": c.unknown_sensor,
-            "mixed_sources": c.mixed_sources,
-            "waits": c.waits, "frames_out": c.frames_out,
-            "frames_dropped": c.frames_dropped,
-            "calibration_reloads": c.calibration_reloads,
-        },
-        "reassembly": {
-            "fragments": ra.fragments, "completed": ra.completed,
-            "completed_bytes": ra.completed_bytes, "failed": ra.failed(),
-            "timed_out": ra.timed_out, "overlaps": ra.overlaps, "duplicates": ra.duplicates,
-            "too_big": ra.too_big, "too_many": ra.too_many, "malformed": ra.malformed,
-            "dropped_fragments": ra.dropped_fragments,
-        },
-    })
+    }
 }
 
-/// All counters as one JSON object: `xdp` (the first interface's program; every interface in
-/// `interfaces`), `queues[]` (one per capture thread, see [`queue_json`]) with the first one's
-/// `xsk`, `backend`, `capture`, `reassembly` also at top level, `sensors[]` in id order,
-/// `publisher`.
+/// All counters as one JSON object, derived from the descriptors
+/// ([`lidarxdp::metrics::Snapshot::to_json`]: `xdp` summed over interfaces, `queues[]`,
+/// the first queue's `xsk`, `capture`, `reassembly` also at top level, `sensors[]`,
+/// `publisher`, `publisher_pool`, `subscribers[]`), plus `interfaces[]` (each interface's
+/// XDP program counters) and each queue's `backend` exit report (the first one's also at top
+/// level).
 fn stats_json(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
+    subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> serde_json::Value {
-    use serde_json::json;
-    let sensors: Vec<serde_json::Value> = sensor_snapshots(workers)
-        .into_iter()
-        .map(|s| {
-            json!({
-                "id": s.id, "model": s.model,
-                "decoded": s.decoded, "malformed": s.malformed, "ignored": s.ignored,
-                "frames": s.frames, "points": s.points,
-                "datagrams": s.packets, "reassembled": s.reassembled,
-                "bytes": s.bytes,
-                "time_jumps": s.time_jumps, "restarts": s.restarts,
-                "frames_lost": s.frames_lost, "date_fallbacks": s.date_fallbacks,
-                "implausible_time": s.implausible_time,
-                "product_mismatches": s.product_mismatches,
-            })
+    use serde_json::{Value, json};
+    let mut v = metrics_snapshot(programs, workers, publisher, subscribers).to_json();
+    v["interfaces"] = programs
+        .iter()
+        .map(|(i, p)| {
+            let xdp = match p.counters() {
+                Ok(c) => lidarxdp::metrics::counters_json(&c),
+                Err(e) => json!({ "error": e.to_string() }),
+            };
+            json!({ "iface": i, "xdp": xdp })
         })
-        .collect();
-    let queues: Vec<serde_json::Value> = workers.iter().map(queue_json).collect();
-    let first = queues.first().cloned().unwrap_or_else(|| json!({}));
-    json!({
-        "xdp": programs.first().map_or(serde_json::Value::Null, |(_, p)| program_json(p)),
-        "interfaces": programs
-            .iter()
-            .map(|(i, p)| json!({ "iface": i, "xdp": program_json(p) }))
-            .collect::<Vec<_>>(),
-        "xsk": first["xsk"],
-        "backend": first["backend"],
-        "capture": first["capture"],
-        "reassembly": first["reassembly"],
-        "queues": queues,
-        "sensors": sensors,
-        "publisher": {
-            "subscribers_accepted": publisher.subscribers_accepted,
-            "frames_in": publisher.frames_in, "frames_sent": publisher.frames_sent,
-            "frames_dropped_queue_full": publisher.frames_dropped_queue_full,
-            "frames_dropped_input_full": publisher.frames_dropped_input_full,
-            "bytes_sent": publisher.bytes_sent,
-        },
-    })
+        .collect::<Vec<_>>()
+        .into();
+    if let Some(queues) = v["queues"].as_array_mut() {
+        for (q, w) in queues.iter_mut().zip(workers) {
+            q["backend"] = backend_json(w);
+        }
+    }
+    v["backend"] = workers.first().map_or(Value::Null, backend_json);
+    v
 }
 
 /// The capture thread's packet source, one variant per `--backend`.

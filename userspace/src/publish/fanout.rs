@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use super::counters::{Counters, add};
 use super::sink::{FrameSink, SharedFrame};
-use super::{BATCH_BYTES, MAX_BATCH, MAX_SNDBUF, SubscriberStats};
+use super::{BATCH_BYTES, MAX_BATCH, MAX_SNDBUF, SubscriberCounters, SubscriberStats};
 use lidarxdp_core::protocol::{
     self, FieldSet, Hello, MAX_POINT_COUNT, Message, Parsed, ProtocolError, SensorEntry, Subscribe,
     error_code,
@@ -730,9 +730,11 @@ impl Fanout {
                 (!s.closing).then(|| SubscriberStats {
                     slot,
                     peer: s.peer.clone(),
-                    frames_sent: s.frames_sent,
-                    frames_dropped: s.dropped,
-                    queued: s.queue.len() as u64,
+                    counters: SubscriberCounters {
+                        frames_sent: s.frames_sent,
+                        frames_dropped: s.dropped,
+                        queued_frames: s.queue.len() as u64,
+                    },
                 })
             })
             .collect()
@@ -1177,8 +1179,8 @@ mod tests {
         assert_eq!(r.queued(id), [(0, 3), (0, 4), (0, 5)]);
         assert_eq!(r.counters.frames_dropped_queue_full.load(Relaxed), 2);
         assert_eq!(r.counters.queue_high_water.load(Relaxed), 3);
-        assert_eq!(r.f.subscriber_stats()[0].frames_dropped, 2);
-        assert_eq!(r.f.subscriber_stats()[0].queued, 3);
+        assert_eq!(r.f.subscriber_stats()[0].counters.frames_dropped, 2);
+        assert_eq!(r.f.subscriber_stats()[0].counters.queued_frames, 3);
         assert_eq!(r.drain(id), [(0, 0), (0, 3), (0, 4), (0, 5)]);
     }
 
@@ -1224,8 +1226,8 @@ mod tests {
             }
         }
         assert_eq!(r.queued(slow), want);
-        assert_eq!(r.f.subscriber_stats()[1].frames_dropped, 49 - 30);
-        assert_eq!(r.f.subscriber_stats()[0].frames_dropped, 0);
+        assert_eq!(r.f.subscriber_stats()[1].counters.frames_dropped, 49 - 30);
+        assert_eq!(r.f.subscriber_stats()[0].counters.frames_dropped, 0);
         assert_eq!(r.counters.frames_dropped_queue_full.load(Relaxed), 19);
         assert_eq!(r.counters.queue_high_water.load(Relaxed), 3);
         assert_eq!(r.complete(slow), [(0, 0)]);

@@ -161,6 +161,23 @@ struct Shared {
     subscriber_stats: std::sync::Mutex<Vec<SubscriberStats>>,
 }
 
+/// Per connected subscriber: `lidarxdp_subscriber_*{subscriber,peer}`.
+pub const SUBSCRIBER_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "subscriber",
+    labels: &["subscriber", "peer"],
+};
+
+lidarxdp_core::counter_set! {
+    /// One subscriber's counters.
+    pub struct SubscriberCounters in SUBSCRIBER_COUNTERS;
+    {
+        frames_sent: Counter "frames" "Frames completely sent to this subscriber.",
+        /// It read too slowly.
+        frames_dropped: Counter "frames" "Frames dropped from this subscriber's full queue (it reads too slowly).",
+        queued_frames: Gauge "frames" "Frames waiting in this subscriber's queue.",
+    }
+}
+
 /// One connected subscriber's counters, as the publisher thread last published them (at most
 /// 50 ms old).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -169,12 +186,8 @@ pub struct SubscriberStats {
     pub slot: usize,
     /// Peer address, `IP:PORT`.
     pub peer: String,
-    /// Frames completely sent to this subscriber.
-    pub frames_sent: u64,
-    /// Frames dropped from this subscriber's full queue (it read too slowly).
-    pub frames_dropped: u64,
-    /// Frames waiting in its queue now, all sensors.
-    pub queued: u64,
+    /// Its counters.
+    pub counters: SubscriberCounters,
 }
 
 impl Shared {
@@ -398,7 +411,10 @@ impl PublisherHandle {
 
     /// Snapshot of every counter the publisher keeps (the pool's included).
     pub fn counters(&self) -> PublisherCounters {
-        self.shared.counters.snapshot(&self.shared.pool)
+        PublisherCounters {
+            pool: self.shared.pool.counters(),
+            ..self.shared.counters.snapshot()
+        }
     }
 
     /// Stops the publisher and returns its final counters: stops accepting, publishes the

@@ -20,23 +20,27 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use lidarxdp_core::point::PointXYZIRCAEDT;
 
-/// Snapshot of a [`BufferPool`]'s counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolCounters {
-    /// Buffers in the pool now (a gauge, `<= cap`).
-    pub len: u64,
-    /// The cap: most buffers the pool keeps.
-    pub cap: u64,
-    /// Largest `len` ever observed (a high-water mark, `<= cap`).
-    pub high_water: u64,
-    /// `take` calls that returned a buffer.
-    pub hits: u64,
-    /// `take` calls that found the pool empty (or busy): the caller allocated.
-    pub misses: u64,
-    /// Buffers returned and kept.
-    pub returned: u64,
-    /// Buffers returned to a full pool and freed.
-    pub discarded: u64,
+/// The point-buffer pool's counters: daemon-wide, no labels (`lidarxdp_publisher_pool_*`).
+pub const POOL_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "publisher_pool",
+    labels: &[],
+};
+
+lidarxdp_core::counter_set! {
+    /// Snapshot of a [`BufferPool`]'s counters.
+    pub struct PoolCounters in POOL_COUNTERS;
+    {
+        /// `<= cap`.
+        len: Gauge "buffers" "Point buffers in the pool now.",
+        cap: Gauge "buffers" "Most point buffers the pool keeps.",
+        /// `<= cap`.
+        high_water: Gauge "buffers" "Largest number of point buffers the pool held.",
+        hits: Counter "takes" "Buffer takes that returned a pooled buffer.",
+        /// Or busy.
+        misses: Counter "takes" "Buffer takes that found the pool empty: the decoder allocated.",
+        returned: Counter "buffers" "Buffers returned to the pool and kept.",
+        discarded: Counter "buffers" "Buffers returned to a full pool and freed.",
+    }
 }
 
 /// A capped LIFO stack of empty point buffers (see the module documentation).

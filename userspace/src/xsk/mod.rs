@@ -33,7 +33,9 @@ use std::time::Duration;
 
 pub use hugepage::{HUGE_PAGE_SIZE, huge_pages_for, reserve_hugepages};
 pub use socket::XskSocket;
-pub use stats::{XdpStatistics, XskCounters, XskCountersSnapshot};
+pub use stats::{
+    SharedXdpStatisticsValues, XSK_COUNTERS, XdpStatistics, XskCounters, XskCountersSnapshot,
+};
 pub use umem::FrameAddr;
 
 /// Whether the UMEM is backed by 2 MiB huge pages (`MAP_HUGETLB | MAP_HUGE_2MB`).

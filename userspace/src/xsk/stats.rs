@@ -14,46 +14,38 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The kernel's per-socket counters, `struct xdp_statistics` in `if_xdp.h`
-/// (read with `getsockopt(SOL_XDP, XDP_STATISTICS)`). All are packet/descriptor counts
-/// since bind. The last three exist since Linux 5.9; older kernels report them as 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct XdpStatistics {
-    /// Dropped for reasons other than invalid descriptors (e.g. frame too small).
-    pub rx_dropped: u64,
-    /// Dropped because of invalid fill-ring descriptors (address outside the UMEM).
-    pub rx_invalid_descs: u64,
-    /// TX descriptors rejected as invalid (always 0 here: no TX ring).
-    pub tx_invalid_descs: u64,
-    /// Dropped because the RX ring was full: the consumer is too slow.
-    pub rx_ring_full: u64,
-    /// Packets that found the fill ring empty: refilling is too slow.
-    pub rx_fill_ring_empty_descs: u64,
-    /// TX found its ring empty (always 0 here: no TX ring).
-    pub tx_ring_empty_descs: u64,
+/// The AF_XDP socket counters of one (interface, queue): the kernel's `XDP_STATISTICS`
+/// ([`XdpStatistics`]) and ours ([`XskCountersSnapshot`]); `lidarxdp_xsk_*{iface,queue}`.
+pub const XSK_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "xsk",
+    labels: &["iface", "queue"],
+};
+
+lidarxdp_core::counter_set! {
+    /// The kernel's per-socket counters, `struct xdp_statistics` in `if_xdp.h`
+    /// (read with `getsockopt(SOL_XDP, XDP_STATISTICS)`). All are packet/descriptor counts
+    /// since bind. The last three exist since Linux 5.9; older kernels report them as 0.
+    pub struct XdpStatistics in XSK_COUNTERS;
+    shared
+    /// [`XdpStatistics`] shared with other threads.
+    pub struct SharedXdpStatisticsValues;
+    {
+        /// E.g. a frame too small.
+        rx_dropped: Counter "packets" "XDP_STATISTICS: RX packets dropped for other reasons.",
+        /// Address outside the UMEM.
+        rx_invalid_descs: Counter "packets" "XDP_STATISTICS: RX packets dropped for invalid fill descriptors.",
+        /// Always 0 here: no TX ring.
+        tx_invalid_descs: Counter "descriptors" "XDP_STATISTICS: invalid TX descriptors.",
+        /// The consumer is too slow.
+        rx_ring_full: Counter "packets" "XDP_STATISTICS: RX packets dropped because the RX ring was full.",
+        /// Refilling is too slow.
+        rx_fill_ring_empty_descs: Counter "packets" "XDP_STATISTICS: packets that found the fill ring empty.",
+        /// Always 0 here: no TX ring.
+        tx_ring_empty_descs: Counter "descriptors" "XDP_STATISTICS: TX ring found empty.",
+    }
 }
 
 impl XdpStatistics {
-    /// Counter increments since `earlier` (saturating, for periodic reports).
-    pub fn delta_since(&self, earlier: &XdpStatistics) -> XdpStatistics {
-        XdpStatistics {
-            rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
-            rx_invalid_descs: self
-                .rx_invalid_descs
-                .saturating_sub(earlier.rx_invalid_descs),
-            tx_invalid_descs: self
-                .tx_invalid_descs
-                .saturating_sub(earlier.tx_invalid_descs),
-            rx_ring_full: self.rx_ring_full.saturating_sub(earlier.rx_ring_full),
-            rx_fill_ring_empty_descs: self
-                .rx_fill_ring_empty_descs
-                .saturating_sub(earlier.rx_fill_ring_empty_descs),
-            tx_ring_empty_descs: self
-                .tx_ring_empty_descs
-                .saturating_sub(earlier.tx_ring_empty_descs),
-        }
-    }
-
     /// Packets the kernel dropped on the way into this socket's RX ring
     /// (`rx_dropped + rx_invalid_descs + rx_ring_full`).
     pub fn rx_lost(&self) -> u64 {
@@ -74,25 +66,25 @@ impl From<libc::xdp_statistics> for XdpStatistics {
     }
 }
 
-/// Our per-socket counters: single writer (the socket's owner), any number of readers.
-/// See the module note.
-#[derive(Debug, Default)]
-#[repr(align(64))]
-pub struct XskCounters {
-    /// Packets handed to the `rx_burst` callback.
-    pub packets: AtomicU64,
-    /// Bytes handed to the callback (Ethernet header to end of packet).
-    pub bytes: AtomicU64,
-    /// `rx_burst` calls that found at least one descriptor.
-    pub bursts: AtomicU64,
-    /// `recvfrom` wakeups issued because the fill ring had `XDP_RING_NEED_WAKEUP`.
-    pub wakeups: AtomicU64,
-    /// RX descriptors whose `addr + len` was not inside one UMEM frame: counted and skipped
-    /// (the frame is not recycled).
-    pub invalid_descs: AtomicU64,
-    /// Times the fill ring had no room for all frames we held (only possible when
-    /// `fill_size < frame_count`).
-    pub fill_ring_full: AtomicU64,
+lidarxdp_core::counter_set! {
+    /// A point-in-time copy of [`XskCounters`], our per-socket counters.
+    pub struct XskCountersSnapshot in XSK_COUNTERS;
+    shared
+    /// Our per-socket counters: single writer (the socket's owner), any number of readers.
+    /// See the module note.
+    #[repr(align(64))]
+    pub struct XskCounters;
+    {
+        /// Ethernet header to end of packet.
+        packets: Counter "packets" "Packets taken from the AF_XDP RX ring by the capture thread.",
+        bytes: Counter "bytes" "Bytes (whole Ethernet frames) taken from the AF_XDP RX ring.",
+        bursts: Counter "bursts" "RX ring reads that found at least one descriptor.",
+        wakeups: Counter "wakeups" "recvfrom wake-ups issued because the fill ring had XDP_RING_NEED_WAKEUP.",
+        /// The frame is not recycled.
+        invalid_descs: Counter "descriptors" "RX descriptors not inside one UMEM frame, counted and skipped.",
+        /// Only possible when `fill_size < frame_count`.
+        fill_ring_full: Counter "events" "Times the fill ring had no room for all frames held.",
+    }
 }
 
 impl XskCounters {
@@ -103,36 +95,6 @@ impl XskCounters {
             c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
         }
     }
-
-    /// A plain copy of all counters (Relaxed loads; see the module note).
-    pub fn snapshot(&self) -> XskCountersSnapshot {
-        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        XskCountersSnapshot {
-            packets: l(&self.packets),
-            bytes: l(&self.bytes),
-            bursts: l(&self.bursts),
-            wakeups: l(&self.wakeups),
-            invalid_descs: l(&self.invalid_descs),
-            fill_ring_full: l(&self.fill_ring_full),
-        }
-    }
-}
-
-/// A point-in-time copy of [`XskCounters`]; same fields and units.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct XskCountersSnapshot {
-    /// See [`XskCounters::packets`].
-    pub packets: u64,
-    /// See [`XskCounters::bytes`].
-    pub bytes: u64,
-    /// See [`XskCounters::bursts`].
-    pub bursts: u64,
-    /// See [`XskCounters::wakeups`].
-    pub wakeups: u64,
-    /// See [`XskCounters::invalid_descs`].
-    pub invalid_descs: u64,
-    /// See [`XskCounters::fill_ring_full`].
-    pub fill_ring_full: u64,
 }
 
 #[cfg(test)]
@@ -163,7 +125,7 @@ mod tests {
             rx_dropped: 1,
             ..Default::default()
         };
-        let d = b.delta_since(&a);
+        let d = b.minus(&a);
         assert_eq!(d.rx_ring_full, 4);
         assert_eq!(d.rx_lost(), 5);
     }

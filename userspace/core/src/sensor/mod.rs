@@ -610,46 +610,56 @@ pub enum ConfigError {
     },
 }
 
-/// Decoder counters of one [`ScanPipeline`] (monotonic, never reset).
-///
-/// `packets == decoded + malformed + ignored + time_jumps` always holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DecodeCounters {
-    /// Payloads pushed.
-    pub packets: u64,
-    /// Valid data packets decoded.
-    pub decoded: u64,
-    /// Damaged data packets dropped: wrong size near 1206 bytes, bad block flag, azimuth >=
-    /// 36000, unknown return-mode byte.
-    pub malformed: u64,
-    /// Foreign payloads dropped (other sizes, e.g. 512-byte position packets).
-    pub ignored: u64,
-    /// Frames emitted.
-    pub frames: u64,
-    /// Points in emitted frames.
-    pub points: u64,
-    /// Velodyne: decoded data packets whose product-id byte (offset 1205) names another model
-    /// than the configured one (which the calibration's laser count confirmed); decoded as
-    /// configured, logged once. 0 for other vendors.
-    pub product_mismatches: u64,
-    /// Data packets dropped because their sensor time (Velodyne, Hesai, RoboSense) or frame
-    /// id (Ouster) jumped far back or ahead of the stream ([`crate::scan::StreamClock`],
-    /// [`ouster`]); the frame around them stays whole.
-    pub time_jumps: u64,
-    /// Sustained jumps taken as a sensor restart: a new stream (logged once per sensor).
-    pub restarts: u64,
-    /// Whole frames (turns) lost: the sum of the emitted frames'
-    /// [`crate::frame::FrameHeader::frames_lost_before`].
-    pub frames_lost: u64,
-    /// Data packets whose date / time field was invalid: stamped on the stream's time line
-    /// (last accepted sensor time + host time elapsed), or with the host time when the stream
-    /// has no valid time yet (then their frame says [`crate::frame::FrameClock::Host`]).
-    pub date_fallbacks: u64,
-    /// Emitted frames on the sensor clock whose start time is implausible: before 2000, or
-    /// more than [`IMPLAUSIBLE_CLOCK_OFFSET_NS`] from the host receive time (an unsynchronised
-    /// sensor clock, a clock years off, or a Velodyne whose hour had to be taken from the host).
-    /// Logged once per sensor.
-    pub implausible_time: u64,
+/// The per-sensor counters: `lidarxdp_sensor_*{sensor,model}` ([`DecodeCounters`], and the
+/// capture thread's traffic counters), and the vendor decoders' own groups
+/// ([`VendorDecoder::visit_counters`]) with the same labels.
+pub const SENSOR_COUNTERS: crate::counters::Group = crate::counters::Group {
+    name: "sensor",
+    labels: &["sensor", "model"],
+};
+
+crate::counter_set! {
+    /// Decoder counters of one [`ScanPipeline`] (monotonic, never reset).
+    ///
+    /// `packets == decoded + malformed + ignored + time_jumps` always holds.
+    pub struct DecodeCounters in SENSOR_COUNTERS;
+    shared
+    /// [`DecodeCounters`] shared with other threads (the capture thread publishes them).
+    pub struct SharedDecodeCounters;
+    {
+        /// Payloads pushed.
+        packets: Counter "datagrams" "UDP datagrams handed to the sensor's pipeline.",
+        decoded: Counter "packets" "Data packets decoded.",
+        /// Wrong size near the packet size, bad block flag, azimuth >= 36000, unknown
+        /// return-mode byte, bad CRC.
+        malformed: Counter "packets" "Packets rejected as malformed.",
+        /// Other sizes, e.g. 512-byte position packets.
+        ignored: Counter "datagrams" "Datagrams ignored (not data packets).",
+        frames: Counter "frames" "Frames (scans) produced.",
+        /// In emitted frames.
+        points: Counter "points" "Points produced.",
+        /// Velodyne: decoded data packets whose product-id byte (offset 1205) names another
+        /// model than the configured one (which the calibration's laser count confirmed);
+        /// decoded as configured, logged once. 0 for other vendors.
+        product_mismatches: Counter "packets" "Velodyne data packets whose product-id byte names another model than the configured one.",
+        /// Sensor time (Velodyne, Hesai, RoboSense) or frame id (Ouster) jumped far back or
+        /// ahead of the stream ([`crate::scan::StreamClock`], [`ouster`]); the frame around
+        /// them stays whole.
+        time_jumps: Counter "packets" "Data packets dropped: their time or frame id jumped away from the stream.",
+        /// A new stream (logged once per sensor).
+        restarts: Counter "restarts" "Sustained time jumps taken as a sensor restart.",
+        /// The sum of the emitted frames' [`crate::frame::FrameHeader::frames_lost_before`].
+        frames_lost: Counter "frames" "Whole frames (turns) lost.",
+        /// Stamped on the stream's time line (last accepted sensor time + host time elapsed),
+        /// or with the host time when the stream has no valid time yet (then their frame says
+        /// [`crate::frame::FrameClock::Host`]).
+        date_fallbacks: Counter "packets" "Data packets with an invalid date, stamped with host time.",
+        /// Emitted frames on the sensor clock whose start time is before 2000 or more than
+        /// [`IMPLAUSIBLE_CLOCK_OFFSET_NS`] from the host receive time (an unsynchronised
+        /// sensor clock, a clock years off, or a Velodyne whose hour had to be taken from the
+        /// host). Logged once per sensor.
+        implausible_time: Counter "frames" "Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).",
+    }
 }
 
 /// Largest plausible difference between a frame's sensor-clock start and the host receive time
@@ -666,52 +676,6 @@ pub struct TimeFaults {
     pub restarts: u64,
     /// See [`DecodeCounters::date_fallbacks`].
     pub date_fallbacks: u64,
-}
-
-impl DecodeCounters {
-    /// Adds `other` field by field (e.g. the counters of a pipeline replaced on reload).
-    pub fn add(&mut self, other: &DecodeCounters) {
-        self.packets += other.packets;
-        self.decoded += other.decoded;
-        self.malformed += other.malformed;
-        self.ignored += other.ignored;
-        self.frames += other.frames;
-        self.points += other.points;
-        self.product_mismatches += other.product_mismatches;
-        self.time_jumps += other.time_jumps;
-        self.restarts += other.restarts;
-        self.frames_lost += other.frames_lost;
-        self.date_fallbacks += other.date_fallbacks;
-        self.implausible_time += other.implausible_time;
-    }
-
-    /// `self - other`, field by field, saturating at 0 (e.g. minus the counters a reloaded
-    /// pipeline collected while it decoded in the shadow of the one it replaced).
-    pub fn minus(&self, other: &DecodeCounters) -> DecodeCounters {
-        DecodeCounters {
-            packets: self.packets.saturating_sub(other.packets),
-            decoded: self.decoded.saturating_sub(other.decoded),
-            malformed: self.malformed.saturating_sub(other.malformed),
-            ignored: self.ignored.saturating_sub(other.ignored),
-            frames: self.frames.saturating_sub(other.frames),
-            points: self.points.saturating_sub(other.points),
-            time_jumps: self.time_jumps.saturating_sub(other.time_jumps),
-            restarts: self.restarts.saturating_sub(other.restarts),
-            frames_lost: self.frames_lost.saturating_sub(other.frames_lost),
-            date_fallbacks: self.date_fallbacks.saturating_sub(other.date_fallbacks),
-            implausible_time: self.implausible_time.saturating_sub(other.implausible_time),
-            product_mismatches: self
-                .product_mismatches
-                .saturating_sub(other.product_mismatches),
-        }
-    }
-
-    /// `self + other`, field by field.
-    pub fn sum(&self, other: DecodeCounters) -> DecodeCounters {
-        let mut s = *self;
-        s.add(&other);
-        s
-    }
 }
 
 /// How a payload that is not a valid data packet is counted.
@@ -759,6 +723,14 @@ pub trait VendorDecoder: Send + fmt::Debug {
     fn product_mismatches(&self) -> u64 {
         0
     }
+    /// The decoder's own counters beyond [`DecodeCounters`], declared with
+    /// [`crate::counter_set!`] in a group labelled like [`SENSOR_COUNTERS`]: their
+    /// descriptors, the same on every call (none by default).
+    fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {
+        &[]
+    }
+    /// Calls `f` with each of [`Self::counter_descs`] and its value, in that order.
+    fn visit_counters(&self, _f: &mut dyn FnMut(&'static crate::counters::CounterDesc, u64)) {}
     /// Restarts and date fallbacks counted so far (monotonic); none by default.
     fn time_faults(&self) -> TimeFaults {
         TimeFaults::default()
@@ -950,6 +922,19 @@ impl ScanPipeline {
     /// The counters.
     pub fn counters(&self) -> &DecodeCounters {
         &self.counters
+    }
+
+    /// The vendor decoder's own counter descriptors ([`VendorDecoder::counter_descs`]).
+    pub fn vendor_counter_descs(&self) -> &'static [crate::counters::CounterDesc] {
+        self.decoder.counter_descs()
+    }
+
+    /// Visits the vendor decoder's own counters ([`VendorDecoder::visit_counters`]).
+    pub fn visit_vendor_counters(
+        &self,
+        f: &mut dyn FnMut(&'static crate::counters::CounterDesc, u64),
+    ) {
+        self.decoder.visit_counters(f);
     }
 }
 

@@ -1050,6 +1050,21 @@ pub fn classify(payload: &[u8], header: HeaderKind) -> Result<Payload<'_>, Rejec
     }
 }
 
+/// The RoboSense decoder's own counters: `lidarxdp_robosense_*{sensor,model}`.
+pub const ROBOSENSE_COUNTERS: crate::counters::Group = crate::counters::Group {
+    name: "robosense",
+    labels: super::SENSOR_COUNTERS.labels,
+};
+
+crate::counter_set! {
+    /// RoboSense-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
+    pub struct RobosenseCounters in ROBOSENSE_COUNTERS;
+    {
+        /// They set the rpm, the return mode and (if valid) the angle table.
+        difop_packets: Counter "packets" "RoboSense DIFOP (device information) packets applied.",
+    }
+}
+
 /// A RoboSense sensor's decoder, return-mode state and [`ScanAssembler`]: the RoboSense
 /// [`VendorDecoder`].
 ///
@@ -1062,7 +1077,8 @@ pub struct RobosenseStream {
     assembler: ScanAssembler,
     difop_mode: Option<ReturnMode>,
     return_mode: Option<ReturnMode>,
-    difops: u64,
+    /// The decoder's own counters (`difop_packets`).
+    counters: RobosenseCounters,
     variant_checked: bool,
     /// MSOPs whose time field was invalid (stamped on the stream's time line, or host time).
     date_fallbacks: u64,
@@ -1096,7 +1112,7 @@ impl RobosenseStream {
             assembler: ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns),
             difop_mode: None,
             return_mode: None,
-            difops: 0,
+            counters: RobosenseCounters::default(),
             variant_checked: false,
             date_fallbacks: 0,
             host_base: false,
@@ -1110,12 +1126,12 @@ impl RobosenseStream {
 
     /// DIFOP packets consumed so far.
     pub fn difop_packets(&self) -> u64 {
-        self.difops
+        self.counters.difop_packets
     }
 
     /// Applies a DIFOP: rpm, return mode and (if valid) the angle table.
     pub fn apply_difop(&mut self, d: &DifopPacket<&[u8]>) {
-        self.difops += 1;
+        self.counters.difop_packets += 1;
         let spec = self.decoder.spec();
         self.decoder.set_rpm(d.rpm());
         if let Some(m) = spec.return_mode_of(d.return_mode_byte()) {
@@ -1257,6 +1273,14 @@ impl VendorDecoder for RobosenseStream {
             restarts: self.assembler.stream_clock().restarts(),
             date_fallbacks: self.date_fallbacks,
         }
+    }
+
+    fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {
+        <RobosenseCounters as crate::counters::CounterSet>::DESCS
+    }
+
+    fn visit_counters(&self, f: &mut dyn FnMut(&'static crate::counters::CounterDesc, u64)) {
+        crate::counters::CounterSet::visit(&self.counters, f);
     }
 }
 

@@ -1097,10 +1097,26 @@ pub struct VelodyneStream {
     last_product_id: Option<u8>,
     /// Sensor id, for log lines.
     sensor_id: u16,
-    /// See [`Self::rate_mismatches`].
-    rate_mismatches: u64,
+    /// The decoder's own counters (`rate_mismatches`).
+    counters: VelodyneCounters,
     /// First-block azimuth (0.01°) and sensor time (ns) of the previous data packet.
     prev_packet: Option<(u16, u64)>,
+}
+
+/// The Velodyne decoder's own counters: `lidarxdp_velodyne_*{sensor,model}` (the product-id
+/// check is in [`super::DecodeCounters::product_mismatches`]).
+pub const VELODYNE_COUNTERS: crate::counters::Group = crate::counters::Group {
+    name: "velodyne",
+    labels: super::SENSOR_COUNTERS.labels,
+};
+
+crate::counter_set! {
+    /// Velodyne-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
+    pub struct VelodyneCounters in VELODYNE_COUNTERS;
+    {
+        /// See [`VelodyneStream::rate_mismatches`].
+        rate_mismatches: Counter "packets" "Velodyne data packets whose sensor-time spacing fits no multiple of the configured model's packet interval.",
+    }
 }
 
 /// Packets with a spacing foreign to the configured model before the warning
@@ -1189,7 +1205,7 @@ impl VelodyneStream {
             product_mismatches: 0,
             last_product_id: None,
             sensor_id: cfg.sensor_id,
-            rate_mismatches: 0,
+            counters: VelodyneCounters::default(),
             prev_packet: None,
         })
     }
@@ -1209,7 +1225,7 @@ impl VelodyneStream {
     /// sensor-side field of view) are not judged; HDL-64E is not checked (its per-laser
     /// timing is not taken from a manual). Logged once, at the 16th such packet.
     pub fn rate_mismatches(&self) -> u64 {
-        self.rate_mismatches
+        self.counters.rate_mismatches
     }
 
     fn check_packet_rate(&mut self, dt: u64, interval: u64, mode: ReturnMode) {
@@ -1227,8 +1243,8 @@ impl VelodyneStream {
         if nearest * 10 <= interval {
             return;
         }
-        self.rate_mismatches += 1;
-        if self.rate_mismatches == RATE_WARN_AFTER {
+        self.counters.rate_mismatches += 1;
+        if self.counters.rate_mismatches == RATE_WARN_AFTER {
             log::warn!(
                 "sensor {}: data packets arrive {} µs apart on the sensor clock, but a {} in \
                  {mode} return mode sends one every {:.1} µs: the packets are probably from \
@@ -1429,6 +1445,14 @@ impl VendorDecoder for VelodyneStream {
             restarts: self.assembler.stream_clock().restarts(),
             date_fallbacks: 0,
         }
+    }
+
+    fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {
+        <VelodyneCounters as crate::counters::CounterSet>::DESCS
+    }
+
+    fn visit_counters(&self, f: &mut dyn FnMut(&'static crate::counters::CounterDesc, u64)) {
+        crate::counters::CounterSet::visit(&self.counters, f);
     }
 }
 

@@ -112,27 +112,30 @@ pub fn build(
     Ok(Box::new(OusterStream::new(cfg, opts)?))
 }
 
-/// Ouster-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OusterStats {
-    /// Packets dropped because the frame already had them (same first measurement_id).
-    pub duplicates: u64,
-    /// Late packets of a frame already published, dropped.
-    pub stale: u64,
-    /// Decoded packets whose header `prod_sn` differs from the metadata's serial number.
-    pub serial_mismatch: u64,
-    /// Decoded packets whose header `init_id` differs from the metadata's.
-    pub init_id_mismatch: u64,
-    /// Columns skipped because their status bit 0 was clear (outside the column window).
-    pub invalid_columns: u64,
-    /// Valid columns skipped because their time stamp lies more than
-    /// [`MAX_COLUMN_SPREAD_NS`] from the first column time of their frame (a corrupt or
-    /// stepped column clock): never a frame stamped in the past, never a saturated
-    /// `time_stamp`.
-    pub column_time_jumps: u64,
-    /// Packets of a frame held open in the reorder window that arrived after the next frame
-    /// had begun, and were added to their own frame.
-    pub reordered: u64,
+/// The Ouster decoder's own counters: `lidarxdp_ouster_*{sensor,model}`.
+pub const OUSTER_COUNTERS: crate::counters::Group = crate::counters::Group {
+    name: "ouster",
+    labels: super::SENSOR_COUNTERS.labels,
+};
+
+crate::counter_set! {
+    /// Ouster-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
+    pub struct OusterStats in OUSTER_COUNTERS;
+    {
+        /// Same first measurement_id.
+        duplicates: Counter "packets" "Packets dropped because their frame already had them.",
+        stale: Counter "packets" "Late packets of a frame already published, dropped.",
+        serial_mismatch: Counter "packets" "Decoded packets whose header prod_sn differs from the metadata's serial number.",
+        init_id_mismatch: Counter "packets" "Decoded packets whose header init_id differs from the metadata's.",
+        /// Outside the column window.
+        invalid_columns: Counter "columns" "Columns skipped because their status bit 0 was clear.",
+        /// Their time stamp lies more than [`MAX_COLUMN_SPREAD_NS`] from the first column time
+        /// of their frame (a corrupt or stepped column clock): never a frame stamped in the
+        /// past, never a saturated `time_stamp`.
+        column_time_jumps: Counter "columns" "Valid columns skipped because their time stamp lies over 1 s from their frame's first column.",
+        /// They were added to their own frame.
+        reordered: Counter "packets" "Packets of a frame held open in the reorder window that arrived after the next frame had begun.",
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -845,6 +848,14 @@ impl VendorDecoder for OusterStream {
             restarts: self.restarts,
             date_fallbacks: 0,
         }
+    }
+
+    fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {
+        <OusterStats as crate::counters::CounterSet>::DESCS
+    }
+
+    fn visit_counters(&self, f: &mut dyn FnMut(&'static crate::counters::CounterDesc, u64)) {
+        crate::counters::CounterSet::visit(&self.stats, f);
     }
 }
 
