@@ -33,11 +33,11 @@ lidarxdp_core::counter_set! {
         subscriptions: Counter "requests" "Subscribe requests accepted.",
         /// By [`super::FrameSender`]s.
         frames_queued: Counter "frames" "Frames accepted into the publisher input queue.",
-        /// By [`super::FrameSender`]s.
-        frames_dropped_input_full: Counter "frames" "Frames dropped because the publisher input queue was full.",
         frames_in: Counter "frames" "Frames taken from the input queue.",
         frames_sent: Counter "frames" "Frames completely sent, summed over subscribers.",
         frames_dropped_queue_full: Counter "frames" "Frames dropped from a subscriber's full queue, summed over subscribers.",
+        /// By [`super::FrameSender`]s.
+        frames_dropped_input_full: Counter "frames" "Frames dropped because the publisher input queue was full.",
         /// More than [`lidarxdp_core::protocol::MAX_POINT_COUNT`] points.
         frames_dropped_too_large: Counter "frames" "Frames dropped because they have too many points for the protocol.",
         /// One per distinct field set per frame, never one per subscriber.
