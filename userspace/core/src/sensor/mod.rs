@@ -21,6 +21,7 @@
 //! angle in rad (Nebula stores its sine), `time_stamp` follows the manual's timing table on the
 //! sensor clock (Nebula uses the host stamp of the packet), and a damaged packet is dropped
 //! whole (Nebula keeps the blocks before a bad flag).
+#![forbid(unsafe_code)]
 
 pub mod calibration;
 pub mod hesai;

@@ -32,7 +32,7 @@
 //! [`BlockPoints`], which its consumers turn into points ([`block`]).
 
 pub mod block;
-mod dense;
+pub(crate) mod dense;
 pub mod multi;
 
 pub use block::BlockPoints;
@@ -509,9 +509,10 @@ pub(crate) fn dual_type(raw: u16, intensity: u8, other: u16, other_i: u8, nebula
 /// with a `partner` block (the first block of a dual-return pair), differs from the partner
 /// slot's raw range (identical returns are merged into the partner's point).
 ///
-/// x86-64: SSE2 (part of the x86-64 baseline), eight slots per instruction: an unsigned
-/// window test as two saturating subtractions, the partner test as an equality, packed to one
-/// byte per slot and collected with `movemask`. Elsewhere: the same test per slot.
+/// x86-64: SSE2 (part of the x86-64 baseline), eight slots per instruction
+/// ([`crate::simd::velodyne_slot_mask`]): an unsigned window test as two saturating
+/// subtractions, the partner test as an equality, packed to one byte per slot and collected
+/// with `movemask`. Elsewhere: the same test per slot.
 #[inline(always)]
 pub(crate) fn slot_mask(
     slots: &[[u8; 3]; SLOTS_PER_BLOCK],
@@ -521,38 +522,7 @@ pub(crate) fn slot_mask(
 ) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
-        use core::arch::x86_64::{
-            __m128i, _mm_andnot_si128, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8,
-            _mm_or_si128, _mm_packs_epi16, _mm_set_epi16, _mm_setzero_si128, _mm_subs_epu16,
-        };
-        // SAFETY: SSE2 is part of the x86-64 baseline (enabled on every x86_64 target), so
-        // every intrinsic here is available; the only memory access is `_mm_loadu_si128` of
-        // one `[u16; 8]` (16 initialised, readable bytes), which has no alignment requirement.
-        unsafe {
-            let raws8 = |s: &[[u8; 3]; SLOTS_PER_BLOCK], b: usize| {
-                let r = |k: usize| i16::from_le_bytes([s[b + k][0], s[b + k][1]]);
-                _mm_set_epi16(r(7), r(6), r(5), r(4), r(3), r(2), r(1), r(0))
-            };
-            let load8 = |a: &[u16; SLOTS_PER_BLOCK], b: usize| {
-                let chunk: &[u16; 8] = a[b..b + 8].try_into().unwrap_or(&[0; 8]);
-                _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>())
-            };
-            let ok8 = |b: usize| {
-                let r = raws8(slots, b);
-                let outside = _mm_or_si128(
-                    _mm_subs_epu16(r, load8(hi, b)),
-                    _mm_subs_epu16(load8(lo, b), r),
-                );
-                let ok = _mm_cmpeq_epi16(outside, _mm_setzero_si128());
-                match partner {
-                    Some(p) => _mm_andnot_si128(_mm_cmpeq_epi16(r, raws8(p, b)), ok),
-                    None => ok,
-                }
-            };
-            let low = _mm_movemask_epi8(_mm_packs_epi16(ok8(0), ok8(8))) as u32;
-            let high = _mm_movemask_epi8(_mm_packs_epi16(ok8(16), ok8(24))) as u32;
-            low | (high << 16)
-        }
+        crate::simd::velodyne_slot_mask(slots, lo, hi, partner)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
