@@ -12,7 +12,7 @@ use crossbeam_queue::ArrayQueue;
 use lidarxdp::offline::udp_payloads;
 use lidarxdp::publish::{Publisher, PublisherConfig};
 use lidarxdp_client::Subscriber;
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 struct Counting;
 
@@ -100,7 +100,7 @@ fn check(model: SensorModel, pcap: &str, calib: &str) {
     let sender = publisher.frame_sender();
     let _pool = lidarxdp_core::scan::install_buffer_source(sender.buffer_source());
     let cfg = SensorConfig::new(0, model, std::path::Path::new(DATA).join(calib));
-    let mut p = ScanPipeline::new(&cfg).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg).unwrap();
     let mut out = Vec::with_capacity(8);
     let pool = publisher.pool().clone();
     let mut pushed = 0u64;

@@ -14,7 +14,7 @@ use lidarxdp::publish::{MAX_BATCH, Publisher, PublisherConfig};
 use lidarxdp_client::Subscriber;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::protocol::{self, SensorEntry};
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const PCAP: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -149,7 +149,9 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     let exp2 = expected.clone();
     let decoder = std::thread::spawn(move || {
         let _pool = lidarxdp_core::scan::install_buffer_source(sender.buffer_source());
-        let mut p = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, CALIB)).unwrap();
+        let mut p =
+            lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Vlp16, CALIB))
+                .unwrap();
         let mut out = Vec::new();
         let mut blocked = 0i64;
         let mut pushed = 0u64;

@@ -107,9 +107,10 @@ const DEFAULT_PERIOD_NS: u64 = 50_000_000;
 /// See [`OusterStream::new`].
 pub fn build(
     cfg: &SensorConfig,
+    calibration: &[u8],
     opts: PipelineOptions,
 ) -> Result<Box<dyn VendorDecoder>, ConfigError> {
-    Ok(Box::new(OusterStream::new(cfg, opts)?))
+    Ok(Box::new(OusterStream::new(cfg, calibration, opts)?))
 }
 
 /// Ouster-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
@@ -199,14 +200,19 @@ pub struct OusterStream {
 }
 
 impl OusterStream {
-    /// Reads the metadata named by `cfg.calibration` and builds the stream.
+    /// Parses `calibration`, the contents of the metadata JSON `cfg.calibration` names, and
+    /// builds the stream.
     ///
     /// # Errors
     /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360 (see the module
-    /// docs); [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an unreadable or
-    /// invalid metadata file.
-    pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
-        let meta = OusterMetadata::from_file(&cfg.calibration)?;
+    /// docs); [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for metadata that
+    /// is not UTF-8 or invalid.
+    pub fn new(
+        cfg: &SensorConfig,
+        calibration: &[u8],
+        opts: PipelineOptions,
+    ) -> Result<Self, ConfigError> {
+        let meta = OusterMetadata::from_bytes(calibration, &cfg.calibration)?;
         Self::with_metadata(cfg, opts, meta)
     }
 
