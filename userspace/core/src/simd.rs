@@ -5,7 +5,9 @@
 //! - [`Compactor`] / [`extend_compacted`]: writes values into a `Vec`'s spare capacity (no
 //!   zero-fill first) at a write position that advances only past kept values, and sets the
 //!   length once, to exactly the slots written. Used by the Velodyne block consumers
-//!   (`sensor::velodyne::block`) and the Ouster column decoder.
+//!   (`sensor::velodyne::block`, dense blocks) and the Ouster column decoder.
+//! - [`extend_masked`]: appends one value per set bit of a 32-bit slot mask the same way
+//!   (Velodyne sparse blocks and azimuths).
 //! - x86-64 only, SSE2 (part of the x86-64 baseline, so always available there; Intel 64 and
 //!   IA-32 Architectures Software Developer's Manual, vol. 2, for each intrinsic): the
 //!   Velodyne kernels over fixed-size arrays of one 32-slot data block:
@@ -15,19 +17,20 @@
 //!   slots). Their portable equivalents live beside their callers and are tested bit for bit
 //!   against them.
 //!
-//! Every `unsafe` block states its invariant in a `// SAFETY:` comment. Since Rust 1.87 the
-//! intrinsics that take no pointer are safe to call where their target feature is enabled
-//! (SSE2 always is on x86-64); what stays unsafe is the pointer loads and stores.
+//! Every `unsafe` block states its invariant in a `// SAFETY:` comment. The intrinsics are
+//! `#[target_feature(enable = "sse2")]` functions, which a function without that attribute
+//! may call only in `unsafe` even though every x86-64 target enables SSE2; so each kernel is
+//! one block, whose comment covers the feature and every pointer load and store.
 
 use std::mem::MaybeUninit;
 
-/// A write cursor over `N >= 1` uninitialised slots at the end of a `Vec` (its spare
+/// A write cursor over `n >= 1` uninitialised slots at the end of a `Vec` (its spare
 /// capacity), created by [`extend_compacted`].
 ///
-/// Invariant: the first `min(written, N)` slots are initialised. [`Compactor::put`] writes the
+/// Invariant: the first `min(written, n)` slots are initialised. [`Compactor::put`] writes the
 /// slot at the write position (clamped to the last slot) before the position moves past it,
 /// which keeps the invariant for any sequence of calls; [`extend_compacted`] then sets the
-/// `Vec`'s length to include exactly those slots. A caller that puts at most `N` values (kept
+/// `Vec`'s length to include exactly those slots. A caller that puts at most `n` values (kept
 /// or not) never has one overwritten: the write position is below the number of puts so far.
 pub(crate) struct Compactor<'a, T> {
     spare: &'a mut [MaybeUninit<T>],
