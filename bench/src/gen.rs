@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use lidarxdp::capture::realtime_ns;
 use lidarxdp_core::frame::Frame;
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 use serde::Serialize;
 
 use crate::stats;
@@ -228,7 +228,7 @@ fn offline_frames(
     start_real: u64,
 ) -> Result<Vec<FrameRecord>> {
     let cfg = SensorConfig::new(0, model, args.calibration.clone());
-    let mut p = ScanPipeline::new(&cfg).context("--sensor/--calibration")?;
+    let mut p = lidarxdp::calibration::pipeline(&cfg).context("--sensor/--calibration")?;
     let sensors = u64::from(args.sensors);
     let mut out: Vec<Frame> = Vec::new();
     let mut frames = Vec::new();

@@ -15,7 +15,7 @@ static TEMPLATES: Templates = Templates::new();
 fuzz_target!(|data: &[u8]| {
     run_decoder(&TEMPLATES, OUSTER, OPT_A, data, |e, opts| {
         let path = data_path(e.calibration?);
-        let meta = OusterMetadata::from_file(&path).ok()?;
+        let meta = OusterMetadata::from_bytes(&std::fs::read(&path).ok()?, &path).ok()?;
         let cfg = SensorConfig::new(0, e.model, path);
         let po = PipelineOptions {
             fov_deg: (opts & OPT_A != 0).then_some((270.0, 90.0)),

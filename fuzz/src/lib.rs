@@ -35,7 +35,8 @@ impl Template {
         channels: usize,
     ) -> Option<Template> {
         cfg.sensor_id = SENSOR_ID;
-        let pipeline = ScanPipeline::with_options(&cfg, opts).ok()?;
+        let calibration = std::fs::read(&cfg.calibration).ok()?;
+        let pipeline = ScanPipeline::with_options(&cfg, &calibration, opts).ok()?;
         Some(Template {
             pipeline,
             channels,

@@ -100,7 +100,7 @@ fn bench(c: &mut Criterion) {
             hesai_skip_crc: skip_crc,
             ..Default::default()
         };
-        let mut p = ScanPipeline::with_options(&cfg, opts).expect("config");
+        let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).expect("config");
         let points = run(&mut p, &packets);
         let t0 = thread_cpu_ns();
         let reps = 50;

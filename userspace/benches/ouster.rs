@@ -36,7 +36,11 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
         ("os1-64_LEGACY_fw1", "os1-64/os1-64_legacy_fw1.1x_3frames"),
     ] {
         let json = format!("{DIR}{base}.json");
-        let meta = OusterMetadata::from_file(Path::new(&json)).unwrap();
+        let meta = OusterMetadata::from_bytes(
+            &lidarxdp::calibration::read(Path::new(&json)).unwrap(),
+            Path::new(&json),
+        )
+        .unwrap();
         let len = meta.format.packet_len();
         let packets: Vec<(Vec<u8>, u64)> = udp_payloads(Path::new(&format!("{DIR}{base}.pcap")))
             .unwrap()
@@ -52,7 +56,12 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
             max_range_m: 300.0,
             ..SensorConfig::new(0, SensorModel::Ouster, json)
         };
-        let mut s = OusterStream::new(&cfg, PipelineOptions::default()).unwrap();
+        let mut s = OusterStream::new(
+            &cfg,
+            &lidarxdp::calibration::read(&cfg.calibration).unwrap(),
+            PipelineOptions::default(),
+        )
+        .unwrap();
         let mut out = Vec::with_capacity(4);
         g.throughput(Throughput::Elements(pixels));
         g.bench_function(format!("{name}_{}pkts", packets.len()), |b| {

@@ -2,7 +2,7 @@
 //!
 //! * `helios16p/decode`: the 750 MSOP packets of `shared/data/robosense/helios16p`, decoded
 //!   point by point by [`RobosenseDecoder`] (no frame assembly).
-//! * `helios16p/pipeline`: the same packets through [`ScanPipeline`] (decode + frame cut).
+//! * `helios16p/pipeline`: the same packets through [`ScanPipeline`](lidarxdp_core::sensor::ScanPipeline) (decode + frame cut).
 //! * `rs16|rs32/decode_synthetic`: no capture exists for these models; one synthetic packet
 //!   with every channel returning (384 points), decoded repeatedly.
 //!
@@ -17,7 +17,7 @@ use lidarxdp_core::sensor::robosense::{
     self, AngleTable, BLOCK_LEN, DecoderSettings, HEADER_LEN, MSOP_MAGIC_V1, MsopPacket,
     PACKET_LEN, RobosenseDecoder,
 };
-use lidarxdp_core::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{ReturnMode, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -44,7 +44,12 @@ fn helios16p(c: &mut Criterion) {
     let spec = robosense::spec(SensorModel::Helios16p).unwrap();
     let dec = RobosenseDecoder::new(
         spec,
-        AngleTable::from_csv(Path::new(&csv), 16).unwrap(),
+        AngleTable::from_bytes(
+            &lidarxdp::calibration::read(Path::new(&csv)).unwrap(),
+            16,
+            Path::new(&csv),
+        )
+        .unwrap(),
         settings(),
     );
     let mut points = 0u64;
@@ -72,7 +77,7 @@ fn helios16p(c: &mut Criterion) {
     // Pipeline construction (CSV read, trig table) is set-up, not measured.
     g.bench_function("pipeline", |b| {
         b.iter_batched(
-            || ScanPipeline::new(&cfg).unwrap(),
+            || lidarxdp::calibration::pipeline(&cfg).unwrap(),
             |mut p| {
                 let mut out = Vec::new();
                 for (i, m) in msop.iter().enumerate() {

@@ -75,9 +75,10 @@ enum Dec {
 
 impl Dec {
     fn new(model: SensorModel, cal: &str) -> Self {
-        let calib = VelodyneCalibration::from_file(
-            Path::new(&format!("{DATA}{cal}")),
+        let calib = VelodyneCalibration::from_bytes(
+            &lidarxdp::calibration::read(Path::new(&format!("{DATA}{cal}"))).unwrap(),
             multi::laser_count(model),
+            Path::new(&format!("{DATA}{cal}")),
         )
         .unwrap();
         match model {
@@ -178,7 +179,12 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
             flavor: flavor(),
             ..Default::default()
         };
-        let mut stream = VelodyneStream::new(&cfg, opts).unwrap();
+        let mut stream = VelodyneStream::new(
+            &cfg,
+            &lidarxdp::calibration::read(&cfg.calibration).unwrap(),
+            opts,
+        )
+        .unwrap();
         let mut frames = Vec::new();
         let mut hour = 0u64;
         g.throughput(Throughput::Elements(points));

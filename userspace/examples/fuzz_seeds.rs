@@ -23,7 +23,7 @@ use lidarxdp_core::protocol::{
     FieldSet, Hello, SensorEntry as WireSensor, Subscribe, encode_error, encode_frame_header,
     encode_frame_header_fields, encode_hello, encode_subscribe, encode_subscribed, error_code,
 };
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 use shared::{
     HESAI, OPT_A, OPT_B, OPT_C, OUSTER, ProtocolMode, REASSEMBLY_KEYS, ROBOSENSE, ReassemblyOp,
     SensorEntry, VELODYNE, data_dir, put_record,
@@ -327,7 +327,7 @@ fn vlp16_frames() -> Result<Vec<Frame>> {
         SensorModel::Vlp16,
         data_dir().join(e.calibration.unwrap_or_default()),
     );
-    let mut p = ScanPipeline::new(&cfg)?;
+    let mut p = lidarxdp::calibration::pipeline(&cfg)?;
     let mut out = Vec::new();
     for d in datagrams(e.captures[1])? {
         let ns = u64::try_from(d.timestamp.as_nanos()).unwrap_or(u64::MAX);

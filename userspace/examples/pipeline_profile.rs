@@ -1,5 +1,5 @@
 //! Profiling driver for the whole per-sensor pipeline (for `valgrind --tool=callgrind`):
-//! pushes every datagram of one shared capture through a fresh [`ScanPipeline`] `N` times
+//! pushes every datagram of one shared capture through a fresh [`ScanPipeline`](lidarxdp_core::sensor::ScanPipeline) `N` times
 //! (decode, sensor clock and time checks, scan cut, frame assembly), no criterion overhead.
 //! Host time is the pcap record time. Range gate (0.3, 300) m for every model, so runs before
 //! and after a change of the default ranges do the same work.
@@ -11,7 +11,7 @@ use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::frame::Frame;
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
 
@@ -61,7 +61,7 @@ fn main() {
     let mut cfg = SensorConfig::new(0, model, format!("{DATA}{cal}"));
     cfg.min_range_m = 0.3;
     cfg.max_range_m = 300.0;
-    let proto = ScanPipeline::new(&cfg).expect("pipeline");
+    let proto = lidarxdp::calibration::pipeline(&cfg).expect("pipeline");
     let mut out: Vec<Frame> = Vec::new();
     let mut points = 0usize;
     for _ in 0..n {

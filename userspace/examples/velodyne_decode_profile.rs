@@ -46,9 +46,10 @@ fn main() {
         .filter(|d| d.dst_port == 2368 && d.payload.len() == velodyne::DATA_PACKET_LEN)
         .map(|d| d.payload)
         .collect();
-    let calib = VelodyneCalibration::from_file(
-        Path::new(&format!("{DATA}{cal}")),
+    let calib = VelodyneCalibration::from_bytes(
+        &lidarxdp::calibration::read(Path::new(&format!("{DATA}{cal}"))).unwrap(),
         multi::laser_count(model),
+        Path::new(&format!("{DATA}{cal}")),
     )
     .expect("calibration");
     let settings = DecoderSettings {

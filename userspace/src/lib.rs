@@ -3,6 +3,8 @@
 //! The decoding itself is sans-IO and lives in `lidarxdp-core` (points, frames, wire parsing,
 //! reassembly, decoders, scan assembly, the protocol codec); the subscriber side lives in
 //! `lidarxdp-client`. This crate holds what touches the system (see `docs/architecture.md`):
+//! - [`calibration`]: reading calibration / metadata files (bounded, `O_NONBLOCK`) for the
+//!   core's parsers;
 //! - [`xsk`]: AF_XDP socket, UMEM and rings (libc + memmap2);
 //! - [`loader`]: loading and attaching the XDP program (aya);
 //! - [`capture`]: the decoder thread per (interface, queue), and the socket baselines;
@@ -13,6 +15,7 @@
 //! - [`record`]: recording received frames as ROS 2 PointCloud2 in MCAP.
 #![warn(missing_docs)]
 
+pub mod calibration;
 pub mod capture;
 pub mod loader;
 pub mod metrics;

@@ -566,7 +566,7 @@ pub fn decode_pcap_each<F>(
 where
     F: FnMut(Frame) -> std::io::Result<()>,
 {
-    let mut pipeline = ScanPipeline::with_options(cfg, opts.pipeline)?;
+    let mut pipeline = crate::calibration::pipeline_with_options(cfg, opts.pipeline)?;
     let mut reader = CaptureReader::open(
         path,
         DatagramFilter {

@@ -42,7 +42,8 @@ fn decode(c: &Case) -> (Vec<(usize, Frame)>, ScanPipeline) {
     let mut cfg = SensorConfig::new(0, c.model, format!("{DIR}{}/{}", c.dir, c.csv));
     cfg.min_range_m = c.range.0;
     cfg.max_range_m = c.range.1;
-    let mut p = ScanPipeline::with_options(&cfg, PipelineOptions::default()).unwrap();
+    let mut p =
+        lidarxdp::calibration::pipeline_with_options(&cfg, PipelineOptions::default()).unwrap();
     let mut frames = Vec::new();
     let mut out = Vec::new();
     let pcap = format!("{DIR}{0}/{0}_nebula.pcap", c.dir);

@@ -143,7 +143,7 @@ fn build(
 fn pipeline(model: SensorModel, calib: PathBuf, cut: f64, opts: PipelineOptions) -> ScanPipeline {
     let mut cfg = SensorConfig::new(0, model, calib);
     cfg.cut_angle_deg = cut;
-    ScanPipeline::with_options(&cfg, opts).unwrap()
+    lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap()
 }
 
 fn xt16_flat() -> ScanPipeline {
@@ -669,13 +669,19 @@ fn calibration_errors_name_the_line() {
     let bad = std::env::temp_dir().join(format!("lidarxdp_hesai_bad_{}.csv", std::process::id()));
     std::fs::write(&bad, "Channel,Elevation,Azimuth\n1,2,x\n").unwrap();
     let cfg = SensorConfig::new(0, SensorModel::PandarXt16, &bad);
-    let e = ScanPipeline::new(&cfg).unwrap_err().to_string();
+    let e = lidarxdp::calibration::pipeline(&cfg)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("line 2"), "{e}");
     std::fs::write(&bad, "Channel,Elevation,Azimuth\n1,2,3\n").unwrap();
-    let e = ScanPipeline::new(&cfg).unwrap_err().to_string();
+    let e = lidarxdp::calibration::pipeline(&cfg)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("channel 2 missing"), "{e}");
     let cfg = SensorConfig::new(0, SensorModel::At128, &bad);
-    let e = ScanPipeline::new(&cfg).unwrap_err().to_string();
+    let e = lidarxdp::calibration::pipeline(&cfg)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no EE FF delimiter"), "{e}");
     // A cut outside the field of view is refused.
     let mut cfg = SensorConfig::new(0, SensorModel::PandarXt16, csv("xt16_fov", 16, |_| 0.0));
@@ -685,7 +691,7 @@ fn calibration_errors_name_the_line() {
         ..Default::default()
     };
     assert!(
-        ScanPipeline::with_options(&cfg, opts)
+        lidarxdp::calibration::pipeline_with_options(&cfg, opts)
             .unwrap_err()
             .to_string()
             .contains("cut_angle_deg")

@@ -17,7 +17,7 @@ use lidarxdp::offline::{
     decode_pcap, decode_pcap_each, udp_payloads,
 };
 use lidarxdp_core::frame::{Frame, FrameClock};
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel, Stamp};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel, Stamp};
 use pcap_file::DataLink;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::PcapNgWriter;
@@ -460,7 +460,7 @@ fn a_second_source_stops_decode_and_source_picks_one() {
         "{e}"
     );
     // Exactly the frames the first 40 datagrams closed; the frame in progress is dropped.
-    let mut p = ScanPipeline::new(&vlp16_cfg()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&vlp16_cfg()).unwrap();
     let mut closed = Vec::new();
     for d in &ds[..40] {
         p.push(&d.payload, d.ts_ns, &mut closed);
@@ -533,7 +533,7 @@ fn foreign_traffic_from_other_hosts_is_ignored_not_mixed() {
     })
     .unwrap();
     let mut want = Vec::new();
-    let mut p = ScanPipeline::new(&vlp16_cfg()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&vlp16_cfg()).unwrap();
     for d in &ds {
         p.push(&d.payload, d.ts_ns, &mut want);
     }
@@ -662,7 +662,9 @@ fn every_vendor_honours_the_configured_range() {
         ..vlp16_cfg()
     };
     assert_eq!(
-        ScanPipeline::new(&bad).unwrap_err().to_string(),
+        lidarxdp::calibration::pipeline(&bad)
+            .unwrap_err()
+            .to_string(),
         "max_range_m = 5 is out of range; valid: (min_range_m = 5, 1000] m"
     );
 }
@@ -919,7 +921,7 @@ fn oversized_calibration_files_are_refused() {
             SensorModel::Ouster,
             SensorModel::Rs16,
         ] {
-            let e = ScanPipeline::new(&SensorConfig::new(0, model, path))
+            let e = lidarxdp::calibration::pipeline(&SensorConfig::new(0, model, path))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(&path.display().to_string()), "{model}: {e}");
@@ -929,7 +931,7 @@ fn oversized_calibration_files_are_refused() {
             );
         }
     }
-    let e = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, &sparse.0))
+    let e = lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Vlp16, &sparse.0))
         .unwrap_err()
         .to_string();
     assert!(e.contains("file is 1073741824 bytes"), "{e}");
@@ -946,7 +948,7 @@ fn oversized_calibration_files_are_refused() {
         SensorModel::Pandar64,
         SensorModel::Ouster,
     ] {
-        let e = ScanPipeline::new(&SensorConfig::new(0, model, &fifo.0))
+        let e = lidarxdp::calibration::pipeline(&SensorConfig::new(0, model, &fifo.0))
             .unwrap_err()
             .to_string();
         assert!(e.contains(&fifo.0.display().to_string()), "{model}: {e}");
@@ -961,7 +963,7 @@ fn clone_decodes_like_the_original() {
         "/../../shared/data/velodyne/vlp16/vlp16_strongest_84pkt.pcap"
     );
     let (datagrams, _) = lidarxdp::replay::read_udp_datagrams(path.as_ref(), None).unwrap();
-    let mut a = ScanPipeline::new(&vlp16_cfg()).unwrap();
+    let mut a = lidarxdp::calibration::pipeline(&vlp16_cfg()).unwrap();
     let (half, rest) = datagrams.split_at(datagrams.len() / 2);
     let (mut fa, mut fb) = (Vec::new(), Vec::new());
     for (i, d) in half.iter().enumerate() {

@@ -25,7 +25,7 @@ use lidarxdp::offline::{UdpDatagram, udp_payloads};
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::ouster::packet::{ChanField, Packet, field_spec};
-use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{PipelineOptions, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
 
@@ -37,7 +37,11 @@ struct Capture {
 
 fn capture(rel: &str) -> Capture {
     let base = format!("{DIR}{rel}");
-    let meta = OusterMetadata::from_file(Path::new(&format!("{base}.json"))).unwrap();
+    let meta = OusterMetadata::from_bytes(
+        &lidarxdp::calibration::read(Path::new(&format!("{base}.json"))).unwrap(),
+        Path::new(&format!("{base}.json")),
+    )
+    .unwrap();
     let len = meta.format.packet_len();
     let packets = udp_payloads(Path::new(&format!("{base}.pcap")))
         .unwrap()
@@ -60,7 +64,8 @@ fn cfg(c: &Capture) -> SensorConfig {
 }
 
 fn decode(c: &Capture) -> Vec<Frame> {
-    let mut p = ScanPipeline::with_options(&cfg(c), PipelineOptions::default()).unwrap();
+    let mut p =
+        lidarxdp::calibration::pipeline_with_options(&cfg(c), PipelineOptions::default()).unwrap();
     let mut out = Vec::new();
     for d in &c.packets {
         p.push(&d.payload, d.ts_ns, &mut out);

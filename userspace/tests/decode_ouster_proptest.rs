@@ -23,7 +23,13 @@ const CAPTURES: [&str; 5] = [
 fn metas() -> Vec<OusterMetadata> {
     let mut v: Vec<OusterMetadata> = CAPTURES
         .iter()
-        .map(|c| OusterMetadata::from_file(Path::new(&format!("{DIR}{c}.json"))).unwrap())
+        .map(|c| {
+            OusterMetadata::from_bytes(
+                &lidarxdp::calibration::read(Path::new(&format!("{DIR}{c}.json"))).unwrap(),
+                Path::new(&format!("{DIR}{c}.json")),
+            )
+            .unwrap()
+        })
         .collect();
     let mut five = v[2].clone();
     five.format.profile = lidarxdp_core::sensor::ouster::packet::Profile::FiveWordPixel;

@@ -8,8 +8,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::ouster::OusterStream;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{
-    ConfigError, PipelineOptions, Rejection, ReturnMode, ScanPipeline, SensorConfig, SensorModel,
-    VendorDecoder,
+    ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, SensorModel, VendorDecoder,
 };
 
 const OS2: &str = concat!(
@@ -50,7 +49,12 @@ struct Counts {
 }
 
 fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, OusterStream) {
-    let mut s = OusterStream::new(&cfg(base), PipelineOptions::default()).unwrap();
+    let mut s = OusterStream::new(
+        &cfg(base),
+        &lidarxdp::calibration::read(&cfg(base).calibration).unwrap(),
+        PipelineOptions::default(),
+    )
+    .unwrap();
     let mut out = Vec::new();
     let mut c = Counts::default();
     for (p, t) in input {
@@ -225,7 +229,12 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
 
     // Timeout: silence longer than 200 ms of host time closes the partial first frame; a late
     // packet of that frame afterwards is stale.
-    let mut s = OusterStream::new(&cfg(OS1_64), PipelineOptions::default()).unwrap();
+    let mut s = OusterStream::new(
+        &cfg(OS1_64),
+        &lidarxdp::calibration::read(&cfg(OS1_64).calibration).unwrap(),
+        PipelineOptions::default(),
+    )
+    .unwrap();
     let mut out = Vec::new();
     for (p, t) in &all[..10] {
         s.push(p, *t, &mut out).unwrap();
@@ -318,13 +327,13 @@ fn cut_angle_fov_and_range_settings() {
             cut_angle_deg: cut,
             ..cfg(OS2)
         };
-        assert!(ScanPipeline::new(&c).is_ok(), "{cut}");
+        assert!(lidarxdp::calibration::pipeline(&c).is_ok(), "{cut}");
     }
     let c = SensorConfig {
         cut_angle_deg: 90.0,
         ..cfg(OS2)
     };
-    let e = ScanPipeline::new(&c).unwrap_err();
+    let e = lidarxdp::calibration::pipeline(&c).unwrap_err();
     assert!(
         matches!(&e, ConfigError::OutOfRange { field, .. } if field == "cut_angle_deg"),
         "{e}"
@@ -334,7 +343,7 @@ fn cut_angle_fov_and_range_settings() {
         ..cfg(OS2)
     };
     assert!(matches!(
-        ScanPipeline::new(&c).unwrap_err(),
+        lidarxdp::calibration::pipeline(&c).unwrap_err(),
         ConfigError::CalibrationIo { .. }
     ));
     let c = SensorConfig {
@@ -342,13 +351,13 @@ fn cut_angle_fov_and_range_settings() {
         ..cfg(OS2)
     };
     assert!(matches!(
-        ScanPipeline::new(&c).unwrap_err(),
+        lidarxdp::calibration::pipeline(&c).unwrap_err(),
         ConfigError::Calibration { .. }
     ));
 
     let clean = lidar(OS2);
     let decode = |opts: PipelineOptions, c: &SensorConfig| {
-        let mut p = ScanPipeline::with_options(c, opts).unwrap();
+        let mut p = lidarxdp::calibration::pipeline_with_options(c, opts).unwrap();
         let mut out = Vec::new();
         for (d, t) in &clean {
             p.push(d, *t, &mut out);
@@ -394,7 +403,11 @@ fn cut_angle_fov_and_range_settings() {
 
 /// Pixels with a non-zero range outside the default (0.3, 300) m in the os2-128 frame.
 fn n_outside_default(clean: &[(Vec<u8>, u64)]) -> usize {
-    let meta = OusterMetadata::from_file(Path::new(&format!("{OS2}.json"))).unwrap();
+    let meta = OusterMetadata::from_bytes(
+        &lidarxdp::calibration::read(Path::new(&format!("{OS2}.json"))).unwrap(),
+        Path::new(&format!("{OS2}.json")),
+    )
+    .unwrap();
     let mut n = 0;
     for (d, _) in clean {
         let p = lidarxdp_core::sensor::ouster::packet::Packet::new_checked(&d[..], meta.format)

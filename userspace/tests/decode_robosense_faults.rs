@@ -34,7 +34,7 @@ fn pipeline(cut: f64) -> ScanPipeline {
         cut_angle_deg: cut,
         ..SensorConfig::new(1, SensorModel::Rs32, csv())
     };
-    ScanPipeline::new(&cfg).unwrap()
+    lidarxdp::calibration::pipeline(&cfg).unwrap()
 }
 
 /// Packet `k`: block b azimuth `az0 + k·480 + b·40`, V1 time 12:34:00 + k·666 µs.
@@ -269,7 +269,7 @@ fn field_of_view_wraps_through_zero() {
         fov_deg: Some((350.0, 10.0)),
         ..Default::default()
     };
-    let mut p = ScanPipeline::with_options(&cfg, opts).unwrap();
+    let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap();
     let mut out = Vec::new();
     feed(&mut p, 0..90, AZ0, &mut out);
     assert_eq!(out.len(), 2);
@@ -319,7 +319,8 @@ fn dual_return_stream_has_no_duplicate_identical_returns() {
             .collect::<String>(),
     )
     .unwrap();
-    let mut p = ScanPipeline::new(&SensorConfig::new(2, SensorModel::Rs16, &path)).unwrap();
+    let mut p =
+        lidarxdp::calibration::pipeline(&SensorConfig::new(2, SensorModel::Rs16, &path)).unwrap();
     let mut difop = vec![0u8; PACKET_LEN];
     difop[..8].copy_from_slice(&DIFOP_MAGIC);
     difop[8..10].copy_from_slice(&600u16.to_be_bytes());

@@ -28,7 +28,7 @@ use lidarxdp::offline::{decode_pcap_with_options, udp_payloads};
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::robosense::{self, AngleTable, DifopPacket, HeaderKind, MsopPacket};
-use lidarxdp_core::sensor::{PipelineOptions, ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{PipelineOptions, ReturnMode, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -254,7 +254,12 @@ fn difop_and_csv_tables() {
     let t = d.angles(spec).unwrap();
     // The DIFOP's first 16 rows are the CSV of the PR, except that the CSV's 8.90° reads as
     // 8.89° (f32 8.9 · 100 = 889.99994, truncated as rs_driver does).
-    let csv = AngleTable::from_csv(Path::new(&data("RobosenseHelios16P.csv")), 16).unwrap();
+    let csv = AngleTable::from_bytes(
+        &lidarxdp::calibration::read(Path::new(&data("RobosenseHelios16P.csv"))).unwrap(),
+        16,
+        Path::new(&data("RobosenseHelios16P.csv")),
+    )
+    .unwrap();
     assert_eq!(t.horiz_cdeg, csv.horiz_cdeg);
     let diff: Vec<usize> = (0..16)
         .filter(|&i| t.vert_cdeg[i] != csv.vert_cdeg[i])
@@ -278,7 +283,7 @@ fn difop_and_csv_tables() {
     assert_eq!(t32.vert_cdeg.len(), 32);
     assert_eq!(t32.vert_cdeg[31], -5370);
     // Streaming through a pipeline: the DIFOP keeps the same table, sets 600 rpm -> 0.20°/block.
-    let mut p = ScanPipeline::new(&cfg()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg()).unwrap();
     let mut out = Vec::new();
     p.push(&difops[0].payload, difops[0].ts_ns, &mut out);
     assert_eq!(p.counters().ignored, 1);

@@ -8,7 +8,7 @@ use lidarxdp_core::sensor::robosense::{
     self, AngleTable, BLOCK_LEN, DIFOP_MAGIC, DecoderSettings, DifopPacket, HEADER_LEN, HeaderKind,
     MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, MsopPacket, PACKET_LEN, RobosenseDecoder,
 };
-use lidarxdp_core::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{ReturnMode, SensorConfig, SensorModel};
 use proptest::prelude::*;
 
 const MODELS: [SensorModel; 5] = [
@@ -59,7 +59,7 @@ proptest! {
         model in 0usize..5,
         prefix in 0usize..4,
     ) {
-        let mut p = ScanPipeline::new(&SensorConfig::new(0, MODELS[model], csv())).unwrap();
+        let mut p = lidarxdp::calibration::pipeline(&SensorConfig::new(0, MODELS[model], csv())).unwrap();
         let mut out = Vec::new();
         for (i, mut pl) in payloads.into_iter().enumerate() {
             // Steer some payloads into the RoboSense paths: magics on random lengths.
@@ -89,7 +89,7 @@ proptest! {
         let spec = robosense::spec(MODELS[model]).unwrap();
         let v1 = spec.header == HeaderKind::V1;
         let pkt = shape(body, v1);
-        let angles = AngleTable::from_csv(&csv(), spec.lasers).unwrap();
+        let angles = AngleTable::from_bytes(&lidarxdp::calibration::read(&csv()).unwrap(), spec.lasers, &csv()).unwrap();
         let mut d = RobosenseDecoder::new(spec, angles, DecoderSettings {
             min_range_m: 0.3,
             max_range_m: 150.0,

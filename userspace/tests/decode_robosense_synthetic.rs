@@ -14,7 +14,7 @@ use lidarxdp_core::sensor::robosense::{
     HEADER_LEN, HeaderKind, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, MsopPacket, PACKET_LEN,
     RobosenseDecoder,
 };
-use lidarxdp_core::sensor::{ReturnMode, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{ReturnMode, SensorConfig, SensorModel};
 
 /// RS-16 rows in packet order: −15..−1° then 15..1° (RS-LiDAR-16 manual, laser table).
 const RS16_CSV: &str = "-15,0\n-13,0\n-11,0\n-9,0\n-7,0\n-5,0\n-3,0\n-1,0\n\
@@ -340,7 +340,8 @@ fn difop_tables_override_csv() {
     assert_eq!(spec16.return_mode_of(4), None);
     // A DIFOP through the pipeline switches RS-32 to dual without any MSOP hint.
     let csv = temp_csv("rs32d", &rs32_csv());
-    let mut p = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Rs32, &csv)).unwrap();
+    let mut p =
+        lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Rs32, &csv)).unwrap();
     let mut out = Vec::new();
     p.push(&difop_v1(0, 600), 0, &mut out);
     p.push(
@@ -398,7 +399,8 @@ fn bpearl_v4_firmware_variant_is_detected_from_the_header() {
     assert_eq!(a.offset_ns, 55_560 + 41_700);
     // Through the pipeline: the frame start comes from the Unix timestamp.
     let csv = temp_csv("bpv4", &rs32_csv());
-    let mut pl = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Bpearl, &csv)).unwrap();
+    let mut pl =
+        lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Bpearl, &csv)).unwrap();
     let mut out = Vec::new();
     pl.push(&pkt, 42, &mut out);
     pl.flush(&mut out);
@@ -415,7 +417,8 @@ fn bpearl_v4_firmware_variant_is_detected_from_the_header() {
             .unwrap()
             .bpearl_reversal()
     );
-    let mut pl = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Bpearl, &csv)).unwrap();
+    let mut pl =
+        lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Bpearl, &csv)).unwrap();
     let mut out = Vec::new();
     pl.push(&difop, 1, &mut out);
     pl.push(&pkt, 42, &mut out);

@@ -11,9 +11,7 @@ use std::path::Path;
 use lidarxdp::replay::read_udp_datagrams;
 use lidarxdp_core::frame::{Frame, FrameClock};
 use lidarxdp_core::scan::RESTART_AGREE;
-use lidarxdp_core::sensor::{
-    DecodeCounters, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
-};
+use lidarxdp_core::sensor::{DecodeCounters, PipelineOptions, SensorConfig, SensorModel};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
 
@@ -30,7 +28,7 @@ fn run(
     opts: PipelineOptions,
     input: &[(Vec<u8>, u64)],
 ) -> (Vec<Frame>, DecodeCounters) {
-    let mut p = ScanPipeline::with_options(cfg, opts).unwrap();
+    let mut p = lidarxdp::calibration::pipeline_with_options(cfg, opts).unwrap();
     let mut out = Vec::new();
     for (payload, t) in input {
         p.push(payload, *t, &mut out);

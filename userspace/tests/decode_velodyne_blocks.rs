@@ -95,9 +95,10 @@ fn for_each_append_and_append_timed_agree_on_every_capture() {
     ];
     let mut total = 0usize;
     for (model, pcap, cal) in CASES {
-        let calib = VelodyneCalibration::from_file(
-            Path::new(&format!("{DATA}{cal}")),
+        let calib = VelodyneCalibration::from_bytes(
+            &lidarxdp::calibration::read(Path::new(&format!("{DATA}{cal}"))).unwrap(),
             multi::laser_count(model),
+            Path::new(&format!("{DATA}{cal}")),
         )
         .unwrap();
         let payloads: Vec<Vec<u8>> = udp_payloads(Path::new(&format!("{DATA}{pcap}")))

@@ -84,7 +84,7 @@ fn run(
     flavor: DecodeFlavor,
     ks: impl IntoIterator<Item = u64>,
 ) -> (Vec<Frame>, ScanPipeline) {
-    let mut p = ScanPipeline::with_options(
+    let mut p = lidarxdp::calibration::pipeline_with_options(
         &cfg(cut),
         PipelineOptions {
             flavor,
@@ -133,7 +133,7 @@ fn wrap_inside_packet_cut_0_and_360_first_partial_frame() {
         (35_999.0 * 0.01 * std::f64::consts::PI / 180.0) as f32
     );
     // The next frame (flushed) starts at packet 12 with the 202 carried points rebased.
-    let mut p = ScanPipeline::with_options(
+    let mut p = lidarxdp::calibration::pipeline_with_options(
         &cfg(0.0),
         PipelineOptions {
             flavor: DecodeFlavor::Manual,
@@ -168,7 +168,7 @@ fn wrap_inside_packet_cut_0_and_360_first_partial_frame() {
 #[test]
 fn damaged_and_foreign_datagrams() {
     let (clean, _) = run(0.0, DecodeFlavor::Manual, 0..20);
-    let mut p = ScanPipeline::with_options(
+    let mut p = lidarxdp::calibration::pipeline_with_options(
         &cfg(0.0),
         PipelineOptions {
             flavor: DecodeFlavor::Manual,
@@ -211,7 +211,12 @@ fn damaged_and_foreign_datagrams() {
 /// as configured, counted, and the detected model reported.
 #[test]
 fn product_byte_disagrees_with_configured_model() {
-    let mut s = VelodyneStream::new(&cfg(0.0), PipelineOptions::default()).unwrap();
+    let mut s = VelodyneStream::new(
+        &cfg(0.0),
+        &lidarxdp::calibration::read(&cfg(0.0).calibration).unwrap(),
+        PipelineOptions::default(),
+    )
+    .unwrap();
     let mut out = Vec::new();
     for k in 0..3 {
         s.push(&packet(k, 0x37, 0x21), host(k), &mut out).unwrap();
@@ -244,7 +249,7 @@ fn packets_lost_mid_frame() {
 /// next frame's start time is packet 13's own stamp.
 #[test]
 fn lost_frame_start() {
-    let mut p = ScanPipeline::with_options(
+    let mut p = lidarxdp::calibration::pipeline_with_options(
         &cfg(0.0),
         PipelineOptions {
             flavor: DecodeFlavor::Manual,
@@ -275,7 +280,7 @@ fn lost_frame_start() {
 /// Fault (8): dual return with identical returns: one point per firing, type identical.
 #[test]
 fn dual_identical_returns_not_duplicated() {
-    let mut p = ScanPipeline::new(&cfg(0.0)).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg(0.0)).unwrap();
     let mut out = Vec::new();
     for k in 0..4 {
         p.push(&packet(k, 0x39, 0x28), host(k), &mut out);

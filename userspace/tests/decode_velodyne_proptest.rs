@@ -7,9 +7,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 
-use lidarxdp_core::sensor::{
-    DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
-};
+use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 
@@ -102,7 +100,7 @@ fn shaped() -> impl Strategy<Value = Vec<u8>> {
 
 fn check(payloads: &[Vec<u8>], flavor: DecodeFlavor, fov: Option<(f64, f64)>) {
     for cfg in models() {
-        let mut p = ScanPipeline::with_options(
+        let mut p = lidarxdp::calibration::pipeline_with_options(
             &cfg,
             PipelineOptions {
                 flavor,

@@ -263,9 +263,14 @@ fn default_rules_match_velodyne_decoder() {
     for cap in captures {
         let name = cap["name"].as_str().unwrap();
         let model: SensorModel = cap["model"].as_str().unwrap().parse().unwrap();
-        let calib = VelodyneCalibration::from_file(
-            Path::new(&format!("{DATA}{}", cap["calibration"].as_str().unwrap())),
+        let calib = VelodyneCalibration::from_bytes(
+            &lidarxdp::calibration::read(Path::new(&format!(
+                "{DATA}{}",
+                cap["calibration"].as_str().unwrap()
+            )))
+            .unwrap(),
             multi::laser_count(model),
+            Path::new(&format!("{DATA}{}", cap["calibration"].as_str().unwrap())),
         )
         .unwrap();
         let settings = DecoderSettings {

@@ -24,7 +24,7 @@ use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
 use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
 use lidarxdp_core::sensor::{
-    ConfigError, DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
+    ConfigError, DecodeFlavor, PipelineOptions, SensorConfig, SensorModel,
 };
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
@@ -48,8 +48,12 @@ fn capture(rel: &str) -> Vec<(Vec<u8>, u64)> {
 fn hdl64_calibration() -> PathBuf {
     static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     FILE.get_or_init(|| {
-        let c = VelodyneCalibration::from_file(&data("vlp32c/calibration/VLP32_nebula.yaml"), 32)
-            .unwrap();
+        let c = VelodyneCalibration::from_bytes(
+            &lidarxdp::calibration::read(&data("vlp32c/calibration/VLP32_nebula.yaml")).unwrap(),
+            32,
+            &data("vlp32c/calibration/VLP32_nebula.yaml"),
+        )
+        .unwrap();
         let mut s = String::from("lasers:\n");
         for i in 0..64 {
             let l = &c.lasers[i % 32];
@@ -226,7 +230,12 @@ const FOVS: [(u32, u32); 4] = [(1000, 10000), (27000, 9000), (35050, 2025), (180
 #[test]
 fn fov_keeps_exactly_the_points_inside_on_every_model() {
     for (model, cal, payloads) in streams() {
-        let calib = VelodyneCalibration::from_file(&cal, multi::laser_count(model)).unwrap();
+        let calib = VelodyneCalibration::from_bytes(
+            &lidarxdp::calibration::read(&cal).unwrap(),
+            multi::laser_count(model),
+            &cal,
+        )
+        .unwrap();
         let all = decode_all(model, &calib, &payloads, None, DecodeFlavor::Manual);
         assert!(all.len() > 10_000, "{model}: {} points", all.len());
         for fov in FOVS {
@@ -297,7 +306,7 @@ fn pipeline_frames(
         fov_deg: fov,
         ..Default::default()
     };
-    let mut p = ScanPipeline::with_options(&cfg, opts).unwrap();
+    let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap();
     let mut out = Vec::new();
     for (payload, t) in payloads {
         p.push(payload, *t, &mut out);
@@ -417,7 +426,7 @@ fn vls128_dual_padding_blocks_are_ignored() {
             flavor,
             ..Default::default()
         };
-        let mut p = ScanPipeline::with_options(&cfg, opts).unwrap();
+        let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap();
         let mut out = Vec::new();
         for (payload, t) in payloads {
             p.push(payload, *t, &mut out);
@@ -435,7 +444,9 @@ fn vls128_dual_padding_blocks_are_ignored() {
     assert_eq!((ca.decoded, ca.malformed, ca.ignored), (6579, 0, 0));
     assert_eq!(a, b);
     // Blocks 0..7 decoded: the points of each packet are its 8 blocks' returns.
-    let calib = VelodyneCalibration::from_file(&cal, 128).unwrap();
+    let calib =
+        VelodyneCalibration::from_bytes(&lidarxdp::calibration::read(&cal).unwrap(), 128, &cal)
+            .unwrap();
     let single = decode_all(
         model,
         &calib,
@@ -466,15 +477,30 @@ fn vls128_dual_padding_blocks_are_ignored() {
 /// configured model.
 #[test]
 fn model_detection_uses_the_calibration_laser_count() {
-    use lidarxdp_core::sensor::velodyne::{calibration_laser_count, confirm_detected_model};
+    use lidarxdp::calibration::confirm_detected_model;
+    use lidarxdp_core::sensor::velodyne::calibration_laser_count;
     let vlp16 = data("vlp16/calibration/VLP16db.yaml");
     let vlp32 = data("vlp32c/calibration/VLP32_nebula.yaml");
     let vls = data("vls128/calibration/VLS128_nebula.yaml");
-    assert_eq!(calibration_laser_count(&vlp16, 32).unwrap(), 16);
-    assert_eq!(calibration_laser_count(&vlp32, 16).unwrap(), 32);
-    assert_eq!(calibration_laser_count(&vls, 16).unwrap(), 128);
     assert_eq!(
-        calibration_laser_count(&hdl64_calibration(), 16).unwrap(),
+        calibration_laser_count(&lidarxdp::calibration::read(&vlp16).unwrap(), &vlp16, 32).unwrap(),
+        16
+    );
+    assert_eq!(
+        calibration_laser_count(&lidarxdp::calibration::read(&vlp32).unwrap(), &vlp32, 16).unwrap(),
+        32
+    );
+    assert_eq!(
+        calibration_laser_count(&lidarxdp::calibration::read(&vls).unwrap(), &vls, 16).unwrap(),
+        128
+    );
+    assert_eq!(
+        calibration_laser_count(
+            &lidarxdp::calibration::read(&hdl64_calibration()).unwrap(),
+            &hdl64_calibration(),
+            16
+        )
+        .unwrap(),
         64
     );
     // The product byte says HDL-32E (0x21) but the calibration has 16 lasers: a VLP-16, with
@@ -519,14 +545,15 @@ fn model_detection_uses_the_calibration_laser_count() {
         (SensorModel::Hdl32e, &vlp16, "num_lasers"),
         (SensorModel::Vls128, &vlp32, "num_lasers"),
     ] {
-        let e = ScanPipeline::new(&SensorConfig::new(0, model, cal)).unwrap_err();
+        let e = lidarxdp::calibration::pipeline(&SensorConfig::new(0, model, cal)).unwrap_err();
         assert!(matches!(e, ConfigError::OutOfRange { .. }), "{e:?}");
         let e = e.to_string();
         assert!(e.starts_with(field) && e.contains("laser"), "{model}: {e}");
     }
     // The VLP-16 whose firmware says HDL-32E, configured as a VLP-16 with its 16-laser
     // calibration: decoded as a VLP-16, every data packet counted as a mismatch.
-    let mut p = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, &vlp16)).unwrap();
+    let mut p =
+        lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Vlp16, &vlp16)).unwrap();
     let mut out = Vec::new();
     for (payload, t) in capture("vlp16/vlp16_strongest_prodid0x21_with_position_pkts.pcap") {
         p.push(&payload, t, &mut out);
@@ -534,7 +561,8 @@ fn model_detection_uses_the_calibration_laser_count() {
     let c = p.counters();
     assert_eq!((c.decoded, c.ignored, c.product_mismatches), (84, 16, 84));
     // The same stream with the right product byte counts none.
-    let mut p = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, &vlp16)).unwrap();
+    let mut p =
+        lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Vlp16, &vlp16)).unwrap();
     for (payload, t) in capture("vlp16/vlp16_strongest_84pkt.pcap") {
         p.push(&payload, t, &mut out);
     }
@@ -618,7 +646,7 @@ fn range_gate_is_honoured_by_every_model() {
         let mut cfg = SensorConfig::new(0, model, &cal);
         cfg.min_range_m = 2.5;
         cfg.max_range_m = 12.0;
-        let mut p = ScanPipeline::new(&cfg).unwrap();
+        let mut p = lidarxdp::calibration::pipeline(&cfg).unwrap();
         let mut out = Vec::new();
         for (payload, t) in &payloads {
             p.push(payload, *t, &mut out);
@@ -658,7 +686,12 @@ fn packet_rate_foreign_to_the_model_is_counted() {
     use lidarxdp_core::sensor::velodyne::VelodyneStream;
     let count = |model: SensorModel, cal: &Path, payloads: &[(Vec<u8>, u64)]| {
         let cfg = SensorConfig::new(0, model, cal);
-        let mut s = VelodyneStream::new(&cfg, PipelineOptions::default()).unwrap();
+        let mut s = VelodyneStream::new(
+            &cfg,
+            &lidarxdp::calibration::read(&cfg.calibration).unwrap(),
+            PipelineOptions::default(),
+        )
+        .unwrap();
         let mut out = Vec::new();
         let mut decoded = 0;
         for (p, t) in payloads {

@@ -118,9 +118,10 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
     assert_eq!(frames[1].points.len(), gt.len());
     assert!(max_error(&frames[1].points, &gt) < 1e-5);
     // The table says 7 mm; the decoder uses 4 mm.
-    let calib = lidarxdp_core::sensor::calibration::VelodyneCalibration::from_file(
-        Path::new(&format!("{DIR}calibration/VLS128.yaml")),
+    let calib = lidarxdp_core::sensor::calibration::VelodyneCalibration::from_bytes(
+        &lidarxdp::calibration::read(Path::new(&format!("{DIR}calibration/VLS128.yaml"))).unwrap(),
         128,
+        Path::new(&format!("{DIR}calibration/VLS128.yaml")),
     )
     .unwrap();
     assert_eq!(calib.distance_resolution_m, 0.007);
@@ -163,7 +164,12 @@ fn firmware_timing_variant_from_packet_spacing() {
     .map(|d| d.unwrap().payload)
     .collect();
     let run = |spacing_us: u32| {
-        let mut s = VelodyneStream::new(&cfg, PipelineOptions::default()).unwrap();
+        let mut s = VelodyneStream::new(
+            &cfg,
+            &lidarxdp::calibration::read(&cfg.calibration).unwrap(),
+            PipelineOptions::default(),
+        )
+        .unwrap();
         assert_eq!(s.firing_sequence_ns(), Some(55_296));
         let mut out = Vec::new();
         for (i, p) in pkts.iter().enumerate() {

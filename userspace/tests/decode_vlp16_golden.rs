@@ -11,7 +11,7 @@
 //!   4th: the points of packet 452 past 0° (carried over from the 3rd frame's cut), packets
 //!   453–601, and the points of packet 602 before 0°. 14,831 points, 151 packets.
 //! * The points at the end of packet 602 (past 0°) open a 5th frame that never gets a packet
-//!   of its own, so [`ScanPipeline::flush`] drops it.
+//!   of its own, so [`ScanPipeline::flush`](lidarxdp_core::sensor::ScanPipeline::flush) drops it.
 //! * Matching needs `DecodeFlavor::Nebula` (`--nebula-compat`: Nebula's azimuth interpolation
 //!   of the second block of a dual pair; the default is the manual's rule) and the FoV
 //!   0°..359°, which drops points with azimuth in (359°, 360°).
@@ -33,9 +33,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
-use lidarxdp_core::sensor::{
-    DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel,
-};
+use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -159,7 +157,12 @@ fn ground_truth_time_stamps() {
     let gt = ground_truth();
 
     // Re-decode packets 452..=602 point by point to know each point's packet, block and slot.
-    let calib = VelodyneCalibration::from_file(&cfg().calibration, 16).unwrap();
+    let calib = VelodyneCalibration::from_bytes(
+        &lidarxdp::calibration::read(&cfg().calibration).unwrap(),
+        16,
+        &cfg().calibration,
+    )
+    .unwrap();
     let dec = Vlp16Decoder::new(
         calib,
         DecoderSettings {
@@ -255,7 +258,7 @@ fn defaults_and_manual_flavor_differ_from_nebula_as_documented() {
 #[test]
 fn pipeline_push_by_push_matches_offline_decode() {
     // Feeding payloads by hand, with poll_timeout between packets, gives the same frames.
-    let mut p = ScanPipeline::with_options(&cfg(), nebula_opts()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline_with_options(&cfg(), nebula_opts()).unwrap();
     let mut out = Vec::new();
     for d in udp_payloads(Path::new(&data("vlp16_dual_nebula_603pkt.pcap"))).unwrap() {
         let d = d.unwrap();

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use lidarxdp::offline::{UdpDatagram, udp_payloads};
 use lidarxdp_core::frame::Frame;
-use lidarxdp_core::sensor::{DecodeCounters, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{DecodeCounters, SensorConfig, SensorModel};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -27,7 +27,7 @@ fn packets() -> Vec<UdpDatagram> {
 }
 
 fn run(input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, DecodeCounters) {
-    let mut p = ScanPipeline::new(&cfg()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg()).unwrap();
     let mut out = Vec::new();
     for (payload, t) in input {
         p.push(payload, *t, &mut out);
@@ -73,7 +73,7 @@ fn malformed_packets_are_counted_and_do_not_disturb_the_frame() {
 #[test]
 fn fuzzed_packets_never_panic() {
     let pk = packets();
-    let mut p = ScanPipeline::new(&cfg()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg()).unwrap();
     let mut out = Vec::new();
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut rnd = move || {
@@ -135,7 +135,7 @@ fn fuzzed_packets_never_panic() {
 #[test]
 fn frame_timeout_closes_the_frame_via_poll_timeout() {
     let pk = packets();
-    let mut p = ScanPipeline::new(&cfg()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg()).unwrap();
     let mut out = Vec::new();
     // Packets 0..10 of frame 0 (no cut among them), then the sensor goes silent.
     for d in &pk[..10] {
@@ -174,7 +174,7 @@ fn frame_timeout_closes_the_frame_via_poll_timeout() {
 #[test]
 fn host_gap_closes_the_frame_on_the_next_push() {
     let pk = packets();
-    let mut p = ScanPipeline::new(&cfg()).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg()).unwrap();
     let mut out = Vec::new();
     for d in &pk[..10] {
         p.push(&d.payload, d.ts_ns, &mut out);

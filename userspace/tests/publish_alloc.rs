@@ -11,7 +11,7 @@ use std::time::Duration;
 use lidarxdp::offline::udp_payloads;
 use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
 use lidarxdp_client::Subscriber;
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 struct Counting;
 
@@ -99,7 +99,7 @@ fn check(model: SensorModel, pcap: &str, calib: &str) {
         .map(|d| d.unwrap().payload)
         .collect();
     let cfg = SensorConfig::new(0, model, std::path::Path::new(DATA).join(calib));
-    let mut p = ScanPipeline::new(&cfg).unwrap();
+    let mut p = lidarxdp::calibration::pipeline(&cfg).unwrap();
     p.set_buffer_source(buffers);
     let mut out = Vec::with_capacity(8);
     let pool = publisher.pool().clone();

@@ -13,7 +13,7 @@ use lidarxdp::publish::{BufferPool, MAX_BATCH, Publisher, PublisherConfig};
 use lidarxdp_client::Subscriber;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::protocol::{self, SensorEntry};
-use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const PCAP: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -146,7 +146,9 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     let expected = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
     let exp2 = expected.clone();
     let decoder = std::thread::spawn(move || {
-        let mut p = ScanPipeline::new(&SensorConfig::new(0, SensorModel::Vlp16, CALIB)).unwrap();
+        let mut p =
+            lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Vlp16, CALIB))
+                .unwrap();
         p.set_buffer_source(pool);
         let mut out = Vec::new();
         let mut blocked = 0i64;

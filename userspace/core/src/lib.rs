@@ -12,6 +12,11 @@
 //! Its dependency tree has no aya, io-uring, libc, clap or mcap (`cargo tree -p lidarxdp-core`).
 //! The daemon (`lidarxdp`) drives it from AF_XDP and socket capture; the client
 //! (`lidarxdp-client`) reads the wire format; the fuzz targets depend on this crate alone.
+//!
+//! No `unsafe` outside one module: the crate root denies `unsafe_code`, every public module
+//! forbids it (`#![forbid(unsafe_code)]` at its top, which no item inside can relax), and only
+//! the private `simd` module (SSE2 kernels and a spare-capacity writer behind safe
+//! functions, each `unsafe` block with its `// SAFETY:` invariant) allows it.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -22,5 +27,6 @@ pub mod point;
 pub mod protocol;
 pub mod reassembly;
 pub mod scan;
-#[allow(unsafe_code)]
 pub mod sensor;
+#[allow(unsafe_code)]
+mod simd;

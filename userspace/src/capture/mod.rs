@@ -879,7 +879,7 @@ mod tests {
             ),
         );
         c.max_range_m = max_range_m;
-        ScanPipeline::new(&c).unwrap()
+        crate::calibration::pipeline(&c).unwrap()
     }
 
     /// The shared VLP-16 dual-return capture's payloads with their pcap times (ns).

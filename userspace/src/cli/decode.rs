@@ -155,10 +155,8 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Some(m) => m,
         None => {
             // The calibration's laser count must agree with the product byte (Velodyne).
-            let (m, warning) = lidarxdp_core::sensor::velodyne::confirm_detected_model(
-                detect(&a)?,
-                &a.calibration,
-            )?;
+            let (m, warning) =
+                lidarxdp::calibration::confirm_detected_model(detect(&a)?, &a.calibration)?;
             if let Some(w) = warning {
                 eprintln!("decode: warning: {w}");
             }

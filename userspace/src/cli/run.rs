@@ -356,7 +356,7 @@ fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
         hesai_skip_crc: s.hesai_skip_crc,
         flavor: super::decode::flavor(s.nebula_compat),
     };
-    ScanPipeline::with_options(&cfg, opts)
+    lidarxdp::calibration::pipeline_with_options(&cfg, opts)
         .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))
 }
 

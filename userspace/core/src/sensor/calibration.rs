@@ -135,24 +135,30 @@ fn check_range(field: String, value: f64, min: f64, max: f64) -> Result<(), Conf
 }
 
 impl VelodyneCalibration {
-    /// Reads and validates a calibration YAML file for a sensor with `expected_lasers` lasers.
+    /// Parses and validates a calibration YAML file's contents for a sensor with
+    /// `expected_lasers` lasers; `source` names the file in errors.
     ///
     /// # Errors
-    /// [`ConfigError::CalibrationIo`] if the file cannot be read, [`ConfigError::CalibrationYaml`]
-    /// if it is not valid YAML of the shape above, [`ConfigError::OutOfRange`] naming the field
-    /// (e.g. `lasers[3].vert_correction`) and its valid range otherwise.
-    pub fn from_file(path: &Path, expected_lasers: usize) -> Result<Self, ConfigError> {
-        let text = super::read_calibration_text(path)?;
-        Self::from_yaml_str(&text, expected_lasers).map_err(|e| match e {
+    /// [`ConfigError::CalibrationIo`] if the bytes are not UTF-8,
+    /// [`ConfigError::CalibrationYaml`] if they are not valid YAML of the shape above,
+    /// [`ConfigError::OutOfRange`] naming the field (e.g. `lasers[3].vert_correction`) and its
+    /// valid range otherwise.
+    pub fn from_bytes(
+        bytes: &[u8],
+        expected_lasers: usize,
+        source: &Path,
+    ) -> Result<Self, ConfigError> {
+        let text = super::calibration_text(bytes, source)?;
+        Self::from_yaml_str(text, expected_lasers).map_err(|e| match e {
             ConfigError::CalibrationYaml { message, .. } => ConfigError::CalibrationYaml {
-                path: path.to_path_buf(),
+                path: source.to_path_buf(),
                 message,
             },
             other => other,
         })
     }
 
-    /// Parses and validates a calibration table from YAML text (see [`Self::from_file`]).
+    /// Parses and validates a calibration table from YAML text (see [`Self::from_bytes`]).
     ///
     /// Validation: exactly `expected_lasers` entries with distinct `laser_id` in
     /// `[0, expected_lasers)`; `num_lasers` (if present) equal to `expected_lasers`;
@@ -160,7 +166,7 @@ impl VelodyneCalibration {
     /// `|vert_correction| <= π/2`, `|dist_correction|` and offsets `<= 10` m.
     ///
     /// # Errors
-    /// As [`Self::from_file`] (the YAML error carries an empty path).
+    /// As [`Self::from_bytes`] (the YAML error carries an empty path).
     pub fn from_yaml_str(text: &str, expected_lasers: usize) -> Result<Self, ConfigError> {
         let raw: RawFile =
             serde_yaml::from_str(text).map_err(|e| ConfigError::CalibrationYaml {
@@ -286,8 +292,10 @@ mod tests {
 
     #[test]
     fn both_vlp16_tables_load_identically() {
-        let a = VelodyneCalibration::from_file(Path::new(DB), 16).unwrap();
-        let b = VelodyneCalibration::from_file(Path::new(NEB), 16).unwrap();
+        let load = |p: &str| {
+            VelodyneCalibration::from_bytes(&std::fs::read(p).unwrap(), 16, Path::new(p)).unwrap()
+        };
+        let (a, b) = (load(DB), load(NEB));
         assert_eq!(a, b);
         assert_eq!(a.distance_resolution_m, 0.002);
         // VLP-16 interleaves lasers: id 0 is -15 deg (ring 0), id 1 is +1 deg (ring 8),
@@ -324,8 +332,18 @@ mod tests {
         assert!(e.contains("lasers[1].laser_id"), "{e}");
         let e = VelodyneCalibration::from_yaml_str("lasers: 3", 16).unwrap_err();
         assert!(matches!(e, ConfigError::CalibrationYaml { .. }));
-        let e = VelodyneCalibration::from_file(Path::new("/nonexistent.yaml"), 16).unwrap_err();
-        assert!(matches!(e, ConfigError::CalibrationIo { .. }));
+        // The file's name is in the YAML error, and bytes that are not UTF-8 are refused.
+        let name = Path::new("/cal/bad.yaml");
+        let e = VelodyneCalibration::from_bytes(b"lasers: 3", 16, name).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::CalibrationYaml { path, .. } if path == name),
+            "{e}"
+        );
+        let e = VelodyneCalibration::from_bytes(&[0xC3], 16, name).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::CalibrationIo { path, .. } if path == name),
+            "{e}"
+        );
     }
 
     #[test]

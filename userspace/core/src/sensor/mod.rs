@@ -21,6 +21,7 @@
 //! angle in rad (Nebula stores its sine), `time_stamp` follows the manual's timing table on the
 //! sensor clock (Nebula uses the host stamp of the packet), and a damaged packet is dropped
 //! whole (Nebula keeps the blocks before a bad flag).
+#![forbid(unsafe_code)]
 
 pub mod calibration;
 pub mod hesai;
@@ -29,7 +30,7 @@ pub mod robosense;
 pub mod velodyne;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::frame::{Frame, FrameClock};
@@ -184,70 +185,17 @@ impl SensorModel {
 /// Largest accepted `max_range_m`, m.
 pub const MAX_RANGE_M: f32 = 1000.0;
 
-/// Largest calibration / metadata file read: 16 MiB. The largest real one (an Ouster OS-128
-/// metadata JSON) is about 200 KiB.
-pub const MAX_CALIBRATION_BYTES: u64 = 16 << 20;
-
-/// Reads a calibration or metadata file whole, bounded: a regular file larger than
-/// [`MAX_CALIBRATION_BYTES`] is refused before any byte is read; anything else (a FIFO, a
-/// character device such as `/dev/zero`) is read up to the cap and refused if it goes beyond.
+/// A calibration or metadata file's contents as UTF-8 text (`source` names the file in the
+/// error). The bytes come from the caller: core does no I/O (the daemon reads files with
+/// `lidarxdp::calibration::read`, bounded and non-blocking).
 ///
 /// # Errors
-/// [`ConfigError::CalibrationIo`] naming the file: the open/read error, or (kind
-/// `InvalidData`) a file over the cap, naming the cap.
-pub fn read_calibration_file(path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
-    use std::io::Read;
-    let io = |source| ConfigError::CalibrationIo {
-        path: path.to_path_buf(),
-        source,
-    };
-    let too_big = |what: String| {
-        io(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "{what}; calibration and metadata files are capped at {MAX_CALIBRATION_BYTES} \
-                 bytes (16 MiB)"
-            ),
-        ))
-    };
-    // O_NONBLOCK: opening a FIFO without a writer must not block start-up or a SIGHUP reload
-    // (it reads as empty, and the parser refuses it); regular files are unaffected.
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            // O_NONBLOCK (Linux asm-generic/fcntl.h, x86-64 and arm64), without the libc crate.
-            .custom_flags(0o4000)
-            .open(path)
-            .map_err(io)?
-    };
-    let meta = file.metadata().map_err(io)?;
-    if meta.is_file() && meta.len() > MAX_CALIBRATION_BYTES {
-        return Err(too_big(format!("file is {} bytes", meta.len())));
-    }
-    let mut buf = Vec::new();
-    file.take(MAX_CALIBRATION_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(io)?;
-    if buf.len() as u64 > MAX_CALIBRATION_BYTES {
-        return Err(too_big(if meta.is_file() {
-            "file grew while it was read".to_owned()
-        } else {
-            "not a regular file and longer than the cap".to_owned()
-        }));
-    }
-    Ok(buf)
-}
-
-/// [`read_calibration_file`] as UTF-8 text.
-///
-/// # Errors
-/// As [`read_calibration_file`], plus [`ConfigError::CalibrationIo`] (kind `InvalidData`)
-/// when the file is not UTF-8.
-pub fn read_calibration_text(path: &std::path::Path) -> Result<String, ConfigError> {
-    String::from_utf8(read_calibration_file(path)?).map_err(|e| ConfigError::CalibrationIo {
-        path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+/// [`ConfigError::CalibrationIo`] (kind `InvalidData`) naming `source` when the bytes are not
+/// UTF-8.
+pub fn calibration_text<'a>(bytes: &'a [u8], source: &Path) -> Result<&'a str, ConfigError> {
+    std::str::from_utf8(bytes).map_err(|e| ConfigError::CalibrationIo {
+        path: source.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     })
 }
 
@@ -465,7 +413,9 @@ pub struct SensorConfig {
     pub sensor_id: u16,
     /// Sensor model; wins over the packet's product-id byte.
     pub model: SensorModel,
-    /// Calibration YAML (ros-drivers / Nebula Velodyne format), see [`calibration`].
+    /// The calibration / metadata file (Velodyne YAML, see [`calibration`]; Hesai CSV or
+    /// AT128 `.dat`; Ouster metadata JSON; RoboSense CSV). Core never opens it: it names the
+    /// file in errors, and the caller passes its contents to [`ScanPipeline::new`].
     pub calibration: PathBuf,
     /// Frame boundary azimuth, degrees, valid [0, 360] (360 ≡ 0); default 0.
     pub cut_angle_deg: f64,
@@ -782,13 +732,15 @@ impl Clone for ScanPipeline {
 }
 
 impl ScanPipeline {
-    /// Builds the pipeline with default [`PipelineOptions`] (manual rules, full field of view).
+    /// Builds the pipeline with default [`PipelineOptions`] (manual rules, full field of view)
+    /// from `cfg` and `calibration`, the contents of the file `cfg.calibration` names (read by
+    /// the caller: `lidarxdp::calibration::read` in the daemon).
     ///
     /// # Errors
     /// [`ConfigError`] for an out-of-range field (see [`SensorConfig::validate`]) or an
-    /// unreadable / invalid calibration file.
-    pub fn new(cfg: &SensorConfig) -> Result<Self, ConfigError> {
-        Self::with_options(cfg, PipelineOptions::default())
+    /// invalid calibration (naming `cfg.calibration`).
+    pub fn new(cfg: &SensorConfig, calibration: &[u8]) -> Result<Self, ConfigError> {
+        Self::with_options(cfg, calibration, PipelineOptions::default())
     }
 
     /// Builds the pipeline with explicit options.
@@ -797,7 +749,36 @@ impl ScanPipeline {
     /// As [`ScanPipeline::new`], plus [`ConfigError::OutOfRange`] for a `fov_deg` bound
     /// outside [0, 360], and [`ConfigError::Unsupported`] for a model whose decoder is not
     /// available yet.
-    pub fn with_options(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
+    pub fn with_options(
+        cfg: &SensorConfig,
+        calibration: &[u8],
+        opts: PipelineOptions,
+    ) -> Result<Self, ConfigError> {
+        Self::check(cfg, opts)?;
+        let decoder: Box<dyn VendorDecoder> = match cfg.model.family() {
+            Family::Velodyne => Box::new(velodyne::VelodyneStream::new(cfg, calibration, opts)?),
+            Family::Hesai => hesai::build(cfg, calibration, opts)?,
+            Family::Ouster => ouster::build(cfg, calibration, opts)?,
+            Family::Robosense => robosense::build(cfg, calibration, opts)?,
+        };
+        Ok(Self {
+            model: cfg.model,
+            decoder,
+            counters: DecodeCounters::default(),
+            stamp: cfg.stamp,
+            warned_time: false,
+            frame_timeout_ns: cfg.frame_timeout_ns,
+        })
+    }
+
+    /// The checks [`ScanPipeline::with_options`] makes before it looks at the calibration:
+    /// every numeric field of `cfg` ([`SensorConfig::validate`]) and the `fov_deg` bounds. A
+    /// caller that reads the calibration file can run them first, so a bad field is reported
+    /// before a missing file.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming the first invalid field and its valid range.
+    pub fn check(cfg: &SensorConfig, opts: PipelineOptions) -> Result<(), ConfigError> {
         cfg.validate()?;
         if let Some((min, max)) = opts.fov_deg {
             for (field, v) in [("fov_deg.min", min), ("fov_deg.max", max)] {
@@ -810,20 +791,7 @@ impl ScanPipeline {
                 }
             }
         }
-        let decoder: Box<dyn VendorDecoder> = match cfg.model.family() {
-            Family::Velodyne => Box::new(velodyne::VelodyneStream::new(cfg, opts)?),
-            Family::Hesai => hesai::build(cfg, opts)?,
-            Family::Ouster => ouster::build(cfg, opts)?,
-            Family::Robosense => robosense::build(cfg, opts)?,
-        };
-        Ok(Self {
-            model: cfg.model,
-            decoder,
-            counters: DecodeCounters::default(),
-            stamp: cfg.stamp,
-            warned_time: false,
-            frame_timeout_ns: cfg.frame_timeout_ns,
-        })
+        Ok(())
     }
 
     /// The configured model.
@@ -966,27 +934,29 @@ mod tests {
         assert_eq!(m, SensorModel::Vlp16);
     }
 
+    const DB: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+    );
+
     fn cfg() -> SensorConfig {
-        SensorConfig::new(
-            3,
-            SensorModel::Vlp16,
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
-            ),
-        )
+        SensorConfig::new(3, SensorModel::Vlp16, DB)
+    }
+
+    fn cal() -> Vec<u8> {
+        std::fs::read(DB).unwrap()
     }
 
     #[test]
     fn config_errors_name_field_and_range() {
         let mut c = cfg();
         c.cut_angle_deg = 361.0;
-        let e = ScanPipeline::new(&c).unwrap_err().to_string();
+        let e = ScanPipeline::new(&c, &cal()).unwrap_err().to_string();
         assert!(e.contains("cut_angle_deg") && e.contains("[0, 360]"), "{e}");
         let mut c = cfg();
         c.max_range_m = 1000.5;
         assert!(
-            ScanPipeline::new(&c)
+            ScanPipeline::new(&c, &cal())
                 .unwrap_err()
                 .to_string()
                 .contains("max_range_m")
@@ -994,7 +964,7 @@ mod tests {
         let mut c = cfg();
         c.frame_timeout_ns = 0;
         assert!(
-            ScanPipeline::new(&c)
+            ScanPipeline::new(&c, &cal())
                 .unwrap_err()
                 .to_string()
                 .contains("frame_timeout_ns")
@@ -1002,7 +972,7 @@ mod tests {
         let mut c = cfg();
         c.min_range_m = f32::NAN;
         assert!(
-            ScanPipeline::new(&c)
+            ScanPipeline::new(&c, &cal())
                 .unwrap_err()
                 .to_string()
                 .contains("min_range_m")
@@ -1012,23 +982,27 @@ mod tests {
             ..Default::default()
         };
         assert!(
-            ScanPipeline::with_options(&cfg(), opts)
+            ScanPipeline::with_options(&cfg(), &cal(), opts)
                 .unwrap_err()
                 .to_string()
                 .contains("fov_deg.max")
         );
+        // Contents that are not UTF-8 are refused naming the file.
         let mut c = cfg();
-        c.calibration = "/nonexistent/cal.yaml".into();
-        assert!(matches!(
-            ScanPipeline::new(&c).unwrap_err(),
-            ConfigError::CalibrationIo { .. }
-        ));
-        assert!(ScanPipeline::new(&cfg()).is_ok());
+        c.calibration = "/some/cal.yaml".into();
+        let e = ScanPipeline::new(&c, &[0xFF, 0xFE]).unwrap_err();
+        assert!(matches!(e, ConfigError::CalibrationIo { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "cannot read calibration file /some/cal.yaml: invalid utf-8 sequence of 1 bytes \
+             from index 0"
+        );
+        assert!(ScanPipeline::new(&cfg(), &cal()).is_ok());
     }
 
     #[test]
     fn push_counts_and_never_panics() {
-        let mut p = ScanPipeline::new(&cfg()).unwrap();
+        let mut p = ScanPipeline::new(&cfg(), &cal()).unwrap();
         let mut out = Vec::new();
         for len in [
             0usize, 1, 2, 100, 512, 554, 1142, 1205, 1206, 1207, 1270, 1271, 1500, 9000,

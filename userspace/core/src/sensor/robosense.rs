@@ -629,13 +629,13 @@ impl AngleTable {
         Ok(t)
     }
 
-    /// Reads [`AngleTable::from_csv_str`] from a file.
+    /// [`AngleTable::from_csv_str`] of a file's contents; `source` names the file in errors.
     ///
     /// # Errors
-    /// [`ConfigError::CalibrationIo`] when unreadable, else as [`AngleTable::from_csv_str`].
-    pub fn from_csv(path: &Path, lasers: usize) -> Result<Self, ConfigError> {
-        let text = crate::sensor::read_calibration_text(path)?;
-        Self::from_csv_str(&text, lasers, path)
+    /// [`ConfigError::CalibrationIo`] when not UTF-8, else as [`AngleTable::from_csv_str`].
+    pub fn from_bytes(bytes: &[u8], lasers: usize, source: &Path) -> Result<Self, ConfigError> {
+        let text = crate::sensor::calibration_text(bytes, source)?;
+        Self::from_csv_str(text, lasers, source)
     }
 
     /// Published channel number of each laser: its rank by vertical angle (0 = lowest).
@@ -1088,18 +1088,23 @@ pub struct RobosenseStream {
 }
 
 impl RobosenseStream {
-    /// Builds the stream for `cfg`: model constants, the CSV angle table at `cfg.calibration`
-    /// (overridden by the first DIFOP with a valid table), cut angle, ranges, FOV.
+    /// Builds the stream for `cfg`: model constants, the CSV angle table `calibration` (the
+    /// contents of the file `cfg.calibration` names; overridden by the first DIFOP with a
+    /// valid table), cut angle, ranges, FOV.
     ///
     /// # Errors
     /// [`ConfigError::Unsupported`] for a non-RoboSense model; CSV errors of
-    /// [`AngleTable::from_csv`].
-    pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
+    /// [`AngleTable::from_bytes`].
+    pub fn new(
+        cfg: &SensorConfig,
+        calibration: &[u8],
+        opts: PipelineOptions,
+    ) -> Result<Self, ConfigError> {
         let spec = spec(cfg.model).ok_or_else(|| ConfigError::Unsupported {
             model: cfg.model,
             supported: "RS16, RS32, Bpearl, Helios, Helios16P".into(),
         })?;
-        let angles = AngleTable::from_csv(&cfg.calibration, spec.lasers)?;
+        let angles = AngleTable::from_bytes(calibration, spec.lasers, &cfg.calibration)?;
         let settings = DecoderSettings {
             min_range_m: cfg.min_range_m,
             max_range_m: cfg.max_range_m,
@@ -1290,7 +1295,8 @@ impl VendorDecoder for RobosenseStream {
 /// As [`RobosenseStream::new`].
 pub fn build(
     cfg: &SensorConfig,
+    calibration: &[u8],
     opts: PipelineOptions,
 ) -> Result<Box<dyn VendorDecoder>, ConfigError> {
-    Ok(Box::new(RobosenseStream::new(cfg, opts)?))
+    Ok(Box::new(RobosenseStream::new(cfg, calibration, opts)?))
 }

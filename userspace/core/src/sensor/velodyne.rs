@@ -32,7 +32,7 @@
 //! [`BlockPoints`], which its consumers turn into points ([`block`]).
 
 pub mod block;
-mod dense;
+pub(crate) mod dense;
 pub mod multi;
 
 pub use block::BlockPoints;
@@ -509,9 +509,10 @@ pub(crate) fn dual_type(raw: u16, intensity: u8, other: u16, other_i: u8, nebula
 /// with a `partner` block (the first block of a dual-return pair), differs from the partner
 /// slot's raw range (identical returns are merged into the partner's point).
 ///
-/// x86-64: SSE2 (part of the x86-64 baseline), eight slots per instruction: an unsigned
-/// window test as two saturating subtractions, the partner test as an equality, packed to one
-/// byte per slot and collected with `movemask`. Elsewhere: the same test per slot.
+/// x86-64: SSE2 (part of the x86-64 baseline), eight slots per instruction
+/// ([`crate::simd::velodyne_slot_mask`]): an unsigned window test as two saturating
+/// subtractions, the partner test as an equality, packed to one byte per slot and collected
+/// with `movemask`. Elsewhere: the same test per slot.
 #[inline(always)]
 pub(crate) fn slot_mask(
     slots: &[[u8; 3]; SLOTS_PER_BLOCK],
@@ -521,38 +522,7 @@ pub(crate) fn slot_mask(
 ) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
-        use core::arch::x86_64::{
-            __m128i, _mm_andnot_si128, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8,
-            _mm_or_si128, _mm_packs_epi16, _mm_set_epi16, _mm_setzero_si128, _mm_subs_epu16,
-        };
-        // SAFETY: SSE2 is part of the x86-64 baseline (enabled on every x86_64 target), so
-        // every intrinsic here is available; the only memory access is `_mm_loadu_si128` of
-        // one `[u16; 8]` (16 initialised, readable bytes), which has no alignment requirement.
-        unsafe {
-            let raws8 = |s: &[[u8; 3]; SLOTS_PER_BLOCK], b: usize| {
-                let r = |k: usize| i16::from_le_bytes([s[b + k][0], s[b + k][1]]);
-                _mm_set_epi16(r(7), r(6), r(5), r(4), r(3), r(2), r(1), r(0))
-            };
-            let load8 = |a: &[u16; SLOTS_PER_BLOCK], b: usize| {
-                let chunk: &[u16; 8] = a[b..b + 8].try_into().unwrap_or(&[0; 8]);
-                _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>())
-            };
-            let ok8 = |b: usize| {
-                let r = raws8(slots, b);
-                let outside = _mm_or_si128(
-                    _mm_subs_epu16(r, load8(hi, b)),
-                    _mm_subs_epu16(load8(lo, b), r),
-                );
-                let ok = _mm_cmpeq_epi16(outside, _mm_setzero_si128());
-                match partner {
-                    Some(p) => _mm_andnot_si128(_mm_cmpeq_epi16(r, raws8(p, b)), ok),
-                    None => ok,
-                }
-            };
-            let low = _mm_movemask_epi8(_mm_packs_epi16(ok8(0), ok8(8))) as u32;
-            let high = _mm_movemask_epi8(_mm_packs_epi16(ok8(16), ok8(24))) as u32;
-            low | (high << 16)
-        }
+        crate::simd::velodyne_slot_mask(slots, lo, hi, partner)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -651,7 +621,7 @@ impl std::fmt::Debug for Vlp16Decoder {
 }
 
 impl Vlp16Decoder {
-    /// Builds a decoder. `calib` must have 16 lasers (as [`VelodyneCalibration::from_file`]
+    /// Builds a decoder. `calib` must have 16 lasers (as [`VelodyneCalibration::from_bytes`]
     /// with 16 enforces); missing lasers decode with zero corrections.
     pub fn new(calib: VelodyneCalibration, settings: DecoderSettings) -> Self {
         let trig = trig_table();
@@ -988,29 +958,37 @@ pub fn models_with_lasers(lasers: usize) -> Vec<SensorModel> {
         .collect()
 }
 
-/// Laser count of a Velodyne calibration YAML file: the `n` in 16, 32, 64, 128 for which
-/// [`VelodyneCalibration::from_file`] accepts the file (its `num_lasers` and `lasers` entries
-/// agree with `n`).
+/// Laser count of a Velodyne calibration YAML file's contents `calibration` (`path` names it
+/// in errors): the `n` in 16, 32, 64, 128 for which [`VelodyneCalibration::from_bytes`]
+/// accepts it (its `num_lasers` and `lasers` entries agree with `n`).
 ///
 /// # Errors
-/// When no count fits: the error [`VelodyneCalibration::from_file`] gives for
+/// When no count fits: the error [`VelodyneCalibration::from_bytes`] gives for
 /// `prefer_lasers` lasers (naming the field: `num_lasers`, `lasers`, `lasers[i].…`), or
-/// the I/O error.
+/// [`ConfigError::CalibrationIo`] for contents that are not UTF-8.
 pub fn calibration_laser_count(
+    calibration: &[u8],
     path: &std::path::Path,
     prefer_lasers: usize,
 ) -> Result<usize, ConfigError> {
     for n in [16, 32, 64, 128] {
-        if VelodyneCalibration::from_file(path, n).is_ok() {
+        if VelodyneCalibration::from_bytes(calibration, n, path).is_ok() {
             return Ok(n);
         }
     }
-    VelodyneCalibration::from_file(path, prefer_lasers.max(1)).map(|c| c.lasers.len())
+    VelodyneCalibration::from_bytes(calibration, prefer_lasers.max(1), path).map(|c| c.lasers.len())
+}
+
+/// Whether [`confirm_detected_model`] looks at the calibration for `named`: a Velodyne model
+/// with a known laser count. A caller reads the file only then.
+pub fn detection_needs_calibration(named: SensorModel) -> bool {
+    named.family() == super::Family::Velodyne && multi::laser_count(named) != 0
 }
 
 /// Model detection for a capture without a configured model (`decode` without `--sensor`):
 /// `named` is the model the packets' product byte (offset 1205) names, `calibration` the
-/// calibration file given. Non-Velodyne models are returned unchanged. For a Velodyne model
+/// contents of the calibration file `path` given. Non-Velodyne models are returned unchanged
+/// ([`detection_needs_calibration`]: `calibration` is not looked at). For a Velodyne model
 /// the calibration's laser count ([`calibration_laser_count`]) decides:
 /// * it equals `named`'s: `named`, no warning;
 /// * it differs and one Velodyne model has that many lasers ([`models_with_lasers`]): that
@@ -1024,13 +1002,14 @@ pub fn calibration_laser_count(
 /// calibration's own error when it fits no laser count.
 pub fn confirm_detected_model(
     named: SensorModel,
-    calibration: &std::path::Path,
+    calibration: &[u8],
+    path: &std::path::Path,
 ) -> Result<(SensorModel, Option<String>), ConfigError> {
     let expected = multi::laser_count(named);
-    if named.family() != super::Family::Velodyne || expected == 0 {
+    if !detection_needs_calibration(named) {
         return Ok((named, None));
     }
-    let lasers = calibration_laser_count(calibration, expected)?;
+    let lasers = calibration_laser_count(calibration, path, expected)?;
     if lasers == expected {
         return Ok((named, None));
     }
@@ -1041,11 +1020,11 @@ pub fn confirm_detected_model(
                 "the packets' product byte (offset 1205) names {named} ({expected} lasers) but \
                  the calibration {} has {lasers} lasers: decoding as {only} (pass --sensor to \
                  choose)",
-                calibration.display()
+                path.display()
             )),
         )),
         several => Err(ConfigError::Calibration {
-            path: calibration.to_path_buf(),
+            path: path.to_path_buf(),
             message: format!(
                 "num_lasers = {lasers} contradicts the packets' product byte (offset 1205), \
                  which names {named} ({expected} lasers); a {lasers}-laser calibration fits {}; \
@@ -1160,12 +1139,17 @@ enum Engine {
 }
 
 impl VelodyneStream {
-    /// Builds the stream for `cfg` (model, calibration YAML, cut angle, ranges).
+    /// Builds the stream for `cfg` (model, cut angle, ranges) and `calibration`, the contents
+    /// of the calibration YAML `cfg.calibration` names.
     ///
     /// # Errors
-    /// [`ConfigError`] for an unreadable or invalid calibration, or a Velodyne model whose
-    /// decoder is not available yet ([`ConfigError::Unsupported`]).
-    pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
+    /// [`ConfigError`] for an invalid calibration, or a Velodyne model whose decoder is not
+    /// available yet ([`ConfigError::Unsupported`]).
+    pub fn new(
+        cfg: &SensorConfig,
+        calibration: &[u8],
+        opts: PipelineOptions,
+    ) -> Result<Self, ConfigError> {
         let lasers = multi::laser_count(cfg.model);
         if lasers == 0 {
             return Err(ConfigError::Unsupported {
@@ -1177,7 +1161,7 @@ impl VelodyneStream {
             min: (min * 100.0).round() as u32,
             max: (max * 100.0).round() as u32,
         });
-        let calib = VelodyneCalibration::from_file(&cfg.calibration, lasers)?;
+        let calib = VelodyneCalibration::from_bytes(calibration, lasers, &cfg.calibration)?;
         let settings = DecoderSettings {
             min_range_m: decimal_f64(cfg.min_range_m),
             max_range_m: decimal_f64(cfg.max_range_m),
@@ -1491,14 +1475,8 @@ mod tests {
     }
 
     fn decoder(flavor: DecodeFlavor) -> Vlp16Decoder {
-        let calib = VelodyneCalibration::from_file(
-            std::path::Path::new(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
-            )),
-            16,
-        )
-        .unwrap();
+        let calib =
+            VelodyneCalibration::from_bytes(&vlp16_cal(), 16, std::path::Path::new(DB)).unwrap();
         Vlp16Decoder::new(
             calib,
             DecoderSettings {
@@ -1793,20 +1771,23 @@ mod tests {
         }
     }
 
+    const DB: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+    );
+
+    fn vlp16_cal() -> Vec<u8> {
+        std::fs::read(DB).unwrap()
+    }
+
     fn stream_cfg() -> SensorConfig {
-        SensorConfig::new(
-            0,
-            SensorModel::Vlp16,
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
-            ),
-        )
+        SensorConfig::new(0, SensorModel::Vlp16, DB)
     }
 
     #[test]
     fn sensor_clock_hour_resolution() {
-        let mut p = VelodyneStream::new(&stream_cfg(), PipelineOptions::default()).unwrap();
+        let mut p =
+            VelodyneStream::new(&stream_cfg(), &vlp16_cal(), PipelineOptions::default()).unwrap();
         let h = 3_600_000_000_000u64;
         let host = 400_000 * h + 10_000_000_000; // 10 s past an hour
         // Sensor says 3599.5 s past the hour: it is the previous hour, 10.5 s earlier.
@@ -1821,7 +1802,8 @@ mod tests {
         );
         // An unsynchronised sensor (:10 while the host says :50) resolves to the nearest hour,
         // 20 min ahead, and then stays continuous.
-        let mut p = VelodyneStream::new(&stream_cfg(), PipelineOptions::default()).unwrap();
+        let mut p =
+            VelodyneStream::new(&stream_cfg(), &vlp16_cal(), PipelineOptions::default()).unwrap();
         let host = 400_000 * h + 50 * 60 * 1_000_000_000; // :50
         let s0 = p.sensor_time_ns(10 * 60 * 1_000_000, host);
         assert_eq!(s0, 400_001 * h + 10 * 60 * 1_000_000_000);

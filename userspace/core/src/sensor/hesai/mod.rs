@@ -96,14 +96,15 @@ pub const DUAL_RETURN_DISTANCE_THRESHOLD_M: f32 = 0.1;
 /// Builds the decoder for a Hesai model.
 ///
 /// # Errors
-/// [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an unreadable or invalid
-/// angle-correction CSV (AT128: correction `.dat`),
+/// [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an invalid (or not
+/// UTF-8) angle-correction CSV (AT128: correction `.dat`) in `calibration`,
 /// [`ConfigError::OutOfRange`] for a cut angle outside the field of view.
 pub fn build(
     cfg: &SensorConfig,
+    calibration: &[u8],
     opts: PipelineOptions,
 ) -> Result<Box<dyn VendorDecoder>, ConfigError> {
-    Ok(Box::new(HesaiStream::new(cfg, opts)?))
+    Ok(Box::new(HesaiStream::new(cfg, calibration, opts)?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,14 +170,15 @@ impl AngleCorrection {
         })
     }
 
-    /// Reads and parses a CSV file.
+    /// Parses a CSV file's contents; `source` names the file in errors.
     ///
     /// # Errors
-    /// [`ConfigError::CalibrationIo`] or [`ConfigError::Calibration`].
-    pub fn from_file(path: &Path, channels: usize) -> Result<Self, ConfigError> {
-        let text = crate::sensor::read_calibration_text(path)?;
-        Self::parse(&text, channels).map_err(|message| ConfigError::Calibration {
-            path: path.to_path_buf(),
+    /// [`ConfigError::CalibrationIo`] (not UTF-8) or [`ConfigError::Calibration`] (see
+    /// [`Self::parse`]).
+    pub fn from_bytes(bytes: &[u8], channels: usize, source: &Path) -> Result<Self, ConfigError> {
+        let text = crate::sensor::calibration_text(bytes, source)?;
+        Self::parse(text, channels).map_err(|message| ConfigError::Calibration {
+            path: source.to_path_buf(),
             message,
         })
     }
@@ -291,14 +293,13 @@ impl At128Correction {
         })
     }
 
-    /// Reads and parses a file.
+    /// Parses a `.dat` file's contents; `source` names the file in errors.
     ///
     /// # Errors
-    /// [`ConfigError::CalibrationIo`] or [`ConfigError::Calibration`].
-    pub fn from_file(path: &Path, channels: usize) -> Result<Self, ConfigError> {
-        let buf = crate::sensor::read_calibration_file(path)?;
-        Self::parse(&buf, channels).map_err(|message| ConfigError::Calibration {
-            path: path.to_path_buf(),
+    /// [`ConfigError::Calibration`] (see [`Self::parse`]).
+    pub fn from_bytes(bytes: &[u8], channels: usize, source: &Path) -> Result<Self, ConfigError> {
+        Self::parse(bytes, channels).map_err(|message| ConfigError::Calibration {
+            path: source.to_path_buf(),
             message,
         })
     }
@@ -704,11 +705,16 @@ pub struct HesaiStream {
 }
 
 impl HesaiStream {
-    /// Builds the stream for `cfg.model` with the angle-correction CSV `cfg.calibration`.
+    /// Builds the stream for `cfg.model` with `calibration`, the contents of the
+    /// angle-correction CSV (AT128: `.dat`) `cfg.calibration` names.
     ///
     /// # Errors
     /// As [`build`].
-    pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
+    pub fn new(
+        cfg: &SensorConfig,
+        calibration: &[u8],
+        opts: PipelineOptions,
+    ) -> Result<Self, ConfigError> {
         let layout = layout::layout(cfg.model).ok_or_else(|| ConfigError::Unsupported {
             model: cfg.model,
             supported: layout::ALL
@@ -718,7 +724,7 @@ impl HesaiStream {
                 .join(", "),
         })?;
         let (cal, at128) = if layout.fine_azimuth {
-            let c = At128Correction::from_file(&cfg.calibration, layout.channels)?;
+            let c = At128Correction::from_bytes(calibration, layout.channels, &cfg.calibration)?;
             let zero = vec![0.0; layout.channels];
             let cal = AngleCorrection {
                 elevation_deg: zero.clone(),
@@ -727,7 +733,7 @@ impl HesaiStream {
             (cal, Some(c))
         } else {
             (
-                AngleCorrection::from_file(&cfg.calibration, layout.channels)?,
+                AngleCorrection::from_bytes(calibration, layout.channels, &cfg.calibration)?,
                 None,
             )
         };

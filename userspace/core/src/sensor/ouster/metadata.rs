@@ -118,15 +118,15 @@ impl<'a> Doc<'a> {
 }
 
 impl OusterMetadata {
-    /// Reads and parses a metadata file.
+    /// Parses a metadata file's contents; `source` names the file in errors.
     ///
     /// # Errors
-    /// [`ConfigError::CalibrationIo`] if unreadable, [`ConfigError::Calibration`] naming the
+    /// [`ConfigError::CalibrationIo`] if not UTF-8, [`ConfigError::Calibration`] naming the
     /// first invalid item (see [`OusterMetadata::from_json`]).
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = crate::sensor::read_calibration_text(path)?;
-        Self::from_json(&text).map_err(|message| ConfigError::Calibration {
-            path: path.to_path_buf(),
+    pub fn from_bytes(bytes: &[u8], source: &Path) -> Result<Self, ConfigError> {
+        let text = crate::sensor::calibration_text(bytes, source)?;
+        Self::from_json(text).map_err(|message| ConfigError::Calibration {
+            path: source.to_path_buf(),
             message,
         })
     }

@@ -107,9 +107,10 @@ const DEFAULT_PERIOD_NS: u64 = 50_000_000;
 /// See [`OusterStream::new`].
 pub fn build(
     cfg: &SensorConfig,
+    calibration: &[u8],
     opts: PipelineOptions,
 ) -> Result<Box<dyn VendorDecoder>, ConfigError> {
-    Ok(Box::new(OusterStream::new(cfg, opts)?))
+    Ok(Box::new(OusterStream::new(cfg, calibration, opts)?))
 }
 
 /// The Ouster decoder's own counters: `lidarxdp_ouster_*{sensor,model}`.
@@ -204,14 +205,19 @@ pub struct OusterStream {
 }
 
 impl OusterStream {
-    /// Reads the metadata named by `cfg.calibration` and builds the stream.
+    /// Parses `calibration`, the contents of the metadata JSON `cfg.calibration` names, and
+    /// builds the stream.
     ///
     /// # Errors
     /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360 (see the module
-    /// docs); [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an unreadable or
-    /// invalid metadata file.
-    pub fn new(cfg: &SensorConfig, opts: PipelineOptions) -> Result<Self, ConfigError> {
-        let meta = OusterMetadata::from_file(&cfg.calibration)?;
+    /// docs); [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for metadata that
+    /// is not UTF-8 or invalid.
+    pub fn new(
+        cfg: &SensorConfig,
+        calibration: &[u8],
+        opts: PipelineOptions,
+    ) -> Result<Self, ConfigError> {
+        let meta = OusterMetadata::from_bytes(calibration, &cfg.calibration)?;
         Self::with_metadata(cfg, opts, meta)
     }
 
@@ -621,49 +627,29 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
     extract: impl Fn(&[u8; PB]) -> Returns,
 ) {
     let (chunks, _) = pixels.as_chunks::<PB>();
-    let base = out.len();
     let slots = chunks.len().min(lut.beams.len()) * if DUAL { 2 } else { 1 };
-    out.reserve(slots);
-    // Written in place, never zero-filled first: every slot up to the write position is
-    // written before the position moves past it.
-    let spare = out.spare_capacity_mut();
-    let mut n = 0usize;
-    let rows = chunks.iter().zip(lut.beams).zip(lut.elevation).enumerate();
-    for (row, ((px, beam), &el)) in rows {
-        let (first, second) = extract(px);
-        let k = keep.is_none_or(|k| k.get(row).copied().unwrap_or(false));
-        let identical = DUAL && first.0 == second.0;
-        let ok1 = k & (lo <= first.0) & (first.0 < hi);
-        let rt1 = if identical {
-            ReturnType::Identical
-        } else {
-            ReturnType::Strongest
-        };
-        if let Some(slot) = spare.get_mut(n) {
-            slot.write(point(&lut, beam, el, row, first, rt1, t));
-        }
-        n += usize::from(ok1);
-        if DUAL {
-            let ok2 = k & !identical & (lo <= second.0) & (second.0 < hi);
-            if let Some(slot) = spare.get_mut(n) {
-                slot.write(point(
-                    &lut,
-                    beam,
-                    el,
-                    row,
-                    second,
-                    ReturnType::SecondStrongest,
-                    t,
-                ));
+    // Written in place, never zero-filled first: every pixel puts its candidate point(s), of
+    // which only the kept ones stay (at most `slots` puts).
+    crate::simd::extend_compacted(out, slots, |out| {
+        let rows = chunks.iter().zip(lut.beams).zip(lut.elevation).enumerate();
+        for (row, ((px, beam), &el)) in rows {
+            let (first, second) = extract(px);
+            let k = keep.is_none_or(|k| k.get(row).copied().unwrap_or(false));
+            let identical = DUAL && first.0 == second.0;
+            let ok1 = k & (lo <= first.0) & (first.0 < hi);
+            let rt1 = if identical {
+                ReturnType::Identical
+            } else {
+                ReturnType::Strongest
+            };
+            out.put(point(&lut, beam, el, row, first, rt1, t), ok1);
+            if DUAL {
+                let ok2 = k & !identical & (lo <= second.0) & (second.0 < hi);
+                let p = point(&lut, beam, el, row, second, ReturnType::SecondStrongest, t);
+                out.put(p, ok2);
             }
-            n += usize::from(ok2);
         }
-    }
-    // n <= slots <= spare.len(): each kept point advanced n by one after being written.
-    let n = n.min(spare.len());
-    // SAFETY: the first `n` spare slots were written above (a slot is written before `n`
-    // moves past it), and `reserve(slots)` made room for `base + slots >= base + n`.
-    unsafe { out.set_len(base + n) };
+    });
 }
 
 /// Decodes one column's pixels with its table column (profile dispatch, layouts in [`packet`]).

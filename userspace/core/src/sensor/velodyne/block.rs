@@ -160,25 +160,7 @@ impl<'a> BlockPoints<'a> {
             })
         };
         self.append_points(points, Some(&times));
-        let base = azimuths.len();
-        azimuths.reserve(SLOTS_PER_BLOCK);
-        let Some(spare) = azimuths
-            .spare_capacity_mut()
-            .first_chunk_mut::<SLOTS_PER_BLOCK>()
-        else {
-            return;
-        };
-        let mut n = 0usize;
-        let mut m = mask;
-        while m != 0 {
-            let k = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-            m &= m - 1;
-            spare[n & (SLOTS_PER_BLOCK - 1)].write(self.azimuth_cdeg[k] as u16);
-            n += 1;
-        }
-        // SAFETY: the loop wrote the first `n` (= popcount(mask) <= 32) spare slots in order,
-        // and `reserve(32)` made room for them.
-        unsafe { azimuths.set_len(base + n) };
+        crate::simd::extend_masked(azimuths, mask, |k| self.azimuth_cdeg[k] as u16);
     }
 
     /// The shared compaction of the kept slots' points into `out` (`times`: the points'
@@ -195,122 +177,24 @@ impl<'a> BlockPoints<'a> {
         if mask == 0 {
             return;
         }
-        let base = out.len();
-        out.reserve(SLOTS_PER_BLOCK);
-        let Some(spare) = out
-            .spare_capacity_mut()
-            .first_chunk_mut::<SLOTS_PER_BLOCK>()
-        else {
-            return;
-        };
         let time = |k: usize| times.map_or(0, |t| t[k]);
-        let n = if mask.count_ones() >= DENSE_FROM {
-            #[cfg(target_arch = "x86_64")]
-            {
-                self.dense_sse2(spare, times)
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            {
-                let mut n = 0usize;
+        if mask.count_ones() >= DENSE_FROM {
+            crate::simd::extend_compacted(out, SLOTS_PER_BLOCK, |out| {
+                #[cfg(target_arch = "x86_64")]
+                crate::simd::compact_block_points(self, times, out);
+                #[cfg(not(target_arch = "x86_64"))]
                 for k in 0..SLOTS_PER_BLOCK {
                     let mut p = self.point(k);
                     p.time_stamp = time(k);
-                    // `n <= k < 32`: the mask only tells the compiler.
-                    spare[n & (SLOTS_PER_BLOCK - 1)].write(p);
-                    n += ((mask >> k) & 1) as usize;
+                    out.put(p, (mask >> k) & 1 == 1);
                 }
-                n
-            }
+            });
         } else {
-            let mut n = 0usize;
-            let mut m = mask;
-            while m != 0 {
-                let k = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
-                m &= m - 1;
+            crate::simd::extend_masked(out, mask, |k| {
                 let mut p = self.point(k);
                 p.time_stamp = time(k);
-                spare[n & (SLOTS_PER_BLOCK - 1)].write(p);
-                n += 1;
-            }
-            n
-        };
-        // SAFETY: `n` = popcount(mask) <= 32 slots of the spare capacity were written in
-        // order from its start, and `reserve(32)` guarantees capacity for `base + 32`.
-        unsafe { out.set_len(base + n) };
-    }
-
-    /// Dense compaction with SSE2: per four slots, the two 16-byte halves of their points
-    /// (`x y z [intensity return_type channel]` and `azimuth elevation distance time_stamp`,
-    /// [`PointXYZIRCAEDT`] byte offsets 0 and 16) are built by two 4×4 transposes and stored
-    /// at the output position, which advances by the slot's mask bit. Returns the number of
-    /// points written (popcount of the mask).
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn dense_sse2(
-        &self,
-        spare: &mut [std::mem::MaybeUninit<PointXYZIRCAEDT>; SLOTS_PER_BLOCK],
-        times: Option<&[u32; SLOTS_PER_BLOCK]>,
-    ) -> usize {
-        use core::arch::x86_64::{
-            __m128, __m128i, _mm_castsi128_ps, _mm_cvtsi32_si128, _mm_loadl_epi64, _mm_loadu_ps,
-            _mm_loadu_si128, _mm_movehl_ps, _mm_movelh_ps, _mm_storeu_ps, _mm_unpackhi_ps,
-            _mm_unpacklo_epi8, _mm_unpacklo_epi16, _mm_unpacklo_ps,
-        };
-        let mask = self.mask;
-        let dst = spare.as_mut_ptr().cast::<f32>();
-        let zeros = [0u32; SLOTS_PER_BLOCK];
-        let times = times.unwrap_or(&zeros);
-        let mut n = 0usize;
-        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. Loads
-        // read 16 bytes at `k` (k = 0, 4, .., 28) of `[f32; 32]`/`[u32; 32]` arrays (in bounds:
-        // k + 4 <= 32), 8 bytes of the `[u16; 32]` channels and 4 of the `[u8; 32]` bytes
-        // (in bounds likewise); `loadu`/`storeu` need no alignment. Stores write the 32 bytes
-        // of point `n` of the 32-point spare chunk, and `n <= k + j <= 31` (n counts kept
-        // slots before `k + j`), so every store lies inside `spare`; writing a
-        // `MaybeUninit<PointXYZIRCAEDT>` with plain bytes of f32/u32 lanes is valid (the
-        // point type is `Pod`).
-        unsafe {
-            for k in (0..SLOTS_PER_BLOCK).step_by(4) {
-                let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
-                let x = ld(&self.x);
-                let y = ld(&self.y);
-                let z = ld(&self.z);
-                let az = ld(&self.azimuth);
-                let el = ld(self.elevation);
-                let d = ld(&self.distance);
-                let t = _mm_castsi128_ps(_mm_loadu_si128(times.as_ptr().add(k).cast::<__m128i>()));
-                // [intensity | return_type << 8 | channel << 16] per slot.
-                let int4 = _mm_cvtsi32_si128(i32::from_le_bytes(
-                    self.intensity[k..k + 4].try_into().unwrap_or([0; 4]),
-                ));
-                let rt4 = _mm_cvtsi32_si128(i32::from_le_bytes(
-                    self.return_type[k..k + 4].try_into().unwrap_or([0; 4]),
-                ));
-                let ir = _mm_unpacklo_epi8(int4, rt4);
-                let ch = _mm_loadl_epi64(self.channel.as_ptr().add(k).cast::<__m128i>());
-                let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
-                let transpose = |a: __m128, b: __m128, c: __m128, e: __m128| {
-                    let t0 = _mm_unpacklo_ps(a, b);
-                    let t1 = _mm_unpacklo_ps(c, e);
-                    let t2 = _mm_unpackhi_ps(a, b);
-                    let t3 = _mm_unpackhi_ps(c, e);
-                    [
-                        _mm_movelh_ps(t0, t1),
-                        _mm_movehl_ps(t1, t0),
-                        _mm_movelh_ps(t2, t3),
-                        _mm_movehl_ps(t3, t2),
-                    ]
-                };
-                let lo = transpose(x, y, z, packed);
-                let hi = transpose(az, el, d, t);
-                for j in 0..4 {
-                    let p = dst.add(8 * n);
-                    _mm_storeu_ps(p, lo[j]);
-                    _mm_storeu_ps(p.add(4), hi[j]);
-                    n += ((mask >> (k + j)) & 1) as usize;
-                }
-            }
+                p
+            });
         }
-        n
     }
 }

@@ -10,8 +10,9 @@
 //! * `x = d·cosv·cos a`, `y = −(d·cosv·sin a)`, `z = d·sinv` (m; x forward, y left, z up).
 //!
 //! x86-64: SSE2 (the x86-64 baseline), four slots per instruction, the two f64 steps two
-//! slots per instruction, table entries gathered with one 16-byte load per slot and a 4×4
-//! transpose. Elsewhere: the same arithmetic in array loops.
+//! slots per instruction, table entries gathered with one 8-byte load per slot and a
+//! transpose ([`crate::simd::velodyne_dense_fill`]). Elsewhere: the same arithmetic in array
+//! loops ([`fill_portable`]); a test checks the two give the same bits.
 
 use super::{AZIMUTH_UNITS, BLOCK_LEN, BlockPoints, DATA_PACKET_LEN, SLOTS_PER_BLOCK, TrigTable};
 
@@ -46,7 +47,7 @@ pub(crate) fn fill(
     lasers: DenseLasers<'_>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    fill_sse2(bp, buf, block, t, azf0, lasers);
+    crate::simd::velodyne_dense_fill(bp, buf, block, t, azf0, lasers);
     #[cfg(not(target_arch = "x86_64"))]
     fill_portable(bp, buf, block, t, azf0, lasers);
 }
@@ -94,137 +95,6 @@ pub(crate) fn fill_portable(
         bp.x[k] = xy * c;
         bp.y[k] = -(xy * s);
         bp.z[k] = d * lasers.sin_vert[k];
-    }
-}
-
-/// The SSE2 [`fill`].
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn fill_sse2(
-    bp: &mut BlockPoints<'_>,
-    buf: &[u8; DATA_PACKET_LEN],
-    block: usize,
-    t: &[f32; SLOTS_PER_BLOCK],
-    azf0: f32,
-    lasers: DenseLasers<'_>,
-) {
-    use core::arch::x86_64::{
-        __m128i, _mm_add_pd, _mm_add_ps, _mm_and_ps, _mm_and_si128, _mm_andnot_ps,
-        _mm_castsi128_ps, _mm_cmpgt_epi32, _mm_cmpgt_ps, _mm_cmplt_ps, _mm_cvtepi32_pd,
-        _mm_cvtepi32_ps, _mm_cvtpd_ps, _mm_cvtps_pd, _mm_cvtsi128_si32, _mm_cvttpd_epi32,
-        _mm_loadl_epi64, _mm_loadu_pd, _mm_loadu_ps, _mm_loadu_si128, _mm_movehl_ps, _mm_movelh_ps,
-        _mm_movemask_epi8, _mm_mul_pd, _mm_mul_ps, _mm_or_ps, _mm_packs_epi32, _mm_packus_epi16,
-        _mm_set_epi32, _mm_set1_epi32, _mm_set1_pd, _mm_set1_ps, _mm_setzero_si128, _mm_shuffle_ps,
-        _mm_srli_epi32, _mm_storeu_ps, _mm_storeu_si128, _mm_sub_epi32, _mm_sub_pd,
-        _mm_unpackhi_epi64, _mm_unpacklo_epi64, _mm_xor_ps,
-    };
-    if block >= super::BLOCKS {
-        return;
-    }
-    // Slot `k`'s 3 bytes start at `100·block + 4 + 3k`; a 4-byte load there reads at most
-    // up to byte `100·11 + 4 + 93 + 4 = 1201 <= 1206` of the packet.
-    let base = block * BLOCK_LEN + 4;
-    let word = |k: usize| -> i32 {
-        let o = base + 3 * k;
-        buf.get(o..o + 4)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, i32::from_le_bytes)
-    };
-    // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. Every
-    // load/store addresses elements `k..k + 4` (k = 0, 4, .., 28) of a 32-element array
-    // (`loadu_pd` elements `k..k + 2` and `k + 2..k + 4` of the f64 array), or one 8-byte
-    // `[f32; 2]` entry of the trig table at an index clamped below 36000; `loadu`/`storeu`
-    // and `loadl_epi64` (an unaligned 8-byte read) need no alignment.
-    unsafe {
-        let az0 = _mm_set1_ps(azf0);
-        let resv = _mm_set1_ps(lasers.res);
-        let eps = _mm_set1_ps(1e-6);
-        let neg_zero = _mm_set1_ps(-0.0);
-        let turn_f = _mm_set1_ps(AZIMUTH_UNITS as f32);
-        let half = _mm_set1_pd(0.5);
-        let last = _mm_set1_epi32(AZIMUTH_UNITS as i32 - 1);
-        let turn_i = _mm_set1_epi32(AZIMUTH_UNITS as i32);
-        let low16 = _mm_set1_epi32(0xFFFF);
-        let byte = _mm_set1_epi32(0xFF);
-        for k in (0..SLOTS_PER_BLOCK).step_by(4) {
-            let w = _mm_set_epi32(word(k + 3), word(k + 2), word(k + 1), word(k));
-            let raw = _mm_and_si128(w, low16);
-            let inten = _mm_and_si128(_mm_srli_epi32::<16>(w), byte);
-            // Distance: raw·res, plus corr where that exceeds 1e-6, else plus -0.0.
-            let x = _mm_mul_ps(_mm_cvtepi32_ps(raw), resv);
-            let sel = _mm_cmpgt_ps(x, eps);
-            let corr = _mm_loadu_ps(lasers.corr.as_ptr().add(k));
-            let d = _mm_add_ps(
-                x,
-                _mm_or_ps(_mm_and_ps(sel, corr), _mm_andnot_ps(sel, neg_zero)),
-            );
-            // Azimuth: f32 interpolation, f64 correction, lift, f64 round, wrap.
-            let a = _mm_add_ps(az0, _mm_loadu_ps(t.as_ptr().add(k)));
-            let rot = lasers.rot.as_ptr().add(k);
-            let lo = _mm_sub_pd(_mm_cvtps_pd(a), _mm_loadu_pd(rot));
-            let hi = _mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(a, a)), _mm_loadu_pd(rot.add(2)));
-            let azf = _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
-            let neg = _mm_cmplt_ps(azf, _mm_set1_ps(0.0));
-            let lifted = _mm_add_ps(
-                azf,
-                _mm_or_ps(_mm_and_ps(neg, turn_f), _mm_andnot_ps(neg, neg_zero)),
-            );
-            let rlo = _mm_cvttpd_epi32(_mm_add_pd(_mm_cvtps_pd(lifted), half));
-            let rhi = _mm_cvttpd_epi32(_mm_add_pd(
-                _mm_cvtps_pd(_mm_movehl_ps(lifted, lifted)),
-                half,
-            ));
-            let r = _mm_unpacklo_epi64(rlo, rhi);
-            let over = _mm_cmpgt_epi32(r, last);
-            let wrapped = _mm_sub_epi32(r, _mm_and_si128(over, turn_i));
-            _mm_storeu_si128(
-                bp.azimuth_cdeg.as_mut_ptr().add(k).cast::<__m128i>(),
-                wrapped,
-            );
-            if _mm_movemask_epi8(_mm_cmpgt_epi32(wrapped, last)) != 0 {
-                // Only across a gap of more than a turn: reduce these four.
-                for a in &mut bp.azimuth_cdeg[k..k + 4] {
-                    *a %= AZIMUTH_UNITS;
-                }
-            }
-            // Table entries [cos, sin] of the four azimuths, de-interleaved; the angle in rad
-            // as f32(f64(cdeg) · π/18000), two lanes per f64 multiply.
-            let entry = |j: usize| {
-                let i = bp.azimuth_cdeg[k + j].min(AZIMUTH_UNITS - 1) as usize;
-                _mm_castsi128_ps(_mm_loadl_epi64(lasers.trig[i].as_ptr().cast::<__m128i>()))
-            };
-            let e01 = _mm_movelh_ps(entry(0), entry(1));
-            let e23 = _mm_movelh_ps(entry(2), entry(3));
-            let cos = _mm_shuffle_ps::<0b10_00_10_00>(e01, e23);
-            let sin = _mm_shuffle_ps::<0b11_01_11_01>(e01, e23);
-            let azv = _mm_loadu_si128(bp.azimuth_cdeg.as_ptr().add(k).cast::<__m128i>());
-            let per = _mm_set1_pd(super::RAD_PER_CDEG);
-            let rad = _mm_movelh_ps(
-                _mm_cvtpd_ps(_mm_mul_pd(_mm_cvtepi32_pd(azv), per)),
-                _mm_cvtpd_ps(_mm_mul_pd(
-                    _mm_cvtepi32_pd(_mm_unpackhi_epi64(azv, azv)),
-                    per,
-                )),
-            );
-            let xy = _mm_mul_ps(d, _mm_loadu_ps(lasers.cos_vert.as_ptr().add(k)));
-            _mm_storeu_ps(bp.x.as_mut_ptr().add(k), _mm_mul_ps(xy, cos));
-            _mm_storeu_ps(
-                bp.y.as_mut_ptr().add(k),
-                _mm_xor_ps(_mm_mul_ps(xy, sin), neg_zero),
-            );
-            _mm_storeu_ps(
-                bp.z.as_mut_ptr().add(k),
-                _mm_mul_ps(d, _mm_loadu_ps(lasers.sin_vert.as_ptr().add(k))),
-            );
-            _mm_storeu_ps(bp.distance.as_mut_ptr().add(k), d);
-            _mm_storeu_ps(bp.azimuth.as_mut_ptr().add(k), rad);
-            let bytes = _mm_packus_epi16(
-                _mm_packs_epi32(inten, _mm_setzero_si128()),
-                _mm_setzero_si128(),
-            );
-            let four = _mm_cvtsi128_si32(bytes).to_le_bytes();
-            bp.intensity[k..k + 4].copy_from_slice(&four);
-        }
     }
 }
 
@@ -307,7 +177,7 @@ mod tests {
                 sin: std::array::from_fn(|_| rng.f32_in(-0.5, 0.5)),
                 rot: std::array::from_fn(|_| f64::from(rng.f32_in(-18_000.0, 18_000.0))),
             };
-            let a = run(fill_sse2, &case);
+            let a = run(crate::simd::velodyne_dense_fill, &case);
             let b = run(fill_portable, &case);
             let bits = |v: &[f32; 32]| v.map(f32::to_bits);
             assert_eq!(a.azimuth_cdeg, b.azimuth_cdeg, "case {i}");

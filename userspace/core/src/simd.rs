@@ -1,0 +1,375 @@
+//! The crate's only `unsafe` code, behind safe functions whose signatures make misuse
+//! impossible: every caller is safe code (`#![forbid(unsafe_code)]` holds in every other
+//! module, see `lib.rs`).
+//!
+//! - [`Compactor`] / [`extend_compacted`]: writes values into a `Vec`'s spare capacity (no
+//!   zero-fill first) at a write position that advances only past kept values, and sets the
+//!   length once, to exactly the slots written. Used by the Velodyne block consumers
+//!   (`sensor::velodyne::block`, dense blocks) and the Ouster column decoder.
+//! - [`extend_masked`]: appends one value per set bit of a 32-bit slot mask the same way
+//!   (Velodyne sparse blocks and azimuths).
+//! - x86-64 only, SSE2 (part of the x86-64 baseline, so always available there; Intel 64 and
+//!   IA-32 Architectures Software Developer's Manual, vol. 2, for each intrinsic): the
+//!   Velodyne kernels over fixed-size arrays of one 32-slot data block:
+//!   [`velodyne_slot_mask`] (stage 1: which slots carry a point), [`velodyne_dense_fill`]
+//!   (stage 2 of a dense block: distance, azimuth, x/y/z, intensity of all 32 slots) and
+//!   [`compact_block_points`] (the kept slots' 32-byte points, two 4×4 transposes per four
+//!   slots). Their portable equivalents live beside their callers and are tested bit for bit
+//!   against them.
+//!
+//! Every `unsafe` block states its invariant in a `// SAFETY:` comment. The intrinsics are
+//! `#[target_feature(enable = "sse2")]` functions, which a function without that attribute
+//! may call only in `unsafe` even though every x86-64 target enables SSE2; so each kernel is
+//! one block, whose comment covers the feature and every pointer load and store.
+
+use std::mem::MaybeUninit;
+
+/// A write cursor over `n >= 1` uninitialised slots at the end of a `Vec` (its spare
+/// capacity), created by [`extend_compacted`].
+///
+/// Invariant: the first `min(written, n)` slots are initialised. [`Compactor::put`] writes the
+/// slot at the write position (clamped to the last slot) before the position moves past it,
+/// which keeps the invariant for any sequence of calls; [`extend_compacted`] then sets the
+/// `Vec`'s length to include exactly those slots. A caller that puts at most `n` values (kept
+/// or not) never has one overwritten: the write position is below the number of puts so far.
+pub(crate) struct Compactor<'a, T> {
+    spare: &'a mut [MaybeUninit<T>],
+    written: usize,
+}
+
+impl<T> Compactor<'_, T> {
+    /// The slot at the write position; the last slot once all are written (overwriting it is
+    /// the caller's logic error, never undefined behaviour).
+    #[inline(always)]
+    fn slot(&mut self) -> &mut MaybeUninit<T> {
+        let last = self.spare.len().saturating_sub(1);
+        &mut self.spare[self.written.min(last)]
+    }
+
+    /// Writes `v` at the write position and advances the position when `keep` (a
+    /// branch-free compaction: the caller writes every candidate and keeps the ones it wants).
+    #[inline(always)]
+    pub(crate) fn put(&mut self, v: T, keep: bool) {
+        self.slot().write(v);
+        self.written += usize::from(keep);
+    }
+}
+
+/// Reserves room for `n` more values in `out`, lets `fill` write them through a
+/// [`Compactor`] over that spare capacity, and grows `out` by the number of values the
+/// compactor kept (at most `n`). Nothing is done, and `fill` is not called, when `n` is 0.
+#[inline(always)]
+pub(crate) fn extend_compacted<T>(
+    out: &mut Vec<T>,
+    n: usize,
+    fill: impl FnOnce(&mut Compactor<'_, T>),
+) {
+    if n == 0 {
+        return;
+    }
+    out.reserve(n);
+    let base = out.len();
+    let Some(spare) = out.spare_capacity_mut().get_mut(..n) else {
+        return;
+    };
+    let mut c = Compactor { spare, written: 0 };
+    fill(&mut c);
+    let kept = c.written.min(n);
+    // SAFETY: `reserve(n)` made the capacity at least `base + n` and `kept <= n`; the first
+    // `kept` spare slots are initialised (the `Compactor` invariant: a slot is written before
+    // the write position moves past it, and the position is clamped to the `n` slots).
+    unsafe { out.set_len(base + kept) };
+}
+
+/// Appends `value(k)` for every set bit `k` of `mask`, in bit order (bit 0 first), to `out`:
+/// the compaction of a 32-slot block's kept slots, written straight into the spare capacity
+/// (one store per kept slot, no capacity check per value).
+#[inline(always)]
+pub(crate) fn extend_masked<T>(out: &mut Vec<T>, mask: u32, mut value: impl FnMut(usize) -> T) {
+    if mask == 0 {
+        return;
+    }
+    out.reserve(32);
+    let base = out.len();
+    let Some(spare) = out.spare_capacity_mut().first_chunk_mut::<32>() else {
+        return;
+    };
+    let mut n = 0usize;
+    let mut m = mask;
+    while m != 0 {
+        let k = m.trailing_zeros() as usize & 31;
+        m &= m - 1;
+        spare[n & 31].write(value(k));
+        n += 1;
+    }
+    // SAFETY: the loop wrote spare slots `0..n` in order, once per set bit of `mask`, so
+    // `n = popcount(mask) <= 32` and no index wrapped; `reserve(32)` made the capacity at
+    // least `base + 32 >= base + n`.
+    unsafe { out.set_len(base + n) };
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::{compact_block_points, velodyne_dense_fill, velodyne_slot_mask};
+
+/// The SSE2 kernels (x86-64 baseline).
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::{
+        __m128, __m128i, _mm_add_pd, _mm_add_ps, _mm_and_ps, _mm_and_si128, _mm_andnot_ps,
+        _mm_andnot_si128, _mm_castsi128_ps, _mm_cmpeq_epi16, _mm_cmpgt_epi32, _mm_cmpgt_ps,
+        _mm_cmplt_ps, _mm_cvtepi32_pd, _mm_cvtepi32_ps, _mm_cvtpd_ps, _mm_cvtps_pd,
+        _mm_cvtsi32_si128, _mm_cvtsi128_si32, _mm_cvttpd_epi32, _mm_loadl_epi64, _mm_loadu_pd,
+        _mm_loadu_ps, _mm_loadu_si128, _mm_movehl_ps, _mm_movelh_ps, _mm_movemask_epi8, _mm_mul_pd,
+        _mm_mul_ps, _mm_or_ps, _mm_or_si128, _mm_packs_epi16, _mm_packs_epi32, _mm_packus_epi16,
+        _mm_set_epi16, _mm_set_epi32, _mm_set1_epi32, _mm_set1_pd, _mm_set1_ps, _mm_setzero_si128,
+        _mm_shuffle_ps, _mm_srli_epi32, _mm_storeu_ps, _mm_storeu_si128, _mm_sub_epi32, _mm_sub_pd,
+        _mm_subs_epu16, _mm_unpackhi_epi64, _mm_unpackhi_ps, _mm_unpacklo_epi8, _mm_unpacklo_epi16,
+        _mm_unpacklo_epi64, _mm_unpacklo_ps, _mm_xor_ps,
+    };
+
+    use super::Compactor;
+    use crate::point::PointXYZIRCAEDT;
+    use crate::sensor::velodyne::dense::DenseLasers;
+    use crate::sensor::velodyne::{
+        AZIMUTH_UNITS, BLOCK_LEN, BLOCKS, BlockPoints, DATA_PACKET_LEN, RAD_PER_CDEG,
+        SLOTS_PER_BLOCK,
+    };
+
+    // The point stores below write a point as two 16-byte halves.
+    const _: () = assert!(std::mem::size_of::<PointXYZIRCAEDT>() == 32);
+
+    /// Velodyne stage 1 (`sensor::velodyne::slot_mask`): bit `k` set when slot `k`'s raw range
+    /// (bytes 0-1 of `[distance lo, distance hi, reflectivity]`) lies in `[lo[k], hi[k]]` and,
+    /// with a `partner` block, differs from the partner slot's. Eight slots per instruction:
+    /// the window test as two saturating subtractions, the partner test as an equality,
+    /// packed to one byte per slot and collected with `movemask`.
+    #[inline(always)]
+    pub(crate) fn velodyne_slot_mask(
+        slots: &[[u8; 3]; SLOTS_PER_BLOCK],
+        lo: &[u16; SLOTS_PER_BLOCK],
+        hi: &[u16; SLOTS_PER_BLOCK],
+        partner: Option<&[[u8; 3]; SLOTS_PER_BLOCK]>,
+    ) -> u32 {
+        // SAFETY: SSE2 is part of the x86-64 baseline (enabled on every x86_64 target), so
+        // every intrinsic here is available; the only memory access is `_mm_loadu_si128` of
+        // one `[u16; 8]` (16 initialised, readable bytes), which has no alignment requirement.
+        unsafe {
+            let raws8 = |s: &[[u8; 3]; SLOTS_PER_BLOCK], b: usize| {
+                let r = |k: usize| i16::from_le_bytes([s[b + k][0], s[b + k][1]]);
+                _mm_set_epi16(r(7), r(6), r(5), r(4), r(3), r(2), r(1), r(0))
+            };
+            let load8 = |a: &[u16; SLOTS_PER_BLOCK], b: usize| {
+                let chunk: &[u16; 8] = a[b..b + 8].try_into().unwrap_or(&[0; 8]);
+                _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>())
+            };
+            let ok8 = |b: usize| {
+                let r = raws8(slots, b);
+                let outside = _mm_or_si128(
+                    _mm_subs_epu16(r, load8(hi, b)),
+                    _mm_subs_epu16(load8(lo, b), r),
+                );
+                let ok = _mm_cmpeq_epi16(outside, _mm_setzero_si128());
+                match partner {
+                    Some(p) => _mm_andnot_si128(_mm_cmpeq_epi16(r, raws8(p, b)), ok),
+                    None => ok,
+                }
+            };
+            let low = _mm_movemask_epi8(_mm_packs_epi16(ok8(0), ok8(8))) as u32;
+            let high = _mm_movemask_epi8(_mm_packs_epi16(ok8(16), ok8(24))) as u32;
+            low | (high << 16)
+        }
+    }
+
+    /// Velodyne stage 2 of a dense block (`sensor::velodyne::dense::fill`, whose portable
+    /// version gives the same bits): fills `bp`'s distance, azimuth (0.01° and rad), x, y, z
+    /// and intensity for all 32 slots of block `block` (0..11; another index does nothing) of
+    /// the 1206-byte packet `buf`; `t[k]` is slot `k`'s interpolation added to the block
+    /// azimuth `azf0` (0.01°). Four slots per instruction, the two f64 steps two slots per
+    /// instruction, table entries gathered with one 8-byte load per slot and a transpose.
+    #[inline(always)]
+    pub(crate) fn velodyne_dense_fill(
+        bp: &mut BlockPoints<'_>,
+        buf: &[u8; DATA_PACKET_LEN],
+        block: usize,
+        t: &[f32; SLOTS_PER_BLOCK],
+        azf0: f32,
+        lasers: DenseLasers<'_>,
+    ) {
+        if block >= BLOCKS {
+            return;
+        }
+        // Slot `k`'s 3 bytes start at `100·block + 4 + 3k`; a 4-byte load there reads at most
+        // up to byte `100·11 + 4 + 93 + 4 = 1201 <= 1206` of the packet.
+        let base = block * BLOCK_LEN + 4;
+        let word = |k: usize| -> i32 {
+            let o = base + 3 * k;
+            buf.get(o..o + 4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, i32::from_le_bytes)
+        };
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k`
+        // is 0, 4, .., 28, so every load/store addresses elements `k..k + 4` of a 32-element
+        // array (`loadu_pd`: elements `k..k + 2` and `k + 2..k + 4` of the `[f64; 32]`), or
+        // one `[f32; 2]` entry (8 bytes) of the trig table at an index clamped below 36000;
+        // `loadu`/`storeu` and `loadl_epi64` (an unaligned 8-byte read) need no alignment.
+        unsafe {
+            let az0 = _mm_set1_ps(azf0);
+            let resv = _mm_set1_ps(lasers.res);
+            let eps = _mm_set1_ps(1e-6);
+            let neg_zero = _mm_set1_ps(-0.0);
+            let turn_f = _mm_set1_ps(AZIMUTH_UNITS as f32);
+            let half = _mm_set1_pd(0.5);
+            let last = _mm_set1_epi32(AZIMUTH_UNITS as i32 - 1);
+            let turn_i = _mm_set1_epi32(AZIMUTH_UNITS as i32);
+            let low16 = _mm_set1_epi32(0xFFFF);
+            let byte = _mm_set1_epi32(0xFF);
+            let per = _mm_set1_pd(RAD_PER_CDEG);
+            for k in (0..SLOTS_PER_BLOCK).step_by(4) {
+                let w = _mm_set_epi32(word(k + 3), word(k + 2), word(k + 1), word(k));
+                let raw = _mm_and_si128(w, low16);
+                let inten = _mm_and_si128(_mm_srli_epi32::<16>(w), byte);
+                // Distance: raw·res, plus corr where that exceeds 1e-6, else plus -0.0.
+                let x = _mm_mul_ps(_mm_cvtepi32_ps(raw), resv);
+                let sel = _mm_cmpgt_ps(x, eps);
+                let corr = _mm_loadu_ps(lasers.corr.as_ptr().add(k));
+                let d = _mm_add_ps(
+                    x,
+                    _mm_or_ps(_mm_and_ps(sel, corr), _mm_andnot_ps(sel, neg_zero)),
+                );
+                // Azimuth: f32 interpolation, f64 correction, lift, f64 round, wrap.
+                let a = _mm_add_ps(az0, _mm_loadu_ps(t.as_ptr().add(k)));
+                let rot = lasers.rot.as_ptr().add(k);
+                let lo = _mm_sub_pd(_mm_cvtps_pd(a), _mm_loadu_pd(rot));
+                let hi = _mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(a, a)), _mm_loadu_pd(rot.add(2)));
+                let azf = _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+                let neg = _mm_cmplt_ps(azf, _mm_set1_ps(0.0));
+                let lifted = _mm_add_ps(
+                    azf,
+                    _mm_or_ps(_mm_and_ps(neg, turn_f), _mm_andnot_ps(neg, neg_zero)),
+                );
+                let rlo = _mm_cvttpd_epi32(_mm_add_pd(_mm_cvtps_pd(lifted), half));
+                let rhi = _mm_cvttpd_epi32(_mm_add_pd(
+                    _mm_cvtps_pd(_mm_movehl_ps(lifted, lifted)),
+                    half,
+                ));
+                let r = _mm_unpacklo_epi64(rlo, rhi);
+                let over = _mm_cmpgt_epi32(r, last);
+                let wrapped = _mm_sub_epi32(r, _mm_and_si128(over, turn_i));
+                _mm_storeu_si128(
+                    bp.azimuth_cdeg.as_mut_ptr().add(k).cast::<__m128i>(),
+                    wrapped,
+                );
+                if _mm_movemask_epi8(_mm_cmpgt_epi32(wrapped, last)) != 0 {
+                    // Only across a gap of more than a turn: reduce these four.
+                    for a in &mut bp.azimuth_cdeg[k..k + 4] {
+                        *a %= AZIMUTH_UNITS;
+                    }
+                }
+                // Table entries [cos, sin] of the four azimuths, de-interleaved; the angle in
+                // rad as f32(f64(cdeg) · π/18000), two lanes per f64 multiply.
+                let entry = |j: usize| {
+                    let i = bp.azimuth_cdeg[k + j].min(AZIMUTH_UNITS - 1) as usize;
+                    _mm_castsi128_ps(_mm_loadl_epi64(lasers.trig[i].as_ptr().cast::<__m128i>()))
+                };
+                let e01 = _mm_movelh_ps(entry(0), entry(1));
+                let e23 = _mm_movelh_ps(entry(2), entry(3));
+                let cos = _mm_shuffle_ps::<0b10_00_10_00>(e01, e23);
+                let sin = _mm_shuffle_ps::<0b11_01_11_01>(e01, e23);
+                let azv = _mm_loadu_si128(bp.azimuth_cdeg.as_ptr().add(k).cast::<__m128i>());
+                let rad = _mm_movelh_ps(
+                    _mm_cvtpd_ps(_mm_mul_pd(_mm_cvtepi32_pd(azv), per)),
+                    _mm_cvtpd_ps(_mm_mul_pd(
+                        _mm_cvtepi32_pd(_mm_unpackhi_epi64(azv, azv)),
+                        per,
+                    )),
+                );
+                let xy = _mm_mul_ps(d, _mm_loadu_ps(lasers.cos_vert.as_ptr().add(k)));
+                _mm_storeu_ps(bp.x.as_mut_ptr().add(k), _mm_mul_ps(xy, cos));
+                _mm_storeu_ps(
+                    bp.y.as_mut_ptr().add(k),
+                    _mm_xor_ps(_mm_mul_ps(xy, sin), neg_zero),
+                );
+                _mm_storeu_ps(
+                    bp.z.as_mut_ptr().add(k),
+                    _mm_mul_ps(d, _mm_loadu_ps(lasers.sin_vert.as_ptr().add(k))),
+                );
+                _mm_storeu_ps(bp.distance.as_mut_ptr().add(k), d);
+                _mm_storeu_ps(bp.azimuth.as_mut_ptr().add(k), rad);
+                let bytes = _mm_packus_epi16(
+                    _mm_packs_epi32(inten, _mm_setzero_si128()),
+                    _mm_setzero_si128(),
+                );
+                let four = _mm_cvtsi128_si32(bytes).to_le_bytes();
+                bp.intensity[k..k + 4].copy_from_slice(&four);
+            }
+        }
+    }
+
+    /// Dense compaction of a Velodyne block's kept slots (bit `k` of `bp.mask`) into `out`,
+    /// in slot order, `time_stamp` from `times` (0 without): per four slots, the two 16-byte
+    /// halves of their points (`x y z [intensity return_type channel]` and
+    /// `azimuth elevation distance time_stamp`, [`PointXYZIRCAEDT`] byte offsets 0 and 16) are
+    /// built by two 4×4 transposes and written at the write position, which advances by the
+    /// slot's mask bit (every slot is written, only kept ones stay). Writes nothing unless
+    /// `out` has 32 free slots (the caller reserves 32 per block).
+    #[inline(always)]
+    pub(crate) fn compact_block_points(
+        bp: &BlockPoints<'_>,
+        times: Option<&[u32; SLOTS_PER_BLOCK]>,
+        out: &mut Compactor<'_, PointXYZIRCAEDT>,
+    ) {
+        let mask = bp.mask;
+        let zeros = [0u32; SLOTS_PER_BLOCK];
+        let times = times.unwrap_or(&zeros);
+        let mut n = out.written;
+        if out.spare.len().saturating_sub(n) < SLOTS_PER_BLOCK {
+            return;
+        }
+        let dst = out.spare.as_mut_ptr();
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k` is
+        // 0, 4, .., 28: the loads read elements `k..k + 4` of the 32-element `f32`/`u32`
+        // arrays (16 bytes) and of the `[u16; 32]` channels (8 bytes), all in bounds;
+        // `loadu`/`loadl_epi64`/`storeu` need no alignment. Each pair of stores goes to `p`,
+        // slot `n` of the compactor's `spare`: `n` is `written` plus the kept slots before
+        // `k + j`, so `n <= written + 31 < spare.len()` (checked above); one
+        // `MaybeUninit<PointXYZIRCAEDT>` (32 writable bytes, size asserted above), and fills it whole with f32/u32 lanes, a valid point (`Pod`), so
+        // the slot is initialised before the write position moves past it.
+        unsafe {
+            let transpose = |a: __m128, b: __m128, c: __m128, e: __m128| {
+                let t0 = _mm_unpacklo_ps(a, b);
+                let t1 = _mm_unpacklo_ps(c, e);
+                let t2 = _mm_unpackhi_ps(a, b);
+                let t3 = _mm_unpackhi_ps(c, e);
+                [
+                    _mm_movelh_ps(t0, t1),
+                    _mm_movehl_ps(t1, t0),
+                    _mm_movelh_ps(t2, t3),
+                    _mm_movehl_ps(t3, t2),
+                ]
+            };
+            for k in (0..SLOTS_PER_BLOCK).step_by(4) {
+                let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
+                let t = _mm_castsi128_ps(_mm_loadu_si128(times.as_ptr().add(k).cast::<__m128i>()));
+                // [intensity | return_type << 8 | channel << 16] per slot.
+                let int4 = _mm_cvtsi32_si128(i32::from_le_bytes(
+                    bp.intensity[k..k + 4].try_into().unwrap_or([0; 4]),
+                ));
+                let rt4 = _mm_cvtsi32_si128(i32::from_le_bytes(
+                    bp.return_type[k..k + 4].try_into().unwrap_or([0; 4]),
+                ));
+                let ir = _mm_unpacklo_epi8(int4, rt4);
+                let ch = _mm_loadl_epi64(bp.channel.as_ptr().add(k).cast::<__m128i>());
+                let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
+                let lo = transpose(ld(&bp.x), ld(&bp.y), ld(&bp.z), packed);
+                let hi = transpose(ld(&bp.azimuth), ld(bp.elevation), ld(&bp.distance), t);
+                for j in 0..4 {
+                    let p = dst.add(n).cast::<f32>();
+                    _mm_storeu_ps(p, lo[j]);
+                    _mm_storeu_ps(p.add(4), hi[j]);
+                    n += ((mask >> (k + j)) & 1) as usize;
+                }
+            }
+        }
+        out.written = n;
+    }
+}
