@@ -30,5 +30,5 @@ pub mod reassembly;
 pub mod replay;
 pub mod scan;
 pub mod sensor;
-pub mod sockopt;
+pub mod sys;
 pub mod xsk;

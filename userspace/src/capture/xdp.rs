@@ -15,19 +15,16 @@
 //! so the daemon exits non-zero and its supervisor restarts it (re-binding needs the
 //! capabilities it dropped).
 
-use std::{
-    fs::File,
-    io,
-    os::{fd::AsRawFd, unix::fs::FileExt},
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{fs::File, io, os::fd::AsRawFd, time::Duration};
 
 use super::{
     BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, XDP_STATISTICS_PERIOD,
     wait::PollWaiter,
 };
-use crate::xsk::XskSocket;
+use crate::{
+    sys::{sockopt, sysfs},
+    xsk::XskSocket,
+};
 
 /// [`PacketSource`] over a bound AF_XDP socket.
 pub struct XdpSource {
@@ -47,7 +44,7 @@ pub struct XdpSource {
 /// makes sysfs regenerate it: no allocation, one syscall per check, no privilege.
 #[derive(Debug)]
 struct LinkWatch {
-    dir: PathBuf,
+    ifname: String,
     carrier_changes: File,
     /// `carrier_changes` when the watch started (right after the socket was bound).
     base: u64,
@@ -60,10 +57,8 @@ impl LinkWatch {
     /// or shows another device: sysfs lists the interfaces of the network namespace it was
     /// mounted in, which need not be the calling thread's.
     fn open(ifname: &str, ifindex: u32) -> Option<Self> {
-        let dir = Path::new("/sys/class/net").join(ifname);
-        let seen = std::fs::read_to_string(dir.join("ifindex"))
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok());
+        let dir = sysfs::net_dir(ifname);
+        let seen = sysfs::net_ifindex(ifname).ok();
         if seen != Some(ifindex) {
             log::info!(
                 "{}: not the interface with ifindex {ifindex} (sysfs shows {seen:?}; another \
@@ -72,7 +67,7 @@ impl LinkWatch {
             );
             return None;
         }
-        let carrier_changes = File::open(dir.join("carrier_changes"))
+        let carrier_changes = sysfs::open_carrier_changes(ifname)
             .map_err(|e| {
                 log::info!(
                     "{}/carrier_changes: {e}; link changes not counted",
@@ -80,9 +75,9 @@ impl LinkWatch {
                 )
             })
             .ok()?;
-        let base = read_decimal(&carrier_changes)?;
+        let base = sysfs::reread_decimal(&carrier_changes).ok()?;
         Some(Self {
-            dir,
+            ifname: ifname.to_owned(),
             carrier_changes,
             base,
             changes: 0,
@@ -92,16 +87,14 @@ impl LinkWatch {
     /// Re-reads the counter; logs and returns the new total when it moved. A failed read (the
     /// device being removed) keeps the last value.
     fn check(&mut self) -> u64 {
-        if let Some(now) = read_decimal(&self.carrier_changes) {
+        if let Ok(now) = sysfs::reread_decimal(&self.carrier_changes) {
             let changes = now.saturating_sub(self.base);
             if changes != self.changes {
-                let state = std::fs::read_to_string(self.dir.join("operstate"))
-                    .map(|s| s.trim().to_owned())
-                    .unwrap_or_else(|e| e.to_string());
+                let state = sysfs::net_operstate(&self.ifname).unwrap_or_else(|e| e.to_string());
                 log::warn!(
                     "{}: carrier changed {} time(s) (total since bind {changes}), operstate {state}; \
                      the AF_XDP socket stays bound and receives again once the link is up",
-                    self.dir.display(),
+                    sysfs::net_dir(&self.ifname).display(),
                     changes - self.changes.min(changes),
                 );
                 self.changes = changes;
@@ -109,13 +102,6 @@ impl LinkWatch {
         }
         self.changes
     }
-}
-
-/// Parses a sysfs file holding one decimal number (re-read from offset 0).
-fn read_decimal(f: &File) -> Option<u64> {
-    let mut buf = [0u8; 32];
-    let n = f.read_at(&mut buf, 0).ok()?;
-    std::str::from_utf8(buf.get(..n)?).ok()?.trim().parse().ok()
 }
 
 impl XdpSource {
@@ -142,20 +128,8 @@ impl XdpSource {
     /// there is none or it cannot be read. For AF_XDP only the device's unregistration sets one
     /// (`ENETDOWN`).
     fn socket_error(&self) -> Option<io::Error> {
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: the fd is open for `self`'s lifetime; `err` is a writable c_int and `len`
-        // holds its size, which the kernel does not exceed.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.xsk.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        (rc == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
+        let err = sockopt::get_int(self.xsk.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR).ok()?;
+        (err != 0).then(|| io::Error::from_raw_os_error(err))
     }
 }
 
@@ -236,19 +210,6 @@ impl PacketSource for XdpSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_a_decimal_file_again_from_the_start() {
-        let path = std::env::temp_dir().join(format!("lidarxdp-decimal-{}", std::process::id()));
-        std::fs::write(&path, "7\n").unwrap();
-        let f = File::open(&path).unwrap();
-        assert_eq!(read_decimal(&f), Some(7));
-        std::fs::write(&path, "12\n").unwrap();
-        assert_eq!(read_decimal(&f), Some(12));
-        std::fs::write(&path, "not a number\n").unwrap();
-        assert_eq!(read_decimal(&f), None);
-        std::fs::remove_file(&path).unwrap();
-    }
 
     #[test]
     fn loopback_is_watched_or_refused_without_panicking() {

@@ -1009,7 +1009,7 @@ impl Loop {
 }
 
 fn set_sockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> bool {
-    crate::sockopt::set_int(fd, level, name, value).is_ok()
+    crate::sys::sockopt::set_int(fd, level, name, value).is_ok()
 }
 
 /// Sets the socket's send buffer to hold `bytes` (the kernel doubles the value for its own

@@ -251,13 +251,6 @@ impl XskError {
             XskError::InvalidConfig(_) | XskError::Unsupported(_) => None,
         }
     }
-
-    pub(crate) fn last_os(call: &'static str) -> Self {
-        XskError::Syscall {
-            call,
-            source: io::Error::last_os_error(),
-        }
-    }
 }
 
 #[cfg(test)]

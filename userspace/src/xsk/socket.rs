@@ -7,11 +7,10 @@
 //! finally every frame onto the fill ring. Each bind attempt uses a fresh socket, so a
 //! failed zero-copy bind or an `EBUSY` leaves no half-bound state behind.
 
-use std::ffi::CString;
 use std::io;
-use std::mem::{size_of, zeroed};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::{self, NonNull};
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +20,7 @@ use super::ring::{ConsumerRing, ProducerRing, RingPtrs};
 use super::stats::{XdpStatistics, XskCounters};
 use super::umem::{FreeList, Umem};
 use super::{BindMode, BoundMode, UmemConfig, XskConfig, XskError};
+use crate::sys::{net, sockopt, xdp};
 
 /// An AF_XDP socket bound to one interface queue, with its UMEM and fill/RX/completion
 /// rings. RX only.
@@ -268,19 +268,8 @@ impl XskSocket {
     }
 
     fn wake(&self) {
-        // SAFETY: recvfrom with a zero-length NULL buffer and NULL address is valid on any
-        // socket fd we own; for AF_XDP it only kicks the driver (`xsk_recvmsg`). Errors such
-        // as EAGAIN are expected and ignored.
-        unsafe {
-            libc::recvfrom(
-                self.fd.as_raw_fd(),
-                ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT,
-                ptr::null_mut(),
-                ptr::null_mut(),
-            );
-        }
+        // EAGAIN, ENOBUFS and the like are expected: the kick was delivered or not needed.
+        let _ = xdp::wake_rx(self.fd.as_raw_fd());
         XskCounters::add(&self.counters.wakeups, 1);
     }
 
@@ -296,25 +285,10 @@ impl XskSocket {
     /// # Errors
     /// [`XskError::Syscall`] `poll(AF_XDP)` for anything but `EINTR`.
     pub fn poll_rx(&self, timeout: Duration) -> Result<bool, XskError> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd, count 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                return Ok(false);
-            }
-            return Err(XskError::Syscall {
-                call: "poll(AF_XDP)",
-                source: e,
-            });
-        }
-        Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+        net::poll_readable(self.fd.as_raw_fd(), timeout).map_err(|source| XskError::Syscall {
+            call: "poll(AF_XDP)",
+            source,
+        })
     }
 
     /// The kernel's counters for this socket (`getsockopt(XDP_STATISTICS)`); see
@@ -384,68 +358,36 @@ struct Rings {
 }
 
 fn ifindex(ifname: &str) -> Result<u32, XskError> {
-    let c = CString::new(ifname)
-        .map_err(|_| XskError::InvalidConfig(format!("interface name {ifname:?} contains NUL")))?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        return Err(XskError::NoSuchInterface {
+    net::if_nametoindex(ifname).map_err(|source| match source.kind() {
+        io::ErrorKind::InvalidInput => {
+            XskError::InvalidConfig(format!("interface name {ifname:?} contains NUL"))
+        }
+        _ => XskError::NoSuchInterface {
             ifname: ifname.to_owned(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok(idx)
+            source,
+        },
+    })
 }
 
-fn setsockopt<T>(
+/// `setsockopt(SOL_XDP, opt)`; `call` names it in the error.
+fn setsockopt<T: sockopt::Plain>(
     fd: &OwnedFd,
     opt: libc::c_int,
     val: &T,
     call: &'static str,
 ) -> Result<(), XskError> {
-    // SAFETY: `val` points to a live, initialised T of the length passed; the kernel only
-    // reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            opt,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(XskError::last_os(call));
-    }
-    Ok(())
+    sockopt::set(fd.as_raw_fd(), libc::SOL_XDP, opt, val)
+        .map_err(|source| XskError::Syscall { call, source })
 }
 
-/// `getsockopt` into a zeroed `T` (a plain-integer `if_xdp.h` struct); returns it and the
-/// length the kernel wrote.
-fn getsockopt<T: Copy>(
+/// `getsockopt(SOL_XDP, opt)` into a zeroed `T`; returns it and the length the kernel wrote.
+fn getsockopt<T: sockopt::Plain>(
     fd: &OwnedFd,
     opt: libc::c_int,
     call: &'static str,
 ) -> Result<(T, usize), XskError> {
-    // SAFETY: only used with libc's `if_xdp.h` structs, all plain integers, for which
-    // all-zero bytes are a valid value.
-    let mut val: T = unsafe { zeroed() };
-    let mut len = size_of::<T>() as libc::socklen_t;
-    // SAFETY: `val` is a writable T of `len` bytes; the kernel writes at most `len` bytes
-    // and stores the written length in `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            opt,
-            (&mut val as *mut T).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(XskError::last_os(call));
-    }
-    Ok((val, len as usize))
+    sockopt::get(fd.as_raw_fd(), libc::SOL_XDP, opt)
+        .map_err(|source| XskError::Syscall { call, source })
 }
 
 fn bound_mode(fd: &OwnedFd) -> Result<BoundMode, XskError> {
@@ -508,13 +450,10 @@ fn map_ring<T>(
 
 /// socket, UMEM_REG, ring sizes, ring mmaps: everything before bind.
 fn create(umem: &Umem, cfg: &UmemConfig) -> Result<(OwnedFd, Rings), XskError> {
-    // SAFETY: plain syscall with constant arguments.
-    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(XskError::last_os("socket(AF_XDP)"));
-    }
-    // SAFETY: `raw` is a freshly created fd nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let fd = xdp::socket().map_err(|source| XskError::Syscall {
+        call: "socket(AF_XDP)",
+        source,
+    })?;
 
     let reg = libc::xdp_umem_reg {
         addr: umem.addr(),
@@ -593,25 +532,7 @@ fn create(umem: &Umem, cfg: &UmemConfig) -> Result<(OwnedFd, Rings), XskError> {
 }
 
 fn bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
-    let sa = libc::sockaddr_xdp {
-        sxdp_family: libc::AF_XDP as u16,
-        sxdp_flags: flags,
-        sxdp_ifindex: ifindex,
-        sxdp_queue_id: queue,
-        sxdp_shared_umem_fd: 0,
-    };
-    // SAFETY: `sa` is a valid sockaddr_xdp and the length passed is its size.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_xdp).cast(),
-            size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    xdp::bind(fd.as_raw_fd(), ifindex, queue, flags)
 }
 
 /// Exponential backoff for `EBUSY`: 10 ms doubling, capped at 500 ms.
