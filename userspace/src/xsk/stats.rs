@@ -87,9 +87,13 @@ pub struct XskCounters {
     pub bursts: AtomicU64,
     /// `recvfrom` wakeups issued because the fill ring had `XDP_RING_NEED_WAKEUP`.
     pub wakeups: AtomicU64,
-    /// RX descriptors whose `addr + len` was not inside one UMEM frame: counted and skipped
-    /// (the frame is not recycled).
+    /// RX descriptors whose `addr + len` was not inside one UMEM frame: counted and dropped;
+    /// the frame goes back to the fill ring (unless it is also counted in `frames_lost`).
     pub invalid_descs: AtomicU64,
+    /// Invalid RX descriptors (part of `invalid_descs`) that named no frame the kernel held
+    /// (outside the UMEM, or a frame delivered twice): the kernel used a fill-ring frame that
+    /// cannot be identified, so the UMEM has one frame fewer in circulation for each.
+    pub frames_lost: AtomicU64,
     /// Times the fill ring had no room for all frames we held (only possible when
     /// `fill_size < frame_count`).
     pub fill_ring_full: AtomicU64,
@@ -113,6 +117,7 @@ impl XskCounters {
             bursts: l(&self.bursts),
             wakeups: l(&self.wakeups),
             invalid_descs: l(&self.invalid_descs),
+            frames_lost: l(&self.frames_lost),
             fill_ring_full: l(&self.fill_ring_full),
         }
     }
@@ -131,6 +136,8 @@ pub struct XskCountersSnapshot {
     pub wakeups: u64,
     /// See [`XskCounters::invalid_descs`].
     pub invalid_descs: u64,
+    /// See [`XskCounters::frames_lost`].
+    pub frames_lost: u64,
     /// See [`XskCounters::fill_ring_full`].
     pub fill_ring_full: u64,
 }
