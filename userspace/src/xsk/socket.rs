@@ -79,6 +79,8 @@ impl XskSocket {
     ///
     /// # Errors
     /// [`XskError::InvalidConfig`] (bad sizes, checked first), [`XskError::NoSuchInterface`],
+    /// [`XskError::MtuTooLarge`] (the interface's frames would not fit a UMEM chunk:
+    /// [`check_mtu`](super::check_mtu)),
     /// [`XskError::HugePages`] ([`HugePages::Require`](super::HugePages::Require) only),
     /// [`XskError::Syscall`] naming the failing call (`socket(AF_XDP)`: `EPERM` without
     /// privileges, `EAFNOSUPPORT` without `CONFIG_XDP_SOCKETS`; `setsockopt(XDP_UMEM_REG)`:
@@ -87,6 +89,7 @@ impl XskSocket {
     pub fn open(umem_cfg: &UmemConfig, cfg: &XskConfig) -> Result<Self, XskError> {
         umem_cfg.validate()?;
         let ifindex = ifindex(&cfg.ifname)?;
+        super::check_mtu(&cfg.ifname, umem_cfg.frame_size)?;
         let umem = Umem::new(umem_cfg)?;
         let wake = if cfg.need_wakeup {
             libc::XDP_USE_NEED_WAKEUP
