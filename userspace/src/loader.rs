@@ -70,9 +70,9 @@ pub enum LoaderError {
         mtu: String,
         /// [`crate::xsk::max_mtu`] of the default UMEM chunk size.
         max_mtu: u32,
-        /// The attach error (`ERANGE`).
+        /// The attach error (`ERANGE`), boxed to keep the error small.
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
     /// A map is missing from the object or has the wrong type.
     #[error("XDP map {name}: {source}")]
@@ -305,7 +305,7 @@ fn attach_error(iface: &str, mode: XdpMode, source: aya::programs::ProgramError)
             mtu: crate::sys::net::if_mtu(iface)
                 .map_or_else(|_| "unknown".to_owned(), |m| m.to_string()),
             max_mtu: crate::xsk::max_mtu(crate::xsk::UmemConfig::default().frame_size),
-            source,
+            source: Box::new(source),
         };
     }
     LoaderError::Program {

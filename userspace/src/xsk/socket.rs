@@ -39,7 +39,8 @@ pub struct XskSocket {
     /// Keep the ring pointers above valid; dropped after `fd`.
     _ring_maps: [MmapRaw; 3],
     umem: Umem,
-    ledger: FrameLedger,
+    /// Boxed: keeps `XskSocket` (moved by value into the capture thread's source enum) small.
+    ledger: Box<FrameLedger>,
     bound: BoundMode,
     need_wakeup: bool,
     ifname: String,
@@ -131,7 +132,7 @@ impl XskSocket {
             fill,
             _comp: comp,
             _ring_maps: maps,
-            ledger: FrameLedger::full(umem.frame_count(), umem.frame_size()),
+            ledger: Box::new(FrameLedger::full(umem.frame_count(), umem.frame_size())),
             umem,
             bound,
             need_wakeup: cfg.need_wakeup,
