@@ -14,8 +14,10 @@
 //! - [`caps`]: `prctl(2)`, `capset(2)`, `initgroups(3)`, `setresuid(2)`/`setresgid(2)`,
 //!   `getpwnam_r(3)`: what [`crate::privs`] needs to drop privileges;
 //! - [`cpu`]: `sched_setaffinity(2)` and `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`;
-//! - [`net`]: interface lookups (`if_nametoindex(3)`, `SIOCGIFMTU`, netdevice(7)), `poll(2)`
-//!   and the batched `recvmmsg(2)` of the socket baseline;
+//! - [`event`]: the eventfd(2) wake-up between threads;
+//! - [`net`]: interface lookups (`if_nametoindex(3)`, `SIOCGIFMTU`, netdevice(7)), `poll(2)`,
+//!   the batched `recvmmsg(2)` of the socket baseline, and the TCP socket queries of the
+//!   publisher (`shutdown(2)`, `SIOCOUTQ`, `getpeername(2)`);
 //! - [`xdp`]: the AF_XDP socket: `socket(AF_XDP)`, `bind(sockaddr_xdp)` and the RX wake-up
 //!   (`Documentation/networking/af_xdp.rst`);
 //! - [`sysfs`]: the procfs/sysfs files the daemon reads (`/sys/class/net/IF/*`,
@@ -23,6 +25,7 @@
 
 pub mod caps;
 pub mod cpu;
+pub mod event;
 pub mod net;
 pub mod sockopt;
 pub mod sysfs;

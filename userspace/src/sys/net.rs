@@ -84,6 +84,69 @@ pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     }
 }
 
+/// Shuts down both directions of socket `fd` (`shutdown(fd, SHUT_RDWR)`, shutdown(2)): a send
+/// blocked on a full buffer fails promptly, and the peer sees the end of the stream.
+///
+/// # Errors
+/// `ENOTCONN` (not connected), `EBADF`, `ENOTSOCK`.
+pub fn shutdown(fd: RawFd) -> io::Result<()> {
+    // SAFETY: plain syscall with integer arguments.
+    super::cvt(unsafe { libc::shutdown(fd, libc::SHUT_RDWR) }).map(drop)
+}
+
+/// Bytes in TCP socket `fd`'s send queue: sent but not yet acknowledged, plus not yet sent
+/// (`SIOCOUTQ`, tcp(7)).
+///
+/// # Errors
+/// `EINVAL` for a listening socket, `EBADF`, `ENOTTY` (not a socket).
+pub fn send_queue_len(fd: RawFd) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one c_int into the live `n`.
+    super::cvt(unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// The address of the peer of connected socket `fd` (getpeername(2)), IPv4 or IPv6.
+///
+/// # Errors
+/// `ENOTCONN`, `EBADF`, `ENOTSOCK`; `InvalidData` for another address family.
+pub fn peer_addr(fd: RawFd) -> io::Result<std::net::SocketAddr> {
+    // SAFETY: sockaddr_storage is plain data; all-zero bytes are a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: a live, writable sockaddr_storage and its size; the kernel writes at most `len`
+    // bytes and stores the length in `len`.
+    super::cvt(unsafe { libc::getpeername(fd, (&raw mut ss).cast(), &mut len) })?;
+    match i32::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, which is smaller than
+            // sockaddr_storage and plain data; `read_unaligned` needs no alignment.
+            let a: libc::sockaddr_in = unsafe { std::ptr::read_unaligned((&raw const ss).cast()) };
+            Ok(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )
+            .into())
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6, which is smaller than
+            // sockaddr_storage and plain data; `read_unaligned` needs no alignment.
+            let a: libc::sockaddr_in6 = unsafe { std::ptr::read_unaligned((&raw const ss).cast()) };
+            Ok(std::net::SocketAddrV6::new(
+                std::net::Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                u32::from_be(a.sin6_flowinfo),
+                a.sin6_scope_id,
+            )
+            .into())
+        }
+        f => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("getpeername: address family {f}, not AF_INET/AF_INET6"),
+        )),
+    }
+}
+
 /// The receive state of `recvmmsg(2)` for IPv4 UDP sockets: `count` buffers of `slot` bytes
 /// back to back, one `sockaddr_in`, `iovec` and `mmsghdr` each, allocated once.
 ///
@@ -228,6 +291,28 @@ mod tests {
         assert_eq!(
             if_mtu("sixteen-bytes-xx").unwrap_err().kind(),
             io::ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn tcp_peer_send_queue_and_shutdown() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, from) = l.accept().unwrap();
+        assert_eq!(peer_addr(s.as_raw_fd()).unwrap(), from);
+        assert_eq!(peer_addr(c.as_raw_fd()).unwrap(), l.local_addr().unwrap());
+        assert_eq!(send_queue_len(s.as_raw_fd()).unwrap(), 0);
+        shutdown(s.as_raw_fd()).unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(
+            std::io::Read::read(&mut &c, &mut buf).unwrap(),
+            0,
+            "end of stream"
+        );
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(
+            peer_addr(u.as_raw_fd()).unwrap_err().raw_os_error(),
+            Some(libc::ENOTCONN)
         );
     }
 
