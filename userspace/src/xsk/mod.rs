@@ -63,6 +63,7 @@ pub fn max_mtu(frame_size: u32) -> u32 {
 pub fn check_mtu(ifname: &str, frame_size: u32) -> Result<u32, XskError> {
     let mtu = crate::sys::net::if_mtu(ifname).map_err(|source| XskError::NoSuchInterface {
         ifname: ifname.to_owned(),
+        call: "ioctl(SIOCGIFMTU)",
         source,
     })?;
     let max = max_mtu(frame_size);
@@ -229,12 +230,15 @@ pub enum XskError {
     /// A configuration value the kernel would reject (checked before any syscall).
     #[error("invalid AF_XDP configuration: {0}")]
     InvalidConfig(String),
-    /// `if_nametoindex` found no such interface in this network namespace.
-    #[error("interface {ifname:?}: if_nametoindex: {source}")]
+    /// No such interface in this network namespace (`if_nametoindex(3)` or the `SIOCGIFMTU`
+    /// ioctl failed).
+    #[error("interface {ifname:?}: {call}: {source}")]
     NoSuchInterface {
         /// The name looked up.
         ifname: String,
-        /// errno from `if_nametoindex` (usually `ENODEV`).
+        /// The failing lookup: `if_nametoindex` or `ioctl(SIOCGIFMTU)`.
+        call: &'static str,
+        /// Its errno (usually `ENODEV`).
         #[source]
         source: io::Error,
     },
@@ -375,10 +379,11 @@ mod tests {
                  (`--backend recvmmsg`); see docs/deploy.md, \"MTU\""
             )
         });
-        assert!(matches!(
-            check_mtu("lxdp-no-such0", 2048),
-            Err(XskError::NoSuchInterface { .. })
-        ));
+        assert_eq!(
+            check_mtu("lxdp-no-such0", 2048).unwrap_err().to_string(),
+            "interface \"lxdp-no-such0\": ioctl(SIOCGIFMTU): No such device (os error 19)"
+        );
+        assert_eq!(check_mtu("lo", 2048).ok(), None, "lo's MTU is 65536");
     }
 
     #[test]

@@ -417,6 +417,7 @@ fn ifindex(ifname: &str) -> Result<u32, XskError> {
         }
         _ => XskError::NoSuchInterface {
             ifname: ifname.to_owned(),
+            call: "if_nametoindex",
             source,
         },
     })
