@@ -413,6 +413,46 @@ fn largest_mtu_that_fits_loses_nothing() {
     assert_eq!(live[0].0.packets_received, 64);
 }
 
+/// An MTU raised to 9000 while the daemon runs (generic XDP: veth lets both ends change) makes
+/// the kernel drop every frame longer than a UMEM chunk holds: none is lost silently, each is
+/// counted in `xsk.rx_dropped` (and the capture thread logs the change).
+#[test]
+fn mtu_raised_while_running_drops_are_counted() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("mturun");
+    set_mtu(&net, 1500);
+    let calib = data(CALIB);
+    let port = PORT.to_string();
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7617,
+        &[
+            "--sensor",
+            "ouster",
+            "--port",
+            &port,
+            "--calibration",
+            calib.to_str().unwrap(),
+            "--xdp-mode",
+            "generic",
+        ],
+    );
+    set_mtu(&net, 9000);
+    let v = common::replay(&net, OS1_32, PORT, "realtime");
+    assert_eq!(get(&v, &["sent"]), 64, "{v}");
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = daemon.stop();
+    // Each 6,472-byte UDP datagram now leaves whole, in one 6,506-byte frame.
+    assert_eq!(get(&stats, &["xdp", "redirected"]), 64, "{stats}");
+    assert_eq!(get(&stats, &["xdp", "frag_tracked"]), 0, "{stats}");
+    assert_eq!(get(&stats, &["xsk", "rx_dropped"]), 64, "{stats}");
+    assert_eq!(get(&stats, &["capture", "rx_frames"]), 0, "{stats}");
+    assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 0, "{stats}");
+}
+
 /// Sends hand-made IPv4 packets (header included, `IPPROTO_RAW`) from inside namespace `ns`:
 /// the kernel fills in the total length and checksum and sends each unchanged.
 fn send_raw(ns: &str, dst: std::net::Ipv4Addr, packets: Vec<Vec<u8>>) {

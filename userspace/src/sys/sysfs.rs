@@ -1,5 +1,5 @@
 //! The procfs and sysfs files the daemon reads: `/sys/class/net/IF/{ifindex,carrier_changes,
-//! operstate}` (`Documentation/ABI/testing/sysfs-class-net`), `/proc/sys/net/core/rmem_max`
+//! mtu,operstate}` (`Documentation/ABI/testing/sysfs-class-net`), `/proc/sys/net/core/rmem_max`
 //! (`Documentation/admin-guide/sysctl/net.rst`) and `/proc/sys/kernel/cap_last_cap`
 //! (`Documentation/admin-guide/sysctl/kernel.rst`).
 //!
@@ -61,13 +61,13 @@ pub fn net_ifindex(ifname: &str) -> io::Result<u32> {
     read_decimal(&net_dir(ifname).join("ifindex"))
 }
 
-/// Opens `/sys/class/net/IFNAME/carrier_changes` (carrier up/down transitions since the
-/// device was created) for [`reread_decimal`].
+/// Opens `/sys/class/net/IFNAME/ATTR` for [`reread_decimal`]: `carrier_changes` (carrier
+/// up/down transitions since the device was created), `mtu` (bytes), ...
 ///
 /// # Errors
 /// No such file (`NotFound`).
-pub fn open_carrier_changes(ifname: &str) -> io::Result<File> {
-    File::open(net_dir(ifname).join("carrier_changes"))
+pub fn open_net_attr(ifname: &str, attr: &str) -> io::Result<File> {
+    File::open(net_dir(ifname).join(attr))
 }
 
 /// `/sys/class/net/IFNAME/operstate` (RFC 2863 state: `up`, `down`, `lowerlayerdown`, ...).
