@@ -11,6 +11,8 @@
 //! - [`publish`]: the TCP publisher (io_uring);
 //! - [`replay`], [`offline`]: sending and decoding pcap files;
 //! - [`privs`]: dropping capabilities once the daemon is set up;
+//! - [`sys`]: every raw libc call (socket options, AF_XDP syscalls, capabilities, CPU pinning,
+//!   eventfd, sysfs), each behind a safe wrapper;
 //! - [`metrics`]: Prometheus text rendering of the counters;
 //! - [`record`]: recording received frames as ROS 2 PointCloud2 in MCAP.
 #![warn(missing_docs)]
@@ -24,5 +26,5 @@ pub mod privs;
 pub mod publish;
 pub mod record;
 pub mod replay;
-pub mod sockopt;
+pub mod sys;
 pub mod xsk;

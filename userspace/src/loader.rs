@@ -51,6 +51,29 @@ pub enum LoaderError {
         #[source]
         source: aya::programs::ProgramError,
     },
+    /// Attaching failed with `ERANGE` ("Numerical result out of range"): the driver refuses
+    /// single-buffer XDP at the interface's MTU (veth: `veth_xdp_set` checks the *peer's*
+    /// MTU against one page minus headroom, about 3,500 bytes with 4 KiB pages; other drivers
+    /// check their receive buffer size similarly).
+    #[error(
+        "XDP program attach to {iface} ({mode}) failed with ERANGE (\"Numerical result out of \
+         range\"): the driver refuses XDP at MTU {mtu} (a frame must fit one page with \
+         headroom; veth checks its peer's MTU); lidarxdp's AF_XDP path takes MTU {max_mtu} at \
+         most (see docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link"
+    )]
+    AttachMtu {
+        /// Interface name.
+        iface: String,
+        /// `native` or `generic`.
+        mode: &'static str,
+        /// The interface's MTU (`SIOCGIFMTU`), or `unknown`.
+        mtu: String,
+        /// [`crate::xsk::max_mtu`] of the default UMEM chunk size.
+        max_mtu: u32,
+        /// The attach error (`ERANGE`), boxed to keep the error small.
+        #[source]
+        source: Box<aya::programs::ProgramError>,
+    },
     /// A map is missing from the object or has the wrong type.
     #[error("XDP map {name}: {source}")]
     Map {
@@ -107,7 +130,9 @@ impl XdpProgram {
     /// used when the driver refuses.
     ///
     /// Errors: [`LoaderError::NoObject`], verifier or attach failures (unknown interface,
-    /// another program already attached, missing CAP_BPF/CAP_NET_ADMIN).
+    /// another program already attached, missing CAP_BPF/CAP_NET_ADMIN),
+    /// [`LoaderError::AttachMtu`] when the driver refuses XDP at the interface's MTU
+    /// (`ERANGE`; with [`AttachMode::Auto`] only when generic mode refuses too).
     pub fn load_and_attach(
         object: Option<&[u8]>,
         iface: &str,
@@ -242,12 +267,69 @@ fn attach(program: &mut Xdp, iface: &str, mode: XdpMode) -> Result<(), LoaderErr
     program
         .attach(iface, mode)
         .map(|_| ())
-        .map_err(|source| LoaderError::Program {
-            what: format!("attach to {iface} ({mode:?})"),
-            source,
-        })
+        .map_err(|source| attach_error(iface, mode, source))
+}
+
+/// The errno behind an attach failure (`bpf_link_create`, or the netlink fallback).
+fn attach_errno(e: &aya::programs::ProgramError) -> Option<i32> {
+    use aya::programs::{ProgramError, xdp::XdpError};
+    match e {
+        ProgramError::SyscallError(s) => s.io_error.raw_os_error(),
+        ProgramError::XdpError(XdpError::NetlinkError(n)) => n.raw_os_error(),
+        _ => None,
+    }
+}
+
+/// [`LoaderError::AttachMtu`] for `ERANGE`, [`LoaderError::Program`] otherwise.
+fn attach_error(iface: &str, mode: XdpMode, source: aya::programs::ProgramError) -> LoaderError {
+    if attach_errno(&source) == Some(libc::ERANGE) {
+        return LoaderError::AttachMtu {
+            iface: iface.to_owned(),
+            mode: match mode {
+                XdpMode::Skb => "generic",
+                _ => "native",
+            },
+            mtu: crate::sys::net::if_mtu(iface)
+                .map_or_else(|_| "unknown".to_owned(), |m| m.to_string()),
+            max_mtu: crate::xsk::max_mtu(crate::xsk::UmemConfig::default().frame_size),
+            source: Box::new(source),
+        };
+    }
+    LoaderError::Program {
+        what: format!("attach to {iface} ({mode:?})"),
+        source,
+    }
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoaderError> {
     ebpf.take_map(name).ok_or(LoaderError::MissingMap(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erange_at_attach_explains_the_mtu() {
+        let source = aya::programs::ProgramError::SyscallError(aya::sys::SyscallError {
+            call: "bpf_link_create",
+            io_error: std::io::Error::from_raw_os_error(libc::ERANGE),
+        });
+        let e = attach_error("lxdp-no-such0", XdpMode::Driver, source);
+        assert_eq!(
+            e.to_string(),
+            "XDP program attach to lxdp-no-such0 (native) failed with ERANGE (\"Numerical result \
+             out of range\"): the driver refuses XDP at MTU unknown (a frame must fit one page \
+             with headroom; veth checks its peer's MTU); lidarxdp's AF_XDP path takes MTU 1774 \
+             at most (see docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link"
+        );
+        let other = aya::programs::ProgramError::SyscallError(aya::sys::SyscallError {
+            call: "bpf_link_create",
+            io_error: std::io::Error::from_raw_os_error(libc::EBUSY),
+        });
+        assert!(matches!(
+            attach_error("lo", XdpMode::Skb, other),
+            LoaderError::Program { .. }
+        ));
+    }
 }

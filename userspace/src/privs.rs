@@ -23,22 +23,7 @@
 //! back to `SO_SNDBUF`).
 use std::io;
 
-/// `_LINUX_CAPABILITY_VERSION_3` (`include/uapi/linux/capability.h`): two 32-bit words per set.
-const CAP_VERSION_3: u32 = 0x2008_0522;
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
+use crate::sys::{caps, sysfs};
 
 /// The calling thread's capability state as the kernel reports it in `/proc/thread-self/status`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,43 +105,19 @@ pub struct User {
 pub fn lookup_user(name: &str) -> io::Result<User> {
     let cname = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name contains NUL"))?;
-    let mut buf = vec![0 as libc::c_char; 16384];
-    // SAFETY: passwd is plain data, filled in by getpwnam_r.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the call: the NUL-terminated name, the passwd struct,
-    // the scratch buffer with its true length, and the result pointer.
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pw,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    if result.is_null() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no user named '{name}'"),
-        ));
-    }
+    let (uid, gid) = caps::getpwnam(&cname)?.ok_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, format!("no user named '{name}'"))
+    })?;
     Ok(User {
         name: name.to_owned(),
-        uid: pw.pw_uid,
-        gid: pw.pw_gid,
+        uid,
+        gid,
     })
 }
 
-fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
-    }
-    Ok(())
+/// Adds `what` (the failing call) to an error's text, keeping its kind.
+fn named(what: &'static str) -> impl Fn(io::Error) -> io::Error {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 /// Drops every capability of the calling thread (see the module documentation), switching to
@@ -166,29 +127,12 @@ fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
 /// # Errors
 /// A failing `prctl`, `initgroups`, `setresgid`, `setresuid` or `capset`.
 pub fn drop_all(user: Option<&User>) -> io::Result<CapState> {
-    // SAFETY: prctl with integer arguments only; no memory is passed.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
-        "PR_SET_NO_NEW_PRIVS",
-    )?;
-    // SAFETY: as above. Fails with EINVAL only on kernels without ambient caps (< 4.3).
-    let _ = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    };
-    let last_cap: libc::c_ulong = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63);
+    caps::set_no_new_privs().map_err(named("PR_SET_NO_NEW_PRIVS"))?;
+    // Fails with EINVAL only on kernels without ambient caps (< 4.3): nothing to clear then.
+    let _ = caps::clear_ambient();
+    let last_cap = sysfs::cap_last_cap().unwrap_or(63);
     for cap in 0..=last_cap {
-        // SAFETY: prctl with integer arguments only.
-        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-        if rc < 0 {
+        if caps::drop_bounding(cap).is_err() {
             // EPERM: no CAP_SETPCAP; the bounding set stays as the supervisor set it.
             break;
         }
@@ -196,34 +140,12 @@ pub fn drop_all(user: Option<&User>) -> io::Result<CapState> {
     if let Some(u) = user {
         let cname = std::ffi::CString::new(u.name.as_str())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name contains NUL"))?;
-        // SAFETY: a valid NUL-terminated name; initgroups reads it and sets this process's
-        // supplementary groups.
-        check(
-            unsafe { libc::initgroups(cname.as_ptr(), u.gid as _) },
-            "initgroups",
-        )?;
-        // SAFETY: integer arguments only; glibc applies it to every thread.
-        check(unsafe { libc::setresgid(u.gid, u.gid, u.gid) }, "setresgid")?;
-        // SAFETY: as above. Leaving uid 0 clears the permitted and effective sets too.
-        check(unsafe { libc::setresuid(u.uid, u.uid, u.uid) }, "setresuid")?;
+        caps::initgroups(&cname, u.gid).map_err(named("initgroups"))?;
+        caps::setresgid(u.gid).map_err(named("setresgid"))?;
+        // Leaving uid 0 clears the permitted and effective sets too.
+        caps::setresuid(u.uid).map_err(named("setresuid"))?;
     }
-    let mut header = CapHeader {
-        version: CAP_VERSION_3,
-        pid: 0,
-    };
-    let data = [CapData::default(); 2];
-    // SAFETY: capset(2) reads a v3 header and two data words from valid, properly laid out
-    // (repr(C)) memory that outlives the call; pid 0 is the calling thread.
-    check(
-        unsafe {
-            libc::syscall(
-                libc::SYS_capset,
-                &mut header as *mut CapHeader,
-                data.as_ptr(),
-            ) as libc::c_int
-        },
-        "capset",
-    )?;
+    caps::capset_empty().map_err(named("capset"))?;
     CapState::current()
 }
 

@@ -282,22 +282,12 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
 /// Errors: the `setsockopt` failure.
 pub fn allow_fragmentation(sock: &UdpSocket) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    let val: libc::c_int = libc::IP_PMTUDISC_DONT;
-    // SAFETY: the fd is an open UDP socket owned by `sock` for the call's duration; `val` is a
-    // live c_int and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&val as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::sockopt::set_int(
+        sock.as_raw_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DONT,
+    )
 }
 
 fn send(sock: &UdpSocket, to: Option<SocketAddr>, payload: &[u8]) -> io::Result<()> {
@@ -501,19 +491,9 @@ mod tests {
         use std::os::fd::AsRawFd;
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         allow_fragmentation(&sock).unwrap();
-        let mut val: libc::c_int = -1;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: valid socket fd, `val`/`len` are live and sized for a c_int.
-        let rc = unsafe {
-            libc::getsockopt(
-                sock.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                (&mut val as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!(rc, 0);
+        let val =
+            crate::sys::sockopt::get_int(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)
+                .unwrap();
         assert_eq!(val, libc::IP_PMTUDISC_DONT);
     }
 

@@ -9,7 +9,10 @@
 //! point for point. Byte-exactness is checked on the fragments the kernel really sent: a `tcpdump` on the sensor
 //! side records them and the test reassembles that recording with the same `Reassembler` the
 //! daemon runs, comparing every datagram with the capture's payload.
-//! Run as root by `cargo xtask test`.
+//!
+//! The MTU rule (`docs/deploy.md`, "MTU"): at MTU 9000 the daemon refuses to start with an error
+//! naming the MTU and the UMEM chunk size; at the largest MTU that fits a chunk (1774) nothing is
+//! lost. Run as root by `cargo xtask test`.
 mod common;
 
 use std::{
@@ -274,6 +277,183 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
             "datagram {i} differs after reassembly"
         );
     }
+}
+
+/// Sets the MTU of both ends of the veth pair.
+fn set_mtu(net: &NetnsPair, mtu: u32) {
+    let mtu = mtu.to_string();
+    for (ns, ifname) in [
+        (&net.sensor_ns, &net.sensor_if),
+        (&net.host_ns, &net.host_if),
+    ] {
+        common::sh(&["ip", "-n", ns, "link", "set", "dev", ifname, "mtu", &mtu]);
+    }
+}
+
+/// Jumbo frames (MTU 9000): every Ouster fragment would be longer than a 2 KiB UMEM chunk holds
+/// and the kernel would drop it. The daemon refuses to start instead, in every attach mode,
+/// with an error naming the interface, its MTU, the chunk size and the largest MTU that fits,
+/// before any XDP program is attached. A native attach at that MTU fails with `ERANGE`, and the
+/// error explains it.
+#[test]
+fn jumbo_mtu_is_refused_at_start_up_naming_mtu_and_chunk_size() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("jumbo");
+    set_mtu(&net, 9000);
+    let calib = data(CALIB);
+    let want = format!(
+        "interface {} has MTU 9000, but an AF_XDP UMEM chunk of 2048 bytes holds frames of at \
+         most 1792 bytes (2048 minus the kernel's 256-byte XDP headroom), so the largest MTU \
+         that fits is 1774",
+        net.host_if
+    );
+    for mode in ["auto", "native", "generic"] {
+        let out = NetnsPair::exec(
+            &net.host_ns,
+            &[
+                env!("CARGO_BIN_EXE_lidarxdp"),
+                "run",
+                "--iface",
+                &net.host_if,
+            ],
+        )
+        .args(["--listen", "127.0.0.1:7615", "--xdp-mode", mode])
+        .args(["--sensor", "ouster", "--port", "7502", "--calibration"])
+        .arg(&calib)
+        .output()
+        .expect("run the daemon");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "--xdp-mode {mode}: {stderr}");
+        assert!(stderr.contains(&want), "--xdp-mode {mode}: {stderr}");
+        assert!(
+            !common::xdp_attached(&net.host_ns, &net.host_if),
+            "--xdp-mode {mode}: no program left attached"
+        );
+    }
+    // Attaching natively anyway (the library call, past the daemon's check): veth refuses
+    // single-buffer XDP at its peer's MTU 9000 with ERANGE, and the error says why.
+    let iface = net.host_if.clone();
+    let e = in_netns(&net.host_ns, move || {
+        lidarxdp::loader::XdpProgram::load_and_attach(
+            None,
+            &iface,
+            lidarxdp::loader::AttachMode::Native,
+        )
+        .err()
+        .map(|e| e.to_string())
+    })
+    .expect("native attach at MTU 9000 fails");
+    assert_eq!(
+        e,
+        format!(
+            "XDP program attach to {} (native) failed with ERANGE (\"Numerical result out of \
+             range\"): the driver refuses XDP at MTU 9000 (a frame must fit one page with \
+             headroom; veth checks its peer's MTU); lidarxdp's AF_XDP path takes MTU 1774 at \
+             most (see docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link",
+            net.host_if
+        )
+    );
+}
+
+/// At the largest MTU that fits a 2 KiB chunk (1774) the daemon starts, and every fragment of
+/// every Ouster datagram (1,752 payload bytes: 1,786-byte frames) arrives: nothing is dropped
+/// at the socket. One byte more is refused.
+#[test]
+fn largest_mtu_that_fits_loses_nothing() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("mtumax");
+    set_mtu(&net, 1775);
+    let out = NetnsPair::exec(
+        &net.host_ns,
+        &[
+            env!("CARGO_BIN_EXE_lidarxdp"),
+            "run",
+            "--iface",
+            &net.host_if,
+        ],
+    )
+    .args([
+        "--listen",
+        "127.0.0.1:7616",
+        "--sensor",
+        "ouster",
+        "--port",
+        "7502",
+    ])
+    .arg("--calibration")
+    .arg(data(CALIB))
+    .output()
+    .expect("run the daemon");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has MTU 1775") && stderr.contains("the largest MTU that fits is 1774"),
+        "{stderr}"
+    );
+
+    set_mtu(&net, 1774);
+    let daemon = start_daemon(&net.host_ns, &net.host_if, 7616);
+    let subscriber = common::collect_frames(&net.host_ns, 7616);
+    std::thread::sleep(Duration::from_millis(200));
+    let v = common::replay(&net, OS1_32, PORT, "realtime");
+    assert_eq!(get(&v, &["sent"]), 64, "{v}");
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = daemon.stop();
+    // 6,472-byte UDP datagrams in 1,752-byte fragments: 3 × 1752 + 1216.
+    assert_eq!(get(&stats, &["xdp", "redirected"]), 64 * 4, "{stats}");
+    assert_eq!(get(&stats, &["capture", "rx_frames"]), 64 * 4, "{stats}");
+    assert_eq!(get(&stats, &["reassembly", "completed"]), 64, "{stats}");
+    assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 64, "{stats}");
+    for field in ["rx_dropped", "rx_invalid_descs", "rx_ring_full"] {
+        assert_eq!(get(&stats, &["xsk", field]), 0, "{field}: {stats}");
+    }
+    let live = subscriber.join().unwrap();
+    assert_eq!(live.len(), 1, "frames received");
+    assert_eq!(live[0].0.packets_received, 64);
+}
+
+/// An MTU raised to 9000 while the daemon runs (generic XDP: veth lets both ends change) makes
+/// the kernel drop every frame longer than a UMEM chunk holds: none is lost silently, each is
+/// counted in `xsk.rx_dropped` (and the capture thread logs the change).
+#[test]
+fn mtu_raised_while_running_drops_are_counted() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("mturun");
+    set_mtu(&net, 1500);
+    let calib = data(CALIB);
+    let port = PORT.to_string();
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7617,
+        &[
+            "--sensor",
+            "ouster",
+            "--port",
+            &port,
+            "--calibration",
+            calib.to_str().unwrap(),
+            "--xdp-mode",
+            "generic",
+        ],
+    );
+    set_mtu(&net, 9000);
+    let v = common::replay(&net, OS1_32, PORT, "realtime");
+    assert_eq!(get(&v, &["sent"]), 64, "{v}");
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = daemon.stop();
+    // Each 6,472-byte UDP datagram now leaves whole, in one 6,506-byte frame.
+    assert_eq!(get(&stats, &["xdp", "redirected"]), 64, "{stats}");
+    assert_eq!(get(&stats, &["xdp", "frag_tracked"]), 0, "{stats}");
+    assert_eq!(get(&stats, &["xsk", "rx_dropped"]), 64, "{stats}");
+    assert_eq!(get(&stats, &["capture", "rx_frames"]), 0, "{stats}");
+    assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 0, "{stats}");
 }
 
 /// Sends hand-made IPv4 packets (header included, `IPPROTO_RAW`) from inside namespace `ns`:

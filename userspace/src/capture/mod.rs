@@ -332,19 +332,7 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
             ),
         ));
     }
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write only inside it (cpu is below
-    // CPU_SETSIZE, checked above); sched_setaffinity reads it for the calling thread (pid 0).
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    crate::sys::cpu::pin_current_thread(cpu)
 }
 
 /// Current CLOCK_REALTIME in ns since the Unix epoch.

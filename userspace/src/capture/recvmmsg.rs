@@ -14,6 +14,7 @@ use super::{
     BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, udp,
     wait::PollWaiter,
 };
+use crate::sys::net::RecvBatch;
 use lidarxdp_core::net::UdpDatagram;
 
 /// Messages per `recvmmsg` call (the capture thread's burst).
@@ -25,22 +26,14 @@ pub struct RecvmmsgSource {
     waiter: PollWaiter,
     socks: Vec<(UdpSocket, u16)>,
     fds: Vec<RawFd>,
-    /// `BATCH` receive buffers of `slot` bytes each, back to back.
-    bufs: Vec<u8>,
-    slot: usize,
-    names: Vec<libc::sockaddr_in>,
-    iovecs: Vec<libc::iovec>,
-    msgs: Vec<libc::mmsghdr>,
+    /// `BATCH` receive buffers of `cfg.max_datagram + 1` bytes with their headers.
+    batch: RecvBatch,
     /// Socket to read first next time (round robin, so one busy sensor cannot starve another).
     next: usize,
     received: u64,
     truncated: u64,
     rcvbuf_bytes: Option<u64>,
 }
-
-// SAFETY: the raw pointers inside `iovecs`/`msgs` point into `bufs`/`names`, which are owned
-// by the same struct and move with it (heap allocations do not move); nothing is shared.
-unsafe impl Send for RecvmmsgSource {}
 
 impl RecvmmsgSource {
     /// Opens the sockets (non-blocking) and allocates `BATCH` buffers of
@@ -53,40 +46,16 @@ impl RecvmmsgSource {
             s.set_nonblocking(true)?;
         }
         let rcvbuf_bytes = socks.first().and_then(|(s, _)| udp::rcvbuf_bytes(s).ok());
-        let slot = cfg.max_datagram + 1;
-        let n = socks.len();
-        let mut me = Self {
-            waiter: PollWaiter::new(n)?,
+        Ok(Self {
+            waiter: PollWaiter::new(socks.len())?,
             fds: socks.iter().map(|(s, _)| s.as_raw_fd()).collect(),
             socks,
-            bufs: vec![0u8; slot * BATCH],
-            slot,
-            // SAFETY: sockaddr_in is plain old data; all-zero bytes are a valid value.
-            names: vec![unsafe { std::mem::zeroed() }; BATCH],
-            iovecs: Vec::with_capacity(BATCH),
-            msgs: Vec::with_capacity(BATCH),
+            batch: RecvBatch::new(BATCH, cfg.max_datagram + 1),
             next: 0,
             received: 0,
             truncated: 0,
             rcvbuf_bytes,
-        };
-        let base = me.bufs.as_mut_ptr();
-        for i in 0..BATCH {
-            me.iovecs.push(libc::iovec {
-                // SAFETY: i * slot + slot <= bufs.len(), so the offset stays inside `bufs`.
-                iov_base: unsafe { base.add(i * slot) }.cast(),
-                iov_len: slot,
-            });
-        }
-        for i in 0..BATCH {
-            // SAFETY: mmsghdr is plain old data; all-zero is valid (null pointers, zero lengths).
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_name = (&mut me.names[i] as *mut libc::sockaddr_in).cast();
-            m.msg_hdr.msg_iov = &mut me.iovecs[i];
-            m.msg_hdr.msg_iovlen = 1;
-            me.msgs.push(m);
-        }
-        Ok(me)
+        })
     }
 
     /// One `recvmmsg` on socket `k`; returns the messages received.
@@ -96,50 +65,25 @@ impl RecvmmsgSource {
         max: usize,
         f: &mut dyn FnMut(Packet<'_>),
     ) -> io::Result<usize> {
-        let want = max.min(BATCH);
-        for m in &mut self.msgs[..want] {
-            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            m.msg_hdr.msg_flags = 0;
-            m.msg_len = 0;
-        }
-        let fd = self.socks[k].0.as_raw_fd();
-        let port = self.socks[k].1;
-        // SAFETY: `msgs[..want]` are initialised mmsghdrs whose name and iovec pointers point
-        // into `names` and `bufs` (owned by self, alive and not otherwise borrowed during the
-        // call); the fd is owned by `self.socks`; a null timeout means none.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.msgs.as_mut_ptr(),
-                want as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
+        let (sock, port) = &self.socks[k];
+        let r = match self.batch.recv(sock.as_raw_fd(), max) {
+            Ok(r) => r,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => return Ok(0),
+            Err(e) => return Err(e),
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::EINTR) => Ok(0),
-                _ => Err(e),
-            };
-        }
-        let r = r as usize;
         let mut delivered = 0;
         for i in 0..r {
-            let m = &self.msgs[i];
-            let len = m.msg_len as usize;
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len >= self.slot {
+            let m = self.batch.get(i);
+            if m.truncated {
                 self.truncated += 1;
                 continue;
             }
-            let name = &self.names[i];
-            let payload = &self.bufs[i * self.slot..i * self.slot + len];
             f(Packet::Udp(UdpDatagram {
-                src_ip: name.sin_addr.s_addr.to_ne_bytes(),
+                src_ip: m.source.ip().octets(),
                 dst_ip: [0; 4],
-                src_port: u16::from_be(name.sin_port),
-                dst_port: port,
-                payload,
+                src_port: m.source.port(),
+                dst_port: *port,
+                payload: m.payload,
             }));
             delivered += 1;
         }

@@ -12,7 +12,6 @@ use std::{
     collections::VecDeque,
     io,
     net::UdpSocket,
-    os::fd::AsRawFd,
     sync::{
         Arc, Condvar, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -94,38 +93,28 @@ impl SocketSource {
 fn receive_loop(sock: &UdpSocket, port: u16, max: usize, shared: &Shared) {
     let mut buf = vec![0u8; max + 1];
     while !shared.stop.load(Ordering::Relaxed) {
-        let mut addr: libc::sockaddr_in = zeroed_sockaddr_in();
-        let mut alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes and `addr`/`alen` describe a
-        // writable sockaddr_in, all for the duration of the call; the fd is owned by `sock`.
-        let n = unsafe {
-            libc::recvfrom(
-                sock.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-                (&mut addr as *mut libc::sockaddr_in).cast(),
-                &mut alen,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
+        // recvfrom(2), one datagram per call (std's `recv_from` is that one syscall).
+        let (n, from) = match sock.recv_from(&mut buf) {
+            Ok(r) => r,
+            Err(e) => match e.raw_os_error() {
                 Some(libc::EAGAIN | libc::EINTR) => continue,
                 _ => {
                     log::error!("recvfrom on port {port}: {e}");
                     break;
                 }
-            }
-        }
-        let n = n as usize;
+            },
+        };
+        let (src_ip, src_port) = match from {
+            std::net::SocketAddr::V4(a) => (a.ip().octets(), a.port()),
+            std::net::SocketAddr::V6(a) => ([0; 4], a.port()),
+        };
         if n > max {
             shared.truncated.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         let q = Queued {
-            src_ip: addr.sin_addr.s_addr.to_ne_bytes(),
-            src_port: u16::from_be(addr.sin_port),
+            src_ip,
+            src_port,
             dst_port: port,
             payload: buf[..n].to_vec(),
         };
@@ -147,11 +136,6 @@ fn receive_loop(sock: &UdpSocket, port: u16, max: usize, shared: &Shared) {
     shared
         .receiver_cpu_ns
         .fetch_add(thread_cpu_ns(), Ordering::Relaxed);
-}
-
-fn zeroed_sockaddr_in() -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain old data; all-zero bytes are a valid value.
-    unsafe { std::mem::zeroed() }
 }
 
 impl PacketSource for SocketSource {

@@ -110,16 +110,7 @@ pub struct BackendExit {
 /// CPU time consumed by the calling thread so far, ns (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`,
 /// clock_gettime(2)); 0 if the clock cannot be read.
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::sys::cpu::thread_cpu_ns().unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use std::{
     str::FromStr,
 };
 
+use crate::sys::{sockopt, sysfs::rmem_max};
+
 /// Requested receive buffer of a baseline socket (`lidarxdp run --rcvbuf`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RcvBuf {
@@ -71,47 +73,22 @@ pub struct UdpSocketConfig {
     pub max_datagram: usize,
 }
 
-/// Reads `net.core.rmem_max` (bytes) from procfs.
-///
-/// Errors: the file cannot be read or does not hold an integer.
-pub fn rmem_max() -> io::Result<u32> {
-    let t = std::fs::read_to_string("/proc/sys/net/core/rmem_max")?;
-    t.trim()
-        .parse()
-        .map_err(|_| io::Error::other(format!("/proc/sys/net/core/rmem_max: {t:?}")))
-}
-
 fn setsockopt_int(sock: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    crate::sockopt::set_int(sock.as_raw_fd(), libc::SOL_SOCKET, opt, v)
+    sockopt::set_int(sock.as_raw_fd(), libc::SOL_SOCKET, opt, v)
 }
 
 /// The socket's effective `SO_RCVBUF` in bytes (twice the value set, socket(7)).
 ///
 /// Errors: `getsockopt(2)` failing.
 pub fn rcvbuf_bytes(sock: &UdpSocket) -> io::Result<u64> {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `v` and `len` are valid for writes for the call; `len` holds `v`'s size.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(v as u64)
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    sockopt::get_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).map(|v| v.max(0) as u64)
 }
 
 /// Opens and binds one socket per port, applying the receive buffer; returns them with their
 /// bound ports (port 0 binds an ephemeral port, for tests).
 ///
-/// Errors: the bind (e.g. `EADDRINUSE`), reading `rmem_max`, or setting the buffer.
+/// Errors: the bind (e.g. `EADDRINUSE`), reading `rmem_max`
+/// ([`crate::sys::sysfs::rmem_max`]), or setting the buffer.
 pub fn open(cfg: &UdpSocketConfig) -> io::Result<Vec<(UdpSocket, u16)>> {
     let mut out = Vec::with_capacity(cfg.ports.len());
     for &port in &cfg.ports {

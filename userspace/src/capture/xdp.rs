@@ -15,19 +15,16 @@
 //! so the daemon exits non-zero and its supervisor restarts it (re-binding needs the
 //! capabilities it dropped).
 
-use std::{
-    fs::File,
-    io,
-    os::{fd::AsRawFd, unix::fs::FileExt},
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{fs::File, io, os::fd::AsRawFd, time::Duration};
 
 use super::{
     BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, XDP_STATISTICS_PERIOD,
     wait::PollWaiter,
 };
-use crate::xsk::XskSocket;
+use crate::{
+    sys::{sockopt, sysfs},
+    xsk::XskSocket,
+};
 
 /// [`PacketSource`] over a bound AF_XDP socket.
 pub struct XdpSource {
@@ -45,25 +42,33 @@ pub struct XdpSource {
 /// `Documentation/ABI/testing/sysfs-class-net`: the number of times the carrier went up or
 /// down, a decimal line). The file is opened once and re-read with `pread` at offset 0, which
 /// makes sysfs regenerate it: no allocation, one syscall per check, no privilege.
+///
+/// It re-reads the interface's `mtu` the same way: an MTU raised above what a UMEM chunk holds
+/// ([`crate::xsk::max_mtu`]) while the daemon runs makes the kernel drop the longer frames
+/// (counted in `xsk.rx_dropped`), and that is logged as a warning.
 #[derive(Debug)]
 struct LinkWatch {
-    dir: PathBuf,
+    ifname: String,
     carrier_changes: File,
     /// `carrier_changes` when the watch started (right after the socket was bound).
     base: u64,
     /// Transitions counted so far (`carrier_changes - base`).
     changes: u64,
+    /// `/sys/class/net/IF/mtu`, when readable.
+    mtu_file: Option<File>,
+    /// The MTU last seen, bytes.
+    mtu: u64,
+    /// The largest MTU whose frames fit a UMEM chunk.
+    max_mtu: u64,
 }
 
 impl LinkWatch {
     /// Starts watching `ifname`, or returns `None` (logged) when its sysfs directory is absent
     /// or shows another device: sysfs lists the interfaces of the network namespace it was
     /// mounted in, which need not be the calling thread's.
-    fn open(ifname: &str, ifindex: u32) -> Option<Self> {
-        let dir = Path::new("/sys/class/net").join(ifname);
-        let seen = std::fs::read_to_string(dir.join("ifindex"))
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok());
+    fn open(ifname: &str, ifindex: u32, max_mtu: u32) -> Option<Self> {
+        let dir = sysfs::net_dir(ifname);
+        let seen = sysfs::net_ifindex(ifname).ok();
         if seen != Some(ifindex) {
             log::info!(
                 "{}: not the interface with ifindex {ifindex} (sysfs shows {seen:?}; another \
@@ -72,7 +77,7 @@ impl LinkWatch {
             );
             return None;
         }
-        let carrier_changes = File::open(dir.join("carrier_changes"))
+        let carrier_changes = sysfs::open_net_attr(ifname, "carrier_changes")
             .map_err(|e| {
                 log::info!(
                     "{}/carrier_changes: {e}; link changes not counted",
@@ -80,28 +85,57 @@ impl LinkWatch {
                 )
             })
             .ok()?;
-        let base = read_decimal(&carrier_changes)?;
+        let base = sysfs::reread_decimal(&carrier_changes).ok()?;
+        let mtu_file = sysfs::open_net_attr(ifname, "mtu").ok();
+        let mtu = mtu_file
+            .as_ref()
+            .and_then(|f| sysfs::reread_decimal(f).ok())
+            .unwrap_or(0);
         Some(Self {
-            dir,
+            ifname: ifname.to_owned(),
             carrier_changes,
             base,
             changes: 0,
+            mtu_file,
+            mtu,
+            max_mtu: u64::from(max_mtu),
         })
+    }
+
+    /// Re-reads the MTU; returns `(old, new)` when it changed (and logs it: a warning when the
+    /// new MTU no longer fits a UMEM chunk).
+    fn check_mtu(&mut self) -> Option<(u64, u64)> {
+        let now = sysfs::reread_decimal(self.mtu_file.as_ref()?).ok()?;
+        if now == self.mtu {
+            return None;
+        }
+        let old = std::mem::replace(&mut self.mtu, now);
+        if now > self.max_mtu {
+            log::warn!(
+                "{}: MTU changed from {old} to {now} while running; frames longer than a UMEM \
+                 chunk holds (MTU {}) are dropped by the kernel and counted in xsk.rx_dropped \
+                 (see docs/deploy.md, \"MTU\")",
+                self.ifname,
+                self.max_mtu
+            );
+        } else {
+            log::info!("{}: MTU changed from {old} to {now}", self.ifname);
+        }
+        Some((old, now))
     }
 
     /// Re-reads the counter; logs and returns the new total when it moved. A failed read (the
     /// device being removed) keeps the last value.
     fn check(&mut self) -> u64 {
-        if let Some(now) = read_decimal(&self.carrier_changes) {
+        self.check_mtu();
+        if let Ok(now) = sysfs::reread_decimal(&self.carrier_changes) {
             let changes = now.saturating_sub(self.base);
             if changes != self.changes {
-                let state = std::fs::read_to_string(self.dir.join("operstate"))
-                    .map(|s| s.trim().to_owned())
-                    .unwrap_or_else(|e| e.to_string());
+                let state = sysfs::net_operstate(&self.ifname).unwrap_or_else(|e| e.to_string());
                 log::warn!(
                     "{}: carrier changed {} time(s) (total since bind {changes}), operstate {state}; \
                      the AF_XDP socket stays bound and receives again once the link is up",
-                    self.dir.display(),
+                    sysfs::net_dir(&self.ifname).display(),
                     changes - self.changes.min(changes),
                 );
                 self.changes = changes;
@@ -111,19 +145,13 @@ impl LinkWatch {
     }
 }
 
-/// Parses a sysfs file holding one decimal number (re-read from offset 0).
-fn read_decimal(f: &File) -> Option<u64> {
-    let mut buf = [0u8; 32];
-    let n = f.read_at(&mut buf, 0).ok()?;
-    std::str::from_utf8(buf.get(..n)?).ok()?.trim().parse().ok()
-}
-
 impl XdpSource {
     /// Wraps a bound socket and starts counting the interface's carrier changes from now.
     ///
     /// Errors: `io_uring_setup(2)` failing (e.g. `ENOSYS`, `EPERM` under a seccomp policy).
     pub fn new(xsk: XskSocket) -> io::Result<Self> {
-        let link = LinkWatch::open(xsk.ifname(), xsk.ifindex()).map(Box::new);
+        let max_mtu = crate::xsk::max_mtu(xsk.frame_size());
+        let link = LinkWatch::open(xsk.ifname(), xsk.ifindex(), max_mtu).map(Box::new);
         Ok(Self {
             waiter: PollWaiter::new(1)?,
             xsk,
@@ -142,20 +170,8 @@ impl XdpSource {
     /// there is none or it cannot be read. For AF_XDP only the device's unregistration sets one
     /// (`ENETDOWN`).
     fn socket_error(&self) -> Option<io::Error> {
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: the fd is open for `self`'s lifetime; `err` is a writable c_int and `len`
-        // holds its size, which the kernel does not exceed.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.xsk.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        (rc == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
+        let err = sockopt::get_int(self.xsk.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR).ok()?;
+        (err != 0).then(|| io::Error::from_raw_os_error(err))
     }
 }
 
@@ -240,26 +256,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_a_decimal_file_again_from_the_start() {
-        let path = std::env::temp_dir().join(format!("lidarxdp-decimal-{}", std::process::id()));
-        std::fs::write(&path, "7\n").unwrap();
-        let f = File::open(&path).unwrap();
-        assert_eq!(read_decimal(&f), Some(7));
-        std::fs::write(&path, "12\n").unwrap();
-        assert_eq!(read_decimal(&f), Some(12));
-        std::fs::write(&path, "not a number\n").unwrap();
-        assert_eq!(read_decimal(&f), None);
-        std::fs::remove_file(&path).unwrap();
-    }
-
-    #[test]
     fn loopback_is_watched_or_refused_without_panicking() {
         // In a container /sys may belong to another namespace: either outcome is fine, only
         // the ifindex check decides.
-        if let Some(mut w) = LinkWatch::open("lo", 1) {
+        if let Some(mut w) = LinkWatch::open("lo", 1, 1774) {
             assert_eq!(w.check(), 0);
         }
-        assert!(LinkWatch::open("lo", u32::MAX).is_none());
-        assert!(LinkWatch::open("lxdp-no-such0", 1).is_none());
+        assert!(LinkWatch::open("lo", u32::MAX, 1774).is_none());
+        assert!(LinkWatch::open("lxdp-no-such0", 1, 1774).is_none());
+    }
+
+    #[test]
+    fn mtu_changes_are_seen_once() {
+        let dir = std::env::temp_dir();
+        let path = |n: &str| dir.join(format!("lidarxdp-linkwatch-{}-{n}", std::process::id()));
+        std::fs::write(path("carrier"), "3\n").unwrap();
+        std::fs::write(path("mtu"), "1500\n").unwrap();
+        let mut w = LinkWatch {
+            ifname: "test0".into(),
+            carrier_changes: File::open(path("carrier")).unwrap(),
+            base: 3,
+            changes: 0,
+            mtu_file: Some(File::open(path("mtu")).unwrap()),
+            mtu: 1500,
+            max_mtu: 1774,
+        };
+        assert_eq!(w.check_mtu(), None);
+        std::fs::write(path("mtu"), "9000\n").unwrap();
+        assert_eq!(w.check_mtu(), Some((1500, 9000)));
+        assert_eq!(w.check_mtu(), None, "logged once");
+        std::fs::write(path("carrier"), "5\n").unwrap();
+        assert_eq!(w.check(), 2);
+        for n in ["carrier", "mtu"] {
+            std::fs::remove_file(path(n)).unwrap();
+        }
     }
 }

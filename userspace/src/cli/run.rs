@@ -431,6 +431,8 @@ pub fn run(args: RunArgs) -> Result<()> {
                 let k = match programs.iter().position(|(i, _)| *i == q.iface) {
                     Some(k) => k,
                     None => {
+                        // Before attaching: frames longer than a UMEM chunk would be dropped.
+                        lidarxdp::xsk::check_mtu(&q.iface, UmemConfig::default().frame_size)?;
                         programs.push((q.iface.clone(), attach_program(&a, &q.iface)?));
                         programs.len() - 1
                     }

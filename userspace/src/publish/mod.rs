@@ -64,7 +64,7 @@ pub use sink::{FrameSink, SharedFrame};
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::JoinHandle;
@@ -192,17 +192,14 @@ pub struct SubscriberStats {
 
 impl Shared {
     fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own (eventfd(2)); the fd is
-        // nonblocking so this never blocks (EAGAIN only if the counter would overflow, then a
-        // wake-up is pending anyway).
-        let _ = unsafe { libc::write(self.wake.as_raw_fd(), (&raw const one).cast(), 8) };
+        // Nonblocking: EAGAIN only if the counter would overflow, and then a wake-up is
+        // pending anyway.
+        let _ = crate::sys::event::eventfd_add(self.wake.as_raw_fd(), 1);
     }
 
     fn drain_wake(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64; nonblocking eventfd (eventfd(2)).
-        let _ = unsafe { libc::read(self.wake.as_raw_fd(), (&raw mut v).cast(), 8) };
+        // EAGAIN when no wake-up is pending.
+        let _ = crate::sys::event::eventfd_take(self.wake.as_raw_fd());
     }
 }
 
@@ -310,14 +307,7 @@ impl Publisher {
             .next_power_of_two()
             .clamp(64, 4096) as u32;
         let ring = IoUring::new(entries)?;
-        // SAFETY: plain syscall (eventfd(2)); the returned fd (checked) is owned by the OwnedFd
-        // below.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `efd` is a fresh, valid fd that nothing else owns.
-        let wake = unsafe { OwnedFd::from_raw_fd(efd) };
+        let wake = crate::sys::event::eventfd()?;
         let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
             frames: ArrayQueue::new(cfg.frame_queue.max(1)),

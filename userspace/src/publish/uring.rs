@@ -627,7 +627,7 @@ impl Driver {
 /// bookkeeping, so half is asked). `SO_SNDBUFFORCE` (CAP_NET_ADMIN) ignores `wmem_max`.
 fn set_sndbuf(fd: RawFd, bytes: usize) {
     let v = (bytes / 2).min(i32::MAX as usize) as libc::c_int;
-    let set = |name| crate::sockopt::set_int(fd, libc::SOL_SOCKET, name, v);
+    let set = |name| crate::sys::sockopt::set_int(fd, libc::SOL_SOCKET, name, v);
     if let Err(e) = set(libc::SO_SNDBUFFORCE).or_else(|_| set(libc::SO_SNDBUF)) {
         log::debug!("publisher: SO_SNDBUF: {e}");
     }
@@ -635,10 +635,7 @@ fn set_sndbuf(fd: RawFd, bytes: usize) {
 
 /// Bytes in the socket's send queue (sent but unacknowledged, plus unsent), 0 on error.
 fn send_queue_len(fd: RawFd) -> i32 {
-    let mut n: libc::c_int = 0;
-    // SAFETY: SIOCOUTQ (= TIOCOUTQ, tcp(7)) writes one c_int into the live `n`.
-    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut n) };
-    if r == 0 { n } else { 0 }
+    crate::sys::net::send_queue_len(fd).map_or(0, |n| i32::try_from(n).unwrap_or(i32::MAX))
 }
 
 #[cfg(test)]

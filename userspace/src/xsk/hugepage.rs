@@ -9,6 +9,9 @@
 
 use std::fs;
 use std::io;
+use std::path::Path;
+
+use crate::sys::sysfs::read_decimal;
 
 /// Bytes in one huge page as used for the UMEM (`MAP_HUGE_2MB`).
 pub const HUGE_PAGE_SIZE: usize = 2 << 20;
@@ -35,13 +38,6 @@ pub fn parse_meminfo(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-fn read_u64(path: &str) -> io::Result<u64> {
-    let s = fs::read_to_string(path)?;
-    s.trim()
-        .parse()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: {e}")))
-}
-
 /// (free, total) 2 MiB pages and the file that sets the total.
 fn pool() -> io::Result<(u64, u64, &'static str)> {
     let text = fs::read_to_string(MEMINFO)?;
@@ -55,8 +51,8 @@ fn pool() -> io::Result<(u64, u64, &'static str)> {
             parse_meminfo(&text, "HugePages_Total").ok_or_else(|| missing("HugePages_Total"))?;
         Ok((free, total, NR_HUGEPAGES))
     } else {
-        let free = read_u64(SYSFS_2M_FREE)?;
-        let total = read_u64(SYSFS_2M_NR)?;
+        let free = read_decimal(Path::new(SYSFS_2M_FREE))?;
+        let total = read_decimal(Path::new(SYSFS_2M_NR))?;
         Ok((free, total, SYSFS_2M_NR))
     }
 }

@@ -38,6 +38,48 @@ pub use stats::{
 };
 pub use umem::FrameAddr;
 
+/// Bytes at the start of every UMEM chunk that the kernel reserves as XDP headroom
+/// (`XDP_PACKET_HEADROOM`, `include/uapi/linux/bpf.h`): a received frame starts after them.
+pub const XDP_PACKET_HEADROOM: u32 = 256;
+
+/// Bytes of Ethernet framing an MTU does not count: the 14-byte header plus one 4-byte
+/// 802.1Q tag (the XDP program accepts one VLAN tag; FCS is not delivered).
+pub const ETH_OVERHEAD: u32 = 14 + 4;
+
+/// The largest interface MTU whose every frame fits one UMEM chunk of `frame_size` bytes:
+/// `frame_size - XDP_PACKET_HEADROOM - ETH_OVERHEAD` (1774 for 2048-byte chunks, 3822 for
+/// 4096). A longer frame does not fit the chunk, and the kernel drops it
+/// (`xsk_rcv`/`__xsk_rcv` in net/xdp/xsk.c: `len > xsk_pool_get_rx_frame_size()`, counted
+/// only in `XDP_STATISTICS.rx_dropped`) — this socket does not use multi-buffer
+/// (`XDP_USE_SG`).
+pub fn max_mtu(frame_size: u32) -> u32 {
+    frame_size.saturating_sub(XDP_PACKET_HEADROOM + ETH_OVERHEAD)
+}
+
+/// Checks that interface `ifname` (in the calling thread's network namespace) has an MTU
+/// whose frames fit UMEM chunks of `frame_size` bytes ([`max_mtu`]); returns the MTU.
+///
+/// # Errors
+/// [`XskError::MtuTooLarge`] naming the interface, its MTU, the chunk size and the largest
+/// MTU that fits; [`XskError::NoSuchInterface`] when the MTU cannot be read (`SIOCGIFMTU`).
+pub fn check_mtu(ifname: &str, frame_size: u32) -> Result<u32, XskError> {
+    let mtu = crate::sys::net::if_mtu(ifname).map_err(|source| XskError::NoSuchInterface {
+        ifname: ifname.to_owned(),
+        call: "ioctl(SIOCGIFMTU)",
+        source,
+    })?;
+    let max = max_mtu(frame_size);
+    if mtu > max {
+        return Err(XskError::MtuTooLarge {
+            ifname: ifname.to_owned(),
+            mtu,
+            frame_size,
+            max_mtu: max,
+        });
+    }
+    Ok(mtu)
+}
+
 /// Whether the UMEM is backed by 2 MiB huge pages (`MAP_HUGETLB | MAP_HUGE_2MB`).
 ///
 /// Huge pages cut TLB misses on the packet buffers; reserve them first with
@@ -190,14 +232,38 @@ pub enum XskError {
     /// A configuration value the kernel would reject (checked before any syscall).
     #[error("invalid AF_XDP configuration: {0}")]
     InvalidConfig(String),
-    /// `if_nametoindex` found no such interface in this network namespace.
-    #[error("interface {ifname:?}: if_nametoindex: {source}")]
+    /// No such interface in this network namespace (`if_nametoindex(3)` or the `SIOCGIFMTU`
+    /// ioctl failed).
+    #[error("interface {ifname:?}: {call}: {source}")]
     NoSuchInterface {
         /// The name looked up.
         ifname: String,
-        /// errno from `if_nametoindex` (usually `ENODEV`).
+        /// The failing lookup: `if_nametoindex` or `ioctl(SIOCGIFMTU)`.
+        call: &'static str,
+        /// Its errno (usually `ENODEV`).
         #[source]
         source: io::Error,
+    },
+    /// The interface's MTU admits frames longer than a UMEM chunk holds: the kernel would drop
+    /// every such frame. Refused at start-up instead ([`check_mtu`]).
+    #[error(
+        "interface {ifname} has MTU {mtu}, but an AF_XDP UMEM chunk of {frame_size} bytes holds \
+         frames of at most {} bytes ({frame_size} minus the kernel's {XDP_PACKET_HEADROOM}-byte \
+         XDP headroom), so the largest MTU that fits is {max_mtu} (with a 14-byte Ethernet \
+         header and one 4-byte VLAN tag); longer frames would be dropped by the kernel. Lower \
+         the MTU on both ends of the link (`ip link set dev {ifname} mtu {max_mtu}`) or use a \
+         socket backend (`--backend recvmmsg`); see docs/deploy.md, \"MTU\"",
+        frame_size - XDP_PACKET_HEADROOM
+    )]
+    MtuTooLarge {
+        /// Interface name.
+        ifname: String,
+        /// Its MTU (`SIOCGIFMTU`), bytes.
+        mtu: u32,
+        /// UMEM chunk size, bytes.
+        frame_size: u32,
+        /// [`max_mtu`] of `frame_size`.
+        max_mtu: u32,
     },
     /// A syscall failed; `call` names it and its argument, e.g. `setsockopt(XDP_UMEM_REG)`.
     #[error("{call}: {source}")]
@@ -250,14 +316,9 @@ impl XskError {
             | XskError::Syscall { source, .. }
             | XskError::HugePages { source, .. }
             | XskError::Bind { source, .. } => source.raw_os_error(),
-            XskError::InvalidConfig(_) | XskError::Unsupported(_) => None,
-        }
-    }
-
-    pub(crate) fn last_os(call: &'static str) -> Self {
-        XskError::Syscall {
-            call,
-            source: io::Error::last_os_error(),
+            XskError::InvalidConfig(_)
+            | XskError::Unsupported(_)
+            | XskError::MtuTooLarge { .. } => None,
         }
     }
 }
@@ -303,6 +364,28 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn largest_mtu_per_chunk_size() {
+        assert_eq!(max_mtu(2048), 1774);
+        assert_eq!(max_mtu(4096), 3822);
+        assert_eq!(check_mtu("lo", 4096).unwrap_err().to_string(), {
+            let mtu = crate::sys::net::if_mtu("lo").unwrap();
+            format!(
+                "interface lo has MTU {mtu}, but an AF_XDP UMEM chunk of 4096 bytes holds frames \
+                 of at most 3840 bytes (4096 minus the kernel's 256-byte XDP headroom), so the \
+                 largest MTU that fits is 3822 (with a 14-byte Ethernet header and one 4-byte \
+                 VLAN tag); longer frames would be dropped by the kernel. Lower the MTU on both \
+                 ends of the link (`ip link set dev lo mtu 3822`) or use a socket backend \
+                 (`--backend recvmmsg`); see docs/deploy.md, \"MTU\""
+            )
+        });
+        assert_eq!(
+            check_mtu("lxdp-no-such0", 2048).unwrap_err().to_string(),
+            "interface \"lxdp-no-such0\": ioctl(SIOCGIFMTU): No such device (os error 19)"
+        );
+        assert_eq!(check_mtu("lo", 2048).ok(), None, "lo's MTU is 65536");
     }
 
     #[test]

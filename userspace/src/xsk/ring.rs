@@ -282,6 +282,49 @@ impl<T: Copy> ConsumerRing<T> {
     }
 }
 
+/// Test helper: a ring laid out like a kernel mapping, in ordinary memory, to drive the ring
+/// types.
+#[cfg(test)]
+pub(crate) struct FakeRing<T> {
+    pub(crate) producer: Box<AtomicU32>,
+    pub(crate) consumer: Box<AtomicU32>,
+    pub(crate) flags: Box<AtomicU32>,
+    pub(crate) descs: Vec<T>,
+}
+
+#[cfg(test)]
+impl<T: Copy + Default> FakeRing<T> {
+    /// `size` default descriptors, both indices at `start`.
+    pub(crate) fn new(size: u32, start: u32) -> Self {
+        Self::with(vec![T::default(); size as usize], start)
+    }
+}
+
+#[cfg(test)]
+impl<T: Copy> FakeRing<T> {
+    /// The descriptors `descs` (a power-of-two count), both indices at `start`.
+    pub(crate) fn with(descs: Vec<T>, start: u32) -> Self {
+        Self {
+            producer: Box::new(AtomicU32::new(start)),
+            consumer: Box::new(AtomicU32::new(start)),
+            flags: Box::new(AtomicU32::new(0)),
+            descs,
+        }
+    }
+
+    /// Raw pointers for [`ProducerRing::new`] / [`ConsumerRing::new`]; valid while `self`
+    /// lives.
+    pub(crate) fn ptrs(&mut self) -> RingPtrs<T> {
+        RingPtrs {
+            producer: NonNull::from(&*self.producer),
+            consumer: NonNull::from(&*self.consumer),
+            flags: NonNull::from(&*self.flags),
+            descs: NonNull::new(self.descs.as_mut_ptr()).unwrap(),
+            size: self.descs.len() as u32,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,34 +399,6 @@ mod tests {
     fn cons_index_clamps_bogus_producer() {
         let mut c = ConsIndex::new(8, 0, 0);
         assert_eq!(c.peek(64, || 1_000_000), (0, 8));
-    }
-
-    /// A ring laid out like a kernel mapping, in ordinary memory, to drive the ring types.
-    struct FakeRing<T> {
-        producer: Box<AtomicU32>,
-        consumer: Box<AtomicU32>,
-        flags: Box<AtomicU32>,
-        descs: Vec<T>,
-    }
-
-    impl<T: Copy + Default> FakeRing<T> {
-        fn new(size: u32, start: u32) -> Self {
-            Self {
-                producer: Box::new(AtomicU32::new(start)),
-                consumer: Box::new(AtomicU32::new(start)),
-                flags: Box::new(AtomicU32::new(0)),
-                descs: vec![T::default(); size as usize],
-            }
-        }
-        fn ptrs(&mut self) -> RingPtrs<T> {
-            RingPtrs {
-                producer: NonNull::from(&*self.producer),
-                consumer: NonNull::from(&*self.consumer),
-                flags: NonNull::from(&*self.flags),
-                descs: NonNull::new(self.descs.as_mut_ptr()).unwrap(),
-                size: self.descs.len() as u32,
-            }
-        }
     }
 
     #[test]

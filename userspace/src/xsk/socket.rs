@@ -7,11 +7,10 @@
 //! finally every frame onto the fill ring. Each bind attempt uses a fresh socket, so a
 //! failed zero-copy bind or an `EBUSY` leaves no half-bound state behind.
 
-use std::ffi::CString;
 use std::io;
-use std::mem::{size_of, zeroed};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::{self, NonNull};
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,8 +18,9 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use super::ring::{ConsumerRing, ProducerRing, RingPtrs};
 use super::stats::{XdpStatistics, XskCounters};
-use super::umem::{FreeList, Umem};
+use super::umem::{FrameLedger, RxDesc, Umem};
 use super::{BindMode, BoundMode, UmemConfig, XskConfig, XskError};
+use crate::sys::{net, sockopt, xdp};
 
 /// An AF_XDP socket bound to one interface queue, with its UMEM and fill/RX/completion
 /// rings. RX only.
@@ -39,7 +39,8 @@ pub struct XskSocket {
     /// Keep the ring pointers above valid; dropped after `fd`.
     _ring_maps: [MmapRaw; 3],
     umem: Umem,
-    free: FreeList,
+    /// Boxed: keeps `XskSocket` (moved by value into the capture thread's source enum) small.
+    ledger: Box<FrameLedger>,
     bound: BoundMode,
     need_wakeup: bool,
     ifname: String,
@@ -63,7 +64,7 @@ impl std::fmt::Debug for XskSocket {
             .field("queue", &self.queue)
             .field("bound", &self.bound)
             .field("huge_pages", &self.umem.huge())
-            .field("frames_held", &self.free.len())
+            .field("frames_held", &self.ledger.held())
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +80,8 @@ impl XskSocket {
     ///
     /// # Errors
     /// [`XskError::InvalidConfig`] (bad sizes, checked first), [`XskError::NoSuchInterface`],
+    /// [`XskError::MtuTooLarge`] (the interface's frames would not fit a UMEM chunk:
+    /// [`check_mtu`](super::check_mtu)),
     /// [`XskError::HugePages`] ([`HugePages::Require`](super::HugePages::Require) only),
     /// [`XskError::Syscall`] naming the failing call (`socket(AF_XDP)`: `EPERM` without
     /// privileges, `EAFNOSUPPORT` without `CONFIG_XDP_SOCKETS`; `setsockopt(XDP_UMEM_REG)`:
@@ -87,6 +90,7 @@ impl XskSocket {
     pub fn open(umem_cfg: &UmemConfig, cfg: &XskConfig) -> Result<Self, XskError> {
         umem_cfg.validate()?;
         let ifindex = ifindex(&cfg.ifname)?;
+        super::check_mtu(&cfg.ifname, umem_cfg.frame_size)?;
         let umem = Umem::new(umem_cfg)?;
         let wake = if cfg.need_wakeup {
             libc::XDP_USE_NEED_WAKEUP
@@ -128,7 +132,7 @@ impl XskSocket {
             fill,
             _comp: comp,
             _ring_maps: maps,
-            free: FreeList::full(umem.frame_count(), umem.frame_size()),
+            ledger: Box::new(FrameLedger::full(umem.frame_count(), umem.frame_size())),
             umem,
             bound,
             need_wakeup: cfg.need_wakeup,
@@ -200,87 +204,41 @@ impl XskSocket {
     /// ring in one burst, waking the kernel with `recvfrom(MSG_DONTWAIT)` if
     /// `need_wakeup` is on and the fill ring has `XDP_RING_NEED_WAKEUP`.
     ///
-    /// Returns the number of packets passed to `f`. Descriptors pointing outside the UMEM
-    /// are counted in [`XskCounters::invalid_descs`] and skipped. No locks, no allocation,
-    /// no syscall except the wakeup. If `f` panics, the frames of this burst are lost to
-    /// the socket (it keeps working with fewer).
-    pub fn rx_burst(&mut self, max: u32, mut f: impl FnMut(&[u8])) -> usize {
-        let (start, n) = self.rx.peek(max);
-        let mut packets = 0u64;
-        let mut bytes = 0u64;
-        for i in 0..n {
-            let desc = self.rx.read(start.wrapping_add(i));
-            // SAFETY: `desc` was just peeked from the RX ring bound to `self.umem`, and its
-            // frame goes back to the kernel only in `refill` below, after `f` returned and
-            // the slice is dead (`f` cannot keep it: higher-ranked lifetime).
-            match unsafe { self.umem.rx_frame(desc.addr, desc.len) } {
-                Some((frame, data)) => {
-                    f(data);
-                    packets += 1;
-                    bytes += desc.len as u64;
-                    self.free.push(frame);
-                }
-                None => {
-                    log::debug!(
-                        "AF_XDP {} queue {}: RX descriptor addr {:#x} len {} outside the UMEM",
-                        self.ifname,
-                        self.queue,
-                        desc.addr,
-                        desc.len
-                    );
-                    XskCounters::add(&self.counters.invalid_descs, 1);
-                }
-            }
-        }
-        if n > 0 {
-            self.rx.release();
-            XskCounters::add(&self.counters.bursts, 1);
-            XskCounters::add(&self.counters.packets, packets);
-            XskCounters::add(&self.counters.bytes, bytes);
-        }
-        if !self.free.is_empty() {
+    /// Returns the number of packets passed to `f`. A descriptor whose `addr + len` is not
+    /// inside one UMEM frame is counted in [`XskCounters::invalid_descs`] and dropped; its
+    /// frame goes back to the fill ring with the others. One naming no frame the kernel held
+    /// (outside the UMEM, or a frame delivered twice) is also counted in
+    /// [`XskCounters::frames_lost`]. No locks, no allocation, no syscall except the wakeup.
+    /// If `f` panics, the frames of this burst are lost to the socket (it keeps working with
+    /// fewer).
+    pub fn rx_burst(&mut self, max: u32, f: impl FnMut(&[u8])) -> usize {
+        let packets = drain_rx(
+            &mut self.rx,
+            &self.umem,
+            &mut self.ledger,
+            &self.counters,
+            max,
+            f,
+        );
+        if self.ledger.held() > 0 {
             self.refill();
         }
-        packets as usize
+        packets
     }
 
-    /// Moves held frames onto the fill ring (one Release store), then wakes the kernel if it
-    /// asked for it.
+    /// Moves held frames onto the fill ring, then wakes the kernel if it asked for it.
     fn refill(&mut self) {
-        let held = self.free.len() as u32;
-        let n = self.fill.free(held).min(held);
-        if n < held {
-            XskCounters::add(&self.counters.fill_ring_full, 1);
-        }
-        if n == 0 {
-            return;
-        }
-        let free = &mut self.free;
-        let produced = self.fill.produce(n, || {
-            free.pop()
-                .expect("n <= frames held, checked above")
-                .into_raw()
-        });
-        debug_assert!(produced, "free() said {n} slots are free");
-        if self.need_wakeup && self.fill_needs_wakeup() {
+        if refill(&mut self.fill, &mut self.ledger, &self.counters)
+            && self.need_wakeup
+            && self.fill_needs_wakeup()
+        {
             self.wake();
         }
     }
 
     fn wake(&self) {
-        // SAFETY: recvfrom with a zero-length NULL buffer and NULL address is valid on any
-        // socket fd we own; for AF_XDP it only kicks the driver (`xsk_recvmsg`). Errors such
-        // as EAGAIN are expected and ignored.
-        unsafe {
-            libc::recvfrom(
-                self.fd.as_raw_fd(),
-                ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT,
-                ptr::null_mut(),
-                ptr::null_mut(),
-            );
-        }
+        // EAGAIN, ENOBUFS and the like are expected: the kick was delivered or not needed.
+        let _ = xdp::wake_rx(self.fd.as_raw_fd());
         XskCounters::add(&self.counters.wakeups, 1);
     }
 
@@ -296,25 +254,10 @@ impl XskSocket {
     /// # Errors
     /// [`XskError::Syscall`] `poll(AF_XDP)` for anything but `EINTR`.
     pub fn poll_rx(&self, timeout: Duration) -> Result<bool, XskError> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd, count 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                return Ok(false);
-            }
-            return Err(XskError::Syscall {
-                call: "poll(AF_XDP)",
-                source: e,
-            });
-        }
-        Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+        net::poll_readable(self.fd.as_raw_fd(), timeout).map_err(|source| XskError::Syscall {
+            call: "poll(AF_XDP)",
+            source,
+        })
     }
 
     /// The kernel's counters for this socket (`getsockopt(XDP_STATISTICS)`); see
@@ -375,6 +318,90 @@ impl Drop for XskSocket {
     }
 }
 
+/// The RX half of [`XskSocket::rx_burst`]: reads up to `max` RX descriptors, takes their
+/// frames back through `ledger` (so the frame of an invalid descriptor is recycled, not
+/// leaked), calls `f` for each valid packet, and releases the RX slots. Returns the packets
+/// passed to `f`. Sans-IO over the ring memory: unit-tested on rings in ordinary memory.
+fn drain_rx(
+    rx: &mut ConsumerRing<libc::xdp_desc>,
+    umem: &Umem,
+    ledger: &mut FrameLedger,
+    counters: &XskCounters,
+    max: u32,
+    mut f: impl FnMut(&[u8]),
+) -> usize {
+    let (start, n) = rx.peek(max);
+    let (mut packets, mut bytes, mut invalid, mut lost) = (0u64, 0u64, 0u64, 0u64);
+    for i in 0..n {
+        let desc = rx.read(start.wrapping_add(i));
+        match ledger.take_rx(desc.addr, desc.len) {
+            RxDesc::Packet { frame, offset, len } => {
+                // SAFETY: the ledger just took `frame` back from an RX descriptor of the ring
+                // bound to `umem` and the packet lies inside it; the frame goes back to the
+                // kernel only through `ledger.put` below and a later refill, after `f`
+                // returned and the slice is dead (`f` cannot keep it: higher-ranked lifetime).
+                match unsafe { umem.rx_bytes(offset, len) } {
+                    Some(data) => {
+                        f(data);
+                        packets += 1;
+                        bytes += u64::from(len);
+                    }
+                    None => invalid += 1,
+                }
+                ledger.put(frame);
+            }
+            RxDesc::Invalid { frame } => {
+                log::debug!(
+                    "AF_XDP RX descriptor addr {:#x} len {} not inside one UMEM frame: \
+                     dropped, frame {:#x} recycled",
+                    desc.addr,
+                    desc.len,
+                    frame.offset()
+                );
+                invalid += 1;
+                ledger.put(frame);
+            }
+            RxDesc::Unowned => {
+                log::warn!(
+                    "AF_XDP RX descriptor addr {:#x} len {} names no frame the kernel held: \
+                     dropped, one UMEM frame lost",
+                    desc.addr,
+                    desc.len
+                );
+                invalid += 1;
+                lost += 1;
+            }
+        }
+    }
+    if n > 0 {
+        rx.release();
+        XskCounters::add(&counters.bursts, 1);
+        XskCounters::add(&counters.packets, packets);
+        XskCounters::add(&counters.bytes, bytes);
+        XskCounters::add(&counters.invalid_descs, invalid);
+        XskCounters::add(&counters.frames_lost, lost);
+    }
+    packets as usize
+}
+
+/// Moves the frames `ledger` holds onto the fill ring (one Release store), as many as fit;
+/// counts a full ring in [`XskCounters::fill_ring_full`]. Returns whether any moved.
+fn refill(fill: &mut ProducerRing<u64>, ledger: &mut FrameLedger, counters: &XskCounters) -> bool {
+    let held = ledger.held() as u32;
+    let n = fill.free(held).min(held);
+    if n < held {
+        XskCounters::add(&counters.fill_ring_full, 1);
+    }
+    if n == 0 {
+        return false;
+    }
+    let produced = fill.produce(n, || {
+        ledger.give().expect("n <= frames held, checked above")
+    });
+    debug_assert!(produced, "free() said {n} slots are free");
+    true
+}
+
 /// The rings of one not-yet-bound socket.
 struct Rings {
     rx: ConsumerRing<libc::xdp_desc>,
@@ -384,68 +411,37 @@ struct Rings {
 }
 
 fn ifindex(ifname: &str) -> Result<u32, XskError> {
-    let c = CString::new(ifname)
-        .map_err(|_| XskError::InvalidConfig(format!("interface name {ifname:?} contains NUL")))?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        return Err(XskError::NoSuchInterface {
+    net::if_nametoindex(ifname).map_err(|source| match source.kind() {
+        io::ErrorKind::InvalidInput => {
+            XskError::InvalidConfig(format!("interface name {ifname:?} contains NUL"))
+        }
+        _ => XskError::NoSuchInterface {
             ifname: ifname.to_owned(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok(idx)
+            call: "if_nametoindex",
+            source,
+        },
+    })
 }
 
-fn setsockopt<T>(
+/// `setsockopt(SOL_XDP, opt)`; `call` names it in the error.
+fn setsockopt<T: sockopt::Plain>(
     fd: &OwnedFd,
     opt: libc::c_int,
     val: &T,
     call: &'static str,
 ) -> Result<(), XskError> {
-    // SAFETY: `val` points to a live, initialised T of the length passed; the kernel only
-    // reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            opt,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(XskError::last_os(call));
-    }
-    Ok(())
+    sockopt::set(fd.as_raw_fd(), libc::SOL_XDP, opt, val)
+        .map_err(|source| XskError::Syscall { call, source })
 }
 
-/// `getsockopt` into a zeroed `T` (a plain-integer `if_xdp.h` struct); returns it and the
-/// length the kernel wrote.
-fn getsockopt<T: Copy>(
+/// `getsockopt(SOL_XDP, opt)` into a zeroed `T`; returns it and the length the kernel wrote.
+fn getsockopt<T: sockopt::Plain>(
     fd: &OwnedFd,
     opt: libc::c_int,
     call: &'static str,
 ) -> Result<(T, usize), XskError> {
-    // SAFETY: only used with libc's `if_xdp.h` structs, all plain integers, for which
-    // all-zero bytes are a valid value.
-    let mut val: T = unsafe { zeroed() };
-    let mut len = size_of::<T>() as libc::socklen_t;
-    // SAFETY: `val` is a writable T of `len` bytes; the kernel writes at most `len` bytes
-    // and stores the written length in `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_XDP,
-            opt,
-            (&mut val as *mut T).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(XskError::last_os(call));
-    }
-    Ok((val, len as usize))
+    sockopt::get(fd.as_raw_fd(), libc::SOL_XDP, opt)
+        .map_err(|source| XskError::Syscall { call, source })
 }
 
 fn bound_mode(fd: &OwnedFd) -> Result<BoundMode, XskError> {
@@ -508,13 +504,10 @@ fn map_ring<T>(
 
 /// socket, UMEM_REG, ring sizes, ring mmaps: everything before bind.
 fn create(umem: &Umem, cfg: &UmemConfig) -> Result<(OwnedFd, Rings), XskError> {
-    // SAFETY: plain syscall with constant arguments.
-    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(XskError::last_os("socket(AF_XDP)"));
-    }
-    // SAFETY: `raw` is a freshly created fd nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let fd = xdp::socket().map_err(|source| XskError::Syscall {
+        call: "socket(AF_XDP)",
+        source,
+    })?;
 
     let reg = libc::xdp_umem_reg {
         addr: umem.addr(),
@@ -593,25 +586,7 @@ fn create(umem: &Umem, cfg: &UmemConfig) -> Result<(OwnedFd, Rings), XskError> {
 }
 
 fn bind(fd: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
-    let sa = libc::sockaddr_xdp {
-        sxdp_family: libc::AF_XDP as u16,
-        sxdp_flags: flags,
-        sxdp_ifindex: ifindex,
-        sxdp_queue_id: queue,
-        sxdp_shared_umem_fd: 0,
-    };
-    // SAFETY: `sa` is a valid sockaddr_xdp and the length passed is its size.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_xdp).cast(),
-            size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    xdp::bind(fd.as_raw_fd(), ifindex, queue, flags)
 }
 
 /// Exponential backoff for `EBUSY`: 10 ms doubling, capped at 500 ms.
@@ -686,6 +661,77 @@ mod tests {
     fn socket_is_send() {
         fn is_send<T: Send>() {}
         is_send::<XskSocket>();
+    }
+
+    /// The RX burst's bookkeeping on rings in ordinary memory: a valid packet, an invalid
+    /// descriptor whose frame is recycled, and two that name no frame the kernel held.
+    #[test]
+    fn invalid_rx_descriptors_recycle_their_frame_or_count_it_lost() {
+        use super::super::{HugePages, ring::FakeRing};
+        use std::sync::atomic::Ordering;
+        let umem = Umem::new(&UmemConfig {
+            frame_count: 8,
+            huge_pages: HugePages::Off,
+            ..UmemConfig::default()
+        })
+        .unwrap();
+        let mut ledger = FrameLedger::full(8, 2048);
+        let counters = XskCounters::default();
+        let mut fill_mem = FakeRing::<u64>::new(8, 0);
+        // SAFETY: `fill_mem` outlives `fill` and only `fill` produces into it.
+        let mut fill = unsafe { ProducerRing::new(fill_mem.ptrs()) };
+        assert!(refill(&mut fill, &mut ledger, &counters));
+        assert_eq!(
+            fill_mem.descs,
+            [0, 2048, 4096, 6144, 8192, 10240, 12288, 14336]
+        );
+        assert_eq!(fill_mem.producer.load(Ordering::Relaxed), 8);
+        assert_eq!((ledger.held(), ledger.in_kernel()), (0, 8));
+
+        // The "kernel" consumes four fill entries and writes four RX descriptors.
+        fill_mem.consumer.store(4, Ordering::Release);
+        umem.write_for_test(256, b"hello");
+        let d = |addr, len| libc::xdp_desc {
+            addr,
+            len,
+            options: 0,
+        };
+        let mut descs = vec![d(0, 0); 8];
+        descs[..4].copy_from_slice(&[
+            d(256, 5),           // frame 0: a packet
+            d(2048 + 2000, 100), // frame 1: crosses into frame 2
+            d(8 * 2048, 60),     // outside the UMEM
+            d(300, 10),          // frame 0 again
+        ]);
+        let mut rx_mem = FakeRing::with(descs, 0);
+        rx_mem.producer.store(4, Ordering::Release);
+        // SAFETY: `rx_mem` outlives `rx` and only `rx` consumes from it.
+        let mut rx = unsafe { ConsumerRing::new(rx_mem.ptrs()) };
+        let mut seen = Vec::new();
+        let n = drain_rx(&mut rx, &umem, &mut ledger, &counters, 64, |p| {
+            seen.push(p.to_vec())
+        });
+        assert_eq!(n, 1);
+        assert_eq!(seen, vec![b"hello".to_vec()]);
+        assert_eq!(
+            rx_mem.consumer.load(Ordering::Relaxed),
+            4,
+            "all four released"
+        );
+        let s = counters.snapshot();
+        assert_eq!(
+            (s.packets, s.bytes, s.bursts, s.invalid_descs, s.frames_lost),
+            (1, 5, 1, 3, 2)
+        );
+        assert_eq!((ledger.held(), ledger.in_kernel()), (2, 6));
+
+        // Frames 0 and 1 go back onto the fill ring (slots 0 and 1, freed by the kernel).
+        assert!(refill(&mut fill, &mut ledger, &counters));
+        assert_eq!(fill_mem.producer.load(Ordering::Relaxed), 10);
+        assert_eq!(fill_mem.descs[..2], [2048, 0]);
+        assert_eq!((ledger.held(), ledger.in_kernel()), (0, 8));
+        assert_eq!(counters.snapshot().fill_ring_full, 0);
+        assert!(!refill(&mut fill, &mut ledger, &counters), "nothing held");
     }
 
     #[test]

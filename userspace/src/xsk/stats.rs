@@ -80,8 +80,11 @@ lidarxdp_core::counter_set! {
         bytes: Counter "bytes" "Bytes (whole Ethernet frames) taken from the AF_XDP RX ring.",
         bursts: Counter "bursts" "RX ring reads that found at least one descriptor.",
         wakeups: Counter "wakeups" "recvfrom wake-ups issued because the fill ring had XDP_RING_NEED_WAKEUP.",
-        /// The frame is not recycled.
-        invalid_descs: Counter "descriptors" "RX descriptors not inside one UMEM frame, counted and skipped.",
+        /// Its frame goes back to the fill ring, unless it is also counted in `frames_lost`.
+        invalid_descs: Counter "descriptors" "RX descriptors whose addr + len was not inside one UMEM frame, counted and dropped.",
+        /// The kernel used a fill-ring frame that cannot be identified: the UMEM has one frame
+        /// fewer in circulation for each.
+        frames_lost: Counter "frames" "Invalid RX descriptors that named no frame the kernel held (outside the UMEM, or delivered twice).",
         /// Only possible when `fill_size < frame_count`.
         fill_ring_full: Counter "events" "Times the fill ring had no room for all frames held.",
     }

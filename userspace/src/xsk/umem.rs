@@ -8,7 +8,9 @@
 //! Ownership: at any time each frame is either on our free list, on the fill ring (owned by
 //! the kernel), or in a received RX descriptor (owned by us until we return it). A
 //! [`FrameAddr`] is the token for a frame we own; it is not `Copy`, so a frame cannot be
-//! handed to the kernel twice by accident.
+//! handed to the kernel twice by accident. [`FrameLedger`] keeps the books: it also knows
+//! which frames the kernel holds, so an RX descriptor is accepted only for one of those, and
+//! the frame of an invalid descriptor goes back to the fill ring instead of leaking.
 //!
 //! Memory: 2 MiB huge pages (`MAP_HUGETLB | MAP_HUGE_2MB`, mapping rounded up to 2 MiB)
 //! per [`HugePages`], prefaulted with `MAP_POPULATE`. The kernel pins the pages at
@@ -33,57 +35,134 @@ impl FrameAddr {
     pub fn offset(&self) -> u64 {
         self.0
     }
-
-    /// Gives up the token for the raw address written to the fill ring.
-    pub(crate) fn into_raw(self) -> u64 {
-        self.0
-    }
 }
 
-/// A fixed-capacity stack of owned frames. Never allocates after construction.
+/// What an RX descriptor turned out to be ([`FrameLedger::take_rx`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum RxDesc {
+    /// A packet of `len` bytes at UMEM offset `offset`, inside the frame `frame`, which the
+    /// kernel held and which is now ours.
+    Packet {
+        /// The frame the packet sits in (return it with [`FrameLedger::put`]).
+        frame: FrameAddr,
+        /// Byte offset of the packet's first byte from the UMEM start.
+        offset: u64,
+        /// Packet length in bytes.
+        len: u32,
+    },
+    /// `addr + len` is not inside one frame of the UMEM, but `addr` names a frame the kernel
+    /// held: the frame is ours again and goes back to the fill ring; the packet is dropped.
+    Invalid {
+        /// The frame `addr` falls in.
+        frame: FrameAddr,
+    },
+    /// `addr` is outside the UMEM, or names a frame the kernel did not hold (already ours):
+    /// there is no frame to take back. The kernel consumed some fill-ring frame for this
+    /// descriptor that cannot be identified, so the UMEM works with one frame fewer.
+    Unowned,
+}
+
+/// Who owns each UMEM frame: a fixed-capacity stack of the frames we hold, and one bit per
+/// frame for the frames the kernel holds (on the fill ring, or in an RX descriptor not yet
+/// read). Sans-IO; never allocates after construction.
+///
+/// Every frame is in exactly one of the two, except frames handed out as [`FrameAddr`]
+/// tokens between [`FrameLedger::take_rx`] and [`FrameLedger::put`]. An RX descriptor is
+/// accepted only for a frame whose kernel bit is set, so a descriptor the kernel should never
+/// write (outside the UMEM, or for a frame delivered twice) can neither hand a frame out twice
+/// nor grow the stack.
 #[derive(Debug)]
-pub struct FreeList {
-    frames: Vec<u64>,
+pub struct FrameLedger {
+    /// Frames we hold, as UMEM offsets; the next one handed to the kernel on top.
+    free: Vec<u64>,
+    /// Bit `i` set: frame `i` (offset `i * frame_size`) is the kernel's.
+    kernel: Vec<u64>,
+    frame_size: u32,
+    frame_count: u32,
 }
 
-impl FreeList {
-    /// All `frame_count` frames of a UMEM with `frame_size`-byte frames, lowest address on
-    /// top.
+impl FrameLedger {
+    /// All `frame_count` frames of `frame_size` bytes (a power of two) ours, lowest address
+    /// on top.
     pub fn full(frame_count: u32, frame_size: u32) -> Self {
+        debug_assert!(frame_size.is_power_of_two());
         let frames = (0..frame_count as u64)
             .rev()
             .map(|i| i * frame_size as u64)
             .collect();
-        Self { frames }
+        Self {
+            free: frames,
+            kernel: vec![0; (frame_count as usize).div_ceil(64)],
+            frame_size,
+            frame_count,
+        }
     }
 
-    /// Takes a frame.
-    pub fn pop(&mut self) -> Option<FrameAddr> {
-        self.frames.pop().map(FrameAddr)
+    /// Frames we hold (ready for the fill ring).
+    pub fn held(&self) -> usize {
+        self.free.len()
     }
 
-    /// Returns a frame. Cannot grow past the UMEM's frame count: tokens are unique.
-    pub fn push(&mut self, frame: FrameAddr) {
-        debug_assert!(self.frames.len() < self.frames.capacity());
-        self.frames.push(frame.0);
+    /// Frames the kernel holds.
+    pub fn in_kernel(&self) -> u32 {
+        self.kernel.iter().map(|w| w.count_ones()).sum()
     }
 
-    /// Frames held.
-    pub fn len(&self) -> usize {
-        self.frames.len()
+    fn bit(&self, frame: u64) -> (usize, u64) {
+        let i = (frame / self.frame_size as u64) as usize;
+        (i / 64, 1u64 << (i % 64))
     }
 
-    /// No frames held.
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
+    /// Hands the frame on top of our stack to the kernel (for the fill ring): marks it the
+    /// kernel's and returns its UMEM offset; `None` when we hold none.
+    pub fn give(&mut self) -> Option<u64> {
+        let frame = self.free.pop()?;
+        let (w, b) = self.bit(frame);
+        self.kernel[w] |= b;
+        Some(frame)
+    }
+
+    /// Takes back the frame of an RX descriptor (`addr`, `len`: `struct xdp_desc`) and says
+    /// whether it holds a packet; see [`RxDesc`]. Aligned-chunk mode: the frame is
+    /// `addr` rounded down to `frame_size`.
+    pub fn take_rx(&mut self, addr: u64, len: u32) -> RxDesc {
+        let umem_len = self.frame_count as u64 * self.frame_size as u64;
+        if addr >= umem_len {
+            return RxDesc::Unowned;
+        }
+        let frame = addr & !(self.frame_size as u64 - 1);
+        let (w, b) = self.bit(frame);
+        if self.kernel[w] & b == 0 {
+            return RxDesc::Unowned;
+        }
+        self.kernel[w] &= !b;
+        match check_desc(addr, len, self.frame_size, umem_len) {
+            Some((f, offset)) => {
+                debug_assert_eq!(f.offset(), frame);
+                RxDesc::Packet {
+                    frame: f,
+                    offset,
+                    len,
+                }
+            }
+            None => RxDesc::Invalid {
+                frame: FrameAddr(frame),
+            },
+        }
+    }
+
+    /// Returns a frame to our stack. Cannot overflow it: tokens are unique.
+    pub fn put(&mut self, frame: FrameAddr) {
+        debug_assert!(self.free.len() < self.free.capacity());
+        self.free.push(frame.0);
     }
 }
 
 /// Checks an RX descriptor against the UMEM geometry (aligned chunks, sans-IO).
 ///
-/// Returns the owning frame's address and the byte offset/length of the packet inside the
-/// UMEM, or `None` if `addr + len` is not inside one frame of a `umem_len`-byte UMEM.
-pub fn check_desc(addr: u64, len: u32, frame_size: u32, umem_len: u64) -> Option<(FrameAddr, u64)> {
+/// Returns the owning frame's address and the byte offset of the packet inside the UMEM, or
+/// `None` if `addr + len` is not inside one frame of a `umem_len`-byte UMEM.
+fn check_desc(addr: u64, len: u32, frame_size: u32, umem_len: u64) -> Option<(FrameAddr, u64)> {
     let end = addr.checked_add(len as u64)?;
     if end > umem_len {
         return None;
@@ -177,22 +256,41 @@ impl Umem {
         self.huge
     }
 
-    /// Validates an RX descriptor and returns its frame token and packet bytes.
+    /// The `len` bytes at UMEM offset `offset` (a packet of an RX descriptor), or `None`
+    /// when they are not inside the UMEM.
     ///
     /// # Safety
-    /// The descriptor must have been received from the RX ring bound to this UMEM and not
-    /// yet returned to the kernel: the kernel then does not write the frame, so the slice
-    /// is not mutated while the caller holds it. The caller must return the token (or drop
-    /// the slice) before giving the frame back to the kernel.
-    pub unsafe fn rx_frame(&self, addr: u64, len: u32) -> Option<(FrameAddr, &[u8])> {
-        let (frame, off) = check_desc(addr, len, self.frame_size, self.len)?;
-        // SAFETY: `check_desc` proved off + len <= self.len, so the range is inside the
-        // mapping (owned by self, hence alive for the returned lifetime); the caller
+    /// The bytes must lie in a frame that is ours: taken back from an RX descriptor of the
+    /// ring bound to this UMEM ([`FrameLedger::take_rx`]) and not yet given back to the
+    /// kernel. The kernel then does not write the frame, so the slice is not mutated while
+    /// the caller holds it; the caller must drop the slice before giving the frame back.
+    pub unsafe fn rx_bytes(&self, offset: u64, len: u32) -> Option<&[u8]> {
+        let end = offset.checked_add(len as u64)?;
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: offset + len <= self.len (checked above), so the range is inside the
+        // mapping, which `self` owns and keeps alive for the returned lifetime; the caller
         // guarantees the kernel does not write it meanwhile (see `# Safety`).
         let bytes = unsafe {
-            std::slice::from_raw_parts(self.base.as_ptr().add(off as usize), len as usize)
+            std::slice::from_raw_parts(self.base.as_ptr().add(offset as usize), len as usize)
         };
-        Some((frame, bytes))
+        Some(bytes)
+    }
+
+    /// Test helper: writes `bytes` at UMEM offset `offset`, as the kernel would.
+    #[cfg(test)]
+    pub(crate) fn write_for_test(&self, offset: usize, bytes: &[u8]) {
+        assert!(offset + bytes.len() <= self.len as usize);
+        // SAFETY: the range is inside the mapping (asserted above) and no slice of it is
+        // alive in the single-threaded test that calls this.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.base.as_ptr().add(offset),
+                bytes.len(),
+            )
+        };
     }
 }
 
@@ -256,13 +354,53 @@ mod tests {
     }
 
     #[test]
-    fn free_list_hands_out_each_frame_once() {
-        let mut fl = FreeList::full(4, 4096);
-        let got: Vec<u64> = std::iter::from_fn(|| fl.pop().map(FrameAddr::into_raw)).collect();
+    fn ledger_hands_out_each_frame_once() {
+        let mut l = FrameLedger::full(4, 4096);
+        let got: Vec<u64> = std::iter::from_fn(|| l.give()).collect();
         assert_eq!(got, vec![0, 4096, 8192, 12288]);
-        assert!(fl.is_empty());
-        fl.push(FrameAddr(8192));
-        assert_eq!(fl.len(), 1);
+        assert_eq!((l.held(), l.in_kernel()), (0, 4));
+        assert_eq!(
+            l.take_rx(8192 + 256, 60),
+            RxDesc::Packet {
+                frame: FrameAddr(8192),
+                offset: 8448,
+                len: 60
+            }
+        );
+        assert_eq!((l.held(), l.in_kernel()), (0, 3));
+        l.put(FrameAddr(8192));
+        assert_eq!((l.held(), l.in_kernel()), (1, 3));
+        assert_eq!(l.give(), Some(8192));
+        assert_eq!(l.give(), None);
+    }
+
+    #[test]
+    fn ledger_takes_back_the_frame_of_an_invalid_descriptor() {
+        let mut l = FrameLedger::full(4, 2048);
+        while l.give().is_some() {}
+        // Crosses from frame 1 into frame 2: invalid, but frame 1 was the kernel's.
+        assert_eq!(
+            l.take_rx(2048 + 2000, 100),
+            RxDesc::Invalid {
+                frame: FrameAddr(2048)
+            }
+        );
+        // Runs past the end of the UMEM from the last frame.
+        assert_eq!(
+            l.take_rx(3 * 2048 + 1, 2048),
+            RxDesc::Invalid {
+                frame: FrameAddr(3 * 2048)
+            }
+        );
+        assert_eq!((l.held(), l.in_kernel()), (0, 2));
+        // Outside the UMEM, and frame 1 a second time: nothing to take back.
+        assert_eq!(l.take_rx(4 * 2048, 60), RxDesc::Unowned);
+        assert_eq!(l.take_rx(u64::MAX - 10, 100), RxDesc::Unowned);
+        assert_eq!(l.take_rx(2048 + 256, 60), RxDesc::Unowned);
+        assert_eq!((l.held(), l.in_kernel()), (0, 2));
+        l.put(FrameAddr(2048));
+        l.put(FrameAddr(3 * 2048));
+        assert_eq!((l.held(), l.in_kernel()), (2, 2));
     }
 
     #[test]
