@@ -347,8 +347,7 @@ pub enum ProtocolMode {
     /// bytes' length plus 12, rounded up to 8 and at most 4096; the bytes follow it (zero
     /// padded), so the type's own parser runs on them.
     Body(u16),
-    /// A stream of messages (mode byte `6`): walked with `parse_header` and read with
-    /// `FrameReader`.
+    /// A stream of messages (mode byte `6`), walked with `parse_header`.
     Stream,
 }
 

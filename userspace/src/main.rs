@@ -5,6 +5,7 @@
 //! - `lidarxdp replay PCAP --to IP:PORT`: send a capture's UDP payloads with recorded timing;
 //! - `lidarxdp decode PCAP`: decode a capture offline into frames (and PCDs).
 mod cli;
+mod daemon;
 
 fn main() -> std::process::ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))

@@ -1,7 +1,6 @@
 //! Command-line interface (clap). One module per command.
-mod config;
-mod decode;
-mod http;
+pub(crate) mod config;
+pub(crate) mod decode;
 mod run;
 mod subscribe;
 
@@ -112,7 +111,7 @@ pub fn main() -> Result<()> {
         Cmd::Subscribe(args) => subscribe::subscribe(args),
         Cmd::Decode(args) => decode::decode(args),
         Cmd::Stats(a) => {
-            let text = http::get(a.addr, "/metrics")?;
+            let text = crate::daemon::http::get(a.addr, "/metrics")?;
             if a.raw {
                 print!("{text}");
             } else {

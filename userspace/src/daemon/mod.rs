@@ -1,0 +1,274 @@
+//! The daemon's composition root: `lidarxdp run` parses and validates its flags and
+//! configuration file into a [`Plan`] ([`crate::cli::config`]) and calls [`run`].
+//!
+//! Start-up order:
+//! 1. every sensor's pipeline is built, reading its calibration ([`workers::pipelines`]), so
+//!    a bad file fails before the network is touched;
+//! 2. per interface the XDP program is attached; per (interface, queue) the AF_XDP socket is
+//!    opened, bound and registered with its sensors in the program's maps, or, for the socket
+//!    baselines, the UDP sockets are bound ([`sources::open`]);
+//! 3. the metrics and publisher listening sockets are bound, and the signal handlers set;
+//! 4. every capability is dropped and `NO_NEW_PRIVS` set (`lidarxdp::privs`,
+//!    `docs/deploy.md`), on the main thread before any other thread exists, so every thread
+//!    started later inherits the empty sets;
+//! 5. the metrics server, the publisher (whose input queue must exist before a capture thread
+//!    pushes frames) and one capture thread per queue start ([`workers::start`]).
+//!
+//! Everything that steers packets is in place before the publisher accepts its first
+//! subscriber, so a connected subscriber knows the daemon is ready. Then the main thread
+//! serves `/metrics`, applies SIGHUP calibration reloads and logs the counters every 10 s.
+//! SIGTERM/SIGINT stop the capture threads, which flush their frames in progress; the
+//! publisher drains and closes; the counters are written (`--stats-json`); dropping the
+//! programs detaches them.
+
+pub mod http;
+mod report;
+mod sources;
+mod workers;
+
+use std::{
+    net::{Ipv4Addr, SocketAddr, TcpListener},
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc::{Receiver, SyncSender},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use lidarxdp::{
+    loader::{AttachMode, XdpProgram},
+    privs::User,
+    publish::{BufferPool, Publisher, PublisherConfig, PublisherHandle},
+};
+
+use crate::cli::config::Plan;
+use workers::Worker;
+pub(crate) use workers::pipeline;
+
+/// The settings of the process around the capture plan: privileges, the metrics endpoint,
+/// where the socket baselines bind, the final counters file and how the XDP program loads.
+#[derive(Debug)]
+pub struct Process {
+    /// Account to switch to once set up (`--user`), looked up beforehand.
+    pub user: Option<User>,
+    /// Keep the start-up capabilities (`--keep-caps`; tests and debugging only).
+    pub keep_caps: bool,
+    /// Prometheus endpoint (`--metrics`), already checked to be loopback unless
+    /// `--metrics-public`.
+    pub metrics: Option<SocketAddr>,
+    /// Address the socket baselines bind their UDP ports on (`--bind`, default 0.0.0.0).
+    pub bind: Ipv4Addr,
+    /// Where the final counters are written as JSON at exit (`--stats-json`).
+    pub stats_json: Option<PathBuf>,
+    /// XDP attach mode (`--xdp-mode`).
+    pub xdp_mode: AttachMode,
+    /// XDP object file instead of the embedded one (`--bpf-object`).
+    pub bpf_object: Option<PathBuf>,
+}
+
+/// The signal flags the main loop reads (signal-hook sets them from the handlers).
+struct Signals {
+    /// SIGTERM or SIGINT.
+    stop: Arc<AtomicBool>,
+    /// SIGHUP: reload the calibrations.
+    hangup: Arc<AtomicBool>,
+}
+
+impl Signals {
+    fn install() -> Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
+        }
+        let hangup = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, hangup.clone())
+            .context("install SIGHUP handler")?;
+        Ok(Self { stop, hangup })
+    }
+}
+
+/// Runs the daemon for `plan` until SIGTERM/SIGINT or a capture thread ends (module docs).
+///
+/// Errors: any start-up step (naming the file, interface, queue, port or address), a capture
+/// thread that failed or panicked (after the counters are written, so a supervisor with
+/// `Restart=on-failure` restarts the daemon), or the publisher's shutdown.
+pub fn run(plan: &Plan, process: &Process) -> Result<()> {
+    let pipelines = workers::pipelines(plan)?;
+    let (programs, sources) = sources::open(plan, process)?;
+
+    // Bound before anything else starts so a busy port fails the start-up; its thread starts
+    // only after the capabilities are dropped, so it holds none.
+    let metrics_listener = match process.metrics {
+        Some(addr) => Some((
+            addr,
+            TcpListener::bind(addr).with_context(|| format!("--metrics: bind {addr}"))?,
+        )),
+        None => None,
+    };
+    let signals = Signals::install()?;
+    let listen = plan.listen;
+    // Bound (and listening) before the capabilities go, so a privileged port still works;
+    // EADDRINUSE is retried like the AF_XDP bind's EBUSY (a crashed predecessor's socket).
+    let listener = lidarxdp::publish::bind_listener(listen, Duration::from_secs(10))
+        .with_context(|| format!("publisher on {listen}"))?;
+
+    drop_privileges(process)?;
+
+    let metrics = match metrics_listener {
+        Some((addr, listener)) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            http::spawn_server(listener, tx)?;
+            log::info!("metrics at http://{addr}/metrics");
+            Some(rx)
+        }
+        None => None,
+    };
+    // One pool of point buffers: the decoders take from it, the publisher gives back to it.
+    let pool = Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP));
+    let (publisher, sender) = Publisher::spawn_on(
+        listener,
+        PublisherConfig {
+            listen,
+            max_subscribers: plan.max_subscribers,
+            queue_depth: plan.subscriber_queue,
+            frame_queue: plan.frame_queue,
+            sensors: plan
+                .sensors()
+                .map(|s| lidarxdp_core::protocol::SensorEntry {
+                    id: s.id,
+                    name: s.name.clone(),
+                    model: s.model.name().to_owned(),
+                })
+                .collect(),
+            ..PublisherConfig::default()
+        },
+        pool.clone(),
+        Vec::new(),
+    )
+    .with_context(|| format!("publisher on {listen}"))?;
+    let worker_stop = Arc::new(AtomicBool::new(false));
+    let mut workers = workers::start(plan, sources, pipelines, &sender, &pool, &worker_stop)?;
+    for s in plan.sensors() {
+        log::info!(
+            "serving sensor {:?} ({}) on UDP port {}{}; subscribers at {}",
+            s.name,
+            s.model.name(),
+            s.port,
+            s.source.map_or(String::new(), |ip| format!(" from {ip}")),
+            publisher.local_addr()
+        );
+    }
+
+    supervise(&programs, &workers, &publisher, metrics.as_ref(), &signals);
+
+    log::info!("stopping");
+    worker_stop.store(true, Ordering::Relaxed);
+    let failed = join(&mut workers)?;
+    let publisher_counters = publisher.shutdown().context("publisher")?;
+    let summary = report::stats_json(&programs, &workers, &publisher_counters, Vec::new());
+    log::info!("final counters: {summary}");
+    if let Some(path) = &process.stats_json {
+        std::fs::write(path, summary.to_string())
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    drop(programs);
+    match failed {
+        Some(e) => bail!(e),
+        None => Ok(()),
+    }
+}
+
+/// Everything privileged is done. Capabilities are per thread: they are dropped here, on the
+/// main thread before the publisher and capture threads exist, so those inherit the empty sets.
+fn drop_privileges(process: &Process) -> Result<()> {
+    if process.keep_caps {
+        log::warn!("--keep-caps: keeping the start-up capabilities");
+        return Ok(());
+    }
+    let user = process.user.as_ref();
+    let caps = lidarxdp::privs::drop_all(user).context("dropping capabilities")?;
+    match user {
+        Some(u) => log::info!(
+            "now user {} (uid {}, gid {}); capabilities dropped: {caps}",
+            u.name,
+            u.uid,
+            u.gid
+        ),
+        None => log::info!("capabilities dropped: {caps}"),
+    }
+    Ok(())
+}
+
+/// The main loop, every 50 ms until a stop signal or until a capture thread has ended: answers
+/// `/metrics` requests, applies SIGHUP reloads, logs the counters every 10 s.
+fn supervise(
+    programs: &[(String, XdpProgram)],
+    workers: &[Worker],
+    publisher: &PublisherHandle,
+    metrics: Option<&Receiver<SyncSender<String>>>,
+    signals: &Signals,
+) {
+    let mut last_log = Instant::now();
+    let finished = |w: &[Worker]| {
+        w.iter()
+            .any(|w| w.thread.as_ref().is_none_or(|t| t.is_finished()))
+    };
+    while !signals.stop.load(Ordering::Relaxed) && !finished(workers) {
+        match metrics {
+            Some(rx) => {
+                if let Ok(reply) = rx.recv_timeout(Duration::from_millis(50)) {
+                    let snap = report::metrics_snapshot(
+                        programs,
+                        workers,
+                        &publisher.counters(),
+                        publisher.subscriber_stats(),
+                    );
+                    let _ = reply.send(lidarxdp::metrics::render(&snap));
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+        if signals.hangup.swap(false, Ordering::Relaxed) {
+            workers::reload_calibrations(workers);
+        }
+        if last_log.elapsed() >= Duration::from_secs(10) {
+            last_log = Instant::now();
+            log::info!(
+                "{}",
+                report::stats_json(
+                    programs,
+                    workers,
+                    &publisher.counters(),
+                    publisher.subscriber_stats()
+                )
+            );
+        }
+    }
+}
+
+/// Joins every capture thread, keeping each one's exit report. Returns the first thread
+/// error, which makes the daemon exit non-zero once the counters are written.
+///
+/// Errors: a capture thread panicked.
+fn join(workers: &mut [Worker]) -> Result<Option<String>> {
+    let mut panicked = false;
+    let mut failed = None;
+    for w in workers.iter_mut() {
+        match w.thread.take().map(|t| t.join()) {
+            Some(Ok(Ok(exit))) => w.exit = Some(exit),
+            Some(Ok(Err(e))) => {
+                log::error!("capture thread {}:{}: {e}", w.iface, w.queue);
+                failed.get_or_insert(format!("capture thread {}:{}: {e}", w.iface, w.queue));
+            }
+            Some(Err(_)) => panicked = true,
+            None => {}
+        }
+    }
+    if panicked {
+        bail!("a capture thread panicked");
+    }
+    Ok(failed)
+}

@@ -1,0 +1,207 @@
+//! The capture threads as the main thread sees them: building each sensor's pipeline from
+//! its plan (calibration read through [`lidarxdp::calibration`]), starting one thread per
+//! (interface, queue) on its source, and handing rebuilt pipelines over on SIGHUP.
+
+use std::{
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
+
+use anyhow::{Context, Result};
+use crossbeam_queue::ArrayQueue;
+use lidarxdp::{
+    capture::{
+        CaptureExit, CaptureStats, CaptureWorker, PacketSource, Reload, SensorCounters, SensorSlot,
+        StallSchedule,
+    },
+    publish::{BufferPool, FrameSender},
+};
+use lidarxdp_core::sensor::{ScanPipeline, SensorConfig};
+
+use super::sources::Source;
+use crate::cli::config::{Plan, SensorPlan};
+
+/// A running capture thread and what the main thread knows of it.
+pub(super) struct Worker {
+    pub(super) iface: String,
+    pub(super) queue: u32,
+    /// The thread's sensors, in slot order (for reloads).
+    pub(super) sensors: Vec<SensorPlan>,
+    /// Where reloaded pipelines go.
+    pub(super) reloads: Arc<ArrayQueue<Reload>>,
+    /// (sensor id, model name) per slot.
+    pub(super) models: Vec<(u16, &'static str)>,
+    pub(super) stats: Arc<CaptureStats>,
+    pub(super) thread: Option<std::thread::JoinHandle<std::io::Result<CaptureExit>>>,
+    pub(super) exit: Option<CaptureExit>,
+}
+
+/// Builds a sensor's decoding pipeline (reads its calibration).
+pub(crate) fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
+    let cfg = SensorConfig {
+        cut_angle_deg: s.cut_angle,
+        min_range_m: s.min_range,
+        max_range_m: s.max_range,
+        stamp: s.stamp,
+        ..SensorConfig::new(s.id, s.model, &s.calibration)
+    };
+    let opts = lidarxdp_core::sensor::PipelineOptions {
+        fov_deg: s.fov,
+        hesai_skip_crc: s.hesai_skip_crc,
+        flavor: crate::cli::decode::flavor(s.nebula_compat),
+    };
+    lidarxdp::calibration::pipeline_with_options(&cfg, opts)
+        .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))
+}
+
+/// Every sensor's pipeline, per queue in plan order: every calibration is read before the
+/// network is touched.
+///
+/// Errors: the first calibration that cannot be read or parsed, naming the sensor.
+pub(super) fn pipelines(plan: &Plan) -> Result<Vec<Vec<ScanPipeline>>> {
+    plan.queues
+        .iter()
+        .map(|q| q.sensors.iter().map(pipeline).collect())
+        .collect()
+}
+
+/// Starts one capture thread per queue on its source and pipelines; frames go to `sender`,
+/// point buffers come from `pool`, and `stop` ends the threads.
+///
+/// Errors: a thread that cannot be spawned.
+pub(super) fn start(
+    plan: &Plan,
+    sources: Vec<Source>,
+    pipelines: Vec<Vec<ScanPipeline>>,
+    sender: &FrameSender,
+    pool: &Arc<BufferPool>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<Worker>> {
+    let mut workers = Vec::with_capacity(plan.queues.len());
+    for ((q, source), pipes) in plan.queues.iter().zip(sources).zip(pipelines) {
+        let slots: Vec<SensorSlot> = q
+            .sensors
+            .iter()
+            .zip(pipes)
+            .map(|(s, pipeline)| SensorSlot {
+                port: s.port,
+                extra_port: s.extra_port,
+                source: s.source.map(|ip| ip.octets()),
+                pipeline,
+                expect_return_mode: s.return_mode,
+            })
+            .collect();
+        let stats = Arc::new(CaptureStats {
+            sensors: slots
+                .iter()
+                .map(|s| SensorCounters::new(&s.pipeline))
+                .collect(),
+            ..CaptureStats::default()
+        });
+        let reloads = Arc::new(ArrayQueue::new(q.sensors.len().max(1)));
+        let parts = WorkerParts {
+            slots,
+            reloads: reloads.clone(),
+            sender: sender.clone(),
+            buffers: pool.clone(),
+            stop: stop.clone(),
+            stats: stats.clone(),
+            stall: plan.stall,
+            cpu: q.cpu,
+            name: format!("capture-{}-{}", q.iface, q.queue),
+        };
+        let thread = match source {
+            Source::Xdp(s) => parts.spawn(s)?,
+            Source::Socket(s) => parts.spawn(s)?,
+            Source::Recvmmsg(s) => parts.spawn(s)?,
+            Source::Uring(s) => parts.spawn(s)?,
+        };
+        workers.push(Worker {
+            iface: q.iface.clone(),
+            queue: q.queue,
+            sensors: q.sensors.clone(),
+            reloads,
+            models: q.sensors.iter().map(|s| (s.id, s.model.name())).collect(),
+            stats,
+            thread: Some(thread),
+            exit: None,
+        });
+    }
+    Ok(workers)
+}
+
+/// SIGHUP: re-reads every sensor's calibration and hands the rebuilt pipelines to the capture
+/// threads. A sensor whose file no longer parses keeps its loaded calibration (error logged);
+/// the others are reloaded. Runs on the main thread, which holds no capability by now, so the
+/// files must be readable by the daemon's user.
+pub(super) fn reload_calibrations(workers: &[Worker]) {
+    let (mut ok, mut failed) = (0usize, 0usize);
+    for w in workers {
+        for (slot, s) in w.sensors.iter().enumerate() {
+            match pipeline(s) {
+                Ok(p) => {
+                    if w.reloads.push(Reload { slot, pipeline: p }).is_err() {
+                        log::warn!(
+                            "SIGHUP: sensor {:?}: the previous reload is not applied yet; \
+                             skipped",
+                            s.name
+                        );
+                        failed += 1;
+                    } else {
+                        ok += 1;
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    log::error!("SIGHUP: {e:#}; keeping the loaded calibration");
+                }
+            }
+        }
+    }
+    log::info!("SIGHUP: calibration reloaded for {ok} sensor(s), {failed} kept as they were");
+}
+
+/// Everything but the source that the capture thread is started with.
+struct WorkerParts {
+    slots: Vec<SensorSlot>,
+    reloads: Arc<ArrayQueue<Reload>>,
+    sender: FrameSender,
+    buffers: Arc<BufferPool>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<CaptureStats>,
+    stall: Option<StallSchedule>,
+    cpu: Option<usize>,
+    name: String,
+}
+
+impl WorkerParts {
+    fn spawn<S: PacketSource + Send + 'static>(
+        self,
+        source: S,
+    ) -> Result<std::thread::JoinHandle<std::io::Result<CaptureExit>>> {
+        let worker = CaptureWorker {
+            source,
+            sensors: self.slots,
+            sender: self.sender,
+            buffers: self.buffers,
+            idle_wait: Duration::from_millis(20),
+            stop: self.stop,
+            stats: self.stats,
+            stall: self.stall,
+            reloads: self.reloads,
+        };
+        let cpu = self.cpu;
+        Ok(std::thread::Builder::new().name(self.name).spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_to_cpu(cpu);
+            }
+            worker.run()
+        })?)
+    }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    if let Err(e) = lidarxdp::capture::pin_to_cpu(cpu) {
+        log::warn!("pinning the capture thread to CPU {cpu}: {e}");
+    }
+}
