@@ -33,20 +33,6 @@ impl Drop for Cleanup {
     }
 }
 
-fn wait_for_file(path: &Path, what: &str, timeout: Duration, child: &mut Child) -> Result<()> {
-    let t = Instant::now();
-    while !path.exists() {
-        if let Some(status) = child.try_wait()? {
-            bail!("{what} exited early: {status}");
-        }
-        if t.elapsed() > timeout {
-            bail!("{what} not ready after {timeout:?}");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
-}
-
 fn wait_timeout(child: &mut Child, timeout: Duration) -> Result<std::process::ExitStatus> {
     let t = Instant::now();
     loop {
@@ -123,11 +109,11 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
         .spawn()
         .context("start subscriber")?;
     guard.0.push(sub);
-    wait_for_file(
-        &sub_ready,
+    lidarxdp_testkit::wait_ready(
+        &mut guard.0[1],
         "subscriber",
         Duration::from_secs(20),
-        &mut guard.0[1],
+        || sub_ready.exists(),
     )?;
     if let Some(s) = guard.0[0].try_wait()? {
         bail!("daemon exited early: {s}");

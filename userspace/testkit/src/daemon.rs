@@ -214,12 +214,15 @@ pub fn replay_to(
     rate: &str,
 ) -> serde_json::Value {
     let exe = daemon_exe();
-    let out = NetnsPair::exec(&net.sensor_ns, &[exe.to_str().expect("UTF-8 path"), "replay"])
-        .arg(crate::data(pcap))
-        .args(["--to", &format!("{ip}:{port}")])
-        .args(["--rate", rate, "--json"])
-        .output()
-        .expect("run replay");
+    let out = NetnsPair::exec(
+        &net.sensor_ns,
+        &[exe.to_str().expect("UTF-8 path"), "replay"],
+    )
+    .arg(crate::data(pcap))
+    .args(["--to", &format!("{ip}:{port}")])
+    .args(["--rate", rate, "--json"])
+    .output()
+    .expect("run replay");
     assert!(
         out.status.success(),
         "replay: {}",

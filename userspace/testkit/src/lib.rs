@@ -23,8 +23,8 @@ mod netns;
 mod staging;
 
 pub use daemon::{
-    Daemon, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, tcp_accepts, wait,
-    wait_ready, xdp_attached,
+    Daemon, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, tcp_accepts, wait, wait_ready,
+    xdp_attached,
 };
 #[cfg(feature = "frames")]
 pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames};

@@ -325,11 +325,22 @@ impl NetnsPair {
                 (&self.sensor_ns, sif, &self.host_ns, hif, hip),
                 (&self.host_ns, hif, &self.sensor_ns, sif, sip),
             ] {
-                let j = run(Command::new("ip").args(["-n", peer_ns, "-j", "link", "show", "dev", peer_if]))?;
+                let j =
+                    run(Command::new("ip")
+                        .args(["-n", peer_ns, "-j", "link", "show", "dev", peer_if]))?;
                 let v: serde_json::Value = serde_json::from_str(&j).context("ip -j link")?;
                 let mac = v[0]["address"].as_str().context("veth MAC")?.to_owned();
                 run(Command::new("ip").args([
-                    "-n", ns, "neigh", "replace", peer_ip, "lladdr", &mac, "dev", ifname, "nud",
+                    "-n",
+                    ns,
+                    "neigh",
+                    "replace",
+                    peer_ip,
+                    "lladdr",
+                    &mac,
+                    "dev",
+                    ifname,
+                    "nud",
                     "permanent",
                 ]))?;
             }

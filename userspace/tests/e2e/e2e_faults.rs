@@ -11,7 +11,7 @@
 //! Each test creates its own `NetnsPair` (removed on drop), listens on its own port in
 //! 7650..=7669 and only sends to addresses inside the namespaces it created. Timing is polled
 //! against deadlines, never assumed. Run as root by `cargo xtask test`.
-mod common;
+use crate::common;
 
 use std::{
     io::{Read, Write},

@@ -10,7 +10,7 @@
 //! side records them and the test reassembles that recording with the same `Reassembler` the
 //! daemon runs, comparing every datagram with the capture's payload.
 //! Run as root by `cargo xtask test`.
-mod common;
+use crate::common;
 
 use std::{
     io::{BufRead, BufReader},
