@@ -73,8 +73,9 @@ impl TestNet {
     /// namespace (`ip netns exec ... sh -c 'echo > /proc/sys/...'`), recording which write took
     /// effect; the init value is restored on drop.
     pub fn raise_rmem_max(&mut self, wanted: u64) -> RmemReport {
+        let host_ns = self.net.host_ns.clone();
         let host_read = || {
-            run(exec_in(&self.host_ns).args(["cat", RMEM]))
+            run(exec_in(&host_ns).args(["cat", RMEM]))
                 .ok()
                 .and_then(|s| read_u64(&s))
         };

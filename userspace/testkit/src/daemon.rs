@@ -18,8 +18,7 @@ pub fn daemon_exe() -> PathBuf {
         return p.into();
     }
     let me = std::env::current_exe().expect("current_exe");
-    let p = me
-        .parent()
+    me.parent()
         .and_then(Path::parent)
         .map(|d| d.join("lidarxdp"))
         .filter(|p| p.is_file())
@@ -28,8 +27,7 @@ pub fn daemon_exe() -> PathBuf {
                 "lidarxdp binary not found beside {} (set CARGO_BIN_EXE_lidarxdp)",
                 me.display()
             )
-        });
-    p
+        })
 }
 
 /// Waits up to `timeout` until `ready()` returns true, polling every 20 ms; fails when `child`
