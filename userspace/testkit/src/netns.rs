@@ -357,3 +357,86 @@ impl Drop for NetnsPair {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(ns: &str, ifname: &str) -> serde_json::Value {
+        let j = sh(&["ip", "-n", ns, "-j", "link", "show", "dev", ifname]);
+        serde_json::from_str::<serde_json::Value>(&j).unwrap()[0].clone()
+    }
+
+    fn namespaces() -> String {
+        sh(&["ip", "netns", "list"])
+    }
+
+    #[test]
+    fn unique_names_differ_per_call_and_fit_ifnamsiz() {
+        let (a, b) = (PairSpec::unique("t"), PairSpec::unique("t"));
+        assert_ne!(a.sensor_ns, b.sensor_ns);
+        assert_ne!(a.host_if, b.host_if);
+        for s in [&a, &b] {
+            assert!(s.sensor_if.len() < 15 && s.host_if.len() < 15, "{s:?}");
+            assert_eq!(s.queues, 1);
+        }
+    }
+
+    /// Queues, MTU, MACs and neighbour entries as asked; both namespaces gone after drop.
+    #[test]
+    fn pair_has_the_spec_settings_and_is_removed_on_drop() {
+        if !crate::privileged() {
+            return;
+        }
+        let spec = PairSpec::unique("kit")
+            .queues(2)
+            .mtu(9000)
+            .macs("02:00:00:77:00:01", "02:00:00:77:00:02")
+            .static_neighbours();
+        let p = NetnsPair::create(spec).unwrap();
+        let h = link(&p.host_ns, &p.host_if);
+        assert_eq!(h["mtu"], 9000);
+        assert_eq!(h["address"], "02:00:00:77:00:02");
+        assert_eq!(link(&p.sensor_ns, &p.sensor_if)["mtu"], 9000);
+        let q = sh(&[
+            "ip", "-n", &p.host_ns, "-d", "-j", "link", "show", "dev", &p.host_if,
+        ]);
+        let q: serde_json::Value = serde_json::from_str(&q).unwrap();
+        assert_eq!(q[0]["num_rx_queues"], 2);
+        let n = sh(&["ip", "-n", &p.host_ns, "neigh", "show", "dev", &p.host_if]);
+        assert_eq!(
+            n.trim(),
+            format!("{} lladdr 02:00:00:77:00:01 PERMANENT", p.sensor_ip)
+        );
+        let seen = in_netns(&p.host_ns, || {
+            std::net::UdpSocket::bind((p.host_ip.as_str(), 0)).is_ok()
+        });
+        assert!(seen, "host address not configured in the host namespace");
+        p.reset_link().unwrap();
+        assert_eq!(link(&p.host_ns, &p.host_if)["mtu"], 9000);
+        let names = (p.sensor_ns.clone(), p.host_ns.clone());
+        drop(p);
+        let list = namespaces();
+        assert!(
+            !list.contains(&names.0) && !list.contains(&names.1),
+            "{list}"
+        );
+    }
+
+    /// `persist` keeps the namespaces after drop; `delete_netns` removes them.
+    #[test]
+    fn persisted_pair_outlives_the_value() {
+        if !crate::privileged() {
+            return;
+        }
+        let spec = PairSpec::unique("kitp");
+        let (s, h) = (spec.sensor_ns.clone(), spec.host_ns.clone());
+        NetnsPair::create(spec).unwrap().persist();
+        let list = namespaces();
+        delete_netns(&s);
+        delete_netns(&h);
+        assert!(list.contains(&s) && list.contains(&h), "{list}");
+        let list = namespaces();
+        assert!(!list.contains(&s) && !list.contains(&h), "{list}");
+    }
+}
