@@ -8,7 +8,7 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Stdio},
     thread,
     time::{Duration, Instant},
 };
@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::{netns, root};
+use crate::netns;
 
 const LISTEN: &str = "127.0.0.1:7510";
 const PORT: u16 = 2368;
@@ -60,7 +60,7 @@ fn num(v: &Value, path: &[&str]) -> u64 {
 
 /// Runs the demo with the release daemon at `bin`.
 pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> Result<()> {
-    let data = root().join("../shared/data/velodyne/vlp16");
+    let data = lidarxdp_testkit::data("velodyne/vlp16");
     let pcap = pcap.unwrap_or_else(|| data.join("vlp16_dual_nebula_603pkt.pcap"));
     let calibration = calibration.unwrap_or_else(|| data.join("calibration/VLP16db.yaml"));
     if !pcap.exists() {
@@ -76,8 +76,7 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
     let mut guard = Cleanup(Vec::new());
     netns::up()?;
 
-    let daemon = Command::new("ip")
-        .args(["netns", "exec", netns::HOST_NS])
+    let daemon = lidarxdp_testkit::exec_in(netns::HOST_NS)
         .arg(bin)
         .args([
             "run",
@@ -98,8 +97,7 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
     let daemon_pid = daemon.id();
     guard.0.push(daemon);
 
-    let sub = Command::new("ip")
-        .args(["netns", "exec", netns::HOST_NS])
+    let sub = lidarxdp_testkit::exec_in(netns::HOST_NS)
         .arg(bin)
         .args(["subscribe", LISTEN, "--connect-timeout-ms", "15000"])
         .arg("--ready-file")
@@ -119,8 +117,7 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
         bail!("daemon exited early: {s}");
     }
 
-    let out = Command::new("ip")
-        .args(["netns", "exec", netns::SENSOR_NS])
+    let out = lidarxdp_testkit::exec_in(netns::SENSOR_NS)
         .arg(bin)
         .arg("replay")
         .arg(&pcap)
