@@ -10,7 +10,7 @@
 //!   read back; [`replay`] a capture from the sensor namespace with `lidarxdp replay`;
 //! - [`data`]: the shared captures (`../shared/data` beside the repository), [`privileged`],
 //!   [`Staging`] (world-readable copies for tests that run the daemon as `nobody`),
-//!   [`content_file`], and [`serial`] for the few tests that must not overlap.
+//!   [`content_file`].
 //!
 //! Everything here runs `ip` (iproute2) and panics with the command's stderr on failure in the
 //! test-facing helpers; the `Result` variants ([`NetnsPair::create`], [`run`]) serve bench/xtask.
@@ -32,7 +32,6 @@ pub use netns::{NetnsPair, PairSpec, delete_netns, exec_in, in_netns, run, set_m
 pub use staging::{Staging, content_file};
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
 
 /// True when the tests run as root (CI does). Privileged tests return early with a message when
 /// not root, unless `LIDARXDP_REQUIRE_PRIVILEGED=1` (set by `cargo xtask test`), where this
@@ -60,15 +59,7 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// Path of `rel` in the shared captures folder, `<workspace root>/../shared/data/` (read in
-/// place, never copied; see `shared/data/README` for provenance).
+/// place, never copied; see `shared/data/README.md` for provenance).
 pub fn data(rel: &str) -> PathBuf {
     workspace_root().join("../shared/data").join(rel)
-}
-
-/// Holds a process-wide lock for the tests of one binary that must not run at the same time
-/// (e.g. ones that change a host-wide setting). Poisoning is ignored: a failed test must not
-/// fail the next one.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
