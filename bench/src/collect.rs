@@ -39,9 +39,6 @@ pub struct Args {
     /// Pin the process (all subscriber threads) to this CPU.
     #[arg(long)]
     pub pin_cpu: Option<usize>,
-    /// Connect one subscriber, read the hello, exit 0 (a readiness probe).
-    #[arg(long)]
-    pub probe: bool,
 }
 
 /// One received frame.
@@ -116,10 +113,6 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--duration: {d} is not valid; expected seconds > 0");
     }
     let timeout = Duration::from_millis(args.connect_timeout_ms);
-    if args.probe {
-        connect(args.connect, timeout)?;
-        return Ok(());
-    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("signal handler")?;

@@ -1,48 +1,32 @@
-//! The suite's own test network, and the kernel counters read around each run.
+//! The suite's own test network (the test kit's [`NetnsPair`]), and the kernel counters read
+//! around each run.
 //!
 //! ```text
-//!  netns lxb-<pid>-s                         netns lxb-<pid>-h
-//!  lxb<pid>s 10.78.X.1/24  <--- veth --->  lxb<pid>h 10.78.X.2/24   (daemon: XDP / UDP here)
+//!  netns lxs-bench-<id>                      netns lxh-bench-<id>
+//!  lxs<id> 10.77.N.1/24  <--- veth --->  lxh<id> 10.77.N.2/24   (daemon: XDP / UDP here)
 //! ```
-//! One RX and one TX queue per end (AF_XDP binds queue 0). [`TestNet`] removes both namespaces
-//! (and so the veth pair) and restores `net.core.rmem_max` when dropped, also on error and
-//! panic unwinding.
-use std::process::{Command, Stdio};
+//! One RX and one TX queue per end (AF_XDP binds queue 0), permanent neighbour entries (no ARP
+//! exchange at the start of a run). [`TestNet`] removes both namespaces (and so the veth pair)
+//! and restores `net.core.rmem_max` when dropped, also on error and panic unwinding.
+use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
+use lidarxdp_testkit::{NetnsPair, PairSpec, exec_in, run};
 use serde::Serialize;
 
-fn run(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .stderr(Stdio::piped())
-        .output()
-        .with_context(|| format!("spawn {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed: {} {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The suite's namespaces and veth pair; removed on drop.
+/// The suite's namespaces and veth pair (dereferences to the kit's [`NetnsPair`]: names,
+/// addresses, [`NetnsPair::reset_link`]); removed on drop.
 #[derive(Debug)]
 pub struct TestNet {
-    /// Sensor-side namespace (the generator runs here).
-    pub sensor_ns: String,
-    /// Host-side namespace (the daemon and the collector run here).
-    pub host_ns: String,
-    /// Sensor-side veth.
-    pub sensor_if: String,
-    /// Host-side veth (XDP is attached here).
-    pub host_if: String,
-    /// Sensor-side address.
-    pub sensor_ip: String,
-    /// Host-side address: the only destination the generator is given.
-    pub host_ip: String,
+    net: NetnsPair,
     rmem: Option<RmemGuard>,
+}
+
+impl std::ops::Deref for TestNet {
+    type Target = NetnsPair;
+    fn deref(&self) -> &NetnsPair {
+        &self.net
+    }
 }
 
 /// `net.core.rmem_max` as raised by the suite (bytes), and where the write took effect.
@@ -76,117 +60,22 @@ fn read_u64(s: &str) -> Option<u64> {
 }
 
 impl TestNet {
-    /// Creates the namespaces `lxb-<pid>-s`/`-h` and the veth pair between them.
+    /// Creates the namespaces (names unique to this process, [`PairSpec::unique`]) and the veth
+    /// pair between them.
     pub fn up() -> Result<Self> {
-        let pid = std::process::id();
-        let x = pid % 250 + 1;
-        let net = TestNet {
-            sensor_ns: format!("lxb-{pid}-s"),
-            host_ns: format!("lxb-{pid}-h"),
-            sensor_if: format!("lxb{pid}s"),
-            host_if: format!("lxb{pid}h"),
-            sensor_ip: format!("10.78.{x}.1"),
-            host_ip: format!("10.78.{x}.2"),
+        Ok(TestNet {
+            net: NetnsPair::create(PairSpec::unique("bench").static_neighbours())?,
             rmem: None,
-        };
-        net.remove();
-        run(Command::new("ip").args(["netns", "add", &net.sensor_ns]))?;
-        run(Command::new("ip").args(["netns", "add", &net.host_ns]))?;
-        net.add_link()?;
-        Ok(net)
-    }
-
-    fn add_link(&self) -> Result<()> {
-        run(Command::new("ip").args([
-            "link",
-            "add",
-            &self.sensor_if,
-            "numrxqueues",
-            "1",
-            "numtxqueues",
-            "1",
-            "netns",
-            &self.sensor_ns,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &self.host_if,
-            "numrxqueues",
-            "1",
-            "numtxqueues",
-            "1",
-            "netns",
-            &self.host_ns,
-        ]))?;
-        for (ns, ifname, ip) in [
-            (&self.sensor_ns, &self.sensor_if, &self.sensor_ip),
-            (&self.host_ns, &self.host_if, &self.host_ip),
-        ] {
-            run(Command::new("ip").args([
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{ip}/24"),
-                "dev",
-                ifname,
-            ]))?;
-            run(Command::new("ip").args(["-n", ns, "link", "set", ifname, "up"]))?;
-            run(Command::new("ip").args(["-n", ns, "link", "set", "lo", "up"]))?;
-        }
-        // Static neighbour entries: no ARP exchange at the start of a run.
-        for (ns, ifname, peer_ns, peer_if, ip) in [
-            (
-                &self.sensor_ns,
-                &self.sensor_if,
-                &self.host_ns,
-                &self.host_if,
-                &self.host_ip,
-            ),
-            (
-                &self.host_ns,
-                &self.host_if,
-                &self.sensor_ns,
-                &self.sensor_if,
-                &self.sensor_ip,
-            ),
-        ] {
-            let mac = run(
-                Command::new("ip").args(["-n", peer_ns, "-j", "link", "show", "dev", peer_if])
-            )?;
-            let v: serde_json::Value = serde_json::from_str(&mac).context("ip -j link")?;
-            let mac = v[0]["address"].as_str().context("veth MAC")?.to_owned();
-            run(Command::new("ip").args([
-                "-n",
-                ns,
-                "neigh",
-                "replace",
-                ip,
-                "lladdr",
-                &mac,
-                "dev",
-                ifname,
-                "nud",
-                "permanent",
-            ]))?;
-        }
-        Ok(())
-    }
-
-    /// Deletes and re-creates the veth pair (fresh counters, no AF_XDP socket lingering on the
-    /// queue from the previous daemon, which would make the next bind fail with EBUSY).
-    pub fn reset_link(&self) -> Result<()> {
-        let _ = run(Command::new("ip").args(["-n", &self.host_ns, "link", "del", &self.host_if]));
-        self.add_link()
+        })
     }
 
     /// Raises `net.core.rmem_max` to `wanted` bytes in the init namespace and inside the host
     /// namespace (`ip netns exec ... sh -c 'echo > /proc/sys/...'`), recording which write took
     /// effect; the init value is restored on drop.
     pub fn raise_rmem_max(&mut self, wanted: u64) -> RmemReport {
+        let host_ns = self.net.host_ns.clone();
         let host_read = || {
-            run(Command::new("ip").args(["netns", "exec", &self.host_ns, "cat", RMEM]))
+            run(exec_in(&host_ns).args(["cat", RMEM]))
                 .ok()
                 .and_then(|s| read_u64(&s))
         };
@@ -208,39 +97,16 @@ impl TestNet {
             .ok()
             .and_then(|s| read_u64(&s));
         r.host_after_init_write = host_read();
-        r.host_write_ok = run(Command::new("ip").args([
-            "netns",
-            "exec",
-            &self.host_ns,
-            "sh",
-            "-c",
-            &format!("echo {wanted} > {RMEM}"),
-        ]))
-        .is_ok();
+        r.host_write_ok =
+            run(exec_in(&self.host_ns).args(["sh", "-c", &format!("echo {wanted} > {RMEM}")]))
+                .is_ok();
         r.host_after = host_read();
         r
     }
 
-    fn remove(&self) {
-        for ns in [&self.sensor_ns, &self.host_ns] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-
-    /// `ip netns exec <ns>` as a command prefix.
-    pub fn exec(ns: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]);
-        c
-    }
-
     /// Counters of the receiving side now.
     pub fn counters(&self) -> Counters {
-        let snmp = run(Self::exec(&self.host_ns).args(["cat", "/proc/net/snmp"]))
+        let snmp = run(exec_in(&self.host_ns).args(["cat", "/proc/net/snmp"]))
             .ok()
             .map(|s| parse_snmp_udp(&s))
             .unwrap_or_default();
@@ -260,7 +126,7 @@ impl TestNet {
 
 impl Drop for TestNet {
     fn drop(&mut self) {
-        self.remove();
+        // The namespaces go when `net` is dropped, right after this.
         if let Some(g) = &self.rmem
             && let Some(old) = g.init_old
         {

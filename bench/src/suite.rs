@@ -23,12 +23,15 @@ use serde_json::Value;
 
 use crate::net::{Counters, RmemReport, TestNet};
 use crate::stats;
+use lidarxdp_testkit::{exec_in, tcp_accepts, wait_ready};
 
 /// The "largest" SO_RCVBUF the suite allows: 128 MiB, the size of the largest UMEM
 /// (65,536 frames × 2 KiB), so both paths get the same buffer memory at their maximum.
 pub const RMEM_MAX_LARGEST: u64 = 65_536 * 2_048;
 /// The daemon's publisher address inside the host namespace.
 const LISTEN: &str = "127.0.0.1:7510";
+/// The port of [`LISTEN`].
+const LISTEN_PORT: u16 = 7510;
 /// The sensor's UDP port.
 const PORT: u16 = 2368;
 
@@ -381,39 +384,6 @@ fn num(v: &Value, path: &[&str]) -> Option<u64> {
     get(v, path).as_u64()
 }
 
-fn wait_ready(daemon: &mut Child, probe: &mut Child, t: Duration) -> Result<()> {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = daemon.try_wait()? {
-            bail!("daemon exited during start-up: {s}");
-        }
-        if let Some(s) = probe.try_wait()? {
-            if s.success() {
-                return Ok(());
-            }
-            bail!("readiness probe failed: {s}");
-        }
-        if start.elapsed() > t {
-            bail!("daemon not ready after {t:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn wait_file(p: &Path, c: &mut Child, t: Duration) -> Result<()> {
-    let start = Instant::now();
-    while !p.exists() {
-        if let Some(s) = c.try_wait()? {
-            bail!("collector exited early: {s}");
-        }
-        if start.elapsed() > t {
-            bail!("collector not ready after {t:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(())
-}
-
 /// Period of the stall injection for a stall of `ms`: 1,000 ms, or 2 × `ms` for stalls of a
 /// second or more (the daemon requires MS < EVERY_MS).
 pub fn stall_every_ms(ms: u64) -> u64 {
@@ -453,7 +423,7 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
     let mut kids = Kids(Vec::new());
 
     // Daemon: one sensor by flags, or N sensors on consecutive ports by a config file.
-    let mut d = TestNet::exec(&ctx.net.host_ns);
+    let mut d = exec_in(&ctx.net.host_ns);
     d.arg(&ctx.daemon).args([
         "run",
         "--iface",
@@ -505,19 +475,10 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
     kids.0.push(d.spawn().context("start daemon")?);
     let daemon_pid = kids.0[0].id();
 
-    let mut probe = TestNet::exec(&ctx.net.host_ns)
-        .arg(&ctx.bench)
-        .args(["collect", "--probe", "--connect", LISTEN])
-        .args(["--connect-timeout-ms", "20000"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("start probe")?;
-    let ready = wait_ready(&mut kids.0[0], &mut probe, Duration::from_secs(25));
-    if ready.is_err() {
-        let _ = probe.kill();
-    }
-    let _ = probe.wait();
+    let ns = ctx.net.host_ns.clone();
+    let ready = wait_ready(&mut kids.0[0], "daemon", Duration::from_secs(25), || {
+        tcp_accepts(&ns, LISTEN_PORT)
+    });
     if let Err(e) = ready {
         let log = std::fs::read_to_string(raw("daemon.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(2).collect();
@@ -530,7 +491,7 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
     if spec.subscribers > 0 {
         let ready = raw("ready");
         let _ = std::fs::remove_file(&ready);
-        let mut c = TestNet::exec(&ctx.net.host_ns);
+        let mut c = exec_in(&ctx.net.host_ns);
         c.arg(&ctx.bench).args([
             "collect",
             "--connect",
@@ -548,7 +509,9 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         c.stdout(Stdio::null()).stderr(Stdio::null());
         kids.0.push(c.spawn().context("start collector")?);
         let i = kids.0.len() - 1;
-        wait_file(&ready, &mut kids.0[i], Duration::from_secs(20))?;
+        wait_ready(&mut kids.0[i], "collector", Duration::from_secs(20), || {
+            ready.exists()
+        })?;
         collector_idx = Some(i);
     }
     // CPU hog on core 0.
@@ -572,7 +535,7 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
 
     // Generator.
     let gen_path = raw("gen.json");
-    let mut g = TestNet::exec(&ctx.net.sensor_ns);
+    let mut g = exec_in(&ctx.net.sensor_ns);
     g.args(["taskset", "-c", "1"]).arg(&ctx.bench).arg("gen");
     g.arg("--pcap").arg(&ctx.pcap).args([
         "--to",

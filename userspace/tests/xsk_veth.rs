@@ -1,22 +1,21 @@
 //! Privileged AF_XDP tests on a veth pair between two throwaway network namespaces.
 //!
 //! Needs root (CI runs as root); otherwise each test prints why and passes. Every test
-//! creates its own namespaces `lxdp-xsk-<pid>-<n>-{a,b}` holding the veth ends
-//! `xa<pid>n<n>` / `xb<pid>n<n>` (one RX and one TX queue each), runs its body on a thread
-//! that has entered namespace `a` (so the socket, interface lookup and XDP attach all happen
-//! there), and deletes both namespaces on drop, even when the test fails. Traffic is only
-//! sent between addresses inside those namespaces.
+//! creates its own namespaces through the test kit (`lxh-xsk-<id>` = `a`, `lxs-xsk-<id>` = `b`,
+//! `<id>` unique per process and call) holding the veth ends (one RX and one TX queue each),
+//! runs its body on a thread that has entered namespace `a` (so the socket, interface lookup
+//! and XDP attach all happen there), and deletes both namespaces on drop, even when the test
+//! fails. Traffic is only sent between addresses inside those namespaces. A binary of its own:
+//! its huge-page test reserves the pages it then requires, which daemons started by tests
+//! running at the same time could take.
 //!
 //! The end-to-end RX test loads a 6-instruction XDP program (raw `bpf(2)`, no object file):
 //! `return bpf_redirect_map(&xskmap, ctx->rx_queue_index, XDP_PASS)`, so the socket layer is
 //! tested on its own, independent of the real program in `ebpf/` (which `e2e_xdp.rs` covers).
 
-use std::fs::File;
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use lidarxdp::xsk::{
@@ -24,39 +23,15 @@ use lidarxdp::xsk::{
     huge_pages_for, reserve_hugepages,
 };
 use lidarxdp_core::net::parse_udp_ipv4;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use lidarxdp_testkit::{NetnsPair, PairSpec, in_netns};
 
 macro_rules! require_root {
     ($test:literal) => {
-        if !is_root() {
-            assert!(
-                std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
-                "privileged test needs root (LIDARXDP_REQUIRE_PRIVILEGED is set)"
-            );
-            eprintln!(
-                "SKIPPED: xsk_veth::{} needs root (netns, veth, AF_XDP, bpf); run as root / in CI",
-                $test
-            );
+        if !lidarxdp_testkit::privileged() {
+            eprintln!("SKIPPED: xsk_veth::{}", $test);
             return;
         }
     };
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("run `ip` (iproute2)");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 const A_IP: &str = "10.201.0.1";
@@ -64,86 +39,28 @@ const B_IP: &str = "10.201.0.2";
 const A_MAC: &str = "02:00:00:c9:00:01";
 const B_MAC: &str = "02:00:00:c9:00:02";
 
-/// Two namespaces joined by a veth pair; deleted on drop.
+/// Two namespaces joined by a veth pair (the test kit's [`NetnsPair`]): `a` holds the socket
+/// and the XDP program, `b` sends. Fixed MACs and permanent neighbour entries: B reaches A
+/// without ARP (once the XDP program redirects everything, A never answers). Deleted on drop.
 struct TestNet {
     ns_a: String,
     ns_b: String,
     if_a: String,
+    _pair: NetnsPair,
 }
 
 impl TestNet {
     fn new() -> TestNet {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let net = TestNet {
-            ns_a: format!("lxdp-xsk-{pid}-{n}-a"),
-            ns_b: format!("lxdp-xsk-{pid}-{n}-b"),
-            if_a: format!("xa{pid}n{n}"),
-        };
-        let if_b = format!("xb{pid}n{n}");
-        assert!(net.if_a.len() <= 15 && if_b.len() <= 15);
-        // From here on `net` is dropped (and cleans up) even if a command below fails.
-        ip(&["netns", "add", &net.ns_a]);
-        ip(&["netns", "add", &net.ns_b]);
-        #[rustfmt::skip]
-        ip(&[
-            "link", "add", &net.if_a, "numrxqueues", "1", "numtxqueues", "1",
-            "address", A_MAC, "netns", &net.ns_a,
-            "type", "veth", "peer", "name", &if_b, "numrxqueues", "1", "numtxqueues", "1",
-            "address", B_MAC, "netns", &net.ns_b,
-        ]);
-        for (ns, ifname, addr) in [(&net.ns_a, &net.if_a, A_IP), (&net.ns_b, &if_b, B_IP)] {
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{addr}/24"),
-                "dev",
-                ifname,
-            ]);
-            ip(&["-n", ns, "link", "set", ifname, "up"]);
-        }
-        // B reaches A without ARP: once the XDP program redirects everything, A never answers.
-        ip(&[
-            "-n",
-            &net.ns_b,
-            "neigh",
-            "add",
-            A_IP,
-            "lladdr",
-            A_MAC,
-            "dev",
-            &if_b,
-            "nud",
-            "permanent",
-        ]);
-        net
-    }
-
-    /// Runs `f` on a thread inside namespace `ns`; panics in `f` propagate.
-    fn run_in<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/var/run/netns/{ns}");
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-                // SAFETY: setns on a netns fd affects only this thread, which is ours.
-                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(rc, 0, "setns({path}): {}", io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
-    }
-}
-
-impl Drop for TestNet {
-    fn drop(&mut self) {
-        for ns in [&self.ns_a, &self.ns_b] {
-            // Deleting a namespace destroys the veth end inside it (and so the pair).
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        let mut spec = PairSpec::unique("xsk")
+            .macs(B_MAC, A_MAC)
+            .static_neighbours();
+        (spec.sensor_ip, spec.host_ip) = (B_IP.into(), A_IP.into());
+        let pair = NetnsPair::create(spec).unwrap_or_else(|e| panic!("{e:#}"));
+        TestNet {
+            ns_a: pair.host_ns.clone(),
+            ns_b: pair.sensor_ns.clone(),
+            if_a: pair.host_if.clone(),
+            _pair: pair,
         }
     }
 }
@@ -186,7 +103,7 @@ fn veth_binds_copy_mode_with_zero_stats_on_huge_pages() {
     };
 
     let net = TestNet::new();
-    TestNet::run_in(&net.ns_a, || {
+    in_netns(&net.ns_a, || {
         let mut xsk = XskSocket::open(&umem, &xsk_cfg(&net.if_a, BindMode::Auto))
             .unwrap_or_else(|e| panic!("open: {e}"));
         assert_eq!(xsk.bound_mode(), BoundMode::Copy, "veth has no zero-copy");
@@ -212,7 +129,7 @@ fn veth_binds_copy_mode_with_zero_stats_on_huge_pages() {
 fn veth_rejects_forced_zero_copy() {
     require_root!("veth_rejects_forced_zero_copy");
     let net = TestNet::new();
-    TestNet::run_in(&net.ns_a, || {
+    in_netns(&net.ns_a, || {
         let e = XskSocket::open(
             &small_umem(HugePages::Off),
             &xsk_cfg(&net.if_a, BindMode::ZeroCopy),
@@ -229,7 +146,7 @@ fn second_socket_on_a_queue_is_ebusy_then_rebinds() {
     require_root!("second_socket_on_a_queue_is_ebusy_then_rebinds");
     let _ = env_logger::builder().is_test(true).try_init();
     let net = TestNet::new();
-    TestNet::run_in(&net.ns_a, || {
+    in_netns(&net.ns_a, || {
         let umem = small_umem(HugePages::Off);
         let first = XskSocket::open(&umem, &xsk_cfg(&net.if_a, BindMode::Copy)).unwrap();
         let short = XskConfig {
@@ -385,7 +302,7 @@ fn rx_end_to_end(umem: UmemConfig) {
         p
     };
 
-    TestNet::run_in(&net.ns_a, || {
+    in_netns(&net.ns_a, || {
         let mut xsk = XskSocket::open(&umem, &xsk_cfg(&net.if_a, BindMode::Auto)).unwrap();
         let redirect = attach_redirect_all(xsk.ifindex()).expect("attach XDP");
         update_xskmap(&redirect.map, 0, xsk.fd()).expect("XSKMAP[0] = xsk");
@@ -399,7 +316,7 @@ fn rx_end_to_end(umem: UmemConfig) {
             if sent < COUNT {
                 let batch: Vec<Vec<u8>> = (sent..(sent + 50).min(COUNT)).map(payload).collect();
                 sent += batch.len();
-                TestNet::run_in(&net.ns_b, || {
+                in_netns(&net.ns_b, || {
                     let s = UdpSocket::bind((B_IP, 40000)).unwrap();
                     for p in &batch {
                         s.send_to(p, (A_IP, 7502)).unwrap();

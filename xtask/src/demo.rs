@@ -8,7 +8,7 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Stdio},
     thread,
     time::{Duration, Instant},
 };
@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::{netns, root};
+use crate::netns;
 
 const LISTEN: &str = "127.0.0.1:7510";
 const PORT: u16 = 2368;
@@ -31,20 +31,6 @@ impl Drop for Cleanup {
         }
         netns::down();
     }
-}
-
-fn wait_for_file(path: &Path, what: &str, timeout: Duration, child: &mut Child) -> Result<()> {
-    let t = Instant::now();
-    while !path.exists() {
-        if let Some(status) = child.try_wait()? {
-            bail!("{what} exited early: {status}");
-        }
-        if t.elapsed() > timeout {
-            bail!("{what} not ready after {timeout:?}");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 fn wait_timeout(child: &mut Child, timeout: Duration) -> Result<std::process::ExitStatus> {
@@ -74,7 +60,7 @@ fn num(v: &Value, path: &[&str]) -> u64 {
 
 /// Runs the demo with the release daemon at `bin`.
 pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> Result<()> {
-    let data = root().join("../shared/data/velodyne/vlp16");
+    let data = lidarxdp_testkit::data("velodyne/vlp16");
     let pcap = pcap.unwrap_or_else(|| data.join("vlp16_dual_nebula_603pkt.pcap"));
     let calibration = calibration.unwrap_or_else(|| data.join("calibration/VLP16db.yaml"));
     if !pcap.exists() {
@@ -90,8 +76,7 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
     let mut guard = Cleanup(Vec::new());
     netns::up()?;
 
-    let daemon = Command::new("ip")
-        .args(["netns", "exec", netns::HOST_NS])
+    let daemon = lidarxdp_testkit::exec_in(netns::HOST_NS)
         .arg(bin)
         .args([
             "run",
@@ -112,8 +97,7 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
     let daemon_pid = daemon.id();
     guard.0.push(daemon);
 
-    let sub = Command::new("ip")
-        .args(["netns", "exec", netns::HOST_NS])
+    let sub = lidarxdp_testkit::exec_in(netns::HOST_NS)
         .arg(bin)
         .args(["subscribe", LISTEN, "--connect-timeout-ms", "15000"])
         .arg("--ready-file")
@@ -123,18 +107,17 @@ pub fn demo(bin: &Path, pcap: Option<PathBuf>, calibration: Option<PathBuf>) -> 
         .spawn()
         .context("start subscriber")?;
     guard.0.push(sub);
-    wait_for_file(
-        &sub_ready,
+    lidarxdp_testkit::wait_ready(
+        &mut guard.0[1],
         "subscriber",
         Duration::from_secs(20),
-        &mut guard.0[1],
+        || sub_ready.exists(),
     )?;
     if let Some(s) = guard.0[0].try_wait()? {
         bail!("daemon exited early: {s}");
     }
 
-    let out = Command::new("ip")
-        .args(["netns", "exec", netns::SENSOR_NS])
+    let out = lidarxdp_testkit::exec_in(netns::SENSOR_NS)
         .arg(bin)
         .arg("replay")
         .arg(&pcap)

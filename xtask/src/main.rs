@@ -9,7 +9,7 @@ mod setup;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
     time::Instant,
 };
 
@@ -96,11 +96,6 @@ pub fn run(cmd: &mut Command) -> Result<()> {
         bail!("{cmd:?} failed: {status}");
     }
     Ok(())
-}
-
-/// Runs a command with its output discarded.
-pub fn run_quiet(cmd: &mut Command) -> Result<()> {
-    run(cmd.stdout(Stdio::null()).stderr(Stdio::null()))
 }
 
 /// Path of the built XDP object.

@@ -1,15 +1,13 @@
-//! `cargo xtask netns up|down`: the demo's test network. Two namespaces joined by one veth pair
+//! `cargo xtask netns up|down`: the demo's test network, made by the test kit
+//! ([`lidarxdp_testkit::NetnsPair`]) with fixed names. Two namespaces joined by one veth pair
 //! with a single RX/TX queue each (AF_XDP binds queue 0):
 //!
 //! ```text
 //!  netns lxdemo-sensor                    netns lxdemo-host
 //!  lxd-sensor 10.77.0.1/24  <--- veth --->  lxd-host 10.77.0.2/24   (XDP + AF_XDP here)
 //! ```
-use std::process::Command;
-
 use anyhow::Result;
-
-use crate::{run, run_quiet};
+use lidarxdp_testkit::{NetnsPair, PairSpec, delete_netns};
 
 /// Sensor-side namespace (the replayer runs here).
 pub const SENSOR_NS: &str = "lxdemo-sensor";
@@ -24,49 +22,14 @@ pub const SENSOR_IP: &str = "10.77.0.1";
 /// Host-side address.
 pub const HOST_IP: &str = "10.77.0.2";
 
-/// Creates the namespaces and veth pair (removing leftovers from an earlier run first).
+/// Creates the namespaces and veth pair (removing leftovers from an earlier run first) and
+/// leaves them in place for [`down`].
 pub fn up() -> Result<()> {
     down();
-    run(Command::new("ip").args(["netns", "add", SENSOR_NS]))?;
-    run(Command::new("ip").args(["netns", "add", HOST_NS]))?;
-    run(Command::new("ip").args([
-        "link",
-        "add",
-        SENSOR_IF,
-        "numrxqueues",
-        "1",
-        "numtxqueues",
-        "1",
-        "netns",
-        SENSOR_NS,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        HOST_IF,
-        "numrxqueues",
-        "1",
-        "numtxqueues",
-        "1",
-        "netns",
-        HOST_NS,
-    ]))?;
-    for (ns, ifname, ip) in [
-        (SENSOR_NS, SENSOR_IF, SENSOR_IP),
-        (HOST_NS, HOST_IF, HOST_IP),
-    ] {
-        run(Command::new("ip").args([
-            "-n",
-            ns,
-            "addr",
-            "add",
-            &format!("{ip}/24"),
-            "dev",
-            ifname,
-        ]))?;
-        run(Command::new("ip").args(["-n", ns, "link", "set", ifname, "up"]))?;
-        run(Command::new("ip").args(["-n", ns, "link", "set", "lo", "up"]))?;
-    }
+    NetnsPair::create(PairSpec::named(
+        SENSOR_NS, HOST_NS, SENSOR_IF, HOST_IF, SENSOR_IP, HOST_IP,
+    ))?
+    .persist();
     eprintln!("netns: {SENSOR_NS}/{SENSOR_IF} {SENSOR_IP} <-> {HOST_NS}/{HOST_IF} {HOST_IP}");
     Ok(())
 }
@@ -74,6 +37,6 @@ pub fn up() -> Result<()> {
 /// Removes the namespaces (and with them the veth pair); silent when absent.
 pub fn down() {
     for ns in [SENSOR_NS, HOST_NS] {
-        let _ = run_quiet(Command::new("ip").args(["netns", "del", ns]));
+        delete_netns(ns);
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! When idle it also watches the interface's carrier ([`LinkWatch`]): an `ip link set IF down`
 //! and `up` leaves the XDP program attached and the socket bound, and receiving resumes by
-//! itself (measured on veth in copy mode, `tests/e2e_faults.rs`), so the daemon only has to
+//! itself (measured on veth in copy mode, `tests/e2e/e2e_faults.rs`), so the daemon only has to
 //! count the flap (`link_changes`) and log it. It has no capability left by then and needs none
 //! for this: the counter is an ordinary sysfs file.
 //!

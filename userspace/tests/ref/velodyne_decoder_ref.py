@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference points for tests/decode_velodyne_reference.rs from an independent Velodyne decoder.
+"""Reference points for tests/decode/decode_velodyne_reference.rs from an independent Velodyne decoder.
 
 Decodes the shared Velodyne captures (../../shared/data/velodyne, see its README.md) one data
 packet at a time with velodyne-decoder (PyPI `velodyne-decoder`, Martin Valgur, BSD-3; tested

@@ -17,7 +17,7 @@
 //! every point on its corrected azimuth (`docs/sensors.md`, "Velodyne firing timing").
 //! With [`DecodeFlavor::Nebula`] (`--nebula-compat`, config key `nebula_compat`) a Velodyne
 //! stream decodes point-for-point as Tier IV Nebula's decoders do (verified against Nebula's
-//! ground-truth PCDs, see `tests/decode_vlp16_golden.rs`), except: `elevation` is the beam
+//! ground-truth PCDs, see `tests/decode/decode_vlp16_golden.rs`), except: `elevation` is the beam
 //! angle in rad (Nebula stores its sine), `time_stamp` follows the manual's timing table on the
 //! sensor clock (Nebula uses the host stamp of the packet), and a damaged packet is dropped
 //! whole (Nebula keeps the blocks before a bad flag).

@@ -3,7 +3,7 @@
 //!
 //! Sources: the Hesai user manuals (packet layouts in [`layout`], firing times in `timing`)
 //! and Tier IV Nebula's generic Hesai decoder (`hesai_decoder.hpp`, `scan_cutter.hpp`), whose
-//! output this module reproduces point for point (see `tests/decode_hesai_golden.rs`).
+//! output this module reproduces point for point (see `tests/decode/decode_hesai_golden.rs`).
 //!
 //! ## Points
 //! For each block group (1, 2 or 3 blocks, one per return) and each channel, in that order:

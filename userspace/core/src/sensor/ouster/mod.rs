@@ -5,7 +5,7 @@
 //! "Lidar Range Data To XYZ Lidar Coordinate Frame" and "Sensor Metadata"; the OS1 *Software
 //! User Manual* v1.13 (LEGACY format, fw 1.1x metadata); ouster-sdk 1.0.1 (`ouster_core`:
 //! `parsing.cpp`, `xyzlut.cpp`, `metadata.cpp`, `lidar_frame.cpp` `FrameBatcher`), whose
-//! digest files are the goldens in `tests/decode_ouster_golden.rs`.
+//! digest files are the goldens in `tests/decode/decode_ouster_golden.rs`.
 //!
 //! Submodules: [`packet`] (profiles, bit layouts, the checked packet view), [`metadata`] (the
 //! metadata JSON), [`lut`] (the XYZ table).

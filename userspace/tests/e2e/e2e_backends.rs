@@ -2,7 +2,7 @@
 //! recvmmsg | uring`, issue 4): the same replayed capture through each backend, in throwaway
 //! namespaces, gives the same frames as offline decoding, and each backend reports what it
 //! received. Run as root by `cargo xtask test`.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! interface and queue, demultiplexed by port in userspace; two interfaces, one capture thread
 //! each, pinned with `--cpus`; `lidarxdp check-config` on good and bad files. The privileged
 //! tests run in throwaway namespaces (root, `cargo xtask test`).
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

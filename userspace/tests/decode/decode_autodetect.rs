@@ -3,12 +3,7 @@
 //! those that cannot (Ouster, RoboSense) give none, and the VLP-16 capture whose product byte
 //! says HDL-32E is identified as HDL-32E (so the configured model must win there).
 use lidarxdp_core::sensor::{SensorModel, detect_model};
-
-fn data(rel: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data")
-        .join(rel)
-}
+use lidarxdp_testkit::data;
 
 /// (identified model, datagrams identified, datagrams looked at) over a capture's datagrams.
 fn detect_all(rel: &str) -> (Option<SensorModel>, usize, usize) {

@@ -4,7 +4,7 @@
 //!
 //! Calibration CSVs are generated into the temp directory (no data is copied into the repo).
 
-mod tmpfile;
+use lidarxdp_testkit as tmpfile;
 
 use std::path::PathBuf;
 

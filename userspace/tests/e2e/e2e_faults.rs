@@ -11,7 +11,7 @@
 //! Each test creates its own `NetnsPair` (removed on drop), listens on its own port in
 //! 7650..=7669 and only sends to addresses inside the namespaces it created. Timing is polled
 //! against deadlines, never assumed. Run as root by `cargo xtask test`.
-mod common;
+use crate::common;
 
 use std::{
     io::{Read, Write},
@@ -622,18 +622,9 @@ fn non_sensor_flood_passes_to_the_kernel_and_loses_no_sensor_packet() {
     if !privileged() {
         return;
     }
-    let net = NetnsPair::new("fflood");
+    let net = NetnsPair::create(common::PairSpec::unique("fflood").static_neighbours()).unwrap();
     let (ns, ifc) = (&net.host_ns, &net.host_if);
-    let mac = |n: &str, i: &str| -> String {
-        let t = common::sh(&["ip", "-n", n, "-j", "link", "show", "dev", i]);
-        let v: serde_json::Value = serde_json::from_str(&t).unwrap();
-        v[0]["address"].as_str().unwrap().to_owned()
-    };
-    let (host_mac, sensor_mac) = (mac(ns, ifc), mac(&net.sensor_ns, &net.sensor_if));
-    for (n, i, peer_ip, peer_mac) in [
-        (ns, ifc, &net.sensor_ip, &sensor_mac),
-        (&net.sensor_ns, &net.sensor_if, &net.host_ip, &host_mac),
-    ] {
+    for (n, i) in [(ns, ifc), (&net.sensor_ns, &net.sensor_if)] {
         for key in ["all", "default", i.as_str()] {
             common::sh(&[
                 "ip",
@@ -645,20 +636,6 @@ fn non_sensor_flood_passes_to_the_kernel_and_loses_no_sensor_packet() {
                 &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
             ]);
         }
-        common::sh(&[
-            "ip",
-            "-n",
-            n,
-            "neigh",
-            "replace",
-            peer_ip,
-            "lladdr",
-            peer_mac,
-            "dev",
-            i,
-            "nud",
-            "permanent",
-        ]);
     }
     let daemon = Daemon::start(ns, ifc, 7654, &[]);
     let mib_before = udp_mib(ns);

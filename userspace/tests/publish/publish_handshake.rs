@@ -1,7 +1,7 @@
 //! The versioned handshake: sensors chosen by name, point fields chosen by name (one packed copy
 //! per distinct field set, shared), the default subscription, and rejection of bad requests and
-//! garbage with a logged reason. Own test binary: it installs a global logger to check the
-//! reasons.
+//! garbage with a logged reason. It installs the process's logger to check the reasons: no
+//! other module of the `publish` test binary installs one.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -1,7 +1,7 @@
 //! SIGHUP reloads the sensors' calibration (issue 6): frames after the reload are decoded with
 //! the new file, point for point as offline decoding with it, the frame sequence continues, and
 //! a file that no longer parses keeps the loaded calibration. Privileged (namespaces, XDP).
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The Prometheus endpoint (`lidarxdp run --metrics`) and `lidarxdp stats`: live values over
 //! HTTP inside the daemon's namespace after a replayed capture, 404 for other paths, and the
-//! loopback-only rule. The first test is privileged (see `tests/common`).
-mod common;
+//! loopback-only rule. The first test is privileged (see `lidarxdp_testkit::privileged`).
+use crate::common;
 
 use std::{
     io::{Read, Write},

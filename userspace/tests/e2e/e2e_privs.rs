@@ -3,7 +3,7 @@
 //! reads its XDP counters and `XDP_STATISTICS`, and detaches its program on exit. And the
 //! start-up capability set of `docs/lidarxdp.service` is exactly what a non-root daemon needs:
 //! it starts as `nobody` with those ambient capabilities and fails without any one of them.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -26,11 +26,7 @@ use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
 
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data")
-        .join(rel)
-}
+use lidarxdp_testkit::data;
 
 const VLP16: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
 const VLP16_CAL: &str = "velodyne/vlp16/calibration/VLP16db.yaml";

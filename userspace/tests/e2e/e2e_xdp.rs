@@ -1,6 +1,6 @@
 //! Privileged end-to-end tests: the real XDP program on a veth in throwaway namespaces, the real
 //! AF_XDP socket, real replayed captures, real TCP subscribers. Run as root by `cargo xtask test`.
-mod common;
+use crate::common;
 
 use std::{
     net::{TcpListener, TcpStream, UdpSocket},

@@ -13,7 +13,7 @@
 //! The MTU rule (`docs/deploy.md`, "MTU"): at MTU 9000 the daemon refuses to start with an error
 //! naming the MTU and the UMEM chunk size; at the largest MTU that fits a chunk (1774) nothing is
 //! lost. Run as root by `cargo xtask test`.
-mod common;
+use crate::common;
 
 use std::{
     io::{BufRead, BufReader},
@@ -144,12 +144,7 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
         return;
     }
     let net = NetnsPair::new("frag");
-    for (ns, ifname) in [
-        (&net.sensor_ns, &net.sensor_if),
-        (&net.host_ns, &net.host_if),
-    ] {
-        common::sh(&["ip", "-n", ns, "link", "set", "dev", ifname, "mtu", "1500"]);
-    }
+    net.set_mtu(1500).unwrap();
     let (datagrams, _) = read_udp_datagrams(&data(OS1_32), Some(PORT)).unwrap();
     assert_eq!(datagrams.len(), 64);
 
@@ -524,12 +519,7 @@ fn fragment_faults_are_counted_and_the_sensor_keeps_being_served() {
         return;
     }
     let net = NetnsPair::new("ffault");
-    for (ns, ifname) in [
-        (&net.sensor_ns, &net.sensor_if),
-        (&net.host_ns, &net.host_if),
-    ] {
-        common::sh(&["ip", "-n", ns, "link", "set", "dev", ifname, "mtu", "1500"]);
-    }
+    net.set_mtu(1500).unwrap();
     let daemon = start_daemon(&net.host_ns, &net.host_if, 7612);
     let src: std::net::Ipv4Addr = net.sensor_ip.parse().unwrap();
     let dst: std::net::Ipv4Addr = net.host_ip.parse().unwrap();

@@ -613,7 +613,7 @@ fn decode_cli_autodetect_checks_the_calibration() {
 }
 
 /// `decode --nebula-compat` selects Nebula's rules: on the 0x21 VLP-16 capture the frame at
-/// the cut splits as Nebula's last-block rule puts it (`tests/decode_vlp16_strongest.rs`).
+/// the cut splits as Nebula's last-block rule puts it (`tests/decode/decode_vlp16_strongest.rs`).
 #[test]
 fn decode_cli_nebula_compat_flag() {
     let points = |extra: &[&str]| {

@@ -70,7 +70,6 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     const DEPTH: usize = 2;
     const POOL_CAP: usize = 8;
     const PASSES: usize = 18; // ~4 frames per pass of the capture
-    let _ = env_logger::builder().is_test(true).try_init();
     let cfg = PublisherConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_subscribers: 16,

@@ -1,0 +1,65 @@
+//! The one test kit of the workspace, shared by the integration tests (`userspace/tests`), the
+//! benchmark harness (`bench/`) and `cargo xtask netns|demo`:
+//!
+//! - [`NetnsPair`]: two network namespaces ("sensor" and "host") joined by a veth pair, with
+//!   names unique to the process and call (pid + counter), removed on drop (also when a test
+//!   panics); MTU, static neighbours, extra links, link reset; [`in_netns`] runs a closure and
+//!   [`exec_in`] a command inside a namespace (ip-netns(8), setns(2));
+//! - [`Daemon`]: `lidarxdp run` started in a namespace, ready when its publisher accepts a TCP
+//!   connection ([`wait_ready`], [`tcp_accepts`]), stopped with SIGTERM and its final counters
+//!   read back; [`replay`] a capture from the sensor namespace with `lidarxdp replay`;
+//! - [`data`]: the shared captures (`../shared/data` beside the repository), [`privileged`],
+//!   [`Staging`] (world-readable copies for tests that run the daemon as `nobody`),
+//!   [`content_file`].
+//!
+//! Everything here runs `ip` (iproute2) and panics with the command's stderr on failure in the
+//! test-facing helpers; the `Result` variants ([`NetnsPair::create`], [`run`]) serve bench/xtask.
+//! Tests create only their own namespaces and send traffic only inside them or to loopback.
+
+mod daemon;
+#[cfg(feature = "frames")]
+mod frames;
+mod netns;
+mod staging;
+
+pub use daemon::{
+    Daemon, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, tcp_accepts, wait, wait_ready,
+    xdp_attached,
+};
+#[cfg(feature = "frames")]
+pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames};
+pub use netns::{NetnsPair, PairSpec, delete_netns, exec_in, in_netns, run, set_mtu, sh};
+pub use staging::{Staging, content_file};
+
+use std::path::{Path, PathBuf};
+
+/// True when the tests run as root (CI does). Privileged tests return early with a message when
+/// not root, unless `LIDARXDP_REQUIRE_PRIVILEGED=1` (set by `cargo xtask test`), where this
+/// panics instead.
+pub fn privileged() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
+            "privileged test needs root (LIDARXDP_REQUIRE_PRIVILEGED is set)"
+        );
+        eprintln!("skipping: needs root (run through `cargo xtask test`)");
+    }
+    root
+}
+
+/// The workspace root (the folder holding `userspace/`), wherever the repository is cloned.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("testkit lives at <root>/userspace/testkit")
+        .to_path_buf()
+}
+
+/// Path of `rel` in the shared captures folder, `<workspace root>/../shared/data/` (read in
+/// place, never copied; see `shared/data/README.md` for provenance).
+pub fn data(rel: &str) -> PathBuf {
+    workspace_root().join("../shared/data").join(rel)
+}

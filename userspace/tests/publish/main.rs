@@ -1,0 +1,12 @@
+//! Publisher tests over loopback (no privileges): fan-out, handshake, reconnect, MCAP, the
+//! `subscribe`/`record` commands. One test binary, one module per former file. `publish_alloc`
+//! (counting global allocator) and `publish_sigpipe` (changes SIGPIPE's disposition) stay
+//! binaries of their own: each changes a process-wide setting. Only `publish_handshake`
+//! installs a logger here.
+
+mod publish_cli;
+mod publish_fanout;
+mod publish_handshake;
+mod publish_loopback;
+mod publish_mcap;
+mod publish_reconnect;
