@@ -17,10 +17,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use lidarxdp_core::protocol::{
-    FieldSet, MAGIC, MAX_HEADER_LEN, MAX_PAYLOAD_LEN, MSG_FRAME, MSG_HELLO,
-    MSG_SUBSCRIBE, MSG_SUBSCRIBED, Message, PREFIX_LEN, Parsed, VERSION, WireField,
-    encode_error, encode_frame_header_fields, encode_hello, encode_subscribe, encode_subscribed,
-    parse_header,
+    FieldSet, MAGIC, MAX_HEADER_LEN, MAX_PAYLOAD_LEN, MSG_FRAME, MSG_HELLO, MSG_SUBSCRIBE,
+    MSG_SUBSCRIBED, Message, PREFIX_LEN, Parsed, VERSION, WireField, encode_error,
+    encode_frame_header_fields, encode_hello, encode_subscribe, encode_subscribed, parse_header,
 };
 use lidarxdp_fuzz::shared::ProtocolMode;
 

@@ -55,28 +55,7 @@ lidarxdp_core::counter_set! {
     }
 }
 
-/// Counters of the [`super::FrameSender`]s of one publisher (shared by all clones): the
-/// sender's side of [`PublisherCounters`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SenderCounters {
-    /// Frames accepted into the queue ([`PublisherCounters::frames_queued`]).
-    pub sent: u64,
-    /// Frames dropped because the queue was full
-    /// ([`PublisherCounters::frames_dropped_input_full`]).
-    pub dropped_queue_full: u64,
-}
-
 /// Adds `n` to a counter.
 pub(crate) fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Relaxed);
-}
-
-impl Counters {
-    /// The senders' share.
-    pub(crate) fn sender(&self) -> SenderCounters {
-        SenderCounters {
-            sent: self.frames_queued.load(Relaxed),
-            dropped_queue_full: self.frames_dropped_input_full.load(Relaxed),
-        }
-    }
 }

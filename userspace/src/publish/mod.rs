@@ -58,7 +58,7 @@ mod pool;
 mod sink;
 mod uring;
 
-pub use counters::{PublisherCounters, SenderCounters};
+pub use counters::PublisherCounters;
 pub use pool::{BufferPool, PoolCounters};
 pub use sink::{FrameSink, SharedFrame};
 
@@ -262,9 +262,14 @@ impl FrameSender {
         self.shared.pool.take()
     }
 
-    /// Counter snapshot of all clones.
-    pub fn counters(&self) -> SenderCounters {
-        self.shared.counters.sender()
+    /// The publisher's counters, as [`PublisherHandle::counters`] gives them; the senders'
+    /// own are [`PublisherCounters::frames_queued`] and
+    /// [`PublisherCounters::frames_dropped_input_full`] (summed over all clones).
+    pub fn counters(&self) -> PublisherCounters {
+        PublisherCounters {
+            pool: self.shared.pool.counters(),
+            ..self.shared.counters.snapshot()
+        }
     }
 }
 

@@ -178,7 +178,7 @@ fn sixteen_subscribers_one_stalled_one_slow() {
     assert_eq!(dc.decoded + dc.ignored + dc.time_jumps, pushed, "{dc:?}");
     assert_eq!(dc.frames, n);
     assert!(n >= 60, "only {n} frames");
-    assert_eq!((sc.sent, sc.dropped_queue_full), (n, 0));
+    assert_eq!((sc.frames_queued, sc.frames_dropped_input_full), (n, 0));
     assert_eq!(blocked, 0, "FrameSender::send blocked");
     last_tx.send(n - 1).unwrap();
     let (seqs, slow_gaps) = slow_thread.join().unwrap();

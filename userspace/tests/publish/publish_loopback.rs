@@ -8,8 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use lidarxdp::publish::{
-    BufferPool, FrameSender, FrameSink, Publisher, PublisherConfig, PublisherHandle,
-    SenderCounters, SharedFrame,
+    BufferPool, FrameSender, FrameSink, Publisher, PublisherConfig, PublisherHandle, SharedFrame,
 };
 use lidarxdp_client::Subscriber;
 use lidarxdp_core::frame::{Frame, FrameHeader};
@@ -135,8 +134,8 @@ fn three_subscribers_receive_every_frame_in_order_byte_exact() {
     for f in &frames {
         assert!(sender.send(f.clone()), "input queue full");
     }
-    assert_eq!(sender.counters().sent, 20);
-    assert_eq!(sender.counters().dropped_queue_full, 0);
+    assert_eq!(sender.counters().frames_queued, 20);
+    assert_eq!(sender.counters().frames_dropped_input_full, 0);
 
     // Raw stream: hello (variable: server time), then exactly the encoded frames.
     let mut prefix = [0u8; protocol::PREFIX_LEN];
@@ -400,13 +399,8 @@ fn input_queue_full_drops_and_counts_without_blocking() {
         !sender.send(frame(4, 5)),
         "full: dropped, buffer to the pool"
     );
-    assert_eq!(
-        sender.counters(),
-        SenderCounters {
-            sent: 3,
-            dropped_queue_full: 2
-        }
-    );
+    let c = sender.counters();
+    assert_eq!((c.frames_queued, c.frames_dropped_input_full), (3, 2));
     assert_eq!(publisher.counters().frames_dropped_input_full, 2);
     assert_eq!(publisher.counters().pool.returned, 1);
     release.send(()).unwrap();
