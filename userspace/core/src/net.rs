@@ -2,7 +2,7 @@
 //! 802.1Q / 802.1ad tags, Linux cooked capture SLL and SLL2, raw IPv4), IPv4, UDP.
 //!
 //! This is the one parser of the project: the capture thread, the offline reader
-//! ([`crate::offline`], behind `decode` and `replay`) and the reassembler
+//! (`lidarxdp::offline`, behind `decode` and `replay`) and the reassembler
 //! ([`crate::reassembly::Reassembled::udp`]) all go through it.
 //!
 //! smoltcp `wire` style: every length is checked once while parsing, the result holds plain

@@ -314,7 +314,7 @@ impl WireField {
 /// The wire layout of a set is its fields in [`POINT_FIELDS`] order, packed without padding
 /// (e.g. `x,y,z` = 12-byte points). [`FieldSet::ALL`] is exactly the 32-byte struct, sent from
 /// the decoder's buffer without any copy; any other set is packed once per frame and shared by
-/// every subscriber that chose that set (see [`crate::publish`]).
+/// every subscriber that chose that set (see `lidarxdp::publish`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FieldSet(u16);
 

@@ -89,7 +89,7 @@ use crate::point::PointXYZIRCAEDT;
 // ---- buffer reuse hook (publisher, issue 5) -------------------------------------------------
 
 /// A source of empty point buffers for the frames an assembler starts, e.g. the publisher's
-/// [`crate::publish::BufferPool`] of buffers whose frames have been sent.
+/// `lidarxdp::publish::BufferPool` of buffers whose frames have been sent.
 pub trait BufferSource: Send + Sync {
     /// An empty buffer (its capacity is reused), or `None` to make the assembler allocate.
     /// Must not block: it is called on the decoder's hot path, once per frame.

@@ -882,7 +882,7 @@ impl ScanPipeline {
     }
 
     /// Takes new frames' point buffers from `source` (e.g. the publisher's
-    /// [`crate::publish::BufferPool`]) from now on, instead of allocating them.
+    /// `lidarxdp::publish::BufferPool`) from now on, instead of allocating them.
     pub fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
         self.decoder.set_buffer_source(source);
     }
