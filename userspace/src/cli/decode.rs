@@ -189,7 +189,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         pipeline: lidarxdp_core::sensor::PipelineOptions {
             fov_deg: a.fov,
             hesai_skip_crc: a.hesai_skip_crc,
-            flavor: flavor(a.nebula_compat),
+            flavor: lidarxdp_core::sensor::DecodeFlavor::from_nebula_compat(a.nebula_compat),
         },
     };
     if let Some(dir) = &a.pcd {
@@ -253,15 +253,6 @@ fn flag_names(msg: &str) -> String {
     msg.replace("min_range_m", "--min-range")
         .replace("max_range_m", "--max-range")
         .replace("cut_angle_deg", "--cut-angle")
-}
-
-/// The Velodyne rules `--nebula-compat` (or config `nebula_compat`) selects.
-pub fn flavor(nebula_compat: bool) -> lidarxdp_core::sensor::DecodeFlavor {
-    if nebula_compat {
-        lidarxdp_core::sensor::DecodeFlavor::Nebula
-    } else {
-        lidarxdp_core::sensor::DecodeFlavor::Manual
-    }
 }
 
 /// Datagrams looked at by [`detect`].

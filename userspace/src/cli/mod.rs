@@ -1,6 +1,5 @@
 //! Command-line interface (clap). One module per command.
-pub(crate) mod config;
-pub(crate) mod decode;
+mod decode;
 mod run;
 mod subscribe;
 

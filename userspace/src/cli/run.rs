@@ -15,7 +15,7 @@ use lidarxdp::{
 use lidarxdp_core::sensor::{SensorModel, Stamp};
 use serde::Deserialize;
 
-use super::config::{self, Inputs, Plan, SensorSection};
+use crate::daemon::config::{self, Inputs, Plan, SensorSection};
 
 /// `lidarxdp run` arguments. Every flag can also come from `--config FILE` (TOML, same names
 /// with underscores); flags given on the command line win.
@@ -116,9 +116,9 @@ pub struct RunArgs {
     #[arg(long)]
     cpu: Option<usize>,
     /// Pin the capture threads, one CPU each, in configuration order (e.g. `--cpus 2,3`).
-    #[arg(long, value_name = "LIST", value_parser = super::config::parse_cpu_list)]
+    #[arg(long, value_name = "LIST", value_parser = crate::daemon::config::parse_cpu_list)]
     #[serde(skip)]
-    cpus: Option<super::config::CpuList>,
+    cpus: Option<crate::daemon::config::CpuList>,
     /// Frames of each sensor a subscriber may have queued before that sensor's oldest is
     /// dropped, 1..=64 (default 3).
     #[arg(long)]
@@ -144,11 +144,11 @@ pub struct RunArgs {
     /// Sensors (config file only): `[[sensors]]` tables, see `lidarxdp check-config`.
     #[arg(skip)]
     #[serde(default)]
-    sensors: Vec<super::config::SensorSection>,
+    sensors: Vec<crate::daemon::config::SensorSection>,
     /// Per-queue settings (config file only): `[[queues]]` tables.
     #[arg(skip)]
     #[serde(default)]
-    queues: Vec<super::config::QueueSection>,
+    queues: Vec<crate::daemon::config::QueueSection>,
     /// Write the final counters as JSON to this file on exit.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,

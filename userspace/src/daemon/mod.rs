@@ -1,5 +1,6 @@
 //! The daemon's composition root: `lidarxdp run` parses and validates its flags and
-//! configuration file into a [`Plan`] ([`crate::cli::config`]) and calls [`run`].
+//! configuration file into a [`Plan`] ([`config`]: the configuration schema and its checks) and
+//! calls [`run`].
 //!
 //! Start-up order:
 //! 1. every sensor's pipeline is built, reading its calibration ([`workers::pipelines`]), so
@@ -21,6 +22,7 @@
 //! publisher drains and closes; the counters are written (`--stats-json`); dropping the
 //! programs detaches them.
 
+pub mod config;
 pub mod http;
 mod report;
 mod sources;
@@ -44,7 +46,7 @@ use lidarxdp::{
     publish::{BufferPool, Publisher, PublisherConfig, PublisherHandle},
 };
 
-use crate::cli::config::Plan;
+use config::Plan;
 use workers::Worker;
 pub(crate) use workers::pipeline;
 

@@ -16,7 +16,7 @@ use lidarxdp::{
 use lidarxdp_core::sensor::{Family, SensorModel};
 
 use super::Process;
-use crate::cli::config::Plan;
+use super::config::Plan;
 
 /// The capture thread's packet source, one variant per `--backend`.
 pub(super) enum Source {

@@ -18,8 +18,8 @@ use lidarxdp::{
 };
 use lidarxdp_core::sensor::{ScanPipeline, SensorConfig};
 
+use super::config::{Plan, SensorPlan};
 use super::sources::Source;
-use crate::cli::config::{Plan, SensorPlan};
 
 /// A running capture thread and what the main thread knows of it.
 pub(super) struct Worker {
@@ -48,7 +48,7 @@ pub(crate) fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
     let opts = lidarxdp_core::sensor::PipelineOptions {
         fov_deg: s.fov,
         hesai_skip_crc: s.hesai_skip_crc,
-        flavor: crate::cli::decode::flavor(s.nebula_compat),
+        flavor: lidarxdp_core::sensor::DecodeFlavor::from_nebula_compat(s.nebula_compat),
     };
     lidarxdp::calibration::pipeline_with_options(&cfg, opts)
         .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))

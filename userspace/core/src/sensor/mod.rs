@@ -385,6 +385,18 @@ pub enum DecodeFlavor {
     Manual,
 }
 
+impl DecodeFlavor {
+    /// The rules `--nebula-compat` (config `nebula_compat`) selects: [`DecodeFlavor::Nebula`]
+    /// when set, else [`DecodeFlavor::Manual`].
+    pub fn from_nebula_compat(nebula_compat: bool) -> Self {
+        if nebula_compat {
+            DecodeFlavor::Nebula
+        } else {
+            DecodeFlavor::Manual
+        }
+    }
+}
+
 /// Identifies the sensor model from one data packet, where the format names it:
 ///
 /// - Velodyne: a 1206-byte data packet (12 blocks starting with flag `FF EE`) whose
