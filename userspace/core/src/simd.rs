@@ -331,9 +331,10 @@ mod x86 {
         // arrays (16 bytes) and of the `[u16; 32]` channels (8 bytes), all in bounds;
         // `loadu`/`loadl_epi64`/`storeu` need no alignment. Each pair of stores goes to `p`,
         // slot `n` of the compactor's `spare`: `n` is `written` plus the kept slots before
-        // `k + j`, so `n <= written + 31 < spare.len()` (checked above); one
-        // `MaybeUninit<PointXYZIRCAEDT>` (32 writable bytes, size asserted above), and fills it whole with f32/u32 lanes, a valid point (`Pod`), so
-        // the slot is initialised before the write position moves past it.
+        // `k + j`, so `n <= written + 31 < spare.len()` (checked above). Each slot is one
+        // `MaybeUninit<PointXYZIRCAEDT>` of 32 writable bytes (size asserted above), and the two
+        // stores fill it whole with f32/u32 lanes, which make a valid point (`Pod`), so the
+        // slot is initialised before the write position moves past it.
         unsafe {
             let transpose = |a: __m128, b: __m128, c: __m128, e: __m128| {
                 let t0 = _mm_unpacklo_ps(a, b);

@@ -95,8 +95,9 @@ impl Signals {
 /// Runs the daemon for `plan` until SIGTERM/SIGINT or a capture thread ends (module docs).
 ///
 /// Errors: any start-up step (naming the file, interface, queue, port or address), a capture
-/// thread that failed or panicked (after the counters are written, so a supervisor with
-/// `Restart=on-failure` restarts the daemon), or the publisher's shutdown.
+/// thread that failed (after the counters are written, so a supervisor with
+/// `Restart=on-failure` restarts the daemon), a capture thread that panicked (at once: its
+/// counters may be inconsistent), or the publisher's shutdown.
 pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     let pipelines = workers::pipelines(plan)?;
     let (programs, sources) = sources::open(plan, process)?;

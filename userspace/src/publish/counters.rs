@@ -24,7 +24,7 @@ lidarxdp_core::counter_set! {
         subscribers: Gauge "subscribers" "Currently connected subscribers.",
         subscribers_accepted: Counter "subscribers" "Subscribers accepted.",
         /// Because `max_subscribers` were connected.
-        subscribers_rejected: Counter "connections" "Connections closed at once because the maximum number of subscribers was connected.",
+        subscribers_rejected: Counter "connections" "Connections closed at once: the maximum number of subscribers was connected, or the publisher was stopping.",
         /// Hang-up, send error, stall, protocol error, shutdown.
         subscribers_disconnected: Counter "subscribers" "Subscribers removed.",
         subscribers_stalled: Counter "subscribers" "Subscribers disconnected because their send made no progress for the stall timeout.",
@@ -45,7 +45,7 @@ lidarxdp_core::counter_set! {
         frames_alive: Gauge "frames" "Frame messages alive now (queued or being sent to someone).",
         frames_alive_high_water: Gauge "frames" "Largest number of frame messages alive at once.",
         /// `<= queue_depth` per sensor.
-        queue_high_water: Gauge "frames" "Largest number of frames ever waiting in one subscriber's queue.",
+        queue_high_water: Gauge "frames" "Largest number of frames of one sensor ever waiting in one subscriber's queue.",
         /// All messages.
         bytes_sent: Counter "bytes" "Bytes sent to subscribers.",
     }

@@ -29,7 +29,7 @@ const CALIB: &str = "velodyne/vlp16/calibration/VLP16db.yaml";
 const DUAL_PACKETS: u64 = 603;
 /// The daemon's metrics endpoint inside each test's host namespace.
 const METRICS: &str = "127.0.0.1:9751";
-/// How long `lidarxdp run` retries an `EBUSY` AF_XDP bind (`open_xsk` in `cli/run.rs`).
+/// How long `lidarxdp run` retries an `EBUSY` AF_XDP bind (`open_xsk` in `daemon/sources.rs`).
 const BIND_RETRY: Duration = Duration::from_secs(10);
 
 /// Polls `f` every 20 ms until it returns true; panics with `what` after `secs` seconds.
