@@ -751,3 +751,42 @@ fn interface_removed_ends_the_daemon_with_an_error() {
         "{stats}"
     );
 }
+
+/// A datagram longer than the socket backends' receive buffer (3,000 bytes to a VLP-16 port,
+/// whose buffer holds 2,048; IPv4 reassembles the two fragments before the socket) is dropped
+/// and counted while the daemon runs: `lidarxdp_capture_truncated_total` in `/metrics` is 3
+/// after three of them, through each socket backend; the exit report's `backend.truncated`
+/// and the stats JSON's `capture.truncated` hold the same 3, and nothing reached the decoder.
+#[test]
+fn oversized_datagrams_are_counted_live_as_truncated_by_the_socket_backends() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("ftrunc");
+    let ns = &net.host_ns;
+    let to = format!("{}:2368", net.host_ip);
+    for backend in ["socket", "recvmmsg", "uring"] {
+        let daemon = Daemon::start(
+            ns,
+            &net.host_if,
+            7656,
+            &["--backend", backend, "--metrics", METRICS],
+        );
+        until("metrics answer", 10, || try_scrape(ns).is_some());
+        in_netns(&net.sensor_ns, || {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            for _ in 0..3 {
+                assert_eq!(s.send_to(&[0x5a; 3000], &to).unwrap(), 3000);
+            }
+        });
+        until(&format!("{backend}: 3 truncated in /metrics"), 10, || {
+            live(ns, "lidarxdp_capture_truncated_total") == 3
+        });
+        let stats = daemon.stop();
+        assert_eq!(get(&stats, &["capture", "truncated"]), 3, "{stats}");
+        assert_eq!(get(&stats, &["backend", "truncated"]), 3, "{stats}");
+        assert_eq!(get(&stats, &["backend", "received"]), 0, "{stats}");
+        assert_eq!(get(&stats, &["capture", "backpressure"]), 0, "{stats}");
+        assert_eq!(get(&stats, &["sensors", "0", "packets"]), 0, "{stats}");
+    }
+}
