@@ -8,10 +8,10 @@
 //! One RX and one TX queue per end (AF_XDP binds queue 0), permanent neighbour entries (no ARP
 //! exchange at the start of a run). [`TestNet`] removes both namespaces (and so the veth pair)
 //! and restores `net.core.rmem_max` when dropped, also on error and panic unwinding.
-use std::process::Command;
-
 use anyhow::Result;
-use lidarxdp_testkit::{NetnsPair, PairSpec, exec_in, run};
+use lidarxdp_testkit::{
+    LinkDrops, NetnsPair, PairSpec, UdpCounters, exec_in, link_drops, run, udp_counters,
+};
 use serde::Serialize;
 
 /// The suite's namespaces and veth pair (dereferences to the kit's [`NetnsPair`]: names,
@@ -106,18 +106,9 @@ impl TestNet {
 
     /// Counters of the receiving side now.
     pub fn counters(&self) -> Counters {
-        let snmp = run(exec_in(&self.host_ns).args(["cat", "/proc/net/snmp"]))
-            .ok()
-            .map(|s| parse_snmp_udp(&s))
-            .unwrap_or_default();
-        let link = |ns: &str, ifname: &str| {
-            run(Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show", "dev", ifname]))
-                .ok()
-                .and_then(|s| parse_link_drops(&s))
-                .unwrap_or_default()
-        };
+        let link = |ns: &str, ifname: &str| link_drops(ns, ifname).unwrap_or_default();
         Counters {
-            udp: snmp,
+            udp: udp_counters(&self.host_ns).unwrap_or_default(),
             host_link: link(&self.host_ns, &self.host_if),
             sensor_link: link(&self.sensor_ns, &self.sensor_if),
         }
@@ -135,32 +126,6 @@ impl Drop for TestNet {
     }
 }
 
-/// UDP counters of `/proc/net/snmp` (proc(5); RFC 4113 udpInErrors and Linux's RcvbufErrors).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct UdpCounters {
-    /// `Udp: InDatagrams`.
-    pub in_datagrams: u64,
-    /// `Udp: InErrors` (includes RcvbufErrors).
-    pub in_errors: u64,
-    /// `Udp: RcvbufErrors`: datagrams dropped because the socket receive buffer was full.
-    pub rcvbuf_errors: u64,
-    /// `Udp: NoPorts`.
-    pub no_ports: u64,
-}
-
-/// Drop counters of one interface (`ip -s -j link`, i.e. rtnetlink IFLA_STATS64).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct LinkDrops {
-    /// Packets received.
-    pub rx_packets: u64,
-    /// Received packets dropped.
-    pub rx_dropped: u64,
-    /// Packets sent.
-    pub tx_packets: u64,
-    /// Sent packets dropped.
-    pub tx_dropped: u64,
-}
-
 /// The receiver-side kernel counters read before and after a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
@@ -170,72 +135,4 @@ pub struct Counters {
     pub host_link: LinkDrops,
     /// Sensor-side veth.
     pub sensor_link: LinkDrops,
-}
-
-/// Parses the `Udp:` header/value line pair of `/proc/net/snmp` (proc(5)).
-pub fn parse_snmp_udp(text: &str) -> UdpCounters {
-    let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
-    let (Some(h), Some(v)) = (lines.next(), lines.next()) else {
-        return UdpCounters::default();
-    };
-    let mut c = UdpCounters::default();
-    for (k, v) in h.split_whitespace().zip(v.split_whitespace()).skip(1) {
-        let v = v.parse().unwrap_or(0);
-        match k {
-            "InDatagrams" => c.in_datagrams = v,
-            "InErrors" => c.in_errors = v,
-            "RcvbufErrors" => c.rcvbuf_errors = v,
-            "NoPorts" => c.no_ports = v,
-            _ => {}
-        }
-    }
-    c
-}
-
-/// Parses `ip -s -j link show dev X` output.
-pub fn parse_link_drops(json: &str) -> Option<LinkDrops> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let s = &v[0]["stats64"];
-    let g = |a: &str, b: &str| s[a][b].as_u64().unwrap_or(0);
-    Some(LinkDrops {
-        rx_packets: g("rx", "packets"),
-        rx_dropped: g("rx", "dropped"),
-        tx_packets: g("tx", "packets"),
-        tx_dropped: g("tx", "dropped"),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn snmp_udp_line() {
-        let t = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
-                 Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n\
-                 Udp: 100 3 7 0 5 0 0 0 0\nUdpLite: InDatagrams\nUdpLite: 0\n";
-        assert_eq!(
-            parse_snmp_udp(t),
-            UdpCounters {
-                in_datagrams: 100,
-                in_errors: 7,
-                rcvbuf_errors: 5,
-                no_ports: 3
-            }
-        );
-    }
-
-    #[test]
-    fn link_json() {
-        let j = r#"[{"ifname":"x","stats64":{"rx":{"packets":10,"dropped":2},"tx":{"packets":9,"dropped":1}}}]"#;
-        assert_eq!(
-            parse_link_drops(j),
-            Some(LinkDrops {
-                rx_packets: 10,
-                rx_dropped: 2,
-                tx_packets: 9,
-                tx_dropped: 1
-            })
-        );
-    }
 }

@@ -651,7 +651,7 @@ fn fill_row(
     } else {
         0.0
     };
-    let dl = |a: &crate::net::LinkDrops, b: &crate::net::LinkDrops| {
+    let dl = |a: &lidarxdp_testkit::LinkDrops, b: &lidarxdp_testkit::LinkDrops| {
         (b.rx_dropped + b.tx_dropped).saturating_sub(a.rx_dropped + a.tx_dropped)
     };
     row.veth_dropped =

@@ -115,6 +115,17 @@ lidarxdp_core::counter_set! {
         /// at most every [`XDP_STATISTICS_PERIOD`]; 0 for the socket backends. An `ip link set
         /// IF down` followed by `up` counts 2.
         link_changes: Counter "transitions" "Carrier transitions of the interface since the AF_XDP socket was bound (sysfs carrier_changes).",
+        /// `socket`, `recvmmsg`, `uring`: the datagram did not fit the receive buffer of
+        /// `max_datagram` bytes (`MSG_TRUNC`, recv(2)). Written by the source
+        /// ([`PacketSource::counters`]); 0 for AF_XDP.
+        truncated: Counter "datagrams" "Datagrams longer than the receive buffer (MSG_TRUNC), counted and dropped by a socket backend.",
+        /// `socket`: the receive thread found the hand-off queue full and waited for the
+        /// decoder; `uring`: the provided buffer ring ran empty (`ENOBUFS`). The packets then
+        /// wait in the socket buffer. Written by the source ([`PacketSource::counters`]); 0
+        /// for AF_XDP and `recvmmsg`.
+        backpressure: Counter "events" "Times a socket backend could not take packets because its hand-off queue or buffer ring was full.",
+        /// Benchmarks only ([`StallSchedule`]); 0 otherwise.
+        stalls: Counter "stalls" "Pauses injected into the capture thread by the stall schedule (benchmarks).",
     }
 }
 
@@ -224,10 +235,9 @@ pub struct CaptureExit {
     pub xdp_statistics: Option<XdpStatistics>,
     /// The AF_XDP socket's own RX counters at exit (zero for socket backends).
     pub xsk: XskCountersSnapshot,
-    /// The backend's own report: datagrams received, receive buffer, thread CPU times.
+    /// The backend's own report: datagrams received, receive buffer, thread CPU times (its
+    /// counters are in [`CaptureStats::capture`]).
     pub backend: BackendExit,
-    /// Decoder stalls injected by [`StallSchedule`] (benchmarks only; 0 otherwise).
-    pub stalls: u64,
 }
 
 /// A pause injected into the decoder thread to measure how long a stall each backend absorbs
@@ -651,14 +661,13 @@ impl<S: PacketSource> CaptureWorker<S> {
         let mut local = Local::new(self.sensors.len());
         let mut reasm = Reassembler::new(REASSEMBLY);
         let mut out: Vec<Frame> = Vec::with_capacity(4);
-        let mut stalls = 0u64;
         let mut next_stall = self.stall.map(|s| std::time::Instant::now() + s.every);
         while !self.stop.load(Ordering::Relaxed) {
             if let (Some(s), Some(due)) = (self.stall, next_stall.as_mut())
                 && std::time::Instant::now() >= *due
             {
                 std::thread::sleep(s.pause);
-                stalls += 1;
+                local.c.stalls += 1;
                 *due += s.every;
             }
             if !self.reloads.is_empty() {
@@ -701,9 +710,9 @@ impl<S: PacketSource> CaptureWorker<S> {
             local.renumber(i, &mut out[from..]);
         }
         self.publish(&mut out, &mut local);
-        self.store(&local, &reasm);
         let mut exit = self.source.finish(&self.stats);
-        exit.stalls = stalls;
+        // After `finish`: the socket backend's receive threads have stopped counting.
+        self.store(&local, &reasm);
         exit.backend.decoder_cpu_ns = thread_cpu_ns();
         if exit.backend.receiver_cpu_ns.is_none() {
             exit.backend.receiver_cpu_ns = Some(exit.backend.decoder_cpu_ns);
@@ -790,14 +799,16 @@ impl<S: PacketSource> CaptureWorker<S> {
         }
     }
 
-    /// Publishes the thread's counters (the source's `link_changes` stays as the source
-    /// stored it).
+    /// Publishes the thread's counters and the source's own ([`PacketSource::counters`]; the
+    /// source's `link_changes` stays as the source stored it).
     fn store(&self, l: &Local, reasm: &Reassembler) {
         let c = &self.stats.capture;
-        c.store(&CaptureSnapshot {
+        let mut snap = CaptureSnapshot {
             link_changes: c.link_changes.load(Ordering::Relaxed),
             ..l.c
-        });
+        };
+        self.source.counters(&mut snap);
+        c.store(&snap);
         self.stats.reassembly.store(reasm.counters());
         for (i, ((slot, sc), t)) in self
             .sensors

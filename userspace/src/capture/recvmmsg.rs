@@ -11,8 +11,8 @@ use std::{
 };
 
 use super::{
-    BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, udp,
-    wait::PollWaiter,
+    BackendExit, CaptureExit, CaptureSnapshot, CaptureStats, Packet, PacketSource, UdpSocketConfig,
+    udp, wait::PollWaiter,
 };
 use crate::sys::net::RecvBatch;
 use lidarxdp_core::net::UdpDatagram;
@@ -112,13 +112,16 @@ impl PacketSource for RecvmmsgSource {
         self.waiter.wait(&self.fds, timeout)
     }
 
+    fn counters(&self, c: &mut CaptureSnapshot) {
+        c.truncated = self.truncated;
+    }
+
     fn finish(&mut self, _stats: &CaptureStats) -> CaptureExit {
         CaptureExit {
             backend: BackendExit {
                 name: "recvmmsg",
                 received: self.received,
                 rcvbuf_bytes: self.rcvbuf_bytes,
-                truncated: self.truncated,
                 ..BackendExit::default()
             },
             ..CaptureExit::default()

@@ -4,7 +4,7 @@
 //! and sleeps on a condition variable when the queue is empty.
 //!
 //! The queue is bounded ([`HANDOFF_CAPACITY`] packets). When it is full the receive thread waits
-//! for the decoder (counted in [`super::BackendExit::backpressure`]), so packets back up into
+//! for the decoder (counted in `lidarxdp_capture_backpressure_total`), so packets back up into
 //! the socket's receive buffer and any loss shows where the kernel counts it
 //! (`/proc/net/snmp` Udp `RcvbufErrors`) rather than inside the daemon.
 
@@ -21,8 +21,8 @@ use std::{
 };
 
 use super::{
-    BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, thread_cpu_ns,
-    udp,
+    BackendExit, CaptureExit, CaptureSnapshot, CaptureStats, Packet, PacketSource, UdpSocketConfig,
+    thread_cpu_ns, udp,
 };
 use lidarxdp_core::net::UdpDatagram;
 
@@ -182,6 +182,11 @@ impl PacketSource for SocketSource {
         Ok(())
     }
 
+    fn counters(&self, c: &mut CaptureSnapshot) {
+        c.truncated = self.shared.truncated.load(Ordering::Relaxed);
+        c.backpressure = self.shared.backpressure.load(Ordering::Relaxed);
+    }
+
     fn finish(&mut self, _stats: &CaptureStats) -> CaptureExit {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.not_full.notify_all();
@@ -196,8 +201,6 @@ impl PacketSource for SocketSource {
                 rcvbuf_bytes: self.rcvbuf_bytes,
                 receiver_cpu_ns: Some(s.receiver_cpu_ns.load(Ordering::Relaxed)),
                 decoder_cpu_ns: 0,
-                truncated: s.truncated.load(Ordering::Relaxed),
-                backpressure: s.backpressure.load(Ordering::Relaxed),
                 link_changes: 0,
             },
             ..CaptureExit::default()

@@ -71,6 +71,11 @@ pub trait PacketSource {
     /// [`super::XDP_STATISTICS_PERIOD`]).
     fn on_idle(&mut self, _stats: &CaptureStats) {}
 
+    /// Writes the counters the source keeps itself into `c` (`truncated`, `backpressure`);
+    /// called by the capture thread each time it publishes its counters. The default keeps
+    /// none.
+    fn counters(&self, _c: &mut super::CaptureSnapshot) {}
+
     /// Stops the backend's own threads (if any) and reports its final counters. The decoder
     /// thread fills in [`BackendExit::decoder_cpu_ns`].
     fn finish(&mut self, stats: &CaptureStats) -> super::CaptureExit;
@@ -93,12 +98,6 @@ pub struct BackendExit {
     pub receiver_cpu_ns: Option<u64>,
     /// CPU time of the decoder thread, ns (`CLOCK_THREAD_CPUTIME_ID`).
     pub decoder_cpu_ns: u64,
-    /// Datagrams longer than the receive buffer (`MSG_TRUNC`), counted and dropped.
-    pub truncated: u64,
-    /// `socket`: times the receive thread found the hand-off queue full and waited for the
-    /// decoder (the packets then wait in the socket buffer). `uring`: times the provided
-    /// buffer ring ran empty (`ENOBUFS`; the packets wait in the socket buffer).
-    pub backpressure: u64,
     /// AF_XDP: carrier transitions of the interface while the socket was bound (the increase
     /// of sysfs `/sys/class/net/IF/carrier_changes`; `ip link set IF down` then `up` counts 2).
     /// The socket stays bound through them and keeps receiving (veth, copy mode; see

@@ -69,7 +69,7 @@ pub struct UdpSocketConfig {
     /// Receive buffer.
     pub rcvbuf: RcvBuf,
     /// Largest datagram a receive buffer holds, bytes; longer ones are truncated, counted in
-    /// [`super::BackendExit::truncated`] and dropped.
+    /// [`super::CaptureSnapshot::truncated`] and dropped.
     pub max_datagram: usize,
 }
 

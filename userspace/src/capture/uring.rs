@@ -8,7 +8,7 @@
 //!
 //! Each provided buffer holds an `io_uring_recvmsg_out` header (16 bytes), the source
 //! `sockaddr_in` (16 bytes) and the payload. When every buffer is in use the kernel ends the
-//! multishot request with `ENOBUFS` (counted in [`super::BackendExit::backpressure`]) and the
+//! multishot request with `ENOBUFS` (counted in `lidarxdp_capture_backpressure_total`) and the
 //! packets wait in the socket's receive buffer until it is re-armed.
 
 use std::{
@@ -21,7 +21,10 @@ use std::{
 
 use io_uring::{IoUring, cqueue, opcode, types};
 
-use super::{BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, UdpSocketConfig, udp};
+use super::{
+    BackendExit, CaptureExit, CaptureSnapshot, CaptureStats, Packet, PacketSource, UdpSocketConfig,
+    udp,
+};
 use lidarxdp_core::net::UdpDatagram;
 
 /// Buffer group id of the provided buffer ring.
@@ -263,14 +266,17 @@ impl PacketSource for UringSource {
         }
     }
 
+    fn counters(&self, c: &mut CaptureSnapshot) {
+        c.truncated = self.truncated;
+        c.backpressure = self.enobufs;
+    }
+
     fn finish(&mut self, _stats: &CaptureStats) -> CaptureExit {
         CaptureExit {
             backend: BackendExit {
                 name: "uring",
                 received: self.received,
                 rcvbuf_bytes: self.rcvbuf_bytes,
-                truncated: self.truncated,
-                backpressure: self.enobufs,
                 ..BackendExit::default()
             },
             ..CaptureExit::default()

@@ -246,7 +246,6 @@ impl PacketSource for XdpSource {
                 link_changes,
                 ..BackendExit::default()
             },
-            stalls: 0,
         }
     }
 }

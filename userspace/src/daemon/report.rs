@@ -59,20 +59,24 @@ pub(super) fn metrics_snapshot(
     }
 }
 
-/// A capture thread's exit report (`backend` in the stats JSON; `{}` while it runs): not
-/// counters but the backend's own measurements at exit (name, datagrams received, receive
-/// buffer, thread CPU times, truncations, back-pressure, injected stalls, link changes).
+/// A capture thread's exit report (`backend` in the stats JSON; `{}` while it runs): the
+/// backend's own measurements at exit (name, datagrams received, receive buffer, thread CPU
+/// times, link changes) and, for the readers of this object, the final values of the live
+/// counters `capture.{truncated,backpressure,stalls}`.
 fn backend_json(w: &Worker) -> serde_json::Value {
     use serde_json::json;
     match &w.exit {
-        Some(e) => json!({
-            "name": e.backend.name, "received": e.backend.received,
-            "rcvbuf_bytes": e.backend.rcvbuf_bytes,
-            "receiver_cpu_ns": e.backend.receiver_cpu_ns,
-            "decoder_cpu_ns": e.backend.decoder_cpu_ns,
-            "truncated": e.backend.truncated, "backpressure": e.backend.backpressure,
-            "stalls": e.stalls, "link_changes": e.backend.link_changes,
-        }),
+        Some(e) => {
+            let c = w.stats.capture.snapshot();
+            json!({
+                "name": e.backend.name, "received": e.backend.received,
+                "rcvbuf_bytes": e.backend.rcvbuf_bytes,
+                "receiver_cpu_ns": e.backend.receiver_cpu_ns,
+                "decoder_cpu_ns": e.backend.decoder_cpu_ns,
+                "truncated": c.truncated, "backpressure": c.backpressure,
+                "stalls": c.stalls, "link_changes": e.backend.link_changes,
+            })
+        }
         None => json!({}),
     }
 }

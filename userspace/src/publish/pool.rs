@@ -16,7 +16,7 @@
 //! Counters are relaxed atomics (statistics, not synchronisation).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 use lidarxdp_core::point::PointXYZIRCAEDT;
 
@@ -29,6 +29,9 @@ pub const POOL_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counter
 lidarxdp_core::counter_set! {
     /// Snapshot of a [`BufferPool`]'s counters.
     pub struct PoolCounters in POOL_COUNTERS;
+    shared
+    /// Written by [`BufferPool`] (`len` and `cap` are read from the pool itself).
+    struct SharedPoolCounters;
     {
         /// `<= cap`.
         len: Gauge "buffers" "Point buffers in the pool now.",
@@ -48,11 +51,7 @@ lidarxdp_core::counter_set! {
 pub struct BufferPool {
     stack: Mutex<Vec<Vec<PointXYZIRCAEDT>>>,
     cap: usize,
-    high_water: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
-    returned: AtomicU64,
-    discarded: AtomicU64,
+    c: SharedPoolCounters,
 }
 
 impl BufferPool {
@@ -61,11 +60,7 @@ impl BufferPool {
         BufferPool {
             stack: Mutex::new(Vec::with_capacity(cap)),
             cap,
-            high_water: AtomicU64::new(0),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            returned: AtomicU64::new(0),
-            discarded: AtomicU64::new(0),
+            c: SharedPoolCounters::default(),
         }
     }
 
@@ -77,8 +72,8 @@ impl BufferPool {
             Err(_) => None,
         };
         match &v {
-            Some(_) => self.hits.fetch_add(1, Relaxed),
-            None => self.misses.fetch_add(1, Relaxed),
+            Some(_) => self.c.hits.fetch_add(1, Relaxed),
+            None => self.c.misses.fetch_add(1, Relaxed),
         };
         v
     }
@@ -95,11 +90,11 @@ impl BufferPool {
             s.push(v);
             let len = s.len() as u64;
             drop(s);
-            self.returned.fetch_add(1, Relaxed);
-            self.high_water.fetch_max(len, Relaxed);
+            self.c.returned.fetch_add(1, Relaxed);
+            self.c.high_water.fetch_max(len, Relaxed);
         } else {
             drop(s);
-            self.discarded.fetch_add(1, Relaxed);
+            self.c.discarded.fetch_add(1, Relaxed);
         }
     }
 
@@ -116,15 +111,15 @@ impl BufferPool {
                 s.push(v);
                 let len = s.len() as u64;
                 drop(s);
-                self.high_water.fetch_max(len, Relaxed);
+                self.c.high_water.fetch_max(len, Relaxed);
                 true
             }
             _ => false,
         };
         if kept {
-            self.returned.fetch_add(1, Relaxed);
+            self.c.returned.fetch_add(1, Relaxed);
         } else {
-            self.discarded.fetch_add(1, Relaxed);
+            self.c.discarded.fetch_add(1, Relaxed);
         }
         kept
     }
@@ -149,11 +144,7 @@ impl BufferPool {
         PoolCounters {
             len: self.len() as u64,
             cap: self.cap as u64,
-            high_water: self.high_water.load(Relaxed),
-            hits: self.hits.load(Relaxed),
-            misses: self.misses.load(Relaxed),
-            returned: self.returned.load(Relaxed),
-            discarded: self.discarded.load(Relaxed),
+            ..self.c.snapshot()
         }
     }
 }

@@ -10,7 +10,9 @@
 //!   read back; [`replay`] a capture from the sensor namespace with `lidarxdp replay`;
 //! - [`data`]: the shared captures (`../shared/data` beside the repository), [`privileged`],
 //!   [`Staging`] (world-readable copies for tests that run the daemon as `nobody`),
-//!   [`content_file`].
+//!   [`content_file`];
+//! - kernel counters of a namespace: [`udp_counters`] (`/proc/net/snmp` Udp) and
+//!   [`link_drops`] (`ip -s -j link` stats64).
 //!
 //! Everything here runs `ip` (iproute2) and panics with the command's stderr on failure in the
 //! test-facing helpers; the `Result` variants ([`NetnsPair::create`], [`run`]) serve bench/xtask.
@@ -19,6 +21,7 @@
 mod daemon;
 #[cfg(feature = "frames")]
 mod frames;
+mod kstats;
 mod netns;
 mod staging;
 
@@ -28,6 +31,9 @@ pub use daemon::{
 };
 #[cfg(feature = "frames")]
 pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames};
+pub use kstats::{
+    LinkDrops, UdpCounters, link_drops, parse_link_drops, parse_snmp_udp, udp_counters,
+};
 pub use netns::{NetnsPair, PairSpec, delete_netns, exec_in, in_netns, run, set_mtu, sh};
 pub use staging::{Staging, content_file};
 

@@ -110,6 +110,11 @@ fn xdp_backend_absorbs_injected_stalls() {
     std::thread::sleep(Duration::from_millis(400));
     let stats = daemon.stop();
     assert!(get(&stats, &["backend", "stalls"]) >= 2, "{stats}");
+    assert_eq!(
+        get(&stats, &["capture", "stalls"]),
+        get(&stats, &["backend", "stalls"]),
+        "the live counter and the exit report: {stats}"
+    );
     assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 603, "{stats}");
     assert_eq!(get(&stats, &["xsk", "rx_ring_full"]), 0, "{stats}");
     assert_eq!(get(&stats, &["backend", "received"]), 603, "{stats}");

@@ -20,7 +20,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Daemon, NetnsPair, collect_frames, data, get, in_netns, privileged, wait};
+use common::{
+    Daemon, LinkDrops, NetnsPair, UdpCounters, collect_frames, data, get, in_netns, privileged,
+    wait,
+};
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 const DUAL: &str = "velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap";
@@ -117,16 +120,9 @@ fn xdp_prog_ids(ns: &str, iface: &str) -> Vec<u32> {
         .collect()
 }
 
-/// `ip -s -j link` counters of `iface` in `ns`: (rx packets, rx dropped, tx dropped).
-fn link_stats(ns: &str, iface: &str) -> (u64, u64, u64) {
-    let text = common::sh(&["ip", "-n", ns, "-s", "-j", "link", "show", "dev", iface]);
-    let v: serde_json::Value = serde_json::from_str(&text).expect("ip -j output");
-    let s = &v[0]["stats64"];
-    (
-        get(s, &["rx", "packets"]),
-        get(s, &["rx", "dropped"]),
-        get(s, &["tx", "dropped"]),
-    )
+/// `ip -s -j link` counters of `iface` in `ns`.
+fn link_stats(ns: &str, iface: &str) -> LinkDrops {
+    common::link_drops(ns, iface).unwrap()
 }
 
 /// Whether `iface` in `ns` reports `state UP` (carrier on).
@@ -134,29 +130,9 @@ fn link_up(ns: &str, iface: &str) -> bool {
     common::sh(&["ip", "-n", ns, "link", "show", "dev", iface]).contains("state UP")
 }
 
-/// The `Udp:` line of `/proc/net/snmp` in `ns` (read as `/proc/thread-self/net/snmp`: `/proc/net`
-/// follows the main thread's namespace) as (name, value) pairs (proc(5): the kernel's
-/// UDP MIB for that network namespace).
-fn udp_mib(ns: &str) -> Vec<(String, u64)> {
-    let text = in_netns(ns, || {
-        std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap()
-    });
-    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
-    let names = udp.next().expect("Udp header line");
-    let values = udp.next().expect("Udp values line");
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .skip(1)
-        .map(|(n, v)| (n.to_owned(), v.parse().unwrap()))
-        .collect()
-}
-
-fn mib(m: &[(String, u64)], name: &str) -> u64 {
-    m.iter()
-        .find(|(n, _)| n == name)
-        .unwrap_or_else(|| panic!("Udp {name} missing"))
-        .1
+/// The kernel's UDP MIB of `ns` (`/proc/net/snmp` Udp).
+fn udp_mib(ns: &str) -> UdpCounters {
+    common::udp_counters(ns).unwrap()
 }
 
 /// SIGKILL while a replay is streaming into the daemon, then a new daemon at once on the same
@@ -383,7 +359,7 @@ fn fill_ring_starvation_is_explained_by_the_counters() {
             METRICS,
         ],
     );
-    let (_, rx_dropped_before, _) = link_stats(ns, ifc);
+    let rx_dropped_before = link_stats(ns, ifc).rx_dropped;
     // Stalls start 1 s after the capture thread and last 300 ms; a replay at max takes a few
     // ms, so replaying back to back for a few seconds lands at least one inside a stall.
     let mut sent = 0;
@@ -406,7 +382,7 @@ fn fill_ring_starvation_is_explained_by_the_counters() {
             + metric(&m, "lidarxdp_xsk_rx_ring_full_total")
             == sent
     });
-    let (_, rx_dropped_after, _) = link_stats(ns, ifc);
+    let rx_dropped_after = link_stats(ns, ifc).rx_dropped;
     let stats = daemon.stop();
     eprintln!("sent {sent}: {}", stats["xsk"]);
 
@@ -639,8 +615,8 @@ fn non_sensor_flood_passes_to_the_kernel_and_loses_no_sensor_packet() {
     }
     let daemon = Daemon::start(ns, ifc, 7654, &[]);
     let mib_before = udp_mib(ns);
-    let (rx_before, rx_drop_before, _) = link_stats(ns, ifc);
-    let (_, _, tx_drop_before) = link_stats(&net.sensor_ns, &net.sensor_if);
+    let host_before = link_stats(ns, ifc);
+    let sensor_before = link_stats(&net.sensor_ns, &net.sensor_if);
 
     let floods: Vec<Child> = (0..2)
         .map(|_| spawn_replay(&net, DUAL, 9999, "max", 200))
@@ -648,11 +624,11 @@ fn non_sensor_flood_passes_to_the_kernel_and_loses_no_sensor_packet() {
     replay_dual(&net, "realtime");
     let flood_sent: u64 = floods.into_iter().map(replay_sent).sum();
     until("the kernel counted every flood datagram", 10, || {
-        mib(&udp_mib(ns), "NoPorts") - mib(&mib_before, "NoPorts") >= flood_sent
+        udp_mib(ns).no_ports - mib_before.no_ports >= flood_sent
     });
     let mib_after = udp_mib(ns);
-    let (rx_after, rx_drop_after, _) = link_stats(ns, ifc);
-    let (_, _, tx_drop_after) = link_stats(&net.sensor_ns, &net.sensor_if);
+    let host_after = link_stats(ns, ifc);
+    let sensor_after = link_stats(&net.sensor_ns, &net.sensor_if);
     let stats = daemon.stop();
     eprintln!("flood: {flood_sent} datagrams; {}", stats["xdp"]);
 
@@ -667,26 +643,33 @@ fn non_sensor_flood_passes_to_the_kernel_and_loses_no_sensor_packet() {
     let passed = get(&stats, &["xdp", "passed"]);
     let seen = get(&stats, &["xdp", "seen"]);
     // Nothing was dropped before the program (veth ring) or after it.
-    assert_eq!(rx_drop_after - rx_drop_before, 0, "veth rx_dropped");
     assert_eq!(
-        tx_drop_after - tx_drop_before,
+        host_after.rx_dropped - host_before.rx_dropped,
+        0,
+        "veth rx_dropped"
+    );
+    assert_eq!(
+        sensor_after.tx_dropped - sensor_before.tx_dropped,
         0,
         "veth tx_dropped (peer ring full)"
     );
-    assert_eq!(rx_after - rx_before, seen, "veth rx packets == XDP seen");
+    assert_eq!(
+        host_after.rx_packets - host_before.rx_packets,
+        seen,
+        "veth rx packets == XDP seen"
+    );
     assert_eq!(seen, DUAL_PACKETS + passed, "{stats}");
     assert_eq!(
         passed, flood_sent,
         "every flood datagram reached XDP and passed"
     );
-    let delta = |n: &str| mib(&mib_after, n) - mib(&mib_before, n);
     assert_eq!(
-        delta("NoPorts"),
+        mib_after.no_ports - mib_before.no_ports,
         passed,
         "the kernel got every passed datagram"
     );
-    assert_eq!(delta("InDatagrams"), 0);
-    assert_eq!(delta("InErrors"), 0);
+    assert_eq!(mib_after.in_datagrams - mib_before.in_datagrams, 0);
+    assert_eq!(mib_after.in_errors - mib_before.in_errors, 0);
 }
 
 /// The interface removed under the daemon (`ip link del`): the kernel unbinds the AF_XDP socket
@@ -767,4 +750,43 @@ fn interface_removed_ends_the_daemon_with_an_error() {
         DUAL_PACKETS,
         "{stats}"
     );
+}
+
+/// A datagram longer than the socket backends' receive buffer (3,000 bytes to a VLP-16 port,
+/// whose buffer holds 2,048; IPv4 reassembles the two fragments before the socket) is dropped
+/// and counted while the daemon runs: `lidarxdp_capture_truncated_total` in `/metrics` is 3
+/// after three of them, through each socket backend; the exit report's `backend.truncated`
+/// and the stats JSON's `capture.truncated` hold the same 3, and nothing reached the decoder.
+#[test]
+fn oversized_datagrams_are_counted_live_as_truncated_by_the_socket_backends() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("ftrunc");
+    let ns = &net.host_ns;
+    let to = format!("{}:2368", net.host_ip);
+    for backend in ["socket", "recvmmsg", "uring"] {
+        let daemon = Daemon::start(
+            ns,
+            &net.host_if,
+            7656,
+            &["--backend", backend, "--metrics", METRICS],
+        );
+        until("metrics answer", 10, || try_scrape(ns).is_some());
+        in_netns(&net.sensor_ns, || {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            for _ in 0..3 {
+                assert_eq!(s.send_to(&[0x5a; 3000], &to).unwrap(), 3000);
+            }
+        });
+        until(&format!("{backend}: 3 truncated in /metrics"), 10, || {
+            live(ns, "lidarxdp_capture_truncated_total") == 3
+        });
+        let stats = daemon.stop();
+        assert_eq!(get(&stats, &["capture", "truncated"]), 3, "{stats}");
+        assert_eq!(get(&stats, &["backend", "truncated"]), 3, "{stats}");
+        assert_eq!(get(&stats, &["backend", "received"]), 0, "{stats}");
+        assert_eq!(get(&stats, &["capture", "backpressure"]), 0, "{stats}");
+        assert_eq!(get(&stats, &["sensors", "0", "packets"]), 0, "{stats}");
+    }
 }

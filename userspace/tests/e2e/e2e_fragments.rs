@@ -274,17 +274,6 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     }
 }
 
-/// Sets the MTU of both ends of the veth pair.
-fn set_mtu(net: &NetnsPair, mtu: u32) {
-    let mtu = mtu.to_string();
-    for (ns, ifname) in [
-        (&net.sensor_ns, &net.sensor_if),
-        (&net.host_ns, &net.host_if),
-    ] {
-        common::sh(&["ip", "-n", ns, "link", "set", "dev", ifname, "mtu", &mtu]);
-    }
-}
-
 /// Jumbo frames (MTU 9000): every Ouster fragment would be longer than a 2 KiB UMEM chunk holds
 /// and the kernel would drop it. The daemon refuses to start instead, in every attach mode,
 /// with an error naming the interface, its MTU, the chunk size and the largest MTU that fits,
@@ -296,7 +285,7 @@ fn jumbo_mtu_is_refused_at_start_up_naming_mtu_and_chunk_size() {
         return;
     }
     let net = NetnsPair::new("jumbo");
-    set_mtu(&net, 9000);
+    net.set_mtu(9000).unwrap();
     let calib = data(CALIB);
     let want = format!(
         "interface {} has MTU 9000, but an AF_XDP UMEM chunk of 2048 bytes holds frames of at \
@@ -361,7 +350,7 @@ fn largest_mtu_that_fits_loses_nothing() {
         return;
     }
     let net = NetnsPair::new("mtumax");
-    set_mtu(&net, 1775);
+    net.set_mtu(1775).unwrap();
     let out = NetnsPair::exec(
         &net.host_ns,
         &[
@@ -390,7 +379,7 @@ fn largest_mtu_that_fits_loses_nothing() {
         "{stderr}"
     );
 
-    set_mtu(&net, 1774);
+    net.set_mtu(1774).unwrap();
     let daemon = start_daemon(&net.host_ns, &net.host_if, 7616);
     let subscriber = common::collect_frames(&net.host_ns, 7616);
     std::thread::sleep(Duration::from_millis(200));
@@ -420,7 +409,7 @@ fn mtu_raised_while_running_drops_are_counted() {
         return;
     }
     let net = NetnsPair::new("mturun");
-    set_mtu(&net, 1500);
+    net.set_mtu(1500).unwrap();
     let calib = data(CALIB);
     let port = PORT.to_string();
     let daemon = Daemon::start_with(
@@ -438,7 +427,7 @@ fn mtu_raised_while_running_drops_are_counted() {
             "generic",
         ],
     );
-    set_mtu(&net, 9000);
+    net.set_mtu(9000).unwrap();
     let v = common::replay(&net, OS1_32, PORT, "realtime");
     assert_eq!(get(&v, &["sent"]), 64, "{v}");
     std::thread::sleep(Duration::from_millis(300));
