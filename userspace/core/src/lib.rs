@@ -7,7 +7,8 @@
 //! - [`reassembly`]: IPv4 fragment reassembly (RFC 791, RFC 815);
 //! - [`sensor`]: the decoders per vendor and their calibration parsers, the scan pipeline;
 //! - [`scan`]: scan (frame) assembly: cut angle, field of view, timeouts, the stream clock;
-//! - [`protocol`]: the lidarxdp TCP wire codec (`docs/protocol.md`).
+//! - [`protocol`]: the lidarxdp TCP wire codec (`docs/protocol.md`);
+//! - [`ros2`]: ROS 2 `sensor_msgs/msg/PointCloud2` CDR encoding and rmw_zenoh naming.
 //!
 //! Its dependency tree has no aya, io-uring, libc, clap or mcap (`cargo tree -p lidarxdp-core`).
 //! The daemon (`lidarxdp`) drives it from AF_XDP and socket capture; the client
@@ -26,6 +27,7 @@ pub mod net;
 pub mod point;
 pub mod protocol;
 pub mod reassembly;
+pub mod ros2;
 pub mod scan;
 pub mod sensor;
 #[allow(unsafe_code)]

@@ -1,0 +1,782 @@
+//! ROS 2 over zenoh, sans-IO: the `sensor_msgs/msg/PointCloud2` CDR encoding, and rmw_zenoh's
+//! names (topic key expression, liveliness tokens, QoS string) and per-message attachment.
+//!
+//! Nothing here opens a session: a sink (MCAP recorder, zenoh publisher) lays out
+//! [`PointCloud2Prefix`] + the points + [`POINTCLOUD2_SUFFIX`], and declares the key
+//! expressions built here with its own transport.
+//!
+//! Sources:
+//! - OMG DDS-XTypes 1.3, section 7.4.3 (XCDR version 1, "PLAIN_CDR"): little-endian
+//!   encapsulation identifier `CDR_LE` = `00 01` plus two option bytes `00 00`, each primitive
+//!   aligned to its own size counted from the end of that 4-byte header, strings as a `uint32`
+//!   length including the NUL terminator, then the bytes and the NUL, sequences as a `uint32`
+//!   element count then the elements;
+//! - ROS 2 `sensor_msgs/msg/PointCloud2.msg`, `sensor_msgs/msg/PointField.msg`,
+//!   `std_msgs/msg/Header.msg`, `builtin_interfaces/msg/Time.msg` (common_interfaces);
+//! - ros2/rmw_zenoh `docs/design.md` ("Graph Cache", "Namespaces", "Quality of Service") and
+//!   `rmw_zenoh_cpp/src/detail/`: `liveliness_utils.cpp` (`TopicInfo`, `Entity`,
+//!   `qos_to_keyexpr`, `mangle_name`), `qos.cpp` (the defaults), `attachment_helpers.cpp`
+//!   (`AttachmentData::serialize_to_zbytes`), `rmw_node_data.cpp` and `rmw_publisher_data.cpp`
+//!   (which ids go into a token, the sequence number starting at 1);
+//! - zenoh `serialization.md` ("Zenoh serialization format": numbers little-endian, sequences
+//!   and fixed-size arrays as a LEB128 length then the items);
+//! - design.ros2.org "Topic and Service name mapping to DDS", section "ROS 2 Topic and Service
+//!   Name Constraints".
+#![forbid(unsafe_code)]
+
+use crate::point::PointField;
+use crate::protocol::WireField;
+
+/// `ros2msg` definition of `sensor_msgs/msg/PointCloud2` with its dependencies, the schema text
+/// an MCAP file carries for its messages (MCAP "Well-known schema encodings", `ros2msg`: the
+/// `.msg` file followed by each dependency after a line of 80 `=` and `MSG: <type>`).
+pub const POINTCLOUD2_SCHEMA: &str = "std_msgs/Header header\nuint32 height\nuint32 width\n\
+PointField[] fields\nbool is_bigendian\nuint32 point_step\nuint32 row_step\nuint8[] data\nbool is_dense\n\
+================================================================================\nMSG: std_msgs/Header\n\
+builtin_interfaces/Time stamp\nstring frame_id\n\
+================================================================================\nMSG: builtin_interfaces/Time\n\
+int32 sec\nuint32 nanosec\n\
+================================================================================\nMSG: sensor_msgs/PointField\n\
+uint8 INT8=1\nuint8 UINT8=2\nuint8 INT16=3\nuint8 UINT16=4\nuint8 INT32=5\nuint8 UINT32=6\n\
+uint8 FLOAT32=7\nuint8 FLOAT64=8\nstring name\nuint32 offset\nuint8 datatype\nuint32 count\n";
+
+/// The XCDR1 little-endian encapsulation header (DDS-XTypes 1.3 section 7.6.3.1.2: `CDR_LE`
+/// = `0x0001`, options `0x0000`), the first 4 bytes of every message.
+pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
+
+/// The bytes that follow `data` in a `PointCloud2` message: `bool is_dense` = true (lidarxdp
+/// clouds hold no invalid points). A `bool` needs no alignment, so this is always one byte.
+pub const POINTCLOUD2_SUFFIX: [u8; 1] = [1];
+
+/// One `sensor_msgs/msg/PointField` entry to encode (`PointField.msg`: `string name`,
+/// `uint32 offset` in bytes inside a point, `uint8 datatype` code of
+/// [`crate::point::datatype`], `uint32 count` of elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldRef<'a> {
+    /// Field name, e.g. `x`.
+    pub name: &'a str,
+    /// Byte offset inside a point.
+    pub offset: u32,
+    /// [`crate::point::datatype`] code (7 = FLOAT32).
+    pub datatype: u8,
+    /// Number of elements.
+    pub count: u32,
+}
+
+impl<'a> From<&'a PointField> for FieldRef<'a> {
+    fn from(f: &'a PointField) -> Self {
+        FieldRef {
+            name: f.name,
+            offset: f.offset,
+            datatype: f.datatype,
+            count: f.count,
+        }
+    }
+}
+
+impl<'a> From<&'a WireField> for FieldRef<'a> {
+    fn from(f: &'a WireField) -> Self {
+        FieldRef {
+            name: &f.name,
+            offset: f.offset,
+            datatype: f.datatype,
+            count: f.count,
+        }
+    }
+}
+
+/// Why a `PointCloud2` cannot be encoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CdrError {
+    /// `point_count * point_step` does not fit the `uint32` CDR sequence length of `data`
+    /// (nor `row_step`): at most 4294967295 bytes.
+    #[error("PointCloud2 data of {bytes} bytes exceeds the CDR uint32 length (max 4294967295)")]
+    DataTooLong {
+        /// The data length asked for, in bytes.
+        bytes: u64,
+    },
+    /// A string (`frame_id` or a field name) holds a NUL byte, which CDR strings cannot carry
+    /// (their NUL terminator ends them).
+    #[error("PointCloud2 string {0:?} contains a NUL byte, which a CDR string cannot carry")]
+    NulInString(String),
+    /// [`PointCloud2Prefix::write_message`] got `data` of another length than the prefix says.
+    #[error("PointCloud2 data is {got} bytes but the prefix announces {want}")]
+    DataLength {
+        /// Bytes announced by the prefix.
+        want: usize,
+        /// Bytes given.
+        got: usize,
+    },
+}
+
+/// Little-endian CDR writer; alignment counts from the end of the 4-byte encapsulation header
+/// (XCDR1, DDS-XTypes 1.3 section 7.4.3.2.2).
+struct Cdr<'a>(&'a mut Vec<u8>, usize);
+
+impl Cdr<'_> {
+    fn align(&mut self, n: usize) {
+        let body = self.0.len() - self.1;
+        let pad = (n - body % n) % n;
+        self.0.resize(self.0.len() + pad, 0);
+    }
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.align(4);
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn i32(&mut self, v: i32) {
+        self.align(4);
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn string(&mut self, s: &str) -> Result<(), CdrError> {
+        if s.as_bytes().contains(&0) {
+            return Err(CdrError::NulInString(s.to_owned()));
+        }
+        let len = u32::try_from(s.len() + 1).map_err(|_| CdrError::DataTooLong {
+            bytes: s.len() as u64 + 1,
+        })?;
+        self.u32(len);
+        self.0.extend_from_slice(s.as_bytes());
+        self.0.push(0);
+        Ok(())
+    }
+}
+
+/// The serialised bytes of a `sensor_msgs/msg/PointCloud2` up to, not including, its `data`
+/// bytes: built once per frame, then reused by every sink (zenoh payload, MCAP message), which
+/// writes prefix + points + [`POINTCLOUD2_SUFFIX`] without copying the points twice.
+///
+/// Layout (offsets from the message start; `B` = 4, the end of the encapsulation header):
+/// `00 01 00 00`; `header.stamp.sec` `int32` at 4, `header.stamp.nanosec` `uint32` at 8;
+/// `header.frame_id` string at 12 (`uint32` length with NUL, bytes, NUL); then, each `uint32`
+/// aligned to 4 from `B`: `height` = 1, `width` = point count, `fields` count, and per field
+/// `name` string, `offset` `uint32`, `datatype` `uint8`, `count` `uint32`; `is_bigendian`
+/// `uint8` = 0; `point_step`, `row_step` = `data` length, `data` length (`uint32` each). The
+/// `data` bytes start at [`PointCloud2Prefix::len`] with no padding (`uint8[]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PointCloud2Prefix {
+    bytes: Vec<u8>,
+    data_len: usize,
+}
+
+impl PointCloud2Prefix {
+    /// Encodes the prefix of an unorganised cloud (`height` 1, `width` = `point_count`) of
+    /// `point_count` points of `point_step` bytes described by `fields`, stamped `stamp_ns`
+    /// (ns since the Unix epoch: `sec` = `stamp_ns / 1e9` saturated to `i32::MAX`,
+    /// `nanosec` = `stamp_ns % 1e9`) in frame `frame_id`.
+    ///
+    /// # Errors
+    /// [`CdrError::DataTooLong`] if `point_count * point_step` exceeds `u32::MAX` bytes;
+    /// [`CdrError::NulInString`] if `frame_id` or a field name holds a NUL byte.
+    pub fn new<'f, I>(
+        stamp_ns: u64,
+        frame_id: &str,
+        fields: I,
+        point_step: u32,
+        point_count: u32,
+    ) -> Result<Self, CdrError>
+    where
+        I: IntoIterator<Item = FieldRef<'f>>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let bytes = u64::from(point_count) * u64::from(point_step);
+        let data_len = u32::try_from(bytes).map_err(|_| CdrError::DataTooLong { bytes })?;
+        let fields = fields.into_iter();
+        let mut out = Vec::with_capacity(64 + frame_id.len() + 24 * fields.len());
+        out.extend_from_slice(&CDR_LE_HEADER);
+        let mut c = Cdr(&mut out, CDR_LE_HEADER.len());
+        c.i32((stamp_ns / 1_000_000_000).min(i32::MAX as u64) as i32);
+        c.u32((stamp_ns % 1_000_000_000) as u32);
+        c.string(frame_id)?;
+        c.u32(1); // height
+        c.u32(point_count); // width
+        c.u32(fields.len() as u32);
+        for f in fields {
+            c.string(f.name)?;
+            c.u32(f.offset);
+            c.u8(f.datatype);
+            c.u32(f.count);
+        }
+        c.u8(0); // is_bigendian
+        c.u32(point_step);
+        c.u32(data_len); // row_step: one row
+        c.u32(data_len); // data: sequence length
+        Ok(PointCloud2Prefix {
+            bytes: out,
+            data_len: data_len as usize,
+        })
+    }
+
+    /// The prefix bytes, starting with [`CDR_LE_HEADER`].
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Length of the prefix in bytes: the offset of `data` in the message.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Always false: a prefix holds at least the encapsulation header and the fixed fields.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The `data` length the prefix announces (`point_count * point_step` bytes).
+    pub fn data_len(&self) -> usize {
+        self.data_len
+    }
+
+    /// Length of the whole message: prefix + data + [`POINTCLOUD2_SUFFIX`].
+    pub fn message_len(&self) -> usize {
+        self.bytes.len() + self.data_len + POINTCLOUD2_SUFFIX.len()
+    }
+
+    /// Appends the whole message (prefix, `data`, suffix) to `out`, reserving
+    /// [`Self::message_len`] bytes first.
+    ///
+    /// # Errors
+    /// [`CdrError::DataLength`] if `data` is not [`Self::data_len`] bytes; `out` is unchanged.
+    pub fn write_message(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), CdrError> {
+        if data.len() != self.data_len {
+            return Err(CdrError::DataLength {
+                want: self.data_len,
+                got: data.len(),
+            });
+        }
+        out.reserve(self.message_len());
+        out.extend_from_slice(&self.bytes);
+        out.extend_from_slice(data);
+        out.extend_from_slice(&POINTCLOUD2_SUFFIX);
+        Ok(())
+    }
+}
+
+/// The DDS type name of `sensor_msgs/msg/PointCloud2` as rmw_zenoh puts it in key expressions
+/// (`MessageTypeSupport::get_name`, rmw_zenoh `type_support_common.cpp`:
+/// `<package>::msg::dds_::<Type>_`).
+pub const POINTCLOUD2_TYPE_NAME: &str = "sensor_msgs::msg::dds_::PointCloud2_";
+
+/// The RIHS01 type hash of `sensor_msgs/msg/PointCloud2` (REP 2016 "ROS Interface Hashes",
+/// as printed by `rosidl_stringify_type_hash`), identical on Jazzy, Kilted and Rolling.
+pub const POINTCLOUD2_TYPE_HASH_RIHS01: &str =
+    "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5";
+
+/// The type hash rmw_zenoh's Humble branch writes in place of a RIHS01 hash, Humble's rosidl
+/// having no type hashes.
+pub const TYPE_HASH_NOT_SUPPORTED: &str = "TypeHashNotSupported";
+
+/// The ROS 2 distribution whose rmw_zenoh the names must match; it picks the type hash part of
+/// the key expressions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Distro {
+    /// Humble: [`TYPE_HASH_NOT_SUPPORTED`].
+    Humble,
+    /// Jazzy and later: [`POINTCLOUD2_TYPE_HASH_RIHS01`].
+    #[default]
+    Jazzy,
+}
+
+impl Distro {
+    /// The type hash string of `PointCloud2` for this distribution.
+    pub fn pointcloud2_type_hash(self) -> &'static str {
+        match self {
+            Distro::Humble => TYPE_HASH_NOT_SUPPORTED,
+            Distro::Jazzy => POINTCLOUD2_TYPE_HASH_RIHS01,
+        }
+    }
+}
+
+/// The zenoh key expression of a `PointCloud2` topic (rmw_zenoh `liveliness_utils.cpp`,
+/// `TopicInfo`): `<domain>/<topic without its leading and trailing '/'>/<type name>/<type hash>`,
+/// e.g. domain 0, `/lidar/front/points`, Jazzy:
+/// `0/lidar/front/points/sensor_msgs::msg::dds_::PointCloud2_/RIHS01_9198…e2b5`.
+/// `topic` is expected to have passed [`validate_topic`].
+pub fn topic_key_expr(domain_id: u32, topic: &str, distro: Distro) -> String {
+    let t = topic.strip_prefix('/').unwrap_or(topic);
+    let t = t.strip_suffix('/').unwrap_or(t);
+    format!(
+        "{domain_id}/{t}/{POINTCLOUD2_TYPE_NAME}/{}",
+        distro.pointcloud2_type_hash()
+    )
+}
+
+/// rmw_zenoh's escaping of a name put in one chunk of a liveliness key expression
+/// (`liveliness_utils.cpp`, `mangle_name`): every `/` becomes `%`, nothing else changes
+/// (`/` → `%`, `/lidar/front/points` → `%lidar%front%points`).
+pub fn mangle_name(name: &str) -> String {
+    name.replace('/', "%")
+}
+
+/// QoS reliability (`rmw/types.h`, `rmw_qos_reliability_policy_e`; the number is the one
+/// rmw_zenoh prints).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reliability {
+    /// `RMW_QOS_POLICY_RELIABILITY_RELIABLE` = 1 (rmw_zenoh's default).
+    Reliable = 1,
+    /// `RMW_QOS_POLICY_RELIABILITY_BEST_EFFORT` = 2.
+    BestEffort = 2,
+}
+
+/// QoS durability (`rmw/types.h`, `rmw_qos_durability_policy_e`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// `RMW_QOS_POLICY_DURABILITY_TRANSIENT_LOCAL` = 1.
+    TransientLocal = 1,
+    /// `RMW_QOS_POLICY_DURABILITY_VOLATILE` = 2 (rmw_zenoh's default).
+    Volatile = 2,
+}
+
+/// QoS history (`rmw/types.h`, `rmw_qos_history_policy_e`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum History {
+    /// `RMW_QOS_POLICY_HISTORY_KEEP_LAST` = 1 (rmw_zenoh's default).
+    KeepLast = 1,
+    /// `RMW_QOS_POLICY_HISTORY_KEEP_ALL` = 2.
+    KeepAll = 2,
+}
+
+/// The QoS of a publisher as its liveliness token advertises it. Deadline, lifespan and
+/// liveliness are rmw_zenoh's defaults (infinite, infinite, automatic with an infinite lease),
+/// which it leaves empty in the string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Qos {
+    /// Reliability.
+    pub reliability: Reliability,
+    /// Durability.
+    pub durability: Durability,
+    /// History kind.
+    pub history: History,
+    /// History depth (samples).
+    pub depth: u32,
+}
+
+/// rmw_zenoh's default depth (`qos.cpp`, `RMW_ZENOH_DEFAULT_HISTORY_DEPTH` = 42), left empty
+/// in the QoS string when equal.
+pub const RMW_ZENOH_DEFAULT_DEPTH: u32 = 42;
+
+impl Qos {
+    /// lidarxdp's point cloud QoS: best effort, volatile, keep last 5 (a slow subscriber loses
+    /// frames rather than stalling the publisher), string `2::,5:,:,:,,`.
+    pub const LIDAR: Qos = Qos {
+        reliability: Reliability::BestEffort,
+        durability: Durability::Volatile,
+        history: History::KeepLast,
+        depth: 5,
+    };
+
+    /// The QoS chunk of a liveliness token (rmw_zenoh `liveliness_utils.cpp`,
+    /// `qos_to_keyexpr`): `<reliability>:<durability>:<history>,<depth>:<deadline s>,<ns>:
+    /// <lifespan s>,<ns>:<liveliness>,<lease s>,<ns>`, each value written as its decimal
+    /// number only when it differs from rmw_zenoh's default (`qos.cpp`: reliable, volatile,
+    /// keep last, depth 42, the rest infinite/automatic), else left empty. [`Qos::LIDAR`] is
+    /// `2::,5:,:,:,,`.
+    pub fn key_chunk(&self) -> String {
+        let opt = |differs: bool, v: u32| {
+            if differs {
+                v.to_string()
+            } else {
+                String::new()
+            }
+        };
+        format!(
+            "{}:{}:{},{}:,:,:,,",
+            opt(
+                self.reliability != Reliability::Reliable,
+                self.reliability as u32
+            ),
+            opt(
+                self.durability != Durability::Volatile,
+                self.durability as u32
+            ),
+            opt(self.history != History::KeepLast, self.history as u32),
+            opt(self.depth != RMW_ZENOH_DEFAULT_DEPTH, self.depth),
+        )
+    }
+}
+
+/// The admin space prefix of every rmw_zenoh liveliness token (`liveliness_utils.cpp`,
+/// `ADMIN_SPACE`).
+pub const ADMIN_SPACE: &str = "@ros2_lv";
+
+/// The ROS 2 node that owns lidarxdp's publishers, as its liveliness tokens name it.
+///
+/// Token chunks (rmw_zenoh `liveliness_utils.cpp`, `KeyexprIndex` and `Entity::Entity`):
+/// `@ros2_lv/<domain>/<zid>/<nid>/<eid>/<kind>/<enclave>/<namespace>/<node name>` for a node
+/// (`NN`, `eid` = `nid`, `rmw_node_data.cpp`), followed by
+/// `/<topic>/<type name>/<type hash>/<qos>` for a publisher (`MP`, `eid` = the publisher's
+/// id within the session, `rmw_publisher_data.cpp`); enclave, namespace, node name, topic,
+/// type and hash pass through [`mangle_name`]. `zid` is the zenoh session id as the session
+/// prints it (`zenoh::Id::to_string`, lowercase hex).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeTokens<'a> {
+    /// ROS domain id (`ROS_DOMAIN_ID`).
+    pub domain_id: u32,
+    /// The zenoh session id string.
+    pub zid: &'a str,
+    /// The node's id within the session (rmw_zenoh numbers entities from 0 per context).
+    pub node_id: u64,
+    /// Security enclave, `/` by default.
+    pub enclave: &'a str,
+    /// Node namespace, `/` for the root namespace.
+    pub namespace: &'a str,
+    /// Node name, e.g. `lidarxdp`.
+    pub name: &'a str,
+}
+
+impl NodeTokens<'_> {
+    fn head(&self, eid: u64, kind: &str) -> String {
+        format!(
+            "{ADMIN_SPACE}/{}/{}/{}/{eid}/{kind}/{}/{}/{}",
+            self.domain_id,
+            self.zid,
+            self.node_id,
+            mangle_name(self.enclave),
+            mangle_name(self.namespace),
+            mangle_name(self.name),
+        )
+    }
+
+    /// The node's token (`NN`), e.g.
+    /// `@ros2_lv/0/<zid>/0/0/NN/%/%/lidarxdp`.
+    pub fn node(&self) -> String {
+        self.head(self.node_id, "NN")
+    }
+
+    /// The token of this node's `PointCloud2` publisher `publisher_id` on `topic` (`MP`), e.g.
+    /// `@ros2_lv/0/<zid>/0/1/MP/%/%/lidarxdp/%lidar%front%points/sensor_msgs::msg::dds_::PointCloud2_/RIHS01_…/2::,5:,:,:,,`.
+    pub fn publisher(&self, publisher_id: u64, topic: &str, distro: Distro, qos: &Qos) -> String {
+        format!(
+            "{}/{}/{}/{}/{}",
+            self.head(publisher_id, "MP"),
+            mangle_name(topic),
+            mangle_name(POINTCLOUD2_TYPE_NAME),
+            mangle_name(distro.pointcloud2_type_hash()),
+            qos.key_chunk()
+        )
+    }
+}
+
+/// The attachment rmw_zenoh puts on every published sample (`attachment_helpers.cpp`,
+/// `AttachmentData::serialize_to_zbytes`, in zenoh's serialization format): 33 bytes,
+/// `sequence_number` `i64` little-endian at 0 (rmw_zenoh starts at 1, +1 per message),
+/// `source_timestamp` `i64` little-endian at 8 (ns since the Unix epoch), the LEB128 length 16
+/// (`0x10`) at 16 (zenoh serialises a fixed-size array as a sequence), the 16-byte publisher
+/// GID at 17.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attachment {
+    /// Per-publisher message counter.
+    pub sequence_number: i64,
+    /// Publication time, ns since the Unix epoch.
+    pub source_timestamp_ns: i64,
+    /// The publisher's GID (`RMW_GID_STORAGE_SIZE` = 16 bytes). rmw_zenoh derives it as the
+    /// XXH3-128 hash of the publisher's liveliness key (low 64 bits then high 64 bits, each
+    /// little-endian); subscribers only compare it, so any stable unique 16 bytes serve.
+    pub gid: [u8; 16],
+}
+
+/// Encoded length of an [`Attachment`].
+pub const ATTACHMENT_LEN: usize = 33;
+
+impl Attachment {
+    /// The 33 attachment bytes.
+    pub fn encode(&self) -> [u8; ATTACHMENT_LEN] {
+        let mut b = [0u8; ATTACHMENT_LEN];
+        b[0..8].copy_from_slice(&self.sequence_number.to_le_bytes());
+        b[8..16].copy_from_slice(&self.source_timestamp_ns.to_le_bytes());
+        b[16] = 16;
+        b[17..33].copy_from_slice(&self.gid);
+        b
+    }
+
+    /// Parses attachment bytes; `None` unless they are exactly 33 bytes with `0x10` at 16.
+    pub fn decode(b: &[u8]) -> Option<Attachment> {
+        if b.len() != ATTACHMENT_LEN || b[16] != 16 {
+            return None;
+        }
+        Some(Attachment {
+            sequence_number: i64::from_le_bytes(b[0..8].try_into().ok()?),
+            source_timestamp_ns: i64::from_le_bytes(b[8..16].try_into().ok()?),
+            gid: b[17..33].try_into().ok()?,
+        })
+    }
+}
+
+/// The default topic of a sensor: `/lidar/<sensor name>/points`. Check it with
+/// [`validate_topic`]: a sensor name that is not a valid ROS 2 name token makes it invalid.
+pub fn default_topic(sensor_name: &str) -> String {
+    format!("/lidar/{sensor_name}/points")
+}
+
+/// The default `header.frame_id` of a sensor: its name.
+pub fn default_frame_id(sensor_name: &str) -> String {
+    sensor_name.to_owned()
+}
+
+/// A topic name that breaks a ROS 2 name rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{field} = {name:?}: {rule} (ROS 2 \"Topic and Service name mapping to DDS\", name constraints)"
+)]
+pub struct NameError {
+    /// The configuration field or flag that holds the name, e.g. `sensors.front.topic`.
+    pub field: String,
+    /// The offending name.
+    pub name: String,
+    /// The rule it breaks.
+    pub rule: &'static str,
+}
+
+/// Checks that `topic` is a fully qualified ROS 2 topic name (design.ros2.org "Topic and
+/// Service name mapping to DDS", "ROS 2 Topic and Service Name Constraints", with the
+/// substitutions `~` and `{}` refused, the daemon having no node namespace to expand them
+/// against): it starts with `/`, holds only `A-Z a-z 0-9 _ /`, no token (text between
+/// slashes) starts with a digit, it has no `//` and no `__`, and it does not end with `/`.
+///
+/// # Errors
+/// [`NameError`] naming `field`, the topic and the first rule broken.
+pub fn validate_topic(field: &str, topic: &str) -> Result<(), NameError> {
+    let err = |rule| {
+        Err(NameError {
+            field: field.to_owned(),
+            name: topic.to_owned(),
+            rule,
+        })
+    };
+    if topic.is_empty() {
+        return err("must not be empty");
+    }
+    if !topic.starts_with('/') {
+        return err("must be fully qualified: start with '/'");
+    }
+    if topic
+        .chars()
+        .any(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '/'))
+    {
+        return err("may contain only alphanumerics, '_' and '/'");
+    }
+    if topic.contains("//") {
+        return err("must not contain repeated '/'");
+    }
+    if topic.contains("__") {
+        return err("must not contain repeated '_'");
+    }
+    if topic.ends_with('/') {
+        return err("must not end with '/'");
+    }
+    if topic[1..]
+        .split('/')
+        .any(|t| t.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return err("no token (text between '/') may start with a digit");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::point::POINT_FIELDS;
+
+    #[test]
+    fn prefix_bytes_of_a_two_field_cloud() {
+        let fields = [
+            FieldRef {
+                name: "x",
+                offset: 0,
+                datatype: 7,
+                count: 1,
+            },
+            FieldRef {
+                name: "intensity",
+                offset: 4,
+                datatype: 2,
+                count: 1,
+            },
+        ];
+        let p = PointCloud2Prefix::new(3_000_000_007, "ab", fields, 5, 3).unwrap();
+        #[rustfmt::skip]
+        let want: Vec<u8> = [
+            &[0, 1, 0, 0][..],
+            &[3, 0, 0, 0], &[7, 0, 0, 0],             // stamp 3 s, 7 ns
+            &[3, 0, 0, 0], b"ab\0", &[0],             // frame_id "ab", pad to 4
+            &[1, 0, 0, 0], &[3, 0, 0, 0],             // height 1, width 3
+            &[2, 0, 0, 0],                            // 2 fields
+            &[2, 0, 0, 0], b"x\0", &[0, 0],           // "x", pad
+            &[0, 0, 0, 0], &[7], &[0, 0, 0], &[1, 0, 0, 0], // offset 0, FLOAT32, pad, count 1
+            &[10, 0, 0, 0], b"intensity\0", &[0, 0],  // "intensity", pad
+            &[4, 0, 0, 0], &[2], &[0, 0, 0], &[1, 0, 0, 0], // offset 4, UINT8, pad, count 1
+            &[0], &[0, 0, 0],                         // is_bigendian, pad
+            &[5, 0, 0, 0], &[15, 0, 0, 0], &[15, 0, 0, 0], // point_step, row_step, data len
+        ]
+        .concat();
+        assert_eq!(p.as_bytes(), &want[..]);
+        assert_eq!((p.len(), p.data_len(), p.message_len()), (96, 15, 112));
+        let data: Vec<u8> = (0..15).collect();
+        let mut msg = vec![0xaa];
+        p.write_message(&data, &mut msg).unwrap();
+        assert_eq!(msg.len(), 113);
+        assert_eq!(&msg[1..97], &want[..]);
+        assert_eq!(&msg[97..112], &data[..]);
+        assert_eq!(msg[112], 1); // is_dense
+    }
+
+    #[test]
+    fn prefix_of_the_full_point_is_32_byte_steps() {
+        let p = PointCloud2Prefix::new(1, "front", POINT_FIELDS.iter().map(FieldRef::from), 32, 2)
+            .unwrap();
+        let b = p.as_bytes();
+        assert_eq!(&b[b.len() - 12..], &[32, 0, 0, 0, 64, 0, 0, 0, 64, 0, 0, 0]);
+        assert_eq!(&b[4..12], &[0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(p.data_len(), 64);
+    }
+
+    #[test]
+    fn prefix_errors() {
+        let none: [FieldRef; 0] = [];
+        assert_eq!(
+            PointCloud2Prefix::new(0, "f", none, 65536, 65536),
+            Err(CdrError::DataTooLong { bytes: 1 << 32 })
+        );
+        assert_eq!(
+            PointCloud2Prefix::new(0, "a\0b", none, 1, 1),
+            Err(CdrError::NulInString("a\0b".into()))
+        );
+        let p = PointCloud2Prefix::new(0, "f", none, 4, 2).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(
+            p.write_message(&[0; 7], &mut out),
+            Err(CdrError::DataLength { want: 8, got: 7 })
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn stamp_seconds_saturate() {
+        let p = PointCloud2Prefix::new(u64::MAX, "", [], 0, 0).unwrap();
+        assert_eq!(&p.as_bytes()[4..8], &i32::MAX.to_le_bytes());
+        assert_eq!(&p.as_bytes()[8..12], &709_551_615u32.to_le_bytes());
+    }
+
+    #[test]
+    fn topic_key_expressions() {
+        assert_eq!(
+            topic_key_expr(0, "/lidar/front/points", Distro::Jazzy),
+            "0/lidar/front/points/sensor_msgs::msg::dds_::PointCloud2_/\
+             RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
+        );
+        assert_eq!(
+            topic_key_expr(42, "/points", Distro::Humble),
+            "42/points/sensor_msgs::msg::dds_::PointCloud2_/TypeHashNotSupported"
+        );
+    }
+
+    #[test]
+    fn qos_chunks() {
+        assert_eq!(Qos::LIDAR.key_chunk(), "2::,5:,:,:,,");
+        let default = Qos {
+            reliability: Reliability::Reliable,
+            durability: Durability::Volatile,
+            history: History::KeepLast,
+            depth: 42,
+        };
+        assert_eq!(default.key_chunk(), "::,:,:,:,,");
+        let other = Qos {
+            reliability: Reliability::Reliable,
+            durability: Durability::TransientLocal,
+            history: History::KeepAll,
+            depth: 10,
+        };
+        assert_eq!(other.key_chunk(), ":1:2,10:,:,:,,");
+    }
+
+    #[test]
+    fn liveliness_tokens() {
+        let n = NodeTokens {
+            domain_id: 7,
+            zid: "a1b2c3d4e5f60718293a4b5c6d7e8f90",
+            node_id: 0,
+            enclave: "/",
+            namespace: "/",
+            name: "lidarxdp",
+        };
+        assert_eq!(
+            n.node(),
+            "@ros2_lv/7/a1b2c3d4e5f60718293a4b5c6d7e8f90/0/0/NN/%/%/lidarxdp"
+        );
+        assert_eq!(
+            n.publisher(1, "/lidar/front/points", Distro::Jazzy, &Qos::LIDAR),
+            "@ros2_lv/7/a1b2c3d4e5f60718293a4b5c6d7e8f90/0/1/MP/%/%/lidarxdp/\
+             %lidar%front%points/sensor_msgs::msg::dds_::PointCloud2_/\
+             RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5/2::,5:,:,:,,"
+        );
+        let ns = NodeTokens {
+            namespace: "/robot/sensing",
+            ..n
+        };
+        assert_eq!(
+            ns.publisher(3, "/points", Distro::Humble, &Qos::LIDAR),
+            "@ros2_lv/7/a1b2c3d4e5f60718293a4b5c6d7e8f90/0/3/MP/%/%robot%sensing/lidarxdp/\
+             %points/sensor_msgs::msg::dds_::PointCloud2_/TypeHashNotSupported/2::,5:,:,:,,"
+        );
+    }
+
+    #[test]
+    fn attachment_bytes() {
+        let a = Attachment {
+            sequence_number: 1,
+            source_timestamp_ns: 1_700_000_000_123_456_789,
+            gid: core::array::from_fn(|i| 0xf0 + i as u8),
+        };
+        let b = a.encode();
+        #[rustfmt::skip]
+        let want: [u8; 33] = [
+            1, 0, 0, 0, 0, 0, 0, 0,
+            0x15, 0xcd, 0x85, 0x3d, 0xfe, 0x9c, 0x97, 0x17, // 1_700_000_000_123_456_789 LE
+            0x10,
+            0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7,
+            0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
+        ];
+        assert_eq!(b, want);
+        assert_eq!(Attachment::decode(&b), Some(a));
+        assert_eq!(Attachment::decode(&b[..32]), None);
+        let mut bad = b;
+        bad[16] = 17;
+        assert_eq!(Attachment::decode(&bad), None);
+    }
+
+    #[test]
+    fn defaults_and_topic_rules() {
+        assert_eq!(default_topic("front"), "/lidar/front/points");
+        assert_eq!(default_frame_id("front"), "front");
+        assert_eq!(validate_topic("topic", "/lidar/front/points"), Ok(()));
+        assert_eq!(validate_topic("topic", "/a_b/C9"), Ok(()));
+        let rule = |t: &str| validate_topic("sensors.front.topic", t).unwrap_err().rule;
+        assert_eq!(rule(""), "must not be empty");
+        assert_eq!(
+            rule("lidar/points"),
+            "must be fully qualified: start with '/'"
+        );
+        assert_eq!(
+            rule(&default_topic("front-left")),
+            "may contain only alphanumerics, '_' and '/'"
+        );
+        assert_eq!(rule("/~/x"), "may contain only alphanumerics, '_' and '/'");
+        assert_eq!(rule("/a//b"), "must not contain repeated '/'");
+        assert_eq!(rule("/a__b"), "must not contain repeated '_'");
+        assert_eq!(rule("/a/"), "must not end with '/'");
+        assert_eq!(rule("/"), "must not end with '/'");
+        assert_eq!(
+            rule(&default_topic("2nd")),
+            "no token (text between '/') may start with a digit"
+        );
+        let e = validate_topic("--topic", "x").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--topic = \"x\": must be fully qualified: start with '/' \
+             (ROS 2 \"Topic and Service name mapping to DDS\", name constraints)"
+        );
+    }
+}
