@@ -6,9 +6,8 @@
 //! `fields`, `point_step` and `data` are the frame's wire layout and payload bytes unchanged
 //! (so a field-subset subscription records only those fields); `header.stamp` is the frame's
 //! `start_ns`, `header.frame_id` the sensor name. MCAP `log_time` is the local receive time,
-//! `publish_time` the frame's `host_ns`. Sources: ROS 2 `sensor_msgs/msg/PointCloud2.msg` and
-//! `PointField.msg`; OMG XCDR1 little-endian encapsulation (`00 01 00 00`), each primitive
-//! aligned to its size relative to the end of the encapsulation header.
+//! `publish_time` the frame's `host_ns`. The encoding is `lidarxdp_core::ros2`'s (ROS 2
+//! `sensor_msgs/msg/PointCloud2.msg`, OMG XCDR1 little-endian), shared with the zenoh sink.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -16,69 +15,27 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use lidarxdp_client::ReceivedFrame;
+use lidarxdp_core::ros2::{CdrError, FieldRef, PointCloud2Prefix};
 
-/// `ros2msg` definition of `sensor_msgs/msg/PointCloud2` with its dependencies.
-pub const POINTCLOUD2_SCHEMA: &str = "std_msgs/Header header\nuint32 height\nuint32 width\n\
-PointField[] fields\nbool is_bigendian\nuint32 point_step\nuint32 row_step\nuint8[] data\nbool is_dense\n\
-================================================================================\nMSG: std_msgs/Header\n\
-builtin_interfaces/Time stamp\nstring frame_id\n\
-================================================================================\nMSG: builtin_interfaces/Time\n\
-int32 sec\nuint32 nanosec\n\
-================================================================================\nMSG: sensor_msgs/PointField\n\
-uint8 INT8=1\nuint8 UINT8=2\nuint8 INT16=3\nuint8 UINT16=4\nuint8 INT32=5\nuint8 UINT32=6\n\
-uint8 FLOAT32=7\nuint8 FLOAT64=8\nstring name\nuint32 offset\nuint8 datatype\nuint32 count\n";
+pub use lidarxdp_core::ros2::POINTCLOUD2_SCHEMA;
 
-/// Little-endian CDR writer (alignment relative to the start of the body).
-struct Cdr(Vec<u8>);
-
-impl Cdr {
-    fn align(&mut self, n: usize) {
-        let body = self.0.len() - 4;
-        self.0.resize(self.0.len() + (n - body % n) % n, 0);
-    }
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.align(4);
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.align(4);
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn string(&mut self, s: &str) {
-        self.u32(s.len() as u32 + 1);
-        self.0.extend_from_slice(s.as_bytes());
-        self.0.push(0);
-    }
-}
-
-/// Encodes `frame` as a CDR `sensor_msgs/msg/PointCloud2` with `frame_id`.
-pub fn pointcloud2_cdr(frame: &ReceivedFrame, frame_id: &str) -> Vec<u8> {
-    let data = frame.payload_bytes();
-    let mut c = Cdr(Vec::with_capacity(data.len() + 512));
-    c.0.extend_from_slice(&[0, 1, 0, 0]); // CDR_LE encapsulation
-    let t = frame.header().start_ns;
-    c.i32((t / 1_000_000_000).min(i32::MAX as u64) as i32);
-    c.u32((t % 1_000_000_000) as u32);
-    c.string(frame_id);
-    c.u32(1); // height
-    c.u32(frame.point_count() as u32); // width
-    c.u32(frame.fields().len() as u32);
-    for f in frame.fields() {
-        c.string(&f.name);
-        c.u32(f.offset);
-        c.u8(f.datatype);
-        c.u32(f.count);
-    }
-    c.u8(0); // is_bigendian
-    c.u32(frame.point_step() as u32);
-    c.u32(data.len() as u32); // row_step
-    c.u32(data.len() as u32);
-    c.0.extend_from_slice(data);
-    c.u8(1); // is_dense
-    c.0
+/// Encodes `frame` as a CDR `sensor_msgs/msg/PointCloud2` with `frame_id`: the
+/// [`PointCloud2Prefix`] of the frame's header, fields and point count, then its payload bytes
+/// and the suffix (`lidarxdp_core::ros2` has the layout).
+///
+/// # Errors
+/// [`lidarxdp_core::ros2::CdrError`]: a payload over 4 GiB, a NUL byte in `frame_id`.
+pub fn pointcloud2_cdr(frame: &ReceivedFrame, frame_id: &str) -> Result<Vec<u8>, CdrError> {
+    let prefix = PointCloud2Prefix::new(
+        frame.header().start_ns,
+        frame_id,
+        frame.fields().iter().map(FieldRef::from),
+        frame.point_step() as u32,
+        frame.point_count() as u32,
+    )?;
+    let mut out = Vec::new();
+    prefix.write_message(frame.payload_bytes(), &mut out)?;
+    Ok(out)
 }
 
 /// Errors of the recorder: file I/O or MCAP encoding.
@@ -146,7 +103,7 @@ impl McapRecorder {
                 c
             }
         };
-        let data = pointcloud2_cdr(frame, sensor_name);
+        let data = pointcloud2_cdr(frame, sensor_name)?;
         self.writer.write_to_known_channel(
             &mcap::records::MessageHeader {
                 channel_id: channel,
