@@ -6,7 +6,7 @@
 //! expressions built here with its own transport.
 //!
 //! Sources:
-//! - OMG DDS-XTypes 1.3, section 7.4.3 (XCDR version 1, "PLAIN_CDR"): little-endian
+//! - OMG DDS-XTypes 1.3, "Data Representation" (XCDR version 1, PLAIN_CDR): little-endian
 //!   encapsulation identifier `CDR_LE` = `00 01` plus two option bytes `00 00`, each primitive
 //!   aligned to its own size counted from the end of that 4-byte header, strings as a `uint32`
 //!   length including the NUL terminator, then the bytes and the NUL, sequences as a `uint32`
@@ -40,8 +40,8 @@ int32 sec\nuint32 nanosec\n\
 uint8 INT8=1\nuint8 UINT8=2\nuint8 INT16=3\nuint8 UINT16=4\nuint8 INT32=5\nuint8 UINT32=6\n\
 uint8 FLOAT32=7\nuint8 FLOAT64=8\nstring name\nuint32 offset\nuint8 datatype\nuint32 count\n";
 
-/// The XCDR1 little-endian encapsulation header (DDS-XTypes 1.3 section 7.6.3.1.2: `CDR_LE`
-/// = `0x0001`, options `0x0000`), the first 4 bytes of every message.
+/// The XCDR1 little-endian encapsulation header (DDS-XTypes 1.3, "Encapsulation Identifier":
+/// `CDR_LE` = `0x0001`, options `0x0000`), the first 4 bytes of every message.
 pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
 
 /// The bytes that follow `data` in a `PointCloud2` message: `bool is_dense` = true (lidarxdp
@@ -110,7 +110,7 @@ pub enum CdrError {
 }
 
 /// Little-endian CDR writer; alignment counts from the end of the 4-byte encapsulation header
-/// (XCDR1, DDS-XTypes 1.3 section 7.4.3.2.2).
+/// (XCDR1, DDS-XTypes 1.3 "Data Representation", primitive type alignment).
 struct Cdr<'a>(&'a mut Vec<u8>, usize);
 
 impl Cdr<'_> {
@@ -409,14 +409,14 @@ pub const ADMIN_SPACE: &str = "@ros2_lv";
 /// `/<topic>/<type name>/<type hash>/<qos>` for a publisher (`MP`, `eid` = the publisher's
 /// id within the session, `rmw_publisher_data.cpp`); enclave, namespace, node name, topic,
 /// type and hash pass through [`mangle_name`]. `zid` is the zenoh session id as the session
-/// prints it (`zenoh::Id::to_string`, lowercase hex).
+/// prints it (`Entity::make` takes `zenoh::Id::to_string`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeTokens<'a> {
     /// ROS domain id (`ROS_DOMAIN_ID`).
     pub domain_id: u32,
     /// The zenoh session id string.
     pub zid: &'a str,
-    /// The node's id within the session (rmw_zenoh numbers entities from 0 per context).
+    /// The node's id, unique among the entities of the session (rmw_zenoh's `nid`).
     pub node_id: u64,
     /// Security enclave, `/` by default.
     pub enclave: &'a str,
