@@ -170,7 +170,7 @@ struct Sub {
     /// Last time the socket took bytes, its send queue shrank, or the batch started.
     last_progress: Instant,
     /// Bytes in the socket's send queue at the last stall check.
-    outq: i32,
+    outq: usize,
     /// Subscribed sensor ids, ascending; `None` = all.
     sensors: Option<Vec<u16>>,
     fields: FieldSet,
@@ -634,7 +634,7 @@ impl Fanout {
     /// `SIOCOUTQ`): the kernel wakes a blocked send only once a third of the send buffer is
     /// free, which a slow but live reader of a large buffer may take longer than the timeout
     /// to free.
-    pub(crate) fn check_stalls(&mut self, now: Instant, mut outq: impl FnMut(SubId) -> i32) {
+    pub(crate) fn check_stalls(&mut self, now: Instant, mut outq: impl FnMut(SubId) -> usize) {
         for slot in 0..self.subs.len() {
             let Some(sub) = self.subs[slot].as_mut() else {
                 continue;

@@ -191,6 +191,14 @@ pub struct SubscriberStats {
 }
 
 impl Shared {
+    /// Every counter the publisher keeps, the pool's included (relaxed loads).
+    fn counters(&self) -> PublisherCounters {
+        PublisherCounters {
+            pool: self.pool.counters(),
+            ..self.counters.snapshot()
+        }
+    }
+
     fn notify(&self) {
         // Nonblocking: EAGAIN only if the counter would overflow, and then a wake-up is
         // pending anyway.
@@ -266,10 +274,7 @@ impl FrameSender {
     /// own are [`PublisherCounters::frames_queued`] and
     /// [`PublisherCounters::frames_dropped_input_full`] (summed over all clones).
     pub fn counters(&self) -> PublisherCounters {
-        PublisherCounters {
-            pool: self.shared.pool.counters(),
-            ..self.shared.counters.snapshot()
-        }
+        self.shared.counters()
     }
 }
 
@@ -406,10 +411,7 @@ impl PublisherHandle {
 
     /// Snapshot of every counter the publisher keeps (the pool's included).
     pub fn counters(&self) -> PublisherCounters {
-        PublisherCounters {
-            pool: self.shared.pool.counters(),
-            ..self.shared.counters.snapshot()
-        }
+        self.shared.counters()
     }
 
     /// Stops the publisher and returns its final counters: stops accepting, publishes the
