@@ -8,7 +8,9 @@
 //! - [`xsk`]: AF_XDP socket, UMEM and rings (libc + memmap2);
 //! - [`loader`]: loading and attaching the XDP program (aya);
 //! - [`capture`]: the decoder thread per (interface, queue), and the socket baselines;
-//! - [`publish`]: the TCP publisher (io_uring);
+//! - [`publish`]: the TCP publisher (io_uring) and the sink seam;
+//! - [`ros2_zenoh`]: frames as ROS 2 `PointCloud2` over zenoh (rmw_zenoh's keys, shared
+//!   memory), and the zenoh subscriber;
 //! - [`replay`], [`offline`]: sending and decoding pcap files;
 //! - [`privs`]: dropping capabilities once the daemon is set up;
 //! - [`sys`]: every raw libc call (socket options, AF_XDP syscalls, capabilities, CPU pinning,
@@ -26,5 +28,6 @@ pub mod privs;
 pub mod publish;
 pub mod record;
 pub mod replay;
+pub mod ros2_zenoh;
 pub mod sys;
 pub mod xsk;

@@ -72,6 +72,8 @@ pub struct Snapshot {
     pub sensors: Vec<SensorSnapshot>,
     /// Publisher counters (with the pool's).
     pub publisher: PublisherCounters,
+    /// The zenoh sink's counters, when `--zenoh` is on.
+    pub zenoh: Option<crate::ros2_zenoh::ZenohCounters>,
     /// Per connected subscriber.
     pub subscribers: Vec<SubscriberStats>,
 }
@@ -187,6 +189,9 @@ impl Snapshot {
         self.publisher
             .pool
             .visit(&mut |d, v| f(&Scope::Global, d, v));
+        if let Some(z) = &self.zenoh {
+            z.visit(&mut |d, v| f(&Scope::Global, d, v));
+        }
         for (index, c) in self.subscribers.iter().enumerate() {
             let sc = Scope::Subscriber {
                 index,
@@ -446,6 +451,7 @@ mod tests {
                 },
                 ..PublisherCounters::default()
             },
+            zenoh: None,
             subscribers: vec![
                 SubscriberStats {
                     slot: 0,
@@ -518,6 +524,7 @@ mod tests {
                 pool: PoolCounters::from_fn(&mut next),
                 ..PublisherCounters::from_fn(&mut next)
             },
+            zenoh: Some(crate::ros2_zenoh::ZenohCounters::from_fn(&mut next)),
             subscribers: vec![
                 subscriber(0, "127.0.0.1:1", &mut next),
                 subscriber(4, "127.0.0.1:2", &mut next),

@@ -252,6 +252,205 @@ impl PointCloud2Prefix {
         out.extend_from_slice(&POINTCLOUD2_SUFFIX);
         Ok(())
     }
+
+    /// Writes the whole message (prefix, `data`, suffix) into `out`, which must be exactly
+    /// [`Self::message_len`] bytes: the one copy of the points into a buffer the sink does not
+    /// own, such as a shared-memory chunk.
+    ///
+    /// # Errors
+    /// [`CdrError::DataLength`] if `data` is not [`Self::data_len`] bytes, or `out` is not
+    /// [`Self::message_len`] bytes (then `want`/`got` are the message lengths); `out` is
+    /// unchanged.
+    pub fn write_into(&self, data: &[u8], out: &mut [u8]) -> Result<(), CdrError> {
+        if data.len() != self.data_len {
+            return Err(CdrError::DataLength {
+                want: self.data_len,
+                got: data.len(),
+            });
+        }
+        if out.len() != self.message_len() {
+            return Err(CdrError::DataLength {
+                want: self.message_len(),
+                got: out.len(),
+            });
+        }
+        let (head, rest) = out.split_at_mut(self.bytes.len());
+        let (body, tail) = rest.split_at_mut(self.data_len);
+        head.copy_from_slice(&self.bytes);
+        body.copy_from_slice(data);
+        tail.copy_from_slice(&POINTCLOUD2_SUFFIX);
+        Ok(())
+    }
+}
+
+/// Why received bytes are not a `PointCloud2` lidarxdp can read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CdrReadError {
+    /// The message ends before the field named.
+    #[error("PointCloud2 message truncated at {field} (offset {offset} of {len} bytes)")]
+    Truncated {
+        /// The field being read.
+        field: &'static str,
+        /// Its offset in the message.
+        offset: usize,
+        /// The message length.
+        len: usize,
+    },
+    /// The encapsulation header is not `CDR_LE` (`00 01 00 00`): big-endian CDR or XCDR2.
+    #[error("PointCloud2 encapsulation {0:02x?} is not little-endian XCDR1 (00 01 00 00)")]
+    Encapsulation([u8; 4]),
+    /// A string is not NUL-terminated UTF-8.
+    #[error("PointCloud2 {0} is not a NUL-terminated UTF-8 string")]
+    BadString(&'static str),
+    /// `data` is not `width * height * point_step` bytes, or `row_step` disagrees.
+    #[error(
+        "PointCloud2 data is {data} bytes; width {width} x height {height} x point_step {point_step} disagrees"
+    )]
+    Shape {
+        /// Bytes of `data`.
+        data: usize,
+        /// `width`.
+        width: u32,
+        /// `height`.
+        height: u32,
+        /// `point_step`.
+        point_step: u32,
+    },
+}
+
+/// A `sensor_msgs/msg/PointCloud2` read in place from little-endian CDR (the layout of
+/// [`PointCloud2Prefix`]): borrowed strings and `data`, no copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PointCloud2View<'a> {
+    /// `header.stamp`, ns since the Unix epoch (`sec * 1e9 + nanosec`; negative seconds clamp
+    /// to 0).
+    pub stamp_ns: u64,
+    /// `header.frame_id`.
+    pub frame_id: &'a str,
+    /// `height` (1 for lidarxdp's unorganised clouds).
+    pub height: u32,
+    /// `width`: points per row.
+    pub width: u32,
+    /// `fields`, each as name, byte offset, datatype code, count.
+    pub fields: Vec<FieldRef<'a>>,
+    /// `is_bigendian`.
+    pub is_bigendian: bool,
+    /// `point_step`, bytes per point.
+    pub point_step: u32,
+    /// `row_step`, bytes per row.
+    pub row_step: u32,
+    /// `data`: `width * height * point_step` bytes, starting at [`Self::data_offset`].
+    pub data: &'a [u8],
+    /// Offset of `data` in the message (a multiple of 4).
+    pub data_offset: usize,
+    /// `is_dense`.
+    pub is_dense: bool,
+}
+
+struct CdrIn<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> CdrIn<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], CdrReadError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
+        let Some(end) = end else {
+            return Err(CdrReadError::Truncated {
+                field,
+                offset: self.at,
+                len: self.b.len(),
+            });
+        };
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn align(&mut self, n: usize, field: &'static str) -> Result<(), CdrReadError> {
+        let body = self.at - CDR_LE_HEADER.len();
+        self.take((n - body % n) % n, field).map(|_| ())
+    }
+    fn u8(&mut self, field: &'static str) -> Result<u8, CdrReadError> {
+        Ok(self.take(1, field)?[0])
+    }
+    fn u32(&mut self, field: &'static str) -> Result<u32, CdrReadError> {
+        self.align(4, field)?;
+        let b = self.take(4, field)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn string(&mut self, field: &'static str) -> Result<&'a str, CdrReadError> {
+        let n = self.u32(field)? as usize;
+        let b = self.take(n, field)?;
+        match b.split_last() {
+            Some((0, s)) => std::str::from_utf8(s).map_err(|_| CdrReadError::BadString(field)),
+            _ => Err(CdrReadError::BadString(field)),
+        }
+    }
+}
+
+impl<'a> PointCloud2View<'a> {
+    /// Reads a whole message (encapsulation header included), as a subscriber receives it.
+    ///
+    /// # Errors
+    /// [`CdrReadError`]: not `CDR_LE`, truncated, a bad string, or `data` of another size than
+    /// `width * height * point_step` (or `row_step * height`).
+    pub fn parse(b: &'a [u8]) -> Result<Self, CdrReadError> {
+        let mut r = CdrIn { b, at: 0 };
+        let enc = r.take(4, "encapsulation")?;
+        if enc != CDR_LE_HEADER {
+            return Err(CdrReadError::Encapsulation([
+                enc[0], enc[1], enc[2], enc[3],
+            ]));
+        }
+        let sec = r.u32("header.stamp.sec")? as i32;
+        let nanosec = r.u32("header.stamp.nanosec")?;
+        let frame_id = r.string("header.frame_id")?;
+        let height = r.u32("height")?;
+        let width = r.u32("width")?;
+        let n = r.u32("fields")? as usize;
+        let mut fields = Vec::with_capacity(n.min(64));
+        for _ in 0..n {
+            let name = r.string("fields.name")?;
+            let offset = r.u32("fields.offset")?;
+            let datatype = r.u8("fields.datatype")?;
+            let count = r.u32("fields.count")?;
+            fields.push(FieldRef {
+                name,
+                offset,
+                datatype,
+                count,
+            });
+        }
+        let is_bigendian = r.u8("is_bigendian")? != 0;
+        let point_step = r.u32("point_step")?;
+        let row_step = r.u32("row_step")?;
+        let len = r.u32("data")? as usize;
+        let data_offset = r.at;
+        let data = r.take(len, "data")?;
+        let is_dense = r.u8("is_dense")? != 0;
+        let want = u64::from(width) * u64::from(height) * u64::from(point_step);
+        if want != len as u64 || u64::from(row_step) * u64::from(height) != len as u64 {
+            return Err(CdrReadError::Shape {
+                data: len,
+                width,
+                height,
+                point_step,
+            });
+        }
+        Ok(PointCloud2View {
+            stamp_ns: u64::try_from(sec).unwrap_or(0) * 1_000_000_000 + u64::from(nanosec),
+            frame_id,
+            height,
+            width,
+            fields,
+            is_bigendian,
+            point_step,
+            row_step,
+            data,
+            data_offset,
+            is_dense,
+        })
+    }
 }
 
 /// The DDS type name of `sensor_msgs/msg/PointCloud2` as rmw_zenoh puts it in key expressions
@@ -280,11 +479,38 @@ pub enum Distro {
 }
 
 impl Distro {
+    /// `humble` or `jazzy`, as the flag and the configuration file write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Distro::Humble => "humble",
+            Distro::Jazzy => "jazzy",
+        }
+    }
+
     /// The type hash string of `PointCloud2` for this distribution.
     pub fn pointcloud2_type_hash(self) -> &'static str {
         match self {
             Distro::Humble => TYPE_HASH_NOT_SUPPORTED,
             Distro::Jazzy => POINTCLOUD2_TYPE_HASH_RIHS01,
+        }
+    }
+}
+
+impl std::str::FromStr for Distro {
+    type Err = String;
+
+    /// `humble`, or `jazzy` (also `kilted` and `rolling`, which share Jazzy's RIHS01 hash of
+    /// `PointCloud2`).
+    ///
+    /// # Errors
+    /// Any other text, with the valid names.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "humble" => Ok(Distro::Humble),
+            "jazzy" | "kilted" | "rolling" => Ok(Distro::Jazzy),
+            _ => Err(format!(
+                "{s:?} is not a ROS 2 distribution; valid: humble, jazzy (also kilted, rolling)"
+            )),
         }
     }
 }
@@ -621,6 +847,83 @@ mod tests {
         assert_eq!(&msg[1..97], &want[..]);
         assert_eq!(&msg[97..112], &data[..]);
         assert_eq!(msg[112], 1); // is_dense
+    }
+
+    #[test]
+    fn view_reads_back_what_the_prefix_wrote_and_refuses_damage() {
+        let p = PointCloud2Prefix::new(
+            3_000_000_007,
+            "front",
+            POINT_FIELDS.iter().map(FieldRef::from),
+            32,
+            2,
+        )
+        .unwrap();
+        let data: Vec<u8> = (0..64).collect();
+        let mut msg = Vec::new();
+        p.write_message(&data, &mut msg).unwrap();
+        let v = PointCloud2View::parse(&msg).unwrap();
+        assert_eq!(v.stamp_ns, 3_000_000_007);
+        assert_eq!(v.frame_id, "front");
+        assert_eq!(
+            (v.height, v.width, v.point_step, v.row_step),
+            (1, 2, 32, 64)
+        );
+        assert_eq!(v.fields.len(), POINT_FIELDS.len());
+        assert_eq!(v.fields[0], FieldRef::from(&POINT_FIELDS[0]));
+        assert_eq!(v.data, &data[..]);
+        assert_eq!(v.data_offset, p.len());
+        assert_eq!(v.data_offset % 4, 0);
+        assert!(!v.is_bigendian && v.is_dense);
+        // Every truncation is an error, never a panic.
+        for cut in 0..msg.len() {
+            assert!(PointCloud2View::parse(&msg[..cut]).is_err(), "cut {cut}");
+        }
+        let mut be = msg.clone();
+        be[1] = 0;
+        assert_eq!(
+            PointCloud2View::parse(&be),
+            Err(CdrReadError::Encapsulation([0, 0, 0, 0]))
+        );
+        // width 3 with 64 bytes of data.
+        let mut wide = msg.clone();
+        let w = 4 + 8 + 4 + 6 + 2 + 4; // encapsulation, stamp, len, "front\0", pad, height
+        assert_eq!(&wide[w..w + 4], &2u32.to_le_bytes());
+        wide[w] = 3;
+        assert_eq!(
+            PointCloud2View::parse(&wide),
+            Err(CdrReadError::Shape {
+                data: 64,
+                width: 3,
+                height: 1,
+                point_step: 32
+            })
+        );
+    }
+
+    #[test]
+    fn write_into_fills_an_exact_buffer_and_refuses_other_lengths() {
+        let p =
+            PointCloud2Prefix::new(5, "f", POINT_FIELDS.iter().map(FieldRef::from), 32, 1).unwrap();
+        let data = [7u8; 32];
+        let mut via_vec = Vec::new();
+        p.write_message(&data, &mut via_vec).unwrap();
+        let mut out = vec![0u8; p.message_len()];
+        p.write_into(&data, &mut out).unwrap();
+        assert_eq!(out, via_vec);
+        let mut short = vec![0u8; p.message_len() - 1];
+        assert_eq!(
+            p.write_into(&data, &mut short),
+            Err(CdrError::DataLength {
+                want: p.message_len(),
+                got: p.message_len() - 1
+            })
+        );
+        assert!(short.iter().all(|&b| b == 0));
+        assert_eq!(
+            p.write_into(&data[..31], &mut out),
+            Err(CdrError::DataLength { want: 32, got: 31 })
+        );
     }
 
     #[test]

@@ -159,6 +159,41 @@ pub struct RunArgs {
     /// Allow `--metrics` on a non-loopback address (the endpoint has no authentication).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     metrics_public: Option<bool>,
+    /// Also publish every frame as a ROS 2 `sensor_msgs/msg/PointCloud2` over zenoh, as
+    /// rmw_zenoh does (docs/deploy.md): `ros2 topic echo` and RViz see the topics.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    zenoh: Option<bool>,
+    /// zenoh's own JSON5 configuration file (mode, connect/listen endpoints, TLS, access
+    /// control). Default: rmw_zenoh's, a peer connected to the router at tcp/localhost:7447.
+    #[arg(long, value_name = "FILE")]
+    zenoh_config: Option<PathBuf>,
+    /// ROS domain id of the topics, 0..=232 (default: $ROS_DOMAIN_ID, else 0).
+    #[arg(long, value_name = "N")]
+    ros_domain_id: Option<u32>,
+    /// ROS 2 distribution of the subscribers: `jazzy` (RIHS01 type hash; also Kilted,
+    /// Rolling) or `humble` (TypeHashNotSupported). Default jazzy.
+    #[arg(long, value_name = "DISTRO")]
+    #[serde(default, deserialize_with = "de_distro")]
+    ros_distro: Option<lidarxdp_core::ros2::Distro>,
+    /// Shared-memory pool for the zenoh messages, MiB, 0..=4096 (default 128; 0 publishes
+    /// from the heap). Local subscribers read the frames in place from it.
+    #[arg(long, value_name = "MIB")]
+    zenoh_shm_mb: Option<u32>,
+    /// ROS 2 topic of the (single) sensor over zenoh (default `/lidar/<name>/points`).
+    /// Config file: `topic` in `[[sensors]]`.
+    #[arg(long, value_name = "TOPIC")]
+    topic: Option<String>,
+    /// `header.frame_id` of the (single) sensor's PointCloud2 messages (default: its name).
+    /// Config file: `frame_id` in `[[sensors]]`.
+    #[arg(long, value_name = "FRAME")]
+    frame_id: Option<String>,
+}
+
+fn de_distro<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<lidarxdp_core::ros2::Distro>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
 fn de_stall<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<StallSchedule>, D::Error> {
@@ -188,6 +223,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
         };
         anchor(&mut f.calibration);
         anchor(&mut f.bpf_object);
+        anchor(&mut f.zenoh_config);
         for s in &mut f.sensors {
             anchor(&mut s.calibration);
         }
@@ -227,7 +263,14 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             return_mode,
             min_range,
             max_range,
-            stamp
+            stamp,
+            zenoh,
+            zenoh_config,
+            ros_domain_id,
+            ros_distro,
+            zenoh_shm_mb,
+            topic,
+            frame_id
         );
         a.sensors = std::mem::take(&mut f.sensors);
         a.queues = std::mem::take(&mut f.queues);
@@ -281,7 +324,9 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         || a.min_range.is_some()
         || a.max_range.is_some()
         || a.stamp.is_some()
-        || a.nebula_compat.is_some();
+        || a.nebula_compat.is_some()
+        || a.topic.is_some()
+        || a.frame_id.is_some();
     let single = single_given.then(|| SensorSection {
         name: a.name.clone(),
         model: a.sensor,
@@ -299,6 +344,8 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         max_range: a.max_range,
         stamp: a.stamp,
         nebula_compat: a.nebula_compat,
+        topic: a.topic.clone(),
+        frame_id: a.frame_id.clone(),
     });
     config::build(Inputs {
         backend: a.backend,
@@ -318,6 +365,14 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         sensors: a.sensors.clone(),
         queues: a.queues.clone(),
         xdp_mode: a.xdp_mode,
+        zenoh: a.zenoh.unwrap_or(false),
+        zenoh_config: a.zenoh_config.clone(),
+        ros_domain_id: a.ros_domain_id,
+        ros_domain_id_env: std::env::var("ROS_DOMAIN_ID")
+            .ok()
+            .filter(|v| !v.trim().is_empty()),
+        ros_distro: a.ros_distro,
+        zenoh_shm_mb: a.zenoh_shm_mb,
     })
 }
 

@@ -1,7 +1,10 @@
 //! `lidarxdp subscribe ADDR`: one line per frame (or statistics), optional PCD and MCAP output.
+//! `ADDR` is the daemon's TCP address, or `zenoh:/topic` for its ROS 2 topic over zenoh (read
+//! in place from shared memory on the same host).
 use std::{
     net::SocketAddr,
     path::PathBuf,
+    str::FromStr,
     time::{Duration, Instant},
 };
 
@@ -13,9 +16,10 @@ use lidarxdp_core::protocol::Subscribe;
 /// `lidarxdp subscribe` arguments.
 #[derive(clap::Args)]
 pub struct SubscribeArgs {
-    /// Daemon address.
+    /// Daemon address `HOST:PORT`, or `zenoh:/TOPIC` to read the ROS 2 topic (e.g.
+    /// `zenoh:/lidar/front/points`) over zenoh.
     #[arg(value_name = "ADDR", default_value = "127.0.0.1:7510")]
-    addr: SocketAddr,
+    addr: Source,
     /// Subscribe to this sensor, by name (repeatable; default: all sensors).
     #[arg(long = "sensor", value_name = "NAME")]
     sensors: Vec<String>,
@@ -45,6 +49,43 @@ pub struct SubscribeArgs {
     /// Write `{"frames":N,"points":M,"gaps":G}` here when the stream ends.
     #[arg(long)]
     summary_json: Option<PathBuf>,
+    /// `zenoh:` only: zenoh's JSON5 configuration file (default: rmw_zenoh's, a peer of the
+    /// router at tcp/localhost:7447).
+    #[arg(long, value_name = "FILE")]
+    zenoh_config: Option<PathBuf>,
+    /// `zenoh:` only: ROS domain id, 0..=232 (default: $ROS_DOMAIN_ID, else 0).
+    #[arg(long, value_name = "N")]
+    ros_domain_id: Option<u32>,
+    /// `zenoh:` only: the publisher's ROS 2 distribution, `jazzy` (default) or `humble`.
+    #[arg(long, value_name = "DISTRO")]
+    ros_distro: Option<lidarxdp_core::ros2::Distro>,
+}
+
+/// Where `subscribe` reads frames from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The daemon's TCP publisher.
+    Tcp(SocketAddr),
+    /// A ROS 2 topic over zenoh (`zenoh:/lidar/front/points`).
+    Zenoh(String),
+}
+
+impl FromStr for Source {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.strip_prefix("zenoh:") {
+            Some(topic) => {
+                lidarxdp_core::ros2::validate_topic("ADDR", topic).map_err(|e| e.to_string())?;
+                Ok(Source::Zenoh(topic.to_owned()))
+            }
+            None => s.parse().map(Source::Tcp).map_err(|_| {
+                format!(
+                    "{s:?} is neither HOST:PORT nor zenoh:/TOPIC (e.g. zenoh:/lidar/front/points)"
+                )
+            }),
+        }
+    }
 }
 
 /// Per-second statistics of `--stats`.
@@ -82,19 +123,32 @@ impl Window {
 /// Connects (retrying for `--connect-timeout-ms`) and prints one line per frame until the
 /// stream ends or `--frames` frames arrived.
 pub fn subscribe(a: SubscribeArgs) -> Result<()> {
+    let addr = match &a.addr {
+        Source::Tcp(addr) => *addr,
+        Source::Zenoh(topic) => return subscribe_zenoh(&a, topic),
+    };
+    for (flag, given) in [
+        ("--zenoh-config", a.zenoh_config.is_some()),
+        ("--ros-domain-id", a.ros_domain_id.is_some()),
+        ("--ros-distro", a.ros_distro.is_some()),
+    ] {
+        if given {
+            bail!("{flag}: only meaningful with a zenoh:/TOPIC address");
+        }
+    }
     let want = Subscribe {
         sensors: a.sensors.clone(),
         fields: a.fields.clone(),
     };
     let deadline = Instant::now() + Duration::from_millis(a.connect_timeout_ms);
     let mut sub = loop {
-        match Subscriber::connect(a.addr) {
+        match Subscriber::connect(addr) {
             Ok(s) => break s,
             Err(e) if Instant::now() < deadline => {
-                log::debug!("connect {}: {e}; retrying", a.addr);
+                log::debug!("connect {}: {e}; retrying", addr);
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => return Err(e).with_context(|| format!("connect to {}", a.addr)),
+            Err(e) => return Err(e).with_context(|| format!("connect to {}", addr)),
         }
     };
     if want != Subscribe::default() {
@@ -107,7 +161,7 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
             ack.point_step
         );
     }
-    log::info!("subscribed to {}", a.addr);
+    log::info!("subscribed to {}", addr);
     let names: std::collections::HashMap<u16, String> = sub
         .hello()
         .sensors
@@ -199,6 +253,108 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
         std::fs::write(
             f,
             serde_json::json!({"frames": frames, "points": points, "gaps": sub.sequence_gaps()})
+                .to_string(),
+        )
+        .with_context(|| format!("write {}", f.display()))?;
+    }
+    Ok(())
+}
+
+/// `lidarxdp subscribe zenoh:/TOPIC`: one line per message (or `--stats` once per second)
+/// until `--frames` messages arrived or the process is stopped. Latency is the receive time
+/// minus the publisher's source time in the rmw_zenoh attachment (the put, not the first
+/// packet). Refuses the TCP-only flags before subscribing.
+fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
+    use lidarxdp::ros2_zenoh::{MAX_ROS_DOMAIN_ID, ZenohSubscriber};
+    for (flag, given) in [
+        ("--sensor", !a.sensors.is_empty()),
+        ("--fields", !a.fields.is_empty()),
+        ("--mcap", a.mcap.is_some()),
+        ("--pcd", a.pcd.is_some()),
+        ("--connect-timeout-ms", a.connect_timeout_ms != 0),
+    ] {
+        if given {
+            bail!("{flag}: not available with a zenoh:/TOPIC address (one topic is one sensor)");
+        }
+    }
+    let domain = match (a.ros_domain_id, std::env::var("ROS_DOMAIN_ID").ok()) {
+        (Some(d), _) => d,
+        (None, Some(v)) if !v.trim().is_empty() => v.trim().parse().map_err(|_| {
+            anyhow::anyhow!("ROS_DOMAIN_ID: {v:?} is not a number; valid 0..={MAX_ROS_DOMAIN_ID}")
+        })?,
+        _ => 0,
+    };
+    if domain > MAX_ROS_DOMAIN_ID {
+        bail!("--ros-domain-id: {domain} is out of range; valid 0..={MAX_ROS_DOMAIN_ID}");
+    }
+    let sub = ZenohSubscriber::open(
+        a.zenoh_config.as_deref(),
+        domain,
+        topic,
+        a.ros_distro.unwrap_or_default(),
+    )?;
+    log::info!("subscribed to {topic} (zenoh key {})", sub.key());
+    if let Some(f) = &a.ready_file {
+        std::fs::write(f, b"").with_context(|| format!("write {}", f.display()))?;
+    }
+    let (mut frames, mut points, mut gaps, mut in_shm) = (0u64, 0u64, 0u64, 0u64);
+    let mut last_seq: Option<i64> = None;
+    let mut window = Window::default();
+    let mut window_start = Instant::now();
+    let mut gaps_before = 0;
+    while a.frames.is_none_or(|n| frames < n) {
+        let Some(msg) = sub.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let now_ns = lidarxdp::capture::realtime_ns();
+        let pts = msg
+            .points()
+            .with_context(|| format!("message on {topic}"))?;
+        let att = msg.attachment();
+        let seq = att.map_or(0, |t| t.sequence_number);
+        if let Some(prev) = last_seq
+            && seq > prev + 1
+        {
+            gaps += (seq - prev - 1) as u64;
+        }
+        last_seq = Some(seq);
+        let age_us = att.map_or(0, |t| {
+            now_ns.saturating_sub(t.source_timestamp_ns as u64) / 1000
+        });
+        in_shm += u64::from(msg.in_shared_memory());
+        if a.stats {
+            window.frames += 1;
+            window.bytes += msg.bytes().len() as u64;
+            window.ages_us.push(age_us);
+            let el = window_start.elapsed();
+            if el >= Duration::from_secs(1) {
+                window.report(el.as_secs_f64(), gaps, &mut gaps_before);
+                window_start = Instant::now();
+            }
+        } else {
+            let view = msg.view()?;
+            println!(
+                "frame topic={topic} seq={seq} stamp_ns={} frame_id={} points={} shm={} latency_us={age_us}",
+                view.stamp_ns,
+                view.frame_id,
+                pts.len(),
+                if msg.in_shared_memory() { "yes" } else { "no" },
+            );
+        }
+        frames += 1;
+        points += pts.len() as u64;
+    }
+    if a.stats && window.frames > 0 {
+        let secs = window_start.elapsed().as_secs_f64().max(1e-3);
+        window.report(secs, gaps, &mut gaps_before);
+    }
+    log::info!(
+        "{frames} frames, {points} points, {gaps} gaps, {in_shm} read in place from shared memory"
+    );
+    if let Some(f) = &a.summary_json {
+        std::fs::write(
+            f,
+            serde_json::json!({"frames": frames, "points": points, "gaps": gaps, "shm_frames": in_shm})
                 .to_string(),
         )
         .with_context(|| format!("write {}", f.display()))?;

@@ -32,6 +32,18 @@
 //! max_range = 100.0               # metres, (min_range, 1000]; default: the model's datasheet
 //! stamp = "sensor"                # sensor | host: the clock of the frames' start_ns
 //! nebula_compat = false           # Velodyne: Nebula's rules bit for bit, not the manuals'
+//! topic = "/lidar/front/points"   # ROS 2 topic over zenoh (default /lidar/<name>/points)
+//! frame_id = "front"              # PointCloud2 header.frame_id (default: the name)
+//! ```
+//!
+//! ROS 2 over zenoh (top level; `zenoh = true` or `--zenoh` turns it on):
+//!
+//! ```toml
+//! zenoh = true
+//! zenoh_config = "/etc/lidarxdp/zenoh.json5"  # zenoh's own JSON5 file (default: rmw_zenoh's)
+//! ros_domain_id = 0               # 0..=232; default $ROS_DOMAIN_ID, else 0
+//! ros_distro = "jazzy"            # jazzy (RIHS01 type hash) | humble (TypeHashNotSupported)
+//! zenoh_shm_mb = 128              # shared-memory pool, MiB, 0..=4096 (0: heap)
 //! ```
 //!
 //! The single-sensor form (`sensor = "vlp16"`, `port`, `calibration`, ... at top level, or
@@ -45,6 +57,7 @@ use lidarxdp::{
     capture::{Backend, RcvBuf, StallSchedule},
     loader::AttachMode,
 };
+use lidarxdp_core::ros2::Distro;
 use lidarxdp_core::sensor::{MAX_RANGE_M, ReturnMode, SensorModel, Stamp};
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +97,10 @@ pub struct SensorSection {
     pub stamp: Option<Stamp>,
     /// Velodyne: decode with Tier IV Nebula's rules instead of the manuals' (default false).
     pub nebula_compat: Option<bool>,
+    /// ROS 2 topic of its frames over zenoh (default `/lidar/<name>/points`).
+    pub topic: Option<String>,
+    /// `header.frame_id` of its `PointCloud2` messages (default: the name).
+    pub frame_id: Option<String>,
 }
 
 /// One `[[queues]]` table: settings of one (interface, RX queue) capture thread.
@@ -136,6 +153,28 @@ pub struct SensorPlan {
     pub stamp: Stamp,
     /// Velodyne decoded with Nebula's rules (`nebula_compat`).
     pub nebula_compat: bool,
+    /// ROS 2 topic over zenoh, a valid fully qualified name when zenoh is on.
+    pub topic: String,
+    /// `header.frame_id`, 1..=255 bytes without NUL.
+    pub frame_id: String,
+}
+
+/// Validated ROS 2 over zenoh settings (`--zenoh`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ZenohPlan {
+    /// zenoh's JSON5 configuration file, or rmw_zenoh's defaults.
+    pub config: Option<PathBuf>,
+    /// ROS domain id, 0..=232.
+    pub ros_domain_id: u32,
+    /// `jazzy` or `humble`.
+    #[serde(serialize_with = "ser_distro")]
+    pub ros_distro: Distro,
+    /// Shared-memory pool, MiB, 0..=4096.
+    pub shm_mb: u32,
+}
+
+fn ser_distro<S: serde::Serializer>(d: &Distro, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(d.name())
 }
 
 fn ser_model<S: serde::Serializer>(m: &SensorModel, s: S) -> Result<S::Ok, S::Error> {
@@ -184,6 +223,8 @@ pub struct Plan {
     /// Injected stalls.
     #[serde(serialize_with = "ser_debug")]
     pub stall: Option<StallSchedule>,
+    /// ROS 2 over zenoh, when on.
+    pub zenoh: Option<ZenohPlan>,
     /// Capture threads.
     pub queues: Vec<QueuePlan>,
 }
@@ -248,6 +289,19 @@ pub struct Inputs {
     pub queues: Vec<QueueSection>,
     /// XDP attach mode (only checked for consistency).
     pub xdp_mode: Option<AttachMode>,
+    /// `zenoh`.
+    pub zenoh: bool,
+    /// `zenoh_config`.
+    pub zenoh_config: Option<PathBuf>,
+    /// `ros_domain_id` (flag or file), else the `ROS_DOMAIN_ID` environment value (given
+    /// here as text, checked like the flag).
+    pub ros_domain_id: Option<u32>,
+    /// The `ROS_DOMAIN_ID` environment variable, when set.
+    pub ros_domain_id_env: Option<String>,
+    /// `ros_distro`.
+    pub ros_distro: Option<Distro>,
+    /// `zenoh_shm_mb`.
+    pub zenoh_shm_mb: Option<u32>,
 }
 
 /// Upper bound of `max_subscribers` (the publisher's io_uring is sized from it).
@@ -294,6 +348,7 @@ fn check_angle(field: &str, v: f64) -> Result<f64> {
 /// (`--max-subscribers`), with its value and the valid range.
 pub fn build(i: Inputs) -> Result<Plan> {
     let backend = i.backend.unwrap_or_default();
+    let zenoh = zenoh_plan(&i)?;
     if i.single.is_some() && !i.sensors.is_empty() {
         bail!(
             "sensor flags (--sensor, --port, --calibration, ...) and [[sensors]] in the config \
@@ -351,6 +406,7 @@ pub fn build(i: Inputs) -> Result<Plan> {
         bail!("--rcvbuf: only meaningful with the socket backends (socket, recvmmsg, uring)");
     }
     let default_umem = check_umem("--umem-frames", i.umem_frames.unwrap_or(4096))?;
+    let mut topics: BTreeMap<String, String> = BTreeMap::new();
 
     // Sensors, grouped into (iface, queue) in order of first appearance.
     let mut names = BTreeMap::new();
@@ -466,6 +522,26 @@ pub fn build(i: Inputs) -> Result<Plan> {
                 model.name()
             );
         }
+        let topic_field = field(&prefix, "topic", "topic");
+        let topic = s
+            .topic
+            .unwrap_or_else(|| lidarxdp_core::ros2::default_topic(&name));
+        if zenoh.is_some() {
+            lidarxdp_core::ros2::validate_topic(&topic_field, &topic)
+                .map_err(|e| anyhow::anyhow!("{e} (the default is /lidar/<sensor name>/points)"))?;
+            if let Some(other) = topics.insert(topic.clone(), prefix.clone()) {
+                bail!("{topic_field}: {topic} is already {other}'s topic; topics must be unique");
+            }
+        }
+        let frame_id = s
+            .frame_id
+            .unwrap_or_else(|| lidarxdp_core::ros2::default_frame_id(&name));
+        if frame_id.is_empty() || frame_id.len() > 255 || frame_id.contains('\0') {
+            bail!(
+                "{}: {frame_id:?} must be 1..=255 bytes without NUL",
+                field(&prefix, "frame_id", "frame-id")
+            );
+        }
         let plan = SensorPlan {
             id,
             name,
@@ -482,6 +558,8 @@ pub fn build(i: Inputs) -> Result<Plan> {
             max_range,
             stamp: s.stamp.unwrap_or_default(),
             nebula_compat: s.nebula_compat.unwrap_or(false),
+            topic,
+            frame_id,
         };
         match groups
             .iter_mut()
@@ -554,8 +632,60 @@ pub fn build(i: Inputs) -> Result<Plan> {
         frame_queue,
         rcvbuf: i.rcvbuf,
         stall: i.stall,
+        zenoh,
         queues: groups,
     })
+}
+
+/// The zenoh settings, or `None` when `zenoh` is off; a zenoh-only setting given without it
+/// is refused.
+fn zenoh_plan(i: &Inputs) -> Result<Option<ZenohPlan>> {
+    if !i.zenoh {
+        let given = [
+            ("--zenoh-config", i.zenoh_config.is_some()),
+            ("--ros-domain-id", i.ros_domain_id.is_some()),
+            ("--ros-distro", i.ros_distro.is_some()),
+            ("--zenoh-shm-mb", i.zenoh_shm_mb.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            bail!("{flag}: only meaningful with --zenoh (config file: zenoh = true)");
+        }
+        return Ok(None);
+    }
+    use lidarxdp::ros2_zenoh::{DEFAULT_SHM_MB, MAX_ROS_DOMAIN_ID, MAX_SHM_MB};
+    let ros_domain_id = match (i.ros_domain_id, &i.ros_domain_id_env) {
+        (Some(d), _) => d,
+        (None, Some(env)) => env.trim().parse::<u32>().map_err(|_| {
+            anyhow::anyhow!(
+                "ROS_DOMAIN_ID: {env:?} is not a number; valid 0..={MAX_ROS_DOMAIN_ID} \
+                 (or pass --ros-domain-id)"
+            )
+        })?,
+        (None, None) => 0,
+    };
+    if ros_domain_id > MAX_ROS_DOMAIN_ID {
+        let from = if i.ros_domain_id.is_some() {
+            "--ros-domain-id"
+        } else {
+            "ROS_DOMAIN_ID"
+        };
+        bail!("{from}: {ros_domain_id} is out of range; valid 0..={MAX_ROS_DOMAIN_ID}");
+    }
+    let shm_mb = i.zenoh_shm_mb.unwrap_or(DEFAULT_SHM_MB);
+    if shm_mb > MAX_SHM_MB {
+        bail!("--zenoh-shm-mb: {shm_mb} is out of range; valid 0..={MAX_SHM_MB} MiB");
+    }
+    if let Some(p) = &i.zenoh_config
+        && !p.is_file()
+    {
+        bail!("--zenoh-config: {} is not a file", p.display());
+    }
+    Ok(Some(ZenohPlan {
+        config: i.zenoh_config.clone(),
+        ros_domain_id,
+        ros_distro: i.ros_distro.unwrap_or_default(),
+        shm_mb,
+    }))
 }
 
 /// `--cpus LIST`: one CPU per capture thread.

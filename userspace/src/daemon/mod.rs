@@ -43,7 +43,8 @@ use anyhow::{Context, Result, bail};
 use lidarxdp::{
     loader::{AttachMode, XdpProgram},
     privs::User,
-    publish::{BufferPool, Publisher, PublisherConfig, PublisherHandle},
+    publish::{BufferPool, FrameSink, Publisher, PublisherConfig, PublisherHandle},
+    ros2_zenoh::{TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
 };
 
 use config::Plan;
@@ -131,6 +132,14 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     };
     // One pool of point buffers: the decoders take from it, the publisher gives back to it.
     let pool = Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP));
+    // zenoh's runtime threads start here, after the capabilities are gone.
+    let (sinks, zenoh) = match &plan.zenoh {
+        Some(z) => {
+            let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z))?;
+            (vec![Box::new(sink) as Box<dyn FrameSink>], Some(handle))
+        }
+        None => (Vec::new(), None),
+    };
     let (publisher, sender) = Publisher::spawn_on(
         listener,
         PublisherConfig {
@@ -149,7 +158,7 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
             ..PublisherConfig::default()
         },
         pool.clone(),
-        Vec::new(),
+        sinks,
     )
     .with_context(|| format!("publisher on {listen}"))?;
     let worker_stop = Arc::new(AtomicBool::new(false));
@@ -165,13 +174,28 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         );
     }
 
-    supervise(&programs, &workers, &publisher, metrics.as_ref(), &signals);
+    supervise(
+        &programs,
+        &workers,
+        &publisher,
+        zenoh.as_ref(),
+        metrics.as_ref(),
+        &signals,
+    );
 
     log::info!("stopping");
     worker_stop.store(true, Ordering::Relaxed);
     let failed = join(&mut workers)?;
     let publisher_counters = publisher.shutdown().context("publisher")?;
-    let summary = report::stats_json(&programs, &workers, &publisher_counters, Vec::new());
+    // The publisher thread dropped the zenoh sink, whose thread put what was queued.
+    let zenoh_counters = zenoh.as_ref().map(ZenohHandle::counters);
+    let summary = report::stats_json(
+        &programs,
+        &workers,
+        &publisher_counters,
+        zenoh_counters,
+        Vec::new(),
+    );
     log::info!("final counters: {summary}");
     if let Some(path) = &process.stats_json {
         std::fs::write(path, summary.to_string())
@@ -181,6 +205,26 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     match failed {
         Some(e) => bail!(e),
         None => Ok(()),
+    }
+}
+
+/// The zenoh sink's settings: one topic per sensor, from the plan.
+fn zenoh_settings(plan: &Plan, z: &config::ZenohPlan) -> ZenohSettings {
+    ZenohSettings {
+        config_file: z.config.clone(),
+        domain_id: z.ros_domain_id,
+        distro: z.ros_distro,
+        qos: lidarxdp_core::ros2::Qos::LIDAR,
+        shm_bytes: (z.shm_mb as usize) << 20,
+        queue: lidarxdp::ros2_zenoh::SINK_QUEUE,
+        topics: plan
+            .sensors()
+            .map(|s| TopicPlan {
+                sensor_id: s.id,
+                topic: s.topic.clone(),
+                frame_id: s.frame_id.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -211,6 +255,7 @@ fn supervise(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherHandle,
+    zenoh: Option<&ZenohHandle>,
     metrics: Option<&Receiver<SyncSender<String>>>,
     signals: &Signals,
 ) {
@@ -227,6 +272,7 @@ fn supervise(
                         programs,
                         workers,
                         &publisher.counters(),
+                        zenoh.map(ZenohHandle::counters),
                         publisher.subscriber_stats(),
                     );
                     let _ = reply.send(lidarxdp::metrics::render(&snap));
@@ -245,6 +291,7 @@ fn supervise(
                     programs,
                     workers,
                     &publisher.counters(),
+                    zenoh.map(ZenohHandle::counters),
                     publisher.subscriber_stats()
                 )
             );

@@ -5,6 +5,7 @@
 use lidarxdp::{
     loader::{ProgramCounters, XdpProgram},
     publish::PublisherCounters,
+    ros2_zenoh::ZenohCounters,
 };
 
 use super::workers::Worker;
@@ -15,6 +16,7 @@ pub(super) fn metrics_snapshot(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
+    zenoh: Option<ZenohCounters>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, SensorSnapshot, Snapshot};
@@ -55,6 +57,7 @@ pub(super) fn metrics_snapshot(
             .collect(),
         sensors,
         publisher: *publisher,
+        zenoh,
         subscribers,
     }
 }
@@ -84,17 +87,18 @@ fn backend_json(w: &Worker) -> serde_json::Value {
 /// All counters as one JSON object, derived from the descriptors
 /// ([`lidarxdp::metrics::Snapshot::to_json`]: `xdp` summed over interfaces, `queues[]`,
 /// the first queue's `xsk`, `capture`, `reassembly` also at top level, `sensors[]`,
-/// `publisher`, `publisher_pool`, `subscribers[]`), plus `interfaces[]` (each interface's
+/// `publisher`, `publisher_pool`, `zenoh` when on, `subscribers[]`), plus `interfaces[]` (each interface's
 /// XDP program counters) and each queue's `backend` exit report (the first one's also at top
 /// level).
 pub(super) fn stats_json(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
+    zenoh: Option<ZenohCounters>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> serde_json::Value {
     use serde_json::{Value, json};
-    let mut v = metrics_snapshot(programs, workers, publisher, subscribers).to_json();
+    let mut v = metrics_snapshot(programs, workers, publisher, zenoh, subscribers).to_json();
     v["interfaces"] = programs
         .iter()
         .map(|(i, p)| {
