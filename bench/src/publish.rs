@@ -31,8 +31,14 @@ pub struct Args {
     /// Extra subscribers that connect and never read (0 = none), to show isolation.
     #[arg(long, default_value_t = 0)]
     stalled: usize,
-    /// Which implementations: `publisher`, `baseline` or both (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "publisher,baseline")]
+    /// Which implementations, comma-separated: `publisher` (TCP), `baseline` (copy + write),
+    /// `zenoh-shm` (the zenoh sink writing into its shared-memory pool, subscribers reading in
+    /// place), `zenoh` (the zenoh sink from the heap, over loopback TCP).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "publisher,baseline,zenoh-shm"
+    )]
     imp: Vec<String>,
     /// Also write one JSON object per configuration to this file.
     #[arg(long)]
@@ -261,6 +267,147 @@ fn run_baseline(
     Ok((sent, res))
 }
 
+/// A free TCP port on loopback (bound then released).
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The zenoh sink on its own session listening on loopback, `subs` subscriber sessions (one
+/// thread each) connected to it. Latency: receive time minus the message's `header.stamp`,
+/// which is the hand-over time [`produce`] stamps (so the sink's copy into shared memory and
+/// the delivery are both counted). `shm`: the sink writes into a pool sized for eight frames
+/// (at least 128 MiB), else from the heap with shared memory off on both sides.
+fn run_zenoh(
+    points: usize,
+    hz: f64,
+    subs: usize,
+    secs: f64,
+    shm: bool,
+) -> Result<(u64, Vec<SubResult>)> {
+    use lidarxdp::ros2_zenoh::{ShmPool, TopicPlan, ZenohSettings, ZenohSink, ZenohSubscriber};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let port = free_port()?;
+    let dir = std::env::temp_dir();
+    let cfg = |name: &str, body: String| -> Result<std::path::PathBuf> {
+        let p = dir.join(format!(
+            "lidarxdp-bench-{}-{name}.json5",
+            std::process::id()
+        ));
+        std::fs::write(&p, body)?;
+        Ok(p)
+    };
+    let shm_json = if shm { "true" } else { "false" };
+    let pub_cfg = cfg(
+        "pub",
+        format!(
+            "{{ mode: 'peer', listen: {{ endpoints: ['tcp/127.0.0.1:{port}'] }}, \
+             scouting: {{ multicast: {{ enabled: false }} }}, \
+             transport: {{ shared_memory: {{ enabled: {shm_json} }} }} }}"
+        ),
+    )?;
+    let sub_cfg = cfg(
+        "sub",
+        format!(
+            "{{ mode: 'peer', connect: {{ endpoints: ['tcp/127.0.0.1:{port}'] }}, \
+             scouting: {{ multicast: {{ enabled: false }} }}, \
+             transport: {{ shared_memory: {{ enabled: {shm_json} }} }} }}"
+        ),
+    )?;
+    let topic = "/bench/points";
+    let pool = if shm {
+        Some(ShmPool::create((8 * points * POINT_SIZE).max(128 << 20))?)
+    } else {
+        None
+    };
+    let (sink, handle) = ZenohSink::start(
+        &ZenohSettings {
+            config_file: Some(pub_cfg.clone()),
+            domain_id: 0,
+            distro: lidarxdp_core::ros2::Distro::Jazzy,
+            qos: lidarxdp_core::ros2::Qos::LIDAR,
+            queue: lidarxdp::ros2_zenoh::SINK_QUEUE,
+            topics: vec![TopicPlan {
+                sensor_id: 0,
+                topic: topic.into(),
+                frame_id: "bench".into(),
+            }],
+        },
+        pool,
+    )?;
+    let (p, sender) = Publisher::spawn_on(
+        TcpListener::bind("127.0.0.1:0")?,
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse()?,
+            frame_queue: 4,
+            ..PublisherConfig::default()
+        },
+        Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
+        vec![Box::new(sink)],
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..subs {
+        let sub =
+            ZenohSubscriber::open(Some(&sub_cfg), 0, topic, lidarxdp_core::ros2::Distro::Jazzy)?;
+        let stop = stop.clone();
+        readers.push(std::thread::spawn(move || {
+            let mut r = SubResult {
+                frames: 0,
+                bytes: 0,
+                gaps: 0,
+                lat_us: Vec::new(),
+            };
+            let mut last = 0i64;
+            let mut in_shm = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let Some(m) = sub.recv_timeout(Duration::from_millis(100)) else {
+                    continue;
+                };
+                let now = realtime_ns();
+                let Ok(v) = m.view() else { continue };
+                r.frames += 1;
+                r.bytes += m.bytes().len() as u64;
+                r.lat_us.push(now.saturating_sub(v.stamp_ns) as f64 / 1e3);
+                in_shm += u64::from(m.in_shared_memory());
+                let seq = m.attachment().map_or(0, |a| a.sequence_number);
+                if last > 0 && seq > last + 1 {
+                    r.gaps += (seq - last - 1) as u64;
+                }
+                last = seq;
+            }
+            if in_shm != r.frames {
+                eprintln!(
+                    "  zenoh subscriber: {in_shm} of {} frames read in place",
+                    r.frames
+                );
+            }
+            r
+        }));
+    }
+    // Discovery: the subscribers' interests reach the publisher's session.
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = produce(
+        points,
+        hz,
+        secs,
+        || sender.recycled_buffer().unwrap_or_default(),
+        || sender.queued() == 0 && p.counters().frames_alive < 4,
+        |f| sender.send(f),
+    );
+    let c = p.shutdown()?;
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let res = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    eprintln!(
+        "  zenoh counters: {:?}; publisher frames_in {}",
+        handle.counters(),
+        c.frames_in
+    );
+    let _ = std::fs::remove_file(pub_cfg);
+    let _ = std::fs::remove_file(sub_cfg);
+    Ok((sent, res))
+}
+
 pub fn run(a: Args) -> Result<()> {
     let mem = memcpy_gbps();
     println!(
@@ -285,6 +432,8 @@ pub fn run(a: Args) -> Result<()> {
                     let (sent, per_sub) = match imp.as_str() {
                         "publisher" => run_publisher(points, hz, subs, a.stalled, a.seconds)?,
                         "baseline" => run_baseline(points, hz, subs, a.stalled, a.seconds)?,
+                        "zenoh-shm" => run_zenoh(points, hz, subs, a.seconds, true)?,
+                        "zenoh" => run_zenoh(points, hz, subs, a.seconds, false)?,
                         other => anyhow::bail!("unknown --imp {other}"),
                     };
                     let row = Row {

@@ -11,6 +11,13 @@
 //!   `setresgid`, `setresuid`), which needs `CAP_SETGID`/`CAP_SETUID` (root has them);
 //! - the permitted, effective and inheritable sets are set to empty (`capset(2)`).
 //!
+//! One exception, only when asked ([`drop_all`]'s `keep`): `CAP_IPC_LOCK`, kept by the zenoh
+//! sink when its shared memory needs more locked memory than `RLIMIT_MEMLOCK` allows
+//! (`crate::ros2_zenoh::ShmPool`: zenoh locks every segment it creates or maps, and the
+//! kernel counts the pool already locked against every later mlock(2)). It stays in the
+//! bounding, permitted and effective sets, nothing else does. With a memory-lock limit that
+//! covers the pool (systemd `LimitMEMLOCK=infinity`) nothing is kept.
+//!
 //! Capabilities are per thread: call [`drop_all`] on the main thread before any other thread is
 //! started, and the threads spawned afterwards inherit the empty sets.
 //!
@@ -120,18 +127,19 @@ fn named(what: &'static str) -> impl Fn(io::Error) -> io::Error {
     move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// Drops every capability of the calling thread (see the module documentation), switching to
-/// `user` on the way when given, and returns the resulting state. The bounding set is emptied
+/// Drops every capability of the calling thread except those of the `keep` mask
+/// (`1 << CAP_*` bits; 0 in every case but the zenoh exception of the module documentation),
+/// switching to `user` on the way when given, and returns the resulting state. The bounding set is emptied
 /// when the thread may (`CAP_SETPCAP`); otherwise it is left as the caller's supervisor set it.
 ///
 /// # Errors
 /// A failing `prctl`, `initgroups`, `setresgid`, `setresuid` or `capset`.
-pub fn drop_all(user: Option<&User>) -> io::Result<CapState> {
+pub fn drop_all(user: Option<&User>, keep: u64) -> io::Result<CapState> {
     caps::set_no_new_privs().map_err(named("PR_SET_NO_NEW_PRIVS"))?;
     // Fails with EINVAL only on kernels without ambient caps (< 4.3): nothing to clear then.
     let _ = caps::clear_ambient();
     let last_cap = sysfs::cap_last_cap().unwrap_or(63);
-    for cap in 0..=last_cap {
+    for cap in (0..=last_cap).filter(|c| keep & (1u64 << c) == 0) {
         if caps::drop_bounding(cap).is_err() {
             // EPERM: no CAP_SETPCAP; the bounding set stays as the supervisor set it.
             break;
@@ -142,10 +150,13 @@ pub fn drop_all(user: Option<&User>) -> io::Result<CapState> {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name contains NUL"))?;
         caps::initgroups(&cname, u.gid).map_err(named("initgroups"))?;
         caps::setresgid(u.gid).map_err(named("setresgid"))?;
+        if keep != 0 {
+            caps::set_keepcaps().map_err(named("PR_SET_KEEPCAPS"))?;
+        }
         // Leaving uid 0 clears the permitted and effective sets too.
         caps::setresuid(u.uid).map_err(named("setresuid"))?;
     }
-    caps::capset_empty().map_err(named("capset"))?;
+    caps::capset(keep).map_err(named("capset"))?;
     CapState::current()
 }
 

@@ -287,6 +287,10 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
     if domain > MAX_ROS_DOMAIN_ID {
         bail!("--ros-domain-id: {domain} is out of range; valid 0..={MAX_ROS_DOMAIN_ID}");
     }
+    // zenoh locks the publisher's segments it maps (mlock(2)): allow up to the hard limit.
+    if let Err(e) = lidarxdp::sys::rlimit::memlock_to_hard() {
+        log::debug!("RLIMIT_MEMLOCK: {e}");
+    }
     let sub = ZenohSubscriber::open(
         a.zenoh_config.as_deref(),
         domain,

@@ -44,7 +44,7 @@ use lidarxdp::{
     loader::{AttachMode, XdpProgram},
     privs::User,
     publish::{BufferPool, FrameSink, Publisher, PublisherConfig, PublisherHandle},
-    ros2_zenoh::{TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
+    ros2_zenoh::{ShmPool, TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
 };
 
 use config::Plan;
@@ -119,7 +119,13 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     let listener = lidarxdp::publish::bind_listener(listen, Duration::from_secs(10))
         .with_context(|| format!("publisher on {listen}"))?;
 
-    drop_privileges(process)?;
+    // zenoh locks its shared memory (mlock(2)): the pool is created and locked now, with
+    // CAP_IPC_LOCK, and creating it starts no thread (checked by `ShmPool::create`).
+    let shm = match &plan.zenoh {
+        Some(z) if z.shm_mb > 0 => Some(ShmPool::create((z.shm_mb as usize) << 20)?),
+        _ => None,
+    };
+    drop_privileges(process, shm_keep_caps(shm.as_ref()))?;
 
     let metrics = match metrics_listener {
         Some((addr, listener)) => {
@@ -135,7 +141,7 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     // zenoh's runtime threads start here, after the capabilities are gone.
     let (sinks, zenoh) = match &plan.zenoh {
         Some(z) => {
-            let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z))?;
+            let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), shm)?;
             (vec![Box::new(sink) as Box<dyn FrameSink>], Some(handle))
         }
         None => (Vec::new(), None),
@@ -215,7 +221,6 @@ fn zenoh_settings(plan: &Plan, z: &config::ZenohPlan) -> ZenohSettings {
         domain_id: z.ros_domain_id,
         distro: z.ros_distro,
         qos: lidarxdp_core::ros2::Qos::LIDAR,
-        shm_bytes: (z.shm_mb as usize) << 20,
         queue: lidarxdp::ros2_zenoh::SINK_QUEUE,
         topics: plan
             .sensors()
@@ -228,15 +233,35 @@ fn zenoh_settings(plan: &Plan, z: &config::ZenohPlan) -> ZenohSettings {
     }
 }
 
+/// The capabilities the zenoh shared-memory pool needs kept (`lidarxdp::privs`): none when
+/// `RLIMIT_MEMLOCK`, raised to its hard limit, covers the pool and the segments zenoh locks
+/// later; else `CAP_IPC_LOCK`, said in the log.
+fn shm_keep_caps(shm: Option<&ShmPool>) -> u64 {
+    let Some(pool) = shm else { return 0 };
+    let need = pool.bytes() as u64 + lidarxdp::ros2_zenoh::LOCK_HEADROOM;
+    match lidarxdp::sys::rlimit::memlock_to_hard() {
+        Ok(limit) if limit >= need => 0,
+        limit => {
+            log::warn!(
+                "zenoh shared memory: keeping CAP_IPC_LOCK (and no other capability): zenoh \
+                 locks its segments and RLIMIT_MEMLOCK ({}) is below the {need} bytes needed; \
+                 raise it (systemd LimitMEMLOCK=infinity) to drop it too",
+                limit.map_or_else(|e| e.to_string(), |l| format!("{l} bytes"))
+            );
+            1 << lidarxdp::sys::caps::CAP_IPC_LOCK
+        }
+    }
+}
+
 /// Everything privileged is done. Capabilities are per thread: they are dropped here, on the
 /// main thread before the publisher and capture threads exist, so those inherit the empty sets.
-fn drop_privileges(process: &Process) -> Result<()> {
+fn drop_privileges(process: &Process, keep: u64) -> Result<()> {
     if process.keep_caps {
         log::warn!("--keep-caps: keeping the start-up capabilities");
         return Ok(());
     }
     let user = process.user.as_ref();
-    let caps = lidarxdp::privs::drop_all(user).context("dropping capabilities")?;
+    let caps = lidarxdp::privs::drop_all(user, keep).context("dropping capabilities")?;
     match user {
         Some(u) => log::info!(
             "now user {} (uid {}, gid {}); capabilities dropped: {caps}",

@@ -15,9 +15,11 @@
 //! [`lidarxdp_core::ros2`], which cites rmw_zenoh's `docs/design.md` and
 //! `rmw_zenoh_cpp/src/detail/liveliness_utils.cpp`.
 
+mod shm;
 mod sink;
 mod subscribe;
 
+pub use shm::ShmPool;
 pub use sink::{ZENOH_COUNTERS, ZenohCounters, ZenohHandle, ZenohSink};
 pub use subscribe::{ZenohFrame, ZenohSubscriber};
 
@@ -32,6 +34,10 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Default shared-memory pool of the sink, MiB (`--zenoh-shm-mb`): room for several 15 MB
 /// frames (a 128-channel dual-return scan) in flight at once.
 pub const DEFAULT_SHM_MB: u32 = 128;
+
+/// Locked memory needed beyond the pool (16 MiB): zenoh's metadata segments and the
+/// subscribers' segments it maps, which it locks too.
+pub const LOCK_HEADROOM: u64 = 16 << 20;
 
 /// Largest `--zenoh-shm-mb`, MiB (4 GiB).
 pub const MAX_SHM_MB: u32 = 4096;
@@ -71,9 +77,6 @@ pub struct ZenohSettings {
     /// QoS announced in the publishers' tokens (the sink always publishes best effort and
     /// drops under congestion, matching [`Qos::LIDAR`]).
     pub qos: Qos,
-    /// Shared-memory pool, bytes; 0 publishes from the heap (zenoh then copies into its own
-    /// shared memory for local peers, or sends over the network).
-    pub shm_bytes: usize,
     /// Frames that may wait for the sink's thread; a frame finding the queue full is dropped
     /// for this sink alone and counted ([`ZenohCounters::dropped`]).
     pub queue: usize,
@@ -156,10 +159,19 @@ pub fn load_config(path: &Path) -> Result<zenoh::Config, ZenohError> {
 /// [`ZenohError::Config`] or [`ZenohError::Session`].
 pub fn open_session(config_file: Option<&Path>) -> Result<zenoh::Session, ZenohError> {
     use zenoh::Wait;
-    let config = match config_file {
+    let mut config = match config_file {
         Some(p) => load_config(p)?,
         None => default_config()?,
     };
+    // lidarxdp writes its messages into its own locked pool (`ShmPool`), created before the
+    // capabilities are dropped; zenoh's implicit copy of large payloads into a second pool
+    // (16 MiB, locked when the session opens, after the drop) is not wanted.
+    config
+        .insert_json5(
+            "transport/shared_memory/transport_optimization/enabled",
+            "false",
+        )
+        .map_err(|e| ZenohError::Session(format!("configure shared memory: {e}")))?;
     zenoh::open(config)
         .wait()
         .map_err(|e| ZenohError::Session(format!("open session: {e}")))

@@ -12,7 +12,7 @@
 //!   means to a ROS 2 subscriber.
 //! - **One copy of the points, into shared memory**: the message is laid out once — CDR
 //!   prefix, the points as the decoder wrote them, suffix ([`PointCloud2Prefix::write_into`]) —
-//!   in a chunk of the sink's POSIX shared-memory pool ([`super::ZenohSettings::shm_bytes`]).
+//!   in a chunk of the sink's POSIX shared-memory pool ([`ShmPool`]).
 //!   zenoh then hands local peers that enabled shared memory a reference to the chunk, not the
 //!   bytes; remote peers get the bytes over their link. When the pool has no free chunk (every
 //!   chunk still held by a subscriber), the message is built on the heap instead and counted
@@ -37,9 +37,9 @@ use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Publisher;
 use zenoh::qos::{CongestionControl, Reliability};
-use zenoh::shm::{GarbageCollect, PosixShmProviderBackend, ShmProvider, ShmProviderBuilder};
+use zenoh::shm::GarbageCollect;
 
-use super::{NODE_NAME, ZenohError, ZenohSettings};
+use super::{NODE_NAME, ShmPool, ZenohError, ZenohSettings};
 use crate::publish::{FrameSink, SharedFrame};
 
 /// The zenoh sink's counters: daemon-wide, no labels (`lidarxdp_zenoh_*`; stats JSON `zenoh`).
@@ -86,7 +86,7 @@ struct Worker {
     /// Keeps the `NN` token declared.
     _node: LivelinessToken,
     topics: Vec<Topic>,
-    shm: Option<ShmProvider<PosixShmProviderBackend>>,
+    shm: Option<ShmPool>,
     counters: Arc<SharedZenohCounters>,
 }
 
@@ -134,26 +134,20 @@ pub(crate) fn gid_of(token_key: &str) -> [u8; 16] {
 }
 
 impl ZenohSink {
-    /// Opens the session, creates the shared-memory pool, declares the tokens and one
-    /// publisher per topic, and starts the sink's thread. Call it after the capabilities are
+    /// Opens the session, declares the tokens and one
+    /// publisher per topic, and starts the sink's thread, which writes messages into `shm`
+    /// (or the heap when `None`). Call it after the capabilities are
     /// dropped: the session's runtime threads start here.
     ///
     /// # Errors
     /// [`ZenohError`]: the configuration file, the session, the pool or a declaration.
-    pub fn start(settings: &ZenohSettings) -> Result<(ZenohSink, ZenohHandle), ZenohError> {
+    pub fn start(
+        settings: &ZenohSettings,
+        shm: Option<ShmPool>,
+    ) -> Result<(ZenohSink, ZenohHandle), ZenohError> {
+        let shm_bytes = shm.as_ref().map_or(0, ShmPool::bytes);
         let session = super::open_session(settings.config_file.as_deref())?;
         let decl = |what: &str, e: zenoh::Error| ZenohError::Session(format!("{what}: {e}"));
-        let shm = match settings.shm_bytes {
-            0 => None,
-            bytes => Some(
-                ShmProviderBuilder::default_backend(bytes)
-                    .wait()
-                    .map_err(|e| ZenohError::Shm {
-                        bytes,
-                        reason: e.to_string(),
-                    })?,
-            ),
-        };
         let zid = session.zid().to_string();
         let node = NodeTokens {
             domain_id: settings.domain_id,
@@ -177,6 +171,8 @@ impl ZenohSink {
                 .declare_publisher(key.clone())
                 .congestion_control(CongestionControl::Drop)
                 .reliability(Reliability::BestEffort)
+                // Sent at once, not held for zenoh's batching window (1 ms by default).
+                .express(true)
                 .wait()
                 .map_err(|e| decl(&format!("declare publisher {key}"), e))?;
             let token_key = node.publisher(i as u64 + 1, &t.topic, settings.distro, &settings.qos);
@@ -212,7 +208,7 @@ impl ZenohSink {
         log::info!(
             "zenoh: session {zid}, domain {}, shared memory {} MiB",
             settings.domain_id,
-            settings.shm_bytes >> 20
+            shm_bytes >> 20
         );
         Ok((
             ZenohSink {
@@ -304,7 +300,7 @@ impl Worker {
         let chunk = self
             .shm
             .as_ref()
-            .map(|p| p.alloc(len).with_policy::<GarbageCollect>().wait());
+            .map(|p| p.provider.alloc(len).with_policy::<GarbageCollect>().wait());
         let payload: ZBytes = match chunk {
             Some(Ok(mut buf)) => {
                 prefix

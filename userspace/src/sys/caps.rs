@@ -93,21 +93,41 @@ pub fn setresuid(uid: libc::uid_t) -> io::Result<()> {
     super::cvt(unsafe { libc::setresuid(uid, uid, uid) }).map(drop)
 }
 
-/// Empties the calling thread's permitted, effective and inheritable capability sets
-/// (capset(2) with a version-3 header, pid 0 = the calling thread).
+/// `CAP_IPC_LOCK` (`linux/capability.h`): lock memory beyond `RLIMIT_MEMLOCK`.
+pub const CAP_IPC_LOCK: u32 = 14;
+
+/// Sets the calling thread's permitted and effective capability sets to `keep` (a mask of
+/// `1 << CAP_*` bits, `linux/capability.h`) and empties its inheritable set (capset(2) with a
+/// version-3 header, pid 0 = the calling thread). `keep` 0 drops every capability.
 ///
 /// # Errors
-/// `EPERM` (cannot happen when only removing capabilities), `EINVAL` (version refused).
-pub fn capset_empty() -> io::Result<()> {
+/// `EPERM` when `keep` holds a capability the thread does not have; `EINVAL` (version
+/// refused).
+pub fn capset(keep: u64) -> io::Result<()> {
     let mut header = CapHeader {
         version: CAP_VERSION_3,
         pid: 0,
     };
-    let data = [CapData::default(); 2];
+    let mut data = [CapData::default(); 2];
+    for (i, d) in data.iter_mut().enumerate() {
+        let word = (keep >> (32 * i)) as u32;
+        d.effective = word;
+        d.permitted = word;
+    }
     // SAFETY: capset reads a version-3 header and two data words from valid, repr(C) memory
     // that outlives the call; it writes nothing back for pid 0 and a known version.
     let rc = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) };
     super::cvt(rc as libc::c_int).map(drop)
+}
+
+/// Keeps the permitted capabilities across a change from uid 0 to another uid
+/// (prctl(2) `PR_SET_KEEPCAPS` = 1; the effective set is still cleared by the change).
+///
+/// # Errors
+/// `EINVAL` on kernels without it (none since 2.2.18).
+pub fn set_keepcaps() -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    super::cvt(unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) }).map(drop)
 }
 
 /// Looks `name` up in the password database (getpwnam_r(3)); returns its `(uid, gid)`, or

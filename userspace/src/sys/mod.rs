@@ -20,6 +20,8 @@
 //!   publisher (`shutdown(2)`, `SIOCOUTQ`, `getpeername(2)`);
 //! - [`xdp`]: the AF_XDP socket: `socket(AF_XDP)`, `bind(sockaddr_xdp)` and the RX wake-up
 //!   (`Documentation/networking/af_xdp.rst`);
+//! - [`rlimit`]: `getrlimit(2)`/`setrlimit(2)` of `RLIMIT_MEMLOCK` (zenoh's locked shared
+//!   memory);
 //! - [`sysfs`]: the procfs/sysfs files the daemon reads (`/sys/class/net/IF/*`,
 //!   `net.core.rmem_max`, `kernel.cap_last_cap`).
 
@@ -27,6 +29,7 @@ pub mod caps;
 pub mod cpu;
 pub mod event;
 pub mod net;
+pub mod rlimit;
 pub mod sockopt;
 pub mod sysfs;
 pub mod xdp;
