@@ -43,6 +43,10 @@ pub struct Args {
     /// Also write one JSON object per configuration to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// The `lidarxdp` binary whose `subscribe zenoh:/TOPIC` the zenoh implementations run as
+    /// subscriber processes (default: `lidarxdp` beside this executable).
+    #[arg(long, value_name = "FILE")]
+    daemon: Option<std::path::PathBuf>,
 }
 
 /// Result of one subscriber.
@@ -51,6 +55,8 @@ struct SubResult {
     bytes: u64,
     gaps: u64,
     lat_us: Vec<f64>,
+    /// `(p50, p99, max)` µs reported by a subscriber process, instead of `lat_us`.
+    pct_us: Option<(f64, f64, f64)>,
 }
 
 struct Row {
@@ -106,6 +112,7 @@ fn spawn_readers(addr: SocketAddr, n: usize) -> Result<Vec<std::thread::JoinHand
                 bytes: 0,
                 gaps: 0,
                 lat_us: Vec::new(),
+                pct_us: None,
             };
             while let Ok(true) = s.next_frame_into(&mut f) {
                 let now = realtime_ns();
@@ -283,9 +290,9 @@ fn run_zenoh(
     subs: usize,
     secs: f64,
     shm: bool,
+    daemon: &std::path::Path,
 ) -> Result<(u64, Vec<SubResult>)> {
-    use lidarxdp::ros2_zenoh::{ShmPool, TopicPlan, ZenohSettings, ZenohSink, ZenohSubscriber};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use lidarxdp::ros2_zenoh::{ShmPool, TopicPlan, ZenohSettings, ZenohSink};
     let port = free_port()?;
     let dir = std::env::temp_dir();
     let cfg = |name: &str, body: String| -> Result<std::path::PathBuf> {
@@ -344,45 +351,44 @@ fn run_zenoh(
         Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
         vec![Box::new(sink)],
     )?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut readers = Vec::new();
-    for _ in 0..subs {
-        let sub =
-            ZenohSubscriber::open(Some(&sub_cfg), 0, topic, lidarxdp_core::ros2::Distro::Jazzy)?;
-        let stop = stop.clone();
-        readers.push(std::thread::spawn(move || {
-            let mut r = SubResult {
-                frames: 0,
-                bytes: 0,
-                gaps: 0,
-                lat_us: Vec::new(),
-            };
-            let mut last = 0i64;
-            let mut in_shm = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let Some(m) = sub.recv_timeout(Duration::from_millis(100)) else {
-                    continue;
-                };
-                let now = realtime_ns();
-                let Ok(v) = m.view() else { continue };
-                r.frames += 1;
-                r.bytes += m.bytes().len() as u64;
-                r.lat_us.push(now.saturating_sub(v.stamp_ns) as f64 / 1e3);
-                in_shm += u64::from(m.in_shared_memory());
-                let seq = m.attachment().map_or(0, |a| a.sequence_number);
-                if last > 0 && seq > last + 1 {
-                    r.gaps += (seq - last - 1) as u64;
-                }
-                last = seq;
+    // Subscribers are processes, as on a vehicle's host: `lidarxdp subscribe zenoh:/TOPIC`,
+    // each reporting its frames, gaps and latency percentiles (`age`: receive time minus the
+    // hand-over stamp) in its summary file.
+    let mut children = Vec::new();
+    for i in 0..subs {
+        let summary = dir.join(format!("lidarxdp-bench-{}-sub{i}.json", std::process::id()));
+        let ready = dir.join(format!(
+            "lidarxdp-bench-{}-sub{i}.ready",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&ready);
+        let child = std::process::Command::new(daemon)
+            .arg("subscribe")
+            .arg(format!("zenoh:{topic}"))
+            .arg("--zenoh-config")
+            .arg(&sub_cfg)
+            .args(["--idle-exit-ms", "1500", "--stats"])
+            .arg("--summary-json")
+            .arg(&summary)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .with_context(|| format!("start {}", daemon.display()))?;
+        children.push((child, summary, ready));
+    }
+    for (child, _, ready) in &mut children {
+        let t = Instant::now();
+        while !ready.exists() {
+            if let Some(st) = child.try_wait()? {
+                anyhow::bail!("zenoh subscriber exited at start: {st}");
             }
-            if in_shm != r.frames {
-                eprintln!(
-                    "  zenoh subscriber: {in_shm} of {} frames read in place",
-                    r.frames
-                );
-            }
-            r
-        }));
+            anyhow::ensure!(
+                t.elapsed() < Duration::from_secs(20),
+                "zenoh subscriber not ready"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     // Discovery: the subscribers' interests reach the publisher's session.
     std::thread::sleep(Duration::from_millis(1500));
@@ -395,9 +401,30 @@ fn run_zenoh(
         |f| sender.send(f),
     );
     let c = p.shutdown()?;
-    std::thread::sleep(Duration::from_millis(500));
-    stop.store(true, Ordering::Relaxed);
-    let res = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let mut res = Vec::new();
+    for (mut child, summary, ready) in children {
+        let st = child.wait()?;
+        anyhow::ensure!(st.success(), "zenoh subscriber: {st}");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary)?)?;
+        let f = |k: &str| v["age_us"][k].as_f64().unwrap_or(f64::NAN);
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        if n("shm_frames") != n("frames") {
+            eprintln!(
+                "  zenoh subscriber: {} of {} frames read in place",
+                n("shm_frames"),
+                n("frames")
+            );
+        }
+        res.push(SubResult {
+            frames: n("frames"),
+            bytes: n("frames") * (points * POINT_SIZE) as u64,
+            gaps: n("gaps"),
+            lat_us: Vec::new(),
+            pct_us: Some((f("p50"), f("p99"), f("max"))),
+        });
+        let _ = std::fs::remove_file(summary);
+        let _ = std::fs::remove_file(ready);
+    }
     eprintln!(
         "  zenoh counters: {:?}; publisher frames_in {}",
         handle.counters(),
@@ -409,6 +436,19 @@ fn run_zenoh(
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let daemon = match &a.daemon {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("lidarxdp"))
+            .context("own folder")?,
+    };
+    if a.imp.iter().any(|i| i.starts_with("zenoh")) && !daemon.is_file() {
+        anyhow::bail!(
+            "--daemon: {} is not a file (build it: cargo build --release -p lidarxdp)",
+            daemon.display()
+        );
+    }
     let mem = memcpy_gbps();
     println!(
         "memcpy bandwidth (single thread, 64 MB): {mem:.2} GB/s; load average before: {}; {} CPUs",
@@ -432,8 +472,8 @@ pub fn run(a: Args) -> Result<()> {
                     let (sent, per_sub) = match imp.as_str() {
                         "publisher" => run_publisher(points, hz, subs, a.stalled, a.seconds)?,
                         "baseline" => run_baseline(points, hz, subs, a.stalled, a.seconds)?,
-                        "zenoh-shm" => run_zenoh(points, hz, subs, a.seconds, true)?,
-                        "zenoh" => run_zenoh(points, hz, subs, a.seconds, false)?,
+                        "zenoh-shm" => run_zenoh(points, hz, subs, a.seconds, true, &daemon)?,
+                        "zenoh" => run_zenoh(points, hz, subs, a.seconds, false, &daemon)?,
                         other => anyhow::bail!("unknown --imp {other}"),
                     };
                     let row = Row {
@@ -466,7 +506,9 @@ fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result
     for s in &r.per_sub {
         let mut l = s.lat_us.clone();
         l.sort_by(f64::total_cmp);
-        let (p50, p99, max) = (pct(&l, 0.5), pct(&l, 0.99), pct(&l, 1.0));
+        let (p50, p99, max) = s
+            .pct_us
+            .unwrap_or((pct(&l, 0.5), pct(&l, 0.99), pct(&l, 1.0)));
         worst = (worst.0.max(p50), worst.1.max(p99), worst.2.max(max));
         subs_json.push(serde_json::json!({
             "frames": s.frames, "bytes": s.bytes, "gaps": s.gaps,

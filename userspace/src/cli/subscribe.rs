@@ -59,6 +59,10 @@ pub struct SubscribeArgs {
     /// `zenoh:` only: the publisher's ROS 2 distribution, `jazzy` (default) or `humble`.
     #[arg(long, value_name = "DISTRO")]
     ros_distro: Option<lidarxdp_core::ros2::Distro>,
+    /// `zenoh:` only: exit once no message came for this long (ms) after the first one
+    /// (zenoh has no end of stream); default: run until `--frames` or a signal.
+    #[arg(long, value_name = "MS")]
+    idle_exit_ms: Option<u64>,
 }
 
 /// Where `subscribe` reads frames from.
@@ -131,6 +135,7 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
         ("--zenoh-config", a.zenoh_config.is_some()),
         ("--ros-domain-id", a.ros_domain_id.is_some()),
         ("--ros-distro", a.ros_distro.is_some()),
+        ("--idle-exit-ms", a.idle_exit_ms.is_some()),
     ] {
         if given {
             bail!("{flag}: only meaningful with a zenoh:/TOPIC address");
@@ -261,9 +266,10 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
 }
 
 /// `lidarxdp subscribe zenoh:/TOPIC`: one line per message (or `--stats` once per second)
-/// until `--frames` messages arrived or the process is stopped. Latency is the receive time
-/// minus the publisher's source time in the rmw_zenoh attachment (the put, not the first
-/// packet). Refuses the TCP-only flags before subscribing.
+/// until `--frames` messages arrived, `--idle-exit-ms` passed without one, or the process is
+/// stopped. Two latencies: `delivery` is the receive time minus the publisher's source time
+/// in the rmw_zenoh attachment (the put), `age` the receive time minus `header.stamp` (the
+/// frame's start). Refuses the TCP-only flags before subscribing.
 fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
     use lidarxdp::ros2_zenoh::{MAX_ROS_DOMAIN_ID, ZenohSubscriber};
     for (flag, given) in [
@@ -306,10 +312,18 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
     let mut window = Window::default();
     let mut window_start = Instant::now();
     let mut gaps_before = 0;
+    let (mut delivery_us, mut age_ns) = (Vec::new(), Vec::new());
+    let mut last_msg: Option<Instant> = None;
     while a.frames.is_none_or(|n| frames < n) {
-        let Some(msg) = sub.recv_timeout(Duration::from_millis(200)) else {
+        let Some(msg) = sub.recv_timeout(Duration::from_millis(50)) else {
+            if let (Some(idle), Some(t)) = (a.idle_exit_ms, last_msg)
+                && t.elapsed() >= Duration::from_millis(idle)
+            {
+                break;
+            }
             continue;
         };
+        last_msg = Some(Instant::now());
         let now_ns = lidarxdp::capture::realtime_ns();
         let pts = msg
             .points()
@@ -326,6 +340,8 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
             now_ns.saturating_sub(t.source_timestamp_ns as u64) / 1000
         });
         in_shm += u64::from(msg.in_shared_memory());
+        delivery_us.push(age_us);
+        age_ns.push(now_ns.saturating_sub(msg.view()?.stamp_ns));
         if a.stats {
             window.frames += 1;
             window.bytes += msg.bytes().len() as u64;
@@ -358,10 +374,24 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
     if let Some(f) = &a.summary_json {
         std::fs::write(
             f,
-            serde_json::json!({"frames": frames, "points": points, "gaps": gaps, "shm_frames": in_shm})
-                .to_string(),
+            serde_json::json!({
+                "frames": frames, "points": points, "gaps": gaps, "shm_frames": in_shm,
+                "delivery_us": percentiles(&mut delivery_us),
+                "age_us": percentiles(&mut age_ns.iter().map(|n| n / 1000).collect()),
+            })
+            .to_string(),
         )
         .with_context(|| format!("write {}", f.display()))?;
     }
     Ok(())
+}
+
+/// `{"p50", "p99", "max"}` of `v` (nearest rank), nulls when empty.
+fn percentiles(v: &mut Vec<u64>) -> serde_json::Value {
+    v.sort_unstable();
+    let q = |p: f64| {
+        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+    };
+    serde_json::json!({"p50": q(0.5), "p99": q(0.99), "max": v.last().copied()})
 }
