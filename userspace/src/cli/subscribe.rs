@@ -377,7 +377,7 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
             serde_json::json!({
                 "frames": frames, "points": points, "gaps": gaps, "shm_frames": in_shm,
                 "delivery_us": percentiles(&mut delivery_us),
-                "age_us": percentiles(&mut age_ns.iter().map(|n| n / 1000).collect()),
+                "age_us": percentiles(&mut age_ns.iter().map(|n| n / 1000).collect::<Vec<_>>()),
             })
             .to_string(),
         )
@@ -387,7 +387,7 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
 }
 
 /// `{"p50", "p99", "max"}` of `v` (nearest rank), nulls when empty.
-fn percentiles(v: &mut Vec<u64>) -> serde_json::Value {
+fn percentiles(v: &mut [u64]) -> serde_json::Value {
     v.sort_unstable();
     let q = |p: f64| {
         v.get(((v.len() as f64 - 1.0) * p).round() as usize)
