@@ -222,7 +222,9 @@ fn test(obj: &Path) -> Result<()> {
     cmd.args(["test", "--workspace", "--release"])
         .current_dir(&r)
         .env("LIDARXDP_BPF_OBJ", obj)
-        .env("LIDARXDP_REQUIRE_PRIVILEGED", "1");
+        .env("LIDARXDP_REQUIRE_PRIVILEGED", "1")
+        // The zenoh tests' independent ROS 2 client runs in the environment `setup` made.
+        .env("LIDARXDP_PYTHON", setup::pyenv_python());
     run(&mut cmd)?;
     // A short run of every fuzz target (seeded from the captures), so a decoder change that
     // panics on the fuzzers' seeds or their first mutations fails here.

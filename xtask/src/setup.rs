@@ -4,7 +4,10 @@
 //! - `bpf-linker` 0.13.0 built against LLVM 22 with `cargo install`;
 //! - Debian's `rustc-web` 1.96 with its prebuilt `core` for `bpfel-unknown-none`, unpacked into
 //!   a cache folder (never installed system-wide: it would shadow rustup's rustc);
-//! - 2 MiB hugepages, reserved when fewer than wanted are free.
+//! - 2 MiB hugepages, reserved when fewer than wanted are free;
+//! - a Python virtual environment in `<workspace root>/target/pyenv` with pinned PyPI packages
+//!   (eclipse-zenoh, rosbags, numpy) for the zenoh tests' independent ROS 2 client
+//!   (`userspace/tests/zenoh/ros2_probe.py`), rebuilt only when the pinned list changes.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -25,6 +28,7 @@ const APT_PACKAGES: &[&str] = &[
     "iproute2",
     "iputils-ping",
     "tcpdump",
+    "python3-venv",
 ];
 /// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
 /// Pinned to the version whose bpfel `core` matches aya-ebpf 0.2.1 (bookworm-security).
@@ -35,6 +39,21 @@ const RUSTC_DEBS: &[&str] = &[
     "libstd-rust-web-dev-bpf=1.96.0+dfsg1-1~deb12u2",
 ];
 const BPF_LINKER_VERSION: &str = "0.13.0";
+/// What `pip install` puts in the tests' Python environment, pinned exactly (with the
+/// dependencies of rosbags, so a new upstream release cannot change a CI run). eclipse-zenoh
+/// matches the `zenoh` crate of the daemon (Cargo.lock) so both speak the same protocol version.
+pub const PYTHON_REQUIREMENTS: &[&str] = &[
+    "eclipse-zenoh==1.10.2",
+    "rosbags==0.11.9",
+    "numpy==2.4.6",
+    "ruamel.yaml==0.19.1",
+    "lz4==4.4.5",
+    "backports.zstd==1.8.0",
+    "apsw==3.54.1.0",
+    "typing_extensions==4.16.0",
+];
+/// File in the environment holding the requirement list it was built from, written last.
+const PYENV_MARKER: &str = "lidarxdp-requirements.txt";
 /// Hugepages (2 MiB each) the daemon and tests want free: 64 = 128 MiB.
 pub const HUGEPAGES_WANTED: u64 = 64;
 
@@ -59,7 +78,54 @@ pub fn setup() -> Result<BpfToolchain> {
     bpf_linker()?;
     let tc = debian_rustc()?;
     hugepages(HUGEPAGES_WANTED)?;
+    python_env()?;
     Ok(tc)
+}
+
+/// The tests' Python virtual environment, `<workspace root>/target/pyenv` (inside the
+/// git-ignored `target/`, wherever the repository is cloned).
+pub fn pyenv_dir() -> PathBuf {
+    crate::root().join("target/pyenv")
+}
+
+/// The interpreter of [`pyenv_dir`], which the tests find through `LIDARXDP_PYTHON`.
+pub fn pyenv_python() -> PathBuf {
+    pyenv_dir().join("bin/python")
+}
+
+/// Creates [`pyenv_dir`] with `python3 -m venv` and installs [`PYTHON_REQUIREMENTS`] from PyPI;
+/// does nothing when the marker file holds the same list (a changed list, or an interrupted
+/// earlier run, rebuilds the environment from scratch).
+fn python_env() -> Result<()> {
+    let dir = pyenv_dir();
+    let wanted = PYTHON_REQUIREMENTS.join("\n") + "\n";
+    let marker = dir.join(PYENV_MARKER);
+    if pyenv_python().exists() && fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
+        return Ok(());
+    }
+    eprintln!(
+        "setup: creating the Python environment {} ({})",
+        dir.display(),
+        PYTHON_REQUIREMENTS.join(", ")
+    );
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
+    }
+    run(Command::new("python3").arg("-m").arg("venv").arg(&dir))?;
+    let requirements = dir.join("requirements.txt");
+    fs::write(&requirements, &wanted)
+        .with_context(|| format!("write {}", requirements.display()))?;
+    run(Command::new(dir.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "-r",
+        ])
+        .arg(&requirements))?;
+    fs::write(&marker, &wanted).with_context(|| format!("write {}", marker.display()))?;
+    Ok(())
 }
 
 fn dpkg_installed(pkg: &str) -> bool {

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""An independent ROS 2-over-zenoh client for lidarxdp's CI tests (userspace/tests/zenoh).
+
+It speaks to the daemon only through eclipse-zenoh (PyPI) and decodes the messages only with
+rosbags (the CDR deserialiser of its ROS 2 Jazzy type store), so a fault shared by lidarxdp's
+encoder and its own reader cannot hide. Nothing here imports lidarxdp code.
+
+Subcommands (each prints a line "ready" on stdout once set up, where that matters):
+
+  listen      subscribe to one key expression; on end of stdin (or a line "stop") write one
+              JSON line per message to OUT.jsonl and the message's point bytes to OUT.bin
+  router      run a zenoh router until end of stdin
+  liveliness  query the liveliness tokens `@ros2_lv/**` and print them, with the session ids
+              this session sees, as one JSON object
+
+Errors print a message on stderr and exit with status 1 (2 for bad arguments, from argparse).
+"""
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+import zenoh
+from rosbags.typesys import Stores, get_typestore
+
+POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
+# rmw_zenoh's attachment: i64 sequence number, i64 source time (ns), LEB128 length 16, GID.
+ATTACHMENT_LEN = 33
+
+
+def fail(msg):
+    """Prints `msg` on stderr and exits with status 1."""
+    print(f"ros2_probe: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def session_config(mode, connect, listen, shm):
+    """A zenoh configuration: `mode`, endpoints to connect to and listen on, no multicast
+    scouting (the tests give every endpoint explicitly), shared memory on (zenoh's default)
+    or off (`shm` false: every sample then crosses the TCP link)."""
+    conf = {
+        "mode": mode,
+        "scouting": {"multicast": {"enabled": False}},
+    }
+    if not shm:
+        conf["transport"] = {"shared_memory": {"enabled": False}}
+    if connect:
+        conf["connect"] = {"endpoints": connect}
+    if listen:
+        conf["listen"] = {"endpoints": listen}
+    return zenoh.Config.from_json5(json.dumps(conf))
+
+
+def open_session(args):
+    """Opens the session the arguments describe, retrying every 100 ms for `--timeout` seconds
+    (a client fails at once when its endpoint does not accept yet); exits on failure."""
+    deadline = time.monotonic() + args.timeout
+    while True:
+        try:
+            return zenoh.open(session_config(args.mode, args.connect, args.listen, not args.no_shm))
+        except Exception as e:  # zenoh raises ZError; anything else is as fatal
+            if time.monotonic() >= deadline:
+                fail(f"cannot open a zenoh session ({args.mode}, connect {args.connect}, "
+                     f"listen {args.listen}) within {args.timeout} s: {e}")
+        time.sleep(0.1)
+
+
+def liveliness_keys(session, timeout):
+    """The key expressions of every liveliness token `@ros2_lv/**` visible now."""
+    keys = []
+    for reply in session.liveliness().get("@ros2_lv/**", timeout=timeout):
+        if reply.ok is not None:
+            keys.append(str(reply.ok.key_expr))
+    return sorted(keys)
+
+
+def wait_tokens(session, contains, count, timeout):
+    """Queries the liveliness tokens until at least `count` of them contain `contains`;
+    returns all tokens seen then, or exits after `timeout` seconds with what was seen."""
+    deadline = time.monotonic() + timeout
+    keys = []
+    while True:
+        keys = liveliness_keys(session, 2.0)
+        if sum(contains in k for k in keys) >= count:
+            return keys
+        if time.monotonic() >= deadline:
+            fail(f"after {timeout} s, fewer than {count} liveliness tokens contain "
+                 f"{contains!r}: {keys}")
+        time.sleep(0.1)
+
+
+def wait_stop():
+    """Blocks until stdin ends or carries a line "stop"."""
+    for line in sys.stdin:
+        if line.strip() == "stop":
+            return
+
+
+def hexs(b):
+    """Lowercase hex of a bytes-like value."""
+    return bytes(b).hex()
+
+
+def cmd_listen(args):
+    session = open_session(args)
+    received = []  # (key, payload bytes, attachment bytes or None, arrival time)
+    lock = threading.Lock()
+
+    def on_sample(sample):
+        att = sample.attachment
+        item = (
+            str(sample.key_expr),
+            sample.payload.to_bytes(),
+            None if att is None else att.to_bytes(),
+            time.monotonic(),
+        )
+        with lock:
+            received.append(item)
+
+    sub = session.declare_subscriber(args.key, on_sample)
+    if args.wait_token:
+        wait_tokens(session, args.wait_token, 1, args.timeout)
+    print("ready", flush=True)
+    wait_stop()
+    # The daemon has stopped (or the test is done): let the samples still on their way in
+    # arrive, until `--expect` of them are there (if given) and none came for half a second
+    # (so that one too many is seen too), for at most `--timeout` seconds.
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        with lock:
+            n = len(received)
+            last = received[-1][3] if received else 0.0
+        if (args.expect is None or n >= args.expect) and time.monotonic() - last > 0.5:
+            break
+        time.sleep(0.05)
+    sub.undeclare()
+    session.close()
+    with lock:
+        items = list(received)
+
+    typestore = get_typestore(Stores.ROS2_JAZZY)
+    offset = 0
+    with open(args.out + ".jsonl", "w") as js, open(args.out + ".bin", "wb") as bins:
+        for i, (key, payload, att, _) in enumerate(items):
+            try:
+                msg = typestore.deserialize_cdr(payload, POINTCLOUD2)
+            except Exception as e:
+                fail(f"message {i} on {key}: rosbags cannot decode it as "
+                     f"{POINTCLOUD2}: {e}")
+            data = msg.data.tobytes()
+            rec = {
+                "key": key,
+                "payload_len": len(payload),
+                "cdr_header": hexs(payload[:4]),
+                "sec": int(msg.header.stamp.sec),
+                "nanosec": int(msg.header.stamp.nanosec),
+                "frame_id": msg.header.frame_id,
+                "height": int(msg.height),
+                "width": int(msg.width),
+                "fields": [[f.name, int(f.offset), int(f.datatype), int(f.count)]
+                           for f in msg.fields],
+                "is_bigendian": bool(msg.is_bigendian),
+                "point_step": int(msg.point_step),
+                "row_step": int(msg.row_step),
+                "is_dense": bool(msg.is_dense),
+                "data_offset": offset,
+                "data_len": len(data),
+                "attachment": None if att is None else hexs(att),
+            }
+            if att is not None and len(att) == ATTACHMENT_LEN:
+                rec["seq"] = int.from_bytes(att[0:8], "little", signed=True)
+                rec["time_ns"] = int.from_bytes(att[8:16], "little", signed=True)
+                rec["gid_len"] = att[16]
+                rec["gid"] = hexs(att[17:33])
+            bins.write(data)
+            offset += len(data)
+            js.write(json.dumps(rec) + "\n")
+    print(f"wrote {len(items)} messages", flush=True)
+
+
+def cmd_router(args):
+    session = open_session(args)
+    print("ready", flush=True)
+    wait_stop()
+    session.close()
+
+
+def cmd_liveliness(args):
+    session = open_session(args)
+    if args.wait_contains:
+        keys = wait_tokens(session, args.wait_contains, args.wait_count, args.timeout)
+    else:
+        keys = liveliness_keys(session, args.timeout)
+    info = session.info
+    out = {
+        "zid": str(info.zid()),
+        "peers": sorted(str(z) for z in info.peers_zid()),
+        "routers": sorted(str(z) for z in info.routers_zid()),
+        "tokens": keys,
+    }
+    session.close()
+    print(json.dumps(out), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp, mode):
+        sp.add_argument("--mode", default=mode, choices=["client", "peer", "router"],
+                        help=f"zenoh mode (default {mode})")
+        sp.add_argument("--connect", action="append", default=[], metavar="ENDPOINT",
+                        help="endpoint to connect to, e.g. tcp/127.0.0.1:7447 (repeatable)")
+        sp.add_argument("--listen", action="append", default=[], metavar="ENDPOINT",
+                        help="endpoint to listen on (repeatable)")
+        sp.add_argument("--no-shm", action="store_true",
+                        help="disable zenoh's shared-memory transport for this session")
+        sp.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds to wait for tokens or late samples (default 30)")
+
+    sp = sub.add_parser("listen", help="subscribe and dump what arrives")
+    common(sp, "client")
+    sp.add_argument("--key", required=True, help="key expression to subscribe to")
+    sp.add_argument("--out", required=True, help="output path prefix (.jsonl and .bin)")
+    sp.add_argument("--expect", type=int, help="messages to wait for after stdin ends")
+    sp.add_argument("--wait-token", metavar="TEXT",
+                    help="before printing ready, wait for a liveliness token containing TEXT")
+    sp.set_defaults(func=cmd_listen)
+
+    sp = sub.add_parser("router", help="run a zenoh router until stdin ends")
+    common(sp, "router")
+    sp.set_defaults(func=cmd_router)
+
+    sp = sub.add_parser("liveliness", help="print the @ros2_lv/** tokens as JSON")
+    common(sp, "client")
+    sp.add_argument("--wait-contains", metavar="TEXT",
+                    help="query until --wait-count tokens contain TEXT")
+    sp.add_argument("--wait-count", type=int, default=1)
+    sp.set_defaults(func=cmd_liveliness)
+
+    args = p.parse_args()
+    if not args.connect and not args.listen:
+        p.error("give --connect or --listen")
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+//! Every frame of a replayed capture reaches the independent Python client through zenoh and
+//! equals offline decoding: the client connected to the daemon's zenoh peer in the daemon's
+//! namespace, and from another namespace through a zenoh router.
+use std::path::Path;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::common::{
+    self, Daemon, NetnsPair, ReceivedFrame, collect_frames, get, privileged, python_available,
+};
+use crate::probe::{
+    DUAL, KEY_VLP16_JAZZY, Listen, Probe, Scratch, VLP16_CALIB, assert_messages_equal_offline,
+    assert_zenoh_counters, now_ns, offline, peer_config, read_messages,
+};
+use lidarxdp_core::frame::Frame;
+use lidarxdp_core::sensor::SensorModel;
+
+/// Text of the daemon's publisher token for `/lidar/vlp16/points` (the probe waits for it).
+const VLP16_PUBLISHER: &str = "/MP/%/%/lidarxdp/%lidar%vlp16%points/";
+
+/// Replays the dual-return capture at its recorded rate once the subscriber `sub` is ready,
+/// stops the daemon and checks: no capture loss, the TCP subscriber and the zenoh messages
+/// (`out`) both equal offline decoding, the sink published every frame from shared memory and
+/// dropped none.
+fn replay_and_check(
+    net: &NetnsPair,
+    daemon: Daemon,
+    sub: Probe,
+    tcp: JoinHandle<Vec<ReceivedFrame>>,
+    offline: &[Frame],
+    out: &Path,
+) {
+    // The subscriber's declaration has reached the daemon with the token query's reply on the
+    // direct link; through a router it may still be on its way.
+    std::thread::sleep(Duration::from_secs(1));
+    let t0 = now_ns();
+    let sent = get(&common::replay(net, DUAL, 2368, "realtime"), &["sent"]);
+    assert_eq!(sent, 603);
+    std::thread::sleep(Duration::from_millis(500));
+    let stats = daemon.stop();
+    let t1 = now_ns();
+    let tcp = tcp.join().expect("TCP subscriber");
+    sub.finish();
+
+    common::assert_no_xsk_loss(&stats);
+    assert_eq!(
+        get(&stats, &["capture", "sensor_datagrams"]),
+        603,
+        "{stats}"
+    );
+    let n = offline.len() as u64;
+    assert_eq!(get(&stats, &["capture", "frames_out"]), n, "{stats}");
+    common::assert_frames_equal(&tcp, offline);
+    let msgs = read_messages(out);
+    assert_messages_equal_offline(&msgs, offline, &tcp, KEY_VLP16_JAZZY, "vlp16", (t0, t1));
+    assert_zenoh_counters(&stats, offline.len(), &msgs);
+}
+
+/// The daemon is a zenoh peer listening on loopback in its namespace; the Python client
+/// (eclipse-zenoh, rosbags) subscribes to rmw_zenoh's key of `/lidar/vlp16/points` before the
+/// replay and gets every frame as a `sensor_msgs/msg/PointCloud2` equal, point for point, to
+/// offline decoding, with rmw_zenoh's attachment (sequence 1, 2, ..., one GID).
+#[test]
+fn frames_through_zenoh_equal_offline_decode() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
+    assert_eq!(offline.len(), 4, "frames of the dual-return capture");
+    let net = NetnsPair::new("zf");
+    let s = Scratch::new("frames");
+    let cfg = s.write("zenoh.json5", &peer_config(17447));
+    let daemon = Daemon::start(
+        &net.host_ns,
+        &net.host_if,
+        7701,
+        &["--name", "vlp16", "--zenoh", "--zenoh-config", &cfg],
+    );
+    let tcp = collect_frames(&net.host_ns, 7701);
+    let out = s.path("sub");
+    let sub = Probe::listen(
+        &net.host_ns,
+        "subscriber",
+        &Listen {
+            connect: "tcp/127.0.0.1:17447",
+            key: KEY_VLP16_JAZZY,
+            out: &out,
+            wait_token: VLP16_PUBLISHER,
+            expect: Some(offline.len()),
+            extra: &[],
+        },
+    );
+    replay_and_check(&net, daemon, sub, tcp, &offline, &out);
+}
+
+/// Two namespaces and a zenoh router: the router (a Python session in router mode) listens on
+/// the sensor namespace's veth address, the daemon in the host namespace is its client, and
+/// the Python subscriber in the sensor namespace, also its client, gets every frame equal to
+/// offline decoding.
+#[test]
+fn frames_cross_namespaces_through_a_zenoh_router() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
+    let net = NetnsPair::new("zr");
+    let s = Scratch::new("router");
+    let router_ep = format!("tcp/{}:17448", net.sensor_ip);
+    let router = Probe::router(&net.sensor_ns, &router_ep);
+    let cfg = s.write(
+        "zenoh.json5",
+        &format!(
+            r#"{{ mode: "client", connect: {{ endpoints: ["{router_ep}"] }},
+  scouting: {{ multicast: {{ enabled: false }} }} }}"#
+        ),
+    );
+    let daemon = Daemon::start(
+        &net.host_ns,
+        &net.host_if,
+        7702,
+        &["--name", "vlp16", "--zenoh", "--zenoh-config", &cfg],
+    );
+    let tcp = collect_frames(&net.host_ns, 7702);
+    let out = s.path("sub");
+    let sub = Probe::listen(
+        &net.sensor_ns,
+        "subscriber",
+        &Listen {
+            connect: &router_ep,
+            key: KEY_VLP16_JAZZY,
+            out: &out,
+            wait_token: VLP16_PUBLISHER,
+            expect: Some(offline.len()),
+            extra: &[],
+        },
+    );
+    replay_and_check(&net, daemon, sub, tcp, &offline, &out);
+    router.finish();
+}
