@@ -7,6 +7,10 @@
 //! for the decoder (counted in `lidarxdp_capture_backpressure_total`), so packets back up into
 //! the socket's receive buffer and any loss shows where the kernel counts it
 //! (`/proc/net/snmp` Udp `RcvbufErrors`) rather than inside the daemon.
+//!
+//! The receive threads start on the capture thread's first call, not when the sockets are
+//! opened: the daemon opens its sources before it drops its capabilities, and a thread started
+//! then would keep them (capabilities are per thread).
 
 use std::{
     collections::VecDeque,
@@ -55,6 +59,9 @@ struct Shared {
 /// [`PacketSource`] for the `socket` baseline; see the module documentation.
 pub struct SocketSource {
     shared: Arc<Shared>,
+    /// Sockets whose receive thread has not started yet (until the first call).
+    pending: Vec<(UdpSocket, u16)>,
+    max_datagram: usize,
     threads: Vec<JoinHandle<()>>,
     local: VecDeque<Queued>,
     received: u64,
@@ -62,31 +69,43 @@ pub struct SocketSource {
 }
 
 impl SocketSource {
-    /// Opens the sockets and starts one receive thread per socket.
+    /// Opens the sockets; their receive threads (one per socket) start on the first
+    /// [`PacketSource`] call (module documentation).
     ///
-    /// Errors: opening the sockets (`capture::udp::open`), setting `SO_RCVTIMEO`, spawning a thread.
+    /// Errors: opening the sockets (`capture::udp::open`), setting `SO_RCVTIMEO`.
     pub fn open(cfg: &UdpSocketConfig) -> io::Result<Self> {
         let socks = udp::open(cfg)?;
         let rcvbuf_bytes = socks.first().and_then(|(s, _)| udp::rcvbuf_bytes(s).ok());
-        let shared = Arc::new(Shared::default());
-        let mut threads = Vec::with_capacity(socks.len());
-        for (sock, port) in socks {
+        for (sock, _) in &socks {
             sock.set_read_timeout(Some(RECV_TIMEOUT))?;
-            let shared = shared.clone();
-            let max = cfg.max_datagram;
-            threads.push(
+        }
+        Ok(Self {
+            shared: Arc::new(Shared::default()),
+            threads: Vec::with_capacity(socks.len()),
+            pending: socks,
+            max_datagram: cfg.max_datagram,
+            local: VecDeque::with_capacity(HANDOFF_CAPACITY),
+            received: 0,
+            rcvbuf_bytes,
+        })
+    }
+}
+
+impl SocketSource {
+    /// Starts the receive threads not started yet.
+    ///
+    /// Errors: spawning a thread.
+    fn start_threads(&mut self) -> io::Result<()> {
+        for (sock, port) in self.pending.drain(..) {
+            let shared = self.shared.clone();
+            let max = self.max_datagram;
+            self.threads.push(
                 std::thread::Builder::new()
                     .name(format!("recv-{port}"))
                     .spawn(move || receive_loop(&sock, port, max, &shared))?,
             );
         }
-        Ok(Self {
-            shared,
-            threads,
-            local: VecDeque::with_capacity(HANDOFF_CAPACITY),
-            received: 0,
-            rcvbuf_bytes,
-        })
+        Ok(())
     }
 }
 
@@ -140,6 +159,9 @@ fn receive_loop(sock: &UdpSocket, port: u16, max: usize, shared: &Shared) {
 
 impl PacketSource for SocketSource {
     fn recv_burst(&mut self, max: u32, f: &mut dyn FnMut(Packet<'_>)) -> io::Result<usize> {
+        if !self.pending.is_empty() {
+            self.start_threads()?;
+        }
         if self.local.is_empty() {
             let mut g = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
             if g.is_empty() {
@@ -168,6 +190,9 @@ impl PacketSource for SocketSource {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            self.start_threads()?;
+        }
         if !self.local.is_empty() {
             return Ok(());
         }

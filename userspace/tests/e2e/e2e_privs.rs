@@ -253,3 +253,123 @@ fn root_daemon_switches_to_user_and_still_captures() {
     }
     capture_84(&net, daemon);
 }
+
+/// Writes a zenoh JSON5 configuration listening on loopback `port` (inside the namespace).
+fn zenoh_listen_config(port: u16) -> std::path::PathBuf {
+    common::content_file(
+        "json5",
+        format!(
+            "{{ mode: 'peer', listen: {{ endpoints: ['tcp/127.0.0.1:{port}'] }}, \
+             scouting: {{ multicast: {{ enabled: false }} }} }}"
+        )
+        .as_bytes(),
+    )
+}
+
+/// The threads of `pid` once one is named `name` (the daemon's TCP listener accepts before
+/// the start-up ends, so readiness alone does not mean every thread exists yet). Panics after
+/// 20 s.
+fn threads_once(pid: u32, name: &str) -> Vec<(String, CapState)> {
+    let t = std::time::Instant::now();
+    loop {
+        let v = thread_caps(pid);
+        if v.iter().any(|(n, _)| n == name) {
+            return v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no thread {name}: {v:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The zenoh sink's threads start after the drop: with `--zenoh` and no shared-memory pool,
+/// every thread of the daemon (zenoh's runtime threads and the sink's among them) holds no
+/// capability at all, and the daemon still captures everything.
+#[test]
+fn zenoh_threads_hold_no_capability() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("prz");
+    let calib = data(CALIB);
+    let cfg = zenoh_listen_config(17451);
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7624,
+        &[
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            calib.to_str().unwrap(),
+            "--zenoh",
+            "--zenoh-config",
+            cfg.to_str().unwrap(),
+            "--zenoh-shm-mb",
+            "0",
+        ],
+    );
+    let threads = threads_once(daemon.child.id(), "zenoh-sink");
+    let names: Vec<&str> = threads.iter().map(|(n, _)| n.as_str()).collect();
+    // zenoh's runtime threads (`rx-0`, `tx-0`, `net-0`, `acc-0`, `app-0`, ...) exist too.
+    assert!(threads.len() >= 6, "{names:?}");
+    for (name, caps) in &threads {
+        assert_eq!(caps, &DROPPED, "thread {name}");
+    }
+    capture_84(&net, daemon);
+}
+
+/// With the shared-memory pool, zenoh locks every segment it creates or maps later, so when
+/// `RLIMIT_MEMLOCK` cannot cover the pool the daemon keeps `CAP_IPC_LOCK` and nothing else:
+/// in every thread CapEff = CapPrm = CapBnd = bit 14 alone (or, with a limit that covers it,
+/// nothing at all).
+#[test]
+fn zenoh_shared_memory_keeps_at_most_ipc_lock() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("prm");
+    let calib = data(CALIB);
+    let cfg = zenoh_listen_config(17452);
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7625,
+        &[
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            calib.to_str().unwrap(),
+            "--zenoh",
+            "--zenoh-config",
+            cfg.to_str().unwrap(),
+            "--zenoh-shm-mb",
+            "64",
+        ],
+    );
+    let limit = std::fs::read_to_string(format!("/proc/{}/limits", daemon.child.id())).unwrap();
+    let hard: Option<u64> = limit
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|v| v.parse().ok());
+    // The pool (64 MiB) plus 16 MiB of headroom; "unlimited" does not parse: covered.
+    let kept = if hard.is_some_and(|h| h < (80 << 20)) {
+        1u64 << 14
+    } else {
+        0
+    };
+    let want = CapState {
+        effective: kept,
+        permitted: kept,
+        bounding: kept,
+        ..DROPPED
+    };
+    let threads = threads_once(daemon.child.id(), "zenoh-sink");
+    for (name, caps) in &threads {
+        assert_eq!(caps, &want, "thread {name} (RLIMIT_MEMLOCK hard {hard:?})");
+    }
+    capture_84(&net, daemon);
+}
