@@ -69,6 +69,9 @@ lidarxdp_core::counter_set! {
     }
 }
 
+/// How long a stopping sink waits for its zenoh session to close.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One topic's publisher and its per-message state.
 struct Topic {
     sensor_id: u16,
@@ -275,8 +278,22 @@ impl Worker {
         } = self;
         drop(topics);
         drop(_node);
-        if let Err(e) = session.close().wait() {
-            log::warn!("zenoh: closing the session: {e}");
+        // zenoh waits up to 10 s for a peer that does not read (a stopped subscriber) before
+        // it gives up closing; a stopping daemon waits at most CLOSE_WAIT for it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let closer = std::thread::Builder::new()
+            .name("zenoh-close".into())
+            .spawn(move || {
+                let _ = tx.send(session.close().wait());
+            });
+        match closer.map(|_| rx.recv_timeout(CLOSE_WAIT)) {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => log::warn!("zenoh: closing the session: {e}"),
+            Ok(Err(_)) => log::warn!(
+                "zenoh: the session had not closed after {CLOSE_WAIT:?} (a peer is not \
+                 reading); exiting without waiting"
+            ),
+            Err(e) => log::warn!("zenoh: closing the session: spawn: {e}"),
         }
     }
 

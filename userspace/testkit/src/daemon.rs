@@ -133,6 +133,8 @@ impl Daemon {
             .arg("--stats-json")
             .arg(&stats_path)
             .args(args)
+            // The domain of the zenoh tests is the flag's or 0, never the caller's.
+            .env_remove("ROS_DOMAIN_ID")
             .spawn()
             .expect("spawn daemon");
         let mut d = Self { child, stats_path };

@@ -78,11 +78,13 @@ fn liveliness_tokens_announce_node_and_publisher() {
     );
     let v = liveliness(&net.host_ns, "tcp/127.0.0.1:17449", "lidarxdp", 2);
     let zid = daemon_zid(&v);
+    // The sensor's default name is its model's (`VLP16`), hence the default topic
+    // `/lidar/VLP16/points`.
     assert_tokens(
         &v,
         &format!("@ros2_lv/0/{zid}/0/0/NN/%/%/lidarxdp"),
         &format!("@ros2_lv/0/{zid}/0"),
-        "%/%/lidarxdp/%lidar%vlp16%points/sensor_msgs::msg::dds_::PointCloud2_/\
+        "%/%/lidarxdp/%lidar%VLP16%points/sensor_msgs::msg::dds_::PointCloud2_/\
          RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5/2::,5:,:,:,,",
     );
     daemon.stop();
