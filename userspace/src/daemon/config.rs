@@ -896,6 +896,83 @@ mod tests {
     }
 
     #[test]
+    fn zenoh_settings_are_checked_and_defaulted() {
+        let zen = |mut i: Inputs| {
+            i.zenoh = true;
+            i
+        };
+        let e = |i: Inputs| build(i).unwrap_err().to_string();
+        // Off: zenoh-only settings are refused, topics are not checked.
+        let mut i = inputs(vec![sensor("front-left", 2368)]);
+        i.ros_domain_id = Some(3);
+        assert_eq!(
+            e(i),
+            "--ros-domain-id: only meaningful with --zenoh (config file: zenoh = true)"
+        );
+        let p = build(inputs(vec![sensor("front-left", 2368)])).unwrap();
+        assert_eq!(p.zenoh, None);
+        assert_eq!(p.queues[0].sensors[0].topic, "/lidar/front-left/points");
+        // On: defaults.
+        let p = build(zen(inputs(vec![sensor("front", 2368)]))).unwrap();
+        assert_eq!(
+            p.zenoh,
+            Some(ZenohPlan {
+                config: None,
+                ros_domain_id: 0,
+                ros_distro: Distro::Jazzy,
+                shm_mb: 128,
+            })
+        );
+        let s = &p.queues[0].sensors[0];
+        assert_eq!(
+            (s.topic.as_str(), s.frame_id.as_str()),
+            ("/lidar/front/points", "front")
+        );
+        // The environment's ROS_DOMAIN_ID, unless the flag says otherwise; each checked.
+        let mut i = zen(inputs(vec![sensor("front", 2368)]));
+        i.ros_domain_id_env = Some("7".into());
+        assert_eq!(build(i.clone()).unwrap().zenoh.unwrap().ros_domain_id, 7);
+        i.ros_domain_id = Some(9);
+        assert_eq!(build(i.clone()).unwrap().zenoh.unwrap().ros_domain_id, 9);
+        i.ros_domain_id = Some(233);
+        assert_eq!(
+            e(i.clone()),
+            "--ros-domain-id: 233 is out of range; valid 0..=232"
+        );
+        i.ros_domain_id = None;
+        i.ros_domain_id_env = Some("x".into());
+        assert_eq!(
+            e(i),
+            "ROS_DOMAIN_ID: \"x\" is not a number; valid 0..=232 (or pass --ros-domain-id)"
+        );
+        let mut i = zen(inputs(vec![sensor("front", 2368)]));
+        i.zenoh_shm_mb = Some(4097);
+        assert_eq!(
+            e(i),
+            "--zenoh-shm-mb: 4097 is out of range; valid 0..=4096 MiB"
+        );
+        // Topic rules, uniqueness, frame_id.
+        assert!(
+            e(zen(inputs(vec![sensor("front-left", 2368)])))
+                .starts_with("sensors[0].topic = \"/lidar/front-left/points\": ")
+        );
+        let mut a = sensor("a", 2368);
+        a.topic = Some("/lidar/points".into());
+        let mut b = sensor("b", 2369);
+        b.topic = Some("/lidar/points".into());
+        assert_eq!(
+            e(zen(inputs(vec![a, b]))),
+            "sensors[1].topic: /lidar/points is already sensors[0]'s topic; topics must be unique"
+        );
+        let mut a = sensor("a", 2368);
+        a.frame_id = Some(String::new());
+        assert_eq!(
+            e(zen(inputs(vec![a]))),
+            "sensors[0].frame_id: \"\" must be 1..=255 bytes without NUL"
+        );
+    }
+
+    #[test]
     fn cpus_need_one_per_thread() {
         let mut b = sensor("b", 2369);
         b.queue = Some(1);

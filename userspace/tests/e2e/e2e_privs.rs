@@ -254,15 +254,33 @@ fn root_daemon_switches_to_user_and_still_captures() {
     capture_84(&net, daemon);
 }
 
-/// Writes a zenoh JSON5 configuration listening on loopback `port` (inside the namespace).
-fn zenoh_listen_config(port: u16) -> std::path::PathBuf {
-    common::content_file(
+/// Starts the daemon in `net` with `--zenoh`, a zenoh configuration listening on loopback
+/// `zenoh_port` inside the namespace, and a shared-memory pool of `shm_mb` MiB.
+fn zenoh_daemon(net: &NetnsPair, listen_port: u16, zenoh_port: u16, shm_mb: &str) -> Daemon {
+    let calib = data(CALIB);
+    let cfg = common::content_file(
         "json5",
         format!(
-            "{{ mode: 'peer', listen: {{ endpoints: ['tcp/127.0.0.1:{port}'] }}, \
+            "{{ mode: 'peer', listen: {{ endpoints: ['tcp/127.0.0.1:{zenoh_port}'] }}, \
              scouting: {{ multicast: {{ enabled: false }} }} }}"
         )
         .as_bytes(),
+    );
+    Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        listen_port,
+        &[
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            calib.to_str().unwrap(),
+            "--zenoh",
+            "--zenoh-config",
+            cfg.to_str().unwrap(),
+            "--zenoh-shm-mb",
+            shm_mb,
+        ],
     )
 }
 
@@ -293,24 +311,7 @@ fn zenoh_threads_hold_no_capability() {
         return;
     }
     let net = NetnsPair::new("prz");
-    let calib = data(CALIB);
-    let cfg = zenoh_listen_config(17451);
-    let daemon = Daemon::start_with(
-        &net.host_ns,
-        &net.host_if,
-        7624,
-        &[
-            "--sensor",
-            "vlp16",
-            "--calibration",
-            calib.to_str().unwrap(),
-            "--zenoh",
-            "--zenoh-config",
-            cfg.to_str().unwrap(),
-            "--zenoh-shm-mb",
-            "0",
-        ],
-    );
+    let daemon = zenoh_daemon(&net, 7624, 17451, "0");
     let threads = threads_once(daemon.child.id(), "zenoh-sink");
     let names: Vec<&str> = threads.iter().map(|(n, _)| n.as_str()).collect();
     // zenoh's runtime threads (`rx-0`, `tx-0`, `net-0`, `acc-0`, `app-0`, ...) exist too.
@@ -331,24 +332,7 @@ fn zenoh_shared_memory_keeps_at_most_ipc_lock() {
         return;
     }
     let net = NetnsPair::new("prm");
-    let calib = data(CALIB);
-    let cfg = zenoh_listen_config(17452);
-    let daemon = Daemon::start_with(
-        &net.host_ns,
-        &net.host_if,
-        7625,
-        &[
-            "--sensor",
-            "vlp16",
-            "--calibration",
-            calib.to_str().unwrap(),
-            "--zenoh",
-            "--zenoh-config",
-            cfg.to_str().unwrap(),
-            "--zenoh-shm-mb",
-            "64",
-        ],
-    );
+    let daemon = zenoh_daemon(&net, 7625, 17452, "64");
     let limit = std::fs::read_to_string(format!("/proc/{}/limits", daemon.child.id())).unwrap();
     let hard: Option<u64> = limit
         .lines()
