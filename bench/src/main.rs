@@ -11,6 +11,7 @@
 
 mod collect;
 mod r#gen;
+mod iox2;
 mod net;
 mod publish;
 mod report;
@@ -37,6 +38,9 @@ enum Cmd {
     Collect(collect::Args),
     /// AF_XDP vs socket baselines: every backend and scenario (issue 4; root).
     Suite(suite::Args),
+    /// One iceoryx2 subscriber process of `publish --imp iox2`.
+    #[command(hide = true, name = "iox2-sub")]
+    Iox2Sub(iox2::SubArgs),
     /// Busy loop until killed (the suite's CPU hog).
     #[command(hide = true)]
     Hog,
@@ -48,6 +52,7 @@ fn main() -> Result<()> {
         Cmd::Gen(a) => r#gen::run(a),
         Cmd::Collect(a) => collect::run(a),
         Cmd::Suite(a) => suite::run(a),
+        Cmd::Iox2Sub(a) => iox2::sub_main(a),
         Cmd::Hog => {
             let mut x = 0u64;
             loop {

@@ -33,7 +33,8 @@ pub struct Args {
     stalled: usize,
     /// Which implementations, comma-separated: `publisher` (TCP), `baseline` (copy + write),
     /// `zenoh-shm` (the zenoh sink writing into its shared-memory pool, subscribers reading in
-    /// place), `zenoh` (the zenoh sink from the heap, over loopback TCP).
+    /// place), `zenoh` (the zenoh sink from the heap, over loopback TCP), `iox2` (an iceoryx2
+    /// sink, subscriber processes reading in place).
     #[arg(
         long,
         value_delimiter = ',',
@@ -50,13 +51,13 @@ pub struct Args {
 }
 
 /// Result of one subscriber.
-struct SubResult {
-    frames: u64,
-    bytes: u64,
-    gaps: u64,
-    lat_us: Vec<f64>,
+pub(crate) struct SubResult {
+    pub(crate) frames: u64,
+    pub(crate) bytes: u64,
+    pub(crate) gaps: u64,
+    pub(crate) lat_us: Vec<f64>,
     /// `(p50, p99, max)` µs reported by a subscriber process, instead of `lat_us`.
-    pct_us: Option<(f64, f64, f64)>,
+    pub(crate) pct_us: Option<(f64, f64, f64)>,
 }
 
 struct Row {
@@ -129,7 +130,7 @@ fn spawn_readers(addr: SocketAddr, n: usize) -> Result<Vec<std::thread::JoinHand
 }
 
 /// Produces frames at `hz` (0 = whenever `ready()` says so) for `secs`, via `send`.
-fn produce(
+pub(crate) fn produce(
     points: usize,
     hz: f64,
     secs: f64,
@@ -474,6 +475,7 @@ pub fn run(a: Args) -> Result<()> {
                         "baseline" => run_baseline(points, hz, subs, a.stalled, a.seconds)?,
                         "zenoh-shm" => run_zenoh(points, hz, subs, a.seconds, true, &daemon)?,
                         "zenoh" => run_zenoh(points, hz, subs, a.seconds, false, &daemon)?,
+                        "iox2" => crate::iox2::run(points, hz, subs, a.seconds)?,
                         other => anyhow::bail!("unknown --imp {other}"),
                     };
                     let row = Row {
