@@ -349,7 +349,7 @@ pub(crate) fn run(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64
     )?;
     let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir();
-    let mut children = Vec::new();
+    let mut children: super::publish::SubProcs = Vec::new();
     for i in 0..subs {
         let summary = dir.join(format!("lidarxdp-bench-{pid}-iox2-sub{i}.json"));
         let ready = dir.join(format!("lidarxdp-bench-{pid}-iox2-sub{i}.ready"));
@@ -369,19 +369,7 @@ pub(crate) fn run(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64
             .with_context(|| format!("start {}", exe.display()))?;
         children.push((child, summary, ready));
     }
-    for (child, _, ready) in &mut children {
-        let t = Instant::now();
-        while !ready.exists() {
-            if let Some(st) = child.try_wait()? {
-                anyhow::bail!("iox2 subscriber exited at start: {st}");
-            }
-            anyhow::ensure!(
-                t.elapsed() < Duration::from_secs(20),
-                "iox2 subscriber not ready"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+    super::publish::wait_ready_files(&mut children, "iox2 subscriber")?;
     // Optional pause for a subscriber started by hand (the cross-user check).
     if let Some(ms) = std::env::var("LIDARXDP_BENCH_IOX2_WAIT_MS")
         .ok()

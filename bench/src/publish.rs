@@ -275,6 +275,26 @@ fn run_baseline(
     Ok((sent, res))
 }
 
+/// Subscriber processes with their summary and ready files.
+pub(crate) type SubProcs = Vec<(std::process::Child, std::path::PathBuf, std::path::PathBuf)>;
+
+/// Waits until every subscriber process created its ready file (up to 20 s each).
+///
+/// Errors: a process that exited first, or one not ready in time (`what` names them).
+pub(crate) fn wait_ready_files(children: &mut SubProcs, what: &str) -> Result<()> {
+    for (child, _, ready) in children.iter_mut() {
+        let t = Instant::now();
+        while !ready.exists() {
+            if let Some(st) = child.try_wait()? {
+                anyhow::bail!("{what} exited at start: {st}");
+            }
+            anyhow::ensure!(t.elapsed() < Duration::from_secs(20), "{what} not ready");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(())
+}
+
 /// A free TCP port on loopback (bound then released).
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -355,7 +375,7 @@ fn run_zenoh(
     // Subscribers are processes, as on a vehicle's host: `lidarxdp subscribe zenoh:/TOPIC`,
     // each reporting its frames, gaps and latency percentiles (`age`: receive time minus the
     // hand-over stamp) in its summary file.
-    let mut children = Vec::new();
+    let mut children: SubProcs = Vec::new();
     for i in 0..subs {
         let summary = dir.join(format!("lidarxdp-bench-{}-sub{i}.json", std::process::id()));
         let ready = dir.join(format!(
@@ -378,19 +398,7 @@ fn run_zenoh(
             .with_context(|| format!("start {}", daemon.display()))?;
         children.push((child, summary, ready));
     }
-    for (child, _, ready) in &mut children {
-        let t = Instant::now();
-        while !ready.exists() {
-            if let Some(st) = child.try_wait()? {
-                anyhow::bail!("zenoh subscriber exited at start: {st}");
-            }
-            anyhow::ensure!(
-                t.elapsed() < Duration::from_secs(20),
-                "zenoh subscriber not ready"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    wait_ready_files(&mut children, "zenoh subscriber")?;
     // Discovery: the subscribers' interests reach the publisher's session.
     std::thread::sleep(Duration::from_millis(1500));
     let sent = produce(
