@@ -299,6 +299,7 @@ pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
     PublisherCounters::DESCS,
     PoolCounters::DESCS,
     SubscriberCounters::DESCS,
+    crate::ros2_zenoh::ZenohCounters::DESCS,
 ];
 
 /// Escapes a label value (backslash, double quote, newline).
