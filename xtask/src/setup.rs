@@ -29,6 +29,7 @@ const APT_PACKAGES: &[&str] = &[
     "iputils-ping",
     "tcpdump",
     "python3-venv",
+    "openssl",
 ];
 /// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
 /// Pinned to the version whose bpfel `core` matches aya-ebpf 0.2.1 (bookworm-security).

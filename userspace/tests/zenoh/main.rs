@@ -14,3 +14,4 @@ mod probe;
 mod zenoh_frames;
 mod zenoh_liveliness;
 mod zenoh_slow;
+mod zenoh_tls;

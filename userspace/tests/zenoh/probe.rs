@@ -183,9 +183,12 @@ impl Probe {
         p
     }
 
-    /// A zenoh router in `ns` listening on `endpoint`, ready to route.
-    pub fn router(ns: &str, endpoint: &str) -> Self {
-        let mut p = Self::spawn(ns, "router", &["router", "--listen", endpoint]);
+    /// A zenoh router in `ns` listening on `endpoint` (`extra`: further probe arguments, e.g.
+    /// its TLS certificate), ready to route.
+    pub fn router(ns: &str, endpoint: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["router", "--listen", endpoint];
+        args.extend_from_slice(extra);
+        let mut p = Self::spawn(ns, "router", &args);
         p.wait_ready();
         p
     }

@@ -36,21 +36,41 @@ def fail(msg):
     sys.exit(1)
 
 
-def session_config(mode, connect, listen, shm):
+def session_config(mode, connect, listen, shm, tls=None):
     """A zenoh configuration: `mode`, endpoints to connect to and listen on, no multicast
     scouting (the tests give every endpoint explicitly), shared memory on (zenoh's default)
-    or off (`shm` false: every sample then crosses the TCP link)."""
+    or off (`shm` false: every sample then crosses the TCP link), and `tls`, the keys of
+    zenoh's `transport/link/tls` section (certificate files), when given."""
     conf = {
         "mode": mode,
         "scouting": {"multicast": {"enabled": False}},
     }
+    transport = {}
     if not shm:
-        conf["transport"] = {"shared_memory": {"enabled": False}}
+        transport["shared_memory"] = {"enabled": False}
+    if tls:
+        transport["link"] = {"tls": tls}
+    if transport:
+        conf["transport"] = transport
     if connect:
         conf["connect"] = {"endpoints": connect}
     if listen:
         conf["listen"] = {"endpoints": listen}
     return zenoh.Config.from_json5(json.dumps(conf))
+
+
+def tls_section(args):
+    """zenoh's `transport/link/tls` keys from `--tls-ca` (trust it, check the server's name)
+    and `--tls-cert`/`--tls-key` (this session's certificate when it listens), or None."""
+    tls = {}
+    if args.tls_ca:
+        tls["root_ca_certificate"] = args.tls_ca
+        tls["verify_name_on_connect"] = True
+    if args.tls_cert:
+        tls["listen_certificate"] = args.tls_cert
+    if args.tls_key:
+        tls["listen_private_key"] = args.tls_key
+    return tls or None
 
 
 def open_session(args):
@@ -59,7 +79,8 @@ def open_session(args):
     deadline = time.monotonic() + args.timeout
     while True:
         try:
-            return zenoh.open(session_config(args.mode, args.connect, args.listen, not args.no_shm))
+            return zenoh.open(session_config(args.mode, args.connect, args.listen,
+                                             not args.no_shm, tls_section(args)))
         except Exception as e:  # zenoh raises ZError; anything else is as fatal
             if time.monotonic() >= deadline:
                 fail(f"cannot open a zenoh session ({args.mode}, connect {args.connect}, "
@@ -217,6 +238,9 @@ def main():
                         help="endpoint to listen on (repeatable)")
         sp.add_argument("--no-shm", action="store_true",
                         help="disable zenoh's shared-memory transport for this session")
+        sp.add_argument("--tls-ca", metavar="PEM", help="CA certificate trusted for tls/ endpoints")
+        sp.add_argument("--tls-cert", metavar="PEM", help="certificate served on tls/ listen endpoints")
+        sp.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
         sp.add_argument("--timeout", type=float, default=30.0,
                         help="seconds to wait for tokens or late samples (default 30)")
 

@@ -16,13 +16,13 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::SensorModel;
 
 /// Text of the daemon's publisher token for `/lidar/vlp16/points` (the probe waits for it).
-const VLP16_PUBLISHER: &str = "/MP/%/%/lidarxdp/%lidar%vlp16%points/";
+pub(crate) const VLP16_PUBLISHER: &str = "/MP/%/%/lidarxdp/%lidar%vlp16%points/";
 
 /// Replays the dual-return capture at its recorded rate once the subscriber `sub` is ready,
 /// stops the daemon and checks: no capture loss, the TCP subscriber and the zenoh messages
 /// (`out`) both equal offline decoding, the sink published every frame from shared memory and
 /// dropped none.
-fn replay_and_check(
+pub(crate) fn replay_and_check(
     net: &NetnsPair,
     daemon: Daemon,
     sub: Probe,
@@ -106,7 +106,7 @@ fn frames_cross_namespaces_through_a_zenoh_router() {
     let net = NetnsPair::new("zr");
     let s = Scratch::new("router");
     let router_ep = format!("tcp/{}:17448", net.sensor_ip);
-    let router = Probe::router(&net.sensor_ns, &router_ep);
+    let router = Probe::router(&net.sensor_ns, &router_ep, &[]);
     let cfg = s.write(
         "zenoh.json5",
         &format!(
