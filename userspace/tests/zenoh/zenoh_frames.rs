@@ -16,13 +16,58 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::SensorModel;
 
 /// Text of the daemon's publisher token for `/lidar/vlp16/points` (the probe waits for it).
-pub(crate) const VLP16_PUBLISHER: &str = "/MP/%/%/lidarxdp/%lidar%vlp16%points/";
+const VLP16_PUBLISHER: &str = "/MP/%/%/lidarxdp/%lidar%vlp16%points/";
+
+/// Where the subscriber of [`vlp16_through_zenoh`] runs and how it connects.
+pub(crate) struct Sub<'a> {
+    /// Its namespace.
+    pub ns: &'a str,
+    /// The endpoint it connects to.
+    pub connect: &'a str,
+    /// Further probe arguments (e.g. `--tls-ca`).
+    pub extra: &'a [&'a str],
+}
+
+/// Starts the daemon in the host namespace of `net` (VLP-16 named `vlp16`, TCP publisher on
+/// `listen_port`, zenoh configuration file `cfg`), a TCP subscriber, and the Python
+/// subscriber `sub` in `scratch`; then [`replay_and_check`].
+pub(crate) fn vlp16_through_zenoh(
+    net: &NetnsPair,
+    scratch: &Scratch,
+    listen_port: u16,
+    cfg: &str,
+    sub: &Sub,
+) {
+    let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
+    assert_eq!(offline.len(), 4, "frames of the dual-return capture");
+    let daemon = Daemon::start(
+        &net.host_ns,
+        &net.host_if,
+        listen_port,
+        &["--name", "vlp16", "--zenoh", "--zenoh-config", cfg],
+    );
+    let tcp = collect_frames(&net.host_ns, listen_port);
+    let out = scratch.path("sub");
+    let probe = Probe::listen(
+        sub.ns,
+        "subscriber",
+        &Listen {
+            connect: sub.connect,
+            key: KEY_VLP16_JAZZY,
+            out: &out,
+            wait_token: VLP16_PUBLISHER,
+            expect: Some(offline.len()),
+            extra: sub.extra,
+        },
+    );
+    replay_and_check(net, daemon, probe, tcp, &offline, &out);
+}
 
 /// Replays the dual-return capture at its recorded rate once the subscriber `sub` is ready,
 /// stops the daemon and checks: no capture loss, the TCP subscriber and the zenoh messages
 /// (`out`) both equal offline decoding, the sink published every frame from shared memory and
 /// dropped none.
-pub(crate) fn replay_and_check(
+fn replay_and_check(
     net: &NetnsPair,
     daemon: Daemon,
     sub: Probe,
@@ -65,32 +110,15 @@ fn frames_through_zenoh_equal_offline_decode() {
     if !privileged() || !python_available() {
         return;
     }
-    let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
-    assert_eq!(offline.len(), 4, "frames of the dual-return capture");
     let net = NetnsPair::new("zf");
     let s = Scratch::new("frames");
     let cfg = s.write("zenoh.json5", &peer_config(17447));
-    let daemon = Daemon::start(
-        &net.host_ns,
-        &net.host_if,
-        7701,
-        &["--name", "vlp16", "--zenoh", "--zenoh-config", &cfg],
-    );
-    let tcp = collect_frames(&net.host_ns, 7701);
-    let out = s.path("sub");
-    let sub = Probe::listen(
-        &net.host_ns,
-        "subscriber",
-        &Listen {
-            connect: "tcp/127.0.0.1:17447",
-            key: KEY_VLP16_JAZZY,
-            out: &out,
-            wait_token: VLP16_PUBLISHER,
-            expect: Some(offline.len()),
-            extra: &[],
-        },
-    );
-    replay_and_check(&net, daemon, sub, tcp, &offline, &out);
+    let sub = Sub {
+        ns: &net.host_ns,
+        connect: "tcp/127.0.0.1:17447",
+        extra: &[],
+    };
+    vlp16_through_zenoh(&net, &s, 7701, &cfg, &sub);
 }
 
 /// Two namespaces and a zenoh router: the router (a Python session in router mode) listens on
@@ -102,7 +130,6 @@ fn frames_cross_namespaces_through_a_zenoh_router() {
     if !privileged() || !python_available() {
         return;
     }
-    let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
     let net = NetnsPair::new("zr");
     let s = Scratch::new("router");
     let router_ep = format!("tcp/{}:17448", net.sensor_ip);
@@ -114,26 +141,11 @@ fn frames_cross_namespaces_through_a_zenoh_router() {
   scouting: {{ multicast: {{ enabled: false }} }} }}"#
         ),
     );
-    let daemon = Daemon::start(
-        &net.host_ns,
-        &net.host_if,
-        7702,
-        &["--name", "vlp16", "--zenoh", "--zenoh-config", &cfg],
-    );
-    let tcp = collect_frames(&net.host_ns, 7702);
-    let out = s.path("sub");
-    let sub = Probe::listen(
-        &net.sensor_ns,
-        "subscriber",
-        &Listen {
-            connect: &router_ep,
-            key: KEY_VLP16_JAZZY,
-            out: &out,
-            wait_token: VLP16_PUBLISHER,
-            expect: Some(offline.len()),
-            extra: &[],
-        },
-    );
-    replay_and_check(&net, daemon, sub, tcp, &offline, &out);
+    let sub = Sub {
+        ns: &net.sensor_ns,
+        connect: &router_ep,
+        extra: &[],
+    };
+    vlp16_through_zenoh(&net, &s, 7702, &cfg, &sub);
     router.finish();
 }

@@ -5,11 +5,9 @@
 
 use std::process::Command;
 
-use lidarxdp_core::sensor::SensorModel;
-
-use crate::common::{self, Daemon, NetnsPair, collect_frames, privileged, python_available};
-use crate::probe::{DUAL, KEY_VLP16_JAZZY, Listen, Probe, Scratch, VLP16_CALIB, offline};
-use crate::zenoh_frames::{VLP16_PUBLISHER, replay_and_check};
+use crate::common::{self, NetnsPair, privileged, python_available};
+use crate::probe::{Probe, Scratch, VLP16_CALIB};
+use crate::zenoh_frames::{Sub, vlp16_through_zenoh};
 
 /// Runs `openssl ARGS` in `dir`; panics with its stderr on failure.
 fn openssl(dir: &std::path::Path, args: &[&str]) {
@@ -103,7 +101,6 @@ fn frames_cross_a_tls_router_and_an_untrusted_router_is_refused() {
     if !privileged() || !python_available() {
         return;
     }
-    let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
     let net = NetnsPair::new("zt");
     let s = Scratch::new("tls");
     let dir = s.path("");
@@ -152,27 +149,12 @@ fn frames_cross_a_tls_router_and_an_untrusted_router_is_refused() {
         "zenoh.json5",
         &client_config(&router_ep, &p("fleet-ca.pem")),
     );
-    let daemon = Daemon::start(
-        &net.host_ns,
-        &net.host_if,
-        7707,
-        &["--name", "vlp16", "--zenoh", "--zenoh-config", &cfg],
-    );
-    let tcp = collect_frames(&net.host_ns, 7707);
-    let out = s.path("sub");
     let ca = p("fleet-ca.pem");
-    let sub = Probe::listen(
-        &net.sensor_ns,
-        "subscriber",
-        &Listen {
-            connect: &router_ep,
-            key: KEY_VLP16_JAZZY,
-            out: &out,
-            wait_token: VLP16_PUBLISHER,
-            expect: Some(offline.len()),
-            extra: &["--tls-ca", &ca],
-        },
-    );
-    replay_and_check(&net, daemon, sub, tcp, &offline, &out);
+    let sub = Sub {
+        ns: &net.sensor_ns,
+        connect: &router_ep,
+        extra: &["--tls-ca", &ca],
+    };
+    vlp16_through_zenoh(&net, &s, 7707, &cfg, &sub);
     router.finish();
 }
