@@ -368,9 +368,7 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         zenoh: a.zenoh.unwrap_or(false),
         zenoh_config: a.zenoh_config.clone(),
         ros_domain_id: a.ros_domain_id,
-        ros_domain_id_env: std::env::var("ROS_DOMAIN_ID")
-            .ok()
-            .filter(|v| !v.trim().is_empty()),
+        ros_domain_id_env: std::env::var("ROS_DOMAIN_ID").ok(),
         ros_distro: a.ros_distro,
         zenoh_shm_mb: a.zenoh_shm_mb,
     })

@@ -271,7 +271,7 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
 /// in the rmw_zenoh attachment (the put), `age` the receive time minus `header.stamp` (the
 /// frame's start). Refuses the TCP-only flags before subscribing.
 fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
-    use lidarxdp::ros2_zenoh::{MAX_ROS_DOMAIN_ID, ZenohSubscriber};
+    use lidarxdp::ros2_zenoh::ZenohSubscriber;
     for (flag, given) in [
         ("--sensor", !a.sensors.is_empty()),
         ("--fields", !a.fields.is_empty()),
@@ -283,16 +283,11 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
             bail!("{flag}: not available with a zenoh:/TOPIC address (one topic is one sensor)");
         }
     }
-    let domain = match (a.ros_domain_id, std::env::var("ROS_DOMAIN_ID").ok()) {
-        (Some(d), _) => d,
-        (None, Some(v)) if !v.trim().is_empty() => v.trim().parse().map_err(|_| {
-            anyhow::anyhow!("ROS_DOMAIN_ID: {v:?} is not a number; valid 0..={MAX_ROS_DOMAIN_ID}")
-        })?,
-        _ => 0,
-    };
-    if domain > MAX_ROS_DOMAIN_ID {
-        bail!("--ros-domain-id: {domain} is out of range; valid 0..={MAX_ROS_DOMAIN_ID}");
-    }
+    let domain = lidarxdp::ros2_zenoh::domain_id(
+        a.ros_domain_id,
+        std::env::var("ROS_DOMAIN_ID").ok().as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
     // zenoh locks the publisher's segments it maps (mlock(2)): allow up to the hard limit.
     if let Err(e) = lidarxdp::sys::rlimit::memlock_to_hard() {
         log::debug!("RLIMIT_MEMLOCK: {e}");
@@ -325,8 +320,8 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
         };
         last_msg = Some(Instant::now());
         let now_ns = lidarxdp::capture::realtime_ns();
-        let pts = msg
-            .points()
+        let view = msg.view().with_context(|| format!("message on {topic}"))?;
+        let pts = lidarxdp::ros2_zenoh::points_of(&view)
             .with_context(|| format!("message on {topic}"))?;
         let att = msg.attachment();
         let seq = att.map_or(0, |t| t.sequence_number);
@@ -341,7 +336,7 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
         });
         in_shm += u64::from(msg.in_shared_memory());
         delivery_us.push(age_us);
-        age_ns.push(now_ns.saturating_sub(msg.view()?.stamp_ns));
+        age_ns.push(now_ns.saturating_sub(view.stamp_ns));
         if a.stats {
             window.frames += 1;
             window.bytes += msg.bytes().len() as u64;
@@ -352,7 +347,6 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str) -> Result<()> {
                 window_start = Instant::now();
             }
         } else {
-            let view = msg.view()?;
             println!(
                 "frame topic={topic} seq={seq} stamp_ns={} frame_id={} points={} shm={} latency_us={age_us}",
                 view.stamp_ns,

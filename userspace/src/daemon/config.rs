@@ -652,25 +652,10 @@ fn zenoh_plan(i: &Inputs) -> Result<Option<ZenohPlan>> {
         }
         return Ok(None);
     }
-    use lidarxdp::ros2_zenoh::{DEFAULT_SHM_MB, MAX_ROS_DOMAIN_ID, MAX_SHM_MB};
-    let ros_domain_id = match (i.ros_domain_id, &i.ros_domain_id_env) {
-        (Some(d), _) => d,
-        (None, Some(env)) => env.trim().parse::<u32>().map_err(|_| {
-            anyhow::anyhow!(
-                "ROS_DOMAIN_ID: {env:?} is not a number; valid 0..={MAX_ROS_DOMAIN_ID} \
-                 (or pass --ros-domain-id)"
-            )
-        })?,
-        (None, None) => 0,
-    };
-    if ros_domain_id > MAX_ROS_DOMAIN_ID {
-        let from = if i.ros_domain_id.is_some() {
-            "--ros-domain-id"
-        } else {
-            "ROS_DOMAIN_ID"
-        };
-        bail!("{from}: {ros_domain_id} is out of range; valid 0..={MAX_ROS_DOMAIN_ID}");
-    }
+    use lidarxdp::ros2_zenoh::{DEFAULT_SHM_MB, MAX_SHM_MB};
+    let ros_domain_id =
+        lidarxdp::ros2_zenoh::domain_id(i.ros_domain_id, i.ros_domain_id_env.as_deref())
+            .map_err(anyhow::Error::msg)?;
     let shm_mb = i.zenoh_shm_mb.unwrap_or(DEFAULT_SHM_MB);
     if shm_mb > MAX_SHM_MB {
         bail!("--zenoh-shm-mb: {shm_mb} is out of range; valid 0..={MAX_SHM_MB} MiB");

@@ -21,7 +21,7 @@ mod subscribe;
 
 pub use shm::ShmPool;
 pub use sink::{ZENOH_COUNTERS, ZenohCounters, ZenohHandle, ZenohSink};
-pub use subscribe::{ZenohFrame, ZenohSubscriber};
+pub use subscribe::{ZenohFrame, ZenohFrameError, ZenohSubscriber, points_of};
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,35 @@ pub const SINK_QUEUE: usize = 4;
 /// Largest ROS domain id (`--ros-domain-id`, `ROS_DOMAIN_ID`): ROS 2 "The ROS_DOMAIN_ID"
 /// concept page gives 0..=232 as the range every RMW accepts.
 pub const MAX_ROS_DOMAIN_ID: u32 = 232;
+
+/// The ROS domain id: `flag` (`--ros-domain-id`) when given, else the `ROS_DOMAIN_ID`
+/// environment value `env` (blank counts as unset), else 0.
+///
+/// # Errors
+/// The source named (`--ros-domain-id` or `ROS_DOMAIN_ID`) with its value and the valid range
+/// 0..=[`MAX_ROS_DOMAIN_ID`]: not a number, or out of range.
+pub fn domain_id(flag: Option<u32>, env: Option<&str>) -> Result<u32, String> {
+    let env = env.map(str::trim).filter(|v| !v.is_empty());
+    let (id, from) = match (flag, env) {
+        (Some(d), _) => (d, "--ros-domain-id"),
+        (None, Some(v)) => (
+            v.parse::<u32>().map_err(|_| {
+                format!(
+                    "ROS_DOMAIN_ID: {v:?} is not a number; valid 0..={MAX_ROS_DOMAIN_ID} \
+                     (or pass --ros-domain-id)"
+                )
+            })?,
+            "ROS_DOMAIN_ID",
+        ),
+        (None, None) => (0, "ROS_DOMAIN_ID"),
+    };
+    if id > MAX_ROS_DOMAIN_ID {
+        return Err(format!(
+            "{from}: {id} is out of range; valid 0..={MAX_ROS_DOMAIN_ID}"
+        ));
+    }
+    Ok(id)
+}
 
 /// The ROS 2 node name lidarxdp's liveliness tokens announce.
 pub const NODE_NAME: &str = "lidarxdp";

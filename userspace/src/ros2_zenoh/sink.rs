@@ -100,28 +100,16 @@ pub struct ZenohSink {
     thread: Option<JoinHandle<()>>,
 }
 
-/// What the daemon keeps of a started sink: its counters and session id.
+/// What the daemon keeps of a started sink: its counters.
 #[derive(Clone)]
 pub struct ZenohHandle {
     counters: Arc<SharedZenohCounters>,
-    zid: String,
-    keys: Vec<String>,
 }
 
 impl ZenohHandle {
     /// The counters now.
     pub fn counters(&self) -> ZenohCounters {
         self.counters.snapshot()
-    }
-
-    /// The session's zenoh id (lowercase hex), the `<zid>` chunk of the liveliness tokens.
-    pub fn zid(&self) -> &str {
-        &self.zid
-    }
-
-    /// The key expressions published on, one per topic, in [`ZenohSettings::topics`] order.
-    pub fn keys(&self) -> &[String] {
-        &self.keys
     }
 }
 
@@ -167,7 +155,6 @@ impl ZenohSink {
             .wait()
             .map_err(|e| decl(&format!("declare token {node_key}"), e))?;
         let mut topics = Vec::with_capacity(settings.topics.len());
-        let mut keys = Vec::with_capacity(settings.topics.len());
         for (i, t) in settings.topics.iter().enumerate() {
             let key = topic_key_expr(settings.domain_id, &t.topic, settings.distro);
             let publisher = session
@@ -193,7 +180,6 @@ impl ZenohSink {
                 gid: gid_of(&token_key),
                 sequence: 0,
             });
-            keys.push(key);
         }
         let counters = Arc::new(SharedZenohCounters::default());
         let worker = Worker {
@@ -219,11 +205,7 @@ impl ZenohSink {
                 counters: counters.clone(),
                 thread: Some(thread),
             },
-            ZenohHandle {
-                counters,
-                zid,
-                keys,
-            },
+            ZenohHandle { counters },
         ))
     }
 }

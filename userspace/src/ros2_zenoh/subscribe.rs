@@ -148,26 +148,34 @@ impl ZenohFrame {
     /// # Errors
     /// [`ZenohFrameError`]: not a `PointCloud2`, or other fields than `PointXYZIRCAEDT`.
     pub fn points(&self) -> Result<&[PointXYZIRCAEDT], ZenohFrameError> {
-        let v = self.view()?;
-        let ours = v.point_step as usize == POINT_SIZE
-            && !v.is_bigendian
-            && v.fields.len() == POINT_FIELDS.len()
-            && v.fields
-                .iter()
-                .zip(POINT_FIELDS.iter())
-                .all(|(a, b)| *a == FieldRef::from(b));
-        if !ours {
-            return Err(ZenohFrameError::Layout {
-                point_step: v.point_step,
-                fields: v.fields.len(),
-            });
-        }
-        // `data` starts at a multiple of 4 in the message (its length word is 4-aligned), and
-        // zenoh's buffers start 8-aligned, so the cast to 4-aligned points holds; a buffer
-        // that breaks this would be refused here rather than misread.
-        bytemuck::try_cast_slice(v.data).map_err(|_| ZenohFrameError::Layout {
+        points_of(&self.view()?)
+    }
+}
+
+/// The points of a parsed message, in place, when the cloud has lidarxdp's layout (for a
+/// caller that also reads the header, so the message is parsed once).
+///
+/// # Errors
+/// [`ZenohFrameError::Layout`]: other fields than `PointXYZIRCAEDT`, or misaligned data.
+pub fn points_of<'a>(v: &PointCloud2View<'a>) -> Result<&'a [PointXYZIRCAEDT], ZenohFrameError> {
+    let ours = v.point_step as usize == POINT_SIZE
+        && !v.is_bigendian
+        && v.fields.len() == POINT_FIELDS.len()
+        && v.fields
+            .iter()
+            .zip(POINT_FIELDS.iter())
+            .all(|(a, b)| *a == FieldRef::from(b));
+    if !ours {
+        return Err(ZenohFrameError::Layout {
             point_step: v.point_step,
             fields: v.fields.len(),
-        })
+        });
     }
+    // `data` starts at a multiple of 4 in the message (its length word is 4-aligned), and
+    // zenoh's buffers start 8-aligned, so the cast to 4-aligned points holds; a buffer
+    // that breaks this would be refused here rather than misread.
+    bytemuck::try_cast_slice(v.data).map_err(|_| ZenohFrameError::Layout {
+        point_step: v.point_step,
+        fields: v.fields.len(),
+    })
 }
