@@ -6,8 +6,8 @@
 //!   a cache folder (never installed system-wide: it would shadow rustup's rustc);
 //! - 2 MiB hugepages, reserved when fewer than wanted are free;
 //! - a Python virtual environment in `<workspace root>/target/pyenv` with pinned PyPI packages
-//!   (eclipse-zenoh, rosbags, numpy) for the zenoh tests' independent ROS 2 client
-//!   (`userspace/tests/zenoh/ros2_probe.py`), rebuilt only when the pinned list changes.
+//!   (eclipse-zenoh, rosbags, numpy, mcap, mcap-ros2-support, websockets) for the independent
+//!   checkers of the zenoh, recording and Foxglove tests (`userspace/tests/zenoh/ros2_probe.py`, ...), rebuilt only when the pinned list changes.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -30,6 +30,8 @@ const APT_PACKAGES: &[&str] = &[
     "tcpdump",
     "python3-venv",
     "openssl",
+    // The live view's browser test (headless) and its screenshots.
+    "chromium",
 ];
 /// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
 /// Pinned to the version whose bpfel `core` matches aya-ebpf 0.2.1 (bookworm-security).
@@ -52,6 +54,12 @@ pub const PYTHON_REQUIREMENTS: &[&str] = &[
     "backports.zstd==1.8.0",
     "apsw==3.54.1.0",
     "typing_extensions==4.16.0",
+    // Recordings (issue 14): the MCAP reader (summary, CRCs) and its ROS 2 CDR decoder.
+    "mcap==1.6.0",
+    "mcap-ros2-support==0.6.0",
+    "zstandard==0.25.0",
+    // The Foxglove WebSocket protocol test's independent client.
+    "websockets==17.4",
 ];
 /// File in the environment holding the requirement list it was built from, written last.
 const PYENV_MARKER: &str = "lidarxdp-requirements.txt";
