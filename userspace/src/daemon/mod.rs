@@ -139,12 +139,14 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     // One pool of point buffers: the decoders take from it, the publisher gives back to it.
     let pool = Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP));
     // zenoh's runtime threads start here, after the capabilities are gone.
-    let (sinks, zenoh) = match &plan.zenoh {
+    let mut sinks: Vec<Box<dyn FrameSink>> = Vec::new();
+    let zenoh = match &plan.zenoh {
         Some(z) => {
             let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), shm)?;
-            (vec![Box::new(sink) as Box<dyn FrameSink>], Some(handle))
+            sinks.push(Box::new(sink));
+            Some(handle)
         }
-        None => (Vec::new(), None),
+        None => None,
     };
     let (publisher, sender) = Publisher::spawn_on(
         listener,
