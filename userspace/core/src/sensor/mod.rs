@@ -144,6 +144,18 @@ impl SensorModel {
             Family::Robosense => 6699,
         }
     }
+
+    /// Factory default UDP destination port of the model's second packet stream that the same
+    /// pipeline decodes, if it has one: RoboSense DIFOP 7788 (device information: the angle
+    /// table that replaces the calibration CSV; RS-LiDAR-16/32, RS-Bpearl and RS-Helios user
+    /// manuals, "DIFOP"). `None` for Velodyne (position packets are not used), Hesai and
+    /// Ouster (whose IMU port 7503 is not decoded).
+    pub const fn default_extra_port(self) -> Option<u16> {
+        match self.family() {
+            Family::Robosense => Some(7788),
+            Family::Velodyne | Family::Hesai | Family::Ouster => None,
+        }
+    }
 }
 
 impl SensorModel {
@@ -416,6 +428,33 @@ pub fn detect_model(payload: &[u8]) -> Option<SensorModel> {
             .and_then(|&id| velodyne::multi::model_from_product_id(id));
     }
     hesai::packet::detect_model(payload)
+}
+
+/// Datagrams a [`ScanPipeline`] receives before it logs, once, that none of them decoded
+/// (64: a fraction of a second for every model at its packet rate).
+pub const REJECTION_DIAGNOSIS_PACKETS: u64 = 64;
+
+/// What `payload` looks like, for a person reading a diagnosis: the model
+/// [`detect_model`] names (Velodyne product byte at offset 1205, Hesai header), or a RoboSense
+/// packet by its magic header (RS-LiDAR-16/32 and RS-Bpearl MSOP `55 AA 05 0A 5A A5 50 A0`,
+/// RS-Helios MSOP `55 AA 05 5A`, DIFOP `A5 FF 00 5A 11 11 55 55`; RoboSense user manuals,
+/// "MSOP"/"DIFOP" packet headers), or `None`. Ouster packets carry no magic and are never named.
+pub fn describe_payload(payload: &[u8]) -> Option<String> {
+    if let Some(m) = detect_model(payload) {
+        return Some(format!("a {m} data packet"));
+    }
+    if payload.len() == robosense::PACKET_LEN {
+        if payload.starts_with(&robosense::MSOP_MAGIC_V1) {
+            return Some("a RoboSense RS-LiDAR-16/32 or RS-Bpearl MSOP packet".to_owned());
+        }
+        if payload.starts_with(&robosense::MSOP_MAGIC_HELIOS) {
+            return Some("a RoboSense RS-Helios MSOP packet".to_owned());
+        }
+        if payload.starts_with(&robosense::DIFOP_MAGIC) {
+            return Some("a RoboSense DIFOP packet".to_owned());
+        }
+    }
+    None
 }
 
 /// Per-sensor configuration.
@@ -727,6 +766,10 @@ pub struct ScanPipeline {
     stamp: Stamp,
     /// An implausible sensor time has been logged.
     warned_time: bool,
+    /// The "every packet rejected" diagnosis has been made ([`REJECTION_DIAGNOSIS_PACKETS`]).
+    diagnosed: bool,
+    /// Name in log lines (the sensor's name in the daemon; default the model name).
+    name: String,
     frame_timeout_ns: u64,
 }
 
@@ -738,6 +781,8 @@ impl Clone for ScanPipeline {
             counters: self.counters,
             stamp: self.stamp,
             warned_time: self.warned_time,
+            diagnosed: self.diagnosed,
+            name: self.name.clone(),
             frame_timeout_ns: self.frame_timeout_ns,
         }
     }
@@ -779,8 +824,20 @@ impl ScanPipeline {
             counters: DecodeCounters::default(),
             stamp: cfg.stamp,
             warned_time: false,
+            diagnosed: false,
+            name: cfg.model.name().to_owned(),
             frame_timeout_ns: cfg.frame_timeout_ns,
         })
+    }
+
+    /// Sets the name this pipeline's log lines give the sensor (default: the model name).
+    pub fn set_name(&mut self, name: &str) {
+        self.name = name.to_owned();
+    }
+
+    /// The name the log lines give the sensor ([`ScanPipeline::set_name`]).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The checks [`ScanPipeline::with_options`] makes before it looks at the calibration:
@@ -839,10 +896,40 @@ impl ScanPipeline {
             Err(Rejection::Malformed) => self.counters.malformed += 1,
             Err(Rejection::TimeJump) => self.counters.time_jumps += 1,
         }
+        if !self.diagnosed && self.counters.decoded == 0 {
+            self.diagnose_rejections(payload);
+        }
         let t = self.decoder.time_faults();
         self.counters.restarts = t.restarts;
         self.counters.date_fallbacks = t.date_fallbacks;
         self.count_frames(before, out);
+    }
+
+    /// Once [`REJECTION_DIAGNOSIS_PACKETS`] datagrams arrived and none decoded, logs (once) why
+    /// the likely cause is the configuration: what the last payload looks like
+    /// ([`describe_payload`]) against the configured model.
+    fn diagnose_rejections(&mut self, last: &[u8]) {
+        let c = &self.counters;
+        if c.packets < REJECTION_DIAGNOSIS_PACKETS {
+            return;
+        }
+        self.diagnosed = true;
+        let looks = match describe_payload(last) {
+            Some(d) => format!("looks like {d}"),
+            None => "matches no known data packet".to_owned(),
+        };
+        log::warn!(
+            "{}: none of the first {} datagrams decoded as {} ({} malformed, {} ignored, {} time \
+             jumps); the last one ({} bytes) {looks}. Likely cause: the wrong model (--sensor) or \
+             a port that carries another stream (--port). Counted in malformed/ignored; logged once",
+            self.name,
+            c.packets,
+            self.model,
+            c.malformed,
+            c.ignored,
+            c.time_jumps,
+            last.len()
+        );
     }
 
     /// Counts the frames appended to `out` since `before` (points, lost turns, implausible
@@ -862,9 +949,10 @@ impl ScanPipeline {
                 if !self.warned_time {
                     self.warned_time = true;
                     log::warn!(
-                        "{}: frame {} starts at sensor time {} ns, {} s from the host receive time {} ns: \
+                        "{} ({}): frame {} starts at sensor time {} ns, {} s from the host receive time {} ns: \
                          the sensor clock is implausible (not synchronised, years off, or an \
                          hour taken from the host); counted in implausible_time, logged once",
+                        self.name,
                         self.model,
                         h.sequence,
                         h.start_ns,
@@ -957,6 +1045,42 @@ mod tests {
 
     fn cal() -> Vec<u8> {
         std::fs::read(DB).unwrap()
+    }
+
+    #[test]
+    fn rejections_are_diagnosed_once_after_64_datagrams() {
+        let mut p = ScanPipeline::new(&cfg(), &cal()).unwrap();
+        p.set_name("front");
+        assert_eq!(p.name(), "front");
+        // RS-Helios MSOP packets on a VLP-16 pipeline: all malformed (wrong size), never decoded.
+        let mut helios = vec![0u8; robosense::PACKET_LEN];
+        helios[..4].copy_from_slice(&robosense::MSOP_MAGIC_HELIOS);
+        let mut out = Vec::new();
+        for _ in 0..REJECTION_DIAGNOSIS_PACKETS - 1 {
+            p.push(&helios, 1, &mut out);
+        }
+        assert!(!p.diagnosed);
+        p.push(&helios, 1, &mut out);
+        assert!(p.diagnosed);
+        assert_eq!(p.counters().decoded, 0);
+        assert_eq!(
+            describe_payload(&helios).as_deref(),
+            Some("a RoboSense RS-Helios MSOP packet")
+        );
+        let mut v1 = helios.clone();
+        v1[..8].copy_from_slice(&robosense::MSOP_MAGIC_V1);
+        assert_eq!(
+            describe_payload(&v1).as_deref(),
+            Some("a RoboSense RS-LiDAR-16/32 or RS-Bpearl MSOP packet")
+        );
+        let mut vlp32 = vec![0u8; 1206];
+        vlp32[..2].copy_from_slice(&[0xFF, 0xEE]);
+        vlp32[1205] = 0x28;
+        assert_eq!(
+            describe_payload(&vlp32).as_deref(),
+            Some("a VLP32C data packet")
+        );
+        assert_eq!(describe_payload(&[0u8; 100]), None);
     }
 
     #[test]
