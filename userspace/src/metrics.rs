@@ -74,6 +74,8 @@ pub struct Snapshot {
     pub publisher: PublisherCounters,
     /// The zenoh sink's counters, when `--zenoh` is on.
     pub zenoh: Option<crate::ros2_zenoh::ZenohCounters>,
+    /// The packet recording's counters, when `--record-pcap` is on.
+    pub recording: Option<crate::capture::RecordingCounters>,
     /// Per connected subscriber.
     pub subscribers: Vec<SubscriberStats>,
 }
@@ -192,6 +194,9 @@ impl Snapshot {
         if let Some(z) = &self.zenoh {
             z.visit(&mut |d, v| f(&Scope::Global, d, v));
         }
+        if let Some(r) = &self.recording {
+            r.visit(&mut |d, v| f(&Scope::Global, d, v));
+        }
         for (index, c) in self.subscribers.iter().enumerate() {
             let sc = Scope::Subscriber {
                 index,
@@ -300,6 +305,7 @@ pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
     PoolCounters::DESCS,
     SubscriberCounters::DESCS,
     crate::ros2_zenoh::ZenohCounters::DESCS,
+    crate::capture::RecordingCounters::DESCS,
 ];
 
 /// Escapes a label value (backslash, double quote, newline).
@@ -453,6 +459,7 @@ mod tests {
                 ..PublisherCounters::default()
             },
             zenoh: None,
+            recording: None,
             subscribers: vec![
                 SubscriberStats {
                     slot: 0,
@@ -526,6 +533,7 @@ mod tests {
                 ..PublisherCounters::from_fn(&mut next)
             },
             zenoh: Some(crate::ros2_zenoh::ZenohCounters::from_fn(&mut next)),
+            recording: Some(crate::capture::RecordingCounters::from_fn(&mut next)),
             subscribers: vec![
                 subscriber(0, "127.0.0.1:1", &mut next),
                 subscriber(4, "127.0.0.1:2", &mut next),

@@ -41,6 +41,7 @@ use lidarxdp_core::{
     sensor::{DecodeCounters, ScanPipeline},
 };
 
+pub mod record;
 mod recvmmsg;
 mod socket;
 mod source;
@@ -49,6 +50,9 @@ mod uring;
 mod wait;
 mod xdp;
 
+pub use record::{
+    RecordConfig, RecordTap, Recorder, RecordingCounters, SharedRecordingCounters,
+};
 pub use recvmmsg::RecvmmsgSource;
 pub use socket::SocketSource;
 pub use source::{Backend, BackendExit, Packet, PacketSource, thread_cpu_ns};
@@ -296,6 +300,9 @@ pub struct CaptureWorker<S: PacketSource> {
     /// New pipelines (calibration reloaded on SIGHUP) for this thread's sensor slots; the
     /// thread takes them between bursts ([`Reload`]). Capacity: one per slot is enough.
     pub reloads: Arc<ArrayQueue<Reload>>,
+    /// `--record-pcap`: every datagram handed to a sensor's pipeline is also queued here, with
+    /// the burst's receive time ([`record`] module documentation), or `None`.
+    pub record: Option<RecordTap>,
 }
 
 /// A sensor pipeline rebuilt from a re-read calibration, for slot `slot` of a capture thread.
@@ -484,7 +491,8 @@ fn find_slot(
     any
 }
 
-/// Hands one UDP datagram to the sensor it belongs to, or counts it as unknown.
+/// Hands one UDP datagram to the sensor it belongs to, or counts it as unknown. Returns
+/// whether a sensor's pipeline took it.
 fn dispatch(
     sensors: &mut [SensorSlot],
     local: &mut Local,
@@ -492,11 +500,12 @@ fn dispatch(
     reassembled: bool,
     now: u64,
     out: &mut Vec<Frame>,
-) {
+) -> bool {
     let keys = sensors.iter().map(|s| (s.port, s.extra_port, s.source));
     match find_slot(keys, d.dst_port, d.src_ip) {
         Some(i) if sensors[i].source.is_none() && !one_source(local, i, d, now) => {
             local.c.mixed_sources += 1;
+            false
         }
         Some(i) => {
             local.c.sensor_datagrams += 1;
@@ -542,8 +551,12 @@ fn dispatch(
                     );
                 }
             }
+            true
         }
-        None => local.c.unknown_sensor += 1,
+        None => {
+            local.c.unknown_sensor += 1;
+            false
+        }
     }
 }
 
@@ -757,18 +770,29 @@ impl<S: PacketSource> CaptureWorker<S> {
         out: &mut Vec<Frame>,
     ) -> std::io::Result<usize> {
         let sensors = &mut self.sensors;
+        let record = self.record.as_ref();
         self.source
             .recv_burst(RX_BURST, &mut |packet| match packet {
                 Packet::Udp(d) => {
                     local.c.rx_frames += 1;
                     local.c.rx_bytes += d.payload.len() as u64;
-                    dispatch(sensors, local, &d, false, now, out);
+                    if dispatch(sensors, local, &d, false, now, out)
+                        && let Some(r) = record
+                    {
+                        r.datagram(now, &d, &[0; 12]);
+                    }
                 }
                 Packet::Ethernet(bytes) => {
                     local.c.rx_frames += 1;
                     local.c.rx_bytes += bytes.len() as u64;
                     match net::parse_udp_ipv4(bytes) {
-                        Ok(d) => dispatch(sensors, local, &d, false, now, out),
+                        Ok(d) => {
+                            if dispatch(sensors, local, &d, false, now, out)
+                                && let Some(r) = record
+                            {
+                                r.ethernet(now, bytes);
+                            }
+                        }
                         Err(NetError::Fragment) => {
                             local.c.fragments += 1;
                             let ip = net::parse_ipv4(bytes);
@@ -778,7 +802,18 @@ impl<S: PacketSource> CaptureWorker<S> {
                                 && let Ok(Some(whole)) = reasm.push(&f, now)
                             {
                                 match whole.udp() {
-                                    Ok(d) => dispatch(sensors, local, &d, true, now, out),
+                                    Ok(d) => {
+                                        if dispatch(sensors, local, &d, true, now, out)
+                                            && let Some(r) = record
+                                        {
+                                            // The last fragment's MAC addresses.
+                                            let macs = bytes
+                                                .first_chunk::<12>()
+                                                .copied()
+                                                .unwrap_or([0; 12]);
+                                            r.datagram(now, &d, &macs);
+                                        }
+                                    }
                                     Err(_) => local.c.not_udp += 1,
                                 }
                             }

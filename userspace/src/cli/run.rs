@@ -187,6 +187,18 @@ pub struct RunArgs {
     /// Config file: `frame_id` in `[[sensors]]`.
     #[arg(long, value_name = "FRAME")]
     frame_id: Option<String>,
+    /// Record every datagram of the sensors (data and extra ports) as it arrived, with its
+    /// receive time (ns), to this pcap file; `lidarxdp decode FILE` decodes it again. A slow
+    /// disk drops packets from the recording (counted), never from the decoder.
+    #[arg(long, value_name = "FILE")]
+    record_pcap: Option<PathBuf>,
+    /// With `--record-pcap`: new part `<stem>_<n>.pcap` (n = 0, 1, ...) before one exceeds MB
+    /// megabytes (10^6 bytes), 1..=1048576.
+    #[arg(long, value_name = "MB")]
+    record_split_size: Option<u64>,
+    /// With `--record-pcap`: new part `<stem>_<n>.pcap` every S seconds of packets, 1..=86400.
+    #[arg(long, value_name = "S")]
+    record_split_duration: Option<u64>,
 }
 
 fn de_distro<'de, D: serde::Deserializer<'de>>(
@@ -224,6 +236,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
         anchor(&mut f.calibration);
         anchor(&mut f.bpf_object);
         anchor(&mut f.zenoh_config);
+        anchor(&mut f.record_pcap);
         for s in &mut f.sensors {
             anchor(&mut s.calibration);
         }
@@ -270,7 +283,10 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             ros_distro,
             zenoh_shm_mb,
             topic,
-            frame_id
+            frame_id,
+            record_pcap,
+            record_split_size,
+            record_split_duration
         );
         a.sensors = std::mem::take(&mut f.sensors);
         a.queues = std::mem::take(&mut f.queues);
@@ -307,6 +323,27 @@ fn check_process(a: &RunArgs) -> Result<Option<lidarxdp::privs::User>> {
         bail!("--bpf-object: {} is not a file", p.display());
     }
     Ok(user)
+}
+
+/// `--record-pcap` and its rotation flags, checked (ranges, a file name; the rotation flags
+/// need `--record-pcap`). The socket backends' records get the `--bind` address as their
+/// destination.
+fn record_pcap(a: &RunArgs) -> Result<Option<lidarxdp::capture::RecordConfig>> {
+    let Some(path) = a.record_pcap.clone() else {
+        if a.record_split_size.is_some() || a.record_split_duration.is_some() {
+            bail!("--record-split-size and --record-split-duration need --record-pcap FILE");
+        }
+        return Ok(None);
+    };
+    let dst = a.bind.unwrap_or(Ipv4Addr::UNSPECIFIED).octets();
+    lidarxdp::capture::RecordConfig::new(
+        path,
+        a.record_split_size,
+        a.record_split_duration,
+        dst,
+    )
+    .map(Some)
+    .map_err(anyhow::Error::msg)
 }
 
 /// Validates the merged arguments into the plan of capture threads.
@@ -387,6 +424,7 @@ pub fn check_config(path: PathBuf) -> Result<()> {
     })?;
     let plan = plan(&a).with_context(|| format!("config {}", path.display()))?;
     check_process(&a).with_context(|| format!("config {}", path.display()))?;
+    record_pcap(&a).with_context(|| format!("config {}", path.display()))?;
     for s in plan.sensors() {
         crate::daemon::pipeline(s).with_context(|| format!("config {}", path.display()))?;
     }
@@ -425,6 +463,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let a = load_config(args)?;
     let plan = plan(&a)?;
     let user = check_process(&a)?;
+    let record_pcap = record_pcap(&a)?;
     crate::daemon::run(
         &plan,
         &crate::daemon::Process {
@@ -435,6 +474,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             stats_json: a.stats_json.clone(),
             xdp_mode: a.xdp_mode.unwrap_or(AttachMode::Auto),
             bpf_object: a.bpf_object.clone(),
+            record_pcap,
         },
     )
 }

@@ -70,6 +70,8 @@ pub struct Process {
     pub xdp_mode: AttachMode,
     /// XDP object file instead of the embedded one (`--bpf-object`).
     pub bpf_object: Option<PathBuf>,
+    /// `--record-pcap` and its rotation, checked ([`lidarxdp::capture::record`]).
+    pub record_pcap: Option<lidarxdp::capture::RecordConfig>,
 }
 
 /// The signal flags the main loop reads (signal-hook sets them from the handlers).
@@ -136,6 +138,17 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         }
         None => None,
     };
+    // `--record-pcap`: its first file is created, and its writer thread started, as the
+    // daemon's final identity, like every later part (`lidarxdp::capture::record`).
+    let recorder = match &process.record_pcap {
+        Some(cfg) => {
+            let r = lidarxdp::capture::Recorder::start(cfg.clone())
+                .with_context(|| format!("--record-pcap {}", cfg.path.display()))?;
+            log::info!("recording the sensors' packets to {}", cfg.path.display());
+            Some(r)
+        }
+        None => None,
+    };
     // One pool of point buffers: the decoders take from it, the publisher gives back to it.
     let pool = Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP));
     // zenoh's runtime threads start here, after the capabilities are gone.
@@ -170,7 +183,17 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     )
     .with_context(|| format!("publisher on {listen}"))?;
     let worker_stop = Arc::new(AtomicBool::new(false));
-    let mut workers = workers::start(plan, sources, pipelines, &sender, &pool, &worker_stop)?;
+    let tap = recorder.as_ref().map(lidarxdp::capture::Recorder::tap);
+    let mut workers = workers::start(
+        plan,
+        sources,
+        pipelines,
+        &sender,
+        &pool,
+        tap.as_ref(),
+        &worker_stop,
+    )?;
+    drop(tap);
     for s in plan.sensors() {
         log::info!(
             "serving sensor {:?} ({}) on UDP port {}{}; subscribers at {}",
@@ -187,6 +210,7 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         &workers,
         &publisher,
         zenoh.as_ref(),
+        recorder.as_ref(),
         metrics.as_ref(),
         &signals,
     );
@@ -194,6 +218,8 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     log::info!("stopping");
     worker_stop.store(true, Ordering::Relaxed);
     let failed = join(&mut workers)?;
+    // Every capture thread has ended: what they queued is written, the file closed.
+    let recording = recorder.map(lidarxdp::capture::Recorder::finish);
     let publisher_counters = publisher.shutdown().context("publisher")?;
     // The publisher thread dropped the zenoh sink, whose thread put what was queued.
     let zenoh_counters = zenoh.as_ref().map(ZenohHandle::counters);
@@ -202,6 +228,7 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         &workers,
         &publisher_counters,
         zenoh_counters,
+        recording,
         Vec::new(),
     );
     log::info!("final counters: {summary}");
@@ -283,6 +310,7 @@ fn supervise(
     workers: &[Worker],
     publisher: &PublisherHandle,
     zenoh: Option<&ZenohHandle>,
+    recorder: Option<&lidarxdp::capture::Recorder>,
     metrics: Option<&Receiver<SyncSender<String>>>,
     signals: &Signals,
 ) {
@@ -300,6 +328,7 @@ fn supervise(
                         workers,
                         &publisher.counters(),
                         zenoh.map(ZenohHandle::counters),
+                        recorder.map(lidarxdp::capture::Recorder::counters),
                         publisher.subscriber_stats(),
                     );
                     let _ = reply.send(lidarxdp::metrics::render(&snap));
@@ -319,6 +348,7 @@ fn supervise(
                     workers,
                     &publisher.counters(),
                     zenoh.map(ZenohHandle::counters),
+                    recorder.map(lidarxdp::capture::Recorder::counters),
                     publisher.subscriber_stats()
                 )
             );

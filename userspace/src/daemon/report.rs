@@ -17,6 +17,7 @@ pub(super) fn metrics_snapshot(
     workers: &[Worker],
     publisher: &PublisherCounters,
     zenoh: Option<ZenohCounters>,
+    recording: Option<lidarxdp::capture::RecordingCounters>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, SensorSnapshot, Snapshot};
@@ -58,6 +59,7 @@ pub(super) fn metrics_snapshot(
         sensors,
         publisher: *publisher,
         zenoh,
+        recording,
         subscribers,
     }
 }
@@ -95,10 +97,12 @@ pub(super) fn stats_json(
     workers: &[Worker],
     publisher: &PublisherCounters,
     zenoh: Option<ZenohCounters>,
+    recording: Option<lidarxdp::capture::RecordingCounters>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> serde_json::Value {
     use serde_json::{Value, json};
-    let mut v = metrics_snapshot(programs, workers, publisher, zenoh, subscribers).to_json();
+    let mut v =
+        metrics_snapshot(programs, workers, publisher, zenoh, recording, subscribers).to_json();
     v["interfaces"] = programs
         .iter()
         .map(|(i, p)| {

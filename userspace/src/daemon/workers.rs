@@ -11,8 +11,8 @@ use anyhow::{Context, Result};
 use crossbeam_queue::ArrayQueue;
 use lidarxdp::{
     capture::{
-        CaptureExit, CaptureStats, CaptureWorker, PacketSource, Reload, SensorCounters, SensorSlot,
-        StallSchedule,
+        CaptureExit, CaptureStats, CaptureWorker, PacketSource, RecordTap, Reload, SensorCounters,
+        SensorSlot, StallSchedule,
     },
     publish::{BufferPool, FrameSender},
 };
@@ -66,7 +66,8 @@ pub(super) fn pipelines(plan: &Plan) -> Result<Vec<Vec<ScanPipeline>>> {
 }
 
 /// Starts one capture thread per queue on its source and pipelines; frames go to `sender`,
-/// point buffers come from `pool`, and `stop` ends the threads.
+/// point buffers come from `pool`, the sensors' datagrams also to `record` (`--record-pcap`),
+/// and `stop` ends the threads.
 ///
 /// Errors: a thread that cannot be spawned.
 pub(super) fn start(
@@ -75,6 +76,7 @@ pub(super) fn start(
     pipelines: Vec<Vec<ScanPipeline>>,
     sender: &FrameSender,
     pool: &Arc<BufferPool>,
+    record: Option<&RecordTap>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<Worker>> {
     let mut workers = Vec::with_capacity(plan.queues.len());
@@ -107,6 +109,7 @@ pub(super) fn start(
             stop: stop.clone(),
             stats: stats.clone(),
             stall: plan.stall,
+            record: record.cloned(),
             cpu: q.cpu,
             name: format!("capture-{}-{}", q.iface, q.queue),
         };
@@ -170,6 +173,7 @@ struct WorkerParts {
     stop: Arc<AtomicBool>,
     stats: Arc<CaptureStats>,
     stall: Option<StallSchedule>,
+    record: Option<RecordTap>,
     cpu: Option<usize>,
     name: String,
 }
@@ -189,6 +193,7 @@ impl WorkerParts {
             stats: self.stats,
             stall: self.stall,
             reloads: self.reloads,
+            record: self.record,
         };
         let cpu = self.cpu;
         Ok(std::thread::Builder::new().name(self.name).spawn(move || {

@@ -12,6 +12,7 @@ mod e2e_faults;
 mod e2e_fragments;
 mod e2e_metrics;
 mod e2e_privs;
+mod e2e_record_pcap;
 mod e2e_reload;
 mod e2e_xdp;
 mod replay_loopback;

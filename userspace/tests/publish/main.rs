@@ -1,8 +1,9 @@
 //! Publisher tests over loopback (no privileges): fan-out, handshake, reconnect, MCAP, the
-//! `subscribe`/`record` commands. One test binary, one module per former file. `publish_alloc`
-//! (counting global allocator) and `publish_sigpipe` (changes SIGPIPE's disposition) stay
-//! binaries of their own: each changes a process-wide setting. Only `publish_handshake`
-//! installs a logger here.
+//! `subscribe` command (output, flags, MCAP recordings of a live daemon on the socket backend
+//! stopped by signals, read back by `mcap_check.py` with the tests' Python). One test binary,
+//! one module per former file. `publish_alloc` (counting global allocator) and
+//! `publish_sigpipe` (changes SIGPIPE's disposition) stay binaries of their own: each changes a
+//! process-wide setting. Only `publish_handshake` installs a logger here.
 
 mod publish_cli;
 mod publish_fanout;
@@ -10,3 +11,5 @@ mod publish_handshake;
 mod publish_loopback;
 mod publish_mcap;
 mod publish_reconnect;
+mod publish_record;
+mod publish_subscribe;

@@ -107,7 +107,7 @@ fn subscribe_cli_selects_records_and_reports() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(msgs.len(), 3);
-    assert!(msgs.iter().all(|m| m.channel.topic == "/lidarxdp/rear"));
+    assert!(msgs.iter().all(|m| m.channel.topic == "/lidar/rear/points"));
     let c = publisher.shutdown().unwrap();
     assert_eq!(c.subscriptions, 1);
     assert_eq!(c.packed_encodings, 3, "only the rear frames are packed");

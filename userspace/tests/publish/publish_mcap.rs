@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
-use lidarxdp::record::{McapRecorder, POINTCLOUD2_SCHEMA};
+use lidarxdp::record::{McapOptions, McapRecorder, POINTCLOUD2_SCHEMA};
 use lidarxdp_client::Subscriber;
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
@@ -82,9 +82,14 @@ fn frames_record_as_pointcloud2_cdr() {
     }));
     let f = sub.next_frame().unwrap().unwrap();
     let path = std::env::temp_dir().join(format!("lidarxdp-test-{}.mcap", std::process::id()));
-    let mut rec = McapRecorder::create(&path).unwrap();
+    let mut rec = McapRecorder::create(&path, McapOptions::default()).unwrap();
     rec.write(&f, "front", 1_700_000_123_400_000_000).unwrap();
-    rec.finish().unwrap();
+    let files = rec.finish().unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        (files[0].path.as_path(), files[0].messages),
+        (path.as_path(), 1)
+    );
     publisher.shutdown().unwrap();
 
     let bytes = std::fs::read(&path).unwrap();
@@ -95,7 +100,28 @@ fn frames_record_as_pointcloud2_cdr() {
         .unwrap();
     assert_eq!(msgs.len(), 1);
     let m = &msgs[0];
-    assert_eq!(m.channel.topic, "/lidarxdp/front");
+    assert_eq!(m.channel.topic, "/lidar/front/points");
+    assert_eq!(m.sequence, 9, "the frame's sequence number");
+    // rosbag2's Jazzy storage format: the QoS the zenoh sink offers, as YAML with string
+    // policies, and the RIHS01 type hash.
+    assert_eq!(
+        m.channel.metadata["offered_qos_profiles"],
+        "- history: keep_last\n  depth: 5\n  reliability: best_effort\n  durability: volatile\n  \
+         deadline:\n    sec: 9223372036\n    nsec: 854775807\n  lifespan:\n    sec: 9223372036\n    \
+         nsec: 854775807\n  liveliness: automatic\n  liveliness_lease_duration:\n    \
+         sec: 9223372036\n    nsec: 854775807\n  avoid_ros_namespace_conventions: false\n"
+    );
+    assert_eq!(
+        m.channel.metadata["topic_type_hash"],
+        "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
+    );
+    match mcap::read::LinearReader::new(&bytes).unwrap().next() {
+        Some(Ok(mcap::records::Record::Header(h))) => assert_eq!(h.profile, "ros2"),
+        r => panic!("first record {r:?}"),
+    }
+    let summary = mcap::Summary::read(&bytes).unwrap().expect("summary");
+    assert_eq!(summary.chunk_indexes.len(), 1);
+    assert_eq!(summary.stats.unwrap().message_count, 1);
     assert_eq!(m.channel.message_encoding, "cdr");
     let schema = m.channel.schema.as_ref().unwrap();
     assert_eq!(schema.name, "sensor_msgs/msg/PointCloud2");
