@@ -50,9 +50,7 @@ mod uring;
 mod wait;
 mod xdp;
 
-pub use record::{
-    RecordConfig, RecordTap, Recorder, RecordingCounters, SharedRecordingCounters,
-};
+pub use record::{RecordConfig, RecordTap, Recorder, RecordingCounters, SharedRecordingCounters};
 pub use recvmmsg::RecvmmsgSource;
 pub use socket::SocketSource;
 pub use source::{Backend, BackendExit, Packet, PacketSource, thread_cpu_ns};

@@ -336,14 +336,9 @@ fn record_pcap(a: &RunArgs) -> Result<Option<lidarxdp::capture::RecordConfig>> {
         return Ok(None);
     };
     let dst = a.bind.unwrap_or(Ipv4Addr::UNSPECIFIED).octets();
-    lidarxdp::capture::RecordConfig::new(
-        path,
-        a.record_split_size,
-        a.record_split_duration,
-        dst,
-    )
-    .map(Some)
-    .map_err(anyhow::Error::msg)
+    lidarxdp::capture::RecordConfig::new(path, a.record_split_size, a.record_split_duration, dst)
+        .map(Some)
+        .map_err(anyhow::Error::msg)
 }
 
 /// Validates the merged arguments into the plan of capture threads.
