@@ -8,13 +8,32 @@ mod cli;
 mod daemon;
 
 fn main() -> std::process::ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_timestamp_millis()
-        .init();
+    // The daemon's log has timestamps (journald, files); the other commands talk to a person
+    // at a terminal: `warning: ...` without a timestamp or module path.
+    let daemon = std::env::args().nth(1).as_deref() == Some("run");
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    if daemon {
+        logger.format_timestamp_millis();
+    } else {
+        logger.format(|buf, record| {
+            use std::io::Write;
+            let level = match record.level() {
+                log::Level::Error => "error",
+                log::Level::Warn => "warning",
+                log::Level::Info => "info",
+                log::Level::Debug => "debug",
+                log::Level::Trace => "trace",
+            };
+            writeln!(buf, "{level}: {}", record.args())
+        });
+    }
+    logger.init();
     match cli::main() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            log::error!("{}", error_chain(&e));
+            // A person reads this: no timestamp, no log level, no Rust `Debug` form.
+            eprintln!("error: {}", error_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }

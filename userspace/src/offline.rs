@@ -19,9 +19,11 @@
 //! collect the frames into a `Vec` (for tests and small captures).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pcap_file::DataLink;
 use pcap_file::pcap::PcapReader;
@@ -239,13 +241,27 @@ fn link_type(d: DataLink) -> Option<LinkType> {
 
 enum Format {
     Pcap {
-        reader: PcapReader<BufReader<File>>,
+        reader: PcapReader<BufReader<CountingFile>>,
         link: Option<LinkType>,
     },
     PcapNg {
-        reader: PcapNgReader<BufReader<File>>,
+        reader: PcapNgReader<BufReader<CountingFile>>,
         interfaces: Vec<Interface>,
     },
+}
+
+/// The capture file, counting the bytes read from it (for [`CaptureReader::bytes_read`]).
+struct CountingFile {
+    file: File,
+    read: Arc<AtomicU64>,
+}
+
+impl Read for CountingFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 /// What a [`CaptureReader`] has counted.
@@ -353,6 +369,7 @@ pub struct CaptureReader {
     format: Option<Format>,
     reasm: Reassembler,
     tally: Tally,
+    bytes_read: Arc<AtomicU64>,
 }
 
 /// The name [`CaptureReader`] had when it read classic pcap only.
@@ -382,7 +399,14 @@ impl CaptureReader {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = BufReader::with_capacity(1 << 16, File::open(path).map_err(io_err)?);
+        let bytes_read = Arc::new(AtomicU64::new(0));
+        let mut file = BufReader::with_capacity(
+            1 << 16,
+            CountingFile {
+                file: File::open(path).map_err(io_err)?,
+                read: bytes_read.clone(),
+            },
+        );
         let pcapng = file
             .fill_buf()
             .map_err(io_err)?
@@ -407,7 +431,13 @@ impl CaptureReader {
                 filter,
                 ..Tally::default()
             },
+            bytes_read,
         })
+    }
+
+    /// Bytes read from the file so far (in 64 KiB steps: the read buffer's), for progress.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
     }
 
     /// Records skipped so far, by reason. Fragments still waiting for reassembly are counted
@@ -561,10 +591,29 @@ pub fn decode_pcap_each<F>(
     path: &Path,
     cfg: &SensorConfig,
     opts: &DecodeOptions,
-    mut on_frame: F,
+    on_frame: F,
 ) -> Result<DecodeSummary, OfflineError>
 where
     F: FnMut(Frame) -> std::io::Result<()>,
+{
+    decode_pcap_each_with_progress(path, cfg, opts, on_frame, |_| {})
+}
+
+/// [`decode_pcap_each`], also calling `on_progress` with the bytes of the file read so far
+/// each time that number grows (every 64 KiB), for a progress bar.
+///
+/// # Errors
+/// As [`decode_pcap_each`].
+pub fn decode_pcap_each_with_progress<F, P>(
+    path: &Path,
+    cfg: &SensorConfig,
+    opts: &DecodeOptions,
+    mut on_frame: F,
+    mut on_progress: P,
+) -> Result<DecodeSummary, OfflineError>
+where
+    F: FnMut(Frame) -> std::io::Result<()>,
+    P: FnMut(u64),
 {
     let mut pipeline = crate::calibration::pipeline_with_options(cfg, opts.pipeline)?;
     let mut reader = CaptureReader::open(
@@ -580,8 +629,13 @@ where
     // data packet of this model (it would be decoded or found damaged) or foreign traffic
     // (PTP, mDNS, DHCP...: ignored, which leaves a pipeline untouched).
     let probe = pipeline.clone();
+    let mut reported = 0;
     while let Some(d) = reader.next() {
         let d = d?;
+        if reader.bytes_read() != reported {
+            reported = reader.bytes_read();
+            on_progress(reported);
+        }
         match source {
             None => {
                 let ignored = pipeline.counters().ignored;

@@ -1,6 +1,6 @@
 //! `lidarxdp decode PCAP`: offline decoding, one line (or JSON object) per frame as each frame
 //! closes, optional PCDs, and a summary on stderr.
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
@@ -195,41 +195,65 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     if let Some(dir) = &a.pcd {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
+    let bar = progress_bar(a.path());
+    let stdout_is_terminal = std::io::stdout().is_terminal();
     let mut stdout = std::io::stdout().lock();
     let mut listening = true;
-    let summary = lidarxdp::offline::decode_pcap_each(a.path(), &cfg, &opts, |f| {
-        let h = &f.header;
-        // A closed pipe (`| head`) stops the listing, not the PCD output.
-        if listening {
-            let r = if a.json {
-                writeln!(stdout, "{}", frame_json(&f))
-            } else {
-                writeln!(
-                    stdout,
-                    "frame seq={} start_ns={} points={} packets={}/{} malformed={}",
-                    h.sequence,
-                    h.start_ns,
-                    f.points.len(),
-                    h.packets_received,
-                    h.packets_expected,
-                    h.packets_malformed
-                )
-            };
-            if let Err(e) = r {
-                if e.kind() != std::io::ErrorKind::BrokenPipe {
-                    return Err(e);
+    let on_progress = |read: u64| {
+        if let Some(b) = &bar {
+            b.set_position(read);
+        }
+    };
+    let result = lidarxdp::offline::decode_pcap_each_with_progress(
+        a.path(),
+        &cfg,
+        &opts,
+        |f| {
+            let h = &f.header;
+            // A closed pipe (`| head`) stops the listing, not the PCD output.
+            if listening {
+                let print = |stdout: &mut std::io::StdoutLock| {
+                    if a.json {
+                        writeln!(stdout, "{}", frame_json(&f))
+                    } else {
+                        writeln!(
+                            stdout,
+                            "frame seq={} start_ns={} points={} packets={}/{} malformed={}",
+                            h.sequence,
+                            h.start_ns,
+                            f.points.len(),
+                            h.packets_received,
+                            h.packets_expected,
+                            h.packets_malformed
+                        )
+                    }
+                };
+                // Lines to the terminal the bar is drawn on go above the bar.
+                let r = match &bar {
+                    Some(b) if stdout_is_terminal => b.suspend(|| print(&mut stdout)),
+                    _ => print(&mut stdout),
+                };
+                if let Err(e) = r {
+                    if e.kind() != std::io::ErrorKind::BrokenPipe {
+                        return Err(e);
+                    }
+                    listening = false;
                 }
-                listening = false;
             }
-        }
-        if let Some(dir) = &a.pcd {
-            let path = dir.join(format!("{:06}.pcd", h.sequence));
-            lidarxdp_client::pcd::write_pcd(&path, &f.points).map_err(|e| {
-                std::io::Error::new(e.kind(), format!("write {}: {e}", path.display()))
-            })?;
-        }
-        Ok(())
-    })?;
+            if let Some(dir) = &a.pcd {
+                let path = dir.join(format!("{:06}.pcd", h.sequence));
+                lidarxdp_client::pcd::write_pcd(&path, &f.points).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("write {}: {e}", path.display()))
+                })?;
+            }
+            Ok(())
+        },
+        on_progress,
+    );
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let summary = result?;
     if a.json && listening {
         let _ = writeln!(stdout, "{}", summary_json(&summary));
     }
@@ -246,6 +270,26 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Files at least this big get a progress bar (bytes), 64 MiB: about 6 s of a VLS-128.
+const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+
+/// A progress bar over the file's bytes on stderr, when stderr is a terminal and the file is
+/// at least [`PROGRESS_MIN_BYTES`]; `None` otherwise (pipes, logs and CI see no bar).
+fn progress_bar(path: &Path) -> Option<indicatif::ProgressBar> {
+    let len = std::fs::metadata(path).ok()?.len();
+    if len < PROGRESS_MIN_BYTES || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "decode {bar:40} {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta} left)",
+        )
+        .ok()?,
+    );
+    Some(bar)
 }
 
 /// Renames the configuration's field names to the flags of `decode`.

@@ -71,9 +71,11 @@ pub struct SensorSection {
     pub model: Option<SensorModel>,
     /// Calibration / metadata file (required).
     pub calibration: Option<PathBuf>,
-    /// UDP destination port of the data packets (default: the model's, e.g. 2368).
+    /// UDP destination port of the data packets (default: the model's,
+    /// [`SensorModel::default_data_port`]: Velodyne and Hesai 2368, Ouster 7502, RoboSense 6699).
     pub port: Option<u16>,
-    /// Second port of the same sensor (RoboSense DIFOP 7788).
+    /// Second port of the same sensor (default: RoboSense's DIFOP 7788, none for the other
+    /// families, [`SensorModel::default_extra_port`]; 0 turns RoboSense's off).
     pub extra_port: Option<u16>,
     /// IPv4 source address (default: any).
     pub source: Option<Ipv4Addr>,
@@ -430,7 +432,9 @@ pub fn build(i: Inputs) -> Result<Plan> {
             &field(&prefix, "port", "port"),
             s.port.unwrap_or(model.default_data_port()),
         )?;
-        let extra_port = match s.extra_port {
+        // RoboSense's DIFOP port is on by default; `extra_port = 0` turns a default off.
+        let extra_port = match s.extra_port.or(model.default_extra_port()) {
+            Some(0) if model.default_extra_port().is_some() => None,
             Some(p) => {
                 let f = field(&prefix, "extra_port", "extra-port");
                 check_port(&f, p)?;
@@ -473,14 +477,26 @@ pub fn build(i: Inputs) -> Result<Plan> {
                 lidarxdp_common::XSK_MAP_CAPACITY - 1
             );
         }
+        let defaulted_extra = s.extra_port.is_none() && extra_port.is_some();
         for p in std::iter::once(port).chain(extra_port) {
             if let Some(other) = keys.insert((iface.clone(), p, s.source), prefix.clone()) {
+                let is_extra = Some(p) == extra_port && p != port;
                 bail!(
                     "{}: port {p} from {} on {iface} is already {other}'s; each (port, source) \
-                     names one sensor",
-                    field(&prefix, "port", "port"),
+                     names one sensor{}",
+                    field(
+                        &prefix,
+                        if is_extra { "extra_port" } else { "port" },
+                        if is_extra { "extra-port" } else { "port" }
+                    ),
                     s.source
-                        .map_or("any source".to_owned(), |ip| ip.to_string())
+                        .map_or("any source".to_owned(), |ip| ip.to_string()),
+                    if is_extra && defaulted_extra {
+                        " (7788 is RoboSense's default DIFOP port: give each RoboSense sensor its \
+                         own source or extra_port, or extra_port = 0 for none)"
+                    } else {
+                        ""
+                    }
                 );
             }
         }

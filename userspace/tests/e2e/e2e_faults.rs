@@ -734,7 +734,7 @@ fn interface_removed_ends_the_daemon_with_an_error() {
     assert!(took < Duration::from_secs(2), "exit took {took:?}");
     let line = err
         .lines()
-        .find(|l| l.contains("ERROR lidarxdp]"))
+        .find(|l| l.starts_with("error: "))
         .unwrap_or_else(|| panic!("no final error in\n{err}"));
     assert!(
         line.contains(&format!("AF_XDP socket on {} queue 0", net.host_if))

@@ -53,7 +53,7 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
     assert_eq!(get(&common::replay(&net, PCAP, 2368, "max"), &["sent"]), 84);
 
     let q = format!(r#"{{iface="{}",queue="0"}}"#, net.host_if);
-    let s = r#"{sensor="0",model="VLP16"}"#;
+    let s = r#"{sensor="VLP16",model="VLP16"}"#;
     let want: Vec<(String, u64)> = vec![
         ("lidarxdp_xdp_redirected_total".to_owned(), 84),
         ("lidarxdp_xdp_no_socket_total".to_owned(), 0),
