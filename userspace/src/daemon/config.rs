@@ -732,6 +732,40 @@ mod tests {
     }
 
     #[test]
+    fn robosense_difop_port_is_on_by_default() {
+        let rs = |name: &str, port: u16, extra: Option<u16>| SensorSection {
+            model: Some(SensorModel::Helios),
+            extra_port: extra,
+            ..sensor(name, port)
+        };
+        let extra = |p: &Plan| p.sensors().map(|s| s.extra_port).collect::<Vec<_>>();
+        let p = build(inputs(vec![rs("a", 6699, None), sensor("v", 2368)])).unwrap();
+        assert_eq!(extra(&p), [Some(7788), None]);
+        let p = build(inputs(vec![rs("a", 6699, Some(0))])).unwrap();
+        assert_eq!(extra(&p), [None]);
+        let p = build(inputs(vec![rs("a", 6699, Some(7789))])).unwrap();
+        assert_eq!(extra(&p), [Some(7789)]);
+        // Two RoboSense sensors from any source cannot both have the default DIFOP port.
+        let e = build(inputs(vec![rs("a", 6699, None), rs("b", 6700, None)]))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "sensors[1].extra_port: port 7788 from any source on eth0 is already sensors[0]'s; \
+             each (port, source) names one sensor (7788 is RoboSense's default DIFOP port: give \
+             each RoboSense sensor its own source or extra_port, or extra_port = 0 for none)"
+        );
+        // Velodyne's 0 is still refused.
+        let e = build(inputs(vec![SensorSection {
+            extra_port: Some(0),
+            ..sensor("v", 2368)
+        }]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("0 is not a valid UDP port"), "{e}");
+    }
+
+    #[test]
     fn sensors_group_into_queues_in_order() {
         let mut b = sensor("rear", 2369);
         b.queue = Some(1);
