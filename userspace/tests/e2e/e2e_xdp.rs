@@ -57,8 +57,9 @@ fn replayed_capture_arrives_whole_and_equals_offline_decode() {
     common::assert_frames_equal(&live, &offline);
 }
 
-/// A RoboSense Helios-16P with its MSOP (6699) and DIFOP (7788) ports both steered to the same
-/// pipeline: the DIFOP's angle table is applied live, and the frames equal offline decoding.
+/// A RoboSense Helios-16P with its MSOP (6699) and DIFOP (7788, on by default: no
+/// `--extra-port`) ports both steered to the same pipeline: the DIFOP's angle table is applied
+/// live, and the frames equal offline decoding.
 #[test]
 fn robosense_msop_and_difop_ports_feed_one_pipeline() {
     if !privileged() {
@@ -77,8 +78,6 @@ fn robosense_msop_and_difop_ports_feed_one_pipeline() {
             "helios16p",
             "--port",
             "6699",
-            "--extra-port",
-            "7788",
             "--calibration",
             csv.to_str().unwrap(),
         ],
