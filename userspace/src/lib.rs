@@ -17,6 +17,8 @@
 //!   eventfd, sysfs), each behind a safe wrapper;
 //! - [`metrics`]: Prometheus text rendering of the counters;
 //! - [`record`]: recording received frames as ROS 2 PointCloud2 in MCAP.
+//! - [`view`]: the live 3D view in a browser (`run --view`): embedded three.js page, HTTP
+//!   server, latest frame per sensor.
 #![warn(missing_docs)]
 
 pub mod calibration;
@@ -30,4 +32,5 @@ pub mod record;
 pub mod replay;
 pub mod ros2_zenoh;
 pub mod sys;
+pub mod view;
 pub mod xsk;

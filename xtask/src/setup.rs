@@ -1,10 +1,11 @@
 //! `cargo xtask setup`: installs, idempotently, what building and running lidarxdp needs, from
-//! Debian packages and crates.io only (docs/architecture.md, "Toolchain"):
+//! Debian packages, crates.io, PyPI and npm only (docs/architecture.md, "Toolchain"):
 //! - Debian packages: LLVM 22 (for bpf-linker), iproute2, ping;
 //! - `bpf-linker` 0.13.0 built against LLVM 22 with `cargo install`;
 //! - Debian's `rustc-web` 1.96 with its prebuilt `core` for `bpfel-unknown-none`, unpacked into
 //!   a cache folder (never installed system-wide: it would shadow rustup's rustc);
 //! - 2 MiB hugepages, reserved when fewer than wanted are free;
+//! - the live view's three.js, `npm ci` in `web/` from its `package-lock.json`;
 //! - a Python virtual environment in `<workspace root>/target/pyenv` with pinned PyPI packages
 //!   (eclipse-zenoh, rosbags, numpy, mcap, mcap-ros2-support, websockets) for the independent
 //!   checkers of the zenoh, recording and Foxglove tests (`userspace/tests/zenoh/ros2_probe.py`, ...), rebuilt only when the pinned list changes.
@@ -88,7 +89,37 @@ pub fn setup() -> Result<BpfToolchain> {
     let tc = debian_rustc()?;
     hugepages(HUGEPAGES_WANTED)?;
     python_env()?;
+    web_packages()?;
     Ok(tc)
+}
+
+/// File in `web/node_modules` holding the `package-lock.json` it was installed from.
+const WEB_MARKER: &str = ".lidarxdp-package-lock.json";
+
+/// The live view's npm packages (three.js): `npm ci` in `<workspace root>/web`, exactly as
+/// `web/package-lock.json` pins them, when `web/node_modules` is missing or was installed from
+/// another lockfile; `userspace/build.rs` embeds them in the daemon. Without `npm` on the
+/// machine this only warns: the daemon still builds, and refuses `--view`.
+fn web_packages() -> Result<()> {
+    let web = crate::root().join("web");
+    let lock = fs::read(web.join("package-lock.json")).context("read web/package-lock.json")?;
+    let marker = web.join("node_modules").join(WEB_MARKER);
+    if fs::read(&marker).is_ok_and(|m| m == lock) {
+        return Ok(());
+    }
+    if Command::new("npm").arg("--version").output().is_err() {
+        eprintln!(
+            "setup: warning: npm not found; the live view's three.js is not installed and \
+             `lidarxdp run --view` will be refused (install Node.js and npm, then run setup again)"
+        );
+        return Ok(());
+    }
+    eprintln!("setup: installing the live view's npm packages (npm ci in web/)");
+    run(Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&web))?;
+    fs::write(&marker, &lock).with_context(|| format!("write {}", marker.display()))?;
+    Ok(())
 }
 
 /// The tests' Python virtual environment, `<workspace root>/target/pyenv` (inside the

@@ -159,6 +159,14 @@ pub struct RunArgs {
     /// Allow `--metrics` on a non-loopback address (the endpoint has no authentication).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     metrics_public: Option<bool>,
+    /// Serve the live 3D view at `http://ADDR/` (off by default; e.g. 127.0.0.1:8080): each
+    /// sensor's latest frame in any browser, coloured by intensity or height. Loopback only
+    /// unless `--view-public`. Needs a build with the page's three.js (`cargo xtask setup`).
+    #[arg(long, value_name = "ADDR")]
+    view: Option<SocketAddr>,
+    /// Allow `--view` on a non-loopback address (the page has no authentication).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    view_public: Option<bool>,
     /// Also publish every frame as a ROS 2 `sensor_msgs/msg/PointCloud2` over zenoh, as
     /// rmw_zenoh does (docs/deploy.md): `ros2 topic echo` and RViz see the topics.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
@@ -271,6 +279,8 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             stats_json,
             metrics,
             metrics_public,
+            view,
+            view_public,
             subscriber_queue,
             frame_queue,
             return_mode,
@@ -296,8 +306,8 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
 
 /// The settings outside the capture plan that `run` refuses before touching anything: the
 /// `--user` account must exist, `--user` excludes `--keep-caps`, a non-loopback `--metrics`
-/// needs `--metrics-public`, `--bpf-object` must be a file. Shared by `run` and
-/// `check-config`.
+/// needs `--metrics-public`, a non-loopback `--view` needs `--view-public` and a build with
+/// three.js, `--bpf-object` must be a file. Shared by `run` and `check-config`.
 fn check_process(a: &RunArgs) -> Result<Option<lidarxdp::privs::User>> {
     let user = match &a.user {
         Some(name) => {
@@ -316,6 +326,15 @@ fn check_process(a: &RunArgs) -> Result<Option<lidarxdp::privs::User>> {
             "--metrics: {m} is not a loopback address; the metrics endpoint has no \
              authentication, add --metrics-public to serve it there anyway"
         );
+    }
+    if let Some(v) = a.view {
+        if !v.ip().is_loopback() && !a.view_public.unwrap_or(false) {
+            bail!(
+                "--view: {v} is not a loopback address; the view has no authentication, add \
+                 --view-public to serve it there anyway"
+            );
+        }
+        lidarxdp::view::assets::check()?;
     }
     if let Some(p) = &a.bpf_object
         && !p.is_file()
@@ -469,6 +488,8 @@ pub fn run(args: RunArgs) -> Result<()> {
             stats_json: a.stats_json.clone(),
             xdp_mode: a.xdp_mode.unwrap_or(AttachMode::Auto),
             bpf_object: a.bpf_object.clone(),
+            view: a.view,
+            view_public: a.view_public.unwrap_or(false),
             record_pcap,
         },
     )

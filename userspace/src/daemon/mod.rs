@@ -8,7 +8,8 @@
 //! 2. per interface the XDP program is attached; per (interface, queue) the AF_XDP socket is
 //!    opened, bound and registered with its sensors in the program's maps, or, for the socket
 //!    baselines, the UDP sockets are bound ([`sources::open`]);
-//! 3. the metrics and publisher listening sockets are bound, and the signal handlers set;
+//! 3. the metrics, live view and publisher listening sockets are bound, and the signal
+//!    handlers set;
 //! 4. every capability is dropped and `NO_NEW_PRIVS` set (`lidarxdp::privs`,
 //!    `docs/deploy.md`), on the main thread before any other thread exists, so every thread
 //!    started later inherits the empty sets;
@@ -70,6 +71,11 @@ pub struct Process {
     pub xdp_mode: AttachMode,
     /// XDP object file instead of the embedded one (`--bpf-object`).
     pub bpf_object: Option<PathBuf>,
+    /// The live view's address (`--view`), already checked to be loopback unless
+    /// `--view-public`, and three.js to be embedded.
+    pub view: Option<SocketAddr>,
+    /// `--view-public`: the view answers requests naming any host (`lidarxdp::view`).
+    pub view_public: bool,
     /// `--record-pcap` and its rotation, checked ([`lidarxdp::capture::record`]).
     pub record_pcap: Option<lidarxdp::capture::RecordConfig>,
 }
@@ -112,6 +118,13 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
             addr,
             TcpListener::bind(addr).with_context(|| format!("--metrics: bind {addr}"))?,
         )),
+        None => None,
+    };
+    // The live view's socket likewise; its server and thread start after the drop.
+    let view_listener = match process.view {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).with_context(|| format!("--view: bind {addr}"))?)
+        }
         None => None,
     };
     let signals = Signals::install()?;
@@ -161,6 +174,23 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         }
         None => None,
     };
+    if let Some(listener) = view_listener {
+        let addr = listener.local_addr().context("--view: local address")?;
+        let sensors = plan
+            .sensors()
+            .map(|s| lidarxdp::view::ViewSensor {
+                id: s.id,
+                name: s.name.clone(),
+                model: s.model.name().to_owned(),
+            })
+            .collect();
+        sinks.push(Box::new(lidarxdp::view::ViewSink::start(
+            listener,
+            sensors,
+            process.view_public,
+        )?));
+        log::info!("live view at http://{addr}/");
+    }
     let (publisher, sender) = Publisher::spawn_on(
         listener,
         PublisherConfig {

@@ -1,0 +1,134 @@
+//! The view's frame format, `GET /api/frame` (`application/octet-stream`), all little-endian:
+//!
+//! | offset | type | field |
+//! |---|---|---|
+//! | 0 | 4 bytes | magic `LXV1` |
+//! | 4 | u16 | header length, 32 ([`HEADER_LEN`]) |
+//! | 6 | u16 | point stride, 16 ([`STRIDE`]) |
+//! | 8 | u64 | frame sequence (per sensor, from 0) |
+//! | 16 | u32 | points in this response, `n` |
+//! | 20 | u32 | points in the frame (more than `n` when decimated) |
+//! | 24 | u32 | decimation step: point `i` of the response is point `i * step` of the frame |
+//! | 28 | u32 | packets missing from the frame (`packets_expected - packets_received`) |
+//! | 32 | `n` x 16 bytes | points |
+//!
+//! Each point (16 bytes, so the x, y, z of point `i` are the f32 at float index `8 + 4 i`):
+//!
+//! | offset | type | field |
+//! |---|---|---|
+//! | 0 | f32 | x, m (forward) |
+//! | 4 | f32 | y, m (left) |
+//! | 8 | f32 | z, m (up) |
+//! | 12 | u8 | intensity, 0-255 |
+//! | 13 | u8 | return type (`lidarxdp_core::point::ReturnType`) |
+//! | 14 | u16 | channel (ring) |
+//!
+//! The body is exactly `HEADER_LEN + n * STRIDE` bytes; `n <= super::MAX_POINTS`.
+
+use lidarxdp_core::frame::FrameHeader;
+use lidarxdp_core::point::PointXYZIRCAEDT;
+
+/// First four bytes of a frame response.
+pub const MAGIC: &[u8; 4] = b"LXV1";
+/// Bytes before the first point.
+pub const HEADER_LEN: usize = 32;
+/// Bytes per point.
+pub const STRIDE: usize = 16;
+
+/// The decimation step for a frame of `points` points: 1 up to `cap`, else
+/// `ceil(points / cap)` (`cap` 0 is taken as 1).
+pub fn step(points: usize, cap: usize) -> usize {
+    points.div_ceil(cap.max(1)).max(1)
+}
+
+/// Encodes a frame (`header`, `points`) as the table above, keeping every
+/// [`step`]`(points.len(), cap)`-th point.
+pub fn encode(header: &FrameHeader, points: &[PointXYZIRCAEDT], cap: usize) -> Vec<u8> {
+    let step = step(points.len(), cap);
+    let n = points.len().div_ceil(step);
+    let mut out = Vec::with_capacity(HEADER_LEN + n * STRIDE);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(HEADER_LEN as u16).to_le_bytes());
+    out.extend_from_slice(&(STRIDE as u16).to_le_bytes());
+    out.extend_from_slice(&header.sequence.to_le_bytes());
+    // Frames hold far fewer than 2^32 points (the decoders' buffers are bounded).
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+    out.extend_from_slice(&(points.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(step as u32).to_le_bytes());
+    let missing = header
+        .packets_expected
+        .saturating_sub(header.packets_received);
+    out.extend_from_slice(&missing.to_le_bytes());
+    for p in points.iter().step_by(step) {
+        out.extend_from_slice(&p.x.to_le_bytes());
+        out.extend_from_slice(&p.y.to_le_bytes());
+        out.extend_from_slice(&p.z.to_le_bytes());
+        out.push(p.intensity);
+        out.push(p.return_type);
+        out.extend_from_slice(&p.channel.to_le_bytes());
+    }
+    debug_assert_eq!(out.len(), HEADER_LEN + n * STRIDE);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(i: usize) -> PointXYZIRCAEDT {
+        PointXYZIRCAEDT {
+            x: i as f32 + 0.25,
+            y: -(i as f32),
+            z: 1.5,
+            intensity: (i % 256) as u8,
+            return_type: 2,
+            channel: (i % 1000) as u16,
+            ..PointXYZIRCAEDT::default()
+        }
+    }
+
+    #[test]
+    fn layout_of_a_small_frame() {
+        let h = FrameHeader {
+            sequence: 0x0102_0304_0506_0708,
+            packets_expected: 10,
+            packets_received: 7,
+            ..FrameHeader::default()
+        };
+        let pts: Vec<_> = (0..3).map(pt).collect();
+        let b = encode(&h, &pts, 300_000);
+        assert_eq!(b.len(), 32 + 3 * 16);
+        assert_eq!(&b[0..4], b"LXV1");
+        assert_eq!(&b[4..8], &[32, 0, 16, 0]);
+        assert_eq!(&b[8..16], &[8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(
+            &b[16..32],
+            &[3, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0]
+        );
+        // Point 2: x 2.25, y -2, z 1.5, intensity 2, return type 2, channel 2.
+        let p = &b[64..80];
+        assert_eq!(&p[0..4], &2.25f32.to_le_bytes());
+        assert_eq!(&p[4..8], &(-2.0f32).to_le_bytes());
+        assert_eq!(&p[8..12], &1.5f32.to_le_bytes());
+        assert_eq!(&p[12..16], &[2, 2, 2, 0]);
+    }
+
+    #[test]
+    fn decimation_above_the_cap() {
+        assert_eq!(step(0, 10), 1);
+        assert_eq!(step(10, 10), 1);
+        assert_eq!(step(11, 10), 2);
+        assert_eq!(step(700_001, 300_000), 3);
+        assert_eq!(step(5, 0), 5);
+        let pts: Vec<_> = (0..25).map(pt).collect();
+        let b = encode(&FrameHeader::default(), &pts, 10);
+        // step 3: points 0, 3, ..., 24.
+        assert_eq!(b.len(), 32 + 9 * 16);
+        assert_eq!(u32::from_le_bytes(b[16..20].try_into().unwrap()), 9);
+        assert_eq!(u32::from_le_bytes(b[20..24].try_into().unwrap()), 25);
+        assert_eq!(u32::from_le_bytes(b[24..28].try_into().unwrap()), 3);
+        let last = &b[32 + 8 * 16..];
+        assert_eq!(&last[0..4], &24.25f32.to_le_bytes());
+        assert_eq!(last[12], 24);
+    }
+}
