@@ -11,6 +11,8 @@
 //! - [`publish`]: the TCP publisher (io_uring) and the sink seam;
 //! - [`ros2_zenoh`]: frames as ROS 2 `PointCloud2` over zenoh (rmw_zenoh's keys, shared
 //!   memory), and the zenoh subscriber;
+//! - [`foxglove`]: the Foxglove WebSocket server (`run --foxglove`): one PointCloud2 channel
+//!   per sensor and a diagnostics channel, for Foxglove and Lichtblick;
 //! - [`replay`], [`offline`]: sending and decoding pcap files;
 //! - [`privs`]: dropping capabilities once the daemon is set up;
 //! - [`sys`]: every raw libc call (socket options, AF_XDP syscalls, capabilities, CPU pinning,
@@ -23,6 +25,7 @@
 
 pub mod calibration;
 pub mod capture;
+pub mod foxglove;
 pub mod loader;
 pub mod metrics;
 pub mod offline;

@@ -1,0 +1,12 @@
+//! Live viewers of a running daemon (issue 14), each checked by an independent client:
+//! - `live_foxglove`: `run --foxglove`, the Foxglove WebSocket server, read by
+//!   `foxglove_client.py` (Python `websockets`, CDR decoded with `mcap_ros2` and rosbags) in the
+//!   virtual environment `cargo xtask setup` makes ([`lidarxdp_testkit::python`]).
+//!
+//! The daemon tests are privileged (XDP + AF_XDP in their own [`lidarxdp_testkit::NetnsPair`])
+//! and need that interpreter; they return early with a message when either is missing, and fail
+//! instead under `LIDARXDP_REQUIRE_PRIVILEGED=1` (`cargo xtask test`).
+
+use lidarxdp_testkit as common;
+
+mod live_foxglove;
