@@ -99,8 +99,8 @@ pub const SERVER_NAME: &str = "lidarxdp";
 pub const SINK_QUEUE: usize = 4;
 
 /// Messages the SDK queues per client before it drops that client's oldest (its default,
-/// 1024, would let one slow client hold 1024 clouds: 2 GB of VLP-16 dual-return frames).
-/// Bounds a client's memory at 16 messages.
+/// 1024, would let one slow client hold 1024 clouds: about 500 MB of VLP-16 dual-return
+/// frames of 476 KB). Bounds a client's memory at 16 messages.
 pub const CLIENT_BACKLOG: usize = 16;
 
 /// How often the diagnostics message is sent.
