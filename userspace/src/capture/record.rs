@@ -85,7 +85,7 @@ pub const FILE_HEADER_LEN: u64 = 24;
 pub const SPLIT_SIZE_MB: RangeInclusive<u64> = 1..=1_048_576;
 
 /// Valid `--record-split-duration`, seconds.
-pub const SPLIT_DURATION_S: RangeInclusive<u64> = 1..=86_400;
+pub const SPLIT_DURATION_S: RangeInclusive<u64> = 1..=604_800;
 
 /// How long the writer thread sleeps when the queue is empty.
 const WRITER_IDLE: Duration = Duration::from_millis(10);
@@ -552,10 +552,10 @@ mod tests {
     fn flags_out_of_range_are_refused_naming_flag_and_range() {
         let e = RecordConfig::new("r.pcap".into(), Some(0), None, [0; 4]).unwrap_err();
         assert_eq!(e, "--record-split-size 0: valid range 1..=1048576 (MB)");
-        let e = RecordConfig::new("r.pcap".into(), None, Some(86_401), [0; 4]).unwrap_err();
+        let e = RecordConfig::new("r.pcap".into(), None, Some(604_801), [0; 4]).unwrap_err();
         assert_eq!(
             e,
-            "--record-split-duration 86401: valid range 1..=86400 (seconds)"
+            "--record-split-duration 604801: valid range 1..=604800 (seconds)"
         );
         let e = RecordConfig::new("dir/".into(), None, None, [0; 4]).unwrap_err();
         assert_eq!(e, "--record-pcap dir/: expected a file name");

@@ -204,7 +204,7 @@ pub struct RunArgs {
     /// megabytes (10^6 bytes), 1..=1048576.
     #[arg(long, value_name = "MB")]
     record_split_size: Option<u64>,
-    /// With `--record-pcap`: new part `<stem>_<n>.pcap` every S seconds of packets, 1..=86400.
+    /// With `--record-pcap`: new part `<stem>_<n>.pcap` every S seconds of packets, 1..=604800.
     #[arg(long, value_name = "S")]
     record_split_duration: Option<u64>,
 }

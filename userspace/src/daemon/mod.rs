@@ -155,8 +155,7 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     // daemon's final identity, like every later part (`lidarxdp::capture::record`).
     let recorder = match &process.record_pcap {
         Some(cfg) => {
-            let r = lidarxdp::capture::Recorder::start(cfg.clone())
-                .with_context(|| format!("--record-pcap {}", cfg.path.display()))?;
+            let r = lidarxdp::capture::Recorder::start(cfg.clone()).context("--record-pcap")?;
             log::info!("recording the sensors' packets to {}", cfg.path.display());
             Some(r)
         }

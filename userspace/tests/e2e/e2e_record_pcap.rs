@@ -240,3 +240,63 @@ fn recording_rotates_into_parts() {
         assert!(r.0 == o.0, "payload {i} differs");
     }
 }
+
+/// Bad recording flags are refused before anything is set up, naming the flag and the range.
+#[test]
+fn bad_record_flags_are_refused() {
+    let cal = data(CALIB);
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(daemon_exe())
+            .args(["run", "--backend", "socket", "--sensor", "vlp16"])
+            .arg("--calibration")
+            .arg(&cal)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{extra:?} accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = run(&["--record-pcap", "/tmp/x.pcap", "--record-split-size", "0"]);
+    assert!(
+        e.contains("--record-split-size 0: valid range 1..=1048576 (MB)"),
+        "{e}"
+    );
+    let e = run(&[
+        "--record-pcap",
+        "/tmp/x.pcap",
+        "--record-split-duration",
+        "604801",
+    ]);
+    assert!(
+        e.contains("--record-split-duration 604801: valid range 1..=604800 (seconds)"),
+        "{e}"
+    );
+    let e = run(&["--record-split-duration", "60"]);
+    assert!(e.contains("need --record-pcap FILE"), "{e}");
+    assert!(!Path::new("/tmp/x.pcap").exists());
+}
+
+/// A recording file that cannot be created fails the start-up, naming the flag and the file.
+#[test]
+fn an_uncreatable_recording_fails_the_start_up() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("recbad");
+    let exe = daemon_exe();
+    let cal = data(CALIB);
+    let out = NetnsPair::exec(&net.host_ns, &[exe.to_str().unwrap(), "run"])
+        .args(["--backend", "socket", "--sensor", "vlp16", "--listen"])
+        .arg("127.0.0.1:7694")
+        .arg("--calibration")
+        .arg(&cal)
+        .args(["--record-pcap", "/proc/no-such-dir/rec.pcap"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("--record-pcap") && e.contains("/proc/no-such-dir/rec.pcap"),
+        "{e}"
+    );
+}
