@@ -89,13 +89,22 @@ fn loopback_host(rq: &Request) -> bool {
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Sends `r` with a `Content-Length` (never chunked: every body's length is known, and a
+/// client can check a frame's length against its header).
+fn send<R: std::io::Read>(rq: Request, r: Response<R>) -> std::io::Result<()> {
+    rq.respond(r.with_chunked_threshold(usize::MAX))
+}
+
 /// Answers one request (module table).
 fn answer(rq: Request, state: &ViewState, public: bool) -> std::io::Result<()> {
     if !public && !loopback_host(&rq) {
-        return rq.respond(text(403, "the view answers only to a loopback Host\n"));
+        return send(rq, text(403, "the view answers only to a loopback Host\n"));
     }
     if *rq.method() != Method::Get {
-        return rq.respond(text(405, "only GET\n").with_header(header("Allow", "GET")));
+        return send(
+            rq,
+            text(405, "only GET\n").with_header(header("Allow", "GET")),
+        );
     }
     let url = rq.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
@@ -107,33 +116,38 @@ fn answer(rq: Request, state: &ViewState, public: bool) -> std::io::Result<()> {
                 "header_len": wire::HEADER_LEN,
                 "stride": wire::STRIDE,
             });
-            rq.respond(
+            send(
+                rq,
                 Response::from_data(body.to_string().into_bytes())
                     .with_header(header("Content-Type", "application/json"))
                     .with_header(header("Cache-Control", "no-store")),
             )
         }
         "/api/frame" => match frame(state, query) {
-            Ok(Some(body)) => rq.respond(
+            Ok(Some(body)) => send(
+                rq,
                 Response::from_data(body)
                     .with_header(header("Content-Type", "application/octet-stream"))
                     .with_header(header("Cache-Control", "no-store")),
             ),
-            Ok(None) => rq.respond(text(204, "")),
-            Err((status, msg)) => rq.respond(text(status, &(msg + "\n"))),
+            Ok(None) => send(rq, text(204, "")),
+            Err((status, msg)) => send(rq, text(status, &(msg + "\n"))),
         },
         _ => match super::assets::get(path) {
-            Some(a) => rq.respond(Response::new(
-                StatusCode(200),
-                vec![
-                    header("Content-Type", a.content_type),
-                    header("X-Content-Type-Options", "nosniff"),
-                ],
-                a.bytes,
-                Some(a.bytes.len()),
-                None,
-            )),
-            None => rq.respond(text(404, "not found\n")),
+            Some(a) => send(
+                rq,
+                Response::new(
+                    StatusCode(200),
+                    vec![
+                        header("Content-Type", a.content_type),
+                        header("X-Content-Type-Options", "nosniff"),
+                    ],
+                    a.bytes,
+                    Some(a.bytes.len()),
+                    None,
+                ),
+            ),
+            None => send(rq, text(404, "not found\n")),
         },
     }
 }
