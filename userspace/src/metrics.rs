@@ -76,6 +76,8 @@ pub struct Snapshot {
     pub zenoh: Option<crate::ros2_zenoh::ZenohCounters>,
     /// The packet recording's counters, when `--record-pcap` is on.
     pub recording: Option<crate::capture::RecordingCounters>,
+    /// The Foxglove server's counters, when `--foxglove` is on.
+    pub foxglove: Option<crate::foxglove::FoxgloveCounters>,
     /// Per connected subscriber.
     pub subscribers: Vec<SubscriberStats>,
 }
@@ -197,6 +199,9 @@ impl Snapshot {
         if let Some(r) = &self.recording {
             r.visit(&mut |d, v| f(&Scope::Global, d, v));
         }
+        if let Some(x) = &self.foxglove {
+            x.visit(&mut |d, v| f(&Scope::Global, d, v));
+        }
         for (index, c) in self.subscribers.iter().enumerate() {
             let sc = Scope::Subscriber {
                 index,
@@ -306,6 +311,7 @@ pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
     SubscriberCounters::DESCS,
     crate::ros2_zenoh::ZenohCounters::DESCS,
     crate::capture::RecordingCounters::DESCS,
+    crate::foxglove::FoxgloveCounters::DESCS,
 ];
 
 /// Escapes a label value (backslash, double quote, newline).
@@ -460,6 +466,7 @@ mod tests {
             },
             zenoh: None,
             recording: None,
+            foxglove: None,
             subscribers: vec![
                 SubscriberStats {
                     slot: 0,
@@ -534,6 +541,7 @@ mod tests {
             },
             zenoh: Some(crate::ros2_zenoh::ZenohCounters::from_fn(&mut next)),
             recording: Some(crate::capture::RecordingCounters::from_fn(&mut next)),
+            foxglove: Some(crate::foxglove::FoxgloveCounters::from_fn(&mut next)),
             subscribers: vec![
                 subscriber(0, "127.0.0.1:1", &mut next),
                 subscriber(4, "127.0.0.1:2", &mut next),

@@ -159,6 +159,14 @@ pub struct RunArgs {
     /// Allow `--metrics` on a non-loopback address (the endpoint has no authentication).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     metrics_public: Option<bool>,
+    /// Serve the Foxglove WebSocket protocol at `ws://ADDR` (off by default; the usual address
+    /// is 127.0.0.1:8765): Foxglove and Lichtblick show each sensor's PointCloud2 topic and a
+    /// diagnostics channel. Loopback only unless `--foxglove-public`.
+    #[arg(long, value_name = "ADDR")]
+    foxglove: Option<SocketAddr>,
+    /// Allow `--foxglove` on a non-loopback address (the server has no authentication).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    foxglove_public: Option<bool>,
     /// Serve the live 3D view at `http://ADDR/` (off by default; e.g. 127.0.0.1:8080): each
     /// sensor's latest frame in any browser, coloured by intensity or height. Loopback only
     /// unless `--view-public`. Needs a build with the page's three.js (`cargo xtask setup`).
@@ -279,6 +287,8 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             stats_json,
             metrics,
             metrics_public,
+            foxglove,
+            foxglove_public,
             view,
             view_public,
             subscriber_queue,
@@ -306,8 +316,9 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
 
 /// The settings outside the capture plan that `run` refuses before touching anything: the
 /// `--user` account must exist, `--user` excludes `--keep-caps`, a non-loopback `--metrics`
-/// needs `--metrics-public`, a non-loopback `--view` needs `--view-public` and a build with
-/// three.js, `--bpf-object` must be a file. Shared by `run` and `check-config`.
+/// needs `--metrics-public` (`--foxglove`: `--foxglove-public`), a non-loopback `--view`
+/// needs `--view-public` and a build with three.js, `--bpf-object` must be a file. Shared by
+/// `run` and `check-config`.
 fn check_process(a: &RunArgs) -> Result<Option<lidarxdp::privs::User>> {
     let user = match &a.user {
         Some(name) => {
@@ -335,6 +346,15 @@ fn check_process(a: &RunArgs) -> Result<Option<lidarxdp::privs::User>> {
             );
         }
         lidarxdp::view::assets::check()?;
+    }
+    if let Some(f) = a.foxglove
+        && !f.ip().is_loopback()
+        && !a.foxglove_public.unwrap_or(false)
+    {
+        bail!(
+            "--foxglove: {f} is not a loopback address; the Foxglove server has no \
+             authentication, add --foxglove-public to serve it there anyway"
+        );
     }
     if let Some(p) = &a.bpf_object
         && !p.is_file()
@@ -484,6 +504,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             user,
             keep_caps: a.keep_caps.unwrap_or(false),
             metrics: a.metrics,
+            foxglove: a.foxglove,
             bind: a.bind.unwrap_or(Ipv4Addr::UNSPECIFIED),
             stats_json: a.stats_json.clone(),
             xdp_mode: a.xdp_mode.unwrap_or(AttachMode::Auto),

@@ -8,8 +8,8 @@
 //! 2. per interface the XDP program is attached; per (interface, queue) the AF_XDP socket is
 //!    opened, bound and registered with its sensors in the program's maps, or, for the socket
 //!    baselines, the UDP sockets are bound ([`sources::open`]);
-//! 3. the metrics, live view and publisher listening sockets are bound, and the signal
-//!    handlers set;
+//! 3. the metrics, live view, Foxglove and publisher listening sockets are bound, and the
+//!    signal handlers set;
 //! 4. every capability is dropped and `NO_NEW_PRIVS` set (`lidarxdp::privs`,
 //!    `docs/deploy.md`), on the main thread before any other thread exists, so every thread
 //!    started later inherits the empty sets;
@@ -42,6 +42,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use lidarxdp::{
+    foxglove::{FoxgloveHandle, FoxgloveServer, FoxgloveSettings, FoxgloveTopic},
     loader::{AttachMode, XdpProgram},
     privs::User,
     publish::{BufferPool, FrameSink, Publisher, PublisherConfig, PublisherHandle},
@@ -71,6 +72,9 @@ pub struct Process {
     pub xdp_mode: AttachMode,
     /// XDP object file instead of the embedded one (`--bpf-object`).
     pub bpf_object: Option<PathBuf>,
+    /// The Foxglove WebSocket server's address (`--foxglove`), already checked to be loopback
+    /// unless `--foxglove-public`.
+    pub foxglove: Option<SocketAddr>,
     /// The live view's address (`--view`), already checked to be loopback unless
     /// `--view-public`, and three.js to be embedded.
     pub view: Option<SocketAddr>,
@@ -127,6 +131,12 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         }
         None => None,
     };
+    // The Foxglove server's socket likewise, bound on this thread; its threads start after
+    // the drop (`lidarxdp::foxglove`).
+    let foxglove = match process.foxglove {
+        Some(addr) => Some(FoxgloveServer::bind(&foxglove_settings(plan, addr))?),
+        None => None,
+    };
     let signals = Signals::install()?;
     let listen = plan.listen;
     // Bound (and listening) before the capabilities go, so a privileged port still works;
@@ -168,6 +178,14 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     let zenoh = match &plan.zenoh {
         Some(z) => {
             let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), shm)?;
+            sinks.push(Box::new(sink));
+            Some(handle)
+        }
+        None => None,
+    };
+    let foxglove = match foxglove {
+        Some(server) => {
+            let (sink, handle) = server.start()?;
             sinks.push(Box::new(sink));
             Some(handle)
         }
@@ -240,6 +258,7 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         &publisher,
         zenoh.as_ref(),
         recorder.as_ref(),
+        foxglove.as_ref(),
         metrics.as_ref(),
         &signals,
     );
@@ -252,12 +271,15 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     let publisher_counters = publisher.shutdown().context("publisher")?;
     // The publisher thread dropped the zenoh sink, whose thread put what was queued.
     let zenoh_counters = zenoh.as_ref().map(ZenohHandle::counters);
+    // And the Foxglove sink, whose threads are joined.
+    let foxglove_counters = foxglove.as_ref().map(FoxgloveHandle::counters);
     let summary = report::stats_json(
         &programs,
         &workers,
         &publisher_counters,
         zenoh_counters,
         recording,
+        foxglove_counters,
         Vec::new(),
     );
     log::info!("final counters: {summary}");
@@ -269,6 +291,23 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     match failed {
         Some(e) => bail!(e),
         None => Ok(()),
+    }
+}
+
+/// The Foxglove server's settings: one channel per sensor, on its ROS topic, from the plan.
+fn foxglove_settings(plan: &Plan, addr: SocketAddr) -> FoxgloveSettings {
+    FoxgloveSettings {
+        addr,
+        topics: plan
+            .sensors()
+            .map(|s| FoxgloveTopic {
+                sensor_id: s.id,
+                name: s.name.clone(),
+                model: s.model.name().to_owned(),
+                topic: s.topic.clone(),
+                frame_id: s.frame_id.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -334,12 +373,15 @@ fn drop_privileges(process: &Process, keep: u64) -> Result<()> {
 
 /// The main loop, every 50 ms until a stop signal or until a capture thread has ended: answers
 /// `/metrics` requests, applies SIGHUP reloads, logs the counters every 10 s.
+// One argument per source of counters, and each optional sink is one.
+#[allow(clippy::too_many_arguments)]
 fn supervise(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherHandle,
     zenoh: Option<&ZenohHandle>,
     recorder: Option<&lidarxdp::capture::Recorder>,
+    foxglove: Option<&FoxgloveHandle>,
     metrics: Option<&Receiver<SyncSender<String>>>,
     signals: &Signals,
 ) {
@@ -358,6 +400,7 @@ fn supervise(
                         &publisher.counters(),
                         zenoh.map(ZenohHandle::counters),
                         recorder.map(lidarxdp::capture::Recorder::counters),
+                        foxglove.map(FoxgloveHandle::counters),
                         publisher.subscriber_stats(),
                     );
                     let _ = reply.send(lidarxdp::metrics::render(&snap));
@@ -378,6 +421,7 @@ fn supervise(
                     &publisher.counters(),
                     zenoh.map(ZenohHandle::counters),
                     recorder.map(lidarxdp::capture::Recorder::counters),
+                    foxglove.map(FoxgloveHandle::counters),
                     publisher.subscriber_stats()
                 )
             );

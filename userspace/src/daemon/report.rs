@@ -18,6 +18,7 @@ pub(super) fn metrics_snapshot(
     publisher: &PublisherCounters,
     zenoh: Option<ZenohCounters>,
     recording: Option<lidarxdp::capture::RecordingCounters>,
+    foxglove: Option<lidarxdp::foxglove::FoxgloveCounters>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, SensorSnapshot, Snapshot};
@@ -60,6 +61,7 @@ pub(super) fn metrics_snapshot(
         publisher: *publisher,
         zenoh,
         recording,
+        foxglove,
         subscribers,
     }
 }
@@ -98,11 +100,20 @@ pub(super) fn stats_json(
     publisher: &PublisherCounters,
     zenoh: Option<ZenohCounters>,
     recording: Option<lidarxdp::capture::RecordingCounters>,
+    foxglove: Option<lidarxdp::foxglove::FoxgloveCounters>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> serde_json::Value {
     use serde_json::{Value, json};
-    let mut v =
-        metrics_snapshot(programs, workers, publisher, zenoh, recording, subscribers).to_json();
+    let mut v = metrics_snapshot(
+        programs,
+        workers,
+        publisher,
+        zenoh,
+        recording,
+        foxglove,
+        subscribers,
+    )
+    .to_json();
     v["interfaces"] = programs
         .iter()
         .map(|(i, p)| {
