@@ -22,7 +22,10 @@ const THREE_FILES: &[(&str, &str)] = &[
 
 fn view_assets() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let web = manifest.join("../web");
+    let web = manifest
+        .parent()
+        .expect("userspace/ is inside the repository")
+        .join("web");
     // A directory: cargo rescans it (node_modules included) for a newer file, so `npm ci`
     // re-runs this script; a missing file would re-run it on every build instead.
     println!("cargo:rerun-if-changed={}", web.display());

@@ -33,8 +33,8 @@ use crate::publish::{FrameSink, SharedFrame};
 
 /// Most points one frame response carries; a frame with more is decimated to every `step`-th
 /// point, `step = ceil(points / MAX_POINTS)` (16 bytes a point: at most 4.8 MB a response).
-/// A VLP-16 frame holds about 29 000 points (58 000 in dual return), a 128-beam sensor
-/// about 240 000: all sent whole.
+/// The demo's VLP-16 frames hold about 15 000 points, a 128-beam sensor's about 240 000: all
+/// sent whole.
 pub const MAX_POINTS: usize = 300_000;
 
 /// Frames of each sensor in the window [`SensorStatus::fps`] and [`SensorStatus::loss_percent`]
