@@ -34,6 +34,8 @@ use lidarxdp_core::{
 pub struct SensorSnapshot {
     /// Sensor id (as in the subscriber protocol).
     pub id: u16,
+    /// The sensor's name (`--name`, `name` in `[[sensors]]`): the `sensor` label.
+    pub name: String,
     /// Model name, e.g. `VLP16`.
     pub model: String,
     /// The pipeline's counters.
@@ -103,6 +105,8 @@ pub enum Scope<'a> {
         index: usize,
         /// Sensor id.
         id: u16,
+        /// Sensor name (the `sensor` label).
+        name: &'a str,
         /// Model name.
         model: &'a str,
     },
@@ -125,8 +129,8 @@ impl Scope<'_> {
             Scope::Queue { iface, queue, .. } => {
                 vec![("iface", iface.to_owned()), ("queue", queue.to_string())]
             }
-            Scope::Sensor { id, model, .. } => {
-                vec![("sensor", id.to_string()), ("model", model.to_owned())]
+            Scope::Sensor { name, model, .. } => {
+                vec![("sensor", name.to_owned()), ("model", model.to_owned())]
             }
             Scope::Subscriber { slot, peer, .. } => {
                 vec![("subscriber", slot.to_string()), ("peer", peer.to_owned())]
@@ -180,6 +184,7 @@ impl Snapshot {
             let sc = Scope::Sensor {
                 index,
                 id: s.id,
+                name: &s.name,
                 model: &s.model,
             };
             let mut g = |d: &'static CounterDesc, v| f(&sc, d, v);
@@ -236,7 +241,13 @@ impl Snapshot {
         let mut sensors: Vec<_> = self
             .sensors
             .iter()
-            .map(|s| obj(vec![("id", s.id.into()), ("model", s.model.clone().into())]))
+            .map(|s| {
+                obj(vec![
+                    ("id", s.id.into()),
+                    ("name", s.name.clone().into()),
+                    ("model", s.model.clone().into()),
+                ])
+            })
             .collect();
         let mut subs: Vec<_> = self
             .subscribers
@@ -441,6 +452,7 @@ mod tests {
             }],
             sensors: vec![SensorSnapshot {
                 id: 0,
+                name: "front".into(),
                 model: "VLP16".into(),
                 decode: DecodeCounters {
                     packets: 84,
@@ -515,6 +527,7 @@ mod tests {
                       next: &mut dyn FnMut(&'static CounterDesc) -> u64| {
             SensorSnapshot {
                 id,
+                name: format!("s{id}"),
                 model: model.into(),
                 decode: DecodeCounters::from_fn(next),
                 traffic: SensorTraffic::from_fn(next),

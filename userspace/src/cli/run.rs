@@ -57,11 +57,12 @@ pub struct RunArgs {
     /// Name subscribers choose the sensor by (default: the model name, e.g. `VLP16`).
     #[arg(long)]
     name: Option<String>,
-    /// UDP destination port of the sensor's data packets (default 2368).
+    /// UDP destination port of the sensor's data packets. Default: the model's factory port,
+    /// Velodyne 2368, Hesai 2368, Ouster 7502 (lidar data), RoboSense 6699 (MSOP).
     #[arg(long)]
     port: Option<u16>,
-    /// A second UDP port of the same sensor, decoded by the same pipeline (RoboSense DIFOP:
-    /// 7788, whose angle table then replaces the CSV).
+    /// A second UDP port of the same sensor, decoded by the same pipeline. Default: RoboSense's
+    /// DIFOP 7788 (whose angle table then replaces the CSV; 0 = none), none for the others.
     #[arg(long)]
     extra_port: Option<u16>,
     /// IPv4 source address of the sensor (default: any source).

@@ -18,7 +18,8 @@
 //!
 //! Everything that steers packets is in place before the publisher accepts its first
 //! subscriber, so a connected subscriber knows the daemon is ready. Then the main thread
-//! serves `/metrics`, applies SIGHUP calibration reloads and logs the counters every 10 s.
+//! serves `/metrics`, applies SIGHUP calibration reloads and logs what changed every 10 s
+//! (nothing when nothing did).
 //! SIGTERM/SIGINT stop the capture threads, which flush their frames in progress; the
 //! publisher drains and closes; the counters are written (`--stats-json`); dropping the
 //! programs detaches them.
@@ -371,8 +372,12 @@ fn drop_privileges(process: &Process, keep: u64) -> Result<()> {
     Ok(())
 }
 
+/// How often the main loop looks for changes worth a log line.
+const LOG_PERIOD: Duration = Duration::from_secs(10);
+
 /// The main loop, every 50 ms until a stop signal or until a capture thread has ended: answers
-/// `/metrics` requests, applies SIGHUP reloads, logs the counters every 10 s.
+/// `/metrics` requests, applies SIGHUP reloads, and every [`LOG_PERIOD`] logs what changed
+/// ([`report::ChangeLog`]: nothing when nothing did).
 // One argument per source of counters, and each optional sink is one.
 #[allow(clippy::too_many_arguments)]
 fn supervise(
@@ -386,6 +391,18 @@ fn supervise(
     signals: &Signals,
 ) {
     let mut last_log = Instant::now();
+    let mut changes = report::ChangeLog::default();
+    let snapshot = || {
+        report::metrics_snapshot(
+            programs,
+            workers,
+            &publisher.counters(),
+            zenoh.map(ZenohHandle::counters),
+            recorder.map(lidarxdp::capture::Recorder::counters),
+            foxglove.map(FoxgloveHandle::counters),
+            publisher.subscriber_stats(),
+        )
+    };
     let finished = |w: &[Worker]| {
         w.iter()
             .any(|w| w.thread.as_ref().is_none_or(|t| t.is_finished()))
@@ -394,16 +411,7 @@ fn supervise(
         match metrics {
             Some(rx) => {
                 if let Ok(reply) = rx.recv_timeout(Duration::from_millis(50)) {
-                    let snap = report::metrics_snapshot(
-                        programs,
-                        workers,
-                        &publisher.counters(),
-                        zenoh.map(ZenohHandle::counters),
-                        recorder.map(lidarxdp::capture::Recorder::counters),
-                        foxglove.map(FoxgloveHandle::counters),
-                        publisher.subscriber_stats(),
-                    );
-                    let _ = reply.send(lidarxdp::metrics::render(&snap));
+                    let _ = reply.send(lidarxdp::metrics::render(&snapshot()));
                 }
             }
             None => std::thread::sleep(Duration::from_millis(50)),
@@ -411,20 +419,11 @@ fn supervise(
         if signals.hangup.swap(false, Ordering::Relaxed) {
             workers::reload_calibrations(workers);
         }
-        if last_log.elapsed() >= Duration::from_secs(10) {
+        if last_log.elapsed() >= LOG_PERIOD {
             last_log = Instant::now();
-            log::info!(
-                "{}",
-                report::stats_json(
-                    programs,
-                    workers,
-                    &publisher.counters(),
-                    zenoh.map(ZenohHandle::counters),
-                    recorder.map(lidarxdp::capture::Recorder::counters),
-                    foxglove.map(FoxgloveHandle::counters),
-                    publisher.subscriber_stats()
-                )
-            );
+            for line in changes.lines(&snapshot(), LOG_PERIOD.as_secs()) {
+                log::info!("{line}");
+            }
         }
     }
 }

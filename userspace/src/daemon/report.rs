@@ -34,10 +34,11 @@ pub(super) fn metrics_snapshot(
             w.stats
                 .sensors
                 .iter()
-                .zip(&w.models)
-                .map(|(s, (id, model))| SensorSnapshot {
-                    id: *id,
-                    model: (*model).to_owned(),
+                .zip(&w.sensors)
+                .map(|(s, plan)| SensorSnapshot {
+                    id: plan.id,
+                    name: plan.name.clone(),
+                    model: plan.model.name().to_owned(),
                     decode: s.decode.snapshot(),
                     traffic: s.traffic.snapshot(),
                     vendor: s.vendor_snapshot(),
@@ -132,4 +133,118 @@ pub(super) fn stats_json(
     }
     v["backend"] = workers.first().map_or(Value::Null, backend_json);
     v
+}
+
+/// What the daemon's log says about the counters: nothing when nothing changed (the counters
+/// themselves are for `lidarxdp stats` and `/metrics`), one line per sensor when its stream
+/// starts, stops or resumes, or when it had faults in the last period (malformed packets,
+/// time jumps, whole frames lost), and one line per queue whose socket dropped packets.
+#[derive(Default)]
+pub(super) struct ChangeLog {
+    /// Per sensor id: (counters at the last call, receiving during the last period).
+    sensors: std::collections::HashMap<u16, (lidarxdp_core::sensor::DecodeCounters, bool)>,
+    /// Per (iface, queue): the socket's kernel drop count at the last call.
+    queues: std::collections::HashMap<(String, u32), u64>,
+}
+
+impl ChangeLog {
+    /// The lines for the period since the last call (`period_s` long, seconds); empty when
+    /// nothing changed.
+    pub(super) fn lines(
+        &mut self,
+        snap: &lidarxdp::metrics::Snapshot,
+        period_s: u64,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &snap.sensors {
+            let now = s.decode;
+            let (before, was_receiving) = self.sensors.get(&s.id).copied().unwrap_or_default();
+            let receiving = now.packets > before.packets;
+            match (was_receiving, receiving) {
+                (false, true) if before.packets == 0 => {
+                    out.push(format!("{}: receiving ({})", s.name, s.model));
+                }
+                (false, true) => out.push(format!("{}: receiving again", s.name)),
+                (true, false) => {
+                    out.push(format!("{}: no datagram for {period_s} s", s.name));
+                }
+                _ => {}
+            }
+            let faults: Vec<String> = [
+                (now.malformed - before.malformed, "malformed"),
+                (now.time_jumps - before.time_jumps, "time jumps"),
+                (now.frames_lost - before.frames_lost, "whole frames lost"),
+            ]
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+            if !faults.is_empty() {
+                out.push(format!(
+                    "{}: in the last {period_s} s: {}",
+                    s.name,
+                    faults.join(", ")
+                ));
+            }
+            self.sensors.insert(s.id, (now, receiving));
+        }
+        for q in &snap.queues {
+            let Some((x, _)) = &q.xsk else { continue };
+            let dropped = x.rx_dropped + x.rx_ring_full + x.rx_invalid_descs;
+            let key = (q.iface.clone(), q.queue);
+            let before = self.queues.insert(key, dropped).unwrap_or(0);
+            if dropped > before {
+                out.push(format!(
+                    "{}:{}: the kernel dropped {} packets in the last {period_s} s (RX ring \
+                     full: the decoder fell behind; see lidarxdp stats)",
+                    q.iface,
+                    q.queue,
+                    dropped - before
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lidarxdp::metrics::{SensorSnapshot, Snapshot};
+    use lidarxdp_core::sensor::DecodeCounters;
+
+    fn snap(packets: u64, malformed: u64, frames_lost: u64) -> Snapshot {
+        Snapshot {
+            sensors: vec![SensorSnapshot {
+                id: 3,
+                name: "front".into(),
+                model: "VLP16".into(),
+                decode: DecodeCounters {
+                    packets,
+                    malformed,
+                    frames_lost,
+                    ..DecodeCounters::default()
+                },
+                traffic: Default::default(),
+                vendor: Vec::new(),
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn change_log_says_nothing_when_nothing_changed() {
+        let mut log = ChangeLog::default();
+        assert!(log.lines(&snap(0, 0, 0), 10).is_empty());
+        assert_eq!(log.lines(&snap(100, 0, 0), 10), ["front: receiving (VLP16)"]);
+        assert!(log.lines(&snap(200, 0, 0), 10).is_empty());
+        assert_eq!(
+            log.lines(&snap(300, 2, 1), 10),
+            ["front: in the last 10 s: 2 malformed, 1 whole frames lost"]
+        );
+        assert!(log.lines(&snap(400, 2, 1), 10).is_empty());
+        assert_eq!(log.lines(&snap(400, 2, 1), 10), ["front: no datagram for 10 s"]);
+        assert!(log.lines(&snap(400, 2, 1), 10).is_empty());
+        assert_eq!(log.lines(&snap(401, 2, 1), 10), ["front: receiving again"]);
+    }
 }

@@ -29,8 +29,6 @@ pub(super) struct Worker {
     pub(super) sensors: Vec<SensorPlan>,
     /// Where reloaded pipelines go.
     pub(super) reloads: Arc<ArrayQueue<Reload>>,
-    /// (sensor id, model name) per slot.
-    pub(super) models: Vec<(u16, &'static str)>,
     pub(super) stats: Arc<CaptureStats>,
     pub(super) thread: Option<std::thread::JoinHandle<std::io::Result<CaptureExit>>>,
     pub(super) exit: Option<CaptureExit>,
@@ -50,8 +48,10 @@ pub(crate) fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
         hesai_skip_crc: s.hesai_skip_crc,
         flavor: lidarxdp_core::sensor::DecodeFlavor::from_nebula_compat(s.nebula_compat),
     };
-    lidarxdp::calibration::pipeline_with_options(&cfg, opts)
-        .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))
+    let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts)
+        .with_context(|| format!("sensor {:?} ({})", s.name, s.model.name()))?;
+    p.set_name(&s.name);
+    Ok(p)
 }
 
 /// Every sensor's pipeline, per queue in plan order: every calibration is read before the
@@ -124,7 +124,6 @@ pub(super) fn start(
             queue: q.queue,
             sensors: q.sensors.clone(),
             reloads,
-            models: q.sensors.iter().map(|s| (s.id, s.model.name())).collect(),
             stats,
             thread: Some(thread),
             exit: None,
