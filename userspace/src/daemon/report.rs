@@ -236,14 +236,20 @@ mod tests {
     fn change_log_says_nothing_when_nothing_changed() {
         let mut log = ChangeLog::default();
         assert!(log.lines(&snap(0, 0, 0), 10).is_empty());
-        assert_eq!(log.lines(&snap(100, 0, 0), 10), ["front: receiving (VLP16)"]);
+        assert_eq!(
+            log.lines(&snap(100, 0, 0), 10),
+            ["front: receiving (VLP16)"]
+        );
         assert!(log.lines(&snap(200, 0, 0), 10).is_empty());
         assert_eq!(
             log.lines(&snap(300, 2, 1), 10),
             ["front: in the last 10 s: 2 malformed, 1 whole frames lost"]
         );
         assert!(log.lines(&snap(400, 2, 1), 10).is_empty());
-        assert_eq!(log.lines(&snap(400, 2, 1), 10), ["front: no datagram for 10 s"]);
+        assert_eq!(
+            log.lines(&snap(400, 2, 1), 10),
+            ["front: no datagram for 10 s"]
+        );
         assert!(log.lines(&snap(400, 2, 1), 10).is_empty());
         assert_eq!(log.lines(&snap(401, 2, 1), 10), ["front: receiving again"]);
     }
