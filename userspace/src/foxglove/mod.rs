@@ -44,7 +44,7 @@ pub use diagnostics::{DIAGNOSTICS_SCHEMA, Diagnostics, SensorInfo, WINDOW_FRAMES
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,7 @@ use ::foxglove::{
 use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE};
 use lidarxdp_core::ros2::{FieldRef, POINTCLOUD2_SCHEMA, PointCloud2Prefix};
 
-use crate::publish::{FrameSink, SharedFrame};
+use crate::publish::{FrameSink, Offered, SharedFrame, SinkThread};
 
 /// The Foxglove sink's counters: daemon-wide, no labels (`lidarxdp_foxglove_*`; stats JSON
 /// `foxglove`).
@@ -355,10 +355,7 @@ impl FoxgloveServer {
                 }
             })
             .map_err(|e| FoxgloveError::Thread("foxglove-ws", e))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(SINK_QUEUE);
-        let sink_thread = std::thread::Builder::new()
-            .name("foxglove-sink".into())
-            .spawn(move || worker.run(rx));
+        let sink_thread = SinkThread::spawn("foxglove-sink", SINK_QUEUE, move |rx| worker.run(rx));
         let sink_thread = match sink_thread {
             Ok(t) => t,
             Err(e) => {
@@ -370,9 +367,8 @@ impl FoxgloveServer {
         log::info!("foxglove: serving ws://{addr} (open it in Foxglove or Lichtblick)");
         Ok((
             FoxgloveSink {
-                tx: Some(tx),
                 counters: counters.clone(),
-                sink_thread: Some(sink_thread),
+                sink_thread,
                 stop: Some(stop_tx),
                 ws_thread: Some(ws),
             },
@@ -384,9 +380,8 @@ impl FoxgloveServer {
 /// The [`FrameSink`] that feeds the Foxglove server (module documentation). Dropping it lets
 /// its thread finish the queued frames, then stops the server.
 pub struct FoxgloveSink {
-    tx: Option<SyncSender<Arc<SharedFrame>>>,
     counters: Arc<SharedFoxgloveCounters>,
-    sink_thread: Option<JoinHandle<()>>,
+    sink_thread: SinkThread,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     ws_thread: Option<JoinHandle<()>>,
 }
@@ -410,13 +405,12 @@ impl FrameSink for FoxgloveSink {
     }
 
     fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
-        let Some(tx) = &self.tx else { return };
-        match tx.try_send(frame.clone()) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
+        match self.sink_thread.offer(frame) {
+            Offered::Queued => {}
+            Offered::Full => {
                 self.counters.dropped.fetch_add(1, Relaxed);
             }
-            Err(TrySendError::Disconnected(_)) => {
+            Offered::Closed => {
                 self.counters.errors.fetch_add(1, Relaxed);
             }
         }
@@ -425,12 +419,7 @@ impl FrameSink for FoxgloveSink {
 
 impl Drop for FoxgloveSink {
     fn drop(&mut self) {
-        drop(self.tx.take());
-        if let Some(t) = self.sink_thread.take()
-            && t.join().is_err()
-        {
-            log::error!("foxglove: the sink thread panicked");
-        }
+        self.sink_thread.close();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

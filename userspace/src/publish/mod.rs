@@ -60,7 +60,7 @@ mod uring;
 
 pub use counters::PublisherCounters;
 pub use pool::{BufferPool, PoolCounters};
-pub use sink::{FrameSink, SharedFrame};
+pub use sink::{FrameSink, Offered, SharedFrame, SinkThread};
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

@@ -67,3 +67,73 @@ pub trait FrameSink: Send {
     /// Takes one frame; `now` is the publisher thread's monotonic time of the hand-over.
     fn offer(&mut self, frame: &Arc<SharedFrame>, now: Instant);
 }
+
+/// What [`SinkThread::offer`] did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offered {
+    /// Queued for the sink's thread.
+    Queued,
+    /// The queue was full: the frame is not sent by this sink (the caller counts it).
+    Full,
+    /// The sink's thread has ended: nothing is sent any more (the caller counts it).
+    Closed,
+}
+
+/// The usual shape of a sink that must not block the publisher: [`FrameSink::offer`] is one
+/// `try_send` into a bounded queue, and a thread of its own does the slow work (encoding,
+/// network). Dropping it (or [`SinkThread::close`]) ends the queue, lets the thread finish the
+/// frames already queued, and joins it.
+pub struct SinkThread {
+    name: String,
+    tx: Option<std::sync::mpsc::SyncSender<Arc<SharedFrame>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SinkThread {
+    /// Starts thread `name` running `work` on the receiving end of a queue of `depth` frames
+    /// (at least 1).
+    ///
+    /// # Errors
+    /// The thread could not be spawned.
+    pub fn spawn<W>(name: &str, depth: usize, work: W) -> std::io::Result<Self>
+    where
+        W: FnOnce(std::sync::mpsc::Receiver<Arc<SharedFrame>>) + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(depth.max(1));
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || work(rx))?;
+        Ok(SinkThread {
+            name: name.to_owned(),
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands `frame` to the thread without waiting.
+    pub fn offer(&self, frame: &Arc<SharedFrame>) -> Offered {
+        use std::sync::mpsc::TrySendError;
+        match self.tx.as_ref().map(|tx| tx.try_send(frame.clone())) {
+            Some(Ok(())) => Offered::Queued,
+            Some(Err(TrySendError::Full(_))) => Offered::Full,
+            Some(Err(TrySendError::Disconnected(_))) | None => Offered::Closed,
+        }
+    }
+
+    /// Ends the queue and waits until the thread has finished what was queued; logs a panic of
+    /// the thread. Idempotent.
+    pub fn close(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            log::error!("{}: the sink thread panicked", self.name);
+        }
+    }
+}
+
+impl Drop for SinkThread {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

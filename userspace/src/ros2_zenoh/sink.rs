@@ -26,8 +26,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::thread::JoinHandle;
+use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE};
@@ -40,7 +39,7 @@ use zenoh::qos::{CongestionControl, Reliability};
 use zenoh::shm::GarbageCollect;
 
 use super::{NODE_NAME, ShmPool, ZenohError, ZenohSettings};
-use crate::publish::{FrameSink, SharedFrame};
+use crate::publish::{FrameSink, Offered, SharedFrame, SinkThread};
 
 /// The zenoh sink's counters: daemon-wide, no labels (`lidarxdp_zenoh_*`; stats JSON `zenoh`).
 pub const ZENOH_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
@@ -95,9 +94,8 @@ struct Worker {
 
 /// The [`FrameSink`] that publishes to zenoh (module documentation).
 pub struct ZenohSink {
-    tx: Option<SyncSender<Arc<SharedFrame>>>,
+    thread: SinkThread,
     counters: Arc<SharedZenohCounters>,
-    thread: Option<JoinHandle<()>>,
 }
 
 /// What the daemon keeps of a started sink: its counters.
@@ -189,10 +187,7 @@ impl ZenohSink {
             shm,
             counters: counters.clone(),
         };
-        let (tx, rx) = std::sync::mpsc::sync_channel(settings.queue.max(1));
-        let thread = std::thread::Builder::new()
-            .name("zenoh-sink".into())
-            .spawn(move || worker.run(rx))
+        let thread = SinkThread::spawn("zenoh-sink", settings.queue, move |rx| worker.run(rx))
             .map_err(|e| ZenohError::Session(format!("spawn the sink thread: {e}")))?;
         log::info!(
             "zenoh: session {zid}, domain {}, shared memory {} MiB",
@@ -201,9 +196,8 @@ impl ZenohSink {
         );
         Ok((
             ZenohSink {
-                tx: Some(tx),
+                thread,
                 counters: counters.clone(),
-                thread: Some(thread),
             },
             ZenohHandle { counters },
         ))
@@ -216,27 +210,14 @@ impl FrameSink for ZenohSink {
     }
 
     fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
-        let Some(tx) = &self.tx else { return };
-        match tx.try_send(frame.clone()) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
+        match self.thread.offer(frame) {
+            Offered::Queued => {}
+            Offered::Full => {
                 self.counters.dropped.fetch_add(1, Relaxed);
             }
-            Err(TrySendError::Disconnected(_)) => {
+            Offered::Closed => {
                 self.counters.errors.fetch_add(1, Relaxed);
             }
-        }
-    }
-}
-
-impl Drop for ZenohSink {
-    /// Lets the thread publish what is queued, then closes the session.
-    fn drop(&mut self) {
-        drop(self.tx.take());
-        if let Some(t) = self.thread.take()
-            && t.join().is_err()
-        {
-            log::error!("zenoh: the sink thread panicked");
         }
     }
 }
