@@ -330,39 +330,45 @@ fn check_process(a: &RunArgs) -> Result<Option<lidarxdp::privs::User>> {
     if user.is_some() && a.keep_caps.unwrap_or(false) {
         bail!("--user and --keep-caps exclude each other");
     }
-    if let Some(m) = a.metrics
-        && !m.ip().is_loopback()
-        && !a.metrics_public.unwrap_or(false)
-    {
-        bail!(
-            "--metrics: {m} is not a loopback address; the metrics endpoint has no \
-             authentication, add --metrics-public to serve it there anyway"
-        );
-    }
-    if let Some(v) = a.view {
-        if !v.ip().is_loopback() && !a.view_public.unwrap_or(false) {
-            bail!(
-                "--view: {v} is not a loopback address; the view has no authentication, add \
-                 --view-public to serve it there anyway"
-            );
-        }
+    loopback_unless_public(
+        "metrics",
+        a.metrics,
+        a.metrics_public,
+        "the metrics endpoint",
+    )?;
+    loopback_unless_public("view", a.view, a.view_public, "the view")?;
+    if a.view.is_some() {
         lidarxdp::view::assets::check()?;
     }
-    if let Some(f) = a.foxglove
-        && !f.ip().is_loopback()
-        && !a.foxglove_public.unwrap_or(false)
-    {
-        bail!(
-            "--foxglove: {f} is not a loopback address; the Foxglove server has no \
-             authentication, add --foxglove-public to serve it there anyway"
-        );
-    }
+    loopback_unless_public(
+        "foxglove",
+        a.foxglove,
+        a.foxglove_public,
+        "the Foxglove server",
+    )?;
     if let Some(p) = &a.bpf_object
         && !p.is_file()
     {
         bail!("--bpf-object: {} is not a file", p.display());
     }
     Ok(user)
+}
+
+/// Refuses `--FLAG ADDR` on a non-loopback address unless `--FLAG-public` is given: `what`
+/// (named in the message) has no authentication.
+fn loopback_unless_public(
+    flag: &str,
+    addr: Option<SocketAddr>,
+    public: Option<bool>,
+    what: &str,
+) -> Result<()> {
+    match addr {
+        Some(a) if !a.ip().is_loopback() && !public.unwrap_or(false) => bail!(
+            "--{flag}: {a} is not a loopback address; {what} has no authentication, add \
+             --{flag}-public to serve it there anyway"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// `--record-pcap` and its rotation flags, checked (ranges, a file name; the rotation flags

@@ -53,8 +53,7 @@ use ::foxglove::{
     ChannelBuilder, Context, PartialMetadata, RawChannel, Schema, WebSocketServer,
     WebSocketServerHandle,
 };
-use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE};
-use lidarxdp_core::ros2::{FieldRef, POINTCLOUD2_SCHEMA, PointCloud2Prefix};
+use lidarxdp_core::ros2::POINTCLOUD2_SCHEMA;
 
 use crate::publish::{FrameSink, Offered, SharedFrame, SinkThread};
 
@@ -461,19 +460,8 @@ impl Worker {
             self.counters.unwatched.fetch_add(1, Relaxed);
             return;
         }
-        let Ok(count) = u32::try_from(frame.points().len()) else {
-            self.counters.errors.fetch_add(1, Relaxed);
-            return;
-        };
         let points: &[u8] = bytemuck::cast_slice(frame.points());
-        let encoded = PointCloud2Prefix::new(
-            h.start_ns,
-            &p.frame_id,
-            POINT_FIELDS.iter().map(FieldRef::from),
-            POINT_SIZE as u32,
-            count,
-        )
-        .and_then(|prefix| {
+        let encoded = frame.pointcloud2_prefix(&p.frame_id).and_then(|prefix| {
             self.buf.clear();
             prefix.write_message(points, &mut self.buf)
         });

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use super::BufferPool;
 use lidarxdp_core::frame::{Frame, FrameHeader};
-use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE, PointXYZIRCAEDT};
+use lidarxdp_core::ros2::{CdrError, FieldRef, PointCloud2Prefix};
 
 /// A finished frame shared by every sink (through `Arc`) without a copy. When the last holder
 /// drops it, its point buffer goes back to the [`BufferPool`] the decoders take from.
@@ -45,6 +46,26 @@ impl SharedFrame {
     /// The points (Autoware `PointXYZIRCAEDT`, 32 bytes each).
     pub fn points(&self) -> &[PointXYZIRCAEDT] {
         &self.points
+    }
+
+    /// The CDR prefix of this frame as a ROS 2 `sensor_msgs/msg/PointCloud2` with `frame_id`
+    /// (stamp = `start_ns`, the full 32-byte point layout), for the sinks that publish it
+    /// (zenoh, Foxglove); the points follow it unchanged ([`lidarxdp_core::ros2`]).
+    ///
+    /// # Errors
+    /// [`CdrError::DataTooLong`] above `u32::MAX` points or bytes; [`CdrError::NulInString`]
+    /// for a NUL in `frame_id`.
+    pub fn pointcloud2_prefix(&self, frame_id: &str) -> Result<PointCloud2Prefix, CdrError> {
+        let count = u32::try_from(self.points.len()).map_err(|_| CdrError::DataTooLong {
+            bytes: (self.points.len() as u64).saturating_mul(POINT_SIZE as u64),
+        })?;
+        PointCloud2Prefix::new(
+            self.header.start_ns,
+            frame_id,
+            POINT_FIELDS.iter().map(FieldRef::from),
+            POINT_SIZE as u32,
+            count,
+        )
     }
 }
 

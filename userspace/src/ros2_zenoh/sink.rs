@@ -29,8 +29,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE};
-use lidarxdp_core::ros2::{Attachment, FieldRef, NodeTokens, PointCloud2Prefix, topic_key_expr};
+use lidarxdp_core::ros2::{Attachment, NodeTokens, topic_key_expr};
 use zenoh::Wait;
 use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
@@ -266,16 +265,9 @@ impl Worker {
             return Err(format!("sensor {} has no topic", h.sensor_id));
         };
         let points: &[u8] = bytemuck::cast_slice(frame.points());
-        let count = u32::try_from(frame.points().len())
-            .map_err(|_| format!("{} points", frame.points().len()))?;
-        let prefix = PointCloud2Prefix::new(
-            h.start_ns,
-            &topic.frame_id,
-            POINT_FIELDS.iter().map(FieldRef::from),
-            POINT_SIZE as u32,
-            count,
-        )
-        .map_err(|e| e.to_string())?;
+        let prefix = frame
+            .pointcloud2_prefix(&topic.frame_id)
+            .map_err(|e| e.to_string())?;
         let len = prefix.message_len();
         let chunk = self
             .shm
