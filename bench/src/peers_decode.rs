@@ -1,0 +1,109 @@
+//! `lidarxdp-bench peers-decode`: lidarxdp's decode-only measurement of `peers` (issue 15).
+//!
+//! Loads a payload file (records of `[u64 LE pcap time ns][u32 LE length][UDP payload]`,
+//! written by [`crate::peers_input`]) into memory, builds one [`ScanPipeline`] as `lidarxdp
+//! decode` does (same model, calibration, datasheet range limits), pushes the first
+//! `--warmup` packets untimed, then times every other packet through it (decode, scan cut,
+//! frame assembly with time stamps) with this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
+//! as `userspace/benches/{velodyne,ouster,hesai}.rs` do. The last, open frame is not
+//! flushed (the peers do not flush theirs either). Prints one JSON object: timed `packets`,
+//! `frames` completed, `points` published and `ns`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use lidarxdp_core::sensor::{SensorConfig, SensorModel};
+
+/// `peers-decode` arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Payload file.
+    #[arg(long)]
+    payloads: PathBuf,
+    /// Packets decoded untimed first.
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
+    /// Sensor model.
+    #[arg(long)]
+    sensor: SensorModel,
+    /// Calibration (as `lidarxdp decode --calibration`).
+    #[arg(long)]
+    calibration: PathBuf,
+}
+
+/// Reads a payload file: `(pcap time ns, payload)` per record.
+pub fn read_payloads(path: &std::path::Path) -> Result<Vec<(u64, Vec<u8>)>> {
+    let data = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off + 12 <= data.len() {
+        let ts = u64::from_le_bytes(data[off..off + 8].try_into().expect("8 bytes"));
+        let len = u32::from_le_bytes(data[off + 8..off + 12].try_into().expect("4 bytes")) as usize;
+        off += 12;
+        if off + len > data.len() {
+            break;
+        }
+        out.push((ts, data[off..off + len].to_vec()));
+        off += len;
+    }
+    if off != data.len() {
+        bail!("{}: truncated record at byte {off}", path.display());
+    }
+    Ok(out)
+}
+
+/// CPU time of the calling thread, ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs the measurement and prints its JSON line.
+pub fn run(a: Args) -> Result<()> {
+    let packets = read_payloads(&a.payloads)?;
+    if a.warmup >= packets.len() {
+        bail!(
+            "--warmup {} leaves none of the {} packets to time",
+            a.warmup,
+            packets.len()
+        );
+    }
+    let (min, max) = a.sensor.datasheet_range_m();
+    let cfg = SensorConfig {
+        min_range_m: min,
+        max_range_m: max,
+        ..SensorConfig::new(0, a.sensor, &a.calibration)
+    };
+    let mut p = lidarxdp::calibration::pipeline(&cfg)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.calibration.display()))?;
+    let mut out = Vec::with_capacity(8);
+    for (t, d) in &packets[..a.warmup] {
+        p.push(d, *t, &mut out);
+        out.clear();
+    }
+    let points0 = p.counters().points;
+    let mut frames = 0usize;
+    let t0 = thread_cpu_ns();
+    for (t, d) in &packets[a.warmup..] {
+        p.push(d, *t, &mut out);
+        frames += out.len();
+        out.clear();
+    }
+    let ns = thread_cpu_ns() - t0;
+    println!(
+        "{}",
+        serde_json::json!({
+            "packets": packets.len() - a.warmup,
+            "frames": frames,
+            "points": p.counters().points - points0,
+            "ns": ns,
+        })
+    );
+    Ok(())
+}
