@@ -197,6 +197,24 @@ pub fn target_zero_loss(losses: &[u64]) -> Verdict {
     }
 }
 
+/// "`value` ≤ `limit`" (issue 15's CPU targets); no data without a value.
+pub fn target_at_most(value: Option<f64>, limit: f64) -> Verdict {
+    match value {
+        None => Verdict::NoData,
+        Some(v) if v <= limit => Verdict::Held,
+        Some(_) => Verdict::NotHeld,
+    }
+}
+
+/// "`value` < `limit`" (issue 15's latency target); no data without a value.
+pub fn target_below(value: Option<f64>, limit: f64) -> Verdict {
+    match value {
+        None => Verdict::NoData,
+        Some(v) if v < limit => Verdict::Held,
+        Some(_) => Verdict::NotHeld,
+    }
+}
+
 /// Stall tolerance: the longest tested stall, ms, after which a configuration lost nothing,
 /// given `(stall_ms, lost)` of every run; all runs of a stall length must be loss-free, and so
 /// must all shorter tested stalls (a loss at a shorter stall caps the tolerance). 0 when the
@@ -369,6 +387,12 @@ mod tests {
         );
         assert_eq!(stall_tolerance(&[(10, 0), (10, 1)]), Some(0));
         assert_eq!(stall_tolerance(&[]), None);
+        assert_eq!(target_at_most(Some(5_000.0), 5_000.0), Verdict::Held);
+        assert_eq!(target_at_most(Some(5_000.5), 5_000.0), Verdict::NotHeld);
+        assert_eq!(target_at_most(None, 5_000.0), Verdict::NoData);
+        assert_eq!(target_below(Some(1_499.0), 1_500.0), Verdict::Held);
+        assert_eq!(target_below(Some(1_500.0), 1_500.0), Verdict::NotHeld);
+        assert_eq!(target_below(None, 1_500.0), Verdict::NoData);
 
         assert_eq!(
             target_stall_ratio(Some(500), Some(50), 10, 10, 2000),

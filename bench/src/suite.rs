@@ -60,6 +60,19 @@ pub struct Args {
     /// the ladder's 7,540 pps runs).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Only these backends (comma-separated labels: xdp-native, xdp-generic, socket,
+    /// recvmmsg, uring; default all).
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Vec<String>,
+    /// Idle-wait modes (issue 15): every `xdp-*` and `recvmmsg` configuration runs once per
+    /// mode, with `lidarxdp run --wait MODE` (comma-separated, e.g.
+    /// `poll,minwait:200,paced:250`; default: none given, the daemon's default).
+    #[arg(long, value_delimiter = ',')]
+    pub waits: Vec<String>,
+    /// Ladder rates instead of the plan's (comma-separated datagrams/s or `max`, e.g.
+    /// `7540,75400`).
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<String>,
 }
 
 /// A receive path under test.
@@ -118,6 +131,8 @@ struct Spec {
     subscribers: u16,
     pin_collector: bool,
     offline_frames: bool,
+    /// `--wait` of the daemon, or `None` for its default.
+    wait: Option<String>,
     /// Sensors the rate is spread over: one port each, `PORT..PORT + sensors` (one daemon
     /// config with that many `[[sensors]]`).
     sensors: u16,
@@ -142,6 +157,9 @@ impl Spec {
         if let Some(u) = self.umem_frames {
             s.push_str(&format!(" umem={u}"));
         }
+        if let Some(w) = &self.wait {
+            s.push_str(&format!(" wait={w}"));
+        }
         s
     }
     fn name(&self, idx: usize) -> String {
@@ -155,6 +173,10 @@ impl Spec {
             .stall_ms
             .map_or(String::new(), |s| format!("-stall{s}"))
             + &self.rcvbuf.map_or(String::new(), |r| format!("-rcv{r}"))
+            + &self
+                .wait
+                .as_ref()
+                .map_or(String::new(), |w| format!("-w{}", w.replace(':', "")))
     }
 }
 
@@ -179,6 +201,8 @@ pub struct Row {
     pub rcvbuf: Option<String>,
     /// `--umem-frames` of the run.
     pub umem_frames: Option<u32>,
+    /// `--wait` of the run (empty: the daemon's default).
+    pub wait: Option<String>,
     /// A CPU hog shared core 0.
     pub hog: bool,
     /// Subscribers connected.
@@ -241,6 +265,8 @@ pub struct Row {
     pub receiver_ns_per_pkt: Option<f64>,
     /// `backend.decoder_cpu_ns` / received, ns per datagram.
     pub decoder_ns_per_pkt: Option<f64>,
+    /// Idle waits of the capture thread (`capture.waits`) per received datagram.
+    pub waits_per_pkt: Option<f64>,
     /// Frames received by the collector (all subscribers).
     pub sub_frames: Option<u64>,
     /// Points per received frame: mean.
@@ -402,6 +428,7 @@ fn run_one(ctx: &Ctx, spec: &Spec, idx: usize) -> Row {
         stall_ms: spec.stall_ms,
         rcvbuf: spec.rcvbuf.map(str::to_owned),
         umem_frames: spec.umem_frames,
+        wait: spec.wait.clone(),
         hog: spec.hog,
         subscribers: spec.subscribers,
         sensors: spec.sensors,
@@ -463,6 +490,9 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
     }
     if let Some(u) = spec.umem_frames {
         d.args(["--umem-frames", &u.to_string()]);
+    }
+    if let Some(w) = &spec.wait {
+        d.args(["--wait", w]);
     }
     if let Some(r) = spec.rcvbuf {
         d.args(["--rcvbuf", r]);
@@ -696,6 +726,7 @@ fn fill_row(
     };
     row.receiver_ns_per_pkt = num(d, &["backend", "receiver_cpu_ns"]).and_then(per);
     row.decoder_ns_per_pkt = num(d, &["backend", "decoder_cpu_ns"]).and_then(per);
+    row.waits_per_pkt = num(d, &["capture", "waits"]).and_then(|w| per(w));
 }
 
 fn fill_frames(row: &mut Row, rows: &[crate::collect::FrameRow], g: &Value) {
@@ -827,8 +858,23 @@ fn base(scenario: &'static str, b: Backend, rep: u32, pps: Option<u64>, s: f64) 
         subscribers: 0,
         pin_collector: false,
         offline_frames: false,
+        wait: None,
         sensors: 1,
     }
+}
+
+/// The configurations of `backends` to run: each `xdp-*` and `recvmmsg` backend once per
+/// wait mode in `waits` (none: once, with the daemon's default), the others once.
+fn with_waits(backends: &[Backend], waits: &[String]) -> Vec<(Backend, Option<String>)> {
+    let mut v = Vec::new();
+    for b in backends {
+        if waits.is_empty() || !(b.backend == "xdp" || b.backend == "recvmmsg") {
+            v.push((*b, None));
+        } else {
+            v.extend(waits.iter().map(|w| (*b, Some(w.clone()))));
+        }
+    }
+    v
 }
 
 fn write_csv(path: &Path, rows: &[&Row]) -> Result<()> {
@@ -895,7 +941,53 @@ pub fn run(args: Args) -> Result<()> {
     let raw = out.join("raw");
     std::fs::create_dir_all(&raw).with_context(|| format!("create {}", raw.display()))?;
     let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let plan = Plan::new(args.quick, args.reps);
+    let mut plan = Plan::new(args.quick, args.reps);
+    if let Some(bad) = args
+        .backends
+        .iter()
+        .find(|b| !BACKENDS.iter().any(|k| k.label == b.as_str()))
+    {
+        let all: Vec<&str> = BACKENDS.iter().map(|b| b.label).collect();
+        bail!(
+            "--backends: {bad:?} is not a backend; valid: {}",
+            all.join(",")
+        );
+    }
+    if !args.backends.is_empty() {
+        let keep = |v: &mut Vec<Backend>| v.retain(|b| args.backends.iter().any(|k| k == b.label));
+        keep(&mut plan.ladder_backends);
+        keep(&mut plan.contention_backends);
+        keep(&mut plan.latency_backends);
+        plan.stall_configs
+            .retain(|(b, _, _)| args.backends.iter().any(|k| k == b.label));
+    }
+    if !args.rates.is_empty() {
+        plan.ladder_rates = args
+            .rates
+            .iter()
+            .map(|r| match r.as_str() {
+                "max" => Ok(None),
+                n => n
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&p| (1..=10_000_000).contains(&p))
+                    .map(Some)
+                    .with_context(|| {
+                        format!("--rates: {n:?} is not max or an integer in 1..=10000000")
+                    }),
+            })
+            .collect::<Result<_>>()?;
+    }
+    if let Some(bad) = args.waits.iter().find(|w| {
+        let (k, u) = w.split_once(':').unwrap_or((w.as_str(), ""));
+        !(w.as_str() == "poll"
+            || ["minwait", "paced", "busypoll"].contains(&k) && u.parse::<u32>().is_ok())
+    }) {
+        bail!(
+            "--waits: {bad:?} is not a wait mode; valid: poll, minwait:USEC, paced:USEC, \
+             busypoll:USEC (the daemon checks USEC)"
+        );
+    }
 
     let mut net = TestNet::up().context("test network")?;
     let rmem = net.raise_rmem_max(RMEM_MAX_LARGEST);
@@ -927,17 +1019,19 @@ pub fn run(args: Args) -> Result<()> {
     for rep in 1..=plan.reps {
         if want("ladder") {
             for &pps in &plan.ladder_rates {
-                for &b in &plan.ladder_backends {
+                for (b, wait) in with_waits(&plan.ladder_backends, &args.waits) {
                     specs.push(Spec {
                         sensors: ladder_sensors(pps),
+                        wait,
                         ..base("ladder", b, rep, pps, plan.ladder_s)
                     });
                 }
             }
         }
         if want("contention") {
-            for &b in &plan.contention_backends {
+            for (b, wait) in with_waits(&plan.contention_backends, &args.waits) {
                 specs.push(Spec {
+                    wait,
                     hog: true,
                     subscribers: 8,
                     pin_collector: true,
@@ -952,8 +1046,9 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
         if want("latency") {
-            for &b in &plan.latency_backends {
+            for (b, wait) in with_waits(&plan.latency_backends, &args.waits) {
                 specs.push(Spec {
+                    wait,
                     subscribers: 1,
                     offline_frames: true,
                     ..base("latency", b, rep, Some(LATENCY_PPS), plan.latency_s)

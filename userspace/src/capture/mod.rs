@@ -56,7 +56,7 @@ pub use socket::SocketSource;
 pub use source::{Backend, BackendExit, Packet, PacketSource, thread_cpu_ns};
 pub use udp::{RcvBuf, UdpSocketConfig};
 pub use uring::{UringBuffers, UringSource};
-pub use wait::PollWaiter;
+pub use wait::{PollWaiter, WAIT_USEC_RANGE, WaitMode};
 pub use xdp::XdpSource;
 
 /// Descriptors taken from the RX ring per burst (DPDK-style burst of 64).

@@ -12,7 +12,8 @@ use std::{
 
 use super::{
     BackendExit, CaptureExit, CaptureSnapshot, CaptureStats, Packet, PacketSource, UdpSocketConfig,
-    udp, wait::PollWaiter,
+    udp,
+    wait::{PollWaiter, WaitMode, set_busy_poll},
 };
 use crate::sys::net::RecvBatch;
 use lidarxdp_core::net::UdpDatagram;
@@ -33,6 +34,8 @@ pub struct RecvmmsgSource {
     received: u64,
     truncated: u64,
     rcvbuf_bytes: Option<u64>,
+    /// Datagrams were taken since the last wait ([`WaitMode::Paced`]).
+    took: bool,
 }
 
 impl RecvmmsgSource {
@@ -41,13 +44,23 @@ impl RecvmmsgSource {
     ///
     /// Errors: opening the sockets (`capture::udp::open`), `io_uring_setup(2)`.
     pub fn open(cfg: &UdpSocketConfig) -> io::Result<Self> {
+        Self::open_with_wait(cfg, WaitMode::Poll)
+    }
+
+    /// As [`Self::open`], waiting as `wait` says (`lidarxdp run --wait`).
+    ///
+    /// Errors: as [`Self::open`].
+    pub fn open_with_wait(cfg: &UdpSocketConfig, wait: WaitMode) -> io::Result<Self> {
         let socks = udp::open(cfg)?;
         for (s, _) in &socks {
             s.set_nonblocking(true)?;
+            if let WaitMode::BusyPoll(usec) = wait {
+                set_busy_poll(s.as_raw_fd(), usec);
+            }
         }
         let rcvbuf_bytes = socks.first().and_then(|(s, _)| udp::rcvbuf_bytes(s).ok());
         Ok(Self {
-            waiter: PollWaiter::new(socks.len())?,
+            waiter: PollWaiter::with_mode(socks.len(), wait)?,
             fds: socks.iter().map(|(s, _)| s.as_raw_fd()).collect(),
             socks,
             batch: RecvBatch::new(BATCH, cfg.max_datagram + 1),
@@ -55,7 +68,13 @@ impl RecvmmsgSource {
             received: 0,
             truncated: 0,
             rcvbuf_bytes,
+            took: false,
         })
+    }
+
+    /// The wait mode in effect (after any fall-back, see [`PollWaiter::with_mode`]).
+    pub fn wait_mode(&self) -> WaitMode {
+        self.waiter.mode()
     }
 
     /// One `recvmmsg` on socket `k`; returns the messages received.
@@ -105,11 +124,13 @@ impl PacketSource for RecvmmsgSource {
             total += self.recv_one(k, left, f)?;
         }
         self.next = (self.next + 1) % n.max(1);
+        self.took |= total > 0;
         Ok(total)
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        self.waiter.wait(&self.fds, timeout)
+        let took = std::mem::take(&mut self.took);
+        self.waiter.wait(&self.fds, timeout, took)
     }
 
     fn counters(&self, c: &mut CaptureSnapshot) {

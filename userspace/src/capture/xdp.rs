@@ -19,7 +19,7 @@ use std::{fs::File, io, os::fd::AsRawFd, time::Duration};
 
 use super::{
     BackendExit, CaptureExit, CaptureStats, Packet, PacketSource, XDP_STATISTICS_PERIOD,
-    wait::PollWaiter,
+    wait::{PollWaiter, WaitMode, set_busy_poll},
 };
 use crate::{
     sys::{sockopt, sysfs},
@@ -36,6 +36,8 @@ pub struct XdpSource {
     link: Option<Box<LinkWatch>>,
     /// The socket's pending error (`SO_ERROR`), seen when idle; returned by the next `wait`.
     failed: Option<io::Error>,
+    /// Packets were taken since the last wait ([`WaitMode::Paced`]).
+    took: bool,
 }
 
 /// Reads the interface's `carrier_changes` from sysfs (`/sys/class/net/IF/carrier_changes`,
@@ -146,19 +148,38 @@ impl LinkWatch {
 }
 
 impl XdpSource {
-    /// Wraps a bound socket and starts counting the interface's carrier changes from now.
+    /// Wraps a bound socket and starts counting the interface's carrier changes from now;
+    /// waits as [`WaitMode::Poll`].
     ///
     /// Errors: `io_uring_setup(2)` failing (e.g. `ENOSYS`, `EPERM` under a seccomp policy).
     pub fn new(xsk: XskSocket) -> io::Result<Self> {
+        Self::with_wait(xsk, WaitMode::Poll)
+    }
+
+    /// As [`Self::new`], waiting as `wait` says (`lidarxdp run --wait`). For
+    /// [`WaitMode::BusyPoll`] the socket's busy-poll options are set here, while the process
+    /// still has `CAP_NET_ADMIN`.
+    ///
+    /// Errors: `io_uring_setup(2)` failing (e.g. `ENOSYS`, `EPERM` under a seccomp policy).
+    pub fn with_wait(xsk: XskSocket, wait: WaitMode) -> io::Result<Self> {
         let max_mtu = crate::xsk::max_mtu(xsk.frame_size());
         let link = LinkWatch::open(xsk.ifname(), xsk.ifindex(), max_mtu).map(Box::new);
+        if let WaitMode::BusyPoll(usec) = wait {
+            set_busy_poll(xsk.as_raw_fd(), usec);
+        }
         Ok(Self {
-            waiter: PollWaiter::new(1)?,
+            waiter: PollWaiter::with_mode(1, wait)?,
             xsk,
             last_statistics: None,
             link,
             failed: None,
+            took: false,
         })
+    }
+
+    /// The wait mode in effect (after any fall-back, see [`PollWaiter::with_mode`]).
+    pub fn wait_mode(&self) -> WaitMode {
+        self.waiter.mode()
     }
 
     /// The socket.
@@ -177,7 +198,9 @@ impl XdpSource {
 
 impl PacketSource for XdpSource {
     fn recv_burst(&mut self, max: u32, f: &mut dyn FnMut(Packet<'_>)) -> io::Result<usize> {
-        Ok(self.xsk.rx_burst(max, |bytes| f(Packet::Ethernet(bytes))))
+        let n = self.xsk.rx_burst(max, |bytes| f(Packet::Ethernet(bytes)));
+        self.took |= n > 0;
+        Ok(n)
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<()> {
@@ -193,7 +216,8 @@ impl PacketSource for XdpSource {
                 ),
             ));
         }
-        self.waiter.wait(&[self.xsk.as_raw_fd()], timeout)
+        let took = std::mem::take(&mut self.took);
+        self.waiter.wait(&[self.xsk.as_raw_fd()], timeout, took)
     }
 
     fn on_idle(&mut self, stats: &CaptureStats) {
