@@ -8,11 +8,17 @@
 //!   paced sendmmsg(2) load generator looping a capture, `collect` records the frames K
 //!   subscribers receive, `suite` runs both around the daemon in its own namespaces for every
 //!   backend and scenario and writes CSV, `summary.md` and SVG plots (`docs/benchmarks.md`).
+//! * `peers` (issue 15): lidarxdp against velodyne-decoder, ouster-sdk and Hesai's SDK on the
+//!   shared captures, decode only and end to end, in interleaved rounds.
 
 mod collect;
 mod r#gen;
 mod iox2;
 mod net;
+mod peers;
+mod peers_decode;
+mod peers_input;
+mod peers_report;
 mod publish;
 mod report;
 mod stats;
@@ -38,6 +44,12 @@ enum Cmd {
     Collect(collect::Args),
     /// AF_XDP vs socket baselines: every backend and scenario (issue 4; root).
     Suite(suite::Args),
+    /// lidarxdp against velodyne-decoder, ouster-sdk and the Hesai SDK (issue 15; run by
+    /// `cargo xtask bench --peers`).
+    Peers(peers::Args),
+    /// lidarxdp's decode-only measurement of `peers` (one payload file).
+    #[command(hide = true, name = "peers-decode")]
+    PeersDecode(peers_decode::Args),
     /// One iceoryx2 subscriber process of `publish --imp iox2`.
     #[command(hide = true, name = "iox2-sub")]
     Iox2Sub(iox2::SubArgs),
@@ -52,6 +64,8 @@ fn main() -> Result<()> {
         Cmd::Gen(a) => r#gen::run(a),
         Cmd::Collect(a) => collect::run(a),
         Cmd::Suite(a) => suite::run(a),
+        Cmd::Peers(a) => peers::run(a),
+        Cmd::PeersDecode(a) => peers_decode::run(a),
         Cmd::Iox2Sub(a) => iox2::sub_main(a),
         Cmd::Hog => {
             let mut x = 0u64;

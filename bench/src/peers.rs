@@ -644,8 +644,8 @@ fn environment(a: &Args, rounds: usize, secs: f64) -> Vec<String> {
         ),
         format!(
             "commit {}; {}; {rounds} interleaved rounds; {:.0} s",
-            sh("git", &["rev-parse", "--short", "HEAD"]),
-            py_versions.replace(' ', " "),
+            sh("git", &["describe", "--always", "--dirty"]),
+            py_versions,
             secs
         ),
         format!(

@@ -61,6 +61,11 @@ fn med(v: &[f64]) -> Option<f64> {
     spread(v).map(|s| s.med)
 }
 
+/// Peak RSS samples: `(loops, MB of input, MiB)`.
+type RssSamples = Vec<(u64, f64, f64)>;
+/// One plotted series: label, colour, x offset, the ratios it takes from a capture.
+type PlotSeries = (&'static str, RGBColor, f64, fn(&Cap) -> &Vec<f64>);
+
 /// Per-capture figures.
 #[derive(Default)]
 struct Cap {
@@ -259,7 +264,7 @@ impl Report {
             3.0,
             "every Ouster capture ≥ 3× ouster-sdk end to end (start-up subtracted)".into(),
         ));
-        let ours: Vec<(String, Vec<(u64, f64, f64)>)> = self
+        let ours: Vec<(String, RssSamples)> = self
             .caps
             .iter()
             .filter(|(_, c)| !c.ours_rss.is_empty())
@@ -467,7 +472,7 @@ impl Report {
             .copied()
             .filter(|x| x.is_finite())
             .fold(1.0f64, f64::max)
-            * 1.1;
+            * 1.3;
         let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
@@ -501,7 +506,7 @@ impl Report {
             vec![(-0.5, 1.0), (n as f64 - 0.5, 1.0)],
             BLACK.mix(0.5),
         )))?;
-        let series: [(&str, RGBColor, f64, fn(&Cap) -> &Vec<f64>); 2] = [
+        let series: [PlotSeries; 2] = [
             ("decode only (per packet)", BLUE, -0.12, |c| &c.dec_ratio),
             ("end to end, start-up subtracted", RED, 0.12, |c| {
                 &c.e2e_ratio
@@ -527,7 +532,7 @@ impl Report {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
+            .position(SeriesLabelPosition::UpperMiddle)
             .border_style(BLACK)
             .background_style(WHITE.mix(0.9))
             .draw()?;

@@ -5,6 +5,7 @@
 mod demo;
 mod fuzz;
 mod netns;
+mod peers;
 mod setup;
 
 use std::{
@@ -69,6 +70,16 @@ enum Cmd {
         /// Capture the generator loops (default: the bundled VLP-16 dual-return capture).
         #[arg(long)]
         pcap: Option<PathBuf>,
+        /// Instead of the suite: lidarxdp against velodyne-decoder, ouster-sdk and Hesai's
+        /// SDK on the shared captures (issue 15; no root; default output
+        /// bench/results/<YYYY-MM-DD>/peers/, and a full run rewrites the peers section of
+        /// docs/benchmarks.md).
+        #[arg(long)]
+        peers: bool,
+        /// With --peers: HesaiLidar_SDK_2.0 source (default $LIDARXDP_HESAI_SDK, else
+        /// <repo>/../shared/peers/HesaiLidar_SDK_2.0).
+        #[arg(long, requires = "peers")]
+        hesai_sdk: Option<PathBuf>,
     },
     /// Seed the fuzz targets from the shared captures and run them (docs/fuzzing.md).
     Fuzz {
@@ -265,7 +276,21 @@ fn main() -> Result<()> {
             let bin = build_daemon(&obj)?;
             demo::demo(&bin, pcap, calibration)?;
         }
-        Cmd::Bench { quick, out, pcap } => {
+        Cmd::Bench {
+            quick,
+            out,
+            pcap,
+            peers: true,
+            hesai_sdk,
+        } => {
+            if pcap.is_some() {
+                anyhow::bail!("--pcap is for the suite; --peers uses every shared capture");
+            }
+            peers::peers(&tc, quick, out.as_deref(), hesai_sdk.as_deref())?;
+        }
+        Cmd::Bench {
+            quick, out, pcap, ..
+        } => {
             bench(&tc, quick, out.as_deref(), pcap.as_deref())?;
         }
         Cmd::Test => {

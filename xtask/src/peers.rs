@@ -195,6 +195,19 @@ pub fn peers(
         .args(["build", "--release", "-p", "lidarxdp-bench"])
         .current_dir(root())
         .env("LIDARXDP_BPF_OBJ", &obj))?;
+    // Run copies: other builds in this tree must not swap the binaries between rounds.
+    let bin = root().join("target/peers/bin");
+    fs::create_dir_all(&bin).with_context(|| format!("create {}", bin.display()))?;
+    let daemon_copy = bin.join("lidarxdp");
+    let bench_copy = bin.join("lidarxdp-bench");
+    for (from, to) in [
+        (&daemon, &daemon_copy),
+        (&root().join("target/release/lidarxdp-bench"), &bench_copy),
+    ] {
+        let _ = fs::remove_file(to);
+        fs::copy(from, to)
+            .with_context(|| format!("copy {} to {}", from.display(), to.display()))?;
+    }
     let python = venv()?;
     let hesai = hesai_harness(hesai_sdk)?;
     let out = match out {
@@ -204,10 +217,10 @@ pub fn peers(
         }
         None => root().join("bench/results").join(utc_date()).join("peers"),
     };
-    let mut cmd = Command::new(root().join("target/release/lidarxdp-bench"));
+    let mut cmd = Command::new(&bench_copy);
     cmd.arg("peers")
         .arg("--daemon")
-        .arg(&daemon)
+        .arg(&daemon_copy)
         .arg("--python")
         .arg(&python)
         .arg("--script")

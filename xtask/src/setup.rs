@@ -31,6 +31,8 @@ const APT_PACKAGES: &[&str] = &[
     "tcpdump",
     "python3-venv",
     "openssl",
+    // `cargo xtask bench --peers` builds Hesai's vendor SDK with CMake (issue 15).
+    "cmake",
     // The live view's browser test (headless) and its screenshots.
     "chromium",
 ];
