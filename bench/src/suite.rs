@@ -726,7 +726,7 @@ fn fill_row(
     };
     row.receiver_ns_per_pkt = num(d, &["backend", "receiver_cpu_ns"]).and_then(per);
     row.decoder_ns_per_pkt = num(d, &["backend", "decoder_cpu_ns"]).and_then(per);
-    row.waits_per_pkt = num(d, &["capture", "waits"]).and_then(|w| per(w));
+    row.waits_per_pkt = num(d, &["capture", "waits"]).and_then(per);
 }
 
 fn fill_frames(row: &mut Row, rows: &[crate::collect::FrameRow], g: &Value) {

@@ -29,9 +29,10 @@ pub enum WaitMode {
     /// (the behaviour before issue 15).
     Poll,
     /// As `Poll`, but `io_uring_enter` is given `min_wait_usec` (`struct
-    /// io_uring_getevents_arg`, kernel 6.12+, `IORING_FEAT_MIN_TIMEOUT`) and asks for two
-    /// completions: a packet that arrives within USEC of the start of the wait returns it at
-    /// USEC; one arriving later returns it at once. The ring is created with
+    /// io_uring_getevents_arg`, kernel 6.12+, `IORING_FEAT_MIN_TIMEOUT`) and asks for one
+    /// completion more than there are fds (one poll each, so the count is never reached): a
+    /// packet that arrives within USEC of the start of the wait returns it at USEC; one
+    /// arriving later returns it at once. The ring is created with
     /// `IORING_SETUP_DEFER_TASKRUN` (kernel 6.1+), whose waiter the kernel switches to "any
     /// completion wakes" when the minimum wait expires empty. A kernel without the feature
     /// falls back to `Poll` (logged).
@@ -49,9 +50,9 @@ pub enum WaitMode {
 }
 
 impl Default for WaitMode {
-    /// `paced:250`, the mode measured best in issue 15 (`docs/benchmarks.md`, "Wake-ups").
+    /// `paced:1000`, the mode measured best in issue 15 (`docs/benchmarks.md`, "Wake-ups").
     fn default() -> Self {
-        WaitMode::Paced(250)
+        WaitMode::Paced(1000)
     }
 }
 
@@ -244,11 +245,12 @@ impl PollWaiter {
         let ts = types::Timespec::from(timeout);
         let r = match self.mode {
             WaitMode::MinWait(usec) if timeout > Duration::from_micros(u64::from(usec)) => {
-                // Two completions wanted: with one fd only one can come, so the wait ends
-                // at the minimum wait once a packet is readable (io_uring_enter(2),
-                // IORING_ENTER_EXT_ARG with min_wait_usec).
+                // One completion more than there are polls: the count is never reached, so
+                // the wait ends at the minimum wait once a packet is readable
+                // (io_uring_enter(2), IORING_ENTER_EXT_ARG with min_wait_usec). Asking for
+                // two with ten sockets ended the wait as soon as two sensors had sent.
                 let args = types::SubmitArgs::new().timespec(&ts).min_wait_usec(usec);
-                match self.ring.submitter().submit_with_args(2, &args) {
+                match self.ring.submitter().submit_with_args(fds.len() + 1, &args) {
                     Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                         log::warn!(
                             "--wait minwait:{usec}: io_uring_enter refused min_wait_usec \
@@ -314,7 +316,7 @@ mod tests {
                 )
             );
         }
-        assert_eq!(WaitMode::default(), WaitMode::Paced(250));
+        assert_eq!(WaitMode::default(), WaitMode::Paced(1000));
     }
 
     /// Each mode returns once a datagram is readable (well before the 2 s timeout), and

@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use lidarxdp::{
-    capture::{Backend, RcvBuf, StallSchedule},
+    capture::{Backend, RcvBuf, StallSchedule, WaitMode},
     loader::AttachMode,
 };
 use lidarxdp_core::sensor::{SensorModel, Stamp};
@@ -48,6 +48,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS:EVERY_MS")]
     #[serde(default, deserialize_with = "de_stall")]
     stall: Option<StallSchedule>,
+    /// How the capture thread waits when no packet is ready (xdp and recvmmsg backends):
+    /// `poll` (wake on every packet), `minwait:USEC` (io_uring minimum wait), `paced:USEC`
+    /// (after packets, sleep USEC before draining again) or `busypoll:USEC` (NAPI busy poll);
+    /// USEC in 10..=1000. Default `paced:1000` (docs/benchmarks.md, "Wake-ups").
+    #[arg(long, value_name = "MODE")]
+    #[serde(default, deserialize_with = "de_wait")]
+    wait: Option<WaitMode>,
     /// RX queue of the interface to bind the AF_XDP socket to (default 0).
     #[arg(long)]
     queue: Option<u32>,
@@ -225,6 +232,11 @@ fn de_distro<'de, D: serde::Deserializer<'de>>(
     s.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
+fn de_wait<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<WaitMode>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
 fn de_stall<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<StallSchedule>, D::Error> {
     let s = String::deserialize(d)?;
     s.parse().map(Some).map_err(serde::de::Error::custom)
@@ -265,6 +277,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             bind,
             rcvbuf,
             stall,
+            wait,
             queue,
             sensor,
             name,
@@ -439,6 +452,7 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         frame_queue: a.frame_queue,
         rcvbuf: a.rcvbuf,
         stall: a.stall,
+        wait: a.wait,
         single,
         sensors: a.sensors.clone(),
         queues: a.queues.clone(),

@@ -11,6 +11,7 @@
 //! max_subscribers = 16
 //! subscriber_queue = 3            # frames queued per subscriber before the oldest is dropped
 //! frame_queue = 16                # finished frames between the capture threads and publisher
+//! wait = "paced:1000"             # idle wait: poll | minwait:USEC | paced:USEC | busypoll:USEC
 //!
 //! [[queues]]                      # per (interface, RX queue) settings: one capture thread each
 //! iface = "eth0"
@@ -54,7 +55,7 @@ use std::{collections::BTreeMap, net::Ipv4Addr, path::PathBuf};
 
 use anyhow::{Result, bail};
 use lidarxdp::{
-    capture::{Backend, RcvBuf, StallSchedule},
+    capture::{Backend, RcvBuf, StallSchedule, WaitMode},
     loader::AttachMode,
 };
 use lidarxdp_core::ros2::Distro;
@@ -225,6 +226,9 @@ pub struct Plan {
     /// Injected stalls.
     #[serde(serialize_with = "ser_debug")]
     pub stall: Option<StallSchedule>,
+    /// How the capture threads wait when idle (`--wait`; xdp and recvmmsg backends).
+    #[serde(serialize_with = "ser_display")]
+    pub wait: WaitMode,
     /// ROS 2 over zenoh, when on.
     pub zenoh: Option<ZenohPlan>,
     /// Capture threads.
@@ -233,6 +237,10 @@ pub struct Plan {
 
 fn ser_backend<S: serde::Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(b.name())
+}
+
+fn ser_display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.to_string())
 }
 
 fn ser_debug<S: serde::Serializer, T: std::fmt::Debug>(
@@ -283,6 +291,8 @@ pub struct Inputs {
     pub rcvbuf: Option<RcvBuf>,
     /// `stall`.
     pub stall: Option<StallSchedule>,
+    /// `wait`.
+    pub wait: Option<WaitMode>,
     /// The single-sensor keys as one section (`None` when none was given).
     pub single: Option<SensorSection>,
     /// `[[sensors]]`.
@@ -648,6 +658,7 @@ pub fn build(i: Inputs) -> Result<Plan> {
         frame_queue,
         rcvbuf: i.rcvbuf,
         stall: i.stall,
+        wait: i.wait.unwrap_or_default(),
         zenoh,
         queues: groups,
     })

@@ -67,7 +67,8 @@ pub(super) fn open(plan: &Plan, process: &Process) -> Result<(Vec<Program>, Vec<
                     }
                 }
                 sources.push(Source::Xdp(
-                    XdpSource::new(xsk).context("io_uring for the capture thread")?,
+                    XdpSource::with_wait(xsk, plan.wait)
+                        .context("io_uring for the capture thread")?,
                 ));
             }
             other => {
@@ -86,9 +87,9 @@ pub(super) fn open(plan: &Plan, process: &Process) -> Result<(Vec<Program>, Vec<
                     Backend::Socket => {
                         Source::Socket(SocketSource::open(&ucfg).with_context(what)?)
                     }
-                    Backend::Recvmmsg => {
-                        Source::Recvmmsg(RecvmmsgSource::open(&ucfg).with_context(what)?)
-                    }
+                    Backend::Recvmmsg => Source::Recvmmsg(
+                        RecvmmsgSource::open_with_wait(&ucfg, plan.wait).with_context(what)?,
+                    ),
                     _ => {
                         let buffers = models()
                             .map(uring_buffers)

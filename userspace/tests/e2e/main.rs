@@ -14,6 +14,7 @@ mod e2e_metrics;
 mod e2e_privs;
 mod e2e_record_pcap;
 mod e2e_reload;
+mod e2e_wait;
 mod e2e_xdp;
 mod replay_loopback;
 mod run_cli_listen;
