@@ -400,7 +400,7 @@ mod x86 {
                     _mm_movehl_ps(t3, t2),
                 ]
             };
-            for k in (from..to).step_by(4) {
+            let mut group = |k: usize| {
                 let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
                 let t = _mm_castsi128_ps(_mm_loadu_si128(times.as_ptr().add(k).cast::<__m128i>()));
                 // [intensity | return_type << 8 | channel << 16] per slot.
@@ -420,6 +420,16 @@ mod x86 {
                     _mm_storeu_ps(p, lo[j]);
                     _mm_storeu_ps(p.add(4), hi[j]);
                     n += ((mask >> (k + j)) & 1) as usize;
+                }
+            };
+            // The whole block with constant bounds (unrolled), else the entries' groups.
+            if (from, to) == (0, SLOTS_PER_BLOCK) {
+                for k in (0..SLOTS_PER_BLOCK).step_by(4) {
+                    group(k);
+                }
+            } else {
+                for k in (from..to).step_by(4) {
+                    group(k);
                 }
             }
         }
