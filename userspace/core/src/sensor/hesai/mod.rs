@@ -75,6 +75,7 @@
 //! The cutter's lagging/leading channels are taken per block group (the corrected azimuths
 //! depend on the encoder azimuth), as Nebula's correction-based angle corrector does.
 
+pub mod crc;
 pub mod layout;
 pub mod packet;
 mod timing;
@@ -466,9 +467,18 @@ struct CutState {
     last_az: Vec<f32>,
     buf: Vec<u8>,
     in_fov: Vec<bool>,
-    /// `Some(b)`: every channel in buffer b; `None`: split.
+    /// `Some(b)`: the first and last channels by azimuth offset (every channel, right after
+    /// the first step) are in buffer b; `None`: split.
     buffers_same: Option<u8>,
     fov_same: Option<bool>,
+    /// `Some(b)`: every channel is in buffer b.
+    uniform: Option<u8>,
+}
+
+/// `Some(b)` when every entry of `buf` is `b`.
+fn uniform(buf: &[u8]) -> Option<u8> {
+    let first = buf.first().copied()?;
+    buf.iter().all(|&b| b == first).then_some(first)
 }
 
 #[derive(Clone, Debug)]
@@ -540,6 +550,7 @@ impl Cutter {
                 last_az,
                 buffers_same: buf.iter().all(|&b| b == first).then_some(first),
                 fov_same: in_fov.iter().all(|&f| f == f0).then_some(f0),
+                uniform: uniform(&buf),
                 buf,
                 in_fov,
             });
@@ -556,6 +567,7 @@ impl Cutter {
             st.last_az[ch] = a;
         }
         st.buffers_same = (st.buf[lo] == st.buf[hi]).then_some(st.buf[lo]);
+        st.uniform = uniform(&st.buf);
         st.fov_same = (st.in_fov[lo] == st.in_fov[hi]).then_some(st.in_fov[lo]);
         // Nebula FsmCutInFov: F0, C0_1, F1, C1_0.
         #[derive(PartialEq, Clone, Copy)]
@@ -650,11 +662,19 @@ struct Angles {
     off_rad: Vec<f32>,
     /// `(sin, cos)` of each channel's azimuth offset, f64.
     off_sc: Vec<(f64, f64)>,
+    /// The same, as two arrays.
+    off_sin: Vec<f64>,
+    off_cos: Vec<f64>,
     /// `(sin, cos)` of every block azimuth (0.01°), f64.
     blk_sc: Box<[(f64, f64)]>,
     /// Block azimuth in rad as Nebula stores it (f64 → f32).
     blk_rad: Box<[f32]>,
+    /// Smallest and largest channel azimuth offset, 0.01° (rounded outwards).
+    off_cdeg: (f64, f64),
 }
+
+/// A cached firing-offset table: `(key, offsets, group_earliest)` (see [`HesaiStream`]).
+type OffsetsEntry = ((usize, u8, u8, u8, u8), Vec<i64>, Vec<i64>);
 
 /// A Hesai sensor's decoder, per-channel scan cutter and frame buffers: the Hesai
 /// [`VendorDecoder`]. See the module documentation for the rules.
@@ -685,6 +705,8 @@ pub struct HesaiStream {
     /// rarely, so they are computed once per change, not per point.
     offsets: Vec<i64>,
     offsets_key: Option<(usize, u8, u8, u8, u8)>,
+    /// `(key, offsets, group_earliest)` of up to four other keys seen recently.
+    offsets_cache: Vec<OffsetsEntry>,
     /// Jump / restart / rotation-period guard on the packets' time.
     time: StreamClock,
     /// Cut angle, 0.01°, for the lost-turn estimate.
@@ -702,6 +724,27 @@ pub struct HesaiStream {
     pending_head_lost: u32,
     /// Where new frames' point buffers come from.
     buffers: crate::scan::PointBuffers,
+    /// Block groups may take the fast path (not AT128, no field of view): no per-channel
+    /// cutter step when no channel can reach the cut, and the specialised conversion loops.
+    fast: bool,
+    /// The cut angle (f32 rad, as the cutter holds it) in 0.01°.
+    cut_cdeg_f: f64,
+    /// Raw block azimuth (0.01°) of the block group the cutter last stepped (not AT128).
+    last_raw: u16,
+    /// `cutter.state.last_az` is out of date: its values are those of `last_raw` (the fast
+    /// path skipped writing them); [`Self::sync_last_az`] writes them when needed.
+    last_az_stale: bool,
+    /// `az_scratch` holds the corrected azimuths of this raw block azimuth (not AT128).
+    scratch_raw: Option<u16>,
+    /// Earliest firing offset (ns) of each block group (index: first block), for the
+    /// `offsets_key` in force; 0 when no channel fires.
+    group_earliest: Vec<i64>,
+    /// Integer range window for distance unit `.0` (mm): a raw distance `r` is kept when
+    /// `r − .1 < .2` (u32 wrapping), exactly the points whose f32 distance passes `range`.
+    window: (u8, u32, u32),
+    /// Return types (as u8) for return-mode byte `.0`: single return, then dual return k = 0
+    /// (not strongest, strongest), k = 1 (not strongest, strongest).
+    rt_cache: (u8, [u8; 5]),
 }
 
 impl HesaiStream {
@@ -746,9 +789,14 @@ impl HesaiStream {
         let blk_sc = (0..36_000)
             .map(|i| (f64::from(i) / 100.0).to_radians().sin_cos())
             .collect();
-        let off_sc = off_rad.iter().map(|&o| f64::from(o).sin_cos()).collect();
+        let off_sc: Vec<(f64, f64)> = off_rad.iter().map(|&o| f64::from(o).sin_cos()).collect();
         let min_idx = argmin(&off_rad, |a, b| a < b);
         let max_idx = argmin(&off_rad, |a, b| a > b);
+        let to_cdeg = |r: f32| f64::from(r) * (18_000.0 / PI);
+        let off_cdeg = (
+            to_cdeg(off_rad.get(min_idx).copied().unwrap_or(0.0)).floor(),
+            to_cdeg(off_rad.get(max_idx).copied().unwrap_or(0.0)).ceil(),
+        );
         let to_rad = |d: f64| normalize((d * (PI / 180.0)) as f32, TAU_F32);
         let cut = to_rad(cfg.cut_angle_deg);
         let fov = match opts.fov_deg {
@@ -774,9 +822,12 @@ impl HesaiStream {
                 sin_el: el_rad.iter().map(|e| e.sin()).collect(),
                 el_rad,
                 off_rad,
+                off_sin: off_sc.iter().map(|v: &(f64, f64)| v.0).collect(),
+                off_cos: off_sc.iter().map(|v: &(f64, f64)| v.1).collect(),
                 off_sc,
                 blk_sc,
                 blk_rad,
+                off_cdeg,
             },
             cutter: Cutter {
                 cut,
@@ -798,6 +849,7 @@ impl HesaiStream {
             at128_trig: vec![[0.0; 5]; layout.channels],
             offsets: vec![0; layout.blocks * layout.channels],
             offsets_key: None,
+            offsets_cache: Vec::new(),
             time: StreamClock::default(),
             cut_cdeg: ((cfg.cut_angle_deg.rem_euclid(360.0) * 100.0).round() as u32)
                 % AZIMUTH_UNITS,
@@ -807,6 +859,14 @@ impl HesaiStream {
             host_base: false,
             pending_head_lost: 0,
             buffers: crate::scan::PointBuffers::default(),
+            fast: !layout.fine_azimuth && fov.0 == fov.1,
+            cut_cdeg_f: to_cdeg(cut),
+            last_raw: 0,
+            last_az_stale: false,
+            scratch_raw: None,
+            group_earliest: vec![0; layout.blocks],
+            window: (0, 0, 0),
+            rt_cache: (0, [0; 5]),
         })
     }
 
@@ -852,6 +912,7 @@ impl HesaiStream {
     /// azimuth, in measured per-packet advances; nothing is estimated before an advance is
     /// measured, nor for AT128, whose azimuths are mirror fields).
     fn close_partial(&mut self, out: &mut Vec<Frame>) {
+        self.sync_last_az();
         let step = self.time.step_cdeg();
         if step > 0
             && self.at128.is_none()
@@ -919,37 +980,55 @@ impl HesaiStream {
             p.azimuth_state(1),
         );
         if self.offsets_key != Some(key) {
-            self.offsets_key = Some(key);
-            for b in 0..l.blocks {
-                for c in 0..l.channels {
-                    self.offsets[b * l.channels + c] =
-                        firing_offset_ns(p, b, c).unwrap_or(i64::MIN);
+            // QT128 alternates its firing loop packet by packet: keep the tables of the last
+            // few keys instead of recomputing them.
+            if let Some(old) = self.offsets_key.replace(key) {
+                let e = (
+                    old,
+                    std::mem::take(&mut self.offsets),
+                    std::mem::take(&mut self.group_earliest),
+                );
+                if self.offsets_cache.len() >= 4 {
+                    self.offsets_cache.remove(0);
                 }
+                self.offsets_cache.push(e);
+            }
+            if let Some(i) = self.offsets_cache.iter().position(|e| e.0 == key) {
+                let (_, o, g) = self.offsets_cache.remove(i);
+                self.offsets = o;
+                self.group_earliest = g;
+            } else {
+                self.fill_offsets(p);
             }
         }
+        let unit = p.dis_unit_mm();
+        if self.window.0 != unit {
+            let (lo, span) = raw_window(unit, self.range);
+            self.window = (unit, lo, span);
+        }
+        if self.rt_cache.0 != rm_byte {
+            self.rt_cache = (rm_byte, return_types(self.layout.model, rm_byte));
+        }
         for group in (0..l.blocks).step_by(n) {
-            if self.at128.is_some() {
-                if !self.at128_angles(p.azimuth_fine(group)) {
-                    continue;
-                }
-            } else {
-                let raw_az = p.azimuth(group);
-                let blk = self
-                    .angles
-                    .blk_rad
-                    .get(usize::from(raw_az))
-                    .copied()
-                    .unwrap_or(0.0);
-                self.az_scratch.clear();
-                self.az_scratch.extend(
-                    self.angles
-                        .off_rad
-                        .iter()
-                        .map(|&o| normalize(blk + o, TAU_F32)),
-                );
-            }
+            let raw_az = p.azimuth(group);
             let opening = self.cutter.state.is_none();
-            let act = self.cutter.step(&self.az_scratch);
+            let act = if self.can_skip_step(n, raw_az) {
+                // No channel can cross the cut: the step would change nothing but `last_az`.
+                self.last_raw = raw_az;
+                self.last_az_stale = true;
+                Actions::default()
+            } else {
+                if self.at128.is_some() {
+                    if !self.at128_angles(p.azimuth_fine(group)) {
+                        continue;
+                    }
+                } else {
+                    self.fill_az(raw_az);
+                    self.sync_last_az();
+                    self.last_raw = raw_az;
+                }
+                self.cutter.step(&self.az_scratch)
+            };
             if opening && !head_known && self.at128.is_none() {
                 // Both frames the cutter opens began before this packet, not at a cut seen:
                 // buffer 0 (the channels not yet past the cut) mid-turn, buffer 1 (the channels
@@ -962,12 +1041,7 @@ impl HesaiStream {
                     }
                 }
             }
-            let earliest = (group..group + n)
-                .flat_map(|b| self.offsets.iter().skip(b * l.channels).take(l.channels))
-                .copied()
-                .filter(|&o| o != i64::MIN)
-                .min()
-                .unwrap_or(0);
+            let earliest = self.group_earliest.get(group).copied().unwrap_or(0);
             let group_start = packet_ns.saturating_add(earliest);
             if act.reset.iter().any(|&r| r) {
                 for (i, r) in act.reset.iter().enumerate() {
@@ -1003,8 +1077,164 @@ impl HesaiStream {
             if !self.cutter.block_in_fov() {
                 continue;
             }
-            self.convert_group(p, group, n, rm_byte, packet_ns);
+            if !self.convert_fast(p, group, n, packet_ns) {
+                if self.at128.is_none() && self.scratch_raw != Some(raw_az) {
+                    self.fill_az(raw_az);
+                }
+                self.convert_group(p, group, n, rm_byte, packet_ns);
+            }
         }
+    }
+
+    /// Computes `offsets` and `group_earliest` for packet `p`'s key.
+    fn fill_offsets(&mut self, p: &Packet<&[u8]>) {
+        let l = self.layout;
+        let n = p.returns();
+        self.offsets.clear();
+        for b in 0..l.blocks {
+            for c in 0..l.channels {
+                self.offsets
+                    .push(firing_offset_ns(p, b, c).unwrap_or(i64::MIN));
+            }
+        }
+        self.group_earliest.clear();
+        self.group_earliest.resize(l.blocks, 0);
+        for group in (0..l.blocks).step_by(n) {
+            self.group_earliest[group] = (group..group + n)
+                .flat_map(|b| self.offsets.iter().skip(b * l.channels).take(l.channels))
+                .copied()
+                .filter(|&o| o != i64::MIN)
+                .min()
+                .unwrap_or(0);
+        }
+    }
+
+    /// Corrected azimuth of every channel (`az_scratch`) for raw block azimuth `raw` (0.01°).
+    fn fill_az(&mut self, raw: u16) {
+        let blk = self
+            .angles
+            .blk_rad
+            .get(usize::from(raw))
+            .copied()
+            .unwrap_or(0.0);
+        self.az_scratch.clear();
+        self.az_scratch.extend(
+            self.angles
+                .off_rad
+                .iter()
+                .map(|&o| normalize(blk + o, TAU_F32)),
+        );
+        self.scratch_raw = Some(raw);
+    }
+
+    /// Writes the cutter's `last_az` when the fast path left it out of date.
+    fn sync_last_az(&mut self) {
+        if !std::mem::take(&mut self.last_az_stale) {
+            return;
+        }
+        let Some(st) = self.cutter.state.as_mut() else {
+            return;
+        };
+        let blk = self
+            .angles
+            .blk_rad
+            .get(usize::from(self.last_raw))
+            .copied()
+            .unwrap_or(0.0);
+        for (l, &o) in st.last_az.iter_mut().zip(&self.angles.off_rad) {
+            *l = normalize(blk + o, TAU_F32);
+        }
+    }
+
+    /// The cutter's step for the block group at raw azimuth `raw` may be skipped: fast path,
+    /// every channel in one frame buffer, and no channel's corrected azimuth can pass the cut
+    /// since the last step. Every channel moved forward by the block advance `d` (≤ 10°), so
+    /// its azimuths lie in `[last + off_min − 1, raw + off_max + 1]` (0.01°, cyclic; the 0.01°
+    /// margin is far above the f32 rounding of the corrected azimuths), which must not hold
+    /// the cut. With no field of view every channel stays in it.
+    fn can_skip_step(&self, n: usize, raw: u16) -> bool {
+        if !self.fast || n > 2 {
+            return false;
+        }
+        let Some(st) = self.cutter.state.as_ref() else {
+            return false;
+        };
+        if st.uniform.is_none() {
+            return false;
+        }
+        let d = (u32::from(raw) + AZIMUTH_UNITS - u32::from(self.last_raw)) % AZIMUTH_UNITS;
+        if d > 1_000 {
+            return false;
+        }
+        let (omin, omax) = self.angles.off_cdeg;
+        let start = f64::from(self.last_raw) + omin - 1.0;
+        let width = f64::from(d) + (omax - omin) + 2.0;
+        let rel = (self.cut_cdeg_f - start).rem_euclid(f64::from(AZIMUTH_UNITS));
+        width < f64::from(AZIMUTH_UNITS) / 2.0 && rel > width
+    }
+
+    /// The fast conversion of a block group (single or dual return, every channel in one frame
+    /// buffer, no field of view, not AT128, times within ±2^62 ns): the same points as
+    /// [`Self::convert_group`], bit for bit and in the same order. False when it does not
+    /// apply (nothing done).
+    fn convert_fast(&mut self, p: &Packet<&[u8]>, group: usize, n: usize, packet_ns: i64) -> bool {
+        const SAFE: i64 = 1 << 62;
+        if !self.fast || n > 2 || self.layout.channels > fast::MAX_CHANNELS {
+            return false;
+        }
+        let Some(b) = self.cutter.state.as_ref().and_then(|s| s.uniform) else {
+            return false;
+        };
+        let start = self.bufs[usize::from(b)].start_ns;
+        if !(0..SAFE).contains(&packet_ns) || !(-SAFE..SAFE).contains(&start) {
+            return false;
+        }
+        let l = self.layout;
+        let c = l.channels;
+        let bytes = p.as_bytes();
+        let o0 = l.unit_offset(group, 0);
+        let o1 = l.unit_offset(group + n - 1, 0);
+        let (Some(b0), Some(b1)) = (
+            bytes.get(o0..o0 + c * l.unit_len),
+            bytes.get(o1..o1 + c * l.unit_len),
+        ) else {
+            return false;
+        };
+        let raw_az = p.azimuth(group);
+        let a = &self.angles;
+        let (bs, bc) = a
+            .blk_sc
+            .get(usize::from(raw_az))
+            .copied()
+            .unwrap_or((0.0, 1.0));
+        let g = Group {
+            unit: f64::from(p.dis_unit_mm()) / 1000.0,
+            window: (self.window.1, self.window.2),
+            blk: a.blk_rad.get(usize::from(raw_az)).copied().unwrap_or(0.0),
+            bs,
+            bc,
+            base_ns: packet_ns - start,
+            threshold: self.dual_threshold_m,
+            rt: self.rt_cache.1,
+        };
+        let tables = Tables {
+            off_rad: &a.off_rad[..c],
+            off_sin: &a.off_sin[..c],
+            off_cos: &a.off_cos[..c],
+            el_rad: &a.el_rad[..c],
+            sin_el: &a.sin_el[..c],
+            cos_el: &a.cos_el[..c],
+            off0: &self.offsets[group * c..(group + 1) * c],
+            off1: &self.offsets[(group + n - 1) * c..(group + n) * c],
+        };
+        let points = &mut self.bufs[usize::from(b)].points;
+        match (n, l.unit_len) {
+            (1, 3) => fast::single::<3>(&g, &tables, b0, points),
+            (1, _) => fast::single::<4>(&g, &tables, b0, points),
+            (_, 3) => fast::dual::<3>(&g, &tables, b0, b1, points),
+            _ => fast::dual::<4>(&g, &tables, b0, b1, points),
+        }
+        true
     }
 
     /// Fills `az_scratch`, `at128_trig` and the cutter's min/max channels for AT128 encoder
@@ -1015,6 +1245,7 @@ impl HesaiStream {
         };
         let n = AT128_UNITS as f32;
         let pi = std::f32::consts::PI;
+        self.scratch_raw = None;
         self.az_scratch.clear();
         for (ch, trig) in self.at128_trig.iter_mut().enumerate() {
             let Some((az, el)) = c.corrected(ch, a) else {
@@ -1130,6 +1361,278 @@ impl HesaiStream {
                 });
             }
         }
+    }
+}
+
+/// The integer form of the range filter for distance unit `unit_mm`: `(lo, span)` such that a
+/// raw distance `r` passes (`r ≠ 0` and `range.0 ≤ (r·unit as f32) ≤ range.1`, the f32
+/// comparisons of [`HesaiStream::convert_group`]) exactly when `r.wrapping_sub(lo) < span`.
+/// The f32 distance never decreases with `r`, so both bounds are found by bisection.
+fn raw_window(unit_mm: u8, range: (f32, f32)) -> (u32, u32) {
+    let unit = f64::from(unit_mm) / 1000.0;
+    let d = |r: u32| (f64::from(r) * unit) as f32;
+    // First r in [lo, hi) for which `pred` holds (hi if none); `pred` false then true.
+    let first = |mut lo: u32, mut hi: u32, pred: &dyn Fn(u32) -> bool| {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    let lo = first(1, 65_536, &|r| {
+        d(r).partial_cmp(&range.0) != Some(std::cmp::Ordering::Less)
+    });
+    let end = first(lo, 65_536, &|r| d(r) > range.1);
+    (lo, end - lo)
+}
+
+/// Return types (u8) under return-mode byte `mode` (see [`HesaiStream::rt_cache`]), from
+/// [`return_type`] on representative returns: single; dual k = 0 with the other return
+/// stronger / not; dual k = 1 likewise. (An identical pair is [`ReturnType::Identical`].)
+fn return_types(model: SensorModel, mode: u8) -> [u8; 5] {
+    let rt = |k: usize, u: &[(u16, u8)]| return_type(model, mode, k, u) as u8;
+    [
+        rt(0, &[(1, 1)]),
+        rt(0, &[(1, 4), (2, 5)]),
+        rt(0, &[(1, 5), (2, 4)]),
+        rt(1, &[(1, 5), (2, 4)]),
+        rt(1, &[(1, 4), (2, 5)]),
+    ]
+}
+
+/// Per-block-group constants of the fast conversion.
+struct Group {
+    /// Distance unit, m.
+    unit: f64,
+    /// Raw range window `(lo, span)` ([`raw_window`]).
+    window: (u32, u32),
+    /// Block azimuth, f32 rad.
+    blk: f32,
+    /// sin / cos of the block azimuth.
+    bs: f64,
+    bc: f64,
+    /// Packet time minus the frame's start time, ns.
+    base_ns: i64,
+    /// Dual-return distance threshold, m.
+    threshold: f32,
+    /// [`return_types`].
+    rt: [u8; 5],
+}
+
+/// Per-channel tables of the fast conversion (each `channels` long; `off0`/`off1`: firing
+/// offsets of the group's first / last block, ns, `i64::MIN` = no firing).
+struct Tables<'a> {
+    off_rad: &'a [f32],
+    off_sin: &'a [f64],
+    off_cos: &'a [f64],
+    el_rad: &'a [f32],
+    sin_el: &'a [f32],
+    cos_el: &'a [f32],
+    off0: &'a [i64],
+    off1: &'a [i64],
+}
+
+/// The fast conversion loops: per channel every candidate point is computed and written to
+/// the frame's spare capacity, the write position advancing only for kept points (no branch
+/// on the data). Same arithmetic as [`HesaiStream::convert_group`], so the same bits.
+mod fast {
+    use super::{Group, PointXYZIRCAEDT, ReturnType, TAU_F32, Tables};
+    use crate::simd::extend_compacted;
+
+    /// `normalize(blk + off)` for `blk` in [0, 2π) and `off` in [−π, π] (always its single
+    /// add / subtract case).
+    #[inline(always)]
+    fn azimuth(blk: f32, off: f32) -> f32 {
+        let a = blk + off;
+        let a = if a < 0.0 { a + TAU_F32 } else { a };
+        if a >= TAU_F32 { a - TAU_F32 } else { a }
+    }
+
+    #[inline(always)]
+    fn time(base: i64, off: i64) -> u32 {
+        base.wrapping_add(off).clamp(0, i64::from(u32::MAX)) as u32
+    }
+
+    #[inline(always)]
+    fn unit<const UL: usize>(block: &[u8], ch: usize) -> (u16, u8) {
+        let u = &block[ch * UL..ch * UL + 3];
+        (u16::from_le_bytes([u[0], u[1]]), u[2])
+    }
+
+    /// Channels per block the fast path handles (the largest model has 128).
+    pub(super) const MAX_CHANNELS: usize = 128;
+
+    /// One block's candidate points, structure of arrays (stage 1).
+    struct Soa {
+        d: [f32; MAX_CHANNELS],
+        x: [f32; MAX_CHANNELS],
+        y: [f32; MAX_CHANNELS],
+        z: [f32; MAX_CHANNELS],
+        r: [u16; MAX_CHANNELS],
+        f: [u8; MAX_CHANNELS],
+    }
+
+    impl Soa {
+        /// Gathers block `blk`'s units and computes distance and x/y/z (array loops the
+        /// compiler vectorises).
+        #[inline(always)]
+        fn fill<const UL: usize>(&mut self, g: &Group, t: &Tables, ab: &Azimuths, blk: &[u8]) {
+            let c = t.off_rad.len();
+            for (ch, (r, f)) in self.r[..c].iter_mut().zip(&mut self.f[..c]).enumerate() {
+                (*r, *f) = unit::<UL>(blk, ch);
+            }
+            for (d, &r) in self.d[..c].iter_mut().zip(&self.r[..c]) {
+                *d = (f64::from(r) * g.unit) as f32;
+            }
+            for ch in 0..c {
+                let d = self.d[ch];
+                let xy = d * t.cos_el[ch];
+                self.x[ch] = xy * ab.sin[ch];
+                self.y[ch] = xy * ab.cos[ch];
+                self.z[ch] = d * t.sin_el[ch];
+            }
+        }
+    }
+
+    /// The corrected azimuth of every channel of the group and its sin / cos (stage 1).
+    struct Azimuths {
+        az: [f32; MAX_CHANNELS],
+        sin: [f32; MAX_CHANNELS],
+        cos: [f32; MAX_CHANNELS],
+    }
+
+    impl Azimuths {
+        #[inline(always)]
+        fn new(g: &Group, t: &Tables) -> Self {
+            let c = t.off_rad.len();
+            let mut a = Self {
+                az: [0.0; MAX_CHANNELS],
+                sin: [0.0; MAX_CHANNELS],
+                cos: [0.0; MAX_CHANNELS],
+            };
+            for ch in 0..c {
+                let (os, oc) = (t.off_sin[ch], t.off_cos[ch]);
+                a.sin[ch] = (g.bs * oc + g.bc * os) as f32;
+                a.cos[ch] = (g.bc * oc - g.bs * os) as f32;
+                a.az[ch] = azimuth(g.blk, t.off_rad[ch]);
+            }
+            a
+        }
+    }
+
+    fn soa() -> Soa {
+        Soa {
+            d: [0.0; MAX_CHANNELS],
+            x: [0.0; MAX_CHANNELS],
+            y: [0.0; MAX_CHANNELS],
+            z: [0.0; MAX_CHANNELS],
+            r: [0; MAX_CHANNELS],
+            f: [0; MAX_CHANNELS],
+        }
+    }
+
+    /// Single return: block `b0`'s units of the group.
+    pub(super) fn single<const UL: usize>(
+        g: &Group,
+        t: &Tables,
+        b0: &[u8],
+        points: &mut Vec<PointXYZIRCAEDT>,
+    ) {
+        let c = t.off_rad.len().min(MAX_CHANNELS);
+        let ab = Azimuths::new(g, t);
+        let mut s = soa();
+        s.fill::<UL>(g, t, &ab, b0);
+        let rt = g.rt[0];
+        extend_compacted(points, c, |out| {
+            for ch in 0..c {
+                let off = t.off0[ch];
+                let keep =
+                    u32::from(s.r[ch]).wrapping_sub(g.window.0) < g.window.1 && off != i64::MIN;
+                let p = PointXYZIRCAEDT {
+                    x: s.x[ch],
+                    y: s.y[ch],
+                    z: s.z[ch],
+                    intensity: s.f[ch],
+                    return_type: rt,
+                    channel: ch as u16,
+                    azimuth: ab.az[ch],
+                    elevation: t.el_rad[ch],
+                    distance: s.d[ch],
+                    time_stamp: time(g.base_ns, off),
+                };
+                out.put(p, keep);
+            }
+        });
+    }
+
+    /// Dual return: blocks `b0` (k = 0) and `b1` (k = 1, the last) of the group, per channel
+    /// return 0 then return 1.
+    pub(super) fn dual<const UL: usize>(
+        g: &Group,
+        t: &Tables,
+        b0: &[u8],
+        b1: &[u8],
+        points: &mut Vec<PointXYZIRCAEDT>,
+    ) {
+        let c = t.off_rad.len().min(MAX_CHANNELS);
+        let ab = Azimuths::new(g, t);
+        let (mut s0, mut s1) = (soa(), soa());
+        s0.fill::<UL>(g, t, &ab, b0);
+        s1.fill::<UL>(g, t, &ab, b1);
+        extend_compacted(points, 2 * c, |out| {
+            for ch in 0..c {
+                let (r0, f0, r1, f1) = (s0.r[ch], s0.f[ch], s1.r[ch], s1.f[ch]);
+                let (d0, d1) = (s0.d[ch], s1.d[ch]);
+                let (off0, off1) = (t.off0[ch], t.off1[ch]);
+                let identical = r0 == r1 && f0 == f1;
+                let keep0 = u32::from(r0).wrapping_sub(g.window.0) < g.window.1
+                    && !identical
+                    && (d1 - d0).abs() >= g.threshold
+                    && off0 != i64::MIN;
+                let keep1 = u32::from(r1).wrapping_sub(g.window.0) < g.window.1 && off1 != i64::MIN;
+                let rt0 = g.rt[1 + usize::from(f1 <= f0)];
+                let rt1 = if identical {
+                    ReturnType::Identical as u8
+                } else {
+                    g.rt[3 + usize::from(f0 <= f1)]
+                };
+                let (az, el) = (ab.az[ch], t.el_rad[ch]);
+                out.put(
+                    PointXYZIRCAEDT {
+                        x: s0.x[ch],
+                        y: s0.y[ch],
+                        z: s0.z[ch],
+                        intensity: f0,
+                        return_type: rt0,
+                        channel: ch as u16,
+                        azimuth: az,
+                        elevation: el,
+                        distance: d0,
+                        time_stamp: time(g.base_ns, off0),
+                    },
+                    keep0,
+                );
+                out.put(
+                    PointXYZIRCAEDT {
+                        x: s1.x[ch],
+                        y: s1.y[ch],
+                        z: s1.z[ch],
+                        intensity: f1,
+                        return_type: rt1,
+                        channel: ch as u16,
+                        azimuth: az,
+                        elevation: el,
+                        distance: d1,
+                        time_stamp: time(g.base_ns, off1),
+                    },
+                    keep1,
+                );
+            }
+        });
     }
 }
 

@@ -119,56 +119,10 @@ pub enum Rejection {
 /// Payload lengths within this many bytes of the documented length are damaged data packets.
 pub const MALFORMED_LEN_TOLERANCE: usize = 16;
 
-/// CRC-32/MPEG-2 tables for slicing by 4: `CRC_TABLES[k][i]` is the CRC register after byte
-/// `i` followed by `k` zero bytes.
-const CRC_TABLES: [[u32; 256]; 4] = {
-    let mut t = [[0u32; 256]; 4];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = (i as u32) << 24;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 0x8000_0000 != 0 {
-                (c << 1) ^ 0x04C1_1DB7
-            } else {
-                c << 1
-            };
-            k += 1;
-        }
-        t[0][i] = c;
-        i += 1;
-    }
-    let mut k = 1;
-    while k < 4 {
-        let mut i = 0;
-        while i < 256 {
-            let prev = t[k - 1][i];
-            t[k][i] = (prev << 8) ^ t[0][(prev >> 24) as usize];
-            i += 1;
-        }
-        k += 1;
-    }
-    t
-};
-
 /// CRC-32/MPEG-2 (poly 0x04C11DB7, init 0xFFFFFFFF, no reflection, no final xor), the CRC of
-/// Hesai body and tail checksums. Four bytes per step (slicing by 4).
-pub fn crc32_mpeg2(data: &[u8]) -> u32 {
-    let t = &CRC_TABLES;
-    let mut c: u32 = 0xFFFF_FFFF;
-    let mut chunks = data.chunks_exact(4);
-    for w in &mut chunks {
-        let x = c ^ u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-        c = t[3][(x >> 24) as usize]
-            ^ t[2][((x >> 16) & 0xFF) as usize]
-            ^ t[1][((x >> 8) & 0xFF) as usize]
-            ^ t[0][(x & 0xFF) as usize];
-    }
-    for &b in chunks.remainder() {
-        c = (c << 8) ^ t[0][((c >> 24) as u8 ^ b) as usize];
-    }
-    c
-}
+/// Hesai body and tail checksums: PCLMULQDQ folding where the CPU has it, else slicing by 8
+/// (see [`super::crc`]).
+pub use super::crc::crc32_mpeg2;
 
 /// A zero-copy view of a data packet of one [`Layout`] (smoltcp `wire` style).
 ///
@@ -284,6 +238,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The layout.
     pub fn layout(&self) -> &'static Layout {
         self.layout
+    }
+
+    /// The whole payload.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
     }
 
     fn byte(&self, o: usize) -> u8 {
