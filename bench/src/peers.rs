@@ -649,7 +649,7 @@ fn environment(a: &Args, rounds: usize, secs: f64) -> Vec<String> {
             secs
         ),
         format!(
-            "started {} UTC{}",
+            "finished {} UTC{}",
             sh("date", &["-u", "+%Y-%m-%d %H:%M"]),
             if a.quick { "; --quick" } else { "" }
         ),

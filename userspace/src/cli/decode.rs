@@ -151,6 +151,7 @@ fn summary_line(s: &DecodeSummary) -> String {
 /// Decodes the capture and prints one line (or JSON object) per frame as it closes, writes
 /// PCDs with `--pcd`, and a summary on stderr (and as a last JSON object with `--json`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
+    keep_freed_memory();
     let model = match a.sensor {
         Some(m) => m,
         None => {
@@ -270,6 +271,23 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Keeps freed frame buffers in the process (glibc): by default glibc hands the top of the heap,
+/// and every buffer above its mmap threshold, back to the kernel when a frame is dropped, and
+/// the next frame faults every page in again. With frames of changing size (an OS1-64 capture
+/// of partial frames) that was 218 page faults per frame and about 70 % of `decode`'s CPU
+/// time (`cargo xtask bench --peers`, docs/benchmarks.md). Peak memory stays bounded by the
+/// largest frames in flight; frames above 32 MiB (glibc's largest mmap threshold) still
+/// get their own mapping.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes glibc's trimming and mmap thresholds; it is called on the
+    // main thread before `decode` allocates frames, and both values are within glibc's limits.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    }
 }
 
 /// Files at least this big get a progress bar (bytes), 64 MiB: about 6 s of a VLS-128.
