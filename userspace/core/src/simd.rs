@@ -109,9 +109,7 @@ pub(crate) fn extend_masked<T>(out: &mut Vec<T>, mask: u32, mut value: impl FnMu
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{
-    compact_block_points, velodyne_dense_fill, velodyne_packed_fill, velodyne_slot_mask,
-};
+pub(crate) use x86::{compact_block_points, velodyne_dense_fill, velodyne_slot_mask};
 
 /// The SSE2 kernels (x86-64 baseline).
 #[cfg(target_arch = "x86_64")]
@@ -209,50 +207,8 @@ mod x86 {
                 .and_then(|b| b.try_into().ok())
                 .map_or(0, i32::from_le_bytes)
         };
-        fill_lanes(bp, word, t, azf0, lasers, SLOTS_PER_BLOCK);
-    }
-
-    /// Velodyne stage 2 of a packed block (`sensor::velodyne::dual`, VLP-16 dual return, whose
-    /// portable version gives the same bits): the arithmetic of [`velodyne_dense_fill`] on
-    /// lanes `0..n` (rounded up to a multiple of four, at most 32) whose inputs were gathered
-    /// from the kept slots: `words[i]` is lane `i`'s `distance lo | distance hi << 8 |
-    /// reflectivity << 16` (bits 24..31 ignored), `t` and `lasers` its slot's interpolation
-    /// and laser constants. Lanes past `n` in the last group of four are computed from
-    /// whatever the inputs hold there and are never published.
-    #[inline(always)]
-    pub(crate) fn velodyne_packed_fill(
-        bp: &mut BlockPoints<'_>,
-        words: &[i32; SLOTS_PER_BLOCK],
-        t: &[f32; SLOTS_PER_BLOCK],
-        azf0: f32,
-        lasers: DenseLasers<'_>,
-        n: usize,
-    ) {
-        fill_lanes(
-            bp,
-            |k| words[k & (SLOTS_PER_BLOCK - 1)],
-            t,
-            azf0,
-            lasers,
-            n.min(SLOTS_PER_BLOCK),
-        );
-    }
-
-    /// The shared body of [`velodyne_dense_fill`] and [`velodyne_packed_fill`]: lanes
-    /// `0..n` (`n <= 32`), four at a time; `word(k)` gives lane `k`'s raw record.
-    #[inline(always)]
-    fn fill_lanes(
-        bp: &mut BlockPoints<'_>,
-        word: impl Fn(usize) -> i32,
-        t: &[f32; SLOTS_PER_BLOCK],
-        azf0: f32,
-        lasers: DenseLasers<'_>,
-        n: usize,
-    ) {
-        let n = n.min(SLOTS_PER_BLOCK);
         // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k`
-        // is 0, 4, .., below `n <= 32`, hence at most 28, so every load/store addresses
-        // elements `k..k + 4` of a 32-element
+        // is 0, 4, .., 28, so every load/store addresses elements `k..k + 4` of a 32-element
         // array (`loadu_pd`: elements `k..k + 2` and `k + 2..k + 4` of the `[f64; 32]`), or
         // one `[f32; 2]` entry (8 bytes) of the trig table at an index clamped below 36000;
         // `loadu`/`storeu` and `loadl_epi64` (an unaligned 8-byte read) need no alignment.
@@ -268,7 +224,7 @@ mod x86 {
             let low16 = _mm_set1_epi32(0xFFFF);
             let byte = _mm_set1_epi32(0xFF);
             let per = _mm_set1_pd(RAD_PER_CDEG);
-            for k in (0..n).step_by(4) {
+            for k in (0..SLOTS_PER_BLOCK).step_by(4) {
                 let w = _mm_set_epi32(word(k + 3), word(k + 2), word(k + 1), word(k));
                 let raw = _mm_and_si128(w, low16);
                 let inten = _mm_and_si128(_mm_srli_epi32::<16>(w), byte);
@@ -354,18 +310,12 @@ mod x86 {
     /// halves of their points (`x y z [intensity return_type channel]` and
     /// `azimuth elevation distance time_stamp`, [`PointXYZIRCAEDT`] byte offsets 0 and 16) are
     /// built by two 4×4 transposes and written at the write position, which advances by the
-    /// slot's mask bit (every slot is written, only kept ones stay). Only the groups of four
-    /// from the one holding entry `from` up to the one holding entry `to - 1` are visited
-    /// (`0..32`: all; a packed block's entries `from..to`); `channel` and `elevation` are
-    /// the entries' per-laser fields. Writes nothing unless `out` has 32 free slots (the
-    /// caller reserves 32 per block).
+    /// slot's mask bit (every slot is written, only kept ones stay). Writes nothing unless
+    /// `out` has 32 free slots (the caller reserves 32 per block).
     #[inline(always)]
     pub(crate) fn compact_block_points(
         bp: &BlockPoints<'_>,
-        channel: &[u16; SLOTS_PER_BLOCK],
-        elevation: &[f32; SLOTS_PER_BLOCK],
         times: Option<&[u32; SLOTS_PER_BLOCK]>,
-        entries: std::ops::Range<usize>,
         out: &mut Compactor<'_, PointXYZIRCAEDT>,
     ) {
         let mask = bp.mask;
@@ -375,11 +325,9 @@ mod x86 {
         if out.spare.len().saturating_sub(n) < SLOTS_PER_BLOCK {
             return;
         }
-        let (from, to) = (entries.start & !3, entries.end.min(SLOTS_PER_BLOCK));
         let dst = out.spare.as_mut_ptr();
         // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k` is
-        // a multiple of 4 below `to <= 32`, so at most 28: the loads read elements `k..k + 4`
-        // of the 32-element `f32`/`u32`
+        // 0, 4, .., 28: the loads read elements `k..k + 4` of the 32-element `f32`/`u32`
         // arrays (16 bytes) and of the `[u16; 32]` channels (8 bytes), all in bounds;
         // `loadu`/`loadl_epi64`/`storeu` need no alignment. Each pair of stores goes to `p`,
         // slot `n` of the compactor's `spare`: `n` is `written` plus the kept slots before
@@ -400,7 +348,7 @@ mod x86 {
                     _mm_movehl_ps(t3, t2),
                 ]
             };
-            let mut group = |k: usize| {
+            for k in (0..SLOTS_PER_BLOCK).step_by(4) {
                 let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
                 let t = _mm_castsi128_ps(_mm_loadu_si128(times.as_ptr().add(k).cast::<__m128i>()));
                 // [intensity | return_type << 8 | channel << 16] per slot.
@@ -411,25 +359,15 @@ mod x86 {
                     bp.return_type[k..k + 4].try_into().unwrap_or([0; 4]),
                 ));
                 let ir = _mm_unpacklo_epi8(int4, rt4);
-                let ch = _mm_loadl_epi64(channel.as_ptr().add(k).cast::<__m128i>());
+                let ch = _mm_loadl_epi64(bp.channel.as_ptr().add(k).cast::<__m128i>());
                 let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
                 let lo = transpose(ld(&bp.x), ld(&bp.y), ld(&bp.z), packed);
-                let hi = transpose(ld(&bp.azimuth), ld(elevation), ld(&bp.distance), t);
+                let hi = transpose(ld(&bp.azimuth), ld(bp.elevation), ld(&bp.distance), t);
                 for j in 0..4 {
                     let p = dst.add(n).cast::<f32>();
                     _mm_storeu_ps(p, lo[j]);
                     _mm_storeu_ps(p.add(4), hi[j]);
                     n += ((mask >> (k + j)) & 1) as usize;
-                }
-            };
-            // The whole block with constant bounds (unrolled), else the entries' groups.
-            if (from, to) == (0, SLOTS_PER_BLOCK) {
-                for k in (0..SLOTS_PER_BLOCK).step_by(4) {
-                    group(k);
-                }
-            } else {
-                for k in (from..to).step_by(4) {
-                    group(k);
                 }
             }
         }

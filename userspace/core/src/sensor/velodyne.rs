@@ -33,7 +33,6 @@
 
 pub mod block;
 pub(crate) mod dense;
-pub(crate) mod dual;
 pub mod multi;
 
 pub use block::BlockPoints;
@@ -790,21 +789,6 @@ impl Vlp16Decoder {
         if !DUAL {
             bp.return_type = [single_type; SLOTS_PER_BLOCK];
         }
-        // Dual return without a field of view: blocks are computed packed ([`dual`]; the
-        // field-of-view test drops single entries, so it keeps the per-slot form).
-        let packed = DUAL && s.fov.is_none();
-        let consts = dual::SlotConsts {
-            ring: &self.slot_ring,
-            vert: &self.slot_vert,
-            ns: &self.slot_ns,
-            corr: &self.slot_corr,
-            cos_vert: &self.slot_cos_vert,
-            sin_vert: &self.slot_sin_vert,
-            rot: &self.slot_rot,
-            res,
-            trig: self.trig,
-        };
-        let mut gathered = dual::Gathered::new();
         // Computes block `$block` into `$bp` and gives its mask of kept slots (0: nothing to
         // emit). A macro, not a function: both loops below get it inlined with their own
         // `BlockPoints`, as one loop did before.
@@ -852,20 +836,7 @@ impl Vlp16Decoder {
                     };
                     bp.block = block as u8;
                     bp.block_ns = firing_offset_ns(mode, block, 0);
-                    if packed {
-                        // Stage 2, kept slots only, packed into entries.
-                        dual::fill(
-                            bp,
-                            &mut gathered,
-                            buf,
-                            block,
-                            mask,
-                            table,
-                            azf0,
-                            &consts,
-                            nebula,
-                        );
-                    } else if DUAL {
+                    if DUAL {
                         // Stage 2, kept slots only.
                         let mut m = mask;
                         while m != 0 {
@@ -946,12 +917,7 @@ impl Vlp16Decoder {
                 };
                 for &(first, m) in halves {
                     let part = if first { &mut bp } else { &mut odd };
-                    let kept = if first { me } else { mo };
-                    part.mask = if packed {
-                        packed_entries(kept, m)
-                    } else {
-                        m & kept
-                    };
+                    part.mask = m & if first { me } else { mo };
                     if part.mask != 0 {
                         sink(part);
                     }
@@ -961,31 +927,11 @@ impl Vlp16Decoder {
             for block in 0..BLOCKS {
                 let mask = fill!(bp, block);
                 if mask != 0 {
-                    bp.mask = if packed {
-                        packed_entries(mask, u32::MAX)
-                    } else {
-                        mask
-                    };
+                    bp.mask = mask;
                     sink(&bp);
                 }
             }
         }
-    }
-}
-
-/// The entries (bits of a packed [`BlockPoints::mask`]) of the kept slots `kept` that lie in
-/// `select`: all of them (`u32::MAX`), those of the first firing sequence (slots 0..15) or
-/// those of the second (slots 16..31). Entries are the kept slots in slot order, so each
-/// selection is one run of entries.
-#[inline(always)]
-fn packed_entries(kept: u32, select: u32) -> u32 {
-    let run = |n: u32| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-    let low = run((kept & ((1 << LASERS) - 1)).count_ones());
-    let all = run(kept.count_ones());
-    match select {
-        u32::MAX => all,
-        s if s == (1 << LASERS) - 1 => low,
-        _ => all & !low,
     }
 }
 

@@ -7,10 +7,6 @@
 //! slots vectorise, and the consumers turn the kept slots into [`PointXYZIRCAEDT`] records
 //! without a branch per slot ([`BlockPoints::append`], [`BlockPoints::append_timed`]) or one
 //! at a time with their block and slot ([`BlockPoints::for_each`]).
-//!
-//! A block can also be *packed* ([`BlockPoints::packed`], the VLP-16 dual-return path,
-//! `super::dual`): only the kept slots are computed, into consecutive entries, and each
-//! entry carries its slot and per-laser fields; the consumers treat both forms alike.
 
 use crate::point::PointXYZIRCAEDT;
 
@@ -22,16 +18,14 @@ use super::{DecodedPoint, SLOTS_PER_BLOCK};
 const DENSE_FROM: u32 = 12;
 
 /// One block's slots, structure of arrays; slot `k` is valid when bit `k` of [`Self::mask`]
-/// is set (the other entries hold stale values and are never published). In the packed form
-/// ([`Self::packed`]) index `i` of every per-point array is the `i`-th kept point (entry)
-/// instead of slot `i`, and bit `i` of the mask marks the entries to publish.
+/// is set (the other entries hold stale values and are never published).
 ///
 /// Cache-line aligned (64 bytes), so every 16-byte vector access to an array is aligned.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct BlockPoints<'a> {
     /// Bit `k` set when slot `k` carries a point that passed the range and field-of-view
-    /// filters (packed: when entry `k` is published; the set bits are one contiguous run).
+    /// filters.
     pub mask: u32,
     /// Forward coordinate, m.
     pub x: [f32; SLOTS_PER_BLOCK],
@@ -62,19 +56,6 @@ pub struct BlockPoints<'a> {
     /// Laser index of slot 0 (the bank origin: 0, 32, 64 or 96); [`DecodedPoint::slot`] is
     /// `first_laser + k`.
     pub first_laser: u8,
-    /// Packed form: the per-point arrays above are indexed by entry (the kept slots in slot
-    /// order, computed only for them), the entry's slot is [`Self::slot`] and its per-laser
-    /// fields are [`Self::packed_channel`], [`Self::packed_elevation`],
-    /// [`Self::packed_slot_ns`] (not `channel`, `elevation`, `slot_ns`).
-    pub packed: bool,
-    /// Packed form: slot (0..31) of entry `i`.
-    pub slot: [u8; SLOTS_PER_BLOCK],
-    /// Packed form: channel (ring) of entry `i`'s laser.
-    pub packed_channel: [u16; SLOTS_PER_BLOCK],
-    /// Packed form: elevation of entry `i`'s laser, rad.
-    pub packed_elevation: [f32; SLOTS_PER_BLOCK],
-    /// Packed form: firing time of entry `i` after its block's first firing, ns.
-    pub packed_slot_ns: [u32; SLOTS_PER_BLOCK],
 }
 
 impl<'a> BlockPoints<'a> {
@@ -100,57 +81,30 @@ impl<'a> BlockPoints<'a> {
             block_ns: 0,
             block: 0,
             first_laser: 0,
-            packed: false,
-            slot: [0; SLOTS_PER_BLOCK],
-            packed_channel: [0; SLOTS_PER_BLOCK],
-            packed_elevation: [0.0; SLOTS_PER_BLOCK],
-            packed_slot_ns: [0; SLOTS_PER_BLOCK],
         }
     }
 
-    /// The per-laser fields (channel, elevation, firing time in the block) by index: the
-    /// packed entries' or the slots'.
-    #[inline(always)]
-    fn laser_fields(
-        &self,
-    ) -> (
-        &[u16; SLOTS_PER_BLOCK],
-        &[f32; SLOTS_PER_BLOCK],
-        &[u32; SLOTS_PER_BLOCK],
-    ) {
-        if self.packed {
-            (
-                &self.packed_channel,
-                &self.packed_elevation,
-                &self.packed_slot_ns,
-            )
-        } else {
-            (self.channel, self.elevation, self.slot_ns)
-        }
-    }
-
-    /// The point of slot (packed: entry) `k` (`time_stamp` 0).
+    /// The point of slot `k` (`time_stamp` 0).
     #[inline(always)]
     fn point(&self, k: usize) -> PointXYZIRCAEDT {
-        let (channel, elevation, _) = self.laser_fields();
         PointXYZIRCAEDT {
             x: self.x[k],
             y: self.y[k],
             z: self.z[k],
             intensity: self.intensity[k],
             return_type: self.return_type[k],
-            channel: channel[k],
+            channel: self.channel[k],
             azimuth: self.azimuth[k],
-            elevation: elevation[k],
+            elevation: self.elevation[k],
             distance: self.distance[k],
             time_stamp: 0,
         }
     }
 
-    /// Firing time of slot (packed: entry) `k` after the packet timestamp, ns.
+    /// Firing time of slot `k` after the packet timestamp, ns.
     #[inline(always)]
     pub fn offset_ns(&self, k: usize) -> u32 {
-        self.block_ns + self.laser_fields().2[k & (SLOTS_PER_BLOCK - 1)]
+        self.block_ns + self.slot_ns[k & (SLOTS_PER_BLOCK - 1)]
     }
 
     /// Calls `emit` for every kept slot, in slot order, with its block and laser index.
@@ -164,11 +118,7 @@ impl<'a> BlockPoints<'a> {
                 azimuth_cdeg: self.azimuth_cdeg[k] as u16,
                 offset_ns: self.offset_ns(k),
                 block: self.block,
-                slot: self.first_laser.wrapping_add(if self.packed {
-                    self.slot[k]
-                } else {
-                    k as u8
-                }),
+                slot: self.first_laser.wrapping_add(k as u8),
             });
         }
     }
@@ -200,8 +150,7 @@ impl<'a> BlockPoints<'a> {
             let x = (packet_ns - start_ns)
                 .saturating_add(u64::from(self.block_ns))
                 .min(u64::from(u32::MAX)) as u32;
-            let ns = self.laser_fields().2;
-            std::array::from_fn(|k| x.saturating_add(ns[k]))
+            std::array::from_fn(|k| x.saturating_add(self.slot_ns[k]))
         } else {
             std::array::from_fn(|k| {
                 let t = packet_ns
@@ -229,31 +178,12 @@ impl<'a> BlockPoints<'a> {
             return;
         }
         let time = |k: usize| times.map_or(0, |t| t[k]);
-        if self.packed || mask.count_ones() >= DENSE_FROM {
-            // Packed: the entries are one run, `from..to`; else every slot.
-            let (from, to) = if self.packed {
-                (
-                    mask.trailing_zeros() as usize,
-                    SLOTS_PER_BLOCK - mask.leading_zeros() as usize,
-                )
-            } else {
-                (0, SLOTS_PER_BLOCK)
-            };
+        if mask.count_ones() >= DENSE_FROM {
             crate::simd::extend_compacted(out, SLOTS_PER_BLOCK, |out| {
                 #[cfg(target_arch = "x86_64")]
-                {
-                    let (channel, elevation, _) = self.laser_fields();
-                    crate::simd::compact_block_points(
-                        self,
-                        channel,
-                        elevation,
-                        times,
-                        from..to,
-                        out,
-                    );
-                }
+                crate::simd::compact_block_points(self, times, out);
                 #[cfg(not(target_arch = "x86_64"))]
-                for k in from..to {
+                for k in 0..SLOTS_PER_BLOCK {
                     let mut p = self.point(k);
                     p.time_stamp = time(k);
                     out.put(p, (mask >> k) & 1 == 1);
