@@ -86,20 +86,26 @@ pub fn fuzz(obj: &Path, seconds: u64, target: Option<&str>) -> Result<()> {
     ensure_cargo_fuzz()?;
 
     let t = Instant::now();
+    // Built with `--workspace`, so the dependencies' features are unified as in `cargo test
+    // --workspace --release`, whose build of this example is then reused; `cargo run -p
+    // lidarxdp` resolved other features and rebuilt the library and its dependencies (6 min
+    // of a CI run).
     run(Command::new("cargo")
         .args([
-            "run",
+            "build",
             "--quiet",
             "--release",
-            "-p",
-            "lidarxdp",
+            "--workspace",
             "--example",
             "fuzz_seeds",
-            "--",
         ])
-        .arg(root().join("fuzz/corpus"))
         .current_dir(root())
         .env("LIDARXDP_BPF_OBJ", obj))?;
+    run(
+        Command::new(root().join("target/release/examples/fuzz_seeds"))
+            .arg(root().join("fuzz/corpus"))
+            .current_dir(root()),
+    )?;
     eprintln!("fuzz: seeds written in {:.1} s", t.elapsed().as_secs_f64());
 
     let t = Instant::now();
