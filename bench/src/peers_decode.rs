@@ -52,18 +52,6 @@ pub fn read_payloads(path: &std::path::Path) -> Result<Vec<(u64, Vec<u8>)>> {
     Ok(out)
 }
 
-/// CPU time of the calling thread, ns.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Runs the measurement and prints its JSON line.
 pub fn run(a: Args) -> Result<()> {
     let packets = read_payloads(&a.payloads)?;
@@ -89,13 +77,13 @@ pub fn run(a: Args) -> Result<()> {
     }
     let points0 = p.counters().points;
     let mut frames = 0usize;
-    let t0 = thread_cpu_ns();
+    let t0 = lidarxdp::capture::thread_cpu_ns();
     for (t, d) in &packets[a.warmup..] {
         p.push(d, *t, &mut out);
         frames += out.len();
         out.clear();
     }
-    let ns = thread_cpu_ns() - t0;
+    let ns = lidarxdp::capture::thread_cpu_ns() - t0;
     println!(
         "{}",
         serde_json::json!({

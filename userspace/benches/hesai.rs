@@ -42,19 +42,6 @@ const CAPTURES: [(&str, SensorModel, &str); 6] = [
     ("pandarxt32m", SensorModel::PandarXt32m, "PandarXT32M.csv"),
 ];
 
-/// CPU time of this thread, ns (`CLOCK_THREAD_CPUTIME_ID`): unlike wall time, not inflated
-/// when the shared machine's other processes take the core.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// One pass over the capture; returns the points published.
 fn run(p: &mut ScanPipeline, packets: &[(Vec<u8>, u64)]) -> u64 {
     let before = p.counters().points;
@@ -219,7 +206,7 @@ fn bench(c: &mut Criterion) {
                 let mut p =
                     lidarxdp::calibration::pipeline_with_options(&cfg, opts).expect("config");
                 let points = run(&mut p, packets);
-                let t0 = thread_cpu_ns();
+                let t0 = lidarxdp::capture::thread_cpu_ns();
                 let reps = std::env::var("HESAI_REPS")
                     .ok()
                     .and_then(|r| r.parse().ok())
@@ -227,7 +214,7 @@ fn bench(c: &mut Criterion) {
                 for _ in 0..reps {
                     black_box(run(&mut p, packets));
                 }
-                let ns = (thread_cpu_ns() - t0) as f64 / f64::from(reps);
+                let ns = (lidarxdp::capture::thread_cpu_ns() - t0) as f64 / f64::from(reps);
                 println!(
                     "{name}: {} packets, {points} points; on-CPU {:.0} ns/packet, {:.1} M points/s",
                     packets.len(),

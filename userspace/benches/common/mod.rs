@@ -8,14 +8,7 @@ use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 pub struct ThreadCpu(pub WallTime);
 
 fn thread_cpu_now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::from_nanos(lidarxdp::capture::thread_cpu_ns())
 }
 
 impl Measurement for ThreadCpu {
