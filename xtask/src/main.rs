@@ -142,6 +142,16 @@ fn build_daemon(obj: &Path) -> Result<PathBuf> {
     Ok(root().join("target/release/lidarxdp"))
 }
 
+/// Builds the release bench harness (`lidarxdp-bench`) against the XDP object `obj`; returns
+/// its path.
+fn build_bench(obj: &Path) -> Result<PathBuf> {
+    run(Command::new("cargo")
+        .args(["build", "--release", "-p", "lidarxdp-bench"])
+        .current_dir(root())
+        .env("LIDARXDP_BPF_OBJ", obj))?;
+    Ok(root().join("target/release/lidarxdp-bench"))
+}
+
 /// Builds the XDP object, the release daemon and the bench harness, then runs the suite.
 fn bench(
     tc: &setup::BpfToolchain,
@@ -151,11 +161,7 @@ fn bench(
 ) -> Result<()> {
     let obj = build_ebpf(tc)?;
     let daemon = build_daemon(&obj)?;
-    run(Command::new("cargo")
-        .args(["build", "--release", "-p", "lidarxdp-bench"])
-        .current_dir(root())
-        .env("LIDARXDP_BPF_OBJ", &obj))?;
-    let mut cmd = Command::new(root().join("target/release/lidarxdp-bench"));
+    let mut cmd = Command::new(build_bench(&obj)?);
     cmd.arg("suite")
         .arg("--daemon")
         .arg(&daemon)

@@ -27,7 +27,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::{build_daemon, build_ebpf, root, run, setup::BpfToolchain};
+use crate::{build_bench, build_daemon, build_ebpf, root, run, setup::BpfToolchain};
 
 /// The peers' venv, `<root>/target/peers/venv`.
 fn venv_dir() -> PathBuf {
@@ -191,19 +191,13 @@ pub fn peers(
     }
     let obj = build_ebpf(tc)?;
     let daemon = build_daemon(&obj)?;
-    run(Command::new("cargo")
-        .args(["build", "--release", "-p", "lidarxdp-bench"])
-        .current_dir(root())
-        .env("LIDARXDP_BPF_OBJ", &obj))?;
+    let bench = build_bench(&obj)?;
     // Run copies: other builds in this tree must not swap the binaries between rounds.
     let bin = root().join("target/peers/bin");
     fs::create_dir_all(&bin).with_context(|| format!("create {}", bin.display()))?;
     let daemon_copy = bin.join("lidarxdp");
     let bench_copy = bin.join("lidarxdp-bench");
-    for (from, to) in [
-        (&daemon, &daemon_copy),
-        (&root().join("target/release/lidarxdp-bench"), &bench_copy),
-    ] {
+    for (from, to) in [(&daemon, &daemon_copy), (&bench, &bench_copy)] {
         let _ = fs::remove_file(to);
         fs::copy(from, to)
             .with_context(|| format!("copy {} to {}", from.display(), to.display()))?;
