@@ -253,6 +253,10 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         );
     }
 
+    // Every thread is running under its final identity: tell the service manager
+    // (sd_notify(3), `Type=notify` in docs/lidarxdp.service; nothing when NOTIFY_SOCKET is unset).
+    notify(sd_notify::NotifyState::Ready);
+
     supervise(
         &programs,
         &workers,
@@ -265,6 +269,7 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     );
 
     log::info!("stopping");
+    notify(sd_notify::NotifyState::Stopping);
     worker_stop.store(true, Ordering::Relaxed);
     let failed = join(&mut workers)?;
     // Every capture thread has ended: what they queued is written, the file closed.
@@ -370,6 +375,14 @@ fn drop_privileges(process: &Process, keep: u64) -> Result<()> {
         None => log::info!("capabilities dropped: {caps}"),
     }
     Ok(())
+}
+
+/// Sends `state` to the service manager over `$NOTIFY_SOCKET` (sd_notify(3)); does nothing
+/// when it is unset. A failed send is logged and otherwise ignored: the daemon serves either way.
+fn notify(state: sd_notify::NotifyState) {
+    if let Err(e) = sd_notify::notify(std::slice::from_ref(&state)) {
+        log::warn!("sd_notify {state}: {e}");
+    }
 }
 
 /// How often the main loop looks for changes worth a log line.

@@ -1,11 +1,14 @@
 //! The daemon under test: where its binary is, starting `lidarxdp run` in a namespace and
 //! waiting until it is ready, stopping it, replaying a capture with `lidarxdp replay`, and
 //! reading its stats JSON (the `--stats-json` file; fields as in docs/deploy.md).
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::Staging;
 use crate::netns::{NetnsPair, in_netns};
 
 /// Path of the `lidarxdp` binary under test: `$CARGO_BIN_EXE_lidarxdp` when set at run time
@@ -61,12 +64,66 @@ pub fn tcp_accepts(ns: &str, port: u16) -> bool {
     })
 }
 
+/// The socket a daemon under test reports its readiness to, as a service manager's
+/// `$NOTIFY_SOCKET` (sd_notify(3)): a datagram socket in its own [`Staging`] folder, mode 0666
+/// so that a daemon that switched to `nobody` can still send.
+pub struct NotifySocket {
+    sock: UnixDatagram,
+    /// The socket's path, for `NOTIFY_SOCKET`.
+    pub path: PathBuf,
+    /// Every line received so far, in order.
+    lines: Vec<String>,
+    _dir: Staging,
+}
+
+impl NotifySocket {
+    /// Binds a fresh socket (non-blocking). Panics when it cannot.
+    pub fn new() -> Self {
+        let dir = Staging::new("notify");
+        let path = dir.dir.join("notify");
+        let sock = UnixDatagram::bind(&path).expect("bind the notify socket");
+        sock.set_nonblocking(true)
+            .expect("non-blocking notify socket");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod the notify socket");
+        Self {
+            sock,
+            path,
+            lines: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    /// Every line received so far, in order (reads every queued datagram first).
+    pub fn lines(&mut self) -> &[String] {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = self.sock.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            self.lines.extend(text.lines().map(str::to_owned));
+        }
+        &self.lines
+    }
+
+    /// Whether a `READY=1` line has arrived so far.
+    pub fn ready(&mut self) -> bool {
+        self.lines().iter().any(|l| l == "READY=1")
+    }
+}
+
+impl Default for NotifySocket {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A daemon started in a namespace; killed (and reaped) on drop if still running.
 pub struct Daemon {
     /// The `ip netns exec` child (which has exec'd into the daemon: same pid).
     pub child: Child,
     /// Where the daemon writes its final counters (unique per daemon of the process).
     pub stats_path: PathBuf,
+    /// Its `$NOTIFY_SOCKET`.
+    notify: NotifySocket,
 }
 
 impl Daemon {
@@ -107,8 +164,10 @@ impl Daemon {
     }
 
     /// [`Daemon::start_wrapped`] with the daemon binary at `exe` (e.g. a copy in a
-    /// [`Staging`](crate::Staging) folder that an unprivileged user can reach). Panics when
-    /// the daemon exits or is not listening within 30 s.
+    /// [`Staging`] folder that an unprivileged user can reach). Returns once the daemon has
+    /// sent `READY=1` to its `$NOTIFY_SOCKET` (a [`NotifySocket`]): every thread runs, with
+    /// its final identity and capabilities. Panics when the daemon exits first or is not ready
+    /// within 30 s.
     pub fn start_exe(
         exe: &Path,
         ns: &str,
@@ -125,6 +184,7 @@ impl Daemon {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_file(&stats_path);
+        let notify = NotifySocket::new();
         let mut cmd_args = wrapper.to_vec();
         cmd_args.extend_from_slice(&[exe, "run", "--iface", iface]);
         let child = NetnsPair::exec(ns, &cmd_args)
@@ -135,11 +195,19 @@ impl Daemon {
             .args(args)
             // The domain of the zenoh tests is the flag's or 0, never the caller's.
             .env_remove("ROS_DOMAIN_ID")
+            .env("NOTIFY_SOCKET", &notify.path)
             .spawn()
             .expect("spawn daemon");
-        let mut d = Self { child, stats_path };
+        let mut d = Self {
+            child,
+            stats_path,
+            notify,
+        };
+        // The publisher accepts connections before the capabilities are dropped and the
+        // capture threads start: only READY=1 says that start-up is over.
+        let notify = &mut d.notify;
         wait_ready(&mut d.child, "daemon", Duration::from_secs(30), || {
-            tcp_accepts(ns, listen_port)
+            notify.ready()
         })
         .unwrap_or_else(|e| panic!("{e:#}"));
         d
@@ -152,11 +220,14 @@ impl Daemon {
         unsafe { libc::kill(self.child.id() as i32, sig) };
     }
 
-    /// SIGTERM, wait (up to 15 s) for a clean exit, and return the final counters.
+    /// SIGTERM, wait (up to 15 s) for a clean exit, and return the final counters. Panics
+    /// unless the daemon exited with status 0 having sent exactly `READY=1`, then
+    /// `STOPPING=1`, to its `$NOTIFY_SOCKET`.
     pub fn stop(mut self) -> serde_json::Value {
         self.signal(libc::SIGTERM);
         let status = wait(&mut self.child, 15);
         assert!(status.success(), "daemon exited with {status}");
+        assert_eq!(self.notify.lines(), ["READY=1", "STOPPING=1"], "sd_notify");
         let text = std::fs::read(&self.stats_path).expect("daemon stats file");
         let _ = std::fs::remove_file(&self.stats_path);
         serde_json::from_slice(&text).expect("stats JSON")

@@ -5,9 +5,9 @@
 //!   names unique to the process and call (pid + counter), removed on drop (also when a test
 //!   panics); MTU, static neighbours, extra links, link reset; [`in_netns`] runs a closure and
 //!   [`exec_in`] a command inside a namespace (ip-netns(8), setns(2));
-//! - [`Daemon`]: `lidarxdp run` started in a namespace, ready when its publisher accepts a TCP
-//!   connection ([`wait_ready`], [`tcp_accepts`]), stopped with SIGTERM and its final counters
-//!   read back; [`replay`] a capture from the sensor namespace with `lidarxdp replay`;
+//! - [`Daemon`]: `lidarxdp run` started in a namespace, ready when it sends `READY=1` to its
+//!   `$NOTIFY_SOCKET` ([`NotifySocket`], [`wait_ready`]; sd_notify(3)), stopped with SIGTERM
+//!   and its final counters read back; [`replay`] a capture from the sensor namespace with `lidarxdp replay`;
 //! - [`data`]: the shared captures (`../shared/data` beside the repository), [`privileged`],
 //!   [`Staging`] (world-readable copies for tests that run the daemon as `nobody`),
 //!   [`content_file`];
@@ -27,8 +27,8 @@ mod python;
 mod staging;
 
 pub use daemon::{
-    Daemon, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, tcp_accepts, wait, wait_ready,
-    xdp_attached,
+    Daemon, NotifySocket, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, tcp_accepts,
+    wait, wait_ready, xdp_attached,
 };
 #[cfg(feature = "frames")]
 pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames};
