@@ -745,6 +745,8 @@ pub struct HesaiStream {
     /// Return types (as u8) for return-mode byte `.0`: single return, then dual return k = 0
     /// (not strongest, strongest), k = 1 (not strongest, strongest).
     rt_cache: (u8, [u8; 5]),
+    /// The fast conversion's stage-1 arrays.
+    fast_scratch: Box<fast::Scratch>,
 }
 
 impl HesaiStream {
@@ -867,6 +869,7 @@ impl HesaiStream {
             group_earliest: vec![0; layout.blocks],
             window: (0, 0, 0),
             rt_cache: (0, [0; 5]),
+            fast_scratch: fast::Scratch::boxed(),
         })
     }
 
@@ -1228,11 +1231,12 @@ impl HesaiStream {
             off1: &self.offsets[(group + n - 1) * c..(group + n) * c],
         };
         let points = &mut self.bufs[usize::from(b)].points;
+        let scratch = &mut self.fast_scratch;
         match (n, l.unit_len) {
-            (1, 3) => fast::single::<3>(&g, &tables, b0, points),
-            (1, _) => fast::single::<4>(&g, &tables, b0, points),
-            (_, 3) => fast::dual::<3>(&g, &tables, b0, b1, points),
-            _ => fast::dual::<4>(&g, &tables, b0, b1, points),
+            (1, 3) => fast::single::<3>(&g, &tables, b0, points, scratch),
+            (1, _) => fast::single::<4>(&g, &tables, b0, points, scratch),
+            (_, 3) => fast::dual::<3>(&g, &tables, b0, b1, points, scratch),
+            _ => fast::dual::<4>(&g, &tables, b0, b1, points, scratch),
         }
         true
     }
@@ -1467,6 +1471,7 @@ mod fast {
     pub(super) const MAX_CHANNELS: usize = 128;
 
     /// One block's candidate points, structure of arrays (stage 1).
+    #[derive(Clone)]
     struct Soa {
         d: [f32; MAX_CHANNELS],
         x: [f32; MAX_CHANNELS],
@@ -1499,6 +1504,7 @@ mod fast {
     }
 
     /// The corrected azimuth of every channel of the group and its sin / cos (stage 1).
+    #[derive(Clone)]
     struct Azimuths {
         az: [f32; MAX_CHANNELS],
         sin: [f32; MAX_CHANNELS],
@@ -1506,32 +1512,54 @@ mod fast {
     }
 
     impl Azimuths {
+        /// Fills the first `channels` entries for group `g`.
         #[inline(always)]
-        fn new(g: &Group, t: &Tables) -> Self {
+        fn fill(&mut self, g: &Group, t: &Tables) {
             let c = t.off_rad.len();
-            let mut a = Self {
-                az: [0.0; MAX_CHANNELS],
-                sin: [0.0; MAX_CHANNELS],
-                cos: [0.0; MAX_CHANNELS],
-            };
             for ch in 0..c {
                 let (os, oc) = (t.off_sin[ch], t.off_cos[ch]);
-                a.sin[ch] = (g.bs * oc + g.bc * os) as f32;
-                a.cos[ch] = (g.bc * oc - g.bs * os) as f32;
-                a.az[ch] = azimuth(g.blk, t.off_rad[ch]);
+                self.sin[ch] = (g.bs * oc + g.bc * os) as f32;
+                self.cos[ch] = (g.bc * oc - g.bs * os) as f32;
+                self.az[ch] = azimuth(g.blk, t.off_rad[ch]);
             }
-            a
         }
     }
 
-    fn soa() -> Soa {
-        Soa {
-            d: [0.0; MAX_CHANNELS],
-            x: [0.0; MAX_CHANNELS],
-            y: [0.0; MAX_CHANNELS],
-            z: [0.0; MAX_CHANNELS],
-            r: [0; MAX_CHANNELS],
-            f: [0; MAX_CHANNELS],
+    /// The stage-1 arrays of one block group, kept by the stream (about 6.4 KB) so that they
+    /// are not zeroed again for every group: each loop writes the first `channels` entries
+    /// before it reads them.
+    #[derive(Clone)]
+    pub(super) struct Scratch {
+        az: Azimuths,
+        s0: Soa,
+        s1: Soa,
+    }
+
+    impl Scratch {
+        pub(super) fn boxed() -> Box<Self> {
+            let soa = Soa {
+                d: [0.0; MAX_CHANNELS],
+                x: [0.0; MAX_CHANNELS],
+                y: [0.0; MAX_CHANNELS],
+                z: [0.0; MAX_CHANNELS],
+                r: [0; MAX_CHANNELS],
+                f: [0; MAX_CHANNELS],
+            };
+            Box::new(Self {
+                az: Azimuths {
+                    az: [0.0; MAX_CHANNELS],
+                    sin: [0.0; MAX_CHANNELS],
+                    cos: [0.0; MAX_CHANNELS],
+                },
+                s0: soa.clone(),
+                s1: soa,
+            })
+        }
+    }
+
+    impl std::fmt::Debug for Scratch {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Scratch")
         }
     }
 
@@ -1541,11 +1569,12 @@ mod fast {
         t: &Tables,
         b0: &[u8],
         points: &mut Vec<PointXYZIRCAEDT>,
+        scratch: &mut Scratch,
     ) {
         let c = t.off_rad.len().min(MAX_CHANNELS);
-        let ab = Azimuths::new(g, t);
-        let mut s = soa();
-        s.fill::<UL>(g, t, &ab, b0);
+        let Scratch { az: ab, s0: s, .. } = scratch;
+        ab.fill(g, t);
+        s.fill::<UL>(g, t, ab, b0);
         let rt = g.rt[0];
         extend_compacted(points, c, |out| {
             for ch in 0..c {
@@ -1577,12 +1606,13 @@ mod fast {
         b0: &[u8],
         b1: &[u8],
         points: &mut Vec<PointXYZIRCAEDT>,
+        scratch: &mut Scratch,
     ) {
         let c = t.off_rad.len().min(MAX_CHANNELS);
-        let ab = Azimuths::new(g, t);
-        let (mut s0, mut s1) = (soa(), soa());
-        s0.fill::<UL>(g, t, &ab, b0);
-        s1.fill::<UL>(g, t, &ab, b1);
+        let Scratch { az: ab, s0, s1 } = scratch;
+        ab.fill(g, t);
+        s0.fill::<UL>(g, t, ab, b0);
+        s1.fill::<UL>(g, t, ab, b1);
         extend_compacted(points, 2 * c, |out| {
             for ch in 0..c {
                 let (r0, f0, r1, f1) = (s0.r[ch], s0.f[ch], s1.r[ch], s1.f[ch]);
