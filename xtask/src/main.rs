@@ -142,14 +142,33 @@ fn build_daemon(obj: &Path) -> Result<PathBuf> {
     Ok(root().join("target/release/lidarxdp"))
 }
 
-/// Builds the release bench harness (`lidarxdp-bench`) against the XDP object `obj`; returns
-/// its path.
-fn build_bench(obj: &Path) -> Result<PathBuf> {
+/// Builds the release daemon and the bench harness (`lidarxdp-bench`) against the XDP object
+/// `obj`; returns their paths `(daemon, bench)`.
+///
+/// One `cargo build --workspace` that also names an example: an example needs the
+/// dev-dependencies, so cargo resolves the dependencies' features exactly as `cargo test
+/// --workspace --release` does, and after `cargo xtask test` nothing but the harness is
+/// compiled. Built with `-p`, the features came out otherwise and the library and its
+/// dependencies were compiled twice more (14 min of a CI run).
+fn build_bench(obj: &Path) -> Result<(PathBuf, PathBuf)> {
     run(Command::new("cargo")
-        .args(["build", "--release", "-p", "lidarxdp-bench"])
+        .args([
+            "build",
+            "--release",
+            "--workspace",
+            "--bin",
+            "lidarxdp",
+            "--bin",
+            "lidarxdp-bench",
+            "--example",
+            "fuzz_seeds",
+        ])
         .current_dir(root())
         .env("LIDARXDP_BPF_OBJ", obj))?;
-    Ok(root().join("target/release/lidarxdp-bench"))
+    Ok((
+        root().join("target/release/lidarxdp"),
+        root().join("target/release/lidarxdp-bench"),
+    ))
 }
 
 /// Builds the XDP object, the release daemon and the bench harness, then runs the suite.
@@ -160,8 +179,8 @@ fn bench(
     pcap: Option<&Path>,
 ) -> Result<()> {
     let obj = build_ebpf(tc)?;
-    let daemon = build_daemon(&obj)?;
-    let mut cmd = Command::new(build_bench(&obj)?);
+    let (daemon, bench) = build_bench(&obj)?;
+    let mut cmd = Command::new(bench);
     cmd.arg("suite")
         .arg("--daemon")
         .arg(&daemon)

@@ -27,7 +27,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::{build_bench, build_daemon, build_ebpf, root, run, setup::BpfToolchain};
+use crate::{build_bench, build_ebpf, root, run, setup::BpfToolchain};
 
 /// The peers' venv, `<root>/target/peers/venv`.
 fn venv_dir() -> PathBuf {
@@ -190,8 +190,7 @@ pub fn peers(
         );
     }
     let obj = build_ebpf(tc)?;
-    let daemon = build_daemon(&obj)?;
-    let bench = build_bench(&obj)?;
+    let (daemon, bench) = build_bench(&obj)?;
     // Run copies: other builds in this tree must not swap the binaries between rounds.
     let bin = root().join("target/peers/bin");
     fs::create_dir_all(&bin).with_context(|| format!("create {}", bin.display()))?;
