@@ -23,15 +23,13 @@ use serde_json::Value;
 
 use crate::net::{Counters, RmemReport, TestNet};
 use crate::stats;
-use lidarxdp_testkit::{exec_in, tcp_accepts, wait_ready};
+use lidarxdp_testkit::{NotifySocket, exec_in, wait_ready};
 
 /// The "largest" SO_RCVBUF the suite allows: 128 MiB, the size of the largest UMEM
 /// (65,536 frames × 2 KiB), so both paths get the same buffer memory at their maximum.
 pub const RMEM_MAX_LARGEST: u64 = 65_536 * 2_048;
 /// The daemon's publisher address inside the host namespace.
 const LISTEN: &str = "127.0.0.1:7510";
-/// The port of [`LISTEN`].
-const LISTEN_PORT: u16 = 7510;
 /// The sensor's UDP port.
 const PORT: u16 = 2368;
 
@@ -501,13 +499,19 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         d.args(["--stall", &format!("{s}:{}", stall_every_ms(s))]);
     }
     let log = std::fs::File::create(raw("daemon.log"))?;
-    d.stdout(Stdio::null()).stderr(log).env("RUST_LOG", "warn");
+    // Ready = READY=1 on its notify socket (sd_notify(3)): every thread runs. Its publisher
+    // accepts connections earlier, while the start-up still uses CPU. Kept open to the end of
+    // the run for its STOPPING=1.
+    let mut notify = NotifySocket::new();
+    d.stdout(Stdio::null())
+        .stderr(log)
+        .env("RUST_LOG", "warn")
+        .env("NOTIFY_SOCKET", &notify.path);
     kids.0.push(d.spawn().context("start daemon")?);
     let daemon_pid = kids.0[0].id();
 
-    let ns = ctx.net.host_ns.clone();
     let ready = wait_ready(&mut kids.0[0], "daemon", Duration::from_secs(25), || {
-        tcp_accepts(&ns, LISTEN_PORT)
+        notify.ready()
     });
     if let Err(e) = ready {
         let log = std::fs::read_to_string(raw("daemon.log")).unwrap_or_default();
