@@ -16,6 +16,10 @@
 //!   [`compact_block_points`] (the kept slots' 32-byte points, two 4×4 transposes per four
 //!   slots). Their portable equivalents live beside their callers and are tested bit for bit
 //!   against them.
+//! - x86-64 with PCLMULQDQ and SSSE3, detected at run time: [`clmul_fold_msb`], the folding
+//!   step of a most-significant-bit-first CRC-32 (Hesai's CRC-32/MPEG-2, `sensor::hesai::crc`)
+//!   by carry-less multiplication, 64 bytes per step (Intel, "Fast CRC Computation for Generic
+//!   Polynomials Using PCLMULQDQ Instruction", 2009, sections on folding).
 //!
 //! Every `unsafe` block states its invariant in a `// SAFETY:` comment. The intrinsics are
 //! `#[target_feature(enable = "sse2")]` functions, which a function without that attribute
@@ -110,6 +114,117 @@ pub(crate) fn extend_masked<T>(out: &mut Vec<T>, mask: u32, mut value: impl FnMu
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{compact_block_points, velodyne_dense_fill, velodyne_slot_mask};
+
+/// Folds the whole 16-byte blocks at the start of `data` into one 128-bit residue for a
+/// most-significant-bit-first CRC-32 whose register starts at `init`: returns `(residue,
+/// used)`, `used` = `data.len()` rounded down to a multiple of 16, and `residue` 16 bytes
+/// such that a CRC register started at 0 and run over `residue`, then over `data[used..]`,
+/// ends at the CRC of `data` from `init` (as polynomials over GF(2): `residue ≡ data[..used]`
+/// with `init` xored into its first four bytes, modulo the generator).
+///
+/// `k` = `[x^576, x^512, x^192, x^128]`, each modulo the generator (degree < 32): the factors
+/// that move a 128-bit block's high and low halves by 512 bits (four blocks in flight) and by
+/// 128 bits.
+///
+/// `None`, and nothing done, when `data` is shorter than 16 bytes or the CPU lacks PCLMULQDQ
+/// or SSSE3 (checked at run time, `is_x86_feature_detected!`), or off x86-64.
+pub(crate) fn clmul_fold_msb(init: u32, data: &[u8], k: &[u64; 4]) -> Option<([u8; 16], usize)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if data.len() >= 16
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("ssse3")
+        {
+            // SAFETY: both target features of `fold_pclmul` were detected on this CPU just
+            // above; `data` holds at least one 16-byte block, as it requires.
+            return Some(unsafe { clmul::fold_pclmul(init, data, k) });
+        }
+    }
+    let _ = (init, data, k);
+    None
+}
+
+/// The PCLMULQDQ folding kernel of [`clmul_fold_msb`].
+#[cfg(target_arch = "x86_64")]
+mod clmul {
+    use core::arch::x86_64::{
+        __m128i, _mm_clmulepi64_si128, _mm_loadu_si128, _mm_set_epi8, _mm_set_epi64x,
+        _mm_shuffle_epi8, _mm_storeu_si128, _mm_xor_si128,
+    };
+
+    /// Block `i` (bytes `16 i .. 16 i + 16` of `data`) as a 128-bit polynomial: byte 0's most
+    /// significant bit is the coefficient of x^127 (a byte reversal of the little-endian load).
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,ssse3")]
+    fn block(data: &[u8], i: usize) -> __m128i {
+        let b: &[u8; 16] = data[16 * i..16 * i + 16].try_into().unwrap_or(&[0; 16]);
+        let rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        // SAFETY: `b` is 16 initialised, readable bytes; `_mm_loadu_si128` has no alignment
+        // requirement.
+        _mm_shuffle_epi8(
+            unsafe { _mm_loadu_si128(b.as_ptr().cast::<__m128i>()) },
+            rev,
+        )
+    }
+
+    /// `x · x^n mod P` in the form `hi · k.hi ⊕ lo · k.lo` (64 × 32-bit carry-less products,
+    /// under 95 bits each), where `k` holds `x^(n+64) mod P` (high lane) and `x^n mod P` (low).
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,ssse3")]
+    fn fold(x: __m128i, k: __m128i) -> __m128i {
+        _mm_xor_si128(
+            _mm_clmulepi64_si128::<0x11>(x, k),
+            _mm_clmulepi64_si128::<0x00>(x, k),
+        )
+    }
+
+    /// See [`super::clmul_fold_msb`]; `data.len() >= 16`.
+    #[target_feature(enable = "pclmulqdq,ssse3")]
+    pub(super) fn fold_pclmul(init: u32, data: &[u8], k: &[u64; 4]) -> ([u8; 16], usize) {
+        let blocks = data.len() / 16;
+        let k4 = _mm_set_epi64x(k[0] as i64, k[1] as i64);
+        let k1 = _mm_set_epi64x(k[2] as i64, k[3] as i64);
+        // The register's start value enters as an xor into the first four bytes.
+        let init = _mm_set_epi64x((u64::from(init) << 32) as i64, 0);
+        let (mut acc, mut i) = if blocks >= 8 {
+            let mut x = [
+                block(data, 0),
+                block(data, 1),
+                block(data, 2),
+                block(data, 3),
+            ];
+            x[0] = _mm_xor_si128(x[0], init);
+            let mut i = 4;
+            while i + 4 <= blocks {
+                for (j, xj) in x.iter_mut().enumerate() {
+                    *xj = _mm_xor_si128(fold(*xj, k4), block(data, i + j));
+                }
+                i += 4;
+            }
+            let mut acc = x[0];
+            for xj in &x[1..] {
+                acc = _mm_xor_si128(fold(acc, k1), *xj);
+            }
+            (acc, i)
+        } else {
+            (_mm_xor_si128(block(data, 0), init), 1)
+        };
+        while i < blocks {
+            acc = _mm_xor_si128(fold(acc, k1), block(data, i));
+            i += 1;
+        }
+        let rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let mut out = [0u8; 16];
+        // SAFETY: `out` is 16 writable bytes; `_mm_storeu_si128` has no alignment requirement.
+        unsafe {
+            _mm_storeu_si128(
+                out.as_mut_ptr().cast::<__m128i>(),
+                _mm_shuffle_epi8(acc, rev),
+            )
+        };
+        (out, 16 * blocks)
+    }
+}
 
 /// The SSE2 kernels (x86-64 baseline).
 #[cfg(target_arch = "x86_64")]
