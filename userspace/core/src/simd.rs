@@ -152,19 +152,26 @@ mod clmul {
         _mm_shuffle_epi8, _mm_storeu_si128, _mm_xor_si128,
     };
 
-    /// Block `i` (bytes `16 i .. 16 i + 16` of `data`) as a 128-bit polynomial: byte 0's most
-    /// significant bit is the coefficient of x^127 (a byte reversal of the little-endian load).
+    /// The 16 bytes of `x` in reverse order (`pshufb`): from memory order to the
+    /// polynomial's, where byte 0's most significant bit is the coefficient of x^127, and back.
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,ssse3")]
+    fn byte_reverse(x: __m128i) -> __m128i {
+        _mm_shuffle_epi8(
+            x,
+            _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        )
+    }
+
+    /// Block `i` (bytes `16 i .. 16 i + 16` of `data`) as a 128-bit polynomial
+    /// ([`byte_reverse`] of the little-endian load).
     #[inline]
     #[target_feature(enable = "pclmulqdq,ssse3")]
     fn block(data: &[u8], i: usize) -> __m128i {
         let b: &[u8; 16] = data[16 * i..16 * i + 16].try_into().unwrap_or(&[0; 16]);
-        let rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         // SAFETY: `b` is 16 initialised, readable bytes; `_mm_loadu_si128` has no alignment
         // requirement.
-        _mm_shuffle_epi8(
-            unsafe { _mm_loadu_si128(b.as_ptr().cast::<__m128i>()) },
-            rev,
-        )
+        byte_reverse(unsafe { _mm_loadu_si128(b.as_ptr().cast::<__m128i>()) })
     }
 
     /// `x · x^n mod P` in the form `hi · k.hi ⊕ lo · k.lo` (64 × 32-bit carry-less products,
@@ -213,15 +220,9 @@ mod clmul {
             acc = _mm_xor_si128(fold(acc, k1), block(data, i));
             i += 1;
         }
-        let rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         let mut out = [0u8; 16];
         // SAFETY: `out` is 16 writable bytes; `_mm_storeu_si128` has no alignment requirement.
-        unsafe {
-            _mm_storeu_si128(
-                out.as_mut_ptr().cast::<__m128i>(),
-                _mm_shuffle_epi8(acc, rev),
-            )
-        };
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast::<__m128i>(), byte_reverse(acc)) };
         (out, 16 * blocks)
     }
 }

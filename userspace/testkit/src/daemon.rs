@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::Staging;
-use crate::netns::{NetnsPair, in_netns};
+use crate::netns::NetnsPair;
 
 /// Path of the `lidarxdp` binary under test: `$CARGO_BIN_EXE_lidarxdp` when set at run time
 /// (cargo sets it for the integration tests of the `lidarxdp` package), else `lidarxdp` in the
@@ -54,14 +54,6 @@ pub fn wait_ready(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Whether a TCP connection to 127.0.0.1:`port` inside namespace `ns` is accepted (the
-/// daemon's publisher is listening). The connection is closed at once.
-pub fn tcp_accepts(ns: &str, port: u16) -> bool {
-    in_netns(ns, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    })
 }
 
 /// The socket a daemon under test reports its readiness to, as a service manager's

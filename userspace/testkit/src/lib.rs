@@ -27,8 +27,8 @@ mod python;
 mod staging;
 
 pub use daemon::{
-    Daemon, NotifySocket, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, tcp_accepts,
-    wait, wait_ready, xdp_attached,
+    Daemon, NotifySocket, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, wait, wait_ready,
+    xdp_attached,
 };
 #[cfg(feature = "frames")]
 pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames};

@@ -38,16 +38,16 @@ fn replay_waiting(backend: &str, wait: &str, rate: &str, listen_port: u16) {
     common::assert_frames_equal(&live, &offline);
 }
 
+/// One setting of every `--wait` mode, for both backends.
+const MODES: [&str; 4] = ["poll", "minwait:500", "paced:500", "busypoll:50"];
+
 /// Every mode on AF_XDP, at 7,540/s and at the recorded rate.
 #[test]
 fn every_wait_mode_delivers_every_packet_over_af_xdp() {
     if !privileged() {
         return;
     }
-    for (k, wait) in ["poll", "minwait:500", "paced:500", "busypoll:50"]
-        .iter()
-        .enumerate()
-    {
+    for (k, wait) in MODES.iter().enumerate() {
         replay_waiting("xdp", wait, "7540", 7681 + k as u16);
     }
     replay_waiting("xdp", "paced:1000", "realtime", 7685);
@@ -59,10 +59,7 @@ fn every_wait_mode_delivers_every_packet_over_recvmmsg() {
     if !privileged() {
         return;
     }
-    for (k, wait) in ["poll", "minwait:500", "paced:500", "busypoll:50"]
-        .iter()
-        .enumerate()
-    {
+    for (k, wait) in MODES.iter().enumerate() {
         replay_waiting("recvmmsg", wait, "7540", 7686 + k as u16);
     }
 }

@@ -1482,6 +1482,30 @@ mod fast {
     }
 
     impl Soa {
+        /// Channel `ch`'s candidate point, with the fields that are not the block's own.
+        #[inline(always)]
+        fn point(
+            &self,
+            ch: usize,
+            return_type: u8,
+            azimuth: f32,
+            elevation: f32,
+            time_stamp: u32,
+        ) -> PointXYZIRCAEDT {
+            PointXYZIRCAEDT {
+                x: self.x[ch],
+                y: self.y[ch],
+                z: self.z[ch],
+                intensity: self.f[ch],
+                return_type,
+                channel: ch as u16,
+                azimuth,
+                elevation,
+                distance: self.d[ch],
+                time_stamp,
+            }
+        }
+
         /// Gathers block `blk`'s units and computes distance and x/y/z (array loops the
         /// compiler vectorises).
         #[inline(always)]
@@ -1581,18 +1605,7 @@ mod fast {
                 let off = t.off0[ch];
                 let keep =
                     u32::from(s.r[ch]).wrapping_sub(g.window.0) < g.window.1 && off != i64::MIN;
-                let p = PointXYZIRCAEDT {
-                    x: s.x[ch],
-                    y: s.y[ch],
-                    z: s.z[ch],
-                    intensity: s.f[ch],
-                    return_type: rt,
-                    channel: ch as u16,
-                    azimuth: ab.az[ch],
-                    elevation: t.el_rad[ch],
-                    distance: s.d[ch],
-                    time_stamp: time(g.base_ns, off),
-                };
+                let p = s.point(ch, rt, ab.az[ch], t.el_rad[ch], time(g.base_ns, off));
                 out.put(p, keep);
             }
         });
@@ -1631,36 +1644,8 @@ mod fast {
                     g.rt[3 + usize::from(f0 <= f1)]
                 };
                 let (az, el) = (ab.az[ch], t.el_rad[ch]);
-                out.put(
-                    PointXYZIRCAEDT {
-                        x: s0.x[ch],
-                        y: s0.y[ch],
-                        z: s0.z[ch],
-                        intensity: f0,
-                        return_type: rt0,
-                        channel: ch as u16,
-                        azimuth: az,
-                        elevation: el,
-                        distance: d0,
-                        time_stamp: time(g.base_ns, off0),
-                    },
-                    keep0,
-                );
-                out.put(
-                    PointXYZIRCAEDT {
-                        x: s1.x[ch],
-                        y: s1.y[ch],
-                        z: s1.z[ch],
-                        intensity: f1,
-                        return_type: rt1,
-                        channel: ch as u16,
-                        azimuth: az,
-                        elevation: el,
-                        distance: d1,
-                        time_stamp: time(g.base_ns, off1),
-                    },
-                    keep1,
-                );
+                out.put(s0.point(ch, rt0, az, el, time(g.base_ns, off0)), keep0);
+                out.put(s1.point(ch, rt1, az, el, time(g.base_ns, off1)), keep1);
             }
         });
     }
