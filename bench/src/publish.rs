@@ -349,7 +349,10 @@ fn run_zenoh(
     };
     let (sink, handle) = ZenohSink::start(
         &ZenohSettings {
-            config_file: Some(pub_cfg.clone()),
+            session: lidarxdp::ros2_zenoh::SessionConfig {
+                file: Some(pub_cfg.clone()),
+                overrides: Vec::new(),
+            },
             domain_id: 0,
             distro: lidarxdp_core::ros2::Distro::Jazzy,
             qos: lidarxdp_core::ros2::Qos::LIDAR,

@@ -33,6 +33,7 @@ pub mod privs;
 pub mod publish;
 pub mod record;
 pub mod replay;
+pub mod ros2_dds;
 pub mod ros2_zenoh;
 pub mod sys;
 pub mod view;

@@ -76,6 +76,8 @@ pub struct Snapshot {
     pub publisher: PublisherCounters,
     /// The zenoh sink's counters, when `--zenoh` is on.
     pub zenoh: Option<crate::ros2_zenoh::ZenohCounters>,
+    /// The DDS sink's counters, when `--dds` is on.
+    pub dds: Option<crate::ros2_dds::DdsCounters>,
     /// The packet recording's counters, when `--record-pcap` is on.
     pub recording: Option<crate::capture::RecordingCounters>,
     /// The Foxglove server's counters, when `--foxglove` is on.
@@ -201,6 +203,9 @@ impl Snapshot {
         if let Some(z) = &self.zenoh {
             z.visit(&mut |d, v| f(&Scope::Global, d, v));
         }
+        if let Some(z) = &self.dds {
+            z.visit(&mut |d, v| f(&Scope::Global, d, v));
+        }
         if let Some(r) = &self.recording {
             r.visit(&mut |d, v| f(&Scope::Global, d, v));
         }
@@ -321,6 +326,7 @@ pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
     PoolCounters::DESCS,
     SubscriberCounters::DESCS,
     crate::ros2_zenoh::ZenohCounters::DESCS,
+    crate::ros2_dds::DdsCounters::DESCS,
     crate::capture::RecordingCounters::DESCS,
     crate::foxglove::FoxgloveCounters::DESCS,
 ];
@@ -477,6 +483,7 @@ mod tests {
                 ..PublisherCounters::default()
             },
             zenoh: None,
+            dds: None,
             recording: None,
             foxglove: None,
             subscribers: vec![
@@ -553,6 +560,7 @@ mod tests {
                 ..PublisherCounters::from_fn(&mut next)
             },
             zenoh: Some(crate::ros2_zenoh::ZenohCounters::from_fn(&mut next)),
+            dds: Some(crate::ros2_dds::DdsCounters::from_fn(&mut next)),
             recording: Some(crate::capture::RecordingCounters::from_fn(&mut next)),
             foxglove: Some(crate::foxglove::FoxgloveCounters::from_fn(&mut next)),
             subscribers: vec![

@@ -8,7 +8,7 @@
 //! - the live view's three.js, `npm ci` in `web/` from its `package-lock.json`;
 //! - a Python virtual environment in `<workspace root>/target/pyenv` with pinned PyPI packages
 //!   (eclipse-zenoh, rosbags, numpy, mcap, mcap-ros2-support, websockets) for the independent
-//!   checkers of the zenoh, recording and Foxglove tests (`userspace/tests/zenoh/ros2_probe.py`, ...), rebuilt only when the pinned list changes.
+//!   checkers of the zenoh, recording and Foxglove tests (`userspace/tests/ros2/ros2_probe.py`, ...), rebuilt only when the pinned list changes.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -35,6 +35,14 @@ const APT_PACKAGES: &[&str] = &[
     "cmake",
     // The live view's browser test (headless) and its screenshots.
     "chromium",
+    // The DDS sink (issue 22): the `cyclors` crate builds its vendored Cyclone DDS with CMake
+    // and generates its bindings with bindgen, which loads libclang.
+    "libclang-dev",
+    // The DDS tests' independent subscribers: Fast DDS 2.9 (C++) and Cyclone DDS 0.10.2 (C,
+    // its IDL compiler `idlc`), Debian's builds.
+    "libfastrtps-dev",
+    "cyclonedds-dev",
+    "cyclonedds-tools",
 ];
 /// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
 /// Pinned to the version whose bpfel `core` matches aya-ebpf 0.2.1 (bookworm-security).

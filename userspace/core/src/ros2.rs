@@ -536,6 +536,123 @@ pub fn mangle_name(name: &str) -> String {
     name.replace('/', "%")
 }
 
+/// ROS 2 over DDS (rmw_cyclonedds_cpp, rmw_fastrtps_cpp, rmw_dds_common; Jazzy branches):
+/// the names, USER_DATA strings and the graph message a DDS sink announces itself with.
+///
+/// - topic: `rt` + the fully qualified ROS name (design.ros2.org "Topic and Service name
+///   mapping to DDS": prefix `rt` for topics; rmw_cyclonedds `make_fqtopic(ROS_TOPIC_PREFIX,
+///   ...)`), e.g. `/lidar/front/points` → `rt/lidar/front/points`;
+/// - type: [`POINTCLOUD2_TYPE_NAME`];
+/// - participant USER_DATA: `enclave=<enclave>;` (rmw_cyclonedds `rmw_node.cpp`,
+///   `rmw_context_impl_s::init`; rmw_fastrtps `participant.cpp`, `create_participant`);
+/// - endpoint USER_DATA on Jazzy and later: `typehash=<RIHS01 string>;` (rmw_dds_common
+///   `qos.cpp`, `encode_type_hash_for_user_data_qos`); Humble's RMWs put none;
+/// - the graph: `rmw_dds_common/msg/ParticipantEntitiesInfo` on topic `ros_discovery_info`
+///   (reliable, transient local, keep last 1: rmw_cyclonedds `rmw_node.cpp`, the
+///   `pubsub_qos` of `common.pub`), whose GIDs are DDS GUIDs (16 bytes; rmw_cyclonedds
+///   `convert_guid_to_gid`, rmw_fastrtps `copy_from_fastrtps_guid_to_byte_array`).
+pub mod dds {
+    use super::{CDR_LE_HEADER, Cdr, CdrError, Distro};
+
+    /// The DDS topic of the ROS graph (rmw_dds_common `graph_cache.hpp`; rmw_cyclonedds and
+    /// rmw_fastrtps create it under this exact name, outside the `rt` prefix).
+    pub const ROS_DISCOVERY_INFO_TOPIC: &str = "ros_discovery_info";
+
+    /// The DDS type name of `rmw_dds_common/msg/ParticipantEntitiesInfo`.
+    pub const PARTICIPANT_ENTITIES_INFO_TYPE_NAME: &str =
+        "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_";
+
+    /// Longest node name and namespace `NodeEntitiesInfo` carries (`string<=256`).
+    pub const MAX_NODE_NAME: usize = 256;
+
+    /// The DDS topic name of a ROS topic: `rt` + `topic` (`/lidar/front/points` →
+    /// `rt/lidar/front/points`). `topic` is expected to have passed
+    /// [`super::validate_topic`], so it starts with `/`.
+    pub fn topic_name(topic: &str) -> String {
+        format!("rt{topic}")
+    }
+
+    /// The participant's USER_DATA: `enclave=<enclave>;` (e.g. `enclave=/;`).
+    pub fn participant_user_data(enclave: &str) -> String {
+        format!("enclave={enclave};")
+    }
+
+    /// An endpoint's USER_DATA for a type whose RIHS01 hash is `hash`: `typehash=<hash>;` on
+    /// Jazzy and later, `None` on Humble (whose RMWs send no USER_DATA on endpoints).
+    pub fn endpoint_user_data(distro: Distro, hash: &str) -> Option<String> {
+        match distro {
+            Distro::Humble => None,
+            Distro::Jazzy => Some(format!("typehash={hash};")),
+        }
+    }
+
+    /// Bytes of a GID in `rmw_dds_common/msg/Gid`: `char[16] data` on Jazzy and later,
+    /// `char[24] data` on Humble (the DDS GUID's 16 bytes, then zeros).
+    pub fn gid_len(distro: Distro) -> usize {
+        match distro {
+            Distro::Humble => 24,
+            Distro::Jazzy => 16,
+        }
+    }
+
+    /// One `rmw_dds_common/msg/NodeEntitiesInfo`: a node and the GUIDs of its DDS readers
+    /// and writers.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct NodeEntities<'a> {
+        /// `node_namespace`, e.g. `/`, at most [`MAX_NODE_NAME`] bytes.
+        pub namespace: &'a str,
+        /// `node_name`, e.g. `lidarxdp`, at most [`MAX_NODE_NAME`] bytes.
+        pub name: &'a str,
+        /// `reader_gid_seq`: DDS GUIDs of the node's readers (16 bytes each).
+        pub readers: &'a [[u8; 16]],
+        /// `writer_gid_seq`: DDS GUIDs of the node's writers.
+        pub writers: &'a [[u8; 16]],
+    }
+
+    /// XCDR1 little-endian `rmw_dds_common/msg/ParticipantEntitiesInfo` (`Gid gid`,
+    /// `NodeEntitiesInfo[] node_entities_info_seq`), with GIDs of [`gid_len`] bytes for
+    /// `distro`: the encapsulation header, the participant GUID `gid` (zero-padded on Humble),
+    /// the node count, then per node its namespace and name (CDR strings), and its reader and
+    /// writer GID sequences (`uint32` count, then the GIDs; `char` arrays need no alignment).
+    ///
+    /// # Errors
+    /// [`CdrError::NulInString`] for a name with a NUL byte; [`CdrError::DataTooLong`] for a
+    /// name over [`MAX_NODE_NAME`] bytes (`bytes` is its length).
+    pub fn participant_entities_info(
+        gid: &[u8; 16],
+        nodes: &[NodeEntities<'_>],
+        distro: Distro,
+    ) -> Result<Vec<u8>, CdrError> {
+        let pad = gid_len(distro) - 16;
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(&CDR_LE_HEADER);
+        let mut c = Cdr(&mut out, CDR_LE_HEADER.len());
+        fn gid_out(c: &mut Cdr<'_>, g: &[u8; 16], pad: usize) {
+            c.0.extend_from_slice(g);
+            c.0.resize(c.0.len() + pad, 0);
+        }
+        gid_out(&mut c, gid, pad);
+        c.u32(nodes.len() as u32);
+        for n in nodes {
+            for s in [n.namespace, n.name] {
+                if s.len() > MAX_NODE_NAME {
+                    return Err(CdrError::DataTooLong {
+                        bytes: s.len() as u64,
+                    });
+                }
+                c.string(s)?;
+            }
+            for seq in [n.readers, n.writers] {
+                c.u32(seq.len() as u32);
+                for g in seq {
+                    gid_out(&mut c, g, pad);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// QoS reliability (`rmw/types.h`, `rmw_qos_reliability_policy_e`; the number is the one
 /// rmw_zenoh prints).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -803,6 +920,70 @@ pub fn validate_topic(field: &str, topic: &str) -> Result<(), NameError> {
 
 #[cfg(test)]
 mod tests {
+
+    /// `ParticipantEntitiesInfo` byte for byte, written out from the XCDR1 rules: GID (16
+    /// bytes on Jazzy), node count, the strings with their NUL and padding to 4, the GID
+    /// sequences; on Humble every GID is 24 bytes.
+    #[test]
+    fn participant_entities_info_is_xcdr1_le() {
+        use dds::{NodeEntities, participant_entities_info};
+        let p = [0x11u8; 16];
+        let w = [0x22u8; 16];
+        let b = participant_entities_info(
+            &p,
+            &[NodeEntities {
+                namespace: "/",
+                name: "lidarxdp",
+                readers: &[],
+                writers: &[w],
+            }],
+            Distro::Jazzy,
+        )
+        .unwrap();
+        let mut want = vec![0, 1, 0, 0];
+        want.extend_from_slice(&p);
+        want.extend_from_slice(&1u32.to_le_bytes()); // one node
+        want.extend_from_slice(&2u32.to_le_bytes()); // "/" + NUL
+        want.extend_from_slice(b"/\0\0\0"); // padded to 4
+        want.extend_from_slice(&9u32.to_le_bytes());
+        want.extend_from_slice(b"lidarxdp\0\0\0\0"); // 9 bytes, padded to 12
+        want.extend_from_slice(&0u32.to_le_bytes()); // no reader
+        want.extend_from_slice(&1u32.to_le_bytes()); // one writer
+        want.extend_from_slice(&w);
+        assert_eq!(b, want);
+        let h = participant_entities_info(&p, &[], Distro::Humble).unwrap();
+        let mut want = vec![0, 1, 0, 0];
+        want.extend_from_slice(&p);
+        want.extend_from_slice(&[0; 8]);
+        want.extend_from_slice(&0u32.to_le_bytes());
+        assert_eq!(h, want);
+        let long = "n".repeat(257);
+        assert_eq!(
+            participant_entities_info(
+                &p,
+                &[NodeEntities {
+                    namespace: "/",
+                    name: &long,
+                    readers: &[],
+                    writers: &[],
+                }],
+                Distro::Jazzy
+            ),
+            Err(CdrError::DataTooLong { bytes: 257 })
+        );
+    }
+
+    /// The DDS names and USER_DATA strings as rmw_cyclonedds and rmw_fastrtps write them.
+    #[test]
+    fn dds_names_and_user_data() {
+        assert_eq!(dds::topic_name("/lidar/front/points"), "rt/lidar/front/points");
+        assert_eq!(dds::participant_user_data("/"), "enclave=/;");
+        assert_eq!(
+            dds::endpoint_user_data(Distro::Jazzy, POINTCLOUD2_TYPE_HASH_RIHS01).as_deref(),
+            Some("typehash=RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5;")
+        );
+        assert_eq!(dds::endpoint_user_data(Distro::Humble, "x"), None);
+    }
     use super::*;
     use crate::point::POINT_FIELDS;
 

@@ -191,6 +191,17 @@ pub struct RunArgs {
     /// control). Default: rmw_zenoh's, a peer connected to the router at tcp/localhost:7447.
     #[arg(long, value_name = "FILE")]
     zenoh_config: Option<PathBuf>,
+    /// Also publish every frame as a ROS 2 `sensor_msgs/msg/PointCloud2` over DDS (Eclipse
+    /// Cyclone DDS), as rmw_cyclonedds_cpp and rmw_fastrtps_cpp do (docs/deploy.md): ROS 2
+    /// machines on Fast DDS or Cyclone DDS see the topics with no bridge. Honours
+    /// `CYCLONEDDS_URI`, `ROS_AUTOMATIC_DISCOVERY_RANGE` and `ROS_STATIC_PEERS`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    dds: Option<bool>,
+    /// Cyclone DDS's own XML configuration file (interfaces, multicast, peers, buffers),
+    /// applied after `$CYCLONEDDS_URI`. Default: none (lidarxdp's large-frame settings and
+    /// ROS 2's discovery rules only).
+    #[arg(long, value_name = "FILE")]
+    dds_config: Option<PathBuf>,
     /// ROS domain id of the topics, 0..=232 (default: $ROS_DOMAIN_ID, else 0).
     #[arg(long, value_name = "N")]
     ros_domain_id: Option<u32>,
@@ -265,6 +276,7 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
         anchor(&mut f.calibration);
         anchor(&mut f.bpf_object);
         anchor(&mut f.zenoh_config);
+        anchor(&mut f.dds_config);
         anchor(&mut f.record_pcap);
         for s in &mut f.sensors {
             anchor(&mut s.calibration);
@@ -316,6 +328,8 @@ fn load_config(mut a: RunArgs) -> Result<RunArgs> {
             ros_domain_id,
             ros_distro,
             zenoh_shm_mb,
+            dds,
+            dds_config,
             topic,
             frame_id,
             record_pcap,
@@ -463,6 +477,9 @@ fn plan(a: &RunArgs) -> Result<Plan> {
         ros_domain_id_env: std::env::var("ROS_DOMAIN_ID").ok(),
         ros_distro: a.ros_distro,
         zenoh_shm_mb: a.zenoh_shm_mb,
+        dds: a.dds.unwrap_or(false),
+        dds_config: a.dds_config.clone(),
+        ros2_env: config::Ros2Env::from_process(),
     })
 }
 

@@ -765,8 +765,10 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str, stop: &Stop) -> Result<()> {
     if let Err(e) = lidarxdp::sys::rlimit::memlock_to_hard() {
         log::debug!("RLIMIT_MEMLOCK: {e}");
     }
+    let source = lidarxdp::ros2_zenoh::SessionConfig::from_env(a.zenoh_config.as_deref())
+        .map_err(anyhow::Error::msg)?;
     let sub = ZenohSubscriber::open(
-        a.zenoh_config.as_deref(),
+        &source,
         domain,
         topic,
         a.ros_distro.unwrap_or_default(),

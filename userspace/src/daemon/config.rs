@@ -165,8 +165,11 @@ pub struct SensorPlan {
 /// Validated ROS 2 over zenoh settings (`--zenoh`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ZenohPlan {
-    /// zenoh's JSON5 configuration file, or rmw_zenoh's defaults.
+    /// zenoh's JSON5 configuration file (`--zenoh-config`, else `$ZENOH_SESSION_CONFIG_URI`),
+    /// or rmw_zenoh's defaults.
     pub config: Option<PathBuf>,
+    /// `$ZENOH_CONFIG_OVERRIDE` entries, `(key, JSON5 value)`, applied over it in order.
+    pub overrides: Vec<(String, String)>,
     /// ROS domain id, 0..=232.
     pub ros_domain_id: u32,
     /// `jazzy` or `humble`.
@@ -174,6 +177,37 @@ pub struct ZenohPlan {
     pub ros_distro: Distro,
     /// Shared-memory pool, MiB, 0..=4096.
     pub shm_mb: u32,
+}
+
+/// Validated ROS 2 over DDS settings (`--dds`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DdsPlan {
+    /// Cyclone DDS XML configuration file (`--dds-config`), applied after `$CYCLONEDDS_URI`.
+    pub config: Option<PathBuf>,
+    /// `$CYCLONEDDS_URI` at start-up, honoured as rmw_cyclonedds does.
+    pub cyclonedds_uri: Option<String>,
+    /// ROS domain id (= DDS domain id), 0..=232.
+    pub ros_domain_id: u32,
+    /// `jazzy` or `humble`.
+    #[serde(serialize_with = "ser_distro")]
+    pub ros_distro: Distro,
+    /// `ROS_AUTOMATIC_DISCOVERY_RANGE` and `ROS_STATIC_PEERS` at start-up.
+    #[serde(serialize_with = "ser_discovery")]
+    pub discovery: lidarxdp::ros2_dds::Discovery,
+}
+
+fn ser_discovery<S: serde::Serializer>(
+    d: &lidarxdp::ros2_dds::Discovery,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use lidarxdp::ros2_dds::DiscoveryRange::*;
+    let range = match d.range {
+        Subnet => "SUBNET",
+        Localhost => "LOCALHOST",
+        Off => "OFF",
+        SystemDefault => "SYSTEM_DEFAULT",
+    };
+    s.serialize_str(&format!("{range}; static peers [{}]", d.static_peers.join(";")))
 }
 
 fn ser_distro<S: serde::Serializer>(d: &Distro, s: S) -> Result<S::Ok, S::Error> {
@@ -231,6 +265,8 @@ pub struct Plan {
     pub wait: WaitMode,
     /// ROS 2 over zenoh, when on.
     pub zenoh: Option<ZenohPlan>,
+    /// ROS 2 over DDS, when on.
+    pub dds: Option<DdsPlan>,
     /// Capture threads.
     pub queues: Vec<QueuePlan>,
 }
@@ -314,6 +350,44 @@ pub struct Inputs {
     pub ros_distro: Option<Distro>,
     /// `zenoh_shm_mb`.
     pub zenoh_shm_mb: Option<u32>,
+    /// `dds`.
+    pub dds: bool,
+    /// `dds_config`.
+    pub dds_config: Option<PathBuf>,
+    /// The ROS 2 middleware environment at start-up (zenoh's and DDS's variables).
+    pub ros2_env: Ros2Env,
+}
+
+/// The environment variables the zenoh and DDS sinks honour, read once at start-up.
+#[derive(Clone, Debug, Default)]
+pub struct Ros2Env {
+    /// `ZENOH_SESSION_CONFIG_URI` (rmw_zenoh: the session's JSON5 file).
+    pub zenoh_session_config_uri: Option<String>,
+    /// `ZENOH_CONFIG_OVERRIDE` (rmw_zenoh: `key=value;...` over the configuration).
+    pub zenoh_config_override: Option<String>,
+    /// `CYCLONEDDS_URI`.
+    pub cyclonedds_uri: Option<String>,
+    /// `ROS_AUTOMATIC_DISCOVERY_RANGE`.
+    pub discovery_range: Option<String>,
+    /// `ROS_STATIC_PEERS`.
+    pub static_peers: Option<String>,
+    /// `ROS_LOCALHOST_ONLY` (deprecated in Jazzy; `1` means LOCALHOST when the range is unset).
+    pub localhost_only: Option<String>,
+}
+
+impl Ros2Env {
+    /// Reads the variables from this process's environment.
+    pub fn from_process() -> Self {
+        let v = |k: &str| std::env::var(k).ok();
+        Ros2Env {
+            zenoh_session_config_uri: v("ZENOH_SESSION_CONFIG_URI"),
+            zenoh_config_override: v("ZENOH_CONFIG_OVERRIDE"),
+            cyclonedds_uri: v("CYCLONEDDS_URI"),
+            discovery_range: v("ROS_AUTOMATIC_DISCOVERY_RANGE"),
+            static_peers: v("ROS_STATIC_PEERS"),
+            localhost_only: v("ROS_LOCALHOST_ONLY"),
+        }
+    }
 }
 
 /// Upper bound of `max_subscribers` (the publisher's io_uring is sized from it).
@@ -361,6 +435,7 @@ fn check_angle(field: &str, v: f64) -> Result<f64> {
 pub fn build(i: Inputs) -> Result<Plan> {
     let backend = i.backend.unwrap_or_default();
     let zenoh = zenoh_plan(&i)?;
+    let dds = dds_plan(&i)?;
     if i.single.is_some() && !i.sensors.is_empty() {
         bail!(
             "sensor flags (--sensor, --port, --calibration, ...) and [[sensors]] in the config \
@@ -552,7 +627,7 @@ pub fn build(i: Inputs) -> Result<Plan> {
         let topic = s
             .topic
             .unwrap_or_else(|| lidarxdp_core::ros2::default_topic(&name));
-        if zenoh.is_some() {
+        if zenoh.is_some() || dds.is_some() {
             lidarxdp_core::ros2::validate_topic(&topic_field, &topic)
                 .map_err(|e| anyhow::anyhow!("{e} (the default is /lidar/<sensor name>/points)"))?;
             if let Some(other) = topics.insert(topic.clone(), prefix.clone()) {
@@ -660,8 +735,39 @@ pub fn build(i: Inputs) -> Result<Plan> {
         stall: i.stall,
         wait: i.wait.unwrap_or_default(),
         zenoh,
+        dds,
         queues: groups,
     })
+}
+
+/// The DDS settings, or `None` when `dds` is off; `--dds-config` without it is refused.
+fn dds_plan(i: &Inputs) -> Result<Option<DdsPlan>> {
+    if !i.dds {
+        if i.dds_config.is_some() {
+            bail!("--dds-config: only meaningful with --dds (config file: dds = true)");
+        }
+        return Ok(None);
+    }
+    let ros_domain_id =
+        lidarxdp::ros2_zenoh::domain_id(i.ros_domain_id, i.ros_domain_id_env.as_deref())
+            .map_err(anyhow::Error::msg)?;
+    if let Some(p) = &i.dds_config {
+        lidarxdp::ros2_dds::config_uri(p)?;
+    }
+    let e = &i.ros2_env;
+    let discovery = lidarxdp::ros2_dds::Discovery::from_env(
+        e.discovery_range.as_deref(),
+        e.static_peers.as_deref(),
+        e.localhost_only.as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    Ok(Some(DdsPlan {
+        config: i.dds_config.clone(),
+        cyclonedds_uri: e.cyclonedds_uri.clone().filter(|u| !u.trim().is_empty()),
+        ros_domain_id,
+        ros_distro: i.ros_distro.unwrap_or_default(),
+        discovery,
+    }))
 }
 
 /// The zenoh settings, or `None` when `zenoh` is off; a zenoh-only setting given without it
@@ -670,12 +776,22 @@ fn zenoh_plan(i: &Inputs) -> Result<Option<ZenohPlan>> {
     if !i.zenoh {
         let given = [
             ("--zenoh-config", i.zenoh_config.is_some()),
-            ("--ros-domain-id", i.ros_domain_id.is_some()),
-            ("--ros-distro", i.ros_distro.is_some()),
             ("--zenoh-shm-mb", i.zenoh_shm_mb.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
             bail!("{flag}: only meaningful with --zenoh (config file: zenoh = true)");
+        }
+        if !i.dds {
+            let given = [
+                ("--ros-domain-id", i.ros_domain_id.is_some()),
+                ("--ros-distro", i.ros_distro.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                bail!(
+                    "{flag}: only meaningful with --zenoh or --dds (config file: zenoh = true \
+                     or dds = true)"
+                );
+            }
         }
         return Ok(None);
     }
@@ -687,13 +803,25 @@ fn zenoh_plan(i: &Inputs) -> Result<Option<ZenohPlan>> {
     if shm_mb > MAX_SHM_MB {
         bail!("--zenoh-shm-mb: {shm_mb} is out of range; valid 0..={MAX_SHM_MB} MiB");
     }
-    if let Some(p) = &i.zenoh_config
+    let source = lidarxdp::ros2_zenoh::SessionConfig::resolve(
+        i.zenoh_config.as_deref(),
+        i.ros2_env.zenoh_session_config_uri.as_deref(),
+        i.ros2_env.zenoh_config_override.as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    if let Some(p) = &source.file
         && !p.is_file()
     {
-        bail!("--zenoh-config: {} is not a file", p.display());
+        let from = if i.zenoh_config.is_some() {
+            "--zenoh-config"
+        } else {
+            "ZENOH_SESSION_CONFIG_URI"
+        };
+        bail!("{from}: {} is not a file", p.display());
     }
     Ok(Some(ZenohPlan {
-        config: i.zenoh_config.clone(),
+        config: source.file,
+        overrides: source.overrides,
         ros_domain_id,
         ros_distro: i.ros_distro.unwrap_or_default(),
         shm_mb,
@@ -953,7 +1081,8 @@ mod tests {
         i.ros_domain_id = Some(3);
         assert_eq!(
             e(i),
-            "--ros-domain-id: only meaningful with --zenoh (config file: zenoh = true)"
+            "--ros-domain-id: only meaningful with --zenoh or --dds (config file: zenoh = true \
+             or dds = true)"
         );
         let p = build(inputs(vec![sensor("front-left", 2368)])).unwrap();
         assert_eq!(p.zenoh, None);
@@ -964,6 +1093,7 @@ mod tests {
             p.zenoh,
             Some(ZenohPlan {
                 config: None,
+                overrides: vec![],
                 ros_domain_id: 0,
                 ros_distro: Distro::Jazzy,
                 shm_mb: 128,

@@ -47,6 +47,7 @@ use lidarxdp::{
     loader::{AttachMode, XdpProgram},
     privs::User,
     publish::{BufferPool, FrameSink, Publisher, PublisherConfig, PublisherHandle},
+    ros2_dds::{DdsHandle, DdsSettings, DdsSink},
     ros2_zenoh::{ShmPool, TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
 };
 
@@ -184,6 +185,16 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         }
         None => None,
     };
+    // Cyclone DDS's threads (receive, lease, garbage collection, events) start here, after the
+    // capabilities are gone.
+    let dds = match &plan.dds {
+        Some(d) => {
+            let (sink, handle) = DdsSink::start(&dds_settings(plan, d))?;
+            sinks.push(Box::new(sink));
+            Some(handle)
+        }
+        None => None,
+    };
     let foxglove = match foxglove {
         Some(server) => {
             let (sink, handle) = server.start()?;
@@ -261,9 +272,12 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
         &programs,
         &workers,
         &publisher,
-        zenoh.as_ref(),
-        recorder.as_ref(),
-        foxglove.as_ref(),
+        Sinks {
+            zenoh: zenoh.as_ref(),
+            dds: dds.as_ref(),
+            recorder: recorder.as_ref(),
+            foxglove: foxglove.as_ref(),
+        },
         metrics.as_ref(),
         &signals,
     );
@@ -275,17 +289,19 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     // Every capture thread has ended: what they queued is written, the file closed.
     let recording = recorder.map(lidarxdp::capture::Recorder::finish);
     let publisher_counters = publisher.shutdown().context("publisher")?;
-    // The publisher thread dropped the zenoh sink, whose thread put what was queued.
-    let zenoh_counters = zenoh.as_ref().map(ZenohHandle::counters);
-    // And the Foxglove sink, whose threads are joined.
-    let foxglove_counters = foxglove.as_ref().map(FoxgloveHandle::counters);
+    // The publisher thread dropped the zenoh and DDS sinks, whose threads wrote what was
+    // queued, and the Foxglove sink, whose threads are joined.
+    let sink_counters = report::SinkCounters {
+        zenoh: zenoh.as_ref().map(ZenohHandle::counters),
+        dds: dds.as_ref().map(DdsHandle::counters),
+        recording,
+        foxglove: foxglove.as_ref().map(FoxgloveHandle::counters),
+    };
     let summary = report::stats_json(
         &programs,
         &workers,
         &publisher_counters,
-        zenoh_counters,
-        recording,
-        foxglove_counters,
+        sink_counters,
         Vec::new(),
     );
     log::info!("final counters: {summary}");
@@ -320,20 +336,40 @@ fn foxglove_settings(plan: &Plan, addr: SocketAddr) -> FoxgloveSettings {
 /// The zenoh sink's settings: one topic per sensor, from the plan.
 fn zenoh_settings(plan: &Plan, z: &config::ZenohPlan) -> ZenohSettings {
     ZenohSettings {
-        config_file: z.config.clone(),
+        session: lidarxdp::ros2_zenoh::SessionConfig {
+            file: z.config.clone(),
+            overrides: z.overrides.clone(),
+        },
         domain_id: z.ros_domain_id,
         distro: z.ros_distro,
         qos: lidarxdp_core::ros2::Qos::LIDAR,
         queue: lidarxdp::ros2_zenoh::SINK_QUEUE,
-        topics: plan
-            .sensors()
-            .map(|s| TopicPlan {
-                sensor_id: s.id,
-                topic: s.topic.clone(),
-                frame_id: s.frame_id.clone(),
-            })
-            .collect(),
+        topics: topic_plans(plan),
     }
+}
+
+/// The DDS sink's settings: one topic per sensor, from the plan.
+fn dds_settings(plan: &Plan, d: &config::DdsPlan) -> DdsSettings {
+    DdsSettings {
+        config_file: d.config.clone(),
+        cyclonedds_uri: d.cyclonedds_uri.clone(),
+        domain_id: d.ros_domain_id,
+        distro: d.ros_distro,
+        discovery: d.discovery.clone(),
+        queue: lidarxdp::ros2_dds::SINK_QUEUE,
+        topics: topic_plans(plan),
+    }
+}
+
+/// One ROS topic per sensor, from the plan (zenoh and DDS alike).
+fn topic_plans(plan: &Plan) -> Vec<TopicPlan> {
+    plan.sensors()
+        .map(|s| TopicPlan {
+            sensor_id: s.id,
+            topic: s.topic.clone(),
+            frame_id: s.frame_id.clone(),
+        })
+        .collect()
 }
 
 /// The capabilities the zenoh shared-memory pool needs kept (`lidarxdp::privs`): none when
@@ -388,18 +424,34 @@ fn notify(state: sd_notify::NotifyState) {
 /// How often the main loop looks for changes worth a log line.
 const LOG_PERIOD: Duration = Duration::from_secs(10);
 
+/// The optional sinks' handles, read together for each snapshot.
+#[derive(Clone, Copy)]
+struct Sinks<'a> {
+    zenoh: Option<&'a ZenohHandle>,
+    dds: Option<&'a DdsHandle>,
+    recorder: Option<&'a lidarxdp::capture::Recorder>,
+    foxglove: Option<&'a FoxgloveHandle>,
+}
+
+impl Sinks<'_> {
+    fn counters(&self) -> report::SinkCounters {
+        report::SinkCounters {
+            zenoh: self.zenoh.map(ZenohHandle::counters),
+            dds: self.dds.map(DdsHandle::counters),
+            recording: self.recorder.map(lidarxdp::capture::Recorder::counters),
+            foxglove: self.foxglove.map(FoxgloveHandle::counters),
+        }
+    }
+}
+
 /// The main loop, every 50 ms until a stop signal or until a capture thread has ended: answers
 /// `/metrics` requests, applies SIGHUP reloads, and every [`LOG_PERIOD`] logs what changed
 /// ([`report::ChangeLog`]: nothing when nothing did).
-// One argument per source of counters, and each optional sink is one.
-#[allow(clippy::too_many_arguments)]
 fn supervise(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherHandle,
-    zenoh: Option<&ZenohHandle>,
-    recorder: Option<&lidarxdp::capture::Recorder>,
-    foxglove: Option<&FoxgloveHandle>,
+    sinks: Sinks<'_>,
     metrics: Option<&Receiver<SyncSender<String>>>,
     signals: &Signals,
 ) {
@@ -410,9 +462,7 @@ fn supervise(
             programs,
             workers,
             &publisher.counters(),
-            zenoh.map(ZenohHandle::counters),
-            recorder.map(lidarxdp::capture::Recorder::counters),
-            foxglove.map(FoxgloveHandle::counters),
+            sinks.counters(),
             publisher.subscriber_stats(),
         )
     };

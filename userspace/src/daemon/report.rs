@@ -5,8 +5,22 @@
 use lidarxdp::{
     loader::{ProgramCounters, XdpProgram},
     publish::PublisherCounters,
+    ros2_dds::DdsCounters,
     ros2_zenoh::ZenohCounters,
 };
+
+/// The optional sinks' counters read now (each `None` when its sink is off).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SinkCounters {
+    /// `--zenoh`.
+    pub zenoh: Option<ZenohCounters>,
+    /// `--dds`.
+    pub dds: Option<DdsCounters>,
+    /// `--record-pcap`.
+    pub recording: Option<lidarxdp::capture::RecordingCounters>,
+    /// `--foxglove`.
+    pub foxglove: Option<lidarxdp::foxglove::FoxgloveCounters>,
+}
 
 use super::workers::Worker;
 
@@ -16,9 +30,7 @@ pub(super) fn metrics_snapshot(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
-    zenoh: Option<ZenohCounters>,
-    recording: Option<lidarxdp::capture::RecordingCounters>,
-    foxglove: Option<lidarxdp::foxglove::FoxgloveCounters>,
+    sinks: SinkCounters,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, SensorSnapshot, Snapshot};
@@ -60,9 +72,10 @@ pub(super) fn metrics_snapshot(
             .collect(),
         sensors,
         publisher: *publisher,
-        zenoh,
-        recording,
-        foxglove,
+        zenoh: sinks.zenoh,
+        dds: sinks.dds,
+        recording: sinks.recording,
+        foxglove: sinks.foxglove,
         subscribers,
     }
 }
@@ -92,28 +105,18 @@ fn backend_json(w: &Worker) -> serde_json::Value {
 /// All counters as one JSON object, derived from the descriptors
 /// ([`lidarxdp::metrics::Snapshot::to_json`]: `xdp` summed over interfaces, `queues[]`,
 /// the first queue's `xsk`, `capture`, `reassembly` also at top level, `sensors[]`,
-/// `publisher`, `publisher_pool`, `zenoh` when on, `subscribers[]`), plus `interfaces[]` (each interface's
+/// `publisher`, `publisher_pool`, `zenoh` and `dds` when on, `subscribers[]`), plus `interfaces[]` (each interface's
 /// XDP program counters) and each queue's `backend` exit report (the first one's also at top
 /// level).
 pub(super) fn stats_json(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
-    zenoh: Option<ZenohCounters>,
-    recording: Option<lidarxdp::capture::RecordingCounters>,
-    foxglove: Option<lidarxdp::foxglove::FoxgloveCounters>,
+    sinks: SinkCounters,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> serde_json::Value {
     use serde_json::{Value, json};
-    let mut v = metrics_snapshot(
-        programs,
-        workers,
-        publisher,
-        zenoh,
-        recording,
-        foxglove,
-        subscribers,
-    )
+    let mut v = metrics_snapshot(programs, workers, publisher, sinks, subscribers)
     .to_json();
     v["interfaces"] = programs
         .iter()

@@ -94,11 +94,110 @@ pub struct TopicPlan {
     pub frame_id: String,
 }
 
+/// Where a session's configuration comes from, resolved as rmw_zenoh resolves it
+/// (rmw_zenoh `zenoh_config.cpp` and its README, "Configuration"): a JSON5 file — lidarxdp's
+/// `--zenoh-config`, else `$ZENOH_SESSION_CONFIG_URI` — or [`default_config`]; then the
+/// `$ZENOH_CONFIG_OVERRIDE` entries, applied in order over it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// The JSON5 file, or `None` for [`default_config`].
+    pub file: Option<PathBuf>,
+    /// `(key, JSON5 value)` pairs, e.g. `("mode", "\"client\"")`.
+    pub overrides: Vec<(String, String)>,
+}
+
+/// The default listen endpoint of lidarxdp's sessions, rmw_zenoh's own
+/// (`DEFAULT_RMW_ZENOH_SESSION_CONFIG.json5`): loopback, a port the kernel picks. Used whenever
+/// neither the file nor an override sets `listen/endpoints`, so a session never listens on
+/// every interface (zenoh's own peer default, `tcp/[::]:0`) unless a configuration asks.
+pub const DEFAULT_LISTEN: &str = r#"["tcp/localhost:0"]"#;
+
+impl SessionConfig {
+    /// Resolves the configuration from `--zenoh-config` (`flag`), and the environment values
+    /// `uri` (`ZENOH_SESSION_CONFIG_URI`, a file path; blank is unset) and `overrides`
+    /// (`ZENOH_CONFIG_OVERRIDE`: `key=value` entries separated by `;`, each value JSON5, e.g.
+    /// `mode="client";connect/endpoints=["tcp/192.168.0.3:7447"]`; a `;` inside quotes or
+    /// brackets does not separate).
+    ///
+    /// # Errors
+    /// `ZENOH_CONFIG_OVERRIDE` with the entry that has no `=` or an empty key.
+    pub fn resolve(
+        flag: Option<&Path>,
+        uri: Option<&str>,
+        overrides: Option<&str>,
+    ) -> Result<Self, String> {
+        let file = flag.map(Path::to_path_buf).or_else(|| {
+            uri.map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(|u| PathBuf::from(u.strip_prefix("file://").unwrap_or(u)))
+        });
+        Ok(SessionConfig {
+            file,
+            overrides: parse_overrides(overrides.unwrap_or(""))?,
+        })
+    }
+
+    /// From `flag` and this process's environment ([`Self::resolve`]).
+    ///
+    /// # Errors
+    /// As [`Self::resolve`].
+    pub fn from_env(flag: Option<&Path>) -> Result<Self, String> {
+        Self::resolve(
+            flag,
+            std::env::var("ZENOH_SESSION_CONFIG_URI").ok().as_deref(),
+            std::env::var("ZENOH_CONFIG_OVERRIDE").ok().as_deref(),
+        )
+    }
+}
+
+/// Splits `ZENOH_CONFIG_OVERRIDE` into `(key, value)` pairs (see [`SessionConfig::resolve`]).
+fn parse_overrides(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut entries = Vec::new();
+    let (mut depth, mut quote, mut escaped, mut start) = (0i32, None, false, 0);
+    for (i, ch) in s.char_indices() {
+        match (quote, ch) {
+            (Some(_), '\\') if !escaped => {
+                escaped = true;
+                continue;
+            }
+            (Some(q), c) if c == q && !escaped => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(ch),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth -= 1,
+            (None, ';') if depth == 0 => {
+                entries.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        escaped = false;
+    }
+    entries.push(&s[start..]);
+    let mut out = Vec::new();
+    for e in entries.into_iter().map(str::trim).filter(|e| !e.is_empty()) {
+        match e.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                out.push((k.trim().to_owned(), v.trim().to_owned()));
+            }
+            _ => {
+                return Err(format!(
+                    "ZENOH_CONFIG_OVERRIDE: {e:?} is not key=value (entries are separated by \
+                     ';', values are JSON5, e.g. mode=\"client\";connect/endpoints=[\"tcp/\
+                     10.0.0.1:7447\"])"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Everything the zenoh sink needs, validated.
 #[derive(Clone, Debug)]
 pub struct ZenohSettings {
-    /// zenoh's JSON5 configuration file (`--zenoh-config`), or `None` for [`default_config`].
-    pub config_file: Option<PathBuf>,
+    /// The session's configuration: file (`--zenoh-config` or `$ZENOH_SESSION_CONFIG_URI`)
+    /// or [`default_config`], and `$ZENOH_CONFIG_OVERRIDE`.
+    pub session: SessionConfig,
     /// ROS domain id, 0..=[`MAX_ROS_DOMAIN_ID`]: the first chunk of every key expression.
     pub domain_id: u32,
     /// Which distribution's type hash the keys carry.
@@ -138,10 +237,11 @@ pub enum ZenohError {
     },
 }
 
-/// The configuration a session uses when `--zenoh-config` is not given: rmw_zenoh's default
-/// session configuration for a ROS 2 host (rmw_zenoh `DEFAULT_RMW_ZENOH_SESSION_CONFIG.json5`):
-/// peer mode, connected to the `rmw_zenohd` router at `tcp/localhost:7447` (retried for ever
-/// if it is not up yet), no multicast scouting, shared memory on.
+/// The configuration a session uses when no file is given: rmw_zenoh's default session
+/// configuration for a ROS 2 host (rmw_zenoh `DEFAULT_RMW_ZENOH_SESSION_CONFIG.json5`): peer
+/// mode, listening on loopback only ([`DEFAULT_LISTEN`]), connected to the `rmw_zenohd`
+/// router at `tcp/localhost:7447` (retried for ever if it is not up yet), no multicast
+/// scouting, shared memory on.
 ///
 /// # Errors
 /// None in practice: the keys are zenoh's own; an error names the key zenoh refused.
@@ -149,6 +249,7 @@ pub fn default_config() -> Result<zenoh::Config, ZenohError> {
     let mut c = zenoh::Config::default();
     for (key, value) in [
         ("mode", r#""peer""#),
+        ("listen/endpoints", DEFAULT_LISTEN),
         ("connect/endpoints", r#"["tcp/localhost:7447"]"#),
         ("scouting/multicast/enabled", "false"),
         ("transport/shared_memory/enabled", "true"),
@@ -181,17 +282,46 @@ pub fn load_config(path: &Path) -> Result<zenoh::Config, ZenohError> {
     zenoh::Config::from_json5(&text).map_err(|e| err(e.to_string()))
 }
 
-/// Opens a zenoh session (this spawns zenoh's runtime threads: call it after the capabilities
-/// are dropped, so that none of them holds one).
+/// The zenoh configuration of `source`: the file or [`default_config`], then the overrides
+/// in order, then [`DEFAULT_LISTEN`] when neither set `listen/endpoints`.
 ///
 /// # Errors
-/// [`ZenohError::Config`] or [`ZenohError::Session`].
-pub fn open_session(config_file: Option<&Path>) -> Result<zenoh::Session, ZenohError> {
-    use zenoh::Wait;
-    let mut config = match config_file {
+/// [`ZenohError::Config`] for the file; [`ZenohError::Session`] naming
+/// `ZENOH_CONFIG_OVERRIDE` and the key zenoh refused.
+pub fn session_config(source: &SessionConfig) -> Result<zenoh::Config, ZenohError> {
+    let mut config = match &source.file {
         Some(p) => load_config(p)?,
         None => default_config()?,
     };
+    for (key, value) in &source.overrides {
+        config.insert_json5(key, value).map_err(|e| {
+            ZenohError::Session(format!("ZENOH_CONFIG_OVERRIDE: {key}={value}: {e}"))
+        })?;
+    }
+    if !listen_is_set(&config) {
+        config
+            .insert_json5("listen/endpoints", DEFAULT_LISTEN)
+            .map_err(|e| ZenohError::Session(format!("default listen endpoint: {e}")))?;
+    }
+    Ok(config)
+}
+
+/// Whether `listen/endpoints` was given (an empty list counts as given: no listener at all).
+fn listen_is_set(config: &zenoh::Config) -> bool {
+    config
+        .get_json("listen/endpoints")
+        .is_ok_and(|v| v.trim() != "null" && !v.trim().is_empty())
+}
+
+/// Opens a zenoh session configured by `source` ([`session_config`]; this spawns zenoh's
+/// runtime threads: call it after the capabilities are dropped, so that none of them holds
+/// one).
+///
+/// # Errors
+/// [`ZenohError::Config`] or [`ZenohError::Session`].
+pub fn open_session(source: &SessionConfig) -> Result<zenoh::Session, ZenohError> {
+    use zenoh::Wait;
+    let mut config = session_config(source)?;
     // lidarxdp writes its messages into its own locked pool (`ShmPool`), created before the
     // capabilities are dropped; zenoh's implicit copy of large payloads into a second pool
     // (16 MiB, locked when the session opens, after the drop) is not wanted.
@@ -204,4 +334,90 @@ pub fn open_session(config_file: Option<&Path>) -> Result<zenoh::Session, ZenohE
     zenoh::open(config)
         .wait()
         .map_err(|e| ZenohError::Session(format!("open session: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listen(c: &zenoh::Config) -> String {
+        c.get_json("listen/endpoints").unwrap()
+    }
+
+    /// With no file, or a file that does not say where to listen, a session listens on
+    /// loopback only (rmw_zenoh's default); a file or an override that says so is obeyed.
+    #[test]
+    fn sessions_listen_on_loopback_unless_configured() {
+        let c = session_config(&SessionConfig::default()).unwrap();
+        assert_eq!(listen(&c), r#"["tcp/localhost:0"]"#);
+        let dir = std::env::temp_dir().join(format!("lidarxdp-zcfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("z.json5");
+        std::fs::write(&f, r#"{ mode: "client", connect: { endpoints: ["tcp/10.0.0.1:7447"] } }"#)
+            .unwrap();
+        let from_file = SessionConfig {
+            file: Some(f.clone()),
+            overrides: vec![],
+        };
+        assert_eq!(listen(&session_config(&from_file).unwrap()), r#"["tcp/localhost:0"]"#);
+        std::fs::write(&f, r#"{ listen: { endpoints: ["tcp/0.0.0.0:7450"] } }"#).unwrap();
+        assert_eq!(
+            listen(&session_config(&from_file).unwrap()),
+            r#"["tcp/0.0.0.0:7450"]"#
+        );
+        let over = SessionConfig::resolve(
+            None,
+            None,
+            Some(r#"listen/endpoints=["tcp/192.0.2.1:0"];mode="client""#),
+        )
+        .unwrap();
+        let c = session_config(&over).unwrap();
+        assert_eq!(listen(&c), r#"["tcp/192.0.2.1:0"]"#);
+        assert_eq!(c.get_json("mode").unwrap(), r#""client""#);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// rmw_zenoh's precedence: `--zenoh-config`, else `ZENOH_SESSION_CONFIG_URI`; overrides
+    /// split on `;` outside quotes and brackets.
+    #[test]
+    fn session_config_resolution_and_overrides() {
+        let r = SessionConfig::resolve(
+            Some(Path::new("/etc/a.json5")),
+            Some("/etc/b.json5"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.file.as_deref(), Some(Path::new("/etc/a.json5")));
+        let r = SessionConfig::resolve(None, Some("file:///etc/b.json5"), Some(" ")).unwrap();
+        assert_eq!(r.file.as_deref(), Some(Path::new("/etc/b.json5")));
+        assert!(r.overrides.is_empty());
+        let r = SessionConfig::resolve(
+            None,
+            Some("  "),
+            Some(r#"connect/endpoints=["tcp/10.0.0.3:7447";"tcp/[::1]:7447"]; mode = "a;b" ;"#),
+        )
+        .unwrap();
+        assert_eq!(r.file, None);
+        assert_eq!(
+            r.overrides,
+            [
+                (
+                    "connect/endpoints".to_owned(),
+                    r#"["tcp/10.0.0.3:7447";"tcp/[::1]:7447"]"#.to_owned()
+                ),
+                ("mode".to_owned(), r#""a;b""#.to_owned()),
+            ]
+        );
+        let e = SessionConfig::resolve(None, None, Some("mode")).unwrap_err();
+        assert!(e.starts_with("ZENOH_CONFIG_OVERRIDE: \"mode\" is not key=value"), "{e}");
+        assert!(SessionConfig::resolve(None, None, Some("=1")).is_err());
+    }
+
+    /// An override zenoh refuses names the variable and the key.
+    #[test]
+    fn a_refused_override_names_the_key() {
+        let s = SessionConfig::resolve(None, None, Some("mode=42")).unwrap();
+        let e = session_config(&s).unwrap_err().to_string();
+        assert!(e.starts_with("zenoh: ZENOH_CONFIG_OVERRIDE: mode=42: "), "{e}");
+    }
 }

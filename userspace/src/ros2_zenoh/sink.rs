@@ -134,7 +134,7 @@ impl ZenohSink {
         shm: Option<ShmPool>,
     ) -> Result<(ZenohSink, ZenohHandle), ZenohError> {
         let shm_bytes = shm.as_ref().map_or(0, ShmPool::bytes);
-        let session = super::open_session(settings.config_file.as_deref())?;
+        let session = super::open_session(&settings.session)?;
         let decl = |what: &str, e: zenoh::Error| ZenohError::Session(format!("{what}: {e}"));
         let zid = session.zid().to_string();
         let node = NodeTokens {

@@ -8,7 +8,6 @@
 //! delivered in several fragments is joined into one buffer first.
 
 use std::borrow::Cow;
-use std::path::Path;
 use std::time::Duration;
 
 use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE, PointXYZIRCAEDT};
@@ -31,19 +30,19 @@ pub struct ZenohSubscriber {
 }
 
 impl ZenohSubscriber {
-    /// Opens a session (zenoh's JSON5 file, or [`super::default_config`]) and subscribes to
+    /// Opens a session configured by `source` ([`super::session_config`]) and subscribes to
     /// `topic` (a fully qualified ROS 2 topic such as `/lidar/front/points`) in `domain_id`
     /// with `distro`'s type hash.
     ///
     /// # Errors
     /// [`ZenohError`]: the configuration file, the session, or the declaration.
     pub fn open(
-        config_file: Option<&Path>,
+        source: &super::SessionConfig,
         domain_id: u32,
         topic: &str,
         distro: Distro,
     ) -> Result<Self, ZenohError> {
-        let session = super::open_session(config_file)?;
+        let session = super::open_session(source)?;
         let key = topic_key_expr(domain_id, topic, distro);
         let subscriber = session
             .declare_subscriber(key.clone())

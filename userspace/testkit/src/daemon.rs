@@ -185,8 +185,16 @@ impl Daemon {
             .arg("--stats-json")
             .arg(&stats_path)
             .args(args)
-            // The domain of the zenoh tests is the flag's or 0, never the caller's.
+            // The domain of the zenoh and DDS tests is the flag's or 0, and their middleware
+            // configuration the test's, never the caller's (a test sets one through a wrapper
+            // such as `env ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`).
             .env_remove("ROS_DOMAIN_ID")
+            .env_remove("CYCLONEDDS_URI")
+            .env_remove("ROS_AUTOMATIC_DISCOVERY_RANGE")
+            .env_remove("ROS_STATIC_PEERS")
+            .env_remove("ROS_LOCALHOST_ONLY")
+            .env_remove("ZENOH_SESSION_CONFIG_URI")
+            .env_remove("ZENOH_CONFIG_OVERRIDE")
             .env("NOTIFY_SOCKET", &notify.path)
             .spawn()
             .expect("spawn daemon");

@@ -322,6 +322,41 @@ fn zenoh_threads_hold_no_capability() {
     capture_84(&net, daemon);
 }
 
+/// The DDS sink's threads start after the drop: with `--dds`, every thread of the daemon
+/// (Cyclone DDS's receive, event, lease and garbage-collection threads, and the sink's) holds
+/// no capability at all, and the daemon still captures everything.
+#[test]
+fn dds_threads_hold_no_capability() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("prd");
+    let calib = data(CALIB);
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7626,
+        &[
+            "--sensor",
+            "vlp16",
+            "--calibration",
+            calib.to_str().unwrap(),
+            "--dds",
+        ],
+    );
+    let threads = threads_once(daemon.child.id(), "dds-sink");
+    let names: Vec<&str> = threads.iter().map(|(n, _)| n.as_str()).collect();
+    // Cyclone DDS names its threads: `gc` (garbage collection), `tev` (timed events), `recv`
+    // (and `recvUC`/`recvMC` for the unicast and multicast sockets), `dq.builtins`, `lease`.
+    for cyclone in ["gc", "tev", "dq.builtins"] {
+        assert!(names.contains(&cyclone), "no Cyclone thread {cyclone}: {names:?}");
+    }
+    for (name, caps) in &threads {
+        assert_eq!(caps, &DROPPED, "thread {name}");
+    }
+    capture_84(&net, daemon);
+}
+
 /// With the shared-memory pool, zenoh locks every segment it creates or maps later, so when
 /// `RLIMIT_MEMLOCK` cannot cover the pool the daemon keeps `CAP_IPC_LOCK` and nothing else:
 /// in every thread CapEff = CapPrm = CapBnd = bit 14 alone (or, with a limit that covers it,

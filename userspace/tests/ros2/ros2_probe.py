@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent ROS 2-over-zenoh client for lidarxdp's CI tests (userspace/tests/zenoh).
+"""An independent ROS 2-over-zenoh client for lidarxdp's CI tests (userspace/tests/ros2).
 
 It speaks to the daemon only through eclipse-zenoh (PyPI) and decodes the messages only with
 rosbags (the CDR deserialiser of its ROS 2 Jazzy type store), so a fault shared by lidarxdp's

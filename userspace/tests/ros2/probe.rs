@@ -12,7 +12,7 @@ use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 /// The probe script, beside this file.
-pub const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zenoh/ros2_probe.py");
+pub const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ros2/ros2_probe.py");
 
 /// rmw_zenoh's key of `/lidar/vlp16/points` (the VLP-16's default topic) in ROS domain 0 with
 /// the Jazzy type hash of `sensor_msgs/msg/PointCloud2`: `<domain>/<topic without the leading

@@ -1,0 +1,294 @@
+//! The DDS sink: every frame of a configured sensor written as one `sensor_msgs/msg/PointCloud2`
+//! sample on DDS topic `rt<topic>`, announced in the ROS 2 graph as node `/lidarxdp`.
+//!
+//! # Design
+//! - **Never stalls ingest**: [`DdsSink::offer`] (on the publisher thread) is one `try_send`
+//!   of the frame's `Arc` into a bounded queue of [`super::DdsSettings::queue`] frames; a full
+//!   queue drops the frame for this sink alone and counts it ([`DdsCounters::dropped`]).
+//! - **The CDR prefix is the one the zenoh sink and MCAP use**
+//!   ([`crate::publish::SharedFrame::pointcloud2_prefix`]); the sample is handed to Cyclone as
+//!   three pieces (prefix, the points as the decoder wrote them, suffix), which Cyclone's blob
+//!   sertype gathers into its own sample: the one copy DDS needs, since it sends and may
+//!   resend from its own memory.
+//! - **QoS** of the point cloud writers: ROS 2's SensorDataQoS (best effort, volatile, keep
+//!   last [`super::SENSOR_DATA_DEPTH`]), XCDR1, USER_DATA `typehash=RIHS01_…;` on Jazzy.
+//! - **Graph**: the participant carries `enclave=/;`; a `ros_discovery_info` writer (reliable,
+//!   transient local, keep last 1, as rmw's) publishes once, before the first frame, the
+//!   `ParticipantEntitiesInfo` naming node `/lidarxdp` and its writers' GUIDs, so `ros2 node
+//!   list` and `ros2 topic info -v` show them; late joiners get it from the writer's history.
+//! - **Incompatible QoS**: a reader that asks for more than the writers offer (for example
+//!   reliable) never matches; Cyclone counts it on the writer. The sink reads its writers'
+//!   statuses at least once a second, counts the new ones
+//!   ([`DdsCounters::incompatible_qos`]) and logs a warning naming the topic and the policy.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use lidarxdp_core::ros2::{
+    POINTCLOUD2_SUFFIX, POINTCLOUD2_TYPE_HASH_RIHS01, POINTCLOUD2_TYPE_NAME,
+    dds::{self, NodeEntities},
+};
+
+use super::cyclone::{
+    Domain, Durability, Participant, Qos, Reliability, Writer, WriterQos, policy_name,
+};
+use super::{DdsError, DdsSettings, NODE_NAME, SENSOR_DATA_DEPTH};
+use crate::publish::{FrameSink, Offered, SharedFrame, SinkThread};
+
+/// The DDS sink's counters: daemon-wide, no labels (`lidarxdp_dds_*`; stats JSON `dds`).
+pub const DDS_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "dds",
+    labels: &[],
+};
+
+lidarxdp_core::counter_set! {
+    /// Snapshot of the DDS sink's counters.
+    pub struct DdsCounters in DDS_COUNTERS;
+    shared
+    /// Written by the publisher thread (`dropped`) and the sink's thread.
+    pub(crate) struct SharedDdsCounters;
+    {
+        /// One per frame and topic.
+        published: Counter "frames" "Frames written as PointCloud2 samples on their DDS topic.",
+        /// Its thread was behind: ingest and the other sinks were not held up.
+        dropped: Counter "frames" "Frames dropped because the DDS sink's queue was full.",
+        /// Serialised samples, encapsulation header included.
+        bytes: Counter "bytes" "PointCloud2 sample bytes written to DDS.",
+        /// A frame of a sensor with no topic, a frame_id that cannot be encoded, or a write
+        /// Cyclone refused.
+        errors: Counter "frames" "Frames the DDS sink could not write.",
+        /// Read from the writers at least once a second.
+        subscribers: Gauge "readers" "DDS readers matched with the point cloud writers now.",
+        /// Such a reader never gets a frame; the log names its topic and the policy.
+        incompatible_qos: Counter "readers" "DDS readers that asked for a QoS the point cloud writers do not offer (e.g. reliable).",
+    }
+}
+
+/// How often the sink reads its writers' statuses when no frame comes.
+const STATUS_PERIOD: Duration = Duration::from_secs(1);
+
+/// One topic's writer.
+struct Topic {
+    sensor_id: u16,
+    name: String,
+    frame_id: String,
+    writer: Writer,
+    /// `incompatible_total` last seen.
+    incompatible: u32,
+}
+
+/// What the sink's thread owns. Field order is drop order: writers and the graph writer go
+/// with the participant, then the domain stops its threads.
+struct Worker {
+    topics: Vec<Topic>,
+    _graph: Writer,
+    _participant: Participant,
+    _domain: Domain,
+    counters: Arc<SharedDdsCounters>,
+}
+
+/// The [`FrameSink`] that writes to DDS (module documentation).
+pub struct DdsSink {
+    thread: SinkThread,
+    counters: Arc<SharedDdsCounters>,
+}
+
+/// What the daemon keeps of a started sink: its counters.
+#[derive(Clone)]
+pub struct DdsHandle {
+    counters: Arc<SharedDdsCounters>,
+}
+
+impl DdsHandle {
+    /// The counters now.
+    pub fn counters(&self) -> DdsCounters {
+        self.counters.snapshot()
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl DdsSink {
+    /// Creates the domain (its threads start here: call it after the capabilities are
+    /// dropped), the participant, one writer per topic and the graph writer, publishes the
+    /// graph, and starts the sink's thread.
+    ///
+    /// # Errors
+    /// [`DdsError`]: `--dds-config`, a configuration Cyclone refused (Cyclone logs the
+    /// element on stderr), an entity it could not create, a name that cannot be encoded.
+    pub fn start(settings: &DdsSettings) -> Result<(DdsSink, DdsHandle), DdsError> {
+        let config = super::domain_config(settings, std::process::id())?;
+        log::debug!("DDS: domain {} configuration {config}", settings.domain_id);
+        let domain = Domain::create(settings.domain_id, &config)?;
+        let participant = Participant::create(
+            settings.domain_id,
+            &Qos::participant(&dds::participant_user_data("/")),
+        )?;
+        let data_qos = Qos::writer(&WriterQos {
+            reliability: Reliability::BestEffort,
+            durability: Durability::Volatile,
+            depth: SENSOR_DATA_DEPTH,
+            user_data: dds::endpoint_user_data(settings.distro, POINTCLOUD2_TYPE_HASH_RIHS01),
+        });
+        let mut topics = Vec::with_capacity(settings.topics.len());
+        for t in &settings.topics {
+            let name = dds::topic_name(&t.topic);
+            let writer = participant.writer(&name, POINTCLOUD2_TYPE_NAME, &data_qos)?;
+            log::info!(
+                "DDS: sensor {} as {} on DDS topic {name} (writer {})",
+                t.sensor_id,
+                t.topic,
+                hex(&writer.guid()?)
+            );
+            topics.push(Topic {
+                sensor_id: t.sensor_id,
+                name,
+                frame_id: t.frame_id.clone(),
+                writer,
+                incompatible: 0,
+            });
+        }
+        // The graph: rmw's `ros_discovery_info` writer QoS (rmw_cyclonedds `rmw_node.cpp`).
+        let graph = participant.writer(
+            dds::ROS_DISCOVERY_INFO_TOPIC,
+            dds::PARTICIPANT_ENTITIES_INFO_TYPE_NAME,
+            &Qos::writer(&WriterQos {
+                reliability: Reliability::Reliable,
+                durability: Durability::TransientLocal,
+                depth: 1,
+                user_data: None,
+            }),
+        )?;
+        let gid = participant.guid()?;
+        let writers = topics
+            .iter()
+            .map(|t| t.writer.guid())
+            .collect::<Result<Vec<_>, _>>()?;
+        let info = dds::participant_entities_info(
+            &gid,
+            &[NodeEntities {
+                namespace: "/",
+                name: NODE_NAME,
+                readers: &[],
+                writers: &writers,
+            }],
+            settings.distro,
+        )
+        .map_err(|e| DdsError::Encode(e.to_string()))?;
+        graph.write_cdr(&[&info])?;
+        let counters = Arc::new(SharedDdsCounters::default());
+        let worker = Worker {
+            topics,
+            _graph: graph,
+            _participant: participant,
+            _domain: domain,
+            counters: counters.clone(),
+        };
+        let thread = SinkThread::spawn("dds-sink", settings.queue, move |rx| worker.run(rx))
+            .map_err(DdsError::Spawn)?;
+        log::info!(
+            "DDS: participant {} in domain {}, node /{NODE_NAME}",
+            hex(&gid),
+            settings.domain_id
+        );
+        Ok((
+            DdsSink {
+                thread,
+                counters: counters.clone(),
+            },
+            DdsHandle { counters },
+        ))
+    }
+}
+
+impl FrameSink for DdsSink {
+    fn name(&self) -> &str {
+        "dds"
+    }
+
+    fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
+        match self.thread.offer(frame) {
+            Offered::Queued => {}
+            Offered::Full => {
+                self.counters.dropped.fetch_add(1, Relaxed);
+            }
+            Offered::Closed => {
+                self.counters.errors.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Arc<SharedFrame>>) {
+        let mut last_status = Instant::now();
+        self.poll_status();
+        loop {
+            match rx.recv_timeout(STATUS_PERIOD) {
+                Ok(frame) => {
+                    if let Err(e) = self.publish(&frame) {
+                        self.counters.errors.fetch_add(1, Relaxed);
+                        log::debug!("DDS: frame {} not written: {e}", frame.header().sequence);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if last_status.elapsed() >= STATUS_PERIOD {
+                last_status = Instant::now();
+                self.poll_status();
+            }
+        }
+        self.poll_status();
+    }
+
+    /// Reads every writer's statuses: the matched readers into the `subscribers` gauge, new
+    /// incompatible readers into `incompatible_qos` and a warning.
+    fn poll_status(&mut self) {
+        let mut matched = 0u64;
+        for t in &mut self.topics {
+            let Ok(s) = t.writer.status() else { continue };
+            matched += u64::from(s.matched);
+            if s.incompatible_total > t.incompatible {
+                let new = s.incompatible_total - t.incompatible;
+                t.incompatible = s.incompatible_total;
+                self.counters
+                    .incompatible_qos
+                    .fetch_add(u64::from(new), Relaxed);
+                log::warn!(
+                    "DDS: {new} reader(s) of {} asked for an incompatible {} QoS and get no \
+                     frames; the point clouds are offered best effort, volatile, keep last \
+                     {SENSOR_DATA_DEPTH} (ROS 2 SensorDataQoS): subscribe with \
+                     rclcpp::SensorDataQoS() / qos_profile_sensor_data",
+                    t.name,
+                    policy_name(s.last_policy_id)
+                );
+            }
+        }
+        self.counters.subscribers.store(matched, Relaxed);
+    }
+
+    fn publish(&mut self, frame: &SharedFrame) -> Result<(), String> {
+        let h = frame.header();
+        let Some(topic) = self.topics.iter().find(|t| t.sensor_id == h.sensor_id) else {
+            return Err(format!("sensor {} has no topic", h.sensor_id));
+        };
+        let prefix = frame
+            .pointcloud2_prefix(&topic.frame_id)
+            .map_err(|e| e.to_string())?;
+        let points: &[u8] = bytemuck::cast_slice(frame.points());
+        topic
+            .writer
+            .write_cdr(&[prefix.as_bytes(), points, &POINTCLOUD2_SUFFIX])
+            .map_err(|e| e.to_string())?;
+        self.counters.published.fetch_add(1, Relaxed);
+        self.counters
+            .bytes
+            .fetch_add(prefix.message_len() as u64, Relaxed);
+        Ok(())
+    }
+}
