@@ -98,6 +98,7 @@ pub fn setup() -> Result<BpfToolchain> {
     bpf_linker()?;
     let tc = debian_rustc()?;
     hugepages(HUGEPAGES_WANTED)?;
+    socket_buffer_limits();
     python_env()?;
     web_packages()?;
     Ok(tc)
@@ -309,6 +310,32 @@ fn meminfo(field: &str) -> Result<u64> {
                 .ok()
         })
         .with_context(|| format!("{field} missing from /proc/meminfo"))
+}
+
+/// Largest socket buffers unprivileged sockets may ask for (`net.core.rmem_max`,
+/// `net.core.wmem_max`), bytes: 32 MiB, what a DDS subscriber of 15 MB best-effort point clouds
+/// needs to hold a whole frame (docs/deploy.md, "ROS 2 over DDS"). The DDS tests' independent
+/// subscribers ask for that much.
+pub const SOCKET_BUFFER_MAX: u64 = 32 << 20;
+
+/// Raises `net.core.rmem_max` and `net.core.wmem_max` to at least [`SOCKET_BUFFER_MAX`] (never
+/// lowers them). These are global limits, writable only from the initial network namespace.
+/// Not fatal when they cannot be written (a warning says so).
+pub fn socket_buffer_limits() {
+    for key in ["rmem_max", "wmem_max"] {
+        let path = Path::new("/proc/sys/net/core").join(key);
+        let now: u64 = fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        if now >= SOCKET_BUFFER_MAX {
+            continue;
+        }
+        match fs::write(&path, SOCKET_BUFFER_MAX.to_string()) {
+            Ok(()) => eprintln!("setup: net.core.{key} {now} -> {SOCKET_BUFFER_MAX}"),
+            Err(e) => eprintln!("setup: warning: cannot raise net.core.{key}: {e}"),
+        }
+    }
 }
 
 /// Makes sure at least `wanted` 2 MiB hugepages are free, raising `vm.nr_hugepages`.

@@ -146,7 +146,8 @@ impl Discovery {
     /// The Cyclone XML fragment rmw_cyclonedds_cpp (Jazzy, `check_create_domain`) builds for
     /// these options, or `None` for `SYSTEM_DEFAULT`:
     /// - `SUBNET`: participant index `auto` with at most 32 per host, and the static peers;
-    /// - `LOCALHOST`: as `SUBNET` with multicast off and `localhost` first among the peers;
+    /// - `LOCALHOST`: as `SUBNET` with multicast off and `localhost` first among the peers,
+    ///   and (lidarxdp's addition) the loopback interface `127.0.0.1` as the one interface;
     /// - `OFF`: multicast off, participant index `none`, and the domain tag
     ///   `ros_discovery_off_<pid>`, so that nothing else discovers the participant.
     pub fn cyclone_fragment(&self, pid: u32) -> Option<String> {
@@ -157,7 +158,14 @@ impl Discovery {
             DiscoveryRange::Off => (false, false, true),
         };
         let mut x = String::from("<CycloneDDS><Domain id=\"any\">");
-        if no_multicast {
+        if localhost {
+            // lidarxdp's addition to rmw_cyclonedds's fragment: the participant also lives on
+            // the loopback interface, so it reaches peers that advertise loopback locators only
+            // (rmw_fastrtps in LOCALHOST mode whitelists 127.0.0.1), which Cyclone on a
+            // non-loopback interface would not send to.
+            x += "<General><Interfaces><NetworkInterface address=\"127.0.0.1\"/></Interfaces>\
+                  <AllowMulticast>false</AllowMulticast></General>";
+        } else if no_multicast {
             x += "<General><AllowMulticast>false</AllowMulticast></General>";
         }
         if no_multicast && !localhost && !peers {
@@ -301,8 +309,10 @@ mod tests {
         );
         assert_eq!(
             d(Some("LOCALHOST"), Some("10.0.0.2; ;host-b")).cyclone_fragment(7).unwrap(),
-            "<CycloneDDS><Domain id=\"any\"><General><AllowMulticast>false</AllowMulticast>\
-             </General><Discovery><ParticipantIndex>auto</ParticipantIndex>\
+            "<CycloneDDS><Domain id=\"any\"><General><Interfaces>\
+             <NetworkInterface address=\"127.0.0.1\"/></Interfaces>\
+             <AllowMulticast>false</AllowMulticast></General><Discovery>\
+             <ParticipantIndex>auto</ParticipantIndex>\
              <MaxAutoParticipantIndex>32</MaxAutoParticipantIndex><Peers>\
              <Peer address=\"localhost\"/><Peer address=\"10.0.0.2\"/>\
              <Peer address=\"host-b\"/></Peers></Discovery></Domain></CycloneDDS>"

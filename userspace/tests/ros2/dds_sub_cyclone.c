@@ -37,8 +37,10 @@
  * Stdout lines, each flushed: "ready" once the reader has matched a writer (with --reliable:
  * once the reader exists, as it will never match a best-effort writer), and at exit one JSON
  * object {"received":N,"matched":M,"matched_current":C,"incompatible_qos":K,
- * "last_policy":"RELIABILITY"|""}, where M is the total count of writers ever matched, C the
- * number matched at exit, and K / last_policy the requested-incompatible-QoS status.
+ * "last_policy":"RELIABILITY"|"","lost":L,"rejected":R}, where M is the total count of writers
+ * ever matched, C the number matched at exit, K / last_policy the requested-incompatible-QoS
+ * status (total count, name of the last policy), and L / R the reader's sample-lost and
+ * sample-rejected total counts (diagnostics for dropped samples).
  *
  * Termination: with --expect N, exit 0 as soon as N samples were received, or exit 1 after
  * --timeout-s seconds (default 60) without that (stdin is not read then). Without --expect,
@@ -262,6 +264,20 @@ static long long parse_int (const char *opt, const char *s, long long min, long 
   return v;
 }
 
+/* Parses a number of seconds in (0, 86400] (decimals allowed), or exits 2. */
+static double parse_seconds (const char *opt, const char *s)
+{
+  char *end;
+  errno = 0;
+  double v = strtod (s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !(v > 0.0 && v <= 86400.0))
+  {
+    fprintf (stderr, PROG ": %s wants seconds in (0, 86400], not \"%s\"\n", opt, s);
+    usage (NULL);
+  }
+  return v;
+}
+
 static void parse_args (int argc, char **argv, struct options *o)
 {
   bool seen_out = false, seen_expect = false, seen_wait = false;
@@ -291,7 +307,7 @@ static void parse_args (int argc, char **argv, struct options *o)
     else if (!strcmp (a, "--expect"))
       o->expect = parse_int (a, v, 1, INT32_MAX), seen_expect = true;
     else if (!strcmp (a, "--timeout-s"))
-      o->timeout_s = (double) parse_int (a, v, 1, 86400);
+      o->timeout_s = parse_seconds (a, v);
     else if (!strcmp (a, "--wait-node"))
       o->wait_node = v, seen_wait = true;
     else if (!strcmp (a, "--wait-topic"))
@@ -568,7 +584,7 @@ static int run_subscriber (const struct options *o)
         break;
       if (t - t0 >= o->timeout_s)
       {
-        fprintf (stderr, PROG ": timed out after %.0f s: received %" PRIu64 " of %lld samples on %s (matched writers: %" PRIu32 ")\n",
+        fprintf (stderr, PROG ": timed out after %g s: received %" PRIu64 " of %lld samples on %s (matched writers: %" PRIu32 ")\n",
                  o->timeout_s, st.received, o->expect, o->topic, sm.total_count);
         status = 1;
         break;
@@ -591,10 +607,17 @@ static int run_subscriber (const struct options *o)
     }
   }
 
+  dds_sample_lost_status_t lost = { 0 };
+  dds_sample_rejected_status_t rej = { 0 };
+  if ((rc = dds_get_sample_lost_status (rd, &lost)) < 0)
+    fail_dds ("dds_get_sample_lost_status", rc);
+  if ((rc = dds_get_sample_rejected_status (rd, &rej)) < 0)
+    fail_dds ("dds_get_sample_rejected_status", rc);
   printf ("{\"received\":%" PRIu64 ",\"matched\":%" PRIu32 ",\"matched_current\":%" PRIu32
-          ",\"incompatible_qos\":%" PRIu32 ",\"last_policy\":\"%s\"}\n",
+          ",\"incompatible_qos\":%" PRIu32 ",\"last_policy\":\"%s\",\"lost\":%" PRIu32
+          ",\"rejected\":%" PRIu32 "}\n",
           st.received, sm.total_count, sm.current_count, iq.total_count,
-          iq.total_count ? policy_name (iq.last_policy_id) : "");
+          iq.total_count ? policy_name (iq.last_policy_id) : "", lost.total_count, rej.total_count);
   fflush (stdout);
   if (fclose (st.jsonl) != 0 || fclose (st.bin) != 0)
     fail ("closing %s.jsonl / .bin: %s", o->out, strerror (errno));
@@ -876,7 +899,7 @@ static int run_graph (const struct options *o)
         fprintf (stderr, PROG ": no node \"%s\" in %zu ros_discovery_info participant(s)\n", o->wait_node, t.n);
       if (!have_pub)
         fprintf (stderr, PROG ": no publication on topic \"%s\" discovered\n", o->wait_topic);
-      fail ("timed out after %.0f s", o->timeout_s);
+      fail ("timed out after %g s", o->timeout_s);
     }
     dds_sleepfor (DDS_MSECS (50));
   }

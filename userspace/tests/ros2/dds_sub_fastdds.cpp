@@ -31,8 +31,10 @@
 // Stdout lines, each flushed: "ready" once the reader has matched a writer (with --reliable:
 // once the reader exists, as it will never match a best-effort writer), and at exit one JSON
 // object {"received":N,"matched":M,"matched_current":C,"incompatible_qos":K,
-// "last_policy":"RELIABILITY"|""}, where M is the total count of writers ever matched, C the
-// number matched at exit, and K / last_policy the requested-incompatible-QoS status.
+// "last_policy":"RELIABILITY"|"","lost":L,"rejected":R}, where M is the total count of writers
+// ever matched, C the number matched at exit, K / last_policy the requested-incompatible-QoS
+// status (total count, name of the last policy), and L / R the reader's sample-lost and
+// sample-rejected total counts (diagnostics for dropped samples; null if not available).
 // Fast DDS's own log goes to stderr only.
 //
 // Termination: with --expect N, exit 0 as soon as N samples were received, or exit 1 after
@@ -71,7 +73,9 @@
 #include <fastcdr/exceptions/Exception.h>
 
 #include <fastdds/dds/core/policy/QosPolicies.hpp>
+#include <fastdds/dds/core/status/BaseStatus.hpp>
 #include <fastdds/dds/core/status/IncompatibleQosStatus.hpp>
+#include <fastdds/dds/core/status/SampleRejectedStatus.hpp>
 #include <fastdds/dds/core/status/SubscriptionMatchedStatus.hpp>
 #include <fastdds/dds/domain/DomainParticipant.hpp>
 #include <fastdds/dds/domain/DomainParticipantFactory.hpp>
@@ -426,6 +430,20 @@ static long long parse_int(const char* opt, const char* s, long long min, long l
     return v;
 }
 
+// Parses a number of seconds in (0, 86400] (decimals allowed), or exits 2.
+static double parse_seconds(const char* opt, const char* s)
+{
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v > 0.0 && v <= 86400.0))
+    {
+        std::fprintf(stderr, "%s: %s wants seconds in (0, 86400], not \"%s\"\n", PROG, opt, s);
+        usage(nullptr);
+    }
+    return v;
+}
+
 static Options parse_args(int argc, char** argv)
 {
     Options o;
@@ -454,7 +472,7 @@ static Options parse_args(int argc, char** argv)
         else if (a == "--expect")
             o.expect = parse_int("--expect", v, 1, INT32_MAX);
         else if (a == "--timeout-s")
-            o.timeout_s = static_cast<double>(parse_int("--timeout-s", v, 1, 86400));
+            o.timeout_s = parse_seconds("--timeout-s", v);
         else if (a == "--reliable")
             o.reliable = true;
         else if (a == "--localhost")
@@ -699,8 +717,12 @@ int main(int argc, char** argv)
                 break;
             if (t - t0 >= o.timeout_s)
             {
-                std::fprintf(stderr, "%s: timed out after %.0f s: received %" PRIu64 " of %lld samples on %s (matched writers: %d)\n",
+                std::fprintf(stderr, "%s: timed out after %g s: received %" PRIu64 " of %lld samples on %s (matched writers: %d)\n",
                         PROG, o.timeout_s, received, o.expect, o.topic.c_str(), sm.total_count);
+                if (sm.total_count > 0 && received == 0)
+                    std::fprintf(stderr, "%s: a writer matched this reader but sent it nothing: the writer may "
+                            "not have matched the reader in turn (Fast DDS 2.9 does not check data representation: "
+                            "a writer offering only XCDR2 finds this XCDR1 reader incompatible and sends nothing)\n", PROG);
                 status = 1;
                 break;
             }
@@ -722,10 +744,17 @@ int main(int argc, char** argv)
         }
     }
 
+    // Sample lost / rejected counts (diagnostics); null where this Fast DDS does not keep them.
+    fdds::SampleLostStatus lost;
+    fdds::SampleRejectedStatus rej;
+    const bool have_lost = reader->get_sample_lost_status(lost) == ReturnCode_t::RETCODE_OK;
+    const bool have_rej = reader->get_sample_rejected_status(rej) == ReturnCode_t::RETCODE_OK;
     std::printf("{\"received\":%" PRIu64 ",\"matched\":%d,\"matched_current\":%d,\"incompatible_qos\":%" PRIu32
-            ",\"last_policy\":\"%s\"}\n",
+            ",\"last_policy\":\"%s\",\"lost\":%s,\"rejected\":%s}\n",
             received, sm.total_count, sm.current_count, iq.total_count,
-            iq.total_count ? policy_name(iq.last_policy_id) : "");
+            iq.total_count ? policy_name(iq.last_policy_id) : "",
+            have_lost ? std::to_string(lost.total_count).c_str() : "null",
+            have_rej ? std::to_string(rej.total_count).c_str() : "null");
     std::fflush(stdout);
     if (std::fclose(jsonl) != 0 || std::fclose(bin) != 0)
         fail("closing %s.jsonl / .bin: %s", o.out.c_str(), std::strerror(errno));

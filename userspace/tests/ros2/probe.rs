@@ -138,14 +138,22 @@ impl Probe {
     /// execs it: the pid is the interpreter's); `name` names it in messages.
     pub fn spawn(ns: &str, name: &str, args: &[&str]) -> Self {
         let python = common::python();
-        let mut cmd = NetnsPair::exec(ns, &[python.to_str().expect("UTF-8 path"), SCRIPT]);
+        let mut argv = vec![python.to_str().expect("UTF-8 path"), SCRIPT];
+        argv.extend_from_slice(args);
+        Self::spawn_exe(ns, name, &argv)
+    }
+
+    /// Starts the program `argv[0]` with the arguments `argv[1..]` in namespace `ns`, stdin
+    /// and stdout piped (the DDS tests' compiled subscribers speak the same "ready" / "stop"
+    /// protocol as the Python probe).
+    pub fn spawn_exe(ns: &str, name: &str, argv: &[&str]) -> Self {
+        let mut cmd = NetnsPair::exec(ns, argv);
         let mut child = cmd
-            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name} ({}): {e}", python.display()));
+            .unwrap_or_else(|e| panic!("spawn {name} ({}): {e}", argv[0]));
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         Self {
@@ -195,7 +203,7 @@ impl Probe {
 
     /// Reads stdout until the line "ready"; panics with the exit status when the probe ends
     /// first (its stderr, inherited, says why).
-    fn wait_ready(&mut self) {
+    pub fn wait_ready(&mut self) {
         let mut line = String::new();
         loop {
             line.clear();
@@ -322,6 +330,9 @@ pub struct Msg {
     pub gid_len: Option<u8>,
     /// Attachment GID, hex.
     pub gid: Option<String>,
+    /// The DDS sample's source time, ns since the Unix epoch (DDS subscribers only).
+    #[serde(default)]
+    pub source_timestamp_ns: Option<i64>,
     /// `data`, filled from the `.bin` file.
     #[serde(skip)]
     pub data: Vec<u8>,
@@ -409,11 +420,9 @@ pub fn assert_zenoh_counters(stats: &serde_json::Value, frames: usize, msgs: &[M
 }
 
 /// Asserts the probe's messages are exactly the frames of the capture: one message per
-/// offline frame, in order, on `key`, each a well-formed PointCloud2 (CDR LE header,
-/// `frame_id`, height 1, width = points, [`FIELDS`], little-endian, point_step 32, row_step =
-/// 32 × width, dense, no trailing bytes) whose `data` equals the offline frame's points byte
-/// for byte and whose stamp is the frame start time the TCP subscriber saw (`tcp`, already
-/// checked equal to `offline`), whose attachment is rmw_zenoh's 33 bytes with sequence numbers
+/// offline frame, in order, on `key`, each [`assert_pointcloud2_equal`] to its offline frame
+/// and stamped with the frame start time the TCP subscriber saw (`tcp`, already checked equal
+/// to `offline`), whose attachment is rmw_zenoh's 33 bytes with sequence numbers
 /// 1, 2, ..., one non-zero GID, and source times inside `[t0, t1]` ns that never go back.
 pub fn assert_messages_equal_offline(
     msgs: &[Msg],
@@ -429,60 +438,13 @@ pub fn assert_messages_equal_offline(
         "zenoh messages vs offline frames"
     );
     assert_eq!(tcp.len(), offline.len(), "TCP frames vs offline frames");
-    let fields: Vec<(String, u32, u8, u32)> = FIELDS
-        .iter()
-        .map(|&(n, o, d, c)| (n.to_owned(), o, d, c))
-        .collect();
     let gid = msgs[0].gid.clone().expect("attachment GID");
     assert_eq!(gid.len(), 32, "GID hex {gid}");
     assert_ne!(gid, "0".repeat(32), "GID is all zeros");
     let mut last_time = 0;
     for (i, ((m, off), (tcp_h, _))) in msgs.iter().zip(offline).zip(tcp).enumerate() {
-        let n = off.points.len() as u64;
         assert_eq!(m.key, key, "message {i} key");
-        assert_eq!(m.cdr_header, "00010000", "message {i} CDR LE encapsulation");
-        assert_eq!(m.frame_id, frame_id, "message {i} frame_id");
-        assert_eq!(
-            (m.height, m.width, m.point_step, m.row_step),
-            (1, n, 32, 32 * n),
-            "message {i} height, width, point_step, row_step"
-        );
-        assert_eq!(m.fields, fields, "message {i} fields");
-        assert!(!m.is_bigendian, "message {i} is_bigendian");
-        assert!(m.is_dense, "message {i} is_dense");
-        assert_eq!(
-            m.payload_len,
-            pointcloud2_len(frame_id, 32 * n as usize),
-            "message {i} payload length"
-        );
-        let want = point_bytes(&off.points);
-        if m.data != want {
-            let p = (0..off.points.len())
-                .find(|&p| m.data.get(p * 32..p * 32 + 32) != Some(&want[p * 32..p * 32 + 32]))
-                .unwrap_or(0);
-            panic!(
-                "message {i}: data differs from offline decoding ({} vs {} bytes), first at \
-                 point {p}: {:?}",
-                m.data.len(),
-                want.len(),
-                off.points[p]
-            );
-        }
-        let stamp = m.sec as u64 * 1_000_000_000 + m.nanosec;
-        assert!(
-            m.nanosec < 1_000_000_000,
-            "message {i} nanosec {}",
-            m.nanosec
-        );
-        assert_eq!(
-            stamp, tcp_h.start_ns,
-            "message {i} stamp vs the frame start time"
-        );
-        assert_eq!(
-            stamp % HOUR_NS,
-            off.header.start_ns % HOUR_NS,
-            "message {i} stamp past the hour vs offline decoding"
-        );
+        assert_pointcloud2_equal(i, m, off, tcp_h.start_ns, frame_id);
         assert_eq!(
             m.attachment.as_ref().map(String::len),
             Some(66),
@@ -498,4 +460,60 @@ pub fn assert_messages_equal_offline(
         );
         last_time = t;
     }
+}
+
+/// Asserts message `i` is a well-formed PointCloud2 of the offline frame `off` (CDR LE
+/// header, `frame_id`, height 1, width = points, [`FIELDS`], little-endian, point_step 32,
+/// row_step = 32 × width, dense, no trailing bytes, `data` equal byte for byte) stamped
+/// `start_ns` (the frame start time a TCP subscriber saw), whose time past the hour is the
+/// offline frame's.
+pub fn assert_pointcloud2_equal(i: usize, m: &Msg, off: &Frame, start_ns: u64, frame_id: &str) {
+    let fields: Vec<(String, u32, u8, u32)> = FIELDS
+        .iter()
+        .map(|&(n, o, d, c)| (n.to_owned(), o, d, c))
+        .collect();
+    let n = off.points.len() as u64;
+    assert_eq!(m.cdr_header, "00010000", "message {i} CDR LE encapsulation");
+    assert_eq!(m.frame_id, frame_id, "message {i} frame_id");
+    assert_eq!(
+        (m.height, m.width, m.point_step, m.row_step),
+        (1, n, 32, 32 * n),
+        "message {i} height, width, point_step, row_step"
+    );
+    assert_eq!(m.fields, fields, "message {i} fields");
+    assert!(!m.is_bigendian, "message {i} is_bigendian");
+    assert!(m.is_dense, "message {i} is_dense");
+    assert_eq!(
+        m.payload_len,
+        pointcloud2_len(frame_id, 32 * n as usize),
+        "message {i} payload length"
+    );
+    let want = point_bytes(&off.points);
+    if m.data != want {
+        let p = (0..off.points.len())
+            .find(|&p| m.data.get(p * 32..p * 32 + 32) != Some(&want[p * 32..p * 32 + 32]))
+            .unwrap_or(0);
+        panic!(
+            "message {i}: data differs from offline decoding ({} vs {} bytes), first at \
+             point {p}: {:?}",
+            m.data.len(),
+            want.len(),
+            off.points[p]
+        );
+    }
+    let stamp = m.sec as u64 * 1_000_000_000 + m.nanosec;
+    assert!(
+        m.nanosec < 1_000_000_000,
+        "message {i} nanosec {}",
+        m.nanosec
+    );
+    assert_eq!(
+        stamp, start_ns,
+        "message {i} stamp vs the frame start time"
+    );
+    assert_eq!(
+        stamp % HOUR_NS,
+        off.header.start_ns % HOUR_NS,
+        "message {i} stamp past the hour vs offline decoding"
+    );
 }

@@ -121,10 +121,13 @@ fn frames_through_zenoh_equal_offline_decode() {
     vlp16_through_zenoh(&net, &s, 7701, &cfg, &sub);
 }
 
-/// Two namespaces and a zenoh router: the router (a Python session in router mode) listens on
-/// the sensor namespace's veth address, the daemon in the host namespace is its client, and
-/// the Python subscriber in the sensor namespace, also its client, gets every frame equal to
-/// offline decoding.
+/// Two namespaces and a zenoh router, as across two hosts: the router (a Python session in
+/// router mode, standing in for a remote `rmw_zenohd`) listens on the sensor namespace's veth
+/// address; the daemon in the host namespace is its client (client mode: every message goes
+/// through the router, nothing depends on gossip or on the peers reaching each other), and the
+/// Python subscriber in the sensor namespace, also its client, gets every frame equal to
+/// offline decoding. Ten trials against the same router, each with a fresh daemon and
+/// subscriber: the cross-host path must work every time, not most times.
 #[test]
 fn frames_cross_namespaces_through_a_zenoh_router() {
     if !privileged() || !python_available() {
@@ -146,6 +149,44 @@ fn frames_cross_namespaces_through_a_zenoh_router() {
         connect: &router_ep,
         extra: &[],
     };
-    vlp16_through_zenoh(&net, &s, 7702, &cfg, &sub);
+    for trial in 0..10u16 {
+        eprintln!("cross-namespace trial {}", trial + 1);
+        vlp16_through_zenoh(&net, &s, 7730 + trial, &cfg, &sub);
+    }
     router.finish();
+}
+
+/// Without a configuration file the daemon's zenoh session is rmw_zenoh's default peer: it
+/// listens on loopback only (never on every interface, zenoh's own peer default), so nothing
+/// off the host reaches it unless a configuration asks. Every TCP socket the daemon listens
+/// on (its publisher's and zenoh's) is bound to 127.0.0.1 or ::1, read from `ss` in its
+/// namespace, which also has a veth address the session could have listened on.
+#[test]
+fn default_zenoh_session_listens_on_loopback_only() {
+    if !privileged() {
+        return;
+    }
+    let net = NetnsPair::new("zl");
+    let daemon = Daemon::start(&net.host_ns, &net.host_if, 7703, &["--zenoh", "--zenoh-shm-mb", "0"]);
+    let pid = daemon.child.id();
+    let out = common::exec_in(&net.host_ns)
+        .args(["ss", "-Hltnp"])
+        .output()
+        .expect("run ss");
+    assert!(out.status.success(), "ss: {out:?}");
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mine: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(&format!("pid={pid},")))
+        .collect();
+    assert!(mine.len() >= 2, "publisher and zenoh listeners of pid {pid}: {out}");
+    for l in &mine {
+        let local = l.split_whitespace().nth(3).unwrap_or_default();
+        assert!(
+            local.starts_with("127.0.0.1:") || local.starts_with("[::1]:"),
+            "listening off loopback: {l}"
+        );
+    }
+    let stats = daemon.stop();
+    assert_eq!(get(&stats, &["zenoh", "errors"]), 0, "{stats}");
 }
