@@ -976,11 +976,16 @@ mod tests {
     /// The DDS names and USER_DATA strings as rmw_cyclonedds and rmw_fastrtps write them.
     #[test]
     fn dds_names_and_user_data() {
-        assert_eq!(dds::topic_name("/lidar/front/points"), "rt/lidar/front/points");
+        assert_eq!(
+            dds::topic_name("/lidar/front/points"),
+            "rt/lidar/front/points"
+        );
         assert_eq!(dds::participant_user_data("/"), "enclave=/;");
         assert_eq!(
             dds::endpoint_user_data(Distro::Jazzy, POINTCLOUD2_TYPE_HASH_RIHS01).as_deref(),
-            Some("typehash=RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5;")
+            Some(
+                "typehash=RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5;"
+            )
         );
         assert_eq!(dds::endpoint_user_data(Distro::Humble, "x"), None);
     }

@@ -767,12 +767,7 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str, stop: &Stop) -> Result<()> {
     }
     let source = lidarxdp::ros2_zenoh::SessionConfig::from_env(a.zenoh_config.as_deref())
         .map_err(anyhow::Error::msg)?;
-    let sub = ZenohSubscriber::open(
-        &source,
-        domain,
-        topic,
-        a.ros_distro.unwrap_or_default(),
-    )?;
+    let sub = ZenohSubscriber::open(&source, domain, topic, a.ros_distro.unwrap_or_default())?;
     log::info!("subscribed to {topic} (zenoh key {})", sub.key());
     if let Some(f) = &a.ready_file {
         std::fs::write(f, b"").with_context(|| format!("write {}", f.display()))?;

@@ -207,7 +207,10 @@ fn ser_discovery<S: serde::Serializer>(
         Off => "OFF",
         SystemDefault => "SYSTEM_DEFAULT",
     };
-    s.serialize_str(&format!("{range}; static peers [{}]", d.static_peers.join(";")))
+    s.serialize_str(&format!(
+        "{range}; static peers [{}]",
+        d.static_peers.join(";")
+    ))
 }
 
 fn ser_distro<S: serde::Serializer>(d: &Distro, s: S) -> Result<S::Ok, S::Error> {

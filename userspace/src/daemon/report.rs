@@ -116,8 +116,7 @@ pub(super) fn stats_json(
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> serde_json::Value {
     use serde_json::{Value, json};
-    let mut v = metrics_snapshot(programs, workers, publisher, sinks, subscribers)
-    .to_json();
+    let mut v = metrics_snapshot(programs, workers, publisher, sinks, subscribers).to_json();
     v["interfaces"] = programs
         .iter()
         .map(|(i, p)| {

@@ -253,12 +253,7 @@ impl Participant {
         // dds_create_topic_sertype copies the topic name). The C function takes `char *` but
         // does not write through it.
         let topic_h = check("cdds_create_blob_topic", unsafe {
-            c::cdds_create_blob_topic(
-                self.0,
-                t.as_ptr().cast_mut(),
-                ty.as_ptr().cast_mut(),
-                true,
-            )
+            c::cdds_create_blob_topic(self.0, t.as_ptr().cast_mut(), ty.as_ptr().cast_mut(), true)
         })?;
         // SAFETY: topic_h is the live topic just created, qos.0 a live QoS; NULL listener.
         let handle = check("dds_create_writer", unsafe {

@@ -308,7 +308,9 @@ mod tests {
              <MaxAutoParticipantIndex>32</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"
         );
         assert_eq!(
-            d(Some("LOCALHOST"), Some("10.0.0.2; ;host-b")).cyclone_fragment(7).unwrap(),
+            d(Some("LOCALHOST"), Some("10.0.0.2; ;host-b"))
+                .cyclone_fragment(7)
+                .unwrap(),
             "<CycloneDDS><Domain id=\"any\"><General><Interfaces>\
              <NetworkInterface address=\"127.0.0.1\"/></Interfaces>\
              <AllowMulticast>false</AllowMulticast></General><Discovery>\
@@ -318,13 +320,17 @@ mod tests {
              <Peer address=\"host-b\"/></Peers></Discovery></Domain></CycloneDDS>"
         );
         assert_eq!(
-            d(Some("SUBNET"), Some("192.168.1.7")).cyclone_fragment(7).unwrap(),
+            d(Some("SUBNET"), Some("192.168.1.7"))
+                .cyclone_fragment(7)
+                .unwrap(),
             "<CycloneDDS><Domain id=\"any\"><Discovery><ParticipantIndex>auto</ParticipantIndex>\
              <MaxAutoParticipantIndex>32</MaxAutoParticipantIndex><Peers>\
              <Peer address=\"192.168.1.7\"/></Peers></Discovery></Domain></CycloneDDS>"
         );
         assert_eq!(
-            d(Some("OFF"), Some("10.0.0.2")).cyclone_fragment(42).unwrap(),
+            d(Some("OFF"), Some("10.0.0.2"))
+                .cyclone_fragment(42)
+                .unwrap(),
             "<CycloneDDS><Domain id=\"any\"><General><AllowMulticast>false</AllowMulticast>\
              </General><Discovery><ParticipantIndex>none</ParticipantIndex>\
              <Tag>ros_discovery_off_42</Tag></Discovery></Domain></CycloneDDS>"
@@ -350,7 +356,10 @@ mod tests {
              LOCALHOST, OFF, SYSTEM_DEFAULT"
         );
         let e = Discovery::from_env(None, Some("a\"/><x"), None).unwrap_err();
-        assert!(e.starts_with("ROS_STATIC_PEERS: \"a\\\"/><x\" is not a host name"), "{e}");
+        assert!(
+            e.starts_with("ROS_STATIC_PEERS: \"a\\\"/><x\" is not a host name"),
+            "{e}"
+        );
         let long = "a".repeat(257);
         assert!(Discovery::from_env(None, Some(&long), None).is_err());
         assert!(Discovery::from_env(None, Some(&"a".repeat(256)), None).is_ok());
@@ -383,7 +392,12 @@ mod tests {
         );
         std::fs::write(&file, vec![b' '; MAX_CONFIG_BYTES as usize + 1]).unwrap();
         let e = domain_config(&s, 1).unwrap_err().to_string();
-        assert!(e.ends_with("1048577 bytes; a Cyclone DDS configuration is at most 1048576 bytes (1 MiB)"), "{e}");
+        assert!(
+            e.ends_with(
+                "1048577 bytes; a Cyclone DDS configuration is at most 1048576 bytes (1 MiB)"
+            ),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -307,10 +307,14 @@ pub fn session_config(source: &SessionConfig) -> Result<zenoh::Config, ZenohErro
 }
 
 /// Whether `listen/endpoints` was given (an empty list counts as given: no listener at all).
+/// A configuration that does not set it still holds zenoh's mode-dependent default (peer
+/// `tcp/[::]:0`, router `tcp/[::]:7447`), so "not given" is "equal to that default".
 fn listen_is_set(config: &zenoh::Config) -> bool {
-    config
-        .get_json("listen/endpoints")
-        .is_ok_and(|v| v.trim() != "null" && !v.trim().is_empty())
+    let default = zenoh::Config::default().get_json("listen/endpoints").ok();
+    match config.get_json("listen/endpoints") {
+        Ok(v) => v.trim() != "null" && !v.trim().is_empty() && Some(&v) != default.as_ref(),
+        Err(_) => false,
+    }
 }
 
 /// Opens a zenoh session configured by `source` ([`session_config`]; this spawns zenoh's
@@ -353,13 +357,19 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lidarxdp-zcfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("z.json5");
-        std::fs::write(&f, r#"{ mode: "client", connect: { endpoints: ["tcp/10.0.0.1:7447"] } }"#)
-            .unwrap();
+        std::fs::write(
+            &f,
+            r#"{ mode: "client", connect: { endpoints: ["tcp/10.0.0.1:7447"] } }"#,
+        )
+        .unwrap();
         let from_file = SessionConfig {
             file: Some(f.clone()),
             overrides: vec![],
         };
-        assert_eq!(listen(&session_config(&from_file).unwrap()), r#"["tcp/localhost:0"]"#);
+        assert_eq!(
+            listen(&session_config(&from_file).unwrap()),
+            r#"["tcp/localhost:0"]"#
+        );
         std::fs::write(&f, r#"{ listen: { endpoints: ["tcp/0.0.0.0:7450"] } }"#).unwrap();
         assert_eq!(
             listen(&session_config(&from_file).unwrap()),
@@ -381,12 +391,8 @@ mod tests {
     /// split on `;` outside quotes and brackets.
     #[test]
     fn session_config_resolution_and_overrides() {
-        let r = SessionConfig::resolve(
-            Some(Path::new("/etc/a.json5")),
-            Some("/etc/b.json5"),
-            None,
-        )
-        .unwrap();
+        let r = SessionConfig::resolve(Some(Path::new("/etc/a.json5")), Some("/etc/b.json5"), None)
+            .unwrap();
         assert_eq!(r.file.as_deref(), Some(Path::new("/etc/a.json5")));
         let r = SessionConfig::resolve(None, Some("file:///etc/b.json5"), Some(" ")).unwrap();
         assert_eq!(r.file.as_deref(), Some(Path::new("/etc/b.json5")));
@@ -409,7 +415,10 @@ mod tests {
             ]
         );
         let e = SessionConfig::resolve(None, None, Some("mode")).unwrap_err();
-        assert!(e.starts_with("ZENOH_CONFIG_OVERRIDE: \"mode\" is not key=value"), "{e}");
+        assert!(
+            e.starts_with("ZENOH_CONFIG_OVERRIDE: \"mode\" is not key=value"),
+            "{e}"
+        );
         assert!(SessionConfig::resolve(None, None, Some("=1")).is_err());
     }
 
@@ -418,6 +427,9 @@ mod tests {
     fn a_refused_override_names_the_key() {
         let s = SessionConfig::resolve(None, None, Some("mode=42")).unwrap();
         let e = session_config(&s).unwrap_err().to_string();
-        assert!(e.starts_with("zenoh: ZENOH_CONFIG_OVERRIDE: mode=42: "), "{e}");
+        assert!(
+            e.starts_with("zenoh: ZENOH_CONFIG_OVERRIDE: mode=42: "),
+            "{e}"
+        );
     }
 }

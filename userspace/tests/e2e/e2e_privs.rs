@@ -349,7 +349,10 @@ fn dds_threads_hold_no_capability() {
     // Cyclone DDS names its threads: `gc` (garbage collection), `tev` (timed events), `recv`
     // (and `recvUC`/`recvMC` for the unicast and multicast sockets), `dq.builtins`, `lease`.
     for cyclone in ["gc", "tev", "dq.builtins"] {
-        assert!(names.contains(&cyclone), "no Cyclone thread {cyclone}: {names:?}");
+        assert!(
+            names.contains(&cyclone),
+            "no Cyclone thread {cyclone}: {names:?}"
+        );
     }
     for (name, caps) in &threads {
         assert_eq!(caps, &DROPPED, "thread {name}");

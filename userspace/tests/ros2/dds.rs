@@ -59,7 +59,8 @@ fn checkers() -> &'static Checkers {
     static C: OnceLock<Checkers> = OnceLock::new();
     C.get_or_init(|| {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ros2");
-        let out = std::env::temp_dir().join(format!("lidarxdp-dds-checkers-{}", std::process::id()));
+        let out =
+            std::env::temp_dir().join(format!("lidarxdp-dds-checkers-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         std::fs::create_dir_all(&out).expect("create checker folder");
         let fastdds = out.join("dds_sub_fastdds");
@@ -175,7 +176,11 @@ fn assert_dds_messages(
     tcp: &[ReceivedFrame],
     (t0, t1): (u64, u64),
 ) {
-    assert_eq!(msgs.len(), offline.len(), "{who}: messages vs offline frames");
+    assert_eq!(
+        msgs.len(),
+        offline.len(),
+        "{who}: messages vs offline frames"
+    );
     let mut last = 0;
     for (i, ((m, off), (h, _))) in msgs.iter().zip(offline).zip(tcp).enumerate() {
         assert_eq!(m.key, TOPIC, "{who}: message {i} topic");
@@ -200,8 +205,16 @@ fn assert_dds_counters(stats: &serde_json::Value, frames: u64, msgs: &[Msg], inc
         "dds published, dropped, errors: {stats}"
     );
     let bytes: u64 = msgs.iter().map(|m| m.payload_len as u64).sum();
-    assert_eq!(d("bytes"), bytes, "dds bytes vs the samples received: {stats}");
-    assert_eq!(d("incompatible_qos"), incompatible, "dds incompatible_qos: {stats}");
+    assert_eq!(
+        d("bytes"),
+        bytes,
+        "dds bytes vs the samples received: {stats}"
+    );
+    assert_eq!(
+        d("incompatible_qos"),
+        incompatible,
+        "dds incompatible_qos: {stats}"
+    );
 }
 
 /// What `dds_sub_cyclone --graph` saw: the daemon's participant, its publication and its
@@ -248,8 +261,18 @@ fn assert_graph(g: &serde_json::Value) {
     let p = pubs[0];
     assert_eq!(s(&p["type"]), TYPE, "{p}");
     assert_eq!(
-        (s(&p["reliability"]), s(&p["durability"]), s(&p["history"]), p["depth"].as_u64()),
-        ("best_effort".into(), "volatile".into(), "keep_last".into(), Some(5)),
+        (
+            s(&p["reliability"]),
+            s(&p["durability"]),
+            s(&p["history"]),
+            p["depth"].as_u64()
+        ),
+        (
+            "best_effort".into(),
+            "volatile".into(),
+            "keep_last".into(),
+            Some(5)
+        ),
         "SensorDataQoS: {p}"
     );
     assert_eq!(s(&p["user_data"]), TYPEHASH, "{p}");
@@ -294,7 +317,12 @@ fn dds_frames_reach_fast_dds_and_cyclone_dds_equal_offline() {
     let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
     assert_eq!(offline.len(), 4, "frames of the dual-return capture");
     checkers();
-    let daemon = Daemon::start(&net.host_ns, &net.host_if, 7711, &["--name", "vlp16", "--dds"]);
+    let daemon = Daemon::start(
+        &net.host_ns,
+        &net.host_if,
+        7711,
+        &["--name", "vlp16", "--dds"],
+    );
     let tcp = collect_frames(&net.host_ns, 7711);
     let sub = |which, name: &str, expect, reliable| {
         let out = scratch.path(name);
@@ -332,7 +360,13 @@ fn dds_frames_reach_fast_dds_and_cyclone_dds_equal_offline() {
     common::assert_frames_equal(&tcp, &offline);
     let fast_msgs = read_messages(&fast_out);
     assert_dds_messages("Fast DDS", &fast_msgs, &offline, &tcp, (t0, t1));
-    assert_dds_messages("Cyclone DDS", &read_messages(&cyc_out), &offline, &tcp, (t0, t1));
+    assert_dds_messages(
+        "Cyclone DDS",
+        &read_messages(&cyc_out),
+        &offline,
+        &tcp,
+        (t0, t1),
+    );
     for (who, rest) in [("Fast DDS", &fast_rest), ("Cyclone DDS", &cyc_rest)] {
         let s = summary(who, rest);
         assert_eq!((s.received, s.incompatible_qos), (4, 0), "{who}: {rest}");
@@ -433,7 +467,11 @@ fn a_stopped_dds_subscriber_costs_tcp_zenoh_and_capture_nothing() {
     drop(stopped);
 
     common::assert_no_xsk_loss(&stats);
-    assert_eq!(get(&stats, &["capture", "sensor_datagrams"]), 603, "{stats}");
+    assert_eq!(
+        get(&stats, &["capture", "sensor_datagrams"]),
+        603,
+        "{stats}"
+    );
     assert_eq!(get(&stats, &["capture", "frames_out"]), 4, "{stats}");
     common::assert_frames_equal(&tcp, &offline);
     let zmsgs = read_messages(&zout);
@@ -444,5 +482,9 @@ fn a_stopped_dds_subscriber_costs_tcp_zenoh_and_capture_nothing() {
     assert_dds_counters(&stats, 4, &cmsgs, 0);
     assert_eq!(get(&stats, &["zenoh", "published"]), 4, "{stats}");
     assert_eq!(get(&stats, &["zenoh", "dropped"]), 0, "{stats}");
-    assert_eq!(get(&stats, &["publisher", "frames_dropped_queue_full"]), 0, "{stats}");
+    assert_eq!(
+        get(&stats, &["publisher", "frames_dropped_queue_full"]),
+        0,
+        "{stats}"
+    );
 }

@@ -507,10 +507,7 @@ pub fn assert_pointcloud2_equal(i: usize, m: &Msg, off: &Frame, start_ns: u64, f
         "message {i} nanosec {}",
         m.nanosec
     );
-    assert_eq!(
-        stamp, start_ns,
-        "message {i} stamp vs the frame start time"
-    );
+    assert_eq!(stamp, start_ns, "message {i} stamp vs the frame start time");
     assert_eq!(
         stamp % HOUR_NS,
         off.header.start_ns % HOUR_NS,

@@ -167,7 +167,12 @@ fn default_zenoh_session_listens_on_loopback_only() {
         return;
     }
     let net = NetnsPair::new("zl");
-    let daemon = Daemon::start(&net.host_ns, &net.host_if, 7703, &["--zenoh", "--zenoh-shm-mb", "0"]);
+    let daemon = Daemon::start(
+        &net.host_ns,
+        &net.host_if,
+        7703,
+        &["--zenoh", "--zenoh-shm-mb", "0"],
+    );
     let pid = daemon.child.id();
     let out = common::exec_in(&net.host_ns)
         .args(["ss", "-Hltnp"])
@@ -179,7 +184,10 @@ fn default_zenoh_session_listens_on_loopback_only() {
         .lines()
         .filter(|l| l.contains(&format!("pid={pid},")))
         .collect();
-    assert!(mine.len() >= 2, "publisher and zenoh listeners of pid {pid}: {out}");
+    assert!(
+        mine.len() >= 2,
+        "publisher and zenoh listeners of pid {pid}: {out}"
+    );
     for l in &mine {
         let local = l.split_whitespace().nth(3).unwrap_or_default();
         assert!(
