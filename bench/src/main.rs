@@ -3,7 +3,9 @@
 //! * `publish`: frames of a given size at a given rate to N subscribers on loopback, through
 //!   the lidarxdp publisher (io_uring, shared buffers, batched SendMsg) and through a baseline
 //!   that copies each frame into a `Vec` and writes it with one blocking `write()` per
-//!   subscriber (issue 5). Reports delivered MB/s and per-subscriber latency.
+//!   subscriber (issue 5), and through the zenoh, iceoryx2 and DDS sinks to subscriber
+//!   processes (issues 13, 22). Reports delivered MB/s, per-subscriber latency, drops and CPU
+//!   per frame.
 //! * `gen`, `collect`, `suite` (issue 4): the AF_XDP path against socket baselines. `gen` is a
 //!   paced sendmmsg(2) load generator looping a capture, `collect` records the frames K
 //!   subscribers receive, `suite` runs both around the daemon in its own namespaces for every

@@ -34,7 +34,9 @@ pub struct Args {
     /// Which implementations, comma-separated: `publisher` (TCP), `baseline` (copy + write),
     /// `zenoh-shm` (the zenoh sink writing into its shared-memory pool, subscribers reading in
     /// place), `zenoh` (the zenoh sink from the heap, over loopback TCP), `iox2` (an iceoryx2
-    /// sink, subscriber processes reading in place).
+    /// sink, subscriber processes reading in place), `dds` (the DDS sink, Cyclone DDS 11, to
+    /// subscriber processes on Debian's Cyclone DDS 0.10 over loopback UDP), `dds-fastdds` (the
+    /// same to subscriber processes on Debian's Fast DDS 2.9).
     #[arg(
         long,
         value_delimiter = ',',
@@ -61,6 +63,12 @@ pub(crate) struct SubResult {
 }
 
 struct Row {
+    /// CPU time of this process (publisher, sink and producer threads; in-process readers for
+    /// `publisher` and `baseline`) per frame sent, µs.
+    self_cpu_us: f64,
+    /// CPU time of the subscriber processes per frame sent and subscriber, µs (0 when the
+    /// subscribers are threads of this process).
+    sub_cpu_us: f64,
     imp: String,
     frame_mb: f64,
     hz: f64,
@@ -92,6 +100,20 @@ fn memcpy_gbps() -> f64 {
         best = best.min(t.elapsed().as_secs_f64());
     }
     n as f64 / best / 1e9
+}
+
+/// CPU time (user + system) of this process and of its waited-for children, µs
+/// (getrusage(2) `RUSAGE_SELF`, `RUSAGE_CHILDREN`).
+fn cpu_us() -> (f64, f64) {
+    let get = |who| {
+        // SAFETY: all-zero is a valid `rusage` (plain integers), which getrusage overwrites.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `r` is a valid out-pointer; `who` is RUSAGE_SELF or RUSAGE_CHILDREN.
+        unsafe { libc::getrusage(who, &mut r) };
+        let tv = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+        tv(r.ru_utime) + tv(r.ru_stime)
+    };
+    (get(libc::RUSAGE_SELF), get(libc::RUSAGE_CHILDREN))
 }
 
 fn load_avg() -> String {
@@ -447,6 +469,146 @@ fn run_zenoh(
     Ok((sent, res))
 }
 
+/// The DDS sink (Cyclone DDS 11 through cyclors, as `lidarxdp run --dds` runs it) on a domain
+/// of its own with `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST` rules (loopback only, no
+/// multicast), and `subs` subscriber processes: the tests' independent subscribers
+/// ([`lidarxdp_testkit::build_dds_checkers`], `--localhost --no-data`), on Debian's Cyclone DDS
+/// 0.10 or (`fastdds`) Fast DDS 2.9, each taking every sample with a best-effort reader.
+/// Latency: the subscriber's take time minus `header.stamp`, the hand-over time [`produce`]
+/// stamps (the sink's serialisation, Cyclone's copy and fragmentation, the loopback UDP and the
+/// subscriber's reassembly and decoding all counted). Drops: frames sent that a subscriber did
+/// not get.
+fn run_dds(
+    points: usize,
+    hz: f64,
+    subs: usize,
+    secs: f64,
+    exe: &std::path::Path,
+) -> Result<(u64, Vec<SubResult>)> {
+    use lidarxdp::ros2_dds::{DdsSettings, DdsSink, Discovery, DiscoveryRange};
+    use lidarxdp::ros2_zenoh::TopicPlan;
+    use std::io::BufRead;
+    // A domain of its own (100..=199), so no other participant on the host matches.
+    let domain = 100 + std::process::id() % 100;
+    let (sink, handle) = DdsSink::start(&DdsSettings {
+        config_file: None,
+        cyclonedds_uri: None,
+        domain_id: domain,
+        distro: lidarxdp_core::ros2::Distro::Jazzy,
+        discovery: Discovery {
+            range: DiscoveryRange::Localhost,
+            static_peers: Vec::new(),
+        },
+        queue: lidarxdp::ros2_dds::SINK_QUEUE,
+        topics: vec![TopicPlan {
+            sensor_id: 0,
+            topic: "/bench/points".into(),
+            frame_id: "bench".into(),
+        }],
+    })?;
+    let (p, sender) = Publisher::spawn_on(
+        TcpListener::bind("127.0.0.1:0")?,
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse()?,
+            frame_queue: 4,
+            ..PublisherConfig::default()
+        },
+        Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
+        vec![Box::new(sink)],
+    )?;
+    let dir = std::env::temp_dir();
+    let mut children = Vec::new();
+    for i in 0..subs {
+        let out = dir.join(format!("lidarxdp-bench-{}-dds{i}", std::process::id()));
+        let mut child = std::process::Command::new(exe)
+            .args([
+                "--topic",
+                "rt/bench/points",
+                "--domain",
+                &domain.to_string(),
+            ])
+            .args([
+                "--localhost",
+                "--no-data",
+                "--timeout-s",
+                &(secs + 60.0).to_string(),
+            ])
+            .arg("--out")
+            .arg(&out)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start {}", exe.display()))?;
+        let mut lines = std::io::BufReader::new(child.stdout.take().context("stdout")?).lines();
+        // "ready": its reader matched the sink's writer.
+        match lines.next() {
+            Some(Ok(l)) if l.trim() == "ready" => {}
+            other => anyhow::bail!("DDS subscriber {i} not ready: {other:?}"),
+        }
+        children.push((child, lines, out));
+    }
+    // A reader that matched the writer is not yet matched by the writer (discovery runs both
+    // ways): wait until the sink's writer counts every subscriber (its gauge is read every
+    // second), so the first frame is not lost to discovery.
+    let t = Instant::now();
+    while handle.counters().subscribers < subs as u64 {
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(10),
+            "the DDS writer matched {} of {subs} subscribers",
+            handle.counters().subscribers
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = produce(
+        points,
+        hz,
+        secs,
+        || sender.recycled_buffer().unwrap_or_default(),
+        || sender.queued() == 0 && p.counters().frames_alive < 4,
+        |f| sender.send(f),
+    );
+    let c = p.shutdown()?;
+    let mut res = Vec::new();
+    for (mut child, lines, out) in children {
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(b"stop\n");
+        }
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let st = child.wait()?;
+        anyhow::ensure!(st.success(), "DDS subscriber: {st} {rest:?}");
+        let mut jsonl = out.clone().into_os_string();
+        jsonl.push(".jsonl");
+        let mut lat_us = Vec::new();
+        for l in std::fs::read_to_string(&jsonl)?.lines() {
+            let v: serde_json::Value = serde_json::from_str(l)?;
+            let stamp =
+                v["sec"].as_i64().unwrap_or(0) * 1_000_000_000 + v["nanosec"].as_i64().unwrap_or(0);
+            lat_us.push((v["recv_ns"].as_i64().unwrap_or(0) - stamp) as f64 / 1e3);
+        }
+        let frames = lat_us.len() as u64;
+        if std::env::var_os("LIDARXDP_BENCH_DEBUG").is_some() {
+            eprintln!("  dds subscriber latencies (µs, in arrival order): {lat_us:?}");
+        }
+        res.push(SubResult {
+            frames,
+            bytes: frames * (points * POINT_SIZE) as u64,
+            gaps: sent.saturating_sub(frames),
+            lat_us,
+            pct_us: None,
+        });
+        let _ = std::fs::remove_file(&jsonl);
+        let mut bin = out.into_os_string();
+        bin.push(".bin");
+        let _ = std::fs::remove_file(bin);
+    }
+    eprintln!(
+        "  dds counters: {:?}; publisher frames_in {}",
+        handle.counters(),
+        c.frames_in
+    );
+    Ok((sent, res))
+}
+
 pub fn run(a: Args) -> Result<()> {
     let daemon = match &a.daemon {
         Some(p) => p.clone(),
@@ -461,6 +623,13 @@ pub fn run(a: Args) -> Result<()> {
             daemon.display()
         );
     }
+    // The DDS implementations' subscriber processes, compiled once.
+    let checkers = if a.imp.iter().any(|i| i.starts_with("dds")) {
+        let out = std::env::temp_dir().join(format!("lidarxdp-bench-dds-{}", std::process::id()));
+        Some(lidarxdp_testkit::build_dds_checkers(&out).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
     let mem = memcpy_gbps();
     println!(
         "memcpy bandwidth (single thread, 64 MB): {mem:.2} GB/s; load average before: {}; {} CPUs",
@@ -469,9 +638,9 @@ pub fn run(a: Args) -> Result<()> {
     );
     println!();
     println!(
-        "| impl | frame MB | Hz | subs (+stalled) | frames sent | delivered MB/s (sum) | min per-sub frames | drops (sum) | p50 µs (worst sub) | p99 µs (worst sub) | max µs (worst sub) | agg / memcpy |"
+        "| impl | frame MB | Hz | subs (+stalled) | frames sent | delivered MB/s (sum) | min per-sub frames | drops (sum) | p50 µs (worst sub) | p99 µs (worst sub) | max µs (worst sub) | agg / memcpy | CPU µs/frame: publishing process | CPU µs/frame/sub: subscriber processes |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut json = match &a.json {
         Some(p) => Some(std::fs::File::create(p)?),
         None => None,
@@ -481,15 +650,30 @@ pub fn run(a: Args) -> Result<()> {
         for &hz in &a.hz {
             for &subs in &a.subs {
                 for imp in &a.imp {
+                    let cpu0 = cpu_us();
+                    let checker = |fastdds: bool| {
+                        let c = checkers.as_ref().context("DDS subscribers not built")?;
+                        anyhow::Ok(if fastdds {
+                            c.fastdds.clone()
+                        } else {
+                            c.cyclone.clone()
+                        })
+                    };
                     let (sent, per_sub) = match imp.as_str() {
                         "publisher" => run_publisher(points, hz, subs, a.stalled, a.seconds)?,
                         "baseline" => run_baseline(points, hz, subs, a.stalled, a.seconds)?,
                         "zenoh-shm" => run_zenoh(points, hz, subs, a.seconds, true, &daemon)?,
                         "zenoh" => run_zenoh(points, hz, subs, a.seconds, false, &daemon)?,
                         "iox2" => crate::iox2::run(points, hz, subs, a.seconds)?,
+                        "dds" => run_dds(points, hz, subs, a.seconds, &checker(false)?)?,
+                        "dds-fastdds" => run_dds(points, hz, subs, a.seconds, &checker(true)?)?,
                         other => anyhow::bail!("unknown --imp {other}"),
                     };
+                    let cpu1 = cpu_us();
+                    let frames = sent.max(1) as f64;
                     let row = Row {
+                        self_cpu_us: (cpu1.0 - cpu0.0) / frames,
+                        sub_cpu_us: (cpu1.1 - cpu0.1) / frames / subs.max(1) as f64,
                         imp: imp.clone(),
                         frame_mb: mb,
                         hz,
@@ -530,7 +714,7 @@ fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result
         }));
     }
     println!(
-        "| {} | {} | {} | {}{} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {:.3} |",
+        "| {} | {} | {} | {}{} | {} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {:.3} | {:.0} | {:.0} |",
         r.imp,
         r.frame_mb,
         if r.hz > 0.0 {
@@ -551,7 +735,9 @@ fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result
         worst.0,
         worst.1,
         worst.2,
-        mbps / 1e3 / mem_gbps
+        mbps / 1e3 / mem_gbps,
+        r.self_cpu_us,
+        r.sub_cpu_us
     );
     if let Some(f) = json {
         writeln!(
@@ -561,6 +747,7 @@ fn print_row(r: &Row, mem_gbps: f64, json: Option<&mut std::fs::File>) -> Result
                 "impl": r.imp, "frame_mb": r.frame_mb, "hz": r.hz, "subs": r.subs, "stalled": r.stalled,
                 "frames_sent": r.sent, "seconds": r.secs, "delivered_mb_per_s": mbps,
                 "memcpy_gb_per_s": mem_gbps, "subscribers": subs_json,
+                "self_cpu_us_per_frame": r.self_cpu_us, "sub_cpu_us_per_frame": r.sub_cpu_us,
             })
         )?;
     }

@@ -11,6 +11,7 @@
 //! - [`data`]: the shared captures (`../shared/data` beside the repository), [`privileged`],
 //!   [`Staging`] (world-readable copies for tests that run the daemon as `nobody`),
 //!   [`content_file`];
+//! - [`build_dds_checkers`]: the independent Fast DDS and Cyclone DDS subscribers, compiled;
 //! - kernel counters of a namespace: [`udp_counters`] (`/proc/net/snmp` Udp) and
 //!   [`link_drops`] (`ip -s -j link` stats64).
 //!
@@ -19,6 +20,7 @@
 //! Tests create only their own namespaces and send traffic only inside them or to loopback.
 
 mod daemon;
+mod dds;
 #[cfg(feature = "frames")]
 mod frames;
 mod kstats;
@@ -30,6 +32,7 @@ pub use daemon::{
     Daemon, NotifySocket, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, wait, wait_ready,
     xdp_attached,
 };
+pub use dds::{DdsCheckers, build_dds_checkers, dds_checker_sources};
 #[cfg(feature = "frames")]
 pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames};
 pub use kstats::{

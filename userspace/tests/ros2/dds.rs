@@ -9,8 +9,7 @@
 //! rmw_fastrtps_cpp and rmw_dds_common (docs/deploy.md, "ROS 2 over DDS"), not built with
 //! lidarxdp's code.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -34,69 +33,15 @@ const TYPE: &str = "sensor_msgs::msg::dds_::PointCloud2_";
 const TYPEHASH: &str =
     "typehash=RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5;";
 
-/// The two compiled subscribers.
-struct Checkers {
-    fastdds: PathBuf,
-    cyclone: PathBuf,
-}
-
-fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Compiles both subscribers (once per process) into a folder of the temporary directory,
-/// with the commands their headers give; the two compilers run in parallel.
-fn checkers() -> &'static Checkers {
-    static C: OnceLock<Checkers> = OnceLock::new();
+/// Compiles both subscribers (once per process) into a folder of the temporary directory
+/// ([`common::build_dds_checkers`]).
+fn checkers() -> &'static common::DdsCheckers {
+    static C: OnceLock<common::DdsCheckers> = OnceLock::new();
     C.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ros2");
         let out =
             std::env::temp_dir().join(format!("lidarxdp-dds-checkers-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
-        std::fs::create_dir_all(&out).expect("create checker folder");
-        let fastdds = out.join("dds_sub_fastdds");
-        let cyclone = out.join("dds_sub_cyclone");
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                run_ok(
-                    Command::new("c++")
-                        .args(["-std=c++17", "-O2", "-o"])
-                        .arg(&fastdds)
-                        .arg(src.join("dds_sub_fastdds.cpp"))
-                        .args(["-lfastrtps", "-lfastcdr"]),
-                    "compile dds_sub_fastdds.cpp (Debian libfastrtps-dev)",
-                )
-            });
-            run_ok(
-                Command::new("idlc")
-                    .arg("-o")
-                    .arg(&out)
-                    .arg("PointCloud2.idl")
-                    .current_dir(&src),
-                "idlc PointCloud2.idl (Debian cyclonedds-tools)",
-            );
-            run_ok(
-                Command::new("cc")
-                    .args(["-O2", "-o"])
-                    .arg(&cyclone)
-                    .arg(src.join("dds_sub_cyclone.c"))
-                    .arg(out.join("PointCloud2.c"))
-                    .arg("-I")
-                    .arg(&out)
-                    .arg("-lddsc"),
-                "compile dds_sub_cyclone.c (Debian cyclonedds-dev)",
-            );
-        });
-        Checkers { fastdds, cyclone }
+        common::build_dds_checkers(&out).unwrap_or_else(|e| panic!("{e}"))
     })
 }
 

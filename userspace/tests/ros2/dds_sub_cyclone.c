@@ -13,7 +13,7 @@
  *
  * Usage:
  *   dds_sub_cyclone --topic NAME --out PREFIX [--domain N] [--expect N] [--reliable]
- *                   [--localhost] [--timeout-s S]
+ *                   [--localhost] [--timeout-s S] [--no-data]
  *   dds_sub_cyclone --graph [--wait-node NAME] [--wait-topic NAME] [--domain N]
  *                   [--localhost] [--timeout-s S]
  *
@@ -25,7 +25,9 @@
  *    "frame_id":STR,"height":H,"width":W,"fields":[[NAME,OFFSET,DATATYPE,COUNT],...],
  *    "is_bigendian":B,"point_step":N,"row_step":N,"is_dense":B,"data_offset":N,
  *    "data_len":N,"attachment":null,"seq":null,"time_ns":null,"gid_len":null,"gid":null,
- *    "source_timestamp_ns":T}
+ *    "source_timestamp_ns":T,"recv_ns":R}
+ * R is when the sample was taken (CLOCK_REALTIME, ns), for latency measurements; with
+ * --no-data nothing is written to PREFIX.bin (data_offset stays 0: benchmarks of large frames).
  * `payload_len` and `cdr_header` come from the received serialized sample itself: samples are
  * taken with dds_takecdr, `payload_len` is ddsi_serdata_size (the received size, 4-byte
  * encapsulation header and any end padding included), `cdr_header` is its first 4 bytes from
@@ -232,6 +234,7 @@ struct options {
   long long expect;       /* --expect: messages to wait for, -1 for "until stop/EOF" */
   bool reliable;          /* --reliable: RELIABLE reader instead of BEST_EFFORT */
   bool localhost;         /* --localhost: loopback only, unicast discovery */
+  bool no_data;           /* --no-data: do not write PREFIX.bin (benchmarks of large frames) */
   double timeout_s;       /* --timeout-s */
   bool graph;             /* --graph mode */
   const char *wait_node;  /* --wait-node (graph mode) */
@@ -244,7 +247,7 @@ static void usage (const char *msg)
     fprintf (stderr, PROG ": %s\n", msg);
   fprintf (stderr,
            "usage: " PROG " --topic NAME --out PREFIX [--domain N] [--expect N] [--reliable]\n"
-           "                       [--localhost] [--timeout-s S]\n"
+           "                       [--localhost] [--timeout-s S] [--no-data]\n"
            "       " PROG " --graph [--wait-node NAME] [--wait-topic NAME] [--domain N]\n"
            "                       [--localhost] [--timeout-s S]\n");
   exit (2);
@@ -316,6 +319,8 @@ static void parse_args (int argc, char **argv, struct options *o)
       o->reliable = true;
     else if (!strcmp (a, "--localhost"))
       o->localhost = true;
+    else if (!strcmp (a, "--no-data"))
+      o->no_data = true;
     else if (!strcmp (a, "--graph"))
       o->graph = true;
     else if (!strcmp (a, "-h") || !strcmp (a, "--help"))
@@ -406,6 +411,10 @@ static FILE *open_out (const char *prefix, const char *ext)
 /* Decodes one received sample and records it in PREFIX.jsonl / PREFIX.bin. */
 static void record_sample (struct sub_state *st, const struct ddsi_serdata *sd, const dds_sample_info_t *si)
 {
+  /* When the sample was taken (CLOCK_REALTIME, ns): `recv_ns`, for latency measurements. */
+  struct timespec rx;
+  clock_gettime (CLOCK_REALTIME, &rx);
+  const int64_t recv_ns = (int64_t) rx.tv_sec * 1000000000 + rx.tv_nsec;
   /* The serialized size as received: encapsulation header + CDR body (+ end padding). */
   const uint32_t payload_len = ddsi_serdata_size (sd);
   uint8_t hdr[4] = { 0, 0, 0, 0 };
@@ -421,7 +430,7 @@ static void record_sample (struct sub_state *st, const struct ddsi_serdata *sd, 
     fail ("sample %" PRIu64 ": cannot decode it as sensor_msgs::msg::dds_::PointCloud2_", st->received);
 
   const uint32_t data_len = msg.data._length;
-  if (data_len > 0 && fwrite (msg.data._buffer, 1, data_len, st->bin) != data_len)
+  if (!st->o->no_data && data_len > 0 && fwrite (msg.data._buffer, 1, data_len, st->bin) != data_len)
     fail ("writing %s.bin: %s", st->o->out, strerror (errno));
 
   FILE *f = st->jsonl;
@@ -443,13 +452,15 @@ static void record_sample (struct sub_state *st, const struct ddsi_serdata *sd, 
   fprintf (f, "],\"is_bigendian\":%s,\"point_step\":%" PRIu32 ",\"row_step\":%" PRIu32
            ",\"is_dense\":%s,\"data_offset\":%" PRIu64 ",\"data_len\":%" PRIu32
            ",\"attachment\":null,\"seq\":null,\"time_ns\":null,\"gid_len\":null,\"gid\":null"
-           ",\"source_timestamp_ns\":%" PRId64 "}\n",
+           ",\"source_timestamp_ns\":%" PRId64 ",\"recv_ns\":%" PRId64 "}\n",
            msg.is_bigendian ? "true" : "false", msg.point_step, msg.row_step,
-           msg.is_dense ? "true" : "false", st->bin_offset, data_len, (int64_t) si->source_timestamp);
+           msg.is_dense ? "true" : "false", st->bin_offset, data_len, (int64_t) si->source_timestamp,
+           recv_ns);
   if (fflush (st->bin) != 0 || fflush (f) != 0 || ferror (f))
     fail ("writing %s.jsonl / .bin: %s", st->o->out, strerror (errno));
 
-  st->bin_offset += data_len;
+  if (!st->o->no_data)
+    st->bin_offset += data_len;
   st->received++;
   st->last_rx = now_s ();
   dds_sample_free (&msg, &sensor_msgs_msg_dds__PointCloud2__desc, DDS_FREE_CONTENTS);

@@ -13,7 +13,7 @@
 //
 // Usage:
 //   dds_sub_fastdds --topic NAME --out PREFIX [--domain N] [--expect N] [--reliable]
-//                   [--localhost] [--timeout-s S]
+//                   [--localhost] [--timeout-s S] [--no-data]
 //
 // It reads sensor_msgs::msg::dds_::PointCloud2_ samples from the DDS topic NAME (e.g.
 // rt/lidar/vlp16/points) with a BEST_EFFORT (or, with --reliable, RELIABLE), VOLATILE,
@@ -23,7 +23,9 @@
 //    "frame_id":STR,"height":H,"width":W,"fields":[[NAME,OFFSET,DATATYPE,COUNT],...],
 //    "is_bigendian":B,"point_step":N,"row_step":N,"is_dense":B,"data_offset":N,
 //    "data_len":N,"attachment":null,"seq":null,"time_ns":null,"gid_len":null,"gid":null,
-//    "source_timestamp_ns":T}
+//    "source_timestamp_ns":T,"recv_ns":R}
+// R is when the sample was taken (CLOCK_REALTIME, ns), for latency measurements; with
+// --no-data nothing is written to PREFIX.bin (data_offset stays 0: benchmarks of large frames).
 // `payload_len` is the length of the received serialized payload (4-byte encapsulation header
 // and any end padding included) and `cdr_header` its first 4 bytes, both as Fast DDS handed
 // them to the type's deserialize().
@@ -63,6 +65,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <memory>
 #include <string>
@@ -403,6 +406,7 @@ struct Options
     long long expect = -1;  // -1: until "stop" / EOF on stdin
     bool reliable = false;
     bool localhost = false;
+    bool no_data = false;  // --no-data: do not write PREFIX.bin (benchmarks of large frames)
     double timeout_s = 60.0;
 };
 
@@ -412,7 +416,7 @@ struct Options
         std::fprintf(stderr, "%s: %s\n", PROG, msg);
     std::fprintf(stderr,
             "usage: %s --topic NAME --out PREFIX [--domain N] [--expect N] [--reliable]\n"
-            "                       [--localhost] [--timeout-s S]\n", PROG);
+            "                       [--localhost] [--timeout-s S] [--no-data]\n", PROG);
     std::exit(2);
 }
 
@@ -477,6 +481,8 @@ static Options parse_args(int argc, char** argv)
             o.reliable = true;
         else if (a == "--localhost")
             o.localhost = true;
+        else if (a == "--no-data")
+            o.no_data = true;
         else if (a == "-h" || a == "--help")
             usage(nullptr);
         else
@@ -653,7 +659,11 @@ int main(int argc, char** argv)
         {
             if (!info.valid_data)
                 continue;
-            if (!msg.data.empty() && std::fwrite(msg.data.data(), 1, msg.data.size(), bin) != msg.data.size())
+            // When the sample was taken (CLOCK_REALTIME, ns): `recv_ns`, for latency.
+            timespec rx;
+            clock_gettime(CLOCK_REALTIME, &rx);
+            const int64_t recv_ns = int64_t(rx.tv_sec) * 1000000000 + rx.tv_nsec;
+            if (!o.no_data && !msg.data.empty() && std::fwrite(msg.data.data(), 1, msg.data.size(), bin) != msg.data.size())
                 fail("writing %s.bin: %s", o.out.c_str(), std::strerror(errno));
             char hdr[9];
             std::snprintf(hdr, sizeof(hdr), "%02x%02x%02x%02x", msg.cdr_header[0], msg.cdr_header[1],
@@ -687,11 +697,13 @@ int main(int argc, char** argv)
             line += ",\"data_len\":"; json_u(line, msg.data.size());
             line += ",\"attachment\":null,\"seq\":null,\"time_ns\":null,\"gid_len\":null,\"gid\":null";
             line += ",\"source_timestamp_ns\":"; json_i(line, info.source_timestamp.to_ns());
+            line += ",\"recv_ns\":"; json_i(line, recv_ns);
             line += "}\n";
             if (std::fwrite(line.data(), 1, line.size(), jsonl) != line.size() ||
                     std::fflush(jsonl) != 0 || std::fflush(bin) != 0)
                 fail("writing %s.jsonl / .bin: %s", o.out.c_str(), std::strerror(errno));
-            bin_offset += msg.data.size();
+            if (!o.no_data)
+                bin_offset += msg.data.size();
             received++;
             last_rx = now_s();
         }
