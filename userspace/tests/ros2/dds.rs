@@ -248,8 +248,10 @@ fn assert_graph(g: &serde_json::Value) {
 }
 
 /// Default discovery (`ROS_AUTOMATIC_DISCOVERY_RANGE` unset = SUBNET: multicast on the
-/// namespace's veth): a Fast DDS and a Cyclone DDS subscriber each get every frame of the
-/// replayed capture equal, point for point, to offline decoding; the graph is rmw's; and a
+/// namespace's veth): a Fast DDS subscriber in the other namespace, across the veth (a
+/// 1500-byte link: every 14,720-byte datagram arrives as IPv4 fragments), and a Cyclone DDS
+/// subscriber beside the daemon each get every frame of the replayed capture equal, point for
+/// point, to offline decoding; the graph is rmw's; and a
 /// third subscriber that asks for a reliable reader gets nothing and is counted by the daemon
 /// as one incompatible reader (and by itself as RELIABILITY).
 #[test]
@@ -269,10 +271,10 @@ fn dds_frames_reach_fast_dds_and_cyclone_dds_equal_offline() {
         &["--name", "vlp16", "--dds"],
     );
     let tcp = collect_frames(&net.host_ns, 7711);
-    let sub = |which, name: &str, expect, reliable| {
+    let sub = |ns: &str, which, name: &str, expect, reliable| {
         let out = scratch.path(name);
         let p = subscribe(
-            &net.host_ns,
+            ns,
             &Sub {
                 which,
                 out: &out,
@@ -283,9 +285,10 @@ fn dds_frames_reach_fast_dds_and_cyclone_dds_equal_offline() {
         );
         (p, out)
     };
-    let (fast, fast_out) = sub(Impl::FastDds, "fastdds", Some(offline.len()), false);
-    let (cyc, cyc_out) = sub(Impl::Cyclone, "cyclone", Some(offline.len()), false);
-    let (rel, _) = sub(Impl::Cyclone, "reliable", None, true);
+    let n = Some(offline.len());
+    let (fast, fast_out) = sub(&net.sensor_ns, Impl::FastDds, "fastdds", n, false);
+    let (cyc, cyc_out) = sub(&net.host_ns, Impl::Cyclone, "cyclone", n, false);
+    let (rel, _) = sub(&net.host_ns, Impl::Cyclone, "reliable", None, true);
     assert_graph(&graph(&net.host_ns, false));
 
     let t0 = now_ns();
