@@ -562,6 +562,15 @@ pub mod dds {
     pub const PARTICIPANT_ENTITIES_INFO_TYPE_NAME: &str =
         "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_";
 
+    /// The RIHS01 type hash of `rmw_dds_common/msg/ParticipantEntitiesInfo` on Jazzy (REP 2011
+    /// "Type description distribution": SHA-256 of the type description JSON with its
+    /// referenced types `rmw_dds_common/msg/Gid` (`uint8[16] data`, msg `char` being `uint8`)
+    /// and `NodeEntitiesInfo` (`string<=256`, two `Gid[]`), as `rosidl_generator_type_description`
+    /// serialises it; the same computation gives [`super::POINTCLOUD2_TYPE_HASH_RIHS01`] for
+    /// `PointCloud2`, and zenoh's ROS 2/DDS bridge announces this value).
+    pub const PARTICIPANT_ENTITIES_INFO_TYPE_HASH_RIHS01: &str =
+        "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e";
+
     /// Longest node name and namespace `NodeEntitiesInfo` carries (`string<=256`).
     pub const MAX_NODE_NAME: usize = 256;
 

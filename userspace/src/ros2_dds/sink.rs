@@ -13,7 +13,7 @@
 //! - **QoS** of the point cloud writers: ROS 2's SensorDataQoS (best effort, volatile, keep
 //!   last [`super::SENSOR_DATA_DEPTH`]), XCDR1, USER_DATA `typehash=RIHS01_…;` on Jazzy.
 //! - **Graph**: the participant carries `enclave=/;`; a `ros_discovery_info` writer (reliable,
-//!   transient local, keep last 1, as rmw's) publishes once, before the first frame, the
+//!   transient local, keep last 1, as rmw's; USER_DATA its type hash on Jazzy) publishes once, before the first frame, the
 //!   `ParticipantEntitiesInfo` naming node `/lidarxdp` and its writers' GUIDs, so `ros2 node
 //!   list` and `ros2 topic info -v` show them; late joiners get it from the writer's history.
 //! - **Incompatible QoS**: a reader that asks for more than the writers offer (for example
@@ -160,7 +160,10 @@ impl DdsSink {
                 reliability: Reliability::Reliable,
                 durability: Durability::TransientLocal,
                 depth: 1,
-                user_data: None,
+                user_data: dds::endpoint_user_data(
+                    settings.distro,
+                    dds::PARTICIPANT_ENTITIES_INFO_TYPE_HASH_RIHS01,
+                ),
             }),
         )?;
         let gid = participant.guid()?;

@@ -33,6 +33,11 @@ const TYPE: &str = "sensor_msgs::msg::dds_::PointCloud2_";
 const TYPEHASH: &str =
     "typehash=RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5;";
 
+/// The endpoint USER_DATA of the Jazzy `ros_discovery_info` writer (the RIHS01 hash of
+/// `rmw_dds_common/msg/ParticipantEntitiesInfo`).
+const GRAPH_TYPEHASH: &str =
+    "typehash=RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e;";
+
 /// Compiles both subscribers (once per process) into a folder of the temporary directory
 /// ([`common::build_dds_checkers`]).
 fn checkers() -> &'static common::DdsCheckers {
@@ -191,7 +196,8 @@ fn graph(ns: &str, localhost: bool) -> serde_json::Value {
 
 /// Asserts the ROS 2 graph as rmw_cyclonedds / rmw_fastrtps announce it: a participant with
 /// USER_DATA `enclave=/;`; a publication of [`TOPIC`] with type [`TYPE`], SensorDataQoS (best
-/// effort, volatile, keep last 5) and USER_DATA [`TYPEHASH`], of that participant; and a
+/// effort, volatile, keep last 5) and USER_DATA [`TYPEHASH`], of that participant; its
+/// `ros_discovery_info` writer (reliable, transient local, USER_DATA [`GRAPH_TYPEHASH`]); and a
 /// `ParticipantEntitiesInfo` whose GID is the participant's GUID, naming node `/lidarxdp` with
 /// no reader and that publication's GUID as its one writer.
 fn assert_graph(g: &serde_json::Value) {
@@ -229,6 +235,33 @@ fn assert_graph(g: &serde_json::Value) {
         .filter(|x| s(&x["guid"]) == ppant)
         .collect();
     assert_eq!(parts.len(), 1, "participant {ppant}: {g}");
+    let graph_pubs: Vec<&serde_json::Value> = g["publications"]
+        .as_array()
+        .expect("publications")
+        .iter()
+        .filter(|x| x["topic"] == "ros_discovery_info" && s(&x["participant_guid"]) == ppant)
+        .collect();
+    assert_eq!(
+        graph_pubs.len(),
+        1,
+        "ros_discovery_info writer of {ppant}: {g}"
+    );
+    let gp = graph_pubs[0];
+    assert_eq!(
+        (
+            s(&gp["type"]),
+            s(&gp["reliability"]),
+            s(&gp["durability"]),
+            s(&gp["user_data"])
+        ),
+        (
+            "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_".into(),
+            "reliable".into(),
+            "transient_local".into(),
+            GRAPH_TYPEHASH.into()
+        ),
+        "ros_discovery_info writer: {gp}"
+    );
     assert_eq!(s(&parts[0]["user_data"]), "enclave=/;", "{}", parts[0]);
     let infos: Vec<&serde_json::Value> = g["discovery_info"]
         .as_array()
