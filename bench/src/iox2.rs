@@ -35,10 +35,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use iceoryx2::prelude::*;
 use lidarxdp::capture::realtime_ns;
-use lidarxdp::publish::{BufferPool, FrameSink, Publisher, PublisherConfig, SharedFrame};
+use lidarxdp::publish::{FrameSink, SharedFrame};
 use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
 
-use crate::publish::{SubResult, produce};
+use crate::publish::{SubResult, produce_through, sink_publisher};
 
 /// Samples a subscriber buffers before the oldest is overwritten (safe overflow).
 pub const SUB_BUFFER: usize = 2;
@@ -337,16 +337,7 @@ pub(crate) fn run(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64
     let base = format!("lidarxdp-bench/{pid}/{}", RUN.fetch_add(1, Relaxed));
     eprintln!("  iox2 service {base}");
     let (sink, handle) = Iox2Sink::start(&base, points, subs)?;
-    let (p, sender) = Publisher::spawn_on(
-        std::net::TcpListener::bind("127.0.0.1:0")?,
-        PublisherConfig {
-            listen: "127.0.0.1:0".parse()?,
-            frame_queue: 4,
-            ..PublisherConfig::default()
-        },
-        Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
-        vec![Box::new(sink)],
-    )?;
+    let (p, sender) = sink_publisher(Box::new(sink))?;
     let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir();
     let mut children: super::publish::SubProcs = Vec::new();
@@ -377,15 +368,7 @@ pub(crate) fn run(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64
     {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    let sent = produce(
-        points,
-        hz,
-        secs,
-        || sender.recycled_buffer().unwrap_or_default(),
-        || sender.queued() == 0 && p.counters().frames_alive < 4,
-        |f| sender.send(f),
-    );
-    let c = p.shutdown()?;
+    let (sent, c) = produce_through(p, &sender, points, hz, secs)?;
     let mut res = Vec::new();
     let mut delivery = (0u64, 0u64, 0u64);
     let mut bad = 0;

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use lidarxdp::capture::realtime_ns;
-use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
+use lidarxdp::publish::{
+    BufferPool, FrameSender, FrameSink, Publisher, PublisherConfig, PublisherCounters,
+    PublisherHandle,
+};
 use lidarxdp_client::{ReceivedFrame, Subscriber};
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
@@ -192,6 +195,42 @@ pub(crate) fn produce(
         seq += 1;
     }
     seq
+}
+
+/// The lidarxdp `Publisher` of the sink benchmarks (zenoh, DDS, iceoryx2): `sink` its only
+/// sink, its TCP server on a free loopback port with no subscriber, an input queue of 4 frames
+/// and the default point-buffer pool.
+pub(crate) fn sink_publisher(sink: Box<dyn FrameSink>) -> Result<(PublisherHandle, FrameSender)> {
+    Ok(Publisher::spawn_on(
+        TcpListener::bind("127.0.0.1:0")?,
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse()?,
+            frame_queue: 4,
+            ..PublisherConfig::default()
+        },
+        Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
+        vec![sink],
+    )?)
+}
+
+/// [`produce`] through a [`sink_publisher`] (unpaced: while fewer than 4 frames are alive),
+/// then its shutdown: the frames sent and the publisher's final counters.
+pub(crate) fn produce_through(
+    p: PublisherHandle,
+    sender: &FrameSender,
+    points: usize,
+    hz: f64,
+    secs: f64,
+) -> Result<(u64, PublisherCounters)> {
+    let sent = produce(
+        points,
+        hz,
+        secs,
+        || sender.recycled_buffer().unwrap_or_default(),
+        || sender.queued() == 0 && p.counters().frames_alive < 4,
+        |f| sender.send(f),
+    );
+    Ok((sent, p.shutdown()?))
 }
 
 fn run_publisher(
@@ -387,16 +426,7 @@ fn run_zenoh(
         },
         pool,
     )?;
-    let (p, sender) = Publisher::spawn_on(
-        TcpListener::bind("127.0.0.1:0")?,
-        PublisherConfig {
-            listen: "127.0.0.1:0".parse()?,
-            frame_queue: 4,
-            ..PublisherConfig::default()
-        },
-        Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
-        vec![Box::new(sink)],
-    )?;
+    let (p, sender) = sink_publisher(Box::new(sink))?;
     // Subscribers are processes, as on a vehicle's host: `lidarxdp subscribe zenoh:/TOPIC`,
     // each reporting its frames, gaps and latency percentiles (`age`: receive time minus the
     // hand-over stamp) in its summary file.
@@ -426,15 +456,7 @@ fn run_zenoh(
     wait_ready_files(&mut children, "zenoh subscriber")?;
     // Discovery: the subscribers' interests reach the publisher's session.
     std::thread::sleep(Duration::from_millis(1500));
-    let sent = produce(
-        points,
-        hz,
-        secs,
-        || sender.recycled_buffer().unwrap_or_default(),
-        || sender.queued() == 0 && p.counters().frames_alive < 4,
-        |f| sender.send(f),
-    );
-    let c = p.shutdown()?;
+    let (sent, c) = produce_through(p, &sender, points, hz, secs)?;
     let mut res = Vec::new();
     for (mut child, summary, ready) in children {
         let st = child.wait()?;
@@ -506,16 +528,7 @@ fn run_dds(
             frame_id: "bench".into(),
         }],
     })?;
-    let (p, sender) = Publisher::spawn_on(
-        TcpListener::bind("127.0.0.1:0")?,
-        PublisherConfig {
-            listen: "127.0.0.1:0".parse()?,
-            frame_queue: 4,
-            ..PublisherConfig::default()
-        },
-        Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP)),
-        vec![Box::new(sink)],
-    )?;
+    let (p, sender) = sink_publisher(Box::new(sink))?;
     let dir = std::env::temp_dir();
     let mut children = Vec::new();
     for i in 0..subs {
@@ -559,15 +572,7 @@ fn run_dds(
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let sent = produce(
-        points,
-        hz,
-        secs,
-        || sender.recycled_buffer().unwrap_or_default(),
-        || sender.queued() == 0 && p.counters().frames_alive < 4,
-        |f| sender.send(f),
-    );
-    let c = p.shutdown()?;
+    let (sent, c) = produce_through(p, &sender, points, hz, secs)?;
     let mut res = Vec::new();
     for (mut child, lines, out) in children {
         if let Some(mut stdin) = child.stdin.take() {

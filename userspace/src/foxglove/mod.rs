@@ -55,7 +55,7 @@ use ::foxglove::{
 };
 use lidarxdp_core::ros2::POINTCLOUD2_SCHEMA;
 
-use crate::publish::{FrameSink, Offered, SharedFrame, SinkThread};
+use crate::publish::{FrameSink, SharedFrame, SinkThread};
 
 /// The Foxglove sink's counters: daemon-wide, no labels (`lidarxdp_foxglove_*`; stats JSON
 /// `foxglove`).
@@ -404,15 +404,8 @@ impl FrameSink for FoxgloveSink {
     }
 
     fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
-        match self.sink_thread.offer(frame) {
-            Offered::Queued => {}
-            Offered::Full => {
-                self.counters.dropped.fetch_add(1, Relaxed);
-            }
-            Offered::Closed => {
-                self.counters.errors.fetch_add(1, Relaxed);
-            }
-        }
+        self.sink_thread
+            .offer_counted(frame, &self.counters.dropped, &self.counters.errors);
     }
 }
 

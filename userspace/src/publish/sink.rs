@@ -141,6 +141,25 @@ impl SinkThread {
         }
     }
 
+    /// [`Self::offer`], counting a frame the queue had no room for in `dropped` and one the
+    /// ended thread can no longer take in `errors` (the sinks' `dropped` / `errors` counters).
+    pub fn offer_counted(
+        &self,
+        frame: &Arc<SharedFrame>,
+        dropped: &std::sync::atomic::AtomicU64,
+        errors: &std::sync::atomic::AtomicU64,
+    ) {
+        match self.offer(frame) {
+            Offered::Queued => {}
+            Offered::Full => {
+                dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Offered::Closed => {
+                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Ends the queue and waits until the thread has finished what was queued; logs a panic of
     /// the thread. Idempotent.
     pub fn close(&mut self) {

@@ -35,7 +35,7 @@ use super::cyclone::{
     Domain, Durability, Participant, Qos, Reliability, Writer, WriterQos, policy_name,
 };
 use super::{DdsError, DdsSettings, NODE_NAME, SENSOR_DATA_DEPTH};
-use crate::publish::{FrameSink, Offered, SharedFrame, SinkThread};
+use crate::publish::{FrameSink, SharedFrame, SinkThread};
 
 /// The DDS sink's counters: daemon-wide, no labels (`lidarxdp_dds_*`; stats JSON `dds`).
 pub const DDS_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
@@ -214,15 +214,8 @@ impl FrameSink for DdsSink {
     }
 
     fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
-        match self.thread.offer(frame) {
-            Offered::Queued => {}
-            Offered::Full => {
-                self.counters.dropped.fetch_add(1, Relaxed);
-            }
-            Offered::Closed => {
-                self.counters.errors.fetch_add(1, Relaxed);
-            }
-        }
+        self.thread
+            .offer_counted(frame, &self.counters.dropped, &self.counters.errors);
     }
 }
 

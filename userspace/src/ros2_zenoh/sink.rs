@@ -38,7 +38,7 @@ use zenoh::qos::{CongestionControl, Reliability};
 use zenoh::shm::GarbageCollect;
 
 use super::{NODE_NAME, ShmPool, ZenohError, ZenohSettings};
-use crate::publish::{FrameSink, Offered, SharedFrame, SinkThread};
+use crate::publish::{FrameSink, SharedFrame, SinkThread};
 
 /// The zenoh sink's counters: daemon-wide, no labels (`lidarxdp_zenoh_*`; stats JSON `zenoh`).
 pub const ZENOH_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
@@ -209,15 +209,8 @@ impl FrameSink for ZenohSink {
     }
 
     fn offer(&mut self, frame: &Arc<SharedFrame>, _now: Instant) {
-        match self.thread.offer(frame) {
-            Offered::Queued => {}
-            Offered::Full => {
-                self.counters.dropped.fetch_add(1, Relaxed);
-            }
-            Offered::Closed => {
-                self.counters.errors.fetch_add(1, Relaxed);
-            }
-        }
+        self.thread
+            .offer_counted(frame, &self.counters.dropped, &self.counters.errors);
     }
 }
 

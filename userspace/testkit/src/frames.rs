@@ -41,3 +41,22 @@ pub fn assert_frames_equal(live: &[ReceivedFrame], offline: &[Frame]) {
         );
     }
 }
+
+/// The PointCloud2 `data` of `points`, written field by field at the documented offsets
+/// (little-endian), independently of the struct's memory layout.
+pub fn point_bytes(points: &[PointXYZIRCAEDT]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(points.len() * 32);
+    for p in points {
+        out.extend_from_slice(&p.x.to_le_bytes());
+        out.extend_from_slice(&p.y.to_le_bytes());
+        out.extend_from_slice(&p.z.to_le_bytes());
+        out.push(p.intensity);
+        out.push(p.return_type);
+        out.extend_from_slice(&p.channel.to_le_bytes());
+        out.extend_from_slice(&p.azimuth.to_le_bytes());
+        out.extend_from_slice(&p.elevation.to_le_bytes());
+        out.extend_from_slice(&p.distance.to_le_bytes());
+        out.extend_from_slice(&p.time_stamp.to_le_bytes());
+    }
+    out
+}

@@ -34,7 +34,7 @@ pub use daemon::{
 };
 pub use dds::{DdsCheckers, build_dds_checkers, dds_checker_sources};
 #[cfg(feature = "frames")]
-pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames};
+pub use frames::{ReceivedFrame, assert_frames_equal, collect_frames, point_bytes};
 pub use kstats::{
     LinkDrops, UdpCounters, link_drops, parse_link_drops, parse_snmp_udp, udp_counters,
 };

@@ -15,11 +15,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{
-    self, Daemon, NetnsPair, ReceivedFrame, collect_frames, data, get, privileged, python_available,
+    self, Daemon, NetnsPair, ReceivedFrame, collect_frames, data, get, point_bytes, privileged,
+    python_available,
 };
 use lidarxdp::privs::CapState;
 use lidarxdp_core::frame::Frame;
-use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 /// The client script, beside this file.
@@ -261,25 +261,6 @@ fn threads_once(pid: u32, names: &[&str]) -> Vec<(String, CapState)> {
         assert!(t.elapsed() < Duration::from_secs(20), "threads {v:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The PointCloud2 `data` of `points`, written field by field at the documented offsets
-/// (little-endian), independently of the struct's memory layout.
-fn point_bytes(points: &[PointXYZIRCAEDT]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(points.len() * 32);
-    for p in points {
-        out.extend_from_slice(&p.x.to_le_bytes());
-        out.extend_from_slice(&p.y.to_le_bytes());
-        out.extend_from_slice(&p.z.to_le_bytes());
-        out.push(p.intensity);
-        out.push(p.return_type);
-        out.extend_from_slice(&p.channel.to_le_bytes());
-        out.extend_from_slice(&p.azimuth.to_le_bytes());
-        out.extend_from_slice(&p.elevation.to_le_bytes());
-        out.extend_from_slice(&p.distance.to_le_bytes());
-        out.extend_from_slice(&p.time_stamp.to_le_bytes());
-    }
-    out
 }
 
 /// Each cloud the client decoded is the frame the TCP subscriber got, in order: width = its

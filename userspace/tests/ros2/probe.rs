@@ -6,9 +6,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::common::{self, NetnsPair, ReceivedFrame, data};
+use crate::common::{self, NetnsPair, ReceivedFrame, data, point_bytes};
 use lidarxdp_core::frame::Frame;
-use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 
 /// The probe script, beside this file.
@@ -354,25 +353,6 @@ pub fn read_messages(out: &Path) -> Vec<Msg> {
             m
         })
         .collect()
-}
-
-/// The PointCloud2 `data` of `points`, written field by field at the documented offsets
-/// (little-endian), independently of the struct's memory layout.
-pub fn point_bytes(points: &[PointXYZIRCAEDT]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(points.len() * 32);
-    for p in points {
-        out.extend_from_slice(&p.x.to_le_bytes());
-        out.extend_from_slice(&p.y.to_le_bytes());
-        out.extend_from_slice(&p.z.to_le_bytes());
-        out.push(p.intensity);
-        out.push(p.return_type);
-        out.extend_from_slice(&p.channel.to_le_bytes());
-        out.extend_from_slice(&p.azimuth.to_le_bytes());
-        out.extend_from_slice(&p.elevation.to_le_bytes());
-        out.extend_from_slice(&p.distance.to_le_bytes());
-        out.extend_from_slice(&p.time_stamp.to_le_bytes());
-    }
-    out
 }
 
 /// Length of a CDR little-endian (XCDR1) `sensor_msgs/msg/PointCloud2` with `frame_id`,

@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use crate::common::{
-    self, Daemon, NetnsPair, collect_frames, data, get, privileged, python_available,
+    self, Daemon, NetnsPair, collect_frames, data, get, point_bytes, privileged, python_available,
 };
 use crate::probe::{
     Listen, Msg, Probe, Scratch, assert_messages_equal_offline, now_ns, offline, peer_config,
-    point_bytes, read_messages,
+    read_messages,
 };
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::SensorModel;
