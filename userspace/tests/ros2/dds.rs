@@ -292,6 +292,7 @@ fn dds_frames_reach_fast_dds_and_cyclone_dds_equal_offline() {
     if !privileged() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     let net = NetnsPair::new("dd");
     let scratch = Scratch::new("dds");
     let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);
@@ -371,6 +372,7 @@ fn a_stopped_dds_subscriber_costs_tcp_zenoh_and_capture_nothing() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     let net = NetnsPair::new("ds");
     let scratch = Scratch::new("dds-stop");
     let offline = offline(DUAL, SensorModel::Vlp16, VLP16_CALIB, 2368);

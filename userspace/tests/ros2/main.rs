@@ -13,6 +13,20 @@
 
 use lidarxdp_testkit as common;
 
+use std::sync::{Mutex, MutexGuard};
+
+/// Held by every test of this binary for its whole run, so its tests run one at a time. Each
+/// starts a daemon, subscriber processes and a replay at the capture's real rate, and two of
+/// them (`zenoh_slow`) check best-effort delivery of 7 MB frames to a Python subscriber within
+/// zenoh's drop deadline: run beside another such test on a 2-core machine (the 10 router
+/// trials, the DDS subscribers) that subscriber lost the last frame (1 run in 4). A test that
+/// panics poisons the lock; the next one takes it all the same.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 mod dds;
 mod probe;
 mod zenoh_frames;

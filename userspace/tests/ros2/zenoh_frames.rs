@@ -110,6 +110,7 @@ fn frames_through_zenoh_equal_offline_decode() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     let net = NetnsPair::new("zf");
     let s = Scratch::new("frames");
     let cfg = s.write("zenoh.json5", &peer_config(17447));
@@ -133,6 +134,7 @@ fn frames_cross_namespaces_through_a_zenoh_router() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     let net = NetnsPair::new("zr");
     let s = Scratch::new("router");
     let router_ep = format!("tcp/{}:17448", net.sensor_ip);
@@ -166,6 +168,7 @@ fn default_zenoh_session_listens_on_loopback_only() {
     if !privileged() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     let net = NetnsPair::new("zl");
     let daemon = Daemon::start(
         &net.host_ns,

@@ -67,6 +67,7 @@ fn liveliness_tokens_announce_node_and_publisher() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     let net = NetnsPair::new("zl");
     let s = Scratch::new("liveliness");
     let cfg = s.write("zenoh.json5", &peer_config(17449));
@@ -99,6 +100,7 @@ fn domain_distro_topic_and_frame_id_options_shape_keys_and_tokens() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     const PCAP: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
     const KEY: &str =
         "42/robot/front/points/sensor_msgs::msg::dds_::PointCloud2_/TypeHashNotSupported";

@@ -184,6 +184,7 @@ fn stopped_subscriber_costs_no_frame_to_the_others() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     // The default pool (128 MiB) holds the four frames (27 MB).
     stopped_subscriber_case("zs", (17451, 7704), &["--no-shm"], &[], None, (4, 0));
 }
@@ -197,6 +198,7 @@ fn stopped_shm_subscriber_costs_no_frame_to_the_others() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     // Frames 0 and 1 (4.3 + 6.7 MB) fill the pool and stay held by the stopped subscriber;
     // frames 2 and 3 (6.7 MB each) find no room and are built on the heap, so they cross the
     // link to the running subscriber as about 100 fragments of 64 KiB. zenoh gives a fragmented

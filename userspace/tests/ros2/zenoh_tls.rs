@@ -101,6 +101,7 @@ fn frames_cross_a_tls_router_and_an_untrusted_router_is_refused() {
     if !privileged() || !python_available() {
         return;
     }
+    let _alone = crate::one_at_a_time();
     let net = NetnsPair::new("zt");
     let s = Scratch::new("tls");
     let dir = s.path("");
