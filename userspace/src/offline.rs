@@ -247,6 +247,8 @@ enum Format {
     PcapNg {
         reader: PcapNgReader<BufReader<CountingFile>>,
         interfaces: Vec<Interface>,
+        /// Time of the last packet block that had one, ns (Simple Packet Blocks carry none).
+        last_ns: u64,
     },
 }
 
@@ -415,6 +417,7 @@ impl CaptureReader {
             Format::PcapNg {
                 reader: PcapNgReader::new(file).map_err(pcap_err)?,
                 interfaces: Vec::new(),
+                last_ns: 0,
             }
         } else {
             let reader = PcapReader::new(file).map_err(pcap_err)?;
@@ -493,7 +496,11 @@ impl Iterator for CaptureReader {
                         }
                     }
                 },
-                Format::PcapNg { reader, interfaces } => match reader.next_block() {
+                Format::PcapNg {
+                    reader,
+                    interfaces,
+                    last_ns,
+                } => match reader.next_block() {
                     None => break None,
                     Some(Err(e)) => break Some(e),
                     Some(Ok(Block::SectionHeader(_))) => interfaces.clear(),
@@ -520,14 +527,17 @@ impl Iterator for CaptureReader {
                             .and_then(|i| interfaces.get(i));
                         let (link, ts) =
                             (iface.and_then(|i| i.link), iface.map_or(0, |i| i.ns(raw)));
+                        *last_ns = ts;
                         if let Some(d) = tally.record(reasm, link, ts, &p.data) {
                             return Some(Ok(d));
                         }
                     }
                     Some(Ok(Block::SimplePacket(p))) => {
-                        // No time stamp; the first interface's link type (pcapng spec 4.4).
+                        // No time stamp (pcapng spec 4.4): the time of the last packet block
+                        // that had one, so the stream's host time line does not jump back to
+                        // 1970; the first interface's link type.
                         let link = interfaces.first().and_then(|i| i.link);
-                        if let Some(d) = tally.record(reasm, link, 0, &p.data) {
+                        if let Some(d) = tally.record(reasm, link, *last_ns, &p.data) {
                             return Some(Ok(d));
                         }
                     }

@@ -37,8 +37,8 @@ use lidarxdp_core::{
     frame::Frame,
     net::{self, NetError, UdpDatagram},
     reassembly::{Fragment, Reassembler, ReassemblyConfig, SharedReassemblyCounters},
+    sensor::ScanPipeline,
     sensor::SharedDecodeCounters,
-    sensor::{DecodeCounters, ScanPipeline},
 };
 
 pub mod record;
@@ -303,17 +303,15 @@ pub struct CaptureWorker<S: PacketSource> {
     pub record: Option<RecordTap>,
 }
 
-/// A sensor pipeline rebuilt from a re-read calibration, for slot `slot` of a capture thread.
-///
-/// The reload applies at the sensor's next frame boundary (`CaptureWorker::apply_reloads`):
-/// the old pipeline finishes its frame in progress, the new
-/// one (which decoded the same datagrams meanwhile) continues with the next frame; counters
-/// and the frame sequence carry over.
+/// Calibration tables parsed from a re-read calibration file, for slot `slot` of a capture
+/// thread. The thread hands them to the slot's pipeline ([`ScanPipeline::reload`]), which
+/// swaps them in at the sensor's next frame boundary; the stream, its frame sequence and its
+/// counters go on.
 pub struct Reload {
     /// Index into [`CaptureWorker::sensors`].
     pub slot: usize,
-    /// The replacement.
-    pub pipeline: ScanPipeline,
+    /// The new tables ([`ScanPipeline::into_calibration`]).
+    pub calibration: lidarxdp_core::sensor::Calibration,
 }
 
 /// Limits of the capture thread's IPv4 reassembler: the defaults (16 datagrams in flight, up
@@ -369,26 +367,6 @@ struct Local {
     sensors: Vec<SensorTraffic>,
     /// Per sensor slot: the return mode was compared with the expected one.
     mode_checked: Vec<bool>,
-    /// Per sensor slot: counters of the pipelines replaced by reloads (as published).
-    retired: Vec<DecodeCounters>,
-    /// Per sensor slot: the current pipeline's counters when it took over (the datagrams it
-    /// decoded in the shadow of its predecessor, not published).
-    discount: Vec<DecodeCounters>,
-    /// Per sensor slot: the vendor counters ([`ScanPipeline::visit_vendor_counters`]) of the
-    /// pipelines replaced by reloads, as published (empty: zeros).
-    vendor_retired: Vec<Vec<u64>>,
-    /// Per sensor slot: the current pipeline's vendor counters when it took over.
-    vendor_discount: Vec<Vec<u64>>,
-    /// Per sensor slot: a reloaded pipeline waiting for the current one's next frame
-    /// boundary (see [`CaptureWorker::apply_reloads`]).
-    pending: Vec<Option<ScanPipeline>>,
-    /// Per sensor slot with a pending pipeline: (the current pipeline, the pending one) has
-    /// emitted a frame since the reload. The swap waits for both (see [`dispatch`]).
-    pending_emitted: Vec<(bool, bool)>,
-    /// Per sensor slot: host time of the last datagram, ns (0 = none yet).
-    last_rx_ns: Vec<u64>,
-    /// Frames of pending pipelines (discarded).
-    shadow_out: Vec<Frame>,
 }
 
 impl Local {
@@ -396,73 +374,7 @@ impl Local {
         Local {
             sensors: vec![SensorTraffic::default(); sensors],
             mode_checked: vec![false; sensors],
-            retired: vec![DecodeCounters::default(); sensors],
-            discount: vec![DecodeCounters::default(); sensors],
-            vendor_retired: vec![Vec::new(); sensors],
-            vendor_discount: vec![Vec::new(); sensors],
-            pending: vec![None; sensors],
-            pending_emitted: vec![(false, false); sensors],
-            last_rx_ns: vec![0; sensors],
             ..Local::default()
-        }
-    }
-
-    /// The counters published for slot `i`: its pipeline's minus its shadow work, plus its
-    /// retired predecessors'.
-    fn published(&self, i: usize, pipeline: &ScanPipeline) -> DecodeCounters {
-        let d = self.discount.get(i).copied().unwrap_or_default();
-        let mut p = pipeline.counters().minus(&d);
-        p.add(&self.retired.get(i).copied().unwrap_or_default());
-        p
-    }
-
-    /// Calls `f(k, value)` for each vendor counter `k` of slot `i` as published, as
-    /// [`Self::published`] does for the [`DecodeCounters`].
-    fn published_vendor(&self, i: usize, pipeline: &ScanPipeline, f: &mut dyn FnMut(usize, u64)) {
-        let at = |v: Option<&Vec<u64>>, k: usize| v.and_then(|v| v.get(k)).copied().unwrap_or(0);
-        let (d, r) = (self.vendor_discount.get(i), self.vendor_retired.get(i));
-        let mut k = 0;
-        pipeline.visit_vendor_counters(&mut |_, v| {
-            f(k, v.saturating_sub(at(d, k)).wrapping_add(at(r, k)));
-            k += 1;
-        });
-    }
-
-    /// Swaps slot `i`'s pending pipeline in (at a frame boundary of the current one).
-    fn take_over(&mut self, i: usize, slot: &mut SensorSlot) {
-        let Some(new) = self.pending.get_mut(i).and_then(Option::take) else {
-            return;
-        };
-        let mut retired = Vec::new();
-        self.published_vendor(i, &slot.pipeline, &mut |_, v| retired.push(v));
-        let mut shadow = Vec::new();
-        new.visit_vendor_counters(&mut |_, v| shadow.push(v));
-        if let (Some(r), Some(d)) = (
-            self.vendor_retired.get_mut(i),
-            self.vendor_discount.get_mut(i),
-        ) {
-            (*r, *d) = (retired, shadow);
-        }
-        let published = self.published(i, &slot.pipeline);
-        if let Some(r) = self.retired.get_mut(i) {
-            *r = published;
-        }
-        if let Some(d) = self.discount.get_mut(i) {
-            *d = *new.counters();
-        }
-        slot.pipeline = new;
-        self.c.calibration_reloads += 1;
-    }
-
-    /// Renumbers `frames` just emitted by slot `i`'s pipeline: after its predecessors' frames,
-    /// not counting the frames it emitted in their shadow.
-    fn renumber(&self, i: usize, frames: &mut [Frame]) {
-        let retired = self.retired.get(i).map_or(0, |r| r.frames);
-        let shadow = self.discount.get(i).map_or(0, |d| d.frames);
-        if retired != 0 || shadow != 0 {
-            for f in frames {
-                f.header.sequence = f.header.sequence.saturating_sub(shadow) + retired;
-            }
         }
     }
 }
@@ -512,31 +424,7 @@ fn dispatch(
                 t.bytes += d.payload.len() as u64;
             }
             let s = &mut sensors[i];
-            let from = out.len();
             s.pipeline.push(d.payload, now, out);
-            local.renumber(i, &mut out[from..]);
-            if let Some(Some(p)) = local.pending.get_mut(i) {
-                // The reloaded pipeline decodes in the shadow. It takes over once the current
-                // pipeline has published the frame the reload arrived in and the reloaded one
-                // has emitted (and discarded) its own first frame, which began mid-frame: then
-                // its frame in progress is the next one, whole, and no frame is published
-                // twice. Velodyne and RoboSense end both frames at the same packet; an Ouster
-                // frame that completes early is published by the current pipeline while the
-                // reloaded one holds its partial copy open for the reorder window.
-                p.push(d.payload, now, &mut local.shadow_out);
-                let new_emitted = !local.shadow_out.is_empty();
-                local.shadow_out.clear();
-                if let Some(e) = local.pending_emitted.get_mut(i) {
-                    e.0 |= out.len() > from;
-                    e.1 |= new_emitted;
-                    if *e == (true, true) {
-                        local.take_over(i, s);
-                    }
-                }
-            }
-            if let Some(t) = local.last_rx_ns.get_mut(i) {
-                *t = now;
-            }
             if let (Some(want), Some(false)) = (s.expect_return_mode, local.mode_checked.get(i))
                 && let Some(got) = s.pipeline.return_mode()
             {
@@ -628,33 +516,6 @@ fn one_source(local: &mut Local, i: usize, d: &UdpDatagram<'_>, now: u64) -> boo
     }
 }
 
-/// Swaps slot `i`'s pending pipeline in if the sensor sent nothing for its frame timeout (its
-/// frame in progress, if any, is closed first).
-fn take_over_if_idle(
-    local: &mut Local,
-    i: usize,
-    slot: &mut SensorSlot,
-    now: u64,
-    out: &mut Vec<Frame>,
-) {
-    let idle = local
-        .last_rx_ns
-        .get(i)
-        .is_none_or(|&t| t == 0 || now.saturating_sub(t) > slot.pipeline.frame_timeout_ns());
-    if idle && local.pending.get(i).is_some_and(Option::is_some) {
-        let from = out.len();
-        slot.pipeline.flush(out);
-        local.renumber(i, &mut out[from..]);
-        // The reloaded pipeline's own copy of that frame is discarded, so it is not published
-        // a second time by the reloaded pipeline's next timeout or flush.
-        if let Some(Some(p)) = local.pending.get_mut(i) {
-            p.flush(&mut local.shadow_out);
-            local.shadow_out.clear();
-        }
-        local.take_over(i, slot);
-    }
-}
-
 /// Upper bound on the datagrams drained from the source after `stop` is set, so a sender that
 /// keeps sending cannot keep the thread from exiting.
 const FINAL_DRAIN_MAX: u64 = 1 << 20;
@@ -682,16 +543,13 @@ impl<S: PacketSource> CaptureWorker<S> {
                 *due += s.every;
             }
             if !self.reloads.is_empty() {
-                self.apply_reloads(&mut local, &mut out);
+                self.apply_reloads();
             }
             let now = realtime_ns();
             let n = self.burst(&mut local, &mut reasm, now, &mut out)?;
             if n == 0 {
-                for (i, s) in self.sensors.iter_mut().enumerate() {
-                    let from = out.len();
+                for s in &mut self.sensors {
                     s.pipeline.poll_timeout(now, &mut out);
-                    local.renumber(i, &mut out[from..]);
-                    take_over_if_idle(&mut local, i, s, now, &mut out);
                 }
                 reasm.poll_timeout(now);
                 self.publish(&mut out, &mut local);
@@ -715,10 +573,8 @@ impl<S: PacketSource> CaptureWorker<S> {
             }
             self.publish(&mut out, &mut local);
         }
-        for (i, s) in self.sensors.iter_mut().enumerate() {
-            let from = out.len();
+        for s in &mut self.sensors {
             s.pipeline.flush(&mut out);
-            local.renumber(i, &mut out[from..]);
         }
         self.publish(&mut out, &mut local);
         let mut exit = self.source.finish(&self.stats);
@@ -731,32 +587,19 @@ impl<S: PacketSource> CaptureWorker<S> {
         Ok(exit)
     }
 
-    /// Takes the reloaded pipelines waiting in [`Self::reloads`]. A reload applies at the
-    /// sensor's next frame boundary, never cutting the frame in progress: the new pipeline
-    /// waits in the slot and decodes the same datagrams in the shadow of the current one (its
-    /// frames discarded) until the current pipeline emits a frame; then it takes over, with
-    /// the next frame already in progress under the new calibration. A sensor that sent
-    /// nothing for its frame timeout (or ever) has no frame in progress: its reload applies at
-    /// once. A newer reload replaces one still waiting. Frame sequence numbers and the
-    /// published counters continue across the swap (shadow work is not counted).
-    fn apply_reloads(&mut self, local: &mut Local, out: &mut Vec<Frame>) {
-        let now = realtime_ns();
+    /// Hands the calibrations waiting in [`Self::reloads`] to their slots' pipelines
+    /// ([`ScanPipeline::reload`]: swapped in at the sensor's next frame boundary, at once if
+    /// it has no frame in progress). A newer reload replaces one still waiting.
+    fn apply_reloads(&mut self) {
         while let Some(r) = self.reloads.pop() {
-            let (Some(slot), Some(pending)) =
-                (self.sensors.get_mut(r.slot), local.pending.get_mut(r.slot))
-            else {
+            let Some(slot) = self.sensors.get_mut(r.slot) else {
                 log::warn!("calibration reload for unknown sensor slot {}", r.slot);
                 continue;
             };
-            let mut pipeline = r.pipeline;
-            pipeline.set_buffer_source(self.buffers.clone());
-            *pending = Some(pipeline);
-            if let Some(e) = local.pending_emitted.get_mut(r.slot) {
-                *e = (false, false);
+            if let Err(e) = slot.pipeline.reload(r.calibration) {
+                log::warn!("calibration reload for sensor slot {}: {e}", r.slot);
             }
-            take_over_if_idle(local, r.slot, slot, now, out);
         }
-        self.publish(out, local);
     }
 
     /// Takes one burst from the source and dispatches it; returns the packets taken.
@@ -838,24 +681,26 @@ impl<S: PacketSource> CaptureWorker<S> {
         let c = &self.stats.capture;
         let mut snap = CaptureSnapshot {
             link_changes: c.link_changes.load(Ordering::Relaxed),
+            calibration_reloads: self.sensors.iter().map(|s| s.pipeline.reloads()).sum(),
             ..l.c
         };
         self.source.counters(&mut snap);
         c.store(&snap);
         self.stats.reassembly.store(reasm.counters());
-        for (i, ((slot, sc), t)) in self
+        for ((slot, sc), t) in self
             .sensors
             .iter()
             .zip(self.stats.sensors.iter())
             .zip(l.sensors.iter())
-            .enumerate()
         {
             sc.traffic.store(t);
-            sc.decode.store(&l.published(i, &slot.pipeline));
-            l.published_vendor(i, &slot.pipeline, &mut |k, v| {
+            sc.decode.store(slot.pipeline.counters());
+            let mut k = 0;
+            slot.pipeline.visit_vendor_counters(&mut |_, v| {
                 if let Some(a) = sc.vendor.get(k) {
                     a.store(v, Ordering::Relaxed);
                 }
+                k += 1;
             });
         }
     }
@@ -863,9 +708,7 @@ impl<S: PacketSource> CaptureWorker<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        Local, SOURCE_SILENCE_NS, SensorSlot, dispatch, find_slot, one_source, take_over_if_idle,
-    };
+    use super::{Local, SOURCE_SILENCE_NS, SensorSlot, dispatch, find_slot, one_source};
     use lidarxdp_core::frame::Frame;
     use lidarxdp_core::net::UdpDatagram;
     use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
@@ -953,9 +796,11 @@ mod tests {
         out
     }
 
-    /// A reload arriving mid-frame applies at the next frame boundary: the frame in progress
-    /// is finished by the old pipeline (whole, as without a reload), every later frame is the
-    /// new pipeline's (as decoding with it from the start), sequence and counters continue.
+    /// A reload arriving mid-frame applies at the next frame boundary, in place: the frame in
+    /// progress is finished with the old tables (whole, as without a reload); the frame after
+    /// the next one is exactly the new tables' (as decoding with them from the start); the one
+    /// between holds the points carried past the cut from the old tables and the rest from the
+    /// new; sequence numbers and counters run on.
     #[test]
     fn reload_applies_at_the_next_frame_boundary() {
         let payloads = vlp16_dual();
@@ -975,105 +820,66 @@ mod tests {
         // Frame 1 closes at packet 302 (its completing packet); the reload arrives at 250.
         let mut slots = vec![vlp16_slot()];
         let mut local = Local::new(1);
-        // As if an earlier reload had retired a pipeline with 7 rate mismatches.
-        local.vendor_retired[0] = vec![7];
         let mut got = feed(&mut slots, &mut local, &payloads[..250]);
         assert_eq!(got.len(), 1);
-        local.pending[0] = Some(vlp16(10.0));
-        let mut out = Vec::new();
-        take_over_if_idle(
-            &mut local,
-            0,
-            &mut slots[0],
-            payloads[249].1 + 1_000,
-            &mut out,
-        );
-        assert!(
-            out.is_empty() && local.c.calibration_reloads == 0,
-            "not idle"
-        );
+        slots[0]
+            .pipeline
+            .reload(vlp16(10.0).into_calibration())
+            .unwrap();
+        assert!(slots[0].pipeline.reload_pending());
         got.extend(feed(&mut slots, &mut local, &payloads[250..]));
-        assert_eq!(local.c.calibration_reloads, 1);
+        assert_eq!(slots[0].pipeline.reloads(), 1);
+        let mut out = Vec::new();
         slots[0].pipeline.flush(&mut out);
-        local.renumber(0, &mut out);
         got.extend(out);
         let seq: Vec<u64> = got.iter().map(|f| f.header.sequence).collect();
         assert_eq!(seq, vec![0, 1, 2, 3]);
-        // Frames 0 and 1 as the old pipeline, 2 and 3 as the new one, each whole.
         assert_eq!(got[0], old[0]);
         assert_eq!(got[1], old[1]);
-        for k in 2..4 {
-            let mut want = new[k].clone();
-            want.header.sequence = k as u64;
-            assert_eq!(got[k], want, "frame {k}");
-        }
-        // Published counters: every datagram once, frames as published.
-        let c = local.published(0, &slots[0].pipeline);
+        assert_eq!(got[3], new[3]);
+        // Frame 2: the carried points (old tables) first, then exactly the new tables' rest.
+        assert_eq!(got[2].header, new[2].header);
+        let suffix = got[2]
+            .points
+            .iter()
+            .rev()
+            .zip(new[2].points.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        // All but the points carried past the cut (at most one packet: 384) are the new ones'.
+        assert!(suffix > 0, "{suffix}");
+        assert!(got[2].points.len() - suffix <= 384 && new[2].points.len() - suffix <= 384);
+        // Counters: every datagram once, frames as published.
+        let c = *slots[0].pipeline.counters();
         assert_eq!((c.packets, c.decoded, c.frames), (603, 603, 4));
         let points: usize = got.iter().map(|f| f.points.len()).sum();
         assert_eq!(c.points, points as u64);
-        // The vendor counters (Velodyne `rate_mismatches`) carry over the swap too.
-        let mut vendor = Vec::new();
-        local.published_vendor(0, &slots[0].pipeline, &mut |k, v| vendor.push((k, v)));
-        assert_eq!(vendor, [(0, 7)]);
-        assert_eq!(
-            (&local.vendor_retired[0], &local.vendor_discount[0]),
-            (&vec![7], &vec![0])
-        );
     }
 
-    /// A sensor that sent nothing for its frame timeout takes its reload at once.
+    /// A sensor with no frame in progress takes its reload at once; one of another model is
+    /// refused and changes nothing.
     #[test]
     fn reload_of_an_idle_sensor_applies_at_once() {
         let mut slot = vlp16_slot();
-        let mut local = Local::new(1);
-        local.pending[0] = Some(vlp16(10.0));
-        let mut out = Vec::new();
-        take_over_if_idle(&mut local, 0, &mut slot, 1_000_000_000, &mut out);
-        assert_eq!(local.c.calibration_reloads, 1);
-        assert!(local.pending[0].is_none() && out.is_empty());
-    }
-
-    /// A reload that arrives mid-frame, then silence: the current pipeline's partial frame is
-    /// published once at the take-over, and the reloaded pipeline's shadow copy of it is never
-    /// published (neither by its timeout nor by its flush).
-    #[test]
-    fn reload_then_silence_publishes_the_partial_frame_once() {
-        let payloads = vlp16_dual();
-        let mut slots = vec![vlp16_slot()];
-        let mut local = Local::new(1);
-        // As if an earlier reload had retired a pipeline with 7 rate mismatches.
-        local.vendor_retired[0] = vec![7];
-        let mut got = feed(&mut slots, &mut local, &payloads[..250]);
-        assert_eq!(got.len(), 1);
-        local.pending[0] = Some(vlp16(10.0));
-        got.extend(feed(&mut slots, &mut local, &payloads[250..270]));
-        assert_eq!((got.len(), local.c.calibration_reloads), (1, 0));
-        let last = payloads[269].1;
-        let mut out = Vec::new();
-        take_over_if_idle(&mut local, 0, &mut slots[0], last + 1_000_000_000, &mut out);
-        assert_eq!(local.c.calibration_reloads, 1);
-        // Exactly the old pipeline's frame 1 closed partial after packet 269, as decoding the
-        // first 270 packets alone gives it.
-        let mut alone = vlp16(300.0);
-        let mut want = Vec::new();
-        for (x, t) in &payloads[..270] {
-            alone.push(x, *t, &mut want);
+        slot.pipeline
+            .reload(vlp16(10.0).into_calibration())
+            .unwrap();
+        assert_eq!(slot.pipeline.reloads(), 1);
+        assert!(!slot.pipeline.reload_pending());
+        let mut c = SensorConfig::new(
+            0,
+            SensorModel::Vlp32c,
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
+            ),
+        );
+        c.max_range_m = 100.0;
+        if let Ok(other) = crate::calibration::pipeline(&c) {
+            let e = slot.pipeline.reload(other.into_calibration()).unwrap_err();
+            assert!(e.to_string().contains("VLP16"), "{e}");
+            assert_eq!(slot.pipeline.reloads(), 1);
         }
-        alone.flush(&mut want);
-        assert_eq!(want.len(), 2);
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0], want[1]);
-        let n = out.len();
-        slots[0]
-            .pipeline
-            .poll_timeout(last + 2_000_000_000, &mut out);
-        slots[0].pipeline.flush(&mut out);
-        assert_eq!(out.len(), n, "the shadow copy was published");
-        // Packets after the silence decode with the new pipeline, numbered on.
-        let after = feed(&mut slots, &mut local, &payloads[270..]);
-        assert!(!after.is_empty());
-        assert_eq!(after[0].header.sequence, 2);
     }
 
     #[test]

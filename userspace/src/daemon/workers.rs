@@ -142,7 +142,11 @@ pub(super) fn reload_calibrations(workers: &[Worker]) {
         for (slot, s) in w.sensors.iter().enumerate() {
             match pipeline(s) {
                 Ok(p) => {
-                    if w.reloads.push(Reload { slot, pipeline: p }).is_err() {
+                    let reload = Reload {
+                        slot,
+                        calibration: p.into_calibration(),
+                    };
+                    if w.reloads.push(reload).is_err() {
                         log::warn!(
                             "SIGHUP: sensor {:?}: the previous reload is not applied yet; \
                              skipped",

@@ -981,3 +981,57 @@ fn clone_decodes_like_the_original() {
     assert!(a.counters().frames >= 1);
     assert_eq!(fa, fb);
 }
+
+/// pcapng Simple Packet Blocks carry no time stamp (pcapng spec 4.4): each takes the time of
+/// the last packet block that had one, never 0, so a capture mixing them decodes like the
+/// capture with every record stamped.
+#[test]
+fn simple_packet_blocks_take_the_last_time_stamp() {
+    use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
+    let src = datagrams(VLP16);
+    let path = Temp::new("spb.pcapng");
+    let mut w = PcapNgWriter::new(File::create(&path.0).unwrap()).unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock {
+        linktype: DataLink::ETHERNET,
+        snaplen: 0,
+        options: vec![],
+    })
+    .unwrap();
+    // Every fourth record an Enhanced Packet Block (µs time stamps), the others Simple ones.
+    for (i, d) in src.iter().enumerate() {
+        let rec = eth(&[], 0x0800, &whole(d, i as u16));
+        if i % 4 == 0 {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: Duration::from_nanos(d.ts_ns / 1000),
+                original_len: rec.len() as u32,
+                data: Cow::Borrowed(&rec),
+                options: vec![],
+            })
+            .unwrap();
+        } else {
+            w.write_pcapng_block(SimplePacketBlock {
+                original_len: rec.len() as u32,
+                data: Cow::Borrowed(&rec),
+            })
+            .unwrap();
+        }
+    }
+    drop(w);
+    let got: Vec<UdpDatagram> = udp_payloads(&path.0).unwrap().map(Result::unwrap).collect();
+    assert_eq!(got.len(), src.len());
+    for (i, (g, s)) in got.iter().zip(&src).enumerate() {
+        let stamped = src[i - i % 4].ts_ns / 1000 * 1000;
+        assert_eq!((g.ts_ns, &g.payload), (stamped, &s.payload), "record {i}");
+    }
+    // The frames are those of the capture: the VLP-16's own clock cuts them.
+    let want = decode(&data(VLP16), &vlp16_cfg(), None);
+    let frames = decode(&path.0, &vlp16_cfg(), None);
+    assert_eq!(frames.len(), want.len());
+    for (f, w) in frames.iter().zip(&want) {
+        assert_eq!(
+            (f.header.start_ns, &f.points),
+            (w.header.start_ns, &w.points)
+        );
+    }
+}

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::frame::Frame;
+use lidarxdp_core::scan::RESTART_AGREE;
 use lidarxdp_core::sensor::ouster::OusterStream;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{
@@ -46,6 +47,7 @@ struct Counts {
     malformed: u32,
     ignored: u32,
     jumps: u32,
+    late: u32,
 }
 
 fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, OusterStream) {
@@ -57,14 +59,39 @@ fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, Ouster
     .unwrap();
     let mut out = Vec::new();
     let mut c = Counts::default();
+    // As `ScanPipeline::push`: time jumps are held until a restart confirms them (then they
+    // are pushed again before the confirming packet) or a packet in line releases them.
+    let mut held: Vec<(&[u8], u64)> = Vec::new();
     for (p, t) in input {
         match s.push(p, *t, &mut out) {
-            Ok(()) => c.ok += 1,
+            Ok(()) => {
+                c.jumps += held.len() as u32;
+                held.clear();
+                c.ok += 1
+            }
             Err(Rejection::Malformed) => c.malformed += 1,
             Err(Rejection::Ignored) => c.ignored += 1,
-            Err(Rejection::TimeJump) => c.jumps += 1,
+            Err(Rejection::Late) => {
+                c.jumps += held.len() as u32;
+                held.clear();
+                c.late += 1
+            }
+            Err(Rejection::TimeJump) => {
+                if held.len() + 1 >= RESTART_AGREE as usize {
+                    held.remove(0);
+                    c.jumps += 1;
+                }
+                held.push((p, *t));
+            }
+            Err(Rejection::Restart) => {
+                for (hp, ht) in held.drain(..).chain([(&p[..], *t)]) {
+                    assert_eq!(s.push(hp, ht, &mut out), Ok(()));
+                    c.ok += 1;
+                }
+            }
         }
     }
+    c.jumps += held.len() as u32;
     s.flush(&mut out);
     (out, c, s)
 }
@@ -89,7 +116,8 @@ fn damaged_and_foreign_datagrams_are_counted_and_leave_the_frame_intact() {
             ok: 64,
             malformed: 0,
             ignored: 0,
-            jumps: 0
+            jumps: 0,
+            late: 0
         }
     );
     // 3 pixels have a range >= 300 m (the max_range_m of `cfg`).
@@ -130,7 +158,8 @@ fn damaged_and_foreign_datagrams_are_counted_and_leave_the_frame_intact() {
             ok: 64,
             malformed: 4,
             ignored: 6,
-            jumps: 0
+            jumps: 0,
+            late: 0
         }
     );
     assert_eq!(frames.len(), 1);
@@ -156,7 +185,8 @@ fn lost_packets_are_reported_and_duplicates_dropped() {
             ok: 60,
             malformed: 0,
             ignored: 2,
-            jumps: 0
+            jumps: 0,
+            late: 0
         }
     );
     assert_eq!(s.stats().duplicates, 2);
@@ -247,7 +277,7 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
     assert_eq!(header(&out[0]).0, 10);
     assert_eq!(
         s.push(&all[10].0, t9 + 300_000_000, &mut out),
-        Err(Rejection::Ignored)
+        Err(Rejection::Late)
     );
     assert_eq!(s.stats().stale, 1);
     // The next frame opens normally, with sequence 1.
@@ -262,7 +292,7 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
     // The same packet again is a late packet of a published frame (stale) until reset().
     assert_eq!(
         s.push(&all[14].0, t9 + 300_000_002, &mut out),
-        Err(Rejection::Ignored)
+        Err(Rejection::Late)
     );
     s.reset();
     s.push(&all[14].0, t9 + 300_000_003, &mut out).unwrap();
@@ -294,8 +324,9 @@ fn frame_id_wraps_and_header_mismatches_are_counted() {
         Counts {
             ok: 64,
             malformed: 0,
-            ignored: 1,
-            jumps: 0
+            ignored: 0,
+            jumps: 0,
+            late: 1
         }
     );
     assert_eq!(s.stats().stale, 1);

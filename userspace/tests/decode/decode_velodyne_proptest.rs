@@ -117,10 +117,7 @@ fn check(payloads: &[Vec<u8>], flavor: DecodeFlavor, fov: Option<(f64, f64)>) {
         p.flush(&mut out);
         let c = *p.counters();
         assert_eq!(c.packets, payloads.len() as u64);
-        assert_eq!(
-            c.packets,
-            c.decoded + c.malformed + c.ignored + c.time_jumps
-        );
+        assert_eq!(c.packets, c.accounted());
         for f in &out {
             for pt in &f.points {
                 assert!(pt.x.is_finite() && pt.y.is_finite() && pt.z.is_finite());

@@ -622,7 +622,9 @@ pub const SENSOR_COUNTERS: crate::counters::Group = crate::counters::Group {
 crate::counter_set! {
     /// Decoder counters of one [`ScanPipeline`] (monotonic, never reset).
     ///
-    /// `packets == decoded + malformed + ignored + time_jumps` always holds.
+    /// `packets == decoded + malformed + ignored + time_jumps + duplicates + late + held`,
+    /// where `held` ([`ScanPipeline::held`], at most [`crate::scan::RESTART_AGREE`] − 1) are
+    /// the time jumps waiting to be judged a restart or counted in `time_jumps`.
     pub struct DecodeCounters in SENSOR_COUNTERS;
     shared
     /// [`DecodeCounters`] shared with other threads (the capture thread publishes them).
@@ -647,6 +649,13 @@ crate::counter_set! {
         /// ahead of the stream ([`crate::scan::StreamClock`], [`ouster`]); the frame around
         /// them stays whole.
         time_jumps: Counter "packets" "Data packets dropped: their time or frame id jumped away from the stream.",
+        /// The same bytes as one of the last [`crate::scan::DUPLICATE_WINDOW`] decoded
+        /// datagrams (port mirrors, bonded links, replay tools): never a frame holding the
+        /// same packet's returns twice.
+        duplicates: Counter "datagrams" "Data packets dropped because the same datagram was just decoded.",
+        /// Behind the stream by at most [`crate::scan::REORDER_WINDOW_NS`] (Ouster: of a frame
+        /// no longer open) when their frame had already been published.
+        late: Counter "packets" "Data packets that arrived after their frame was published, dropped.",
         /// A new stream (logged once per sensor).
         restarts: Counter "restarts" "Sustained time jumps taken as a sensor restart.",
         /// The sum of the emitted frames' [`crate::frame::FrameHeader::frames_lost_before`].
@@ -660,6 +669,14 @@ crate::counter_set! {
         /// sensor clock, a clock years off, or a Velodyne whose hour had to be taken from the
         /// host). Logged once per sensor.
         implausible_time: Counter "frames" "Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).",
+    }
+}
+
+impl DecodeCounters {
+    /// The datagrams whose fate is counted: `decoded + malformed + ignored + time_jumps +
+    /// duplicates + late`; `packets` equals it plus [`ScanPipeline::held`].
+    pub fn accounted(&self) -> u64 {
+        self.decoded + self.malformed + self.ignored + self.time_jumps + self.duplicates + self.late
     }
 }
 
@@ -679,19 +696,7 @@ pub struct TimeFaults {
     pub date_fallbacks: u64,
 }
 
-/// How a payload that is not a valid data packet is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    /// Not a data packet of this sensor at all (position/DIFOP packets, foreign datagrams on
-    /// the port): counted `ignored`, leaves the frame in progress untouched.
-    Ignored,
-    /// Looks like a data packet but is damaged (size a few bytes off, bad block flag, bad CRC,
-    /// out-of-range field): counted `malformed` and in the frame's `packets_malformed`.
-    Malformed,
-    /// A valid data packet whose sensor time or frame id jumped far from the stream's: dropped,
-    /// counted `time_jumps`; the frame in progress is untouched.
-    TimeJump,
-}
+pub use crate::scan::Rejection;
 
 /// A sans-IO decoder plus scan assembler for one sensor family: UDP payloads in, finished
 /// [`Frame`]s out. Implemented by [`velodyne::VelodyneStream`] and the other vendor modules.
@@ -736,6 +741,81 @@ pub trait VendorDecoder: Send + fmt::Debug {
     fn time_faults(&self) -> TimeFaults {
         TimeFaults::default()
     }
+    /// A frame is in progress (something a flush would publish or drop).
+    fn in_progress(&self) -> bool;
+    /// Takes the calibration tables of `fresh`, a decoder of the same model built from new
+    /// calibration contents, in place of this one's; the stream state (frame builder, cut
+    /// state, counters) stays. Called by [`ScanPipeline`] at a frame boundary. `fresh` of
+    /// another vendor is ignored (the pipeline never passes one).
+    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>);
+    /// This decoder as [`std::any::Any`], for [`Self::recalibrate`] to take a fresh one's
+    /// tables.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+}
+
+/// New calibration tables for a running [`ScanPipeline`] ([`ScanPipeline::reload`]), parsed
+/// off the decoder's thread ([`ScanPipeline::into_calibration`]).
+#[derive(Debug)]
+pub struct Calibration {
+    model: SensorModel,
+    decoder: Box<dyn VendorDecoder>,
+}
+
+/// A fast 64-bit digest of a datagram for the duplicate check (four multiply-rotate lanes
+/// over 8-byte words, then the tail and the length): equal bytes give equal digests; two
+/// different datagrams collide with probability about 2^-64 per pair.
+fn digest(payload: &[u8]) -> u64 {
+    const K: [u64; 4] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xC2B2_AE3D_27D4_EB4F,
+        0x1656_67B1_9E37_79F9,
+        0x85EB_CA77_C2B2_AE63,
+    ];
+    let mut lane = K;
+    let (chunks, rest) = payload.as_chunks::<32>();
+    for c in chunks {
+        for (k, (l, w)) in lane.iter_mut().zip(c.as_chunks::<8>().0).enumerate() {
+            *l = (*l ^ u64::from_le_bytes(*w))
+                .wrapping_mul(K[k])
+                .rotate_left(29);
+        }
+    }
+    let mut h =
+        lane[0] ^ lane[1].rotate_left(17) ^ lane[2].rotate_left(34) ^ lane[3].rotate_left(51);
+    for &b in rest {
+        h = (h ^ u64::from(b)).wrapping_mul(K[0]);
+    }
+    (h ^ payload.len() as u64).wrapping_mul(K[1]) ^ (h >> 31)
+}
+
+/// The digests of the last [`crate::scan::DUPLICATE_WINDOW`] decoded datagrams.
+#[derive(Clone, Debug)]
+struct RecentDigests {
+    ring: [u64; crate::scan::DUPLICATE_WINDOW],
+    len: usize,
+    next: usize,
+}
+
+impl Default for RecentDigests {
+    fn default() -> Self {
+        Self {
+            ring: [0; crate::scan::DUPLICATE_WINDOW],
+            len: 0,
+            next: 0,
+        }
+    }
+}
+
+impl RecentDigests {
+    fn contains(&self, d: u64) -> bool {
+        self.ring[..self.len].contains(&d)
+    }
+
+    fn insert(&mut self, d: u64) {
+        self.ring[self.next] = d;
+        self.next = (self.next + 1) % self.ring.len();
+        self.len = (self.len + 1).min(self.ring.len());
+    }
 }
 
 /// Applies `stamp` to frames just produced: with [`Stamp::Host`], `start_ns` becomes the host
@@ -771,6 +851,17 @@ pub struct ScanPipeline {
     /// Name in log lines (the sensor's name in the daemon; default the model name).
     name: String,
     frame_timeout_ns: u64,
+    /// Digests of the last decoded datagrams (duplicates).
+    recent: RecentDigests,
+    /// Payloads judged time jumps since the last accepted packet, with their host times: the
+    /// candidates of a restart, pushed again once it is confirmed ([`Rejection::Restart`]).
+    held: Vec<(Vec<u8>, u64)>,
+    /// Buffers of released held payloads, reused.
+    spare_held: Vec<Vec<u8>>,
+    /// New calibration tables waiting for the next frame boundary ([`ScanPipeline::reload`]).
+    pending: Option<Calibration>,
+    /// Calibrations applied ([`ScanPipeline::reload`]).
+    reloads: u64,
 }
 
 impl Clone for ScanPipeline {
@@ -784,6 +875,14 @@ impl Clone for ScanPipeline {
             diagnosed: self.diagnosed,
             name: self.name.clone(),
             frame_timeout_ns: self.frame_timeout_ns,
+            recent: self.recent.clone(),
+            held: self.held.clone(),
+            spare_held: Vec::new(),
+            pending: self.pending.as_ref().map(|c| Calibration {
+                model: c.model,
+                decoder: c.decoder.clone_box(),
+            }),
+            reloads: self.reloads,
         }
     }
 }
@@ -827,7 +926,69 @@ impl ScanPipeline {
             diagnosed: false,
             name: cfg.model.name().to_owned(),
             frame_timeout_ns: cfg.frame_timeout_ns,
+            recent: RecentDigests::default(),
+            held: Vec::with_capacity(crate::scan::RESTART_AGREE as usize),
+            spare_held: Vec::new(),
+            pending: None,
+            reloads: 0,
         })
+    }
+
+    /// This freshly built pipeline's calibration tables, to hand to a running pipeline of the
+    /// same sensor with [`Self::reload`] (the daemon parses a re-read calibration file on its
+    /// main thread, so the capture thread only swaps tables).
+    pub fn into_calibration(self) -> Calibration {
+        Calibration {
+            model: self.model,
+            decoder: self.decoder,
+        }
+    }
+
+    /// Reloads the calibration in place: `calibration` (of the same model, from
+    /// [`Self::into_calibration`]) replaces the decoder's tables at the next frame boundary:
+    /// at once if no frame is in progress, else right after the push, timeout or flush that
+    /// emits the frame in progress. The stream goes on: frame sequence numbers stay
+    /// continuous, counters keep counting. (The points of the packet that completes a frame
+    /// and lie past the cut, carried into the next frame, were decoded with the old tables.)
+    /// A newer reload replaces one still waiting.
+    ///
+    /// # Errors
+    /// [`ConfigError::Unsupported`] when `calibration` is for another model (nothing changes).
+    pub fn reload(&mut self, calibration: Calibration) -> Result<(), ConfigError> {
+        if calibration.model != self.model {
+            return Err(ConfigError::Unsupported {
+                model: calibration.model,
+                supported: format!("a calibration for this pipeline's model, {}", self.model),
+            });
+        }
+        self.pending = Some(calibration);
+        if !self.decoder.in_progress() {
+            self.apply_reload();
+        }
+        Ok(())
+    }
+
+    /// Calibrations applied so far by [`Self::reload`].
+    pub fn reloads(&self) -> u64 {
+        self.reloads
+    }
+
+    /// A reload is waiting for the next frame boundary.
+    pub fn reload_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    fn apply_reload(&mut self) {
+        if let Some(c) = self.pending.take() {
+            self.decoder.recalibrate(c.decoder);
+            self.reloads += 1;
+        }
+    }
+
+    /// Payloads judged time jumps and held as the candidates of a restart (at most
+    /// [`crate::scan::RESTART_AGREE`] − 1), not yet in [`DecodeCounters::time_jumps`].
+    pub fn held(&self) -> usize {
+        self.held.len()
     }
 
     /// Sets the name this pipeline's log lines give the sensor (default: the model name).
@@ -859,6 +1020,18 @@ impl ScanPipeline {
                     });
                 }
             }
+            // One meaning for every vendor: an empty or one-azimuth field of view is refused
+            // (360 is 0, so 0:360 is refused too; leave fov_deg unset for the full circle).
+            if (min.rem_euclid(360.0) * 100.0).round() == (max.rem_euclid(360.0) * 100.0).round() {
+                return Err(ConfigError::OutOfRange {
+                    field: "fov_deg.max".into(),
+                    value: max.to_string(),
+                    valid: format!(
+                        "[0, 360] deg, not equal to fov_deg.min = {min} modulo 360 at 0.01 deg \
+                         (min > max wraps through 0; omit fov_deg for the full circle)"
+                    ),
+                });
+            }
         }
         Ok(())
     }
@@ -887,14 +1060,30 @@ impl ScanPipeline {
     pub fn push(&mut self, payload: &[u8], host_ns: u64, out: &mut Vec<Frame>) {
         self.counters.packets += 1;
         let before = out.len();
-        match self.decoder.push(payload, host_ns, out) {
-            Ok(()) => {
-                self.counters.decoded += 1;
-                self.counters.product_mismatches = self.decoder.product_mismatches();
+        let d = digest(payload);
+        if self.recent.contains(d) {
+            self.counters.duplicates += 1;
+        } else {
+            match self.decoder.push(payload, host_ns, out) {
+                Err(Rejection::TimeJump) => self.hold(payload, host_ns),
+                Err(Rejection::Restart) => {
+                    // The held candidates first, then this packet, onto the new time base.
+                    let held = std::mem::take(&mut self.held);
+                    for (p, h) in &held {
+                        let r = self.decoder.push(p, *h, out);
+                        self.count(r, digest(p));
+                    }
+                    self.spare_held.extend(held.into_iter().map(|(p, _)| p));
+                    let r = self.decoder.push(payload, host_ns, out);
+                    self.count(r, d);
+                }
+                r => {
+                    if !matches!(r, Err(Rejection::Ignored | Rejection::Malformed)) {
+                        self.release_held();
+                    }
+                    self.count(r, d);
+                }
             }
-            Err(Rejection::Ignored) => self.counters.ignored += 1,
-            Err(Rejection::Malformed) => self.counters.malformed += 1,
-            Err(Rejection::TimeJump) => self.counters.time_jumps += 1,
         }
         if !self.diagnosed && self.counters.decoded == 0 {
             self.diagnose_rejections(payload);
@@ -903,6 +1092,47 @@ impl ScanPipeline {
         self.counters.restarts = t.restarts;
         self.counters.date_fallbacks = t.date_fallbacks;
         self.count_frames(before, out);
+    }
+
+    /// Counts what the decoder did with a payload of digest `d` (a decoded one is remembered
+    /// for the duplicate check).
+    fn count(&mut self, r: Result<(), Rejection>, d: u64) {
+        match r {
+            Ok(()) => {
+                self.counters.decoded += 1;
+                self.counters.product_mismatches = self.decoder.product_mismatches();
+                self.recent.insert(d);
+            }
+            Err(Rejection::Ignored) => self.counters.ignored += 1,
+            Err(Rejection::Malformed) => self.counters.malformed += 1,
+            Err(Rejection::TimeJump | Rejection::Restart) => self.counters.time_jumps += 1,
+            Err(Rejection::Late) => self.counters.late += 1,
+        }
+    }
+
+    /// Holds a payload judged a time jump: it may be the first of a restart. Beyond
+    /// [`crate::scan::RESTART_AGREE`] − 1 held, the oldest is counted a time jump.
+    fn hold(&mut self, payload: &[u8], host_ns: u64) {
+        let keep = crate::scan::RESTART_AGREE.saturating_sub(1) as usize;
+        if keep == 0 {
+            self.counters.time_jumps += 1;
+            return;
+        }
+        if self.held.len() >= keep {
+            let (p, _) = self.held.remove(0);
+            self.spare_held.push(p);
+            self.counters.time_jumps += 1;
+        }
+        let mut buf = self.spare_held.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(payload);
+        self.held.push((buf, host_ns));
+    }
+
+    /// The held payloads were no restart: counted as time jumps.
+    fn release_held(&mut self) {
+        self.counters.time_jumps += self.held.len() as u64;
+        self.spare_held.extend(self.held.drain(..).map(|(p, _)| p));
     }
 
     /// Once [`REJECTION_DIAGNOSIS_PACKETS`] datagrams arrived and none decoded, logs (once) why
@@ -935,6 +1165,7 @@ impl ScanPipeline {
     /// Counts the frames appended to `out` since `before` (points, lost turns, implausible
     /// sensor times), then applies [`Stamp`] to them.
     fn count_frames(&mut self, before: usize, out: &mut [Frame]) {
+        self.reload_at_boundary(before, out);
         let new = out.get_mut(before..).unwrap_or_default();
         for f in new.iter() {
             let h = &f.header;
@@ -973,11 +1204,20 @@ impl ScanPipeline {
         self.count_frames(before, out);
     }
 
+    /// Applies a waiting reload if the frames just appended to `out` (from `before`) ended the
+    /// frame in progress, or none is in progress.
+    fn reload_at_boundary(&mut self, before: usize, out: &[Frame]) {
+        if self.pending.is_some() && (out.len() > before || !self.decoder.in_progress()) {
+            self.apply_reload();
+        }
+    }
+
     /// Closes the frame in progress (end of a pcap, shutdown). A frame that holds only the
     /// points carried past the last cut, with no packet of its own, is dropped.
     pub fn flush(&mut self, out: &mut Vec<Frame>) {
         let before = out.len();
         self.decoder.flush(out);
+        self.release_held();
         self.count_frames(before, out);
     }
 

@@ -1376,7 +1376,7 @@ impl VendorDecoder for VelodyneStream {
         // The last block that holds data (a VLS-128 dual packet's padding blocks 8..11 are
         // not looked at).
         let last_block = (first_block * seqs.max(1)).clamp(1, BLOCKS) - 1;
-        if !self.assembler.begin_packet(
+        self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
                 sensor_ns,
@@ -1386,9 +1386,7 @@ impl VendorDecoder for VelodyneStream {
                 interval_ns: interval,
             },
             out,
-        ) {
-            return Err(super::Rejection::TimeJump);
-        }
+        )?;
         let b = self.assembler.batch();
         let sink =
             |blk: &BlockPoints<'_>| blk.append_timed(b.points, b.azimuths, b.packet_ns, b.start_ns);
@@ -1429,6 +1427,21 @@ impl VendorDecoder for VelodyneStream {
             restarts: self.assembler.stream_clock().restarts(),
             date_fallbacks: 0,
         }
+    }
+
+    fn in_progress(&self) -> bool {
+        self.assembler.in_progress()
+    }
+
+    /// Takes the fresh stream's point decoder (calibration, range gates, trig tables).
+    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
+        if let Ok(f) = fresh.into_any().downcast::<VelodyneStream>() {
+            self.engine = f.engine;
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
     }
 
     fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {

@@ -46,10 +46,10 @@
 //! Packet time = tail date + µs ([`packet::Packet::date_seconds`]: the year byte in either
 //! convention, or Unix seconds when the first date byte is 0). A packet whose date is no date
 //! is decoded all the same and counted in `date_fallbacks` (a date never costs the sensor):
-//! it is stamped on the stream's time line ([`StreamClock::extrapolate`]: the last accepted
+//! it is stamped on the stream's time line ([`crate::scan::StreamClock::extrapolate`]: the last accepted
 //! sensor time plus the host time elapsed), or, while the stream has no valid time at all, on
 //! host time, and then its frame says [`FrameClock::Host`]. Every packet then goes through the shared
-//! [`StreamClock`]: a time jump is dropped (`time_jumps`) and the frame stays whole, a
+//! [`crate::scan::StreamClock`]: a time jump is dropped (`time_jumps`) and the frame stays whole, a
 //! sustained one is a restart, and a gap longer than one rotation period (measured from the
 //! block azimuths) publishes the frames in progress, counting the packets missing up to the
 //! cut and from it (in measured per-packet advances) and the whole turns in between
@@ -83,9 +83,11 @@ mod timing;
 use std::f64::consts::PI;
 use std::path::Path;
 
-use crate::frame::{Frame, FrameClock, FrameHeader};
+use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
-use crate::scan::{AZIMUTH_UNITS, StreamClock, TimeVerdict, turns_lost};
+use crate::scan::{
+    AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, FrameAccount, FrameBuilder, TimeVerdict, turns_lost,
+};
 
 use self::layout::Layout;
 use self::packet::{Packet, Rejection, return_mode as rm};
@@ -416,6 +418,8 @@ pub fn firing_offset_ns<T: AsRef<[u8]>>(
 // ---------------------------------------------------------------------------------------------
 
 const TAU_F32: f32 = std::f32::consts::TAU;
+/// [`AZIMUTH_JITTER_CDEG`] in rad.
+const JITTER_RAD: f32 = AZIMUTH_JITTER_CDEG as f32 * (std::f32::consts::PI / 18_000.0);
 
 /// Nebula `normalize_angle`: `a - floor(a / m)·m` computed in f64. For `a` in `(-m, 2m)`
 /// a single f32 add/subtract gives the same value (exact by Sterbenz's lemma above `m`,
@@ -561,6 +565,12 @@ impl Cutter {
             st.in_fov[ch] =
                 self.fov.0 == self.fov.1 || between(self.fov.0, self.fov.1, a, true, true);
             let last = st.last_az[ch];
+            // A step back of at most AZIMUTH_JITTER_CDEG is encoder jitter, not a turn (Nebula
+            // would take it for one): the furthest azimuth reached stays the reference.
+            let back = normalize(last - a, TAU_F32);
+            if back > 0.0 && back <= JITTER_RAD {
+                continue;
+            }
             if last != a && between(last, a, self.cut, true, false) {
                 st.buf[ch] ^= 1;
             }
@@ -681,17 +691,18 @@ type OffsetsEntry = ((usize, u8, u8, u8, u8), Vec<i64>, Vec<i64>);
 #[derive(Clone, Debug)]
 pub struct HesaiStream {
     layout: &'static Layout,
-    sensor_id: u16,
     check_crc: bool,
     range: (f32, f32),
-    frame_timeout_ns: u64,
+    /// Sequence, time base, timeout, buffers, the frame header.
+    builder: FrameBuilder,
     angles: Angles,
     cutter: Cutter,
     bufs: [Buffer; 2],
-    sequence: u64,
     packet_serial: u64,
-    last_host_ns: Option<u64>,
     last_seq: Option<u32>,
+    /// The packet being decoded arrived late ([`TimeVerdict::Late`]): the cutter is not
+    /// stepped, the UDP sequence not advanced.
+    late: bool,
     return_mode: Option<ReturnMode>,
     az_scratch: Vec<f32>,
     dual_threshold_m: f32,
@@ -707,14 +718,10 @@ pub struct HesaiStream {
     offsets_key: Option<(usize, u8, u8, u8, u8)>,
     /// `(key, offsets, group_earliest)` of up to four other keys seen recently.
     offsets_cache: Vec<OffsetsEntry>,
-    /// Jump / restart / rotation-period guard on the packets' time.
-    time: StreamClock,
     /// Cut angle, 0.01°, for the lost-turn estimate.
     cut_cdeg: u32,
     /// Phased azimuth (0.01°) of the previous accepted packet's first block group.
     last_phased: Option<u32>,
-    /// Whole frames lost in a gap, for the next emitted frame's header.
-    pending_lost_frames: u32,
     /// Packets with an invalid date (stamped from the stream's clock, or with host time).
     date_fallbacks: u64,
     /// The stream's time base is the host clock: the packets since it (re)started carried no
@@ -722,8 +729,6 @@ pub struct HesaiStream {
     host_base: bool,
     /// Packets missing before the cut of the frame the next packet opens (after a gap).
     pending_head_lost: u32,
-    /// Where new frames' point buffers come from.
-    buffers: crate::scan::PointBuffers,
     /// Block groups may take the fast path (not AT128, no field of view): no per-channel
     /// cutter step when no channel can reach the cut, and the specialised conversion loops.
     fast: bool,
@@ -815,10 +820,9 @@ impl HesaiStream {
         let (lo, hi) = layout.range_m;
         Ok(Self {
             layout,
-            sensor_id: cfg.sensor_id,
             check_crc: !opts.hesai_skip_crc,
             range: (lo.max(cfg.min_range_m), hi.min(cfg.max_range_m)),
-            frame_timeout_ns: cfg.frame_timeout_ns,
+            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout_ns),
             angles: Angles {
                 cos_el: el_rad.iter().map(|e| e.cos()).collect(),
                 sin_el: el_rad.iter().map(|e| e.sin()).collect(),
@@ -840,10 +844,9 @@ impl HesaiStream {
                 spare: None,
             },
             bufs: Default::default(),
-            sequence: 0,
             packet_serial: 0,
-            last_host_ns: None,
             last_seq: None,
+            late: false,
             return_mode: None,
             az_scratch: Vec::with_capacity(layout.channels),
             dual_threshold_m: DUAL_RETURN_DISTANCE_THRESHOLD_M,
@@ -852,15 +855,12 @@ impl HesaiStream {
             offsets: vec![0; layout.blocks * layout.channels],
             offsets_key: None,
             offsets_cache: Vec::new(),
-            time: StreamClock::default(),
             cut_cdeg: ((cfg.cut_angle_deg.rem_euclid(360.0) * 100.0).round() as u32)
                 % AZIMUTH_UNITS,
             last_phased: None,
-            pending_lost_frames: 0,
             date_fallbacks: 0,
             host_base: false,
             pending_head_lost: 0,
-            buffers: crate::scan::PointBuffers::default(),
             fast: !layout.fine_azimuth && fov.0 == fov.1,
             cut_cdeg_f: to_cdeg(cut),
             last_raw: 0,
@@ -884,29 +884,18 @@ impl HesaiStream {
             return;
         }
         let cap = buf.points.len() + buf.points.len() / 8;
-        self.bufs[usize::from(b)].points = self.buffers.take(cap);
-        out.push(Frame {
-            header: FrameHeader {
-                sensor_id: self.sensor_id,
-                sequence: self.sequence,
-                start_ns: buf.start_ns.max(0) as u64,
-                host_ns: buf.host_ns,
-                packets_received: buf.received,
-                packets_expected: buf
-                    .received
-                    .saturating_add(buf.lost)
-                    .saturating_add(head_missing(buf.head_phased, self.time.step_cdeg())),
-                packets_malformed: buf.malformed,
-                frames_lost_before: std::mem::take(&mut self.pending_lost_frames),
-                clock: if buf.host_clock {
-                    FrameClock::Host
-                } else {
-                    FrameClock::Sensor
-                },
-            },
-            points: buf.points,
-        });
-        self.sequence += 1;
+        self.bufs[usize::from(b)].points = self.builder.take_points(cap);
+        let account = FrameAccount {
+            start_ns: buf.start_ns.max(0) as u64,
+            host_ns: buf.host_ns,
+            received: buf.received,
+            lost: buf.lost,
+            malformed: buf.malformed,
+            lost_before: 0,
+            host_clock: buf.host_clock,
+        };
+        let head = head_missing(buf.head_phased, self.builder.clock().step_cdeg());
+        self.builder.emit(&account, head, buf.points, out);
     }
 
     /// Timeout / flush (the stream stops, not at a cut): the frames in progress are published
@@ -916,7 +905,7 @@ impl HesaiStream {
     /// measured, nor for AT128, whose azimuths are mirror fields).
     fn close_partial(&mut self, out: &mut Vec<Frame>) {
         self.sync_last_az();
-        let step = self.time.step_cdeg();
+        let step = self.builder.clock().step_cdeg();
         if step > 0
             && self.at128.is_none()
             && let Some(st) = &self.cutter.state
@@ -963,9 +952,14 @@ impl HesaiStream {
         // After a gap the head of the next frame is already estimated (pending_head_lost);
         // otherwise a frame the cutter opens at its (re)start is estimated from its first
         // packet's azimuth.
-        let head_known = self.pending_head_lost > 0;
-        let mut lost = std::mem::take(&mut self.pending_head_lost);
-        if let Some(seq) = p.udp_sequence() {
+        let late = self.late;
+        let head_known = self.pending_head_lost > 0 || late;
+        let mut lost = if late {
+            0
+        } else {
+            std::mem::take(&mut self.pending_head_lost)
+        };
+        if let Some(seq) = p.udp_sequence().filter(|_| !late) {
             if let Some(prev) = self.last_seq {
                 let gap = seq.wrapping_sub(prev.wrapping_add(1));
                 if gap <= 65_535 {
@@ -1015,7 +1009,13 @@ impl HesaiStream {
         for group in (0..l.blocks).step_by(n) {
             let raw_az = p.azimuth(group);
             let opening = self.cutter.state.is_none();
-            let act = if self.can_skip_step(n, raw_az) {
+            let act = if late {
+                // A late packet joins the buffers as they are: no cutter step.
+                if self.at128.is_some() && !self.at128_angles(p.azimuth_fine(group)) {
+                    continue;
+                }
+                Actions::default()
+            } else if self.can_skip_step(n, raw_az) {
                 // No channel can cross the cut: the step would change nothing but `last_az`.
                 self.last_raw = raw_az;
                 self.last_az_stale = true;
@@ -1075,6 +1075,10 @@ impl HesaiStream {
                     buf.last_packet = self.packet_serial;
                     buf.received = buf.received.saturating_add(1);
                     buf.lost = buf.lost.saturating_add(std::mem::take(&mut lost));
+                    if late {
+                        // Its gap was counted lost when the next packet arrived.
+                        buf.lost = buf.lost.saturating_sub(1);
+                    }
                 }
             }
             if !self.cutter.block_in_fov() {
@@ -1739,15 +1743,6 @@ impl VendorDecoder for HesaiStream {
                 return Err(super::Rejection::Malformed);
             }
         };
-        // A host-time silence closes the frames in progress, after the time guard has had its
-        // say (so a gap's lost packets and turns are still counted).
-        let timed_out = self
-            .last_host_ns
-            .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
-        self.last_host_ns = Some(host_ns);
-        if timed_out {
-            self.time.note_silence();
-        }
         // A packet whose date is no date is stamped on the stream's own time line: the last
         // accepted sensor time plus the host time elapsed since (so one bad date neither
         // jumps nor mixes the host clock into a sensor-clock frame); only a stream with no
@@ -1756,7 +1751,7 @@ impl VendorDecoder for HesaiStream {
             Some(t) => (t, false),
             None => {
                 self.date_fallbacks += 1;
-                match self.time.extrapolate(host_ns) {
+                match self.builder.clock().extrapolate(host_ns) {
                     Some(t) if !self.host_base => (t, false),
                     _ => {
                         self.host_base = true;
@@ -1765,24 +1760,49 @@ impl VendorDecoder for HesaiStream {
                 }
             }
         };
+        // A silence (both clocks) closes the frames in progress, after the time guard has had
+        // its say (so a gap's lost packets and turns are still counted).
+        let timed_out = self.builder.silence_before(host_ns, Some(time_ns));
+        if timed_out {
+            self.builder.clock_mut().note_silence();
+        }
         // The packet's first block azimuth for the rotation period (AT128: none, its encoder
         // azimuth maps onto mirror fields).
         let az = (!self.layout.fine_azimuth).then(|| u32::from(p.azimuth(0)));
         let phased =
             az.map(|a| (AZIMUTH_UNITS + a % AZIMUTH_UNITS - self.cut_cdeg) % AZIMUTH_UNITS);
-        match self.time.check(time_ns, host_ns, az, 0) {
+        match self.builder.clock_mut().check(time_ns, host_ns, az, 0) {
             TimeVerdict::Jump => {
                 if timed_out {
                     self.close_partial(out);
                 }
                 return Err(super::Rejection::TimeJump);
             }
-            TimeVerdict::Restart => self.close_all(out),
+            TimeVerdict::Restart => {
+                self.close_all(out);
+                return Err(super::Rejection::Restart);
+            }
+            TimeVerdict::Late => {
+                // It belongs to the frames in progress if the cut has not passed since its
+                // azimuth: at or behind the last packet's, less than a quarter turn back.
+                let fits = match (self.last_phased, phased) {
+                    (Some(last), Some(now)) => now <= last && last - now < AZIMUTH_UNITS / 4,
+                    _ => false,
+                };
+                if !fits || self.cutter.state.is_none() {
+                    return Err(super::Rejection::Late);
+                }
+                self.late = true;
+                self.return_mode = return_mode_of(p.return_mode_byte());
+                self.decode(&p, host_ns, time_ns, host_clock, out);
+                self.late = false;
+                return Ok(());
+            }
             TimeVerdict::InLine { gap_ns: Some(gap) } => {
                 // The frame in progress misses its packets up to the cut, the next one those
                 // from the cut to this packet (in packet advances), whole turns in between are
                 // lost frames.
-                let step = self.time.step_cdeg();
+                let step = self.builder.clock().step_cdeg();
                 if let (Some(from), true) = (self.last_phased, step > 0) {
                     let tail = (AZIMUTH_UNITS - from).div_ceil(step).saturating_sub(1);
                     let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
@@ -1791,12 +1811,8 @@ impl VendorDecoder for HesaiStream {
                 }
                 self.close_all(out);
                 if let (Some(from), Some(to)) = (self.last_phased, phased) {
-                    self.pending_lost_frames = self.pending_lost_frames.saturating_add(turns_lost(
-                        from,
-                        to,
-                        gap,
-                        self.time.period_ns(),
-                    ));
+                    let period = self.builder.clock().period_ns();
+                    self.builder.lose_frames(turns_lost(from, to, gap, period));
                     if step > 0 {
                         self.pending_head_lost = to.div_ceil(step);
                     }
@@ -1818,13 +1834,38 @@ impl VendorDecoder for HesaiStream {
     }
 
     fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
-        if let Some(h) = self.last_host_ns
-            && now_host_ns.saturating_sub(h) > self.frame_timeout_ns
-            && self.cutter.state.is_some()
-        {
+        if self.cutter.state.is_some() && self.builder.silent_at(now_host_ns) {
             self.close_partial(out);
-            self.time.note_silence();
+            self.builder.clock_mut().note_silence();
         }
+    }
+
+    fn in_progress(&self) -> bool {
+        self.bufs
+            .iter()
+            .any(|b| !b.points.is_empty() || b.received > 0)
+    }
+
+    /// Takes the fresh stream's angle tables (CSV or AT128 correction) and re-derives the
+    /// cutter's view of the last block group from them.
+    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
+        let Ok(f) = fresh.into_any().downcast::<HesaiStream>() else {
+            return;
+        };
+        let f = *f;
+        self.angles = f.angles;
+        self.at128 = f.at128;
+        self.cutter.min_idx = f.cutter.min_idx;
+        self.cutter.max_idx = f.cutter.max_idx;
+        self.scratch_raw = None;
+        if self.at128.is_none() && self.cutter.state.is_some() {
+            self.last_az_stale = true;
+            self.sync_last_az();
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
     }
 
     fn flush(&mut self, out: &mut Vec<Frame>) {
@@ -1840,13 +1881,15 @@ impl VendorDecoder for HesaiStream {
     }
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
-        self.buffers = crate::scan::PointBuffers::new(source);
+        self.builder.set_buffer_source(source);
     }
 
     fn time_faults(&self) -> super::TimeFaults {
         super::TimeFaults {
-            restarts: self.time.restarts(),
+            restarts: self.builder.clock().restarts(),
             date_fallbacks: self.date_fallbacks,
         }
     }
 }
+#[cfg(test)]
+mod tests;

@@ -50,8 +50,9 @@
 //!   the held frame lands in it ([`OusterStats::reordered`]), and the held frame is published
 //!   as soon as it is complete, or when the window ends. At most one frame is held.
 //! * **Stale**: a packet already seen in its frame (same first measurement_id) is dropped as
-//!   `ignored` and counted in [`OusterStats::duplicates`]; so is a late packet of a frame
-//!   already published, up to [`STALE_FRAMES`] ids back ([`OusterStats::stale`]).
+//!   `ignored` and counted in [`OusterStats::duplicates`]; a late packet of a frame already
+//!   published, up to [`STALE_FRAMES`] ids back, is dropped as [`Rejection::Late`] (`late`)
+//!   and counted in [`OusterStats::stale`].
 //! * **Frame-id jumps**: a packet further back than that, or further ahead than the host time
 //!   elapsed since the previous packet explains (`1 + AHEAD_SLACK_FRAMES + host_dt / period`,
 //!   the period from the metadata's `lidar_mode`, e.g. `1024x10` → 100 ms, else 50 ms), is
@@ -81,11 +82,11 @@ pub mod lut;
 pub mod metadata;
 pub mod packet;
 
-use crate::frame::{Frame, FrameClock, FrameHeader};
+use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
 use super::{ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder};
-use crate::scan::RESTART_AGREE;
+use crate::scan::{FrameAccount, FrameBuilder, RESTART_AGREE};
 use lut::{Beam, Column, XyzLut};
 use metadata::OusterMetadata;
 use packet::{Packet, PacketFormat, Profile};
@@ -173,12 +174,11 @@ pub struct OusterStream {
     format: PacketFormat,
     lut: XyzLut,
     keep: Option<Vec<bool>>,
-    sensor_id: u16,
+    /// Sequence, silence, buffers, the frame header.
+    builder: FrameBuilder,
     /// Kept ranges, mm: `lo <= r < hi` ⇔ `min_range_m < r/1000 < max_range_m` (f32).
     range_mm: (u32, u32),
-    frame_timeout_ns: u64,
     expected: u32,
-    sequence: u64,
     cur: Option<Building>,
     /// The previous frame, held open after the next one began (reorder window), with the
     /// packets of the current frame it still waits.
@@ -200,8 +200,6 @@ pub struct OusterStream {
     spare_seen: Vec<u64>,
     decoded_any: bool,
     stats: OusterStats,
-    /// Where new frames' point buffers come from.
-    buffers: crate::scan::PointBuffers,
 }
 
 impl OusterStream {
@@ -274,11 +272,9 @@ impl OusterStream {
             format,
             lut,
             keep,
-            sensor_id: cfg.sensor_id,
+            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout_ns),
             range_mm: range_window_mm(cfg.min_range_m, cfg.max_range_m),
-            frame_timeout_ns: cfg.frame_timeout_ns,
             expected,
-            sequence: 0,
             cur: None,
             prev: None,
             reorder_window: (expected / 8).max(2),
@@ -292,7 +288,6 @@ impl OusterStream {
             spare_seen: Vec::new(),
             decoded_any: false,
             stats: OusterStats::default(),
-            buffers: crate::scan::PointBuffers::default(),
             meta,
         })
     }
@@ -369,26 +364,17 @@ impl OusterStream {
         self.point_capacity = self.point_capacity.max(b.points.len());
         self.last_published = Some(b.frame_id);
         self.spare_seen = std::mem::take(&mut b.seen);
-        out.push(Frame {
-            header: FrameHeader {
-                sensor_id: self.sensor_id,
-                sequence: self.sequence,
-                // A frame without one valid column has no sensor time: host time, said so.
-                start_ns: if b.has_time { b.start_ns } else { b.host_ns },
-                host_ns: b.host_ns,
-                packets_received: b.received,
-                packets_expected: self.expected.max(b.received),
-                packets_malformed: b.malformed,
-                frames_lost_before: b.lost_before,
-                clock: if b.has_time {
-                    FrameClock::Sensor
-                } else {
-                    FrameClock::Host
-                },
-            },
-            points: b.points,
-        });
-        self.sequence += 1;
+        // A frame without one valid column has no sensor time: host time, said so.
+        let account = FrameAccount {
+            start_ns: if b.has_time { b.start_ns } else { b.host_ns },
+            host_ns: b.host_ns,
+            received: b.received,
+            lost: self.expected.saturating_sub(b.received),
+            malformed: b.malformed,
+            lost_before: b.lost_before,
+            host_clock: !b.has_time,
+        };
+        self.builder.emit(&account, 0, b.points, out);
     }
 
     fn open(&mut self, frame_id: u16, host_ns: u64) {
@@ -405,7 +391,7 @@ impl OusterStream {
             received: 0,
             malformed: std::mem::take(&mut self.pending_malformed),
             seen,
-            points: self.buffers.take(self.point_capacity),
+            points: self.builder.take_points(self.point_capacity),
             unordered: false,
             has_time: false,
             first_col_ns: 0,
@@ -454,7 +440,7 @@ impl OusterStream {
         if (-STALE_FRAMES..=stale_top).contains(&diff) {
             self.candidate = None;
             self.stats.stale += 1;
-            return Err(Rejection::Ignored);
+            return Err(Rejection::Late);
         }
         let host_dt = self.last_host_ns.map_or(0, |h| host_ns.saturating_sub(h));
         let ahead_max = i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64;
@@ -492,9 +478,11 @@ impl OusterStream {
                      restarts are counted in `restarts` without a log line"
                 );
             }
+            // The frames in progress are published; the held candidates and this packet are
+            // pushed again by the pipeline and open the new stream's frame.
             self.publish(out);
-            self.open(frame_id, host_ns);
-            return Ok(false);
+            self.last_published = None;
+            return Err(Rejection::Restart);
         }
         self.candidate = Some((frame_id, agree));
         Err(Rejection::TimeJump)
@@ -718,12 +706,22 @@ impl VendorDecoder for OusterStream {
             }
             Err(r) => return Err(r),
         };
-        // After a host-time silence longer than the frame timeout any frame id is taken (a
-        // sensor or replay that restarted while quiet); skipped ids still count as lost.
-        let silent = self
-            .last_host_ns
-            .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
-        self.poll_timeout(host_ns, out);
+        // A silence (host time and column time both past the timeout; a pause on our side
+        // with the columns in line is none) publishes the frames in progress, and then any
+        // frame id is taken (a sensor or replay that restarted while quiet); skipped ids still
+        // count as lost.
+        let col_ns = (0..self.format.columns_per_packet)
+            .find(|&c| p.col_status(c) & 1 == 1)
+            .map(|c| p.col_timestamp(c));
+        let silent = self.builder.silence_before(host_ns, col_ns);
+        if let Some(t) = col_ns {
+            // The column time line the silence rule compares with (its verdicts are the frame
+            // ids' business here).
+            let _ = self.builder.clock_mut().check(t, host_ns, None, 0);
+        }
+        if silent {
+            self.publish(out);
+        }
         let frame_id = p.frame_id();
         if silent {
             // In line: a late packet (stale window) or a newer frame the silence explains.
@@ -800,13 +798,35 @@ impl VendorDecoder for OusterStream {
     }
 
     fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
-        if self
-            .cur
-            .as_ref()
-            .is_some_and(|b| now_host_ns.saturating_sub(b.last_host_ns) > self.frame_timeout_ns)
-        {
+        if self.in_progress() && self.builder.silent_at(now_host_ns) {
             self.publish(out);
         }
+    }
+
+    fn in_progress(&self) -> bool {
+        self.cur.is_some() || self.prev.is_some()
+    }
+
+    /// Takes the fresh stream's metadata: packet format, XYZ table, field-of-view table,
+    /// packets per frame, frame period. A frame in progress goes on with the new tables (a
+    /// column the new format does not have makes its packets malformed).
+    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
+        let Ok(f) = fresh.into_any().downcast::<OusterStream>() else {
+            return;
+        };
+        let f = *f;
+        self.meta = f.meta;
+        self.format = f.format;
+        self.lut = f.lut;
+        self.keep = f.keep;
+        self.expected = f.expected;
+        self.reorder_window = f.reorder_window;
+        self.period_ns = f.period_ns;
+        self.point_capacity = self.point_capacity.max(f.point_capacity);
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
     }
 
     fn flush(&mut self, out: &mut Vec<Frame>) {
@@ -826,7 +846,7 @@ impl VendorDecoder for OusterStream {
     }
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
-        self.buffers = crate::scan::PointBuffers::new(source);
+        self.builder.set_buffer_source(source);
     }
 
     fn time_faults(&self) -> super::TimeFaults {

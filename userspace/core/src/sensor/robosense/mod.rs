@@ -1216,7 +1216,7 @@ impl VendorDecoder for RobosenseStream {
         } else {
             span(p.azimuth(0), p.azimuth(11)) * 12 / 11
         };
-        let in_line = self.assembler.begin_packet(
+        self.assembler.begin_packet(
             PacketInfo {
                 host_ns,
                 sensor_ns,
@@ -1234,10 +1234,7 @@ impl VendorDecoder for RobosenseStream {
                 },
             },
             out,
-        );
-        if !in_line {
-            return Err(Rejection::TimeJump);
-        }
+        )?;
         if stamped.is_none() {
             self.date_fallbacks += 1;
         }
@@ -1280,6 +1277,22 @@ impl VendorDecoder for RobosenseStream {
         }
     }
 
+    fn in_progress(&self) -> bool {
+        self.assembler.in_progress()
+    }
+
+    /// Takes the fresh stream's angle table (the CSV; a DIFOP with a valid table still
+    /// overrides it when the next one arrives).
+    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
+        if let Ok(f) = fresh.into_any().downcast::<RobosenseStream>() {
+            self.decoder.set_angles(f.decoder.angles.clone());
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+
     fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {
         <RobosenseCounters as crate::counters::CounterSet>::DESCS
     }
@@ -1300,3 +1313,5 @@ pub fn build(
 ) -> Result<Box<dyn VendorDecoder>, ConfigError> {
     Ok(Box::new(RobosenseStream::new(cfg, calibration, opts)?))
 }
+#[cfg(test)]
+mod tests;

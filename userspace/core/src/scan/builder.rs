@@ -1,0 +1,323 @@
+//! The one frame builder every vendor's cut policy drives: frame sequence, loss accounting,
+//! time base and timeout, point buffers from the pool, and the one place a [`FrameHeader`] is
+//! filled in. Sans-IO.
+//!
+//! A vendor module owns a *cut policy* (Velodyne and RoboSense: [`super::ScanAssembler`],
+//! the block-azimuth cut; Hesai: its per-channel cutter; Ouster: the sensor's `frame_id`) that
+//! decides when a turn opens and ends and which points it holds. It keeps one [`FrameAccount`]
+//! per frame in progress and hands it to [`FrameBuilder::emit`] when the frame ends. So:
+//! * `sequence` starts at 0 and grows by one per emitted frame, whatever the policy, across
+//!   a calibration reload ([`crate::sensor::ScanPipeline::reload`]) too;
+//! * `packets_expected = packets_received + lost`, where `lost` is what the policy estimated
+//!   (sequence gaps, time gaps, the azimuth between the cut and a frame's first or last packet);
+//! * `frames_lost_before` is what [`FrameBuilder::lose_frames`] collected since the previous
+//!   emitted frame, plus the policy's own count ([`FrameAccount::lost_before`]);
+//! * `clock` is [`FrameClock::Host`] when any packet of the frame was stamped with host time;
+//! * the next frame's point buffer comes from the pool ([`FrameBuilder::take_points`]).
+//!
+//! ## Timeouts ([`FrameBuilder::silence_before`], [`FrameBuilder::silent_at`])
+//! A frame in progress is closed by a *silence*: no data packet for `frame_timeout_ns`.
+//! * Polled with no packet ([`FrameBuilder::silent_at`], the capture thread's idle wake-up):
+//!   host time since the last packet over the timeout is a silence.
+//! * Noticed when the next packet arrives ([`FrameBuilder::silence_before`]): only if the
+//!   *sensor* time since the last accepted packet also exceeds the timeout (or the packet is
+//!   not in line with it). A host-side pause with nothing lost (the decoder thread stalled and
+//!   the packets waited in the ring, or a capture's record times jump while the sensor times run
+//!   on) is no silence: the turn goes on. A real silence leaves a gap on both clocks, live and
+//!   offline.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::frame::{Frame, FrameClock, FrameHeader};
+use crate::point::PointXYZIRCAEDT;
+
+use super::StreamClock;
+
+/// A source of empty point buffers for the frames an assembler starts, e.g. the publisher's
+/// `lidarxdp::publish::BufferPool` of buffers whose frames have been sent.
+pub trait BufferSource: Send + Sync {
+    /// An empty buffer (its capacity is reused), or `None` to make the assembler allocate.
+    /// Must not block: it is called on the decoder's hot path, once per frame.
+    fn take_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>>;
+}
+
+/// Where a decoder takes its new frames' point buffers: a [`BufferSource`] given with
+/// [`crate::sensor::ScanPipeline::set_buffer_source`], else the allocator. `Clone` shares the
+/// source.
+#[derive(Clone, Default)]
+pub struct PointBuffers(Option<Arc<dyn BufferSource>>);
+
+impl fmt::Debug for PointBuffers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PointBuffers")
+            .field(&self.0.as_ref().map(|_| "source"))
+            .finish()
+    }
+}
+
+impl PointBuffers {
+    /// Buffers from `source` (the allocator when it has none).
+    pub fn new(source: Arc<dyn BufferSource>) -> Self {
+        PointBuffers(Some(source))
+    }
+
+    /// An empty point buffer with room for `capacity` points: from the source if it has one,
+    /// else freshly allocated. Every vendor decoder takes its frame buffers here so a warm
+    /// decoder does not allocate.
+    pub fn take(&self, capacity: usize) -> Vec<PointXYZIRCAEDT> {
+        match self.0.as_ref().and_then(|s| s.take_buffer()) {
+            Some(mut v) => {
+                v.clear();
+                v.reserve(capacity);
+                v
+            }
+            None => Vec::with_capacity(capacity),
+        }
+    }
+}
+/// The accounting of one frame in progress, kept by a vendor's cut policy and handed to
+/// [`FrameBuilder::emit`] when the frame ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameAccount {
+    /// Sensor time of the frame's first firing, ns since the Unix epoch (the host time of its
+    /// first packet when `host_clock`).
+    pub start_ns: u64,
+    /// Host receive time of the frame's first packet, ns since the Unix epoch.
+    pub host_ns: u64,
+    /// Data packets that contributed to the frame.
+    pub received: u32,
+    /// Data packets the policy estimates lost inside the frame (sequence or time gaps, the
+    /// packets between the cut and the first or last packet).
+    pub lost: u32,
+    /// Packets rejected as malformed while the frame was open.
+    pub malformed: u32,
+    /// Whole frames the policy itself knows were lost right before this one (Ouster: skipped
+    /// frame ids); added to what [`FrameBuilder::lose_frames`] collected.
+    pub lost_before: u32,
+    /// A packet of the frame was stamped with host time (its own time was invalid).
+    pub host_clock: bool,
+}
+
+impl FrameAccount {
+    /// A frame opened by a packet with sensor time `start_ns` received at `host_ns` (ns), with
+    /// nothing counted yet.
+    pub fn open(start_ns: u64, host_ns: u64) -> Self {
+        Self {
+            start_ns,
+            host_ns,
+            ..Self::default()
+        }
+    }
+
+    /// Takes back one packet counted lost: a packet that arrived late into this frame after
+    /// the gap it left had been counted (saturating at 0).
+    pub fn found_late(&mut self) {
+        self.received = self.received.saturating_add(1);
+        self.lost = self.lost.saturating_sub(1);
+    }
+}
+
+/// The frame builder of one sensor (module documentation): the frame sequence, the frames lost
+/// between two emitted frames, the time base ([`StreamClock`]), the frame timeout and the point
+/// buffers.
+#[derive(Clone, Debug)]
+pub struct FrameBuilder {
+    sensor_id: u16,
+    sequence: u64,
+    frame_timeout_ns: u64,
+    buffers: PointBuffers,
+    clock: StreamClock,
+    pending_lost_frames: u32,
+    /// Host time of the last data packet seen (accepted or late), ns.
+    last_host_ns: Option<u64>,
+}
+
+impl FrameBuilder {
+    /// A builder for sensor `sensor_id` (copied into every header) closing frames after
+    /// `frame_timeout_ns` (ns, at least 1) of silence.
+    pub fn new(sensor_id: u16, frame_timeout_ns: u64) -> Self {
+        Self {
+            sensor_id,
+            sequence: 0,
+            frame_timeout_ns: frame_timeout_ns.max(1),
+            buffers: PointBuffers::default(),
+            clock: StreamClock::default(),
+            pending_lost_frames: 0,
+            last_host_ns: None,
+        }
+    }
+
+    /// The sequence number the next emitted frame gets.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// The frame timeout, ns.
+    pub fn frame_timeout_ns(&self) -> u64 {
+        self.frame_timeout_ns
+    }
+
+    /// The time guard on the packets' sensor time.
+    pub fn clock(&self) -> &StreamClock {
+        &self.clock
+    }
+
+    /// The time guard, to judge a packet ([`StreamClock::check`]) or note a silence.
+    pub fn clock_mut(&mut self) -> &mut StreamClock {
+        &mut self.clock
+    }
+
+    /// Takes new frames' point buffers from `source` from now on (instead of allocating).
+    pub fn set_buffer_source(&mut self, source: Arc<dyn BufferSource>) {
+        self.buffers = PointBuffers::new(source);
+    }
+
+    /// An empty point buffer with room for `capacity` points, from the pool if there is one.
+    pub fn take_points(&self, capacity: usize) -> Vec<PointXYZIRCAEDT> {
+        self.buffers.take(capacity)
+    }
+
+    /// Records `n` whole frames (turns) lost, for the next emitted frame's
+    /// `frames_lost_before`.
+    pub fn lose_frames(&mut self, n: u32) {
+        self.pending_lost_frames = self.pending_lost_frames.saturating_add(n);
+    }
+
+    /// Records that a data packet arrived at `host_ns` with sensor time `sensor_ns` (ns; `None`
+    /// when it has none the clock could judge yet) and says whether a silence came before it
+    /// (module documentation): the host time since the previous packet exceeds the frame
+    /// timeout *and* the sensor time since the last accepted packet is not within the timeout.
+    /// The caller then closes its frames in progress and calls [`StreamClock::note_silence`].
+    pub fn silence_before(&mut self, host_ns: u64, sensor_ns: Option<u64>) -> bool {
+        let host_gap = self
+            .last_host_ns
+            .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
+        self.last_host_ns = Some(host_ns);
+        if !host_gap {
+            return false;
+        }
+        let sensor_in_line = match (self.clock.last_sensor_ns(), sensor_ns) {
+            (Some(last), Some(now)) => {
+                now >= last.saturating_sub(super::REORDER_WINDOW_NS)
+                    && now.saturating_sub(last) <= self.frame_timeout_ns
+            }
+            _ => false,
+        };
+        !sensor_in_line
+    }
+
+    /// Whether no data packet arrived for more than the frame timeout of host time before
+    /// `now_host_ns` (ns): the idle poll's silence. False before the first packet.
+    pub fn silent_at(&self, now_host_ns: u64) -> bool {
+        self.last_host_ns
+            .is_some_and(|h| now_host_ns.saturating_sub(h) > self.frame_timeout_ns)
+    }
+
+    /// Emits a finished frame: fills in its header (the only place a [`FrameHeader`] is built
+    /// outside tests) from `account`, with `extra_lost` more packets counted lost (the tail
+    /// estimate of a frame that did not end at a cut), and appends it to `out`. The sequence
+    /// grows by one; the frames lost collected since the previous frame go into this one.
+    pub fn emit(
+        &mut self,
+        account: &FrameAccount,
+        extra_lost: u32,
+        points: Vec<PointXYZIRCAEDT>,
+        out: &mut Vec<Frame>,
+    ) {
+        let header = FrameHeader {
+            sensor_id: self.sensor_id,
+            sequence: self.sequence,
+            start_ns: account.start_ns,
+            host_ns: account.host_ns,
+            packets_received: account.received,
+            packets_expected: account
+                .received
+                .saturating_add(account.lost)
+                .saturating_add(extra_lost),
+            packets_malformed: account.malformed,
+            frames_lost_before: std::mem::take(&mut self.pending_lost_frames)
+                .saturating_add(account.lost_before),
+            clock: if account.host_clock {
+                FrameClock::Host
+            } else {
+                FrameClock::Sensor
+            },
+        };
+        self.sequence += 1;
+        out.push(Frame { header, points });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The frame contract, exact values: sequence from 0 by one, expected = received + lost +
+    /// extra, frames lost collected between frames, the host-clock flag.
+    #[test]
+    fn emit_fills_the_header_by_the_contract() {
+        let mut b = FrameBuilder::new(9, 100_000_000);
+        let mut out = Vec::new();
+        let mut a = FrameAccount::open(5_000, 7_000);
+        a.received = 10;
+        a.lost = 2;
+        a.malformed = 1;
+        b.emit(&a, 3, Vec::new(), &mut out);
+        b.lose_frames(2);
+        b.lose_frames(1);
+        let mut c = FrameAccount::open(6_000, 8_000);
+        c.received = 4;
+        c.lost_before = 1;
+        c.host_clock = true;
+        c.found_late();
+        b.emit(&c, 0, vec![PointXYZIRCAEDT::default(); 3], &mut out);
+        b.emit(&FrameAccount::default(), 0, Vec::new(), &mut out);
+        let h: Vec<FrameHeader> = out.iter().map(|f| f.header).collect();
+        assert_eq!(
+            h[0],
+            FrameHeader {
+                sensor_id: 9,
+                sequence: 0,
+                start_ns: 5_000,
+                host_ns: 7_000,
+                packets_received: 10,
+                packets_expected: 15,
+                packets_malformed: 1,
+                frames_lost_before: 0,
+                clock: FrameClock::Sensor,
+            }
+        );
+        assert_eq!(
+            (h[1].sequence, h[1].packets_received, h[1].packets_expected),
+            (1, 5, 5)
+        );
+        assert_eq!((h[1].frames_lost_before, h[1].clock), (4, FrameClock::Host));
+        assert_eq!(out[1].points.len(), 3);
+        assert_eq!((h[2].sequence, h[2].frames_lost_before), (2, 0));
+        assert_eq!(b.sequence(), 3);
+    }
+
+    /// A silence noticed on arrival needs a gap on both clocks; the idle poll needs host time.
+    #[test]
+    fn a_host_pause_with_the_sensor_in_line_is_no_silence() {
+        let ms = 1_000_000u64;
+        let mut b = FrameBuilder::new(0, 200 * ms);
+        assert!(!b.silence_before(1_000 * ms, Some(5_000 * ms)));
+        assert_eq!(
+            b.clock_mut().check(5_000 * ms, 1_000 * ms, None, 0),
+            crate::scan::TimeVerdict::InLine { gap_ns: None }
+        );
+        assert!(!b.silent_at(1_200 * ms));
+        assert!(b.silent_at(1_200 * ms + 1));
+        // 500 ms on the host, 1 ms on the sensor: a stall on our side, no silence.
+        assert!(!b.silence_before(1_500 * ms, Some(5_001 * ms)));
+        // 500 ms on both: a silence.
+        assert!(b.silence_before(2_000 * ms, Some(5_501 * ms)));
+        // A time that is no time (None) after a host gap: a silence.
+        assert!(b.silence_before(3_000 * ms, None));
+        // Within the timeout on the host: never a silence.
+        assert!(!b.silence_before(3_100 * ms, Some(9_000_000 * ms)));
+    }
+}
