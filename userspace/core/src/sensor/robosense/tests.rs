@@ -589,3 +589,54 @@ fn decode_dual_return_types_and_times() {
         ]
     );
 }
+
+#[test]
+fn decode_interpolates_with_the_measured_advance_up_to_1_degree() {
+    let d = helios_decoder();
+    // Channel 8 fires 13.84 µs into its block: h = block_az + trunc(az_diff · 13.84 / 55.56).
+    let az_of = |azimuths: &dyn Fn(usize) -> u16, block: usize| {
+        let mut b = msop(HeaderKind::Helios, azimuths);
+        set_unit(&mut b, block, 8, 4_000, 1);
+        let pts = decode_all(&d, &b, ReturnMode::Strongest);
+        assert_eq!(pts.len(), 1);
+        pts[0].azimuth_cdeg
+    };
+    // Measured 0.50° advance: trunc(50 · 0.2491) = 12.
+    assert_eq!(az_of(&|k| 10_000 + 50 * k as u16, 2), 10_112);
+    // Exactly 1.00°: still measured, trunc(100 · 0.2491) = 24.
+    assert_eq!(az_of(&|k| 10_000 + 100 * k as u16, 2), 10_224);
+    // More than 1° to the next block (a blind zone): the nominal 0.20°, trunc(20 · 0.2491) = 4.
+    assert_eq!(az_of(&|k| 10_000 + 101 * k as u16, 2), 10_206);
+    // The last block has no next one: the nominal advance.
+    assert_eq!(az_of(&|k| 10_000 + 50 * k as u16, 11), 10_554);
+    // The advance to the next block wraps through 0°.
+    assert_eq!(az_of(&|k| (35_980 + 50 * k as u16) % 36_000, 0), 35_992);
+}
+
+#[test]
+fn v1_calendar_time_rejects_impossible_fields() {
+    let at = |t: [u8; 10]| {
+        let mut b = msop(HeaderKind::V1, |_| 0);
+        b[TIMESTAMP_OFFSET..TIMESTAMP_OFFSET + 10].copy_from_slice(&t);
+        MsopPacket::new_checked(&b[..], HeaderKind::V1)
+            .unwrap()
+            .sensor_time_ns()
+    };
+    // 2000-01-01 00:00:00.000001 UTC.
+    assert_eq!(
+        at([0, 1, 1, 0, 0, 0, 0, 0, 0, 1]),
+        Some(946_684_800_000_001_000)
+    );
+    for bad in [
+        [0, 0, 1, 0, 0, 0, 0, 0, 0, 0],   // month 0
+        [0, 13, 1, 0, 0, 0, 0, 0, 0, 0],  // month 13
+        [0, 1, 32, 0, 0, 0, 0, 0, 0, 0],  // day 32
+        [0, 1, 1, 24, 0, 0, 0, 0, 0, 0],  // hour 24
+        [0, 1, 1, 0, 60, 0, 0, 0, 0, 0],  // minute 60
+        [0, 1, 1, 0, 0, 61, 0, 0, 0, 0],  // second 61
+        [0, 1, 1, 0, 0, 0, 3, 232, 0, 0], // 1000 ms
+        [0, 1, 1, 0, 0, 0, 0, 0, 3, 232], // 1000 µs
+    ] {
+        assert_eq!(at(bad), None, "{bad:?}");
+    }
+}
