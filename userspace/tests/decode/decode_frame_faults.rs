@@ -365,3 +365,70 @@ fn a_pause_on_the_receiving_side_cuts_no_turn() {
         }
     }
 }
+
+/// `(received, expected)` of the first three frames of `rel` decoded with `fov` and `cut`.
+fn fov_counts(
+    cfg: SensorConfig,
+    rel: &str,
+    port: u16,
+    fov: (f64, f64),
+    cut: f64,
+) -> Vec<(u32, u32)> {
+    let cfg = SensorConfig {
+        cut_angle_deg: cut,
+        ..cfg
+    };
+    let opts = PipelineOptions {
+        fov_deg: Some(fov),
+        ..Default::default()
+    };
+    let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap();
+    let mut out = Vec::new();
+    for (payload, t) in capture(rel, port) {
+        p.push(&payload, t, &mut out);
+    }
+    out.iter()
+        .take(3)
+        .map(|f| (f.header.packets_received, f.header.packets_expected))
+        .collect()
+}
+
+/// Class 5: under a field of view a frame counts only the packets that meet it, and the
+/// first frame (opened mid-turn) expects only the packets the field of view holds between the
+/// cut and its first packet. The VLP-32C capture comes from a sensor whose own field of view is
+/// 270°..90° (it sends nothing else): with `--fov 270:90` its first frame expects 77 packets
+/// as every whole frame does, not 152 (cut 0°) or 114. The XT32 sends the whole turn; with
+/// `--fov 40:310` a whole frame counts its 377 packets inside, the first one 375.
+#[test]
+fn the_first_frame_under_a_field_of_view_expects_only_its_packets() {
+    let vlp32c = || {
+        SensorConfig::new(
+            0,
+            SensorModel::Vlp32c,
+            format!("{DATA}velodyne/vlp32c/calibration/VLP32_nebula.yaml"),
+        )
+    };
+    let rel = "velodyne/vlp32c/vlp32c_strongest_fov270to90_nebula_379pkt.pcap";
+    assert_eq!(
+        fov_counts(vlp32c(), rel, 2368, (270.0, 90.0), 0.0),
+        [(38, 76), (77, 77), (77, 77)]
+    );
+    assert_eq!(
+        fov_counts(vlp32c(), rel, 2368, (270.0, 90.0), 300.0),
+        [(13, 77), (77, 77), (77, 77)]
+    );
+    let xt32 = SensorConfig::new(
+        1,
+        SensorModel::PandarXt32,
+        format!("{DATA}hesai/pandarxt32/PandarXT32.csv"),
+    );
+    let rel = "hesai/pandarxt32/pandarxt32_nebula.pcap";
+    assert_eq!(
+        fov_counts(xt32.clone(), rel, 2368, (40.0, 310.0), 100.0),
+        [(84, 375), (377, 377), (377, 377)]
+    );
+    assert_eq!(
+        fov_counts(xt32, rel, 2368, (40.0, 310.0), 309.0),
+        [(374, 375), (377, 377), (377, 377)]
+    );
+}

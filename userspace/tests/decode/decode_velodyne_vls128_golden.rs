@@ -56,8 +56,9 @@ fn second_frame_matches_nebula_ground_truth() {
         .map(|f| (f.header.packets_received, f.header.packets_expected))
         .collect();
     // First frame: the capture starts at 131.79°, 220 packets after the cut are missing.
-    // The others are complete turns (the completing packet counts in both frames).
-    assert_eq!(hdr, [(383, 603), (604, 604), (604, 604), (605, 605)]);
+    // The others are complete turns. Only packets that meet the field of view (0°..359°)
+    // count: the completing packet, whose blocks lie in 359°..360°, counts in neither frame.
+    assert_eq!(hdr, [(382, 602), (603, 603), (603, 603), (603, 603)]);
     // Packet stamp 55,311,567 µs past the hour, minus the 8.7 µs lead of the first firing.
     assert_eq!(frames[0].header.start_ns, 1_585_897_255_311_567_000 - 8_700);
     for f in &frames {

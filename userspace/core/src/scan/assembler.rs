@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use super::{
-    AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, BufferSource, CARRY_LIMIT_CDEG, FrameAccount, FrameBuilder,
-    MAX_FRAME_SPAN_NS, Rejection, StreamClock, TimeVerdict, turns_lost,
+    AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, BufferSource, CARRY_LIMIT_CDEG, Fov, FrameAccount,
+    FrameBuilder, MAX_FRAME_SPAN_NS, Rejection, StreamClock, TimeVerdict, arc_in_view, turns_lost,
 };
 use crate::frame::Frame;
 use crate::point::PointXYZIRCAEDT;
@@ -60,6 +60,10 @@ pub struct PointBatch<'a> {
 #[derive(Clone, Debug)]
 pub struct ScanAssembler {
     cut_cdeg: u32,
+    /// The configured field of view: the head and tail estimates count only its packets.
+    fov: Option<Fov>,
+    /// The last packet meets the field of view (it counts as received).
+    last_in_view: bool,
     builder: FrameBuilder,
     cur: Building,
     /// The current packet arrived late ([`TimeVerdict::Late`]) into the frame in progress: it
@@ -105,6 +109,8 @@ impl ScanAssembler {
         };
         Self {
             cut_cdeg: cut % AZIMUTH_UNITS,
+            fov: None,
+            last_in_view: true,
             builder: FrameBuilder::new(sensor_id, frame_timeout_ns),
             cur: Building::default(),
             late: false,
@@ -121,6 +127,14 @@ impl ScanAssembler {
             dt_count: 0,
             adv_q8: 0,
         }
+    }
+
+    /// Counts, in the packets estimated lost between the cut and a frame's first packet (or
+    /// its last packet and the cut), only those inside `fov`: a sensor whose own field of view
+    /// is `fov` sends nothing outside it, so a frame that opened mid-turn expects only the
+    /// packets the field of view holds (issue 23, class 5).
+    pub fn set_fov(&mut self, fov: Option<Fov>) {
+        self.fov = fov;
     }
 
     /// Takes new frames' point buffers from `source` from now on (instead of allocating).
@@ -276,6 +290,14 @@ impl ScanAssembler {
         {
             self.close_partial(out);
         }
+        // Under a field of view only the packets that meet it count (received, lost).
+        let span = phased(
+            u32::from(info.last_azimuth_cdeg),
+            u32::from(info.first_azimuth_cdeg),
+        );
+        let in_view = self
+            .fov
+            .is_none_or(|f| f.arc_inside(u32::from(info.first_azimuth_cdeg), span + 1) > 0);
         // Loss detection on the sensor clock.
         let interval = self.interval_ns(info.interval_ns);
         if let (Some(prev), Some(l)) = (self.last_sensor_ns, self.last) {
@@ -301,6 +323,7 @@ impl ScanAssembler {
                             u32::from(info.first_azimuth_cdeg),
                             u32::from(l.last_azimuth_cdeg),
                         );
+                        let gap = arc_in_view(self.fov, u32::from(l.last_azimuth_cdeg), gap);
                         let adv = info.advance_cdeg.max(1);
                         u64::from((gap + adv / 2) / adv)
                     }
@@ -336,13 +359,14 @@ impl ScanAssembler {
             self.cur.acct.host_ns = info.host_ns;
             let adv = info.advance_cdeg.max(1);
             if first + adv <= AZIMUTH_UNITS && !self.at_cut {
-                let head = self.packets_for(first, adv);
+                let head = self.packets_for(arc_in_view(self.fov, self.cut_cdeg, first), adv);
                 self.cur.acct.lost = self.cur.acct.lost.saturating_add(head);
             }
         }
         self.at_cut = false;
         self.cur.own_packet = true;
-        self.cur.acct.received = self.cur.acct.received.saturating_add(1);
+        self.cur.acct.received = self.cur.acct.received.saturating_add(u32::from(in_view));
+        self.last_in_view = in_view;
         self.last_sensor_ns = Some(info.sensor_ns);
         self.packet_sensor_ns = info.sensor_ns;
         self.last = Some(info);
@@ -400,7 +424,7 @@ impl ScanAssembler {
                 .take_points(self.cur.points.len() + self.cur.points.len() / 8),
             azimuths,
             acct: FrameAccount {
-                received: 1,
+                received: u32::from(self.last_in_view),
                 ..FrameAccount::open(new_start, new_host)
             },
             open: true,
@@ -457,6 +481,7 @@ impl ScanAssembler {
                     let to_cut = (AZIMUTH_UNITS
                         - phased(u32::from(i.first_azimuth_cdeg), self.cut_cdeg))
                         % AZIMUTH_UNITS;
+                    let to_cut = arc_in_view(self.fov, u32::from(i.first_azimuth_cdeg), to_cut);
                     self.packets_for(to_cut, i.advance_cdeg).saturating_sub(1)
                 }
                 None => 0,

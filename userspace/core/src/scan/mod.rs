@@ -120,6 +120,7 @@
 mod assembler;
 mod builder;
 mod clock;
+mod window;
 
 pub use assembler::{PacketInfo, PointBatch, ScanAssembler};
 pub use builder::{BufferSource, FrameAccount, FrameBuilder, PointBuffers};
@@ -127,6 +128,7 @@ pub use clock::{
     GAP_PERIODS_X10, JUMP_AHEAD_TOLERANCE_NS, MAX_SAMPLE_DT_NS, REORDER_WINDOW_NS, RESTART_AGREE,
     StreamClock, TimeVerdict, turns_lost,
 };
+pub use window::{Fov, arc_in_view};
 
 /// Azimuth units per turn (0.01°).
 pub const AZIMUTH_UNITS: u32 = 36_000;

@@ -1170,6 +1170,7 @@ impl VelodyneStream {
         };
         let mut assembler =
             ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
+        assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
         let engine = if cfg.model == SensorModel::Vlp16 {
             Engine::Vlp16(Box::new(Vlp16Decoder::new(calib, settings)))
         } else {

@@ -86,7 +86,8 @@ use std::path::Path;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::scan::{
-    AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, FrameAccount, FrameBuilder, TimeVerdict, turns_lost,
+    AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, TimeVerdict, arc_in_view,
+    turns_lost,
 };
 
 use self::layout::Layout;
@@ -634,9 +635,11 @@ fn phased_in_buffer<'a>(
 /// instead of at the cut, with the sensor turning `step_cdeg` (0.01°) per packet: the packets
 /// between the cut and the frame's first one. 0 when unknown (no azimuth, no step measured yet)
 /// or when the frame opened at the cut.
-fn head_missing(head_phased: Option<u32>, step_cdeg: u32) -> u32 {
+/// With a field of view, only the packets inside it between the cut (`cut_cdeg`) and the
+/// frame's first one count.
+fn head_missing(head_phased: Option<u32>, step_cdeg: u32, fov: Option<Fov>, cut_cdeg: u32) -> u32 {
     match head_phased {
-        Some(ph) if step_cdeg > 0 => ph / step_cdeg,
+        Some(ph) if step_cdeg > 0 => arc_in_view(fov, cut_cdeg, ph) / step_cdeg,
         _ => 0,
     }
 }
@@ -720,6 +723,8 @@ pub struct HesaiStream {
     offsets_cache: Vec<OffsetsEntry>,
     /// Cut angle, 0.01°, for the lost-turn estimate.
     cut_cdeg: u32,
+    /// The configured field of view: the loss estimates around the cut count only its packets.
+    fov: Option<Fov>,
     /// Phased azimuth (0.01°) of the previous accepted packet's first block group.
     last_phased: Option<u32>,
     /// Packets with an invalid date (stamped from the stream's clock, or with host time).
@@ -858,6 +863,7 @@ impl HesaiStream {
             cut_cdeg: ((cfg.cut_angle_deg.rem_euclid(360.0) * 100.0).round() as u32)
                 % AZIMUTH_UNITS,
             last_phased: None,
+            fov: Fov::from_deg(opts.fov_deg),
             date_fallbacks: 0,
             host_base: false,
             pending_head_lost: 0,
@@ -894,7 +900,8 @@ impl HesaiStream {
             lost_before: 0,
             host_clock: buf.host_clock,
         };
-        let head = head_missing(buf.head_phased, self.builder.clock().step_cdeg());
+        let step = self.builder.clock().step_cdeg();
+        let head = head_missing(buf.head_phased, step, self.fov, self.cut_cdeg);
         self.builder.emit(&account, head, buf.points, out);
     }
 
@@ -914,7 +921,9 @@ impl HesaiStream {
             for (x, buf) in self.bufs.iter_mut().enumerate() {
                 let behind = phased_in_buffer(&st.last_az, &st.buf, x, cut).min();
                 if let (Some(ph), false) = (behind, buf.points.is_empty()) {
-                    let tail = (AZIMUTH_UNITS - ph).div_ceil(step).saturating_sub(1);
+                    let to_cut =
+                        arc_in_view(self.fov, (cut + ph) % AZIMUTH_UNITS, AZIMUTH_UNITS - ph);
+                    let tail = to_cut.div_ceil(step).saturating_sub(1);
                     buf.lost = buf.lost.saturating_add(tail);
                 }
             }
@@ -1071,7 +1080,8 @@ impl HesaiStream {
                     buf.host_ns = host_ns;
                 }
                 buf.host_clock |= host_clock;
-                if buf.last_packet != self.packet_serial {
+                // Under a field of view only packets with a block group inside it count.
+                if buf.last_packet != self.packet_serial && self.cutter.block_in_fov() {
                     buf.last_packet = self.packet_serial;
                     buf.received = buf.received.saturating_add(1);
                     buf.lost = buf.lost.saturating_add(std::mem::take(&mut lost));
@@ -1804,7 +1814,12 @@ impl VendorDecoder for HesaiStream {
                 // lost frames.
                 let step = self.builder.clock().step_cdeg();
                 if let (Some(from), true) = (self.last_phased, step > 0) {
-                    let tail = (AZIMUTH_UNITS - from).div_ceil(step).saturating_sub(1);
+                    let to_cut = arc_in_view(
+                        self.fov,
+                        (self.cut_cdeg + from) % AZIMUTH_UNITS,
+                        AZIMUTH_UNITS - from,
+                    );
+                    let tail = to_cut.div_ceil(step).saturating_sub(1);
                     let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
                     let b = &mut self.bufs[usize::from(cur)];
                     b.lost = b.lost.saturating_add(tail);
@@ -1814,7 +1829,8 @@ impl VendorDecoder for HesaiStream {
                     let period = self.builder.clock().period_ns();
                     self.builder.lose_frames(turns_lost(from, to, gap, period));
                     if step > 0 {
-                        self.pending_head_lost = to.div_ceil(step);
+                        self.pending_head_lost =
+                            arc_in_view(self.fov, self.cut_cdeg, to).div_ceil(step);
                     }
                 }
             }

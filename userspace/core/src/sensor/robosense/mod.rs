@@ -1112,9 +1112,12 @@ impl RobosenseStream {
                 .fov_deg
                 .map(|(a, b)| ((a * 100.0).round() as i32, (b * 100.0).round() as i32)),
         };
+        let mut assembler =
+            ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
+        assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
         Ok(Self {
             decoder: RobosenseDecoder::new(spec, angles, settings),
-            assembler: ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns),
+            assembler,
             difop_mode: None,
             return_mode: None,
             counters: RobosenseCounters::default(),

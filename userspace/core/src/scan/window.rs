@@ -1,0 +1,99 @@
+//! The field of view every vendor shares: an inclusive sector of azimuths, 0.01°, that may wrap
+//! through 0° (Nebula's `cloud_min_angle` / `cloud_max_angle`; `--fov MIN:MAX`,
+//! [`crate::sensor::PipelineOptions::fov_deg`]). Sans-IO.
+#![forbid(unsafe_code)]
+
+use super::AZIMUTH_UNITS;
+
+/// A field of view `[min, max]`, 0.01° (0..36000), inclusive; `min > max` wraps through 0°.
+/// `min == max` is refused where it is configured ([`crate::sensor::ScanPipeline::check`]),
+/// so a field of view always holds more than one azimuth and less than the full circle plus
+/// one unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fov {
+    /// First azimuth inside, 0.01°.
+    pub min_cdeg: u32,
+    /// Last azimuth inside, 0.01°.
+    pub max_cdeg: u32,
+}
+
+impl Fov {
+    /// The field of view `(min, max)` in degrees (each in [0, 360]; 360 is 0), rounded to
+    /// 0.01°. `None` when `fov_deg` is `None`.
+    pub fn from_deg(fov_deg: Option<(f64, f64)>) -> Option<Self> {
+        let cdeg = |d: f64| ((d.rem_euclid(360.0) * 100.0).round() as u32) % AZIMUTH_UNITS;
+        fov_deg.map(|(min, max)| Fov {
+            min_cdeg: cdeg(min),
+            max_cdeg: cdeg(max),
+        })
+    }
+
+    /// Whether azimuth `az_cdeg` (0.01°, taken modulo 360°) lies inside (bounds included).
+    pub fn contains_cdeg(&self, az_cdeg: u32) -> bool {
+        let a = az_cdeg % AZIMUTH_UNITS;
+        if self.min_cdeg <= self.max_cdeg {
+            a >= self.min_cdeg && a <= self.max_cdeg
+        } else {
+            a >= self.min_cdeg || a <= self.max_cdeg
+        }
+    }
+
+    /// Width of the field of view, 0.01° (the inclusive bound counts one unit).
+    pub fn width_cdeg(&self) -> u32 {
+        ((AZIMUTH_UNITS + self.max_cdeg - self.min_cdeg) % AZIMUTH_UNITS + 1).min(AZIMUTH_UNITS)
+    }
+
+    /// How much of the arc of `len_cdeg` (0.01°, at most a turn) that starts at azimuth
+    /// `from_cdeg` and runs forward lies inside, 0.01°: the loss estimates of a frame that did
+    /// not begin or end at the cut count only the packets the field of view would hold.
+    pub fn arc_inside(&self, from_cdeg: u32, len_cdeg: u32) -> u32 {
+        let u = i64::from(AZIMUTH_UNITS);
+        let a0 = i64::from(from_cdeg % AZIMUTH_UNITS);
+        let a1 = a0 + i64::from(len_cdeg.min(AZIMUTH_UNITS));
+        let f0 = i64::from(self.min_cdeg);
+        let f1 = f0 + i64::from(self.width_cdeg());
+        let inside: i64 = (-1..=1)
+            .map(|k| (a1.min(f1 + k * u) - a0.max(f0 + k * u)).max(0))
+            .sum();
+        inside.clamp(0, a1 - a0) as u32
+    }
+}
+
+/// The part of an arc inside `fov`, or all of it without a field of view (see
+/// [`Fov::arc_inside`]).
+pub fn arc_in_view(fov: Option<Fov>, from_cdeg: u32, len_cdeg: u32) -> u32 {
+    match fov {
+        Some(f) => f.arc_inside(from_cdeg, len_cdeg),
+        None => len_cdeg.min(AZIMUTH_UNITS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arcs_inside_a_plain_and_a_wrapping_field_of_view() {
+        let plain = Fov::from_deg(Some((40.0, 310.0))).unwrap();
+        assert_eq!(
+            (plain.min_cdeg, plain.max_cdeg, plain.width_cdeg()),
+            (4_000, 31_000, 27_001)
+        );
+        assert!(plain.contains_cdeg(4_000) && plain.contains_cdeg(31_000));
+        assert!(!plain.contains_cdeg(3_999) && !plain.contains_cdeg(31_001));
+        // From the cut at 310° round to 100°: only 40°..100° is inside.
+        assert_eq!(plain.arc_inside(31_000, 15_000), 6_000 + 1);
+        assert_eq!(plain.arc_inside(0, 36_000), 27_001);
+        assert_eq!(plain.arc_inside(32_000, 1_000), 0);
+        let wrap = Fov::from_deg(Some((270.0, 90.0))).unwrap();
+        assert_eq!(wrap.width_cdeg(), 18_001);
+        assert!(wrap.contains_cdeg(0) && wrap.contains_cdeg(35_999) && !wrap.contains_cdeg(18_000));
+        // From the cut at 0° to 270°: 0°..90° inside.
+        assert_eq!(wrap.arc_inside(0, 27_000), 9_001);
+        // From 300° to the cut at 0°: all inside.
+        assert_eq!(wrap.arc_inside(30_000, 6_000), 6_000);
+        assert_eq!(arc_in_view(None, 123, 40_000), 36_000);
+        assert_eq!(arc_in_view(Some(wrap), 9_001, 17_999), 0);
+        assert_eq!(Fov::from_deg(Some((0.0, 360.0))).unwrap().max_cdeg, 0);
+    }
+}
