@@ -5,6 +5,8 @@
 //! - [`point`], [`frame`]: the published data types (Autoware's PointXYZIRCAEDT, 32 bytes);
 //! - [`net`]: Ethernet/VLAN/SLL/IPv4/UDP header parsing of received frames (RFC 791, RFC 768);
 //! - [`reassembly`]: IPv4 fragment reassembly (RFC 791, RFC 815);
+//! - [`vendor`]: the neutral types every vendor shares (models, configuration, options, return
+//!   modes, errors, counters, the [`vendor::VendorDecoder`] contract);
 //! - [`sensor`]: the decoders per vendor and their calibration parsers, the scan pipeline;
 //! - [`scan`]: scan (frame) assembly: cut angle, field of view, timeouts, the stream clock;
 //! - [`protocol`]: the lidarxdp TCP wire codec (`docs/protocol.md`);
@@ -32,3 +34,4 @@ pub mod scan;
 pub mod sensor;
 #[allow(unsafe_code)]
 mod simd;
+pub mod vendor;

@@ -112,6 +112,83 @@ pub(crate) fn extend_masked<T>(out: &mut Vec<T>, mask: u32, mut value: impl FnMu
     unsafe { out.set_len(base + n) };
 }
 
+/// Slots of one data block, the lane count of the block kernels: the callers (the Velodyne
+/// decoders, whose blocks have 32 channel slots) hand their per-slot arrays of this length.
+pub(crate) const BLOCK_SLOTS: usize = 32;
+
+/// Where [`velodyne_dense_fill`] writes one block's per-slot results (the caller's arrays).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct DenseOut<'a> {
+    /// Forward coordinate, m.
+    pub x: &'a mut [f32; BLOCK_SLOTS],
+    /// Left coordinate, m.
+    pub y: &'a mut [f32; BLOCK_SLOTS],
+    /// Up coordinate, m.
+    pub z: &'a mut [f32; BLOCK_SLOTS],
+    /// Range, m.
+    pub distance: &'a mut [f32; BLOCK_SLOTS],
+    /// Corrected azimuth, rad.
+    pub azimuth: &'a mut [f32; BLOCK_SLOTS],
+    /// Corrected azimuth in the caller's units (0.01°), `0..turn`.
+    pub azimuth_cdeg: &'a mut [u32; BLOCK_SLOTS],
+    /// Reflectivity.
+    pub intensity: &'a mut [u8; BLOCK_SLOTS],
+}
+
+/// What [`velodyne_dense_fill`] reads: the block's slot bytes and the caller's per-slot
+/// constants, plain slices and numbers.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct DenseIn<'a> {
+    /// The block's slots, 3 bytes each (`[distance lo, distance hi, reflectivity]`), slot `k`
+    /// at byte `3k`; one byte past the last slot must be readable (it is read and ignored).
+    pub slots: &'a [u8],
+    /// Interpolation of each slot added to `azf0`, in azimuth units.
+    pub t: &'a [f32; BLOCK_SLOTS],
+    /// The block azimuth, in azimuth units.
+    pub azf0: f32,
+    /// Range correction of each slot's laser, m (added where `raw·res > 1e-6`).
+    pub corr: &'a [f32; BLOCK_SLOTS],
+    /// Cosine of each slot's elevation.
+    pub cos_vert: &'a [f32; BLOCK_SLOTS],
+    /// Sine of each slot's elevation.
+    pub sin_vert: &'a [f32; BLOCK_SLOTS],
+    /// Azimuth correction of each slot's laser, azimuth units, f64.
+    pub rot: &'a [f64; BLOCK_SLOTS],
+    /// Range unit, m per count.
+    pub res: f32,
+    /// `[cos, sin]` of every azimuth unit (`turn` entries).
+    pub trig: &'a [[f32; 2]],
+    /// Azimuth units per turn (36000 for 0.01°).
+    pub turn: u32,
+    /// rad per azimuth unit.
+    pub rad_per_unit: f64,
+}
+
+/// What [`compact_block_points`] reads: one block's per-slot arrays and the kept-slot mask.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct CompactIn<'a> {
+    /// Bit `k` set when slot `k` is kept.
+    pub mask: u32,
+    /// Coordinates, m.
+    pub x: &'a [f32; BLOCK_SLOTS],
+    /// See `x`.
+    pub y: &'a [f32; BLOCK_SLOTS],
+    /// See `x`.
+    pub z: &'a [f32; BLOCK_SLOTS],
+    /// Azimuth, rad.
+    pub azimuth: &'a [f32; BLOCK_SLOTS],
+    /// Elevation, rad.
+    pub elevation: &'a [f32; BLOCK_SLOTS],
+    /// Range, m.
+    pub distance: &'a [f32; BLOCK_SLOTS],
+    /// Reflectivity.
+    pub intensity: &'a [u8; BLOCK_SLOTS],
+    /// Return type code.
+    pub return_type: &'a [u8; BLOCK_SLOTS],
+    /// Channel (ring).
+    pub channel: &'a [u16; BLOCK_SLOTS],
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{compact_block_points, velodyne_dense_fill, velodyne_slot_mask};
 
@@ -243,13 +320,8 @@ mod x86 {
         _mm_unpacklo_epi64, _mm_unpacklo_ps, _mm_xor_ps,
     };
 
-    use super::Compactor;
+    use super::{BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut};
     use crate::point::PointXYZIRCAEDT;
-    use crate::sensor::velodyne::dense::DenseLasers;
-    use crate::sensor::velodyne::{
-        AZIMUTH_UNITS, BLOCK_LEN, BLOCKS, BlockPoints, DATA_PACKET_LEN, RAD_PER_CDEG,
-        SLOTS_PER_BLOCK,
-    };
 
     // The point stores below write a point as two 16-byte halves.
     const _: () = assert!(std::mem::size_of::<PointXYZIRCAEDT>() == 32);
@@ -297,49 +369,53 @@ mod x86 {
     }
 
     /// Velodyne stage 2 of a dense block (`sensor::velodyne::dense::fill`, whose portable
-    /// version gives the same bits): fills `bp`'s distance, azimuth (0.01° and rad), x, y, z
-    /// and intensity for all 32 slots of block `block` (0..11; another index does nothing) of
-    /// the 1206-byte packet `buf`; `t[k]` is slot `k`'s interpolation added to the block
-    /// azimuth `azf0` (0.01°). Four slots per instruction, the two f64 steps two slots per
-    /// instruction, table entries gathered with one 8-byte load per slot and a transpose.
+    /// version gives the same bits): fills `o`'s distance, azimuth (0.01° and rad), x, y, z
+    /// and intensity for all 32 slots of the block whose slot bytes `i.slots` holds; `i.t[k]`
+    /// is slot `k`'s interpolation added to the block azimuth `i.azf0` (0.01°). Four slots per
+    /// instruction, the two f64 steps two slots per instruction, table entries gathered with
+    /// one 8-byte load per slot and a transpose.
     #[inline(always)]
-    pub(crate) fn velodyne_dense_fill(
-        bp: &mut BlockPoints<'_>,
-        buf: &[u8; DATA_PACKET_LEN],
-        block: usize,
-        t: &[f32; SLOTS_PER_BLOCK],
-        azf0: f32,
-        lasers: DenseLasers<'_>,
-    ) {
-        if block >= BLOCKS {
-            return;
-        }
-        // Slot `k`'s 3 bytes start at `100·block + 4 + 3k`; a 4-byte load there reads at most
-        // up to byte `100·11 + 4 + 93 + 4 = 1201 <= 1206` of the packet.
-        let base = block * BLOCK_LEN + 4;
+    pub(crate) fn velodyne_dense_fill(o: DenseOut<'_>, i: DenseIn<'_>) {
+        let DenseIn {
+            slots,
+            t,
+            azf0,
+            corr,
+            cos_vert,
+            sin_vert,
+            rot,
+            res,
+            trig,
+            turn,
+            rad_per_unit,
+        } = i;
+        // Slot `k`'s 3 bytes start at `3k`; a 4-byte load there reads bytes `3k..3k + 4`
+        // (a slot past the end of `slots` reads 0).
         let word = |k: usize| -> i32 {
-            let o = base + 3 * k;
-            buf.get(o..o + 4)
+            let o = 3 * k;
+            slots
+                .get(o..o + 4)
                 .and_then(|b| b.try_into().ok())
                 .map_or(0, i32::from_le_bytes)
         };
+        let turn_u = turn.max(1);
         // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k`
         // is 0, 4, .., 28, so every load/store addresses elements `k..k + 4` of a 32-element
         // array (`loadu_pd`: elements `k..k + 2` and `k + 2..k + 4` of the `[f64; 32]`), or
-        // one `[f32; 2]` entry (8 bytes) of the trig table at an index clamped below 36000;
+        // one `[f32; 2]` (8 bytes): an entry of `trig` got by a checked index, or a local;
         // `loadu`/`storeu` and `loadl_epi64` (an unaligned 8-byte read) need no alignment.
         unsafe {
             let az0 = _mm_set1_ps(azf0);
-            let resv = _mm_set1_ps(lasers.res);
+            let resv = _mm_set1_ps(res);
             let eps = _mm_set1_ps(1e-6);
             let neg_zero = _mm_set1_ps(-0.0);
-            let turn_f = _mm_set1_ps(AZIMUTH_UNITS as f32);
+            let turn_f = _mm_set1_ps(turn_u as f32);
             let half = _mm_set1_pd(0.5);
-            let last = _mm_set1_epi32(AZIMUTH_UNITS as i32 - 1);
-            let turn_i = _mm_set1_epi32(AZIMUTH_UNITS as i32);
+            let last = _mm_set1_epi32(turn_u as i32 - 1);
+            let turn_i = _mm_set1_epi32(turn_u as i32);
             let low16 = _mm_set1_epi32(0xFFFF);
             let byte = _mm_set1_epi32(0xFF);
-            let per = _mm_set1_pd(RAD_PER_CDEG);
+            let per = _mm_set1_pd(rad_per_unit);
             for k in (0..SLOTS_PER_BLOCK).step_by(4) {
                 let w = _mm_set_epi32(word(k + 3), word(k + 2), word(k + 1), word(k));
                 let raw = _mm_and_si128(w, low16);
@@ -347,14 +423,14 @@ mod x86 {
                 // Distance: raw·res, plus corr where that exceeds 1e-6, else plus -0.0.
                 let x = _mm_mul_ps(_mm_cvtepi32_ps(raw), resv);
                 let sel = _mm_cmpgt_ps(x, eps);
-                let corr = _mm_loadu_ps(lasers.corr.as_ptr().add(k));
+                let corr = _mm_loadu_ps(corr.as_ptr().add(k));
                 let d = _mm_add_ps(
                     x,
                     _mm_or_ps(_mm_and_ps(sel, corr), _mm_andnot_ps(sel, neg_zero)),
                 );
                 // Azimuth: f32 interpolation, f64 correction, lift, f64 round, wrap.
                 let a = _mm_add_ps(az0, _mm_loadu_ps(t.as_ptr().add(k)));
-                let rot = lasers.rot.as_ptr().add(k);
+                let rot = rot.as_ptr().add(k);
                 let lo = _mm_sub_pd(_mm_cvtps_pd(a), _mm_loadu_pd(rot));
                 let hi = _mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(a, a)), _mm_loadu_pd(rot.add(2)));
                 let azf = _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
@@ -372,26 +448,27 @@ mod x86 {
                 let over = _mm_cmpgt_epi32(r, last);
                 let wrapped = _mm_sub_epi32(r, _mm_and_si128(over, turn_i));
                 _mm_storeu_si128(
-                    bp.azimuth_cdeg.as_mut_ptr().add(k).cast::<__m128i>(),
+                    o.azimuth_cdeg.as_mut_ptr().add(k).cast::<__m128i>(),
                     wrapped,
                 );
                 if _mm_movemask_epi8(_mm_cmpgt_epi32(wrapped, last)) != 0 {
                     // Only across a gap of more than a turn: reduce these four.
-                    for a in &mut bp.azimuth_cdeg[k..k + 4] {
-                        *a %= AZIMUTH_UNITS;
+                    for a in &mut o.azimuth_cdeg[k..k + 4] {
+                        *a %= turn_u;
                     }
                 }
                 // Table entries [cos, sin] of the four azimuths, de-interleaved; the angle in
                 // rad as f32(f64(cdeg) · π/18000), two lanes per f64 multiply.
                 let entry = |j: usize| {
-                    let i = bp.azimuth_cdeg[k + j].min(AZIMUTH_UNITS - 1) as usize;
-                    _mm_castsi128_ps(_mm_loadl_epi64(lasers.trig[i].as_ptr().cast::<__m128i>()))
+                    let e = o.azimuth_cdeg[k + j].min(turn_u - 1) as usize;
+                    let entry: &[f32; 2] = trig.get(e).unwrap_or(&[1.0, 0.0]);
+                    _mm_castsi128_ps(_mm_loadl_epi64(entry.as_ptr().cast::<__m128i>()))
                 };
                 let e01 = _mm_movelh_ps(entry(0), entry(1));
                 let e23 = _mm_movelh_ps(entry(2), entry(3));
                 let cos = _mm_shuffle_ps::<0b10_00_10_00>(e01, e23);
                 let sin = _mm_shuffle_ps::<0b11_01_11_01>(e01, e23);
-                let azv = _mm_loadu_si128(bp.azimuth_cdeg.as_ptr().add(k).cast::<__m128i>());
+                let azv = _mm_loadu_si128(o.azimuth_cdeg.as_ptr().add(k).cast::<__m128i>());
                 let rad = _mm_movelh_ps(
                     _mm_cvtpd_ps(_mm_mul_pd(_mm_cvtepi32_pd(azv), per)),
                     _mm_cvtpd_ps(_mm_mul_pd(
@@ -399,24 +476,24 @@ mod x86 {
                         per,
                     )),
                 );
-                let xy = _mm_mul_ps(d, _mm_loadu_ps(lasers.cos_vert.as_ptr().add(k)));
-                _mm_storeu_ps(bp.x.as_mut_ptr().add(k), _mm_mul_ps(xy, cos));
+                let xy = _mm_mul_ps(d, _mm_loadu_ps(cos_vert.as_ptr().add(k)));
+                _mm_storeu_ps(o.x.as_mut_ptr().add(k), _mm_mul_ps(xy, cos));
                 _mm_storeu_ps(
-                    bp.y.as_mut_ptr().add(k),
+                    o.y.as_mut_ptr().add(k),
                     _mm_xor_ps(_mm_mul_ps(xy, sin), neg_zero),
                 );
                 _mm_storeu_ps(
-                    bp.z.as_mut_ptr().add(k),
-                    _mm_mul_ps(d, _mm_loadu_ps(lasers.sin_vert.as_ptr().add(k))),
+                    o.z.as_mut_ptr().add(k),
+                    _mm_mul_ps(d, _mm_loadu_ps(sin_vert.as_ptr().add(k))),
                 );
-                _mm_storeu_ps(bp.distance.as_mut_ptr().add(k), d);
-                _mm_storeu_ps(bp.azimuth.as_mut_ptr().add(k), rad);
+                _mm_storeu_ps(o.distance.as_mut_ptr().add(k), d);
+                _mm_storeu_ps(o.azimuth.as_mut_ptr().add(k), rad);
                 let bytes = _mm_packus_epi16(
                     _mm_packs_epi32(inten, _mm_setzero_si128()),
                     _mm_setzero_si128(),
                 );
                 let four = _mm_cvtsi128_si32(bytes).to_le_bytes();
-                bp.intensity[k..k + 4].copy_from_slice(&four);
+                o.intensity[k..k + 4].copy_from_slice(&four);
             }
         }
     }
@@ -430,7 +507,7 @@ mod x86 {
     /// `out` has 32 free slots (the caller reserves 32 per block).
     #[inline(always)]
     pub(crate) fn compact_block_points(
-        bp: &BlockPoints<'_>,
+        bp: CompactIn<'_>,
         times: Option<&[u32; SLOTS_PER_BLOCK]>,
         out: &mut Compactor<'_, PointXYZIRCAEDT>,
     ) {
@@ -477,8 +554,8 @@ mod x86 {
                 let ir = _mm_unpacklo_epi8(int4, rt4);
                 let ch = _mm_loadl_epi64(bp.channel.as_ptr().add(k).cast::<__m128i>());
                 let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
-                let lo = transpose(ld(&bp.x), ld(&bp.y), ld(&bp.z), packed);
-                let hi = transpose(ld(&bp.azimuth), ld(bp.elevation), ld(&bp.distance), t);
+                let lo = transpose(ld(bp.x), ld(bp.y), ld(bp.z), packed);
+                let hi = transpose(ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t);
                 for j in 0..4 {
                     let p = dst.add(n).cast::<f32>();
                     _mm_storeu_ps(p, lo[j]);

@@ -33,7 +33,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use crate::vendor::ConfigError;
 
 /// One laser's corrections, as read from the YAML table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -148,7 +148,7 @@ impl VelodyneCalibration {
         expected_lasers: usize,
         source: &Path,
     ) -> Result<Self, ConfigError> {
-        let text = super::calibration_text(bytes, source)?;
+        let text = crate::vendor::calibration_text(bytes, source)?;
         Self::from_yaml_str(text, expected_lasers).map_err(|e| match e {
             ConfigError::CalibrationYaml { message, .. } => ConfigError::CalibrationYaml {
                 path: source.to_path_buf(),

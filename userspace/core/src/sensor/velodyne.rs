@@ -42,12 +42,12 @@ use std::f64::consts::PI;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
 use super::calibration::VelodyneCalibration;
-use super::{
+use crate::frame::Frame;
+use crate::scan::{PacketInfo, ScanAssembler};
+use crate::vendor::{
     ConfigError, DecodeFlavor, PipelineOptions, ReturnMode, SensorConfig, SensorModel,
     VendorDecoder,
 };
-use crate::frame::Frame;
-use crate::scan::{PacketInfo, ScanAssembler};
 
 /// Size of a VLP-16 data packet (UDP payload), bytes.
 pub const DATA_PACKET_LEN: usize = 1206;
@@ -982,7 +982,7 @@ pub fn calibration_laser_count(
 /// Whether [`confirm_detected_model`] looks at the calibration for `named`: a Velodyne model
 /// with a known laser count. A caller reads the file only then.
 pub fn detection_needs_calibration(named: SensorModel) -> bool {
-    named.family() == super::Family::Velodyne && multi::laser_count(named) != 0
+    named.family() == crate::vendor::Family::Velodyne && multi::laser_count(named) != 0
 }
 
 /// Model detection for a capture without a configured model (`decode` without `--sensor`):
@@ -1083,14 +1083,14 @@ pub struct VelodyneStream {
 }
 
 /// The Velodyne decoder's own counters: `lidarxdp_velodyne_*{sensor,model}` (the product-id
-/// check is in [`super::DecodeCounters::product_mismatches`]).
+/// check is in [`crate::vendor::DecodeCounters::product_mismatches`]).
 pub const VELODYNE_COUNTERS: crate::counters::Group = crate::counters::Group {
     name: "velodyne",
-    labels: super::SENSOR_COUNTERS.labels,
+    labels: crate::vendor::SENSOR_COUNTERS.labels,
 };
 
 crate::counter_set! {
-    /// Velodyne-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
+    /// Velodyne-specific counters (monotonic), beside the pipeline's [`crate::vendor::DecodeCounters`].
     pub struct VelodyneCounters in VELODYNE_COUNTERS;
     {
         /// See [`VelodyneStream::rate_mismatches`].
@@ -1284,17 +1284,17 @@ impl VendorDecoder for VelodyneStream {
         payload: &[u8],
         host_ns: u64,
         out: &mut Vec<Frame>,
-    ) -> Result<(), super::Rejection> {
+    ) -> Result<(), crate::vendor::Rejection> {
         let classified = match self.engine {
             Engine::Vlp16(_) => classify(payload),
             Engine::Multi(_) => multi::classify_model(self.model, payload),
         };
         let packet: Packet<&[u8]> = match classified {
             Ok(p) => p,
-            Err(Rejection::Ignored) => return Err(super::Rejection::Ignored),
+            Err(Rejection::Ignored) => return Err(crate::vendor::Rejection::Ignored),
             Err(Rejection::Malformed(_)) => {
                 self.assembler.note_malformed();
-                return Err(super::Rejection::Malformed);
+                return Err(crate::vendor::Rejection::Malformed);
             }
         };
         let model = self.model;
@@ -1423,8 +1423,8 @@ impl VendorDecoder for VelodyneStream {
         self.product_mismatches
     }
 
-    fn time_faults(&self) -> super::TimeFaults {
-        super::TimeFaults {
+    fn time_faults(&self) -> crate::vendor::TimeFaults {
+        crate::vendor::TimeFaults {
             restarts: self.assembler.stream_clock().restarts(),
             date_fallbacks: 0,
         }

@@ -33,7 +33,7 @@
 //! bytes before it, stored little-endian). The body CRC is CRC-32/MPEG-2 over the blocks.
 //! (Checked against the PandarQT128 capture in `shared/data/hesai/pandarqt128`.)
 
-use crate::sensor::SensorModel;
+use crate::vendor::SensorModel;
 
 /// Which header precedes the blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

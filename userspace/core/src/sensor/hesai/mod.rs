@@ -92,7 +92,9 @@ use crate::scan::{
 
 use self::layout::Layout;
 use self::packet::{Packet, Rejection, return_mode as rm};
-use super::{ConfigError, PipelineOptions, ReturnMode, SensorConfig, SensorModel, VendorDecoder};
+use crate::vendor::{
+    ConfigError, PipelineOptions, ReturnMode, SensorConfig, SensorModel, VendorDecoder,
+};
 
 /// Nebula's default `dual_return_distance_threshold`, m.
 pub const DUAL_RETURN_DISTANCE_THRESHOLD_M: f32 = 0.1;
@@ -180,7 +182,7 @@ impl AngleCorrection {
     /// [`ConfigError::CalibrationIo`] (not UTF-8) or [`ConfigError::Calibration`] (see
     /// [`Self::parse`]).
     pub fn from_bytes(bytes: &[u8], channels: usize, source: &Path) -> Result<Self, ConfigError> {
-        let text = crate::sensor::calibration_text(bytes, source)?;
+        let text = crate::vendor::calibration_text(bytes, source)?;
         Self::parse(text, channels).map_err(|message| ConfigError::Calibration {
             path: source.to_path_buf(),
             message,
@@ -1742,15 +1744,15 @@ impl VendorDecoder for HesaiStream {
         payload: &[u8],
         host_ns: u64,
         out: &mut Vec<Frame>,
-    ) -> Result<(), super::Rejection> {
+    ) -> Result<(), crate::vendor::Rejection> {
         let p = match packet::classify(payload, self.layout, self.check_crc) {
             Ok(p) => p,
-            Err(Rejection::Ignored) => return Err(super::Rejection::Ignored),
+            Err(Rejection::Ignored) => return Err(crate::vendor::Rejection::Ignored),
             Err(Rejection::Malformed(_)) => {
                 let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
                 let b = &mut self.bufs[usize::from(cur)];
                 b.malformed = b.malformed.saturating_add(1);
-                return Err(super::Rejection::Malformed);
+                return Err(crate::vendor::Rejection::Malformed);
             }
         };
         // A packet whose date is no date is stamped on the stream's own time line: the last
@@ -1786,11 +1788,11 @@ impl VendorDecoder for HesaiStream {
                 if timed_out {
                     self.close_partial(out);
                 }
-                return Err(super::Rejection::TimeJump);
+                return Err(crate::vendor::Rejection::TimeJump);
             }
             TimeVerdict::Restart => {
                 self.close_all(out);
-                return Err(super::Rejection::Restart);
+                return Err(crate::vendor::Rejection::Restart);
             }
             TimeVerdict::Late => {
                 // It belongs to the frames in progress if the cut has not passed since its
@@ -1800,7 +1802,7 @@ impl VendorDecoder for HesaiStream {
                     _ => false,
                 };
                 if !fits || self.cutter.state.is_none() {
-                    return Err(super::Rejection::Late);
+                    return Err(crate::vendor::Rejection::Late);
                 }
                 self.late = true;
                 self.return_mode = return_mode_of(p.return_mode_byte());
@@ -1900,8 +1902,8 @@ impl VendorDecoder for HesaiStream {
         self.builder.set_buffer_source(source);
     }
 
-    fn time_faults(&self) -> super::TimeFaults {
-        super::TimeFaults {
+    fn time_faults(&self) -> crate::vendor::TimeFaults {
+        crate::vendor::TimeFaults {
             restarts: self.builder.clock().restarts(),
             date_fallbacks: self.date_fallbacks,
         }

@@ -1,7 +1,7 @@
 //! Zero-copy view of a Hesai data packet ([`Packet`]), its validation and classification.
 
 use super::layout::{HeaderKind, Layout};
-use crate::sensor::SensorModel;
+use crate::vendor::SensorModel;
 
 /// Return-mode byte values (tail), per the Hesai manuals.
 pub mod return_mode {

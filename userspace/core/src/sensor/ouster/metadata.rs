@@ -22,7 +22,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::packet::{PacketFormat, Profile};
-use crate::sensor::ConfigError;
+use crate::vendor::ConfigError;
 
 /// Default lidar-to-sensor transform (row-major 4×4, translation in mm): a 180° turn about z
 /// and the lidar origin 36.18 mm above the sensor's base.
@@ -124,7 +124,7 @@ impl OusterMetadata {
     /// [`ConfigError::CalibrationIo`] if not UTF-8, [`ConfigError::Calibration`] naming the
     /// first invalid item (see [`OusterMetadata::from_json`]).
     pub fn from_bytes(bytes: &[u8], source: &Path) -> Result<Self, ConfigError> {
-        let text = crate::sensor::calibration_text(bytes, source)?;
+        let text = crate::vendor::calibration_text(bytes, source)?;
         Self::from_json(text).map_err(|message| ConfigError::Calibration {
             path: source.to_path_buf(),
             message,

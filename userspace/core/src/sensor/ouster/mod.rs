@@ -85,8 +85,10 @@ pub mod packet;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
-use super::{ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder};
 use crate::scan::{FrameAccount, FrameBuilder, RESTART_AGREE};
+use crate::vendor::{
+    ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder,
+};
 use lut::{Beam, Column, XyzLut};
 use metadata::OusterMetadata;
 use packet::{Packet, PacketFormat, Profile};
@@ -117,11 +119,11 @@ pub fn build(
 /// The Ouster decoder's own counters: `lidarxdp_ouster_*{sensor,model}`.
 pub const OUSTER_COUNTERS: crate::counters::Group = crate::counters::Group {
     name: "ouster",
-    labels: super::SENSOR_COUNTERS.labels,
+    labels: crate::vendor::SENSOR_COUNTERS.labels,
 };
 
 crate::counter_set! {
-    /// Ouster-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
+    /// Ouster-specific counters (monotonic), beside the pipeline's [`crate::vendor::DecodeCounters`].
     pub struct OusterStats in OUSTER_COUNTERS;
     {
         /// Same first measurement_id.
@@ -849,8 +851,8 @@ impl VendorDecoder for OusterStream {
         self.builder.set_buffer_source(source);
     }
 
-    fn time_faults(&self) -> super::TimeFaults {
-        super::TimeFaults {
+    fn time_faults(&self) -> crate::vendor::TimeFaults {
+        crate::vendor::TimeFaults {
             restarts: self.restarts,
             date_fallbacks: 0,
         }

@@ -93,7 +93,7 @@ use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::scan::{PacketInfo, ScanAssembler};
 
-use super::{
+use crate::vendor::{
     ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, SensorModel, VendorDecoder,
 };
 
@@ -634,7 +634,7 @@ impl AngleTable {
     /// # Errors
     /// [`ConfigError::CalibrationIo`] when not UTF-8, else as [`AngleTable::from_csv_str`].
     pub fn from_bytes(bytes: &[u8], lasers: usize, source: &Path) -> Result<Self, ConfigError> {
-        let text = crate::sensor::calibration_text(bytes, source)?;
+        let text = crate::vendor::calibration_text(bytes, source)?;
         Self::from_csv_str(text, lasers, source)
     }
 
@@ -1053,11 +1053,11 @@ pub fn classify(payload: &[u8], header: HeaderKind) -> Result<Payload<'_>, Rejec
 /// The RoboSense decoder's own counters: `lidarxdp_robosense_*{sensor,model}`.
 pub const ROBOSENSE_COUNTERS: crate::counters::Group = crate::counters::Group {
     name: "robosense",
-    labels: super::SENSOR_COUNTERS.labels,
+    labels: crate::vendor::SENSOR_COUNTERS.labels,
 };
 
 crate::counter_set! {
-    /// RoboSense-specific counters (monotonic), beside the pipeline's [`super::DecodeCounters`].
+    /// RoboSense-specific counters (monotonic), beside the pipeline's [`crate::vendor::DecodeCounters`].
     pub struct RobosenseCounters in ROBOSENSE_COUNTERS;
     {
         /// They set the rpm, the return mode and (if valid) the angle table.
@@ -1273,8 +1273,8 @@ impl VendorDecoder for RobosenseStream {
         self.assembler.set_buffer_source(source);
     }
 
-    fn time_faults(&self) -> super::TimeFaults {
-        super::TimeFaults {
+    fn time_faults(&self) -> crate::vendor::TimeFaults {
+        crate::vendor::TimeFaults {
             restarts: self.assembler.stream_clock().restarts(),
             date_fallbacks: self.date_fallbacks,
         }

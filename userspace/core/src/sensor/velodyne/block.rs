@@ -181,7 +181,22 @@ impl<'a> BlockPoints<'a> {
         if mask.count_ones() >= DENSE_FROM {
             crate::simd::extend_compacted(out, SLOTS_PER_BLOCK, |out| {
                 #[cfg(target_arch = "x86_64")]
-                crate::simd::compact_block_points(self, times, out);
+                crate::simd::compact_block_points(
+                    crate::simd::CompactIn {
+                        mask,
+                        x: &self.x,
+                        y: &self.y,
+                        z: &self.z,
+                        azimuth: &self.azimuth,
+                        elevation: self.elevation,
+                        distance: &self.distance,
+                        intensity: &self.intensity,
+                        return_type: &self.return_type,
+                        channel: self.channel,
+                    },
+                    times,
+                    out,
+                );
                 #[cfg(not(target_arch = "x86_64"))]
                 for k in 0..SLOTS_PER_BLOCK {
                     let mut p = self.point(k);

@@ -47,7 +47,35 @@ pub(crate) fn fill(
     lasers: DenseLasers<'_>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    crate::simd::velodyne_dense_fill(bp, buf, block, t, azf0, lasers);
+    if block < super::BLOCKS {
+        // The kernel takes plain arrays and constants: the block's slot bytes (the rest of the
+        // packet from its first slot: at least 97 bytes for block 11), our per-slot tables.
+        let base = block * super::BLOCK_LEN + 4;
+        crate::simd::velodyne_dense_fill(
+            crate::simd::DenseOut {
+                x: &mut bp.x,
+                y: &mut bp.y,
+                z: &mut bp.z,
+                distance: &mut bp.distance,
+                azimuth: &mut bp.azimuth,
+                azimuth_cdeg: &mut bp.azimuth_cdeg,
+                intensity: &mut bp.intensity,
+            },
+            crate::simd::DenseIn {
+                slots: buf.get(base..).unwrap_or(&[]),
+                t,
+                azf0,
+                corr: lasers.corr,
+                cos_vert: lasers.cos_vert,
+                sin_vert: lasers.sin_vert,
+                rot: lasers.rot,
+                res: lasers.res,
+                trig: &lasers.trig[..],
+                turn: AZIMUTH_UNITS,
+                rad_per_unit: super::RAD_PER_CDEG,
+            },
+        );
+    }
     #[cfg(not(target_arch = "x86_64"))]
     fill_portable(bp, buf, block, t, azf0, lasers);
 }
@@ -177,7 +205,7 @@ mod tests {
                 sin: std::array::from_fn(|_| rng.f32_in(-0.5, 0.5)),
                 rot: std::array::from_fn(|_| f64::from(rng.f32_in(-18_000.0, 18_000.0))),
             };
-            let a = run(crate::simd::velodyne_dense_fill, &case);
+            let a = run(fill, &case);
             let b = run(fill_portable, &case);
             let bits = |v: &[f32; 32]| v.map(f32::to_bits);
             assert_eq!(a.azimuth_cdeg, b.azimuth_cdeg, "case {i}");

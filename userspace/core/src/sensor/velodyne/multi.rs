@@ -81,7 +81,7 @@ use super::{
     RETURN_MODE_STRONGEST, Rejection, SLOTS_PER_BLOCK,
 };
 use crate::sensor::calibration::{LaserCorrection, VelodyneCalibration};
-use crate::sensor::{DecodeFlavor, ReturnMode, SensorModel};
+use crate::vendor::{DecodeFlavor, ReturnMode, SensorModel};
 
 /// Product-id byte (offset 1205) of an HDL-32E.
 pub const PRODUCT_ID_HDL32E: u8 = 0x21;
