@@ -196,7 +196,7 @@ impl ScanAssembler {
     }
 
     /// Marks the current packet as stamped with host time (the decoder found no valid sensor
-    /// time in it): the frame it belongs to gets [`FrameClock::Host`].
+    /// time in it): the frame it belongs to gets [`crate::frame::FrameClock::Host`].
     pub fn mark_host_clock(&mut self) {
         self.cur.acct.host_clock = true;
     }

@@ -72,7 +72,7 @@
 //!   progress is closed and the stream continues on the new base (counted, logged once);
 //! * a sensor-time gap longer than one rotation period closes the frame in progress; the whole
 //!   turns inside the gap ([`turns_lost`]) go to the next frame's
-//!   [`FrameHeader::frames_lost_before`]. The rotation period is measured from the stream (the
+//!   [`crate::frame::FrameHeader::frames_lost_before`]. The rotation period is measured from the stream (the
 //!   sensor time over which the packets' first-block azimuths add up to a turn); until then it
 //!   is the nominal `interval_ns × 36000 / advance_cdeg`.
 //!

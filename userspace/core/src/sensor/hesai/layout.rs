@@ -86,8 +86,6 @@ pub struct Layout {
     /// Accepted extra bytes after the documented packet: `(extra, has_udp_sequence)`. The UDP
     /// sequence of a `true` variant is the u32 right after the tail.
     pub variants: &'static [(usize, bool)],
-    /// Model's own range limits, m (Nebula `SensorT::min_range/max_range`), inclusive.
-    pub range_m: (f32, f32),
     /// Blocks carry a fine-azimuth byte after the azimuth (AT128: azimuth = `coarse·256 +
     /// fine`, in 0.01°/256).
     pub fine_azimuth: bool,
@@ -151,7 +149,7 @@ const NO_VARIANTS: &[(usize, bool)] = &[(0, false)];
 const SEQ_VARIANT: &[(usize, bool)] = &[(0, false), (4, true)];
 const SIGNATURE_VARIANT: &[(usize, bool)] = &[(0, false), (32, false)];
 
-const fn xt(model: SensorModel, blocks: usize, channels: usize, range_m: (f32, f32)) -> Layout {
+const fn xt(model: SensorModel, blocks: usize, channels: usize) -> Layout {
     Layout {
         model,
         header: HeaderKind::Long12,
@@ -171,7 +169,6 @@ const fn xt(model: SensorModel, blocks: usize, channels: usize, range_m: (f32, f
         t_mode_flag: None,
         t_azimuth_state: None,
         variants: NO_VARIANTS,
-        range_m,
         fine_azimuth: false,
         epoch_date: false,
         crc_verified: true,
@@ -198,7 +195,6 @@ pub const PANDAR40P: Layout = Layout {
     t_mode_flag: None,
     t_azimuth_state: None,
     variants: SEQ_VARIANT,
-    range_m: (0.3, 200.0),
     fine_azimuth: false,
     epoch_date: false,
     crc_verified: true,
@@ -235,7 +231,6 @@ pub const PANDARQT64: Layout = Layout {
     t_mode_flag: None,
     t_azimuth_state: None,
     variants: NO_VARIANTS,
-    range_m: (0.1, 60.0),
     fine_azimuth: false,
     epoch_date: false,
     crc_verified: true,
@@ -262,18 +257,17 @@ pub const PANDARQT128: Layout = Layout {
     t_mode_flag: Some(5),
     t_azimuth_state: None,
     variants: SIGNATURE_VARIANT,
-    range_m: (0.05, 50.0),
     fine_azimuth: false,
     epoch_date: false,
     crc_verified: true,
 };
 
 /// PandarXT16 (tail: return mode @10, date @13, timestamp @19, sequence @24).
-pub const PANDARXT16: Layout = xt(SensorModel::PandarXt16, 8, 16, (0.05, 120.0));
+pub const PANDARXT16: Layout = xt(SensorModel::PandarXt16, 8, 16);
 /// PandarXT32.
-pub const PANDARXT32: Layout = xt(SensorModel::PandarXt32, 8, 32, (0.05, 120.0));
+pub const PANDARXT32: Layout = xt(SensorModel::PandarXt32, 8, 32);
 /// PandarXT32M2X.
-pub const PANDARXT32M: Layout = xt(SensorModel::PandarXt32m, 6, 32, (0.5, 300.0));
+pub const PANDARXT32M: Layout = xt(SensorModel::PandarXt32m, 6, 32);
 
 /// Pandar128E4X / OT128 (tail: azimuth state @9, operational state @11, return mode @12, date
 /// @15, timestamp @21, sequence @26, IMU @30..52, CRC @52).
@@ -296,7 +290,6 @@ pub const PANDAR128E4X: Layout = Layout {
     t_mode_flag: None,
     t_azimuth_state: Some(9),
     variants: SIGNATURE_VARIANT,
-    range_m: (0.1, 230.0),
     fine_azimuth: false,
     epoch_date: false,
     crc_verified: true,
@@ -325,7 +318,6 @@ pub const AT128: Layout = Layout {
     t_mode_flag: None,
     t_azimuth_state: None,
     variants: SIGNATURE_VARIANT,
-    range_m: (1.0, 180.0),
     fine_azimuth: true,
     epoch_date: true,
     crc_verified: false,

@@ -35,10 +35,14 @@
 //! the cut.
 //! The field of view (`PipelineOptions::fov_deg`, inclusive, may wrap) drops points outside
 //! it; the cut must lie inside the field of view.
-//! Deviations from Nebula: two consecutive blocks with the *same* azimuth never count as a
-//! crossing (Nebula treats them as a full turn), an impossible cutter transition is ignored
-//! (Nebula throws), and a host-time silence longer than `frame_timeout_ns` publishes the
-//! buffers as they are and restarts the cutter. A frame whose cutter reset fell outside the
+//! Deviations from Nebula: two consecutive blocks with the *same* azimuth, or a channel stepping
+//! back by at most [`AZIMUTH_JITTER_CDEG`] (encoder jitter), never count as a crossing (Nebula
+//! treats them as a full turn), an impossible cutter transition is ignored (Nebula throws), a
+//! packet that arrived late (a few packets, [`TimeVerdict::Late`]) joins the frame buffers
+//! without stepping the cutter if the cut has not passed since its azimuth (else it is counted
+//! `late`), and a silence (host time past `frame_timeout_ns`, and on arrival the sensor time
+//! too: [`FrameBuilder::silence_before`]) publishes the buffers as they are and restarts the
+//! cutter. A frame whose cutter reset fell outside the
 //! field of view (the first frame after start-up with `fov_deg`) starts at its first block
 //! group, never at 0.
 //!
@@ -48,7 +52,7 @@
 //! is decoded all the same and counted in `date_fallbacks` (a date never costs the sensor):
 //! it is stamped on the stream's time line ([`crate::scan::StreamClock::extrapolate`]: the last accepted
 //! sensor time plus the host time elapsed), or, while the stream has no valid time at all, on
-//! host time, and then its frame says [`FrameClock::Host`]. Every packet then goes through the shared
+//! host time, and then its frame says [`crate::frame::FrameClock::Host`]. Every packet then goes through the shared
 //! [`crate::scan::StreamClock`]: a time jump is dropped (`time_jumps`) and the frame stays whole, a
 //! sustained one is a restart, and a gap longer than one rotation period (measured from the
 //! block azimuths) publishes the frames in progress, counting the packets missing up to the
@@ -56,7 +60,8 @@
 //! (`frames_lost_before` of the next frame). AT128 (mirror fields) has no gap rule.
 //!
 //! ## Packet accounting
-//! `packets_received`: packets with at least one block group in the frame. `packets_expected`
+//! `packets_received`: packets with at least one block group in the frame (under a field of
+//! view: inside it; the head and tail estimates then count only its azimuths). `packets_expected`
 //! adds the packets lost according to the tail's UDP sequence (gaps of 1..=65535; larger jumps
 //! are a restart and count nothing), and around a sensor-time gap the estimate above. Models
 //! and variants without a sequence count no other loss.
@@ -824,7 +829,8 @@ impl HesaiStream {
                 valid: "inside the field of view (fov_deg), not equal to its start".into(),
             });
         }
-        let (lo, hi) = layout.range_m;
+        // The model's own limits (Nebula `SensorT::min_range/max_range`), inclusive.
+        let (lo, hi) = layout.model.datasheet_range_m();
         Ok(Self {
             layout,
             check_crc: !opts.hesai_skip_crc,

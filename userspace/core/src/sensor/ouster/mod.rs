@@ -41,7 +41,8 @@
 //! A frame is all packets of one `frame_id` (LEGACY: the first column's frame_id). It is
 //! published as soon as all packets the column window implies have arrived
 //! ([`metadata::OusterMetadata::packets_per_frame`], 64 for 1024 columns of 16), after
-//! `frame_timeout_ns` of host-time silence, on flush, or when the next frame has run for the
+//! `frame_timeout_ns` of silence (host time; on arrival the packet's column time too, so a pause
+//! on the receiving side cuts no frame), on flush, or when the next frame has run for the
 //! reorder window. `packets_expected` is always the full count, so a partial frame (stream
 //! start or end, losses) shows its holes. Frame ids compare modulo 2^16, as ouster-sdk does.
 //! * **Reorder window**: when a packet of a newer frame arrives while the current frame is
@@ -65,7 +66,7 @@
 //!
 //! `start_ns` is the earliest valid column timestamp of the frame (sensor clock, ns: the
 //! sensor's `timestamp_mode` decides the epoch; a frame without one valid column takes the
-//! host time of its first packet and says [`FrameClock::Host`]), `host_ns` the receive time of
+//! host time of its first packet and says [`crate::frame::FrameClock::Host`]), `host_ns` the receive time of
 //! its first packet. Packets out of order inside a frame are re-sorted by time at publication,
 //! so `time_stamp` is non-decreasing per channel (in the dual profiles a column's first return
 //! precedes its second at the same time).
