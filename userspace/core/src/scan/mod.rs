@@ -18,8 +18,9 @@
 //! [`FrameBuilder::silence_before`] / [`FrameBuilder::silent_at`].
 //!
 //! ## Rules every vendor follows
-//! * **Duplicates**: a datagram identical to one of the last [`DUPLICATE_WINDOW`] decoded ones
-//!   is dropped and counted (`duplicates`) before any decoder sees it
+//! * **Duplicates**: a datagram identical to one of the last [`DUPLICATE_WINDOW`] decoded ones,
+//!   received within [`DUPLICATE_WINDOW_NS`] of it, is dropped and counted (`duplicates`)
+//!   before any decoder sees it
 //!   ([`crate::sensor::ScanPipeline::push`]).
 //! * **Late packets**: a packet up to [`REORDER_WINDOW_NS`] behind the stream
 //!   ([`TimeVerdict::Late`]; Ouster: its frame held open for the reorder window) lands in the
@@ -145,6 +146,10 @@ pub const AZIMUTH_JITTER_CDEG: u32 = 100;
 /// port mirrors, bonded links, replay tools): 64, about 40 ms of a VLP-16, 32 ms of a Hesai
 /// XT32.
 pub const DUPLICATE_WINDOW: usize = 64;
+/// Largest host-time distance between a datagram and an identical one for the second to be a
+/// duplicate, ns (50 ms: copies from mirrors and bonded links arrive microseconds apart; a
+/// capture replayed in a loop repeats its datagrams only a loop later, at least one turn).
+pub const DUPLICATE_WINDOW_NS: u64 = 50_000_000;
 
 /// How a payload that is not decoded into a frame is counted (every vendor's
 /// [`crate::sensor::VendorDecoder::push`]).

@@ -115,10 +115,11 @@ fn digest(payload: &[u8]) -> u64 {
     (h ^ payload.len() as u64).wrapping_mul(K[1]) ^ (h >> 31)
 }
 
-/// The digests of the last [`crate::scan::DUPLICATE_WINDOW`] decoded datagrams.
+/// The digests of the last [`crate::scan::DUPLICATE_WINDOW`] decoded datagrams, with their
+/// host receive times.
 #[derive(Clone, Debug)]
 struct RecentDigests {
-    ring: [u64; crate::scan::DUPLICATE_WINDOW],
+    ring: [(u64, u64); crate::scan::DUPLICATE_WINDOW],
     len: usize,
     next: usize,
 }
@@ -126,7 +127,7 @@ struct RecentDigests {
 impl Default for RecentDigests {
     fn default() -> Self {
         Self {
-            ring: [0; crate::scan::DUPLICATE_WINDOW],
+            ring: [(0, 0); crate::scan::DUPLICATE_WINDOW],
             len: 0,
             next: 0,
         }
@@ -134,12 +135,17 @@ impl Default for RecentDigests {
 }
 
 impl RecentDigests {
-    fn contains(&self, d: u64) -> bool {
-        self.ring[..self.len].contains(&d)
+    /// A datagram of digest `d` received at `host_ns` is a copy of one decoded at most
+    /// [`crate::scan::DUPLICATE_WINDOW_NS`] before (or after: a capture's record times may
+    /// step back).
+    fn contains(&self, d: u64, host_ns: u64) -> bool {
+        self.ring[..self.len]
+            .iter()
+            .any(|&(e, t)| e == d && t.abs_diff(host_ns) <= crate::scan::DUPLICATE_WINDOW_NS)
     }
 
-    fn insert(&mut self, d: u64) {
-        self.ring[self.next] = d;
+    fn insert(&mut self, d: u64, host_ns: u64) {
+        self.ring[self.next] = (d, host_ns);
         self.next = (self.next + 1) % self.ring.len();
         self.len = (self.len + 1).min(self.ring.len());
     }
@@ -349,7 +355,9 @@ impl ScanPipeline {
             }
             // One meaning for every vendor: an empty or one-azimuth field of view is refused
             // (360 is 0, so 0:360 is refused too; leave fov_deg unset for the full circle).
-            if (min.rem_euclid(360.0) * 100.0).round() == (max.rem_euclid(360.0) * 100.0).round() {
+            if let Some(f) = crate::scan::Fov::from_deg(opts.fov_deg)
+                && f.min_cdeg == f.max_cdeg
+            {
                 return Err(ConfigError::OutOfRange {
                     field: "fov_deg.max".into(),
                     value: max.to_string(),
@@ -388,7 +396,7 @@ impl ScanPipeline {
         self.counters.packets += 1;
         let before = out.len();
         let d = digest(payload);
-        if self.recent.contains(d) {
+        if self.recent.contains(d, host_ns) {
             self.counters.duplicates += 1;
         } else {
             match self.decoder.push(payload, host_ns, out) {
@@ -398,17 +406,17 @@ impl ScanPipeline {
                     let held = std::mem::take(&mut self.held);
                     for (p, h) in &held {
                         let r = self.decoder.push(p, *h, out);
-                        self.count(r, digest(p));
+                        self.count(r, digest(p), *h);
                     }
                     self.spare_held.extend(held.into_iter().map(|(p, _)| p));
                     let r = self.decoder.push(payload, host_ns, out);
-                    self.count(r, d);
+                    self.count(r, d, host_ns);
                 }
                 r => {
                     if !matches!(r, Err(Rejection::Ignored | Rejection::Malformed)) {
                         self.release_held();
                     }
-                    self.count(r, d);
+                    self.count(r, d, host_ns);
                 }
             }
         }
@@ -421,14 +429,14 @@ impl ScanPipeline {
         self.count_frames(before, out);
     }
 
-    /// Counts what the decoder did with a payload of digest `d` (a decoded one is remembered
-    /// for the duplicate check).
-    fn count(&mut self, r: Result<(), Rejection>, d: u64) {
+    /// Counts what the decoder did with a payload of digest `d` received at `host_ns` (a
+    /// decoded one is remembered for the duplicate check).
+    fn count(&mut self, r: Result<(), Rejection>, d: u64, host_ns: u64) {
         match r {
             Ok(()) => {
                 self.counters.decoded += 1;
                 self.counters.product_mismatches = self.decoder.product_mismatches();
-                self.recent.insert(d);
+                self.recent.insert(d, host_ns);
             }
             Err(Rejection::Ignored) => self.counters.ignored += 1,
             Err(Rejection::Malformed) => self.counters.malformed += 1,
@@ -701,6 +709,77 @@ mod tests {
              from index 0"
         );
         assert!(ScanPipeline::new(&cfg(), &cal()).is_ok());
+    }
+
+    /// A VLP-16 strongest-return data packet: every block flagged, azimuth `az0 + 20·b`, every
+    /// slot 10 m, time stamp `us` past the hour.
+    fn vlp16_packet(az0: u16, us: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 1206];
+        for blk in 0..12 {
+            let o = blk * 100;
+            b[o..o + 2].copy_from_slice(&[0xFF, 0xEE]);
+            let az = (u32::from(az0) + 20 * blk as u32) % 36_000;
+            b[o + 2..o + 4].copy_from_slice(&(az as u16).to_le_bytes());
+            for k in 0..32 {
+                b[o + 4 + 3 * k..o + 6 + 3 * k].copy_from_slice(&5000u16.to_le_bytes());
+            }
+        }
+        b[1200..1204].copy_from_slice(&us.to_le_bytes());
+        b[1204] = 0x37;
+        b[1205] = 0x22;
+        b
+    }
+
+    /// A datagram identical to one of the last 64 decoded, within 50 ms of it, is a duplicate;
+    /// the same bytes later (a capture looped) decode again.
+    #[test]
+    fn duplicates_within_the_window_are_dropped_and_counted() {
+        let mut p = ScanPipeline::new(&cfg(), &cal()).unwrap();
+        let mut out = Vec::new();
+        let hour = 3_600_000_000_000u64 * 400_000;
+        let a = vlp16_packet(100, 1_000);
+        let b = vlp16_packet(340, 2_327);
+        p.push(&a, hour + 1_000_000, &mut out);
+        p.push(&a, hour + 1_000_000, &mut out);
+        p.push(&b, hour + 2_327_000, &mut out);
+        p.push(
+            &a,
+            hour + 1_000_000 + crate::scan::DUPLICATE_WINDOW_NS,
+            &mut out,
+        );
+        let c = *p.counters();
+        assert_eq!((c.packets, c.decoded, c.duplicates), (4, 2, 2));
+        // 50 ms + 1 ns after the copy: no duplicate, decoded (its time is in line).
+        p.push(
+            &b,
+            hour + 2_327_001 + crate::scan::DUPLICATE_WINDOW_NS,
+            &mut out,
+        );
+        let c = *p.counters();
+        assert_eq!((c.packets, c.decoded, c.duplicates, c.late), (5, 3, 2, 0));
+        assert_eq!(c.accounted() + p.held() as u64, c.packets);
+    }
+
+    /// `MIN == MAX` (modulo 360° at 0.01°) is refused for every vendor, naming the field.
+    #[test]
+    fn an_empty_field_of_view_is_refused() {
+        for (min, max) in [(10.0, 10.0), (0.0, 360.0), (359.999, 0.0)] {
+            let opts = PipelineOptions {
+                fov_deg: Some((min, max)),
+                ..Default::default()
+            };
+            let e = ScanPipeline::check(&cfg(), opts).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("fov_deg.max = {max} is out of range")),
+                "{e}"
+            );
+            assert!(e.contains("not equal to fov_deg.min"), "{e}");
+        }
+        let ok = PipelineOptions {
+            fov_deg: Some((10.0, 10.01)),
+            ..Default::default()
+        };
+        assert!(ScanPipeline::check(&cfg(), ok).is_ok());
     }
 
     #[test]
