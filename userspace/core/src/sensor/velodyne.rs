@@ -323,9 +323,13 @@ impl FovCdeg {
         (self.min < self.max && az >= self.min && az <= self.max) || self.min > self.max
     }
 
-    fn point_passes(self, az: u32) -> bool {
-        (self.min < self.max && az >= self.min && az <= self.max)
-            || (self.min > self.max && (az <= self.max || az >= self.min))
+    /// The point-level test: the one field of view of every vendor ([`crate::scan::Fov`]).
+    pub(crate) fn point_passes(self, az: u32) -> bool {
+        crate::scan::Fov {
+            min_cdeg: self.min % AZIMUTH_UNITS,
+            max_cdeg: self.max % AZIMUTH_UNITS,
+        }
+        .contains_cdeg(az)
     }
 }
 

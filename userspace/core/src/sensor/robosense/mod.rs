@@ -688,7 +688,7 @@ pub struct DecoderSettings {
     pub max_range_m: f32,
     /// Field of view `(min, max)` on the corrected azimuth, 0.01°, inclusive; `min > max`
     /// wraps through 0°. `None` keeps everything.
-    pub fov_cdeg: Option<(i32, i32)>,
+    pub fov_cdeg: Option<crate::scan::Fov>,
 }
 
 /// The RoboSense point decoder: model constants, angle table, settings. Stateless between
@@ -937,15 +937,10 @@ impl RobosenseDecoder {
                     h = AZIMUTH_UNITS - h;
                 }
                 let az_c = wrap_cdeg(hf);
-                if let Some((min, max)) = set.fov_cdeg {
-                    let inside = if min <= max {
-                        az_c >= min && az_c <= max
-                    } else {
-                        az_c >= min || az_c <= max
-                    };
-                    if !inside {
-                        continue;
-                    }
+                if let Some(fov) = set.fov_cdeg
+                    && !fov.contains_cdeg(az_c as u32)
+                {
+                    continue;
                 }
                 let [cos_hf, sin_hf] = self.trig(hf);
                 let [cos_h, sin_h] = self.trig(h);
@@ -1108,9 +1103,7 @@ impl RobosenseStream {
         let settings = DecoderSettings {
             min_range_m: cfg.min_range_m,
             max_range_m: cfg.max_range_m,
-            fov_cdeg: opts
-                .fov_deg
-                .map(|(a, b)| ((a * 100.0).round() as i32, (b * 100.0).round() as i32)),
+            fov_cdeg: crate::scan::Fov::from_deg(opts.fov_deg),
         };
         let mut assembler =
             ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);

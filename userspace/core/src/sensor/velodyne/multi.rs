@@ -825,8 +825,7 @@ impl MultiDecoder {
 
 /// Inclusive field-of-view test on an azimuth in 0.01°; `min > max` wraps through 0°.
 fn fov_point_passes(fov: FovCdeg, az: u32) -> bool {
-    (fov.min < fov.max && az >= fov.min && az <= fov.max)
-        || (fov.min > fov.max && (az <= fov.max || az >= fov.min))
+    fov.point_passes(az)
 }
 
 /// The HDL-64E calibration model (module docs), in Nebula's f32 order of operations.
