@@ -108,11 +108,7 @@ pub fn run_decoder(
 pub fn check_output(t: &Template, p: &ScanPipeline, pushed: u64, out: &[Frame]) {
     let c = p.counters();
     assert_eq!(c.packets, pushed, "{c:?}");
-    assert_eq!(
-        c.packets,
-        c.accounted() + p.held() as u64,
-        "{c:?}"
-    );
+    assert_eq!(c.packets, c.accounted() + p.held() as u64, "{c:?}");
     assert_eq!(c.frames, out.len() as u64, "{c:?}");
     let points: usize = out.iter().map(|f| f.points.len()).sum();
     assert_eq!(c.points, points as u64, "{c:?}");
