@@ -418,12 +418,14 @@ impl ScanPipeline {
                 Err(Rejection::TimeJump) => self.hold(payload, host_ns),
                 Err(Rejection::Restart) => {
                     // The held candidates first, then this packet, onto the new time base.
-                    let held = std::mem::take(&mut self.held);
+                    // (The vectors keep their capacity: a warm pipeline allocates nothing.)
+                    let mut held = std::mem::take(&mut self.held);
                     for (p, h) in &held {
                         let r = self.decoder.push(p, *h, out);
                         self.count(r, digest(p), *h);
                     }
-                    self.spare_held.extend(held.into_iter().map(|(p, _)| p));
+                    self.spare_held.extend(held.drain(..).map(|(p, _)| p));
+                    self.held = held;
                     let r = self.decoder.push(payload, host_ns, out);
                     self.count(r, d, host_ns);
                 }
