@@ -51,6 +51,8 @@ pub enum FrameClock {
 pub struct Frame {
     /// Metadata.
     pub header: FrameHeader,
-    /// Points in firing order.
+    /// Points in firing order, except those of a packet that arrived late into its frame
+    /// (a few packets late: `crate::scan::TimeVerdict::Late`), which follow the points of the
+    /// packets that overtook it.
     pub points: Vec<PointXYZIRCAEDT>,
 }
