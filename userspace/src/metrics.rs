@@ -74,14 +74,10 @@ pub struct Snapshot {
     pub sensors: Vec<SensorSnapshot>,
     /// Publisher counters (with the pool's).
     pub publisher: PublisherCounters,
-    /// The zenoh sink's counters, when `--zenoh` is on.
-    pub zenoh: Option<crate::ros2_zenoh::ZenohCounters>,
-    /// The DDS sink's counters, when `--dds` is on.
-    pub dds: Option<crate::ros2_dds::DdsCounters>,
-    /// The packet recording's counters, when `--record-pcap` is on.
-    pub recording: Option<crate::capture::RecordingCounters>,
-    /// The Foxglove server's counters, when `--foxglove` is on.
-    pub foxglove: Option<crate::foxglove::FoxgloveCounters>,
+    /// The running sinks' counters (zenoh, DDS, Foxglove, the live view, the packet
+    /// recording: each sink's own descriptors, daemon-wide), in the order the sinks declare
+    /// them; a sink that is off has none.
+    pub sinks: Vec<(&'static CounterDesc, u64)>,
     /// Per connected subscriber.
     pub subscribers: Vec<SubscriberStats>,
 }
@@ -200,17 +196,8 @@ impl Snapshot {
         self.publisher
             .pool
             .visit(&mut |d, v| f(&Scope::Global, d, v));
-        if let Some(z) = &self.zenoh {
-            z.visit(&mut |d, v| f(&Scope::Global, d, v));
-        }
-        if let Some(z) = &self.dds {
-            z.visit(&mut |d, v| f(&Scope::Global, d, v));
-        }
-        if let Some(r) = &self.recording {
-            r.visit(&mut |d, v| f(&Scope::Global, d, v));
-        }
-        if let Some(x) = &self.foxglove {
-            x.visit(&mut |d, v| f(&Scope::Global, d, v));
+        for &(d, v) in &self.sinks {
+            f(&Scope::Global, d, v);
         }
         for (index, c) in self.subscribers.iter().enumerate() {
             let sc = Scope::Subscriber {
@@ -329,6 +316,7 @@ pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
     crate::ros2_dds::DdsCounters::DESCS,
     crate::capture::RecordingCounters::DESCS,
     crate::foxglove::FoxgloveCounters::DESCS,
+    crate::view::ViewCounters::DESCS,
 ];
 
 /// Escapes a label value (backslash, double quote, newline).
@@ -482,10 +470,7 @@ mod tests {
                 },
                 ..PublisherCounters::default()
             },
-            zenoh: None,
-            dds: None,
-            recording: None,
-            foxglove: None,
+            sinks: Vec::new(),
             subscribers: vec![
                 SubscriberStats {
                     slot: 0,
@@ -559,10 +544,17 @@ mod tests {
                 pool: PoolCounters::from_fn(&mut next),
                 ..PublisherCounters::from_fn(&mut next)
             },
-            zenoh: Some(crate::ros2_zenoh::ZenohCounters::from_fn(&mut next)),
-            dds: Some(crate::ros2_dds::DdsCounters::from_fn(&mut next)),
-            recording: Some(crate::capture::RecordingCounters::from_fn(&mut next)),
-            foxglove: Some(crate::foxglove::FoxgloveCounters::from_fn(&mut next)),
+            sinks: [
+                crate::ros2_zenoh::ZenohCounters::DESCS,
+                crate::ros2_dds::DdsCounters::DESCS,
+                crate::capture::RecordingCounters::DESCS,
+                crate::foxglove::FoxgloveCounters::DESCS,
+                crate::view::ViewCounters::DESCS,
+            ]
+            .iter()
+            .flat_map(|descs| descs.iter())
+            .map(|d| (d, next(d)))
+            .collect(),
             subscribers: vec![
                 subscriber(0, "127.0.0.1:1", &mut next),
                 subscriber(4, "127.0.0.1:2", &mut next),

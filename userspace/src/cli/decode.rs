@@ -9,6 +9,8 @@ use lidarxdp::offline::{DecodeOptions, DecodeSummary};
 use lidarxdp_core::frame::{Frame, FrameClock};
 use lidarxdp_core::sensor::{SensorConfig, SensorModel, Stamp};
 
+use crate::daemon::config::valid::{Degrees, Fov, Metres};
+
 /// `lidarxdp decode` arguments.
 #[derive(clap::Args)]
 pub struct DecodeArgs {
@@ -36,19 +38,19 @@ pub struct DecodeArgs {
     #[arg(long)]
     hesai_skip_crc: bool,
     /// Cut angle in degrees, [0, 360].
-    #[arg(long, default_value_t = 0.0)]
-    cut_angle: f64,
+    #[arg(long, value_name = "DEG", default_value = "0")]
+    cut_angle: Degrees,
     /// Field of view `MIN:MAX` in degrees (each in [0, 360]; `MIN > MAX` wraps through 0°).
-    #[arg(long, value_name = "MIN:MAX", value_parser = super::parse_fov)]
-    fov: Option<(f64, f64)>,
+    #[arg(long, value_name = "MIN:MAX")]
+    fov: Option<Fov>,
     /// Points at this range or closer are dropped, metres, [0, max-range) (default: the
     /// model's datasheet minimum, see docs/sensors.md).
     #[arg(long, value_name = "M")]
-    min_range: Option<f32>,
+    min_range: Option<Metres>,
     /// Points at this range or farther are dropped, metres, (min-range, 1000] (default: the
     /// model's datasheet maximum).
     #[arg(long, value_name = "M")]
-    max_range: Option<f32>,
+    max_range: Option<Metres>,
     /// Clock of each frame's `start_ns`: `sensor` (the packets' time stamps, default) or
     /// `host` (offline: the pcap record time of the frame's first packet).
     #[arg(long, value_name = "sensor|host", default_value = "sensor")]
@@ -164,21 +166,17 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
             m
         }
     };
-    let (dmin, dmax) = model.datasheet_range_m();
-    // A minimum at or above a maximum that was not given is the minimum's fault.
-    if let (Some(min), None) = (a.min_range, a.max_range)
-        && min.partial_cmp(&dmax) != Some(std::cmp::Ordering::Less)
-    {
-        bail!(
-            "--min-range = {min} is out of range; valid: [0, {dmax}) m (the {} datasheet \
-             maximum; give --max-range to raise it)",
-            model.name()
-        );
-    }
+    let (min_range, max_range) = crate::daemon::config::valid::range_gate(
+        model,
+        a.min_range,
+        a.max_range,
+        ("--min-range", "--max-range"),
+    )
+    .map_err(anyhow::Error::msg)?;
     let cfg = SensorConfig {
-        cut_angle_deg: a.cut_angle,
-        min_range_m: a.min_range.unwrap_or(dmin),
-        max_range_m: a.max_range.unwrap_or(dmax),
+        cut_angle_deg: a.cut_angle.get(),
+        min_range_m: min_range,
+        max_range_m: max_range,
         stamp: a.stamp,
         ..SensorConfig::new(0, model, &a.calibration)
     };
@@ -188,7 +186,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         port: a.port,
         source: a.source,
         pipeline: lidarxdp_core::sensor::PipelineOptions {
-            fov_deg: a.fov,
+            fov_deg: a.fov.map(Fov::degrees),
             hesai_skip_crc: a.hesai_skip_crc,
             flavor: lidarxdp_core::sensor::DecodeFlavor::from_nebula_compat(a.nebula_compat),
         },

@@ -80,28 +80,6 @@ struct ReplayArgs {
     json: bool,
 }
 
-/// Parses a field of view `MIN:MAX` in degrees, each in [0, 360]; `MIN > MAX` wraps through 0°
-/// (e.g. `270:90` keeps the front half).
-pub fn parse_fov(s: &str) -> Result<(f64, f64), String> {
-    let (a, b) = s
-        .split_once(':')
-        .ok_or_else(|| format!("'{s}' is not MIN:MAX in degrees, e.g. 270:90"))?;
-    let parse = |v: &str, which: &str| -> Result<f64, String> {
-        let x: f64 = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("fov {which} '{v}' is not a number of degrees"))?;
-        if x.is_finite() && (0.0..=360.0).contains(&x) {
-            Ok(x)
-        } else {
-            Err(format!(
-                "fov {which} {x} is out of range; valid [0, 360] deg"
-            ))
-        }
-    };
-    Ok((parse(a, "min")?, parse(b, "max")?))
-}
-
 /// Parses the command line and runs the command.
 pub fn main() -> Result<()> {
     match Cli::parse().cmd {

@@ -8,83 +8,50 @@
 //! 2. per interface the XDP program is attached; per (interface, queue) the AF_XDP socket is
 //!    opened, bound and registered with its sensors in the program's maps, or, for the socket
 //!    baselines, the UDP sockets are bound ([`sources::open`]);
-//! 3. the metrics, live view, Foxglove and publisher listening sockets are bound, and the
-//!    signal handlers set;
+//! 3. the sinks' listening sockets and zenoh's shared memory ([`sinks::Sinks::bind`]) and the
+//!    publisher's socket are bound, and the signal handlers set;
 //! 4. every capability is dropped and `NO_NEW_PRIVS` set (`lidarxdp::privs`,
 //!    `docs/deploy.md`), on the main thread before any other thread exists, so every thread
 //!    started later inherits the empty sets;
-//! 5. the metrics server, the publisher (whose input queue must exist before a capture thread
-//!    pushes frames) and one capture thread per queue start ([`workers::start`]).
+//! 5. the sinks ([`sinks::Bound::start`]), the publisher (whose input queue must exist before
+//!    a capture thread pushes frames) and one capture thread per queue start
+//!    ([`workers::start`]).
 //!
 //! Everything that steers packets is in place before the publisher accepts its first
 //! subscriber, so a connected subscriber knows the daemon is ready. Then the main thread
 //! serves `/metrics`, applies SIGHUP calibration reloads and logs what changed every 10 s
 //! (nothing when nothing did).
 //! SIGTERM/SIGINT stop the capture threads, which flush their frames in progress; the
-//! publisher drains and closes; the counters are written (`--stats-json`); dropping the
+//! publisher drains and closes; a short summary of the counters is logged
+//! ([`report::exit_summary`]) and all of them written as JSON (`--stats-json`); dropping the
 //! programs detaches them.
 
 pub mod config;
 pub mod http;
 mod report;
+mod sinks;
 mod sources;
 mod workers;
 
 use std::{
-    net::{Ipv4Addr, SocketAddr, TcpListener},
-    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
-        mpsc::{Receiver, SyncSender},
     },
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
 use lidarxdp::{
-    foxglove::{FoxgloveHandle, FoxgloveServer, FoxgloveSettings, FoxgloveTopic},
-    loader::{AttachMode, XdpProgram},
+    loader::XdpProgram,
     privs::User,
-    publish::{BufferPool, FrameSink, Publisher, PublisherConfig, PublisherHandle},
-    ros2_dds::{DdsHandle, DdsSettings, DdsSink},
-    ros2_zenoh::{ShmPool, TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
+    publish::{BufferPool, Publisher, PublisherConfig, PublisherHandle},
 };
 
 use config::Plan;
+use sinks::Sinks;
 use workers::Worker;
 pub(crate) use workers::pipeline;
-
-/// The settings of the process around the capture plan: privileges, the metrics endpoint,
-/// where the socket baselines bind, the final counters file and how the XDP program loads.
-#[derive(Debug)]
-pub struct Process {
-    /// Account to switch to once set up (`--user`), looked up beforehand.
-    pub user: Option<User>,
-    /// Keep the start-up capabilities (`--keep-caps`; tests and debugging only).
-    pub keep_caps: bool,
-    /// Prometheus endpoint (`--metrics`), already checked to be loopback unless
-    /// `--metrics-public`.
-    pub metrics: Option<SocketAddr>,
-    /// Address the socket baselines bind their UDP ports on (`--bind`, default 0.0.0.0).
-    pub bind: Ipv4Addr,
-    /// Where the final counters are written as JSON at exit (`--stats-json`).
-    pub stats_json: Option<PathBuf>,
-    /// XDP attach mode (`--xdp-mode`).
-    pub xdp_mode: AttachMode,
-    /// XDP object file instead of the embedded one (`--bpf-object`).
-    pub bpf_object: Option<PathBuf>,
-    /// The Foxglove WebSocket server's address (`--foxglove`), already checked to be loopback
-    /// unless `--foxglove-public`.
-    pub foxglove: Option<SocketAddr>,
-    /// The live view's address (`--view`), already checked to be loopback unless
-    /// `--view-public`, and three.js to be embedded.
-    pub view: Option<SocketAddr>,
-    /// `--view-public`: the view answers requests naming any host (`lidarxdp::view`).
-    pub view_public: bool,
-    /// `--record-pcap` and its rotation, checked ([`lidarxdp::capture::record`]).
-    pub record_pcap: Option<lidarxdp::capture::RecordConfig>,
-}
 
 /// The signal flags the main loop reads (signal-hook sets them from the handlers).
 struct Signals {
@@ -107,126 +74,38 @@ impl Signals {
     }
 }
 
-/// Runs the daemon for `plan` until SIGTERM/SIGINT or a capture thread ends (module docs).
+/// Runs the daemon for `plan` until SIGTERM/SIGINT or a capture thread ends (module docs);
+/// `user` is `plan.process.user`, looked up.
 ///
 /// Errors: any start-up step (naming the file, interface, queue, port or address), a capture
 /// thread that failed (after the counters are written, so a supervisor with
 /// `Restart=on-failure` restarts the daemon), a capture thread that panicked (at once: its
 /// counters may be inconsistent), or the publisher's shutdown.
-pub fn run(plan: &Plan, process: &Process) -> Result<()> {
+pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     let pipelines = workers::pipelines(plan)?;
-    let (programs, sources) = sources::open(plan, process)?;
-
-    // Bound before anything else starts so a busy port fails the start-up; its thread starts
-    // only after the capabilities are dropped, so it holds none.
-    let metrics_listener = match process.metrics {
-        Some(addr) => Some((
-            addr,
-            TcpListener::bind(addr).with_context(|| format!("--metrics: bind {addr}"))?,
-        )),
-        None => None,
-    };
-    // The live view's socket likewise; its server and thread start after the drop.
-    let view_listener = match process.view {
-        Some(addr) => {
-            Some(TcpListener::bind(addr).with_context(|| format!("--view: bind {addr}"))?)
-        }
-        None => None,
-    };
-    // The Foxglove server's socket likewise, bound on this thread; its threads start after
-    // the drop (`lidarxdp::foxglove`).
-    let foxglove = match process.foxglove {
-        Some(addr) => Some(FoxgloveServer::bind(&foxglove_settings(plan, addr))?),
-        None => None,
-    };
+    let (programs, sources) = sources::open(plan)?;
+    // Every listener is bound (and zenoh's pool locked) before the capabilities go, so a
+    // privileged or busy port fails the start-up; no sink thread runs yet.
+    let bound = Sinks::bind(plan)?;
     let signals = Signals::install()?;
-    let listen = plan.listen;
-    // Bound (and listening) before the capabilities go, so a privileged port still works;
+    let listen = plan.sinks.tcp.listen;
     // EADDRINUSE is retried like the AF_XDP bind's EBUSY (a crashed predecessor's socket).
     let listener = lidarxdp::publish::bind_listener(listen, Duration::from_secs(10))
         .with_context(|| format!("publisher on {listen}"))?;
+    drop_privileges(plan, user.as_ref(), bound.keep_caps())?;
 
-    // zenoh locks its shared memory (mlock(2)): the pool is created and locked now, with
-    // CAP_IPC_LOCK, and creating it starts no thread (checked by `ShmPool::create`).
-    let shm = match &plan.zenoh {
-        Some(z) if z.shm_mb > 0 => Some(ShmPool::create((z.shm_mb as usize) << 20)?),
-        _ => None,
-    };
-    drop_privileges(process, shm_keep_caps(shm.as_ref()))?;
-
-    let metrics = match metrics_listener {
-        Some((addr, listener)) => {
-            let (tx, rx) = std::sync::mpsc::channel();
-            http::spawn_server(listener, tx)?;
-            log::info!("metrics at http://{addr}/metrics");
-            Some(rx)
-        }
-        None => None,
-    };
-    // `--record-pcap`: its first file is created, and its writer thread started, as the
-    // daemon's final identity, like every later part (`lidarxdp::capture::record`).
-    let recorder = match &process.record_pcap {
-        Some(cfg) => {
-            let r = lidarxdp::capture::Recorder::start(cfg.clone()).context("--record-pcap")?;
-            log::info!("recording the sensors' packets to {}", cfg.path.display());
-            Some(r)
-        }
-        None => None,
-    };
+    // Every sink's threads start here, after the capabilities are gone.
+    let (mut sinks, frame_sinks) = bound.start(plan)?;
     // One pool of point buffers: the decoders take from it, the publisher gives back to it.
     let pool = Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP));
-    // zenoh's runtime threads start here, after the capabilities are gone.
-    let mut sinks: Vec<Box<dyn FrameSink>> = Vec::new();
-    let zenoh = match &plan.zenoh {
-        Some(z) => {
-            let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), shm)?;
-            sinks.push(Box::new(sink));
-            Some(handle)
-        }
-        None => None,
-    };
-    // Cyclone DDS's threads (receive, lease, garbage collection, events) start here, after the
-    // capabilities are gone.
-    let dds = match &plan.dds {
-        Some(d) => {
-            let (sink, handle) = DdsSink::start(&dds_settings(plan, d))?;
-            sinks.push(Box::new(sink));
-            Some(handle)
-        }
-        None => None,
-    };
-    let foxglove = match foxglove {
-        Some(server) => {
-            let (sink, handle) = server.start()?;
-            sinks.push(Box::new(sink));
-            Some(handle)
-        }
-        None => None,
-    };
-    if let Some(listener) = view_listener {
-        let addr = listener.local_addr().context("--view: local address")?;
-        let sensors = plan
-            .sensors()
-            .map(|s| lidarxdp::view::ViewSensor {
-                id: s.id,
-                name: s.name.clone(),
-                model: s.model.name().to_owned(),
-            })
-            .collect();
-        sinks.push(Box::new(lidarxdp::view::ViewSink::start(
-            listener,
-            sensors,
-            process.view_public,
-        )?));
-        log::info!("live view at http://{addr}/");
-    }
+    let tcp = &plan.sinks.tcp;
     let (publisher, sender) = Publisher::spawn_on(
         listener,
         PublisherConfig {
             listen,
-            max_subscribers: plan.max_subscribers,
-            queue_depth: plan.subscriber_queue,
-            frame_queue: plan.frame_queue,
+            max_subscribers: tcp.max_subscribers,
+            queue_depth: tcp.subscriber_queue,
+            frame_queue: plan.capture.frame_queue,
             sensors: plan
                 .sensors()
                 .map(|s| lidarxdp_core::protocol::SensorEntry {
@@ -238,11 +117,11 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
             ..PublisherConfig::default()
         },
         pool.clone(),
-        sinks,
+        frame_sinks,
     )
     .with_context(|| format!("publisher on {listen}"))?;
     let worker_stop = Arc::new(AtomicBool::new(false));
-    let tap = recorder.as_ref().map(lidarxdp::capture::Recorder::tap);
+    let tap = sinks.record_tap();
     let mut workers = workers::start(
         plan,
         sources,
@@ -268,45 +147,30 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     // (sd_notify(3), `Type=notify` in docs/lidarxdp.service; nothing when NOTIFY_SOCKET is unset).
     notify(sd_notify::NotifyState::Ready);
 
-    supervise(
-        &programs,
-        &workers,
-        &publisher,
-        Sinks {
-            zenoh: zenoh.as_ref(),
-            dds: dds.as_ref(),
-            recorder: recorder.as_ref(),
-            foxglove: foxglove.as_ref(),
-        },
-        metrics.as_ref(),
-        &signals,
-    );
+    supervise(&programs, &workers, &publisher, &sinks, &signals);
 
     log::info!("stopping");
     notify(sd_notify::NotifyState::Stopping);
     worker_stop.store(true, Ordering::Relaxed);
     let failed = join(&mut workers)?;
     // Every capture thread has ended: what they queued is written, the file closed.
-    let recording = recorder.map(lidarxdp::capture::Recorder::finish);
+    sinks.stop_recording();
     let publisher_counters = publisher.shutdown().context("publisher")?;
-    // The publisher thread dropped the zenoh and DDS sinks, whose threads wrote what was
-    // queued, and the Foxglove sink, whose threads are joined.
-    let sink_counters = report::SinkCounters {
-        zenoh: zenoh.as_ref().map(ZenohHandle::counters),
-        dds: dds.as_ref().map(DdsHandle::counters),
-        recording,
-        foxglove: foxglove.as_ref().map(FoxgloveHandle::counters),
-    };
-    let summary = report::stats_json(
+    // The publisher thread dropped the frame sinks: the zenoh and DDS threads wrote what was
+    // queued, the Foxglove and view threads are joined.
+    let snap = report::metrics_snapshot(
         &programs,
         &workers,
         &publisher_counters,
-        sink_counters,
+        sinks.counters(),
         Vec::new(),
     );
-    log::info!("final counters: {summary}");
-    if let Some(path) = &process.stats_json {
-        std::fs::write(path, summary.to_string())
+    for line in report::exit_summary(&snap) {
+        log::info!("{line}");
+    }
+    if let Some(path) = &plan.process.stats_json {
+        let json = report::stats_json(&programs, &workers, snap);
+        std::fs::write(path, json.to_string())
             .with_context(|| format!("write {}", path.display()))?;
     }
     drop(programs);
@@ -316,90 +180,13 @@ pub fn run(plan: &Plan, process: &Process) -> Result<()> {
     }
 }
 
-/// The Foxglove server's settings: one channel per sensor, on its ROS topic, from the plan.
-fn foxglove_settings(plan: &Plan, addr: SocketAddr) -> FoxgloveSettings {
-    FoxgloveSettings {
-        addr,
-        topics: plan
-            .sensors()
-            .map(|s| FoxgloveTopic {
-                sensor_id: s.id,
-                name: s.name.clone(),
-                model: s.model.name().to_owned(),
-                topic: s.topic.clone(),
-                frame_id: s.frame_id.clone(),
-            })
-            .collect(),
-    }
-}
-
-/// The zenoh sink's settings: one topic per sensor, from the plan.
-fn zenoh_settings(plan: &Plan, z: &config::ZenohPlan) -> ZenohSettings {
-    ZenohSettings {
-        session: lidarxdp::ros2_zenoh::SessionConfig {
-            file: z.config.clone(),
-            overrides: z.overrides.clone(),
-        },
-        domain_id: z.ros_domain_id,
-        distro: z.ros_distro,
-        qos: lidarxdp_core::ros2::Qos::LIDAR,
-        queue: lidarxdp::ros2_zenoh::SINK_QUEUE,
-        topics: topic_plans(plan),
-    }
-}
-
-/// The DDS sink's settings: one topic per sensor, from the plan.
-fn dds_settings(plan: &Plan, d: &config::DdsPlan) -> DdsSettings {
-    DdsSettings {
-        config_file: d.config.clone(),
-        cyclonedds_uri: d.cyclonedds_uri.clone(),
-        domain_id: d.ros_domain_id,
-        distro: d.ros_distro,
-        discovery: d.discovery.clone(),
-        queue: lidarxdp::ros2_dds::SINK_QUEUE,
-        topics: topic_plans(plan),
-    }
-}
-
-/// One ROS topic per sensor, from the plan (zenoh and DDS alike).
-fn topic_plans(plan: &Plan) -> Vec<TopicPlan> {
-    plan.sensors()
-        .map(|s| TopicPlan {
-            sensor_id: s.id,
-            topic: s.topic.clone(),
-            frame_id: s.frame_id.clone(),
-        })
-        .collect()
-}
-
-/// The capabilities the zenoh shared-memory pool needs kept (`lidarxdp::privs`): none when
-/// `RLIMIT_MEMLOCK`, raised to its hard limit, covers the pool and the segments zenoh locks
-/// later; else `CAP_IPC_LOCK`, said in the log.
-fn shm_keep_caps(shm: Option<&ShmPool>) -> u64 {
-    let Some(pool) = shm else { return 0 };
-    let need = pool.bytes() as u64 + lidarxdp::ros2_zenoh::LOCK_HEADROOM;
-    match lidarxdp::sys::rlimit::memlock_to_hard() {
-        Ok(limit) if limit >= need => 0,
-        limit => {
-            log::warn!(
-                "zenoh shared memory: keeping CAP_IPC_LOCK (and no other capability): zenoh \
-                 locks its segments and RLIMIT_MEMLOCK ({}) is below the {need} bytes needed; \
-                 raise it (systemd LimitMEMLOCK=infinity) to drop it too",
-                limit.map_or_else(|e| e.to_string(), |l| format!("{l} bytes"))
-            );
-            1 << lidarxdp::sys::caps::CAP_IPC_LOCK
-        }
-    }
-}
-
 /// Everything privileged is done. Capabilities are per thread: they are dropped here, on the
 /// main thread before the publisher and capture threads exist, so those inherit the empty sets.
-fn drop_privileges(process: &Process, keep: u64) -> Result<()> {
-    if process.keep_caps {
+fn drop_privileges(plan: &Plan, user: Option<&User>, keep: u64) -> Result<()> {
+    if plan.process.keep_caps {
         log::warn!("--keep-caps: keeping the start-up capabilities");
         return Ok(());
     }
-    let user = process.user.as_ref();
     let caps = lidarxdp::privs::drop_all(user, keep).context("dropping capabilities")?;
     match user {
         Some(u) => log::info!(
@@ -424,26 +211,6 @@ fn notify(state: sd_notify::NotifyState) {
 /// How often the main loop looks for changes worth a log line.
 const LOG_PERIOD: Duration = Duration::from_secs(10);
 
-/// The optional sinks' handles, read together for each snapshot.
-#[derive(Clone, Copy)]
-struct Sinks<'a> {
-    zenoh: Option<&'a ZenohHandle>,
-    dds: Option<&'a DdsHandle>,
-    recorder: Option<&'a lidarxdp::capture::Recorder>,
-    foxglove: Option<&'a FoxgloveHandle>,
-}
-
-impl Sinks<'_> {
-    fn counters(&self) -> report::SinkCounters {
-        report::SinkCounters {
-            zenoh: self.zenoh.map(ZenohHandle::counters),
-            dds: self.dds.map(DdsHandle::counters),
-            recording: self.recorder.map(lidarxdp::capture::Recorder::counters),
-            foxglove: self.foxglove.map(FoxgloveHandle::counters),
-        }
-    }
-}
-
 /// The main loop, every 50 ms until a stop signal or until a capture thread has ended: answers
 /// `/metrics` requests, applies SIGHUP reloads, and every [`LOG_PERIOD`] logs what changed
 /// ([`report::ChangeLog`]: nothing when nothing did).
@@ -451,10 +218,10 @@ fn supervise(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherHandle,
-    sinks: Sinks<'_>,
-    metrics: Option<&Receiver<SyncSender<String>>>,
+    sinks: &Sinks,
     signals: &Signals,
 ) {
+    let metrics = sinks.metrics_requests();
     let mut last_log = Instant::now();
     let mut changes = report::ChangeLog::default();
     let snapshot = || {

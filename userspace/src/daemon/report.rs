@@ -5,22 +5,8 @@
 use lidarxdp::{
     loader::{ProgramCounters, XdpProgram},
     publish::PublisherCounters,
-    ros2_dds::DdsCounters,
-    ros2_zenoh::ZenohCounters,
 };
-
-/// The optional sinks' counters read now (each `None` when its sink is off).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct SinkCounters {
-    /// `--zenoh`.
-    pub zenoh: Option<ZenohCounters>,
-    /// `--dds`.
-    pub dds: Option<DdsCounters>,
-    /// `--record-pcap`.
-    pub recording: Option<lidarxdp::capture::RecordingCounters>,
-    /// `--foxglove`.
-    pub foxglove: Option<lidarxdp::foxglove::FoxgloveCounters>,
-}
+use lidarxdp_core::counters::CounterDesc;
 
 use super::workers::Worker;
 
@@ -30,7 +16,7 @@ pub(super) fn metrics_snapshot(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
-    sinks: SinkCounters,
+    sinks: Vec<(&'static CounterDesc, u64)>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, SensorSnapshot, Snapshot};
@@ -72,10 +58,7 @@ pub(super) fn metrics_snapshot(
             .collect(),
         sensors,
         publisher: *publisher,
-        zenoh: sinks.zenoh,
-        dds: sinks.dds,
-        recording: sinks.recording,
-        foxglove: sinks.foxglove,
+        sinks,
         subscribers,
     }
 }
@@ -102,21 +85,21 @@ fn backend_json(w: &Worker) -> serde_json::Value {
     }
 }
 
-/// All counters as one JSON object, derived from the descriptors
+/// All counters of `snap` (taken by [`metrics_snapshot`]) as one JSON object, derived from
+/// the descriptors
 /// ([`lidarxdp::metrics::Snapshot::to_json`]: `xdp` summed over interfaces, `queues[]`,
 /// the first queue's `xsk`, `capture`, `reassembly` also at top level, `sensors[]`,
-/// `publisher`, `publisher_pool`, `zenoh` and `dds` when on, `subscribers[]`), plus `interfaces[]` (each interface's
+/// `publisher`, `publisher_pool`, each running sink's group (`zenoh`, `dds`, `foxglove`,
+/// `view`, `recording`), `subscribers[]`), plus `interfaces[]` (each interface's
 /// XDP program counters) and each queue's `backend` exit report (the first one's also at top
 /// level).
 pub(super) fn stats_json(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
-    publisher: &PublisherCounters,
-    sinks: SinkCounters,
-    subscribers: Vec<lidarxdp::publish::SubscriberStats>,
+    snap: lidarxdp::metrics::Snapshot,
 ) -> serde_json::Value {
     use serde_json::{Value, json};
-    let mut v = metrics_snapshot(programs, workers, publisher, sinks, subscribers).to_json();
+    let mut v = snap.to_json();
     v["interfaces"] = programs
         .iter()
         .map(|(i, p)| {
@@ -135,6 +118,75 @@ pub(super) fn stats_json(
     }
     v["backend"] = workers.first().map_or(Value::Null, backend_json);
     v
+}
+
+/// The daemon's exit report for an operator: a few lines, not every counter (those are in
+/// `--stats-json` and, while it runs, `lidarxdp stats`). First the datagrams received and
+/// decoded, then what was lost at each layer (the kernel's socket or RX ring, the capture
+/// thread's filters, IPv4 reassembly, the decoders, whole frames, the publisher's queues),
+/// then one line per sensor.
+pub(super) fn exit_summary(snap: &lidarxdp::metrics::Snapshot) -> Vec<String> {
+    let sum = |f: &dyn Fn(&lidarxdp::metrics::QueueSnapshot) -> u64| -> u64 {
+        snap.queues.iter().map(f).sum()
+    };
+    let kernel = sum(&|q| {
+        q.xsk.as_ref().map_or(0, |(x, _)| {
+            x.rx_dropped + x.rx_ring_full + x.rx_invalid_descs
+        }) + q.capture.truncated
+    });
+    let capture = sum(&|q| q.capture.not_udp + q.capture.unknown_sensor + q.capture.mixed_sources);
+    let reassembly = sum(&|q| q.reassembly.failed());
+    let received = sum(&|q| q.capture.rx_frames);
+    let frames_dropped = sum(&|q| q.capture.frames_dropped);
+    let d = snap.sensors.iter().fold(
+        lidarxdp_core::sensor::DecodeCounters::default(),
+        |mut a, s| {
+            a.packets += s.decode.packets;
+            a.decoded += s.decode.decoded;
+            a.malformed += s.decode.malformed;
+            a.time_jumps += s.decode.time_jumps;
+            a.late += s.decode.late;
+            a.frames += s.decode.frames;
+            a.frames_lost += s.decode.frames_lost;
+            a
+        },
+    );
+    let p = &snap.publisher;
+    let mut out = vec![
+        format!(
+            "exit: {received} packets received, {} handed to the sensors, {} decoded; {} frames \
+             made, {} sent to subscribers",
+            d.packets, d.decoded, d.frames, p.frames_sent
+        ),
+        format!(
+            "exit: lost: kernel {kernel} (socket or RX ring full), capture {capture} (not \
+             UDP, no sensor, second source), reassembly {reassembly}, decoder {} (malformed \
+             {}, time jumps {}, late {}), whole frames {}, publisher {} (queue full: capture \
+             {frames_dropped}, subscribers {})",
+            d.malformed + d.time_jumps + d.late,
+            d.malformed,
+            d.time_jumps,
+            d.late,
+            d.frames_lost,
+            frames_dropped + p.frames_dropped_input_full + p.frames_dropped_queue_full,
+            p.frames_dropped_queue_full
+        ),
+    ];
+    for s in &snap.sensors {
+        out.push(format!(
+            "exit: sensor {} ({}): {} packets, {} decoded, {} malformed, {} frames, {} points, \
+             {} whole frames lost",
+            s.name,
+            s.model,
+            s.decode.packets,
+            s.decode.decoded,
+            s.decode.malformed,
+            s.decode.frames,
+            s.decode.points,
+            s.decode.frames_lost
+        ));
+    }
+    out
 }
 
 /// What the daemon's log says about the counters: nothing when nothing changed (the counters
@@ -232,6 +284,27 @@ mod tests {
             }],
             ..Snapshot::default()
         }
+    }
+
+    #[test]
+    fn exit_summary_is_a_few_lines_with_every_layer() {
+        let mut s = snap(603, 2, 1);
+        s.sensors[0].decode.decoded = 600;
+        s.sensors[0].decode.frames = 4;
+        s.sensors[0].decode.points = 59_374;
+        s.publisher.frames_sent = 8;
+        assert_eq!(
+            exit_summary(&s),
+            [
+                "exit: 0 packets received, 603 handed to the sensors, 600 decoded; 4 frames \
+                 made, 8 sent to subscribers",
+                "exit: lost: kernel 0 (socket or RX ring full), capture 0 (not UDP, no sensor, \
+                 second source), reassembly 0, decoder 2 (malformed 2, time jumps 0, late 0), \
+                 whole frames 1, publisher 0 (queue full: capture 0, subscribers 0)",
+                "exit: sensor front (VLP16): 603 packets, 600 decoded, 2 malformed, 4 frames, \
+                 59374 points, 1 whole frames lost",
+            ]
+        );
     }
 
     #[test]

@@ -15,7 +15,6 @@ use lidarxdp::{
 };
 use lidarxdp_core::sensor::{Family, SensorModel};
 
-use super::Process;
 use super::config::Plan;
 
 /// The capture thread's packet source, one variant per `--backend`.
@@ -34,8 +33,8 @@ pub(super) type Program = (String, XdpProgram);
 ///
 /// Errors: the first attach, socket, bind or map update that fails, naming the interface,
 /// queue or ports.
-pub(super) fn open(plan: &Plan, process: &Process) -> Result<(Vec<Program>, Vec<Source>)> {
-    let backend = plan.backend;
+pub(super) fn open(plan: &Plan) -> Result<(Vec<Program>, Vec<Source>)> {
+    let backend = plan.capture.backend;
     let mut programs: Vec<Program> = Vec::new();
     let mut sources: Vec<Source> = Vec::with_capacity(plan.queues.len());
     for q in &plan.queues {
@@ -54,7 +53,7 @@ pub(super) fn open(plan: &Plan, process: &Process) -> Result<(Vec<Program>, Vec<
                     None => {
                         // Before attaching: frames longer than a UMEM chunk would be dropped.
                         lidarxdp::xsk::check_mtu(&q.iface, UmemConfig::default().frame_size)?;
-                        programs.push((q.iface.clone(), attach_program(process, &q.iface)?));
+                        programs.push((q.iface.clone(), attach_program(plan, &q.iface)?));
                         programs.len() - 1
                     }
                 };
@@ -67,16 +66,16 @@ pub(super) fn open(plan: &Plan, process: &Process) -> Result<(Vec<Program>, Vec<
                     }
                 }
                 sources.push(Source::Xdp(
-                    XdpSource::with_wait(xsk, plan.wait)
+                    XdpSource::with_wait(xsk, plan.capture.wait)
                         .context("io_uring for the capture thread")?,
                 ));
             }
             other => {
                 let models = || q.sensors.iter().map(|s| s.model);
                 let ucfg = UdpSocketConfig {
-                    bind: process.bind,
+                    bind: plan.capture.bind,
                     ports: ports.clone(),
-                    rcvbuf: plan.rcvbuf.unwrap_or(match other {
+                    rcvbuf: plan.capture.rcvbuf.unwrap_or(match other {
                         Backend::Socket => RcvBuf::Default,
                         _ => RcvBuf::Max,
                     }),
@@ -88,7 +87,8 @@ pub(super) fn open(plan: &Plan, process: &Process) -> Result<(Vec<Program>, Vec<
                         Source::Socket(SocketSource::open(&ucfg).with_context(what)?)
                     }
                     Backend::Recvmmsg => Source::Recvmmsg(
-                        RecvmmsgSource::open_with_wait(&ucfg, plan.wait).with_context(what)?,
+                        RecvmmsgSource::open_with_wait(&ucfg, plan.capture.wait)
+                            .with_context(what)?,
                     ),
                     _ => {
                         let buffers = models()
@@ -130,12 +130,12 @@ fn uring_buffers(model: SensorModel) -> UringBuffers {
 }
 
 /// Loads the XDP program and attaches it to `iface` (`--xdp-mode`, `--bpf-object`).
-fn attach_program(process: &Process, iface: &str) -> Result<XdpProgram> {
-    let object = match &process.bpf_object {
+fn attach_program(plan: &Plan, iface: &str) -> Result<XdpProgram> {
+    let object = match &plan.capture.bpf_object {
         Some(p) => Some(std::fs::read(p).with_context(|| format!("read {}", p.display()))?),
         None => None,
     };
-    let program = XdpProgram::load_and_attach(object.as_deref(), iface, process.xdp_mode)?;
+    let program = XdpProgram::load_and_attach(object.as_deref(), iface, plan.capture.xdp_mode)?;
     log::info!(
         "XDP program attached to {iface} ({:?} mode)",
         program.mode()

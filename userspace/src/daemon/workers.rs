@@ -108,7 +108,7 @@ pub(super) fn start(
             buffers: pool.clone(),
             stop: stop.clone(),
             stats: stats.clone(),
-            stall: plan.stall,
+            stall: plan.capture.stall,
             record: record.cloned(),
             cpu: q.cpu,
             name: format!("capture-{}-{}", q.iface, q.queue),

@@ -13,10 +13,9 @@
 //!   `GET /api/frame?sensor=NAME&after=SEQ` (the latest frame as compact binary, layout in
 //!   [`wire`], at most [`MAX_POINTS`] points).
 //!
-//! The endpoints have no authentication: the address must be loopback unless `--view-public`
-//! (checked by `run`), and when it is not public a request whose `Host` is not a loopback name
-//! is refused (403), so a web page in the same browser cannot reach the view through DNS
-//! rebinding.
+//! The endpoints have no authentication: the address must be loopback (checked by `run`), and
+//! a request whose `Host` is not a loopback name is refused (403), so a web page in the same
+//! browser cannot reach the view through DNS rebinding. Its counters are [`ViewCounters`].
 
 pub mod assets;
 pub mod server;
@@ -24,7 +23,7 @@ pub mod wire;
 
 use std::collections::VecDeque;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -43,6 +42,28 @@ pub const WINDOW_FRAMES: usize = 10;
 
 /// A sensor without a frame for this long shows a frame rate of 0.
 pub const STALE_AFTER: Duration = Duration::from_secs(2);
+
+/// The live view's counters: daemon-wide, no labels (`lidarxdp_view_*`; stats JSON `view`).
+pub const VIEW_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "view",
+    labels: &[],
+};
+
+lidarxdp_core::counter_set! {
+    /// Snapshot of the live view's counters.
+    pub struct ViewCounters in VIEW_COUNTERS;
+    shared
+    /// Written by the sink (on the publisher thread) and the HTTP thread.
+    pub struct SharedViewCounters;
+    {
+        /// Each replaces the sensor's latest frame.
+        frames: Counter "frames" "Frames handed to the live view.",
+        /// Not one of the sensors the view was started with.
+        frames_unknown_sensor: Counter "frames" "Frames of a sensor the live view does not show, ignored.",
+        /// `GET /api/frame` answered with a frame (not 204 "no newer frame").
+        frames_served: Counter "frames" "Frames sent to browsers.",
+    }
+}
 
 /// A sensor the view shows, as configured.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +130,7 @@ pub struct SensorStatus {
 pub struct ViewState {
     sensors: Vec<ViewSensor>,
     slots: Mutex<Vec<Slot>>,
+    counters: SharedViewCounters,
 }
 
 impl ViewState {
@@ -118,7 +140,13 @@ impl ViewState {
         ViewState {
             sensors,
             slots: Mutex::new(slots),
+            counters: SharedViewCounters::default(),
         }
+    }
+
+    /// The view's counters now.
+    pub fn counters(&self) -> ViewCounters {
+        self.counters.snapshot()
     }
 
     /// The configured sensors, in configuration order.
@@ -135,8 +163,10 @@ impl ViewState {
     pub fn record(&self, frame: &Arc<SharedFrame>, now: Instant) {
         let h = frame.header();
         let Some(i) = self.sensors.iter().position(|s| s.id == h.sensor_id) else {
+            self.counters.frames_unknown_sensor.fetch_add(1, Relaxed);
             return;
         };
+        self.counters.frames.fetch_add(1, Relaxed);
         let mut slots = self.slots();
         let slot = &mut slots[i];
         // The previous frame is dropped after the lock is released (its buffer goes back to
@@ -165,7 +195,10 @@ impl ViewState {
         let f = slots.get(index)?.latest.as_ref()?;
         match after {
             Some(a) if f.header().sequence <= a => None,
-            _ => Some(f.clone()),
+            _ => {
+                self.counters.frames_served.fetch_add(1, Relaxed);
+                Some(f.clone())
+            }
         }
     }
 
@@ -234,20 +267,16 @@ impl std::fmt::Debug for ViewSink {
 
 impl ViewSink {
     /// Starts the HTTP server on `listener` (bound beforehand, possibly before the
-    /// capabilities were dropped) for `sensors`; `public`: the address was allowed off
-    /// loopback (`--view-public`), so any `Host` header is accepted.
+    /// capabilities were dropped, on a loopback address) for `sensors`; only requests naming a
+    /// loopback host are answered.
     ///
     /// Errors: the three.js files were not embedded at build time ([`assets::check`]), or the
     /// server or its thread could not start.
-    pub fn start(
-        listener: TcpListener,
-        sensors: Vec<ViewSensor>,
-        public: bool,
-    ) -> anyhow::Result<Self> {
+    pub fn start(listener: TcpListener, sensors: Vec<ViewSensor>) -> anyhow::Result<Self> {
         assets::check()?;
         let state = Arc::new(ViewState::new(sensors));
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = server::spawn(listener, state.clone(), stop.clone(), public)?;
+        let thread = server::spawn(listener, state.clone(), stop.clone(), false)?;
         Ok(ViewSink {
             state,
             stop,

@@ -781,13 +781,13 @@ fn decode_refuses_empty_input_and_bad_ranges() {
     let (ok, err) = run(&data(VLP16), &["--min-range", "5", "--max-range", "2"]);
     assert!(!ok);
     assert!(
-        err.contains("--max-range = 2 is out of range; valid: (--min-range = 5, 1000] m"),
+        err.contains("--max-range: 2 is out of range; valid (min_range = 5, 1000] m"),
         "{err}"
     );
     let (ok, err) = run(&data(VLP16), &["--min-range", "150"]);
     assert!(!ok);
     assert!(
-        err.contains("--min-range = 150 is out of range; valid: [0, 100) m (the VLP16 datasheet"),
+        err.contains("--min-range: 150 is out of range; valid [0, 100) m (the VLP16 datasheet"),
         "{err}"
     );
     let (ok, err) = run(&data(VLP16), &["--stamp", "gps"]);

@@ -1,0 +1,427 @@
+//! The configuration's rules, with exact messages.
+
+use super::plan::ZenohPlan;
+use super::sections::{QueueSettings, SensorSettings};
+use super::*;
+use lidarxdp::capture::Backend;
+use lidarxdp_core::ros2::Distro;
+use lidarxdp_core::sensor::{SensorModel, Stamp};
+use std::net::Ipv4Addr;
+
+fn sensor(name: &str, port: u16) -> SensorSettings {
+    SensorSettings {
+        name: Some(name.into()),
+        model: Some(SensorModel::Vlp16),
+        calibration: Some("cal.yaml".into()),
+        port: Some(valid::UdpPort::new(port.into()).unwrap()),
+        ..SensorSettings::default()
+    }
+}
+
+fn settings(sensors: Vec<SensorSettings>) -> Settings {
+    let mut s = Settings {
+        sensors,
+        ..Settings::default()
+    };
+    s.capture.iface = Some("eth0".into());
+    s
+}
+
+fn plan(s: Settings) -> anyhow::Result<Plan> {
+    build(s, None, &Ros2Env::default())
+}
+
+fn err(s: Settings) -> String {
+    plan(s).unwrap_err().to_string()
+}
+
+fn toml_sensor(text: &str) -> SensorSettings {
+    toml::from_str(text).unwrap()
+}
+
+#[test]
+fn robosense_difop_port_is_on_by_default() {
+    let rs = |name: &str, port: u16, extra: Option<u64>| SensorSettings {
+        model: Some(SensorModel::Helios),
+        extra_port: extra.map(|e| valid::Ranged::new(e).unwrap()),
+        ..sensor(name, port)
+    };
+    let extra = |p: &Plan| p.sensors().map(|s| s.extra_port).collect::<Vec<_>>();
+    let p = plan(settings(vec![rs("a", 6699, None), sensor("v", 2368)])).unwrap();
+    assert_eq!(extra(&p), [Some(7788), None]);
+    let p = plan(settings(vec![rs("a", 6699, Some(0))])).unwrap();
+    assert_eq!(extra(&p), [None]);
+    let p = plan(settings(vec![rs("a", 6699, Some(7789))])).unwrap();
+    assert_eq!(extra(&p), [Some(7789)]);
+    // Two RoboSense sensors from any source cannot both have the default DIFOP port.
+    assert_eq!(
+        err(settings(vec![rs("a", 6699, None), rs("b", 6700, None)])),
+        "sensors[1].extra_port: port 7788 from any source on eth0 is already sensors[0]'s; \
+         each (port, source) names one sensor (7788 is RoboSense's default DIFOP port: give \
+         each RoboSense sensor its own source or extra_port, or extra_port = 0 for none)"
+    );
+    // Velodyne's 0 is refused.
+    assert_eq!(
+        err(settings(vec![SensorSettings {
+            extra_port: Some(valid::Ranged::new(0).unwrap()),
+            ..sensor("v", 2368)
+        }])),
+        "sensors[0].extra_port: 0 is out of range for VLP16; valid 1..=65535 (0 turns off only \
+         RoboSense's default DIFOP port)"
+    );
+}
+
+#[test]
+fn sensors_group_into_queues_in_order() {
+    let mut b = sensor("rear", 2369);
+    b.queue = Some(valid::Ranged::new(1).unwrap());
+    let mut s = settings(vec![sensor("front", 2368), b, sensor("left", 2370)]);
+    s.queues =
+        vec![toml::from_str("iface = \"eth0\"\nqueue = 1\ncpu = 0\numem_frames = 8192").unwrap()];
+    let p = plan(s).unwrap();
+    assert_eq!(p.queues.len(), 2);
+    assert_eq!((p.queues[0].queue, p.queues[0].sensors.len()), (0, 2));
+    assert_eq!(p.queues[0].sensors[1].name, "left");
+    assert_eq!(p.queues[0].sensors[1].id, 2);
+    assert_eq!(p.queues[1].umem_frames, 8192);
+    assert_eq!(p.queues[1].cpu, Some(0));
+    assert_eq!(p.queues[0].umem_frames, 4096);
+    let ids: Vec<u16> = p.sensors().map(|s| s.id).collect();
+    assert_eq!(ids, [0, 1, 2]);
+}
+
+#[test]
+fn errors_name_the_field_value_and_range() {
+    assert!(
+        err(settings(vec![sensor("a", 2368), sensor("a", 2369)]))
+            .starts_with("sensors[1].name: \"a\" is already the name of sensors[0]")
+    );
+    assert!(
+        err(settings(vec![sensor("a", 2368), sensor("b", 2368)])).starts_with(
+            "sensors[1].port: port 2368 from any source on eth0 is already sensors[0]'s"
+        )
+    );
+    let mut s = settings(vec![sensor("a", 2368)]);
+    s.queues = vec![QueueSettings {
+        queue: Some(valid::Ranged::new(3).unwrap()),
+        ..QueueSettings::default()
+    }];
+    assert!(err(s).starts_with("queues[0]: no sensor is assigned to eth0 queue 3"));
+    let mut x = sensor("a", 2368);
+    x.return_mode = Some("quad".into());
+    assert!(err(settings(vec![x])).starts_with("sensors[0].return_mode: "));
+    let m = |v: f32| Some(valid::Metres::new(v).unwrap());
+    let mut x = sensor("a", 2368);
+    x.min_range = m(150.0);
+    assert_eq!(
+        err(settings(vec![x])),
+        "sensors[0].min_range: 150 is out of range; valid [0, 100) m (the VLP16 datasheet \
+         range is 0 to 100 m)"
+    );
+    let mut x = sensor("a", 2368);
+    x.min_range = m(150.0);
+    x.max_range = m(200.0);
+    assert!(plan(settings(vec![x])).is_ok());
+    let mut x = sensor("a", 2368);
+    x.min_range = m(5.0);
+    x.max_range = m(5.0);
+    assert_eq!(
+        err(settings(vec![x])),
+        "sensors[0].max_range: 5 is out of range; valid (min_range = 5, 1000] m \
+         (the VLP16 datasheet range is 0 to 100 m)"
+    );
+    // The single-sensor flags name the flag.
+    let mut s = settings(vec![]);
+    s.sensor = sensor("a", 2368);
+    s.sensor.min_range = m(150.0);
+    assert!(err(s).starts_with("--min-range: 150 is out of range"));
+}
+
+/// The range of each key is checked when the file is read: the TOML reader names the line
+/// and key, the message the value and the valid range.
+#[test]
+fn file_values_are_checked_by_their_types() {
+    let e = |text: &str| toml::from_str::<Settings>(text).unwrap_err().to_string();
+    let cases = [
+        (
+            "[[sensors]]\ncut_angle = 361.0\n",
+            "cut_angle = 361.0",
+            "361 is out of range; valid [0, 360] deg",
+        ),
+        (
+            "[[sensors]]\nport = 0\n",
+            "port = 0",
+            "0 is out of range; valid 1..=65535",
+        ),
+        (
+            "[[sensors]]\nqueue = 64\n",
+            "queue = 64",
+            "64 is out of range; valid 0..=63",
+        ),
+        (
+            "[[sensors]]\nmax_range = 1001\n",
+            "max_range = 1001",
+            "1001 is out of range; valid [0, 1000] m",
+        ),
+        (
+            "[tcp]\nmax_subscribers = 0\n",
+            "max_subscribers = 0",
+            "0 is out of range; valid 1..=1024",
+        ),
+        (
+            "[tcp]\nsubscriber_queue = 65\n",
+            "subscriber_queue = 65",
+            "65 is out of range; valid 1..=64",
+        ),
+        (
+            "[capture]\nframe_queue = 1025\n",
+            "frame_queue = 1025",
+            "1025 is out of range; valid 1..=1024",
+        ),
+        (
+            "[capture]\numem_frames = 100\n",
+            "umem_frames = 100",
+            "100 is out of range; valid a power of two in 64..=65536",
+        ),
+        (
+            "[zenoh]\nshm_mb = 4097\n",
+            "shm_mb = 4097",
+            "4097 is out of range; valid 0..=4096",
+        ),
+        (
+            "[ros2]\ndomain_id = 233\n",
+            "domain_id = 233",
+            "233 is out of range; valid 0..=232",
+        ),
+        (
+            "[recording]\nsplit_duration_s = 0\n",
+            "split_duration_s = 0",
+            "0 is out of range; valid 1..=604800",
+        ),
+        (
+            "[[sensors]]\nstamp = \"gps\"\n",
+            "stamp = \"gps\"",
+            "unknown stamp 'gps'; valid: sensor, host",
+        ),
+        (
+            "[tcp]\nlisten_public = true\n",
+            "listen_public",
+            "unknown field `listen_public`",
+        ),
+    ];
+    for (text, key, msg) in cases {
+        let got = e(text);
+        assert!(got.contains(key) && got.contains(msg), "{text:?}: {got}");
+    }
+}
+
+#[test]
+fn ranges_default_to_the_datasheet_and_stamp_to_sensor() {
+    let b = toml_sensor(
+        "name = \"b\"\nmodel = \"pandarxt32\"\ncalibration = \"c.csv\"\nport = 2369\n\
+         min_range = 0.5\nstamp = \"host\"",
+    );
+    let p = plan(settings(vec![sensor("a", 2368), b])).unwrap();
+    let s = &p.queues[0].sensors;
+    assert_eq!(
+        (s[0].min_range, s[0].max_range, s[0].stamp),
+        (0.0, 100.0, Stamp::Sensor)
+    );
+    assert_eq!(
+        (s[1].min_range, s[1].max_range, s[1].stamp),
+        (0.5, 120.0, Stamp::Host)
+    );
+}
+
+#[test]
+fn same_port_from_distinct_sources_is_two_sensors() {
+    let mut a = sensor("a", 2368);
+    a.source = Some(Ipv4Addr::new(192, 168, 1, 201));
+    let mut b = sensor("b", 2368);
+    b.source = Some(Ipv4Addr::new(192, 168, 1, 202));
+    let p = plan(settings(vec![a, b, sensor("c", 2368)])).unwrap();
+    assert_eq!(p.queues[0].sensors.len(), 3);
+}
+
+#[test]
+fn single_sensor_flags_and_sections_exclude_each_other() {
+    let mut s = settings(vec![sensor("a", 2368)]);
+    s.sensor = sensor("b", 2369);
+    assert!(err(s).contains("exclude each other"));
+    let mut s = settings(vec![]);
+    s.sensor = SensorSettings {
+        model: Some(SensorModel::Vlp16),
+        ..SensorSettings::default()
+    };
+    assert_eq!(
+        err(s),
+        "--calibration: required (the model's calibration or metadata file)"
+    );
+}
+
+#[test]
+fn flags_win_over_the_file_field_by_field() {
+    let file: Settings = toml::from_str(
+        "[capture]\niface = \"eth1\"\nframe_queue = 8\n[tcp]\nmax_subscribers = 4\n\
+         subscriber_queue = 2\n[[sensors]]\nmodel = \"vlp16\"\ncalibration = \"c.yaml\"\n",
+    )
+    .unwrap();
+    let mut flags = Settings::default();
+    flags.tcp.max_subscribers = Some(valid::Ranged::new(9).unwrap());
+    let p = plan(flags.over(file)).unwrap();
+    assert_eq!(p.sinks.tcp.max_subscribers, 9);
+    assert_eq!(p.sinks.tcp.subscriber_queue, 2);
+    assert_eq!(p.capture.frame_queue, 8);
+    assert_eq!(p.queues[0].iface, "eth1");
+}
+
+#[test]
+fn every_listener_is_loopback_only() {
+    for (text, msg) in [
+        (
+            "[tcp]\nlisten = \"0.0.0.0:7510\"",
+            "--listen (tcp.listen): 0.0.0.0:7510 is not a loopback address",
+        ),
+        (
+            "[metrics]\nlisten = \"10.0.0.1:9751\"",
+            "--metrics (metrics.listen): 10.0.0.1:9751 is not a loopback address",
+        ),
+        (
+            "[foxglove]\nlisten = \"[::]:8765\"",
+            "--foxglove (foxglove.listen): [::]:8765 is not a loopback address",
+        ),
+    ] {
+        let mut s: Settings = toml::from_str(text).unwrap();
+        s.capture.iface = Some("eth0".into());
+        s.sensors = vec![sensor("a", 2368)];
+        let e = err(s);
+        assert!(e.starts_with(msg), "{e}");
+    }
+    let mut s: Settings = toml::from_str("[tcp]\nlisten = \"127.0.0.2:7510\"").unwrap();
+    s.capture.iface = Some("eth0".into());
+    s.sensors = vec![sensor("a", 2368)];
+    assert_eq!(
+        plan(s).unwrap().sinks.tcp.listen.to_string(),
+        "127.0.0.2:7510"
+    );
+}
+
+#[test]
+fn zenoh_settings_are_checked_and_defaulted() {
+    let zen = |mut s: Settings| {
+        s.zenoh.zenoh = Some(true);
+        s
+    };
+    let env = |id: &str| Ros2Env {
+        ros_domain_id: Some(id.into()),
+        ..Ros2Env::default()
+    };
+    // Off: zenoh-only settings are refused, topics are not checked.
+    let mut s = settings(vec![sensor("front-left", 2368)]);
+    s.ros2.ros_domain_id = Some(valid::Ranged::new(3).unwrap());
+    assert_eq!(
+        err(s),
+        "--ros-domain-id (ros2.domain_id): only meaningful with --zenoh or --dds \
+         (zenoh.enabled = true or dds.enabled = true)"
+    );
+    let p = plan(settings(vec![sensor("front-left", 2368)])).unwrap();
+    assert_eq!(p.sinks.zenoh, None);
+    assert_eq!(p.queues[0].sensors[0].topic, "/lidar/front-left/points");
+    // On: defaults.
+    let p = plan(zen(settings(vec![sensor("front", 2368)]))).unwrap();
+    assert_eq!(
+        p.sinks.zenoh,
+        Some(ZenohPlan {
+            config: None,
+            overrides: vec![],
+            ros_domain_id: 0,
+            ros_distro: Distro::Jazzy,
+            shm_mb: 128,
+        })
+    );
+    let s = &p.queues[0].sensors[0];
+    assert_eq!(
+        (s.topic.as_str(), s.frame_id.as_str()),
+        ("/lidar/front/points", "front")
+    );
+    // The environment's ROS_DOMAIN_ID, unless the flag says otherwise; each checked.
+    let s = zen(settings(vec![sensor("front", 2368)]));
+    let id = |s: &Settings, e: &Ros2Env| {
+        build(s.clone(), None, e).map(|p| p.sinks.zenoh.unwrap().ros_domain_id)
+    };
+    assert_eq!(id(&s, &env("7")).unwrap(), 7);
+    let mut flagged = s.clone();
+    flagged.ros2.ros_domain_id = Some(valid::Ranged::new(9).unwrap());
+    assert_eq!(id(&flagged, &env("7")).unwrap(), 9);
+    assert_eq!(
+        id(&s, &env("233")).unwrap_err().to_string(),
+        "ROS_DOMAIN_ID: 233 is out of range; valid 0..=232 (or pass --ros-domain-id)"
+    );
+    assert_eq!(
+        id(&s, &env("x")).unwrap_err().to_string(),
+        "ROS_DOMAIN_ID: \"x\" is not an integer; valid 0..=232 (or pass --ros-domain-id)"
+    );
+    // Topic rules, uniqueness, frame_id.
+    assert!(
+        err(zen(settings(vec![sensor("front-left", 2368)])))
+            .starts_with("sensors[0].topic = \"/lidar/front-left/points\": ")
+    );
+    let mut a = sensor("a", 2368);
+    a.topic = Some("/lidar/points".into());
+    let mut b = sensor("b", 2369);
+    b.topic = Some("/lidar/points".into());
+    assert_eq!(
+        err(zen(settings(vec![a, b]))),
+        "sensors[1].topic: /lidar/points is already sensors[0]'s topic; topics must be unique"
+    );
+    let mut a = sensor("a", 2368);
+    a.frame_id = Some(String::new());
+    assert_eq!(
+        err(zen(settings(vec![a]))),
+        "sensors[0].frame_id: \"\" must be 1..=255 bytes without NUL"
+    );
+}
+
+#[test]
+fn cpus_need_one_per_thread() {
+    let mut b = sensor("b", 2369);
+    b.queue = Some(valid::Ranged::new(1).unwrap());
+    let s = settings(vec![sensor("a", 2368), b]);
+    assert!(
+        build(s, Some(vec![0]), &Ros2Env::default())
+            .unwrap_err()
+            .to_string()
+            .starts_with("--cpus: 1 CPUs given for 2 capture threads")
+    );
+    assert_eq!("0, 1".parse::<CpuList>(), Ok(CpuList(vec![0, 1])));
+    assert_eq!(
+        "0,x".parse::<CpuList>().unwrap_err().to_string(),
+        "--cpus \"0,x\": expected comma-separated CPU numbers, e.g. 0,1"
+    );
+}
+
+#[test]
+fn socket_backends_put_every_sensor_on_one_thread() {
+    let mut b = sensor("b", 2369);
+    b.queue = Some(valid::Ranged::new(1).unwrap());
+    let mut s = settings(vec![sensor("a", 2368), b]);
+    s.capture.backend = Some(Backend::Recvmmsg);
+    let p = plan(s).unwrap();
+    assert_eq!(p.queues.len(), 1);
+    assert_eq!(p.queues[0].iface, "-");
+    assert_eq!(p.queues[0].sensors.len(), 2);
+}
+
+/// `nebula_compat` is per sensor, default false, read from the TOML key of that name.
+#[test]
+fn nebula_compat_is_a_per_sensor_key() {
+    let a = toml_sensor(
+        "name = \"a\"\nmodel = \"vlp16\"\ncalibration = \"c.yaml\"\nport = 2368\n\
+         nebula_compat = true\n",
+    );
+    assert_eq!(a.nebula_compat, Some(true));
+    let p = plan(settings(vec![a, sensor("b", 2369)])).unwrap();
+    let flags: Vec<bool> = p.sensors().map(|s| s.nebula_compat).collect();
+    assert_eq!(flags, [true, false]);
+    assert!(toml::from_str::<SensorSettings>("nebula_compat = 1").is_err());
+}

@@ -1,0 +1,471 @@
+//! Validated setting types: each range is checked once, here, when a flag or a TOML key is
+//! parsed, with one message that gives the value and the valid range. clap prefixes it with
+//! the flag (`invalid value '0' for '--port <PORT>': ...`), the TOML reader with the file's
+//! line and key (`TOML parse error at line 5, column 13 | cut_angle = 400.0 | ...`).
+//!
+//! The cross-field rules (a minimum range below its maximum, unique names and ports) are in
+//! [`super::plan`]; they name the field themselves.
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A value outside its valid range, or one that does not parse: the message a flag or key
+/// is refused with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidValue {
+    /// The value parsed, but is outside `valid`.
+    #[error("{value} is out of range; valid {valid}")]
+    OutOfRange {
+        /// The value as given.
+        value: String,
+        /// The valid range, with its unit (`1..=1024`, `[0, 360] deg`).
+        valid: String,
+    },
+    /// The text is not a value of the expected kind.
+    #[error("{value:?} is not {expected}; valid {valid}")]
+    NotA {
+        /// The text as given.
+        value: String,
+        /// What was expected (`an integer`, `a number of degrees`).
+        expected: &'static str,
+        /// The valid range, with its unit.
+        valid: String,
+    },
+}
+
+/// An integer in `MIN..=MAX` (unit: the field's, named in its doc comment).
+///
+/// Parsed from a decimal integer (flags, environment variables) or a TOML integer.
+///
+/// # Errors
+/// [`InvalidValue::OutOfRange`] outside `MIN..=MAX`; [`InvalidValue::NotA`] for text that is
+/// not an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ranged<const MIN: u64, const MAX: u64>(u64);
+
+impl<const MIN: u64, const MAX: u64> Ranged<MIN, MAX> {
+    /// The valid range as the messages print it.
+    pub fn valid() -> String {
+        format!("{MIN}..={MAX}")
+    }
+
+    /// `v`, checked.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] outside `MIN..=MAX`.
+    pub fn new(v: u64) -> Result<Self, InvalidValue> {
+        if (MIN..=MAX).contains(&v) {
+            Ok(Self(v))
+        } else {
+            Err(InvalidValue::OutOfRange {
+                value: v.to_string(),
+                valid: Self::valid(),
+            })
+        }
+    }
+
+    /// `v`, checked, from a signed value (TOML integers are signed).
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] below 0 or outside `MIN..=MAX`.
+    pub fn from_i64(v: i64) -> Result<Self, InvalidValue> {
+        u64::try_from(v)
+            .map_err(|_| InvalidValue::OutOfRange {
+                value: v.to_string(),
+                valid: Self::valid(),
+            })
+            .and_then(Self::new)
+    }
+
+    /// The value.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> FromStr for Ranged<MIN, MAX> {
+    type Err = InvalidValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().parse::<i64>() {
+            Ok(v) => Self::from_i64(v),
+            Err(_) => Err(InvalidValue::NotA {
+                value: s.to_owned(),
+                expected: "an integer",
+                valid: Self::valid(),
+            }),
+        }
+    }
+}
+
+impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Ranged<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::from_i64(i64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> Serialize for Ranged<MIN, MAX> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> fmt::Display for Ranged<MIN, MAX> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A UDP port, 1..=65535 (RFC 768; port 0 is not a destination).
+pub type UdpPort = Ranged<1, 65535>;
+
+/// A power of two in 64..=65536: the UMEM frames of one AF_XDP socket (2 KiB each, kernel
+/// doc `networking/af_xdp.rst`, "UMEM").
+///
+/// # Errors
+/// [`InvalidValue::OutOfRange`] for anything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UmemFrames(u32);
+
+impl UmemFrames {
+    /// The default, 4096 frames (8 MiB).
+    pub const DEFAULT: UmemFrames = UmemFrames(4096);
+
+    /// `n`, checked.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] unless `n` is a power of two in 64..=65536.
+    pub fn new(n: i64) -> Result<Self, InvalidValue> {
+        match u32::try_from(n) {
+            Ok(v) if (64..=65536).contains(&v) && v.is_power_of_two() => Ok(Self(v)),
+            _ => Err(InvalidValue::OutOfRange {
+                value: n.to_string(),
+                valid: "a power of two in 64..=65536".into(),
+            }),
+        }
+    }
+
+    /// The frame count.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl FromStr for UmemFrames {
+    type Err = InvalidValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.trim()
+            .parse::<i64>()
+            .map_err(|_| InvalidValue::NotA {
+                value: s.to_owned(),
+                expected: "an integer",
+                valid: "a power of two in 64..=65536".into(),
+            })
+            .and_then(Self::new)
+    }
+}
+
+impl<'de> Deserialize<'de> for UmemFrames {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::new(i64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for UmemFrames {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.0)
+    }
+}
+
+/// An azimuth in degrees, [0, 360] (360 ≡ 0): a cut angle, or one end of a field of view.
+///
+/// # Errors
+/// [`InvalidValue::OutOfRange`] outside [0, 360] or not finite; [`InvalidValue::NotA`] for
+/// text that is not a number.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Degrees(f64);
+
+impl Degrees {
+    const VALID: &str = "[0, 360] deg";
+
+    /// `v` degrees, checked.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] outside [0, 360] or not finite.
+    pub fn new(v: f64) -> Result<Self, InvalidValue> {
+        if v.is_finite() && (0.0..=360.0).contains(&v) {
+            Ok(Self(v))
+        } else {
+            Err(InvalidValue::OutOfRange {
+                value: v.to_string(),
+                valid: Self::VALID.into(),
+            })
+        }
+    }
+
+    /// The angle, degrees.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for Degrees {
+    fn default() -> Self {
+        Self(0.0)
+    }
+}
+
+impl FromStr for Degrees {
+    type Err = InvalidValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.trim()
+            .parse::<f64>()
+            .map_err(|_| InvalidValue::NotA {
+                value: s.to_owned(),
+                expected: "a number of degrees",
+                valid: Self::VALID.into(),
+            })
+            .and_then(Self::new)
+    }
+}
+
+impl<'de> Deserialize<'de> for Degrees {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::new(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Degrees {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+impl fmt::Display for Degrees {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A field of view: azimuths `min` to `max`, degrees, each in [0, 360]; `min > max` wraps
+/// through 0° (`270:90` keeps the front half). Flag form `MIN:MAX`, TOML form `[min, max]`.
+///
+/// # Errors
+/// Those of [`Degrees`] for either end; [`InvalidValue::NotA`] for text that is not
+/// `MIN:MAX`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fov {
+    /// Start azimuth, degrees.
+    pub min: Degrees,
+    /// End azimuth, degrees.
+    pub max: Degrees,
+}
+
+impl Fov {
+    /// `(min, max)` in degrees.
+    pub fn degrees(self) -> (f64, f64) {
+        (self.min.get(), self.max.get())
+    }
+}
+
+impl FromStr for Fov {
+    type Err = InvalidValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, b) = s.split_once(':').ok_or_else(|| InvalidValue::NotA {
+            value: s.to_owned(),
+            expected: "MIN:MAX in degrees (e.g. 270:90)",
+            valid: Degrees::VALID.into(),
+        })?;
+        Ok(Fov {
+            min: a.parse()?,
+            max: b.parse()?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Fov {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (a, b) = <(f64, f64)>::deserialize(d)?;
+        let e = serde::de::Error::custom;
+        Ok(Fov {
+            min: Degrees::new(a).map_err(e)?,
+            max: Degrees::new(b).map_err(e)?,
+        })
+    }
+}
+
+impl Serialize for Fov {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.min.0, self.max.0).serialize(s)
+    }
+}
+
+/// A range gate distance, metres, [0, 1000] ([`lidarxdp_core::sensor::MAX_RANGE_M`]); that a
+/// minimum lies below its maximum is checked with the model's datasheet range in
+/// [`super::plan`].
+///
+/// # Errors
+/// [`InvalidValue::OutOfRange`] outside [0, 1000] or not finite; [`InvalidValue::NotA`] for
+/// text that is not a number.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Metres(f32);
+
+impl Metres {
+    fn valid() -> String {
+        format!("[0, {}] m", lidarxdp_core::sensor::MAX_RANGE_M)
+    }
+
+    /// `v` metres, checked.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] outside [0, 1000] or not finite.
+    pub fn new(v: f32) -> Result<Self, InvalidValue> {
+        if v.is_finite() && (0.0..=lidarxdp_core::sensor::MAX_RANGE_M).contains(&v) {
+            Ok(Self(v))
+        } else {
+            Err(InvalidValue::OutOfRange {
+                value: v.to_string(),
+                valid: Self::valid(),
+            })
+        }
+    }
+
+    /// The distance, metres.
+    pub fn get(self) -> f32 {
+        self.0
+    }
+}
+
+impl FromStr for Metres {
+    type Err = InvalidValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.trim()
+            .parse::<f32>()
+            .map_err(|_| InvalidValue::NotA {
+                value: s.to_owned(),
+                expected: "a number of metres",
+                valid: Self::valid(),
+            })
+            .and_then(Self::new)
+    }
+}
+
+impl<'de> Deserialize<'de> for Metres {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::new(f64::deserialize(d)? as f32).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Metres {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f32(self.0)
+    }
+}
+
+/// A sensor's range gate, metres: `(min, max)`, each defaulting to the model's datasheet
+/// range ([`lidarxdp_core::sensor::SensorModel::datasheet_range_m`]), with `min < max`. The one
+/// rule of `run` (flags and `[[sensors]]`) and `decode`; `names` are the two fields as the
+/// caller's source names them (`--min-range`, `sensors[0].max_range`).
+///
+/// # Errors
+/// A message naming the field at fault, its value and its valid range: the minimum when it
+/// is at or above a maximum that was not given, else the maximum.
+pub fn range_gate(
+    model: lidarxdp_core::sensor::SensorModel,
+    min: Option<Metres>,
+    max: Option<Metres>,
+    names: (&str, &str),
+) -> Result<(f32, f32), String> {
+    use lidarxdp_core::sensor::MAX_RANGE_M;
+    let (dmin, dmax) = model.datasheet_range_m();
+    let lo = min.map_or(dmin, Metres::get);
+    let hi = max.map_or(dmax, Metres::get);
+    // A minimum at or above a maximum that was not given is the minimum's fault.
+    let ceiling = if max.is_some() { MAX_RANGE_M } else { hi };
+    if lo >= ceiling {
+        return Err(format!(
+            "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is {dmin}              to {dmax} m)",
+            names.0,
+            model.name()
+        ));
+    }
+    if hi <= lo {
+        return Err(format!(
+            "{}: {hi} is out of range; valid (min_range = {lo}, {MAX_RANGE_M}] m (the {}              datasheet range is {dmin} to {dmax} m)",
+            names.1,
+            model.name()
+        ));
+    }
+    Ok((lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_type_names_the_value_and_the_valid_range() {
+        let e = |r: Result<(), InvalidValue>| r.unwrap_err().to_string();
+        assert_eq!(
+            e("0".parse::<UdpPort>().map(drop)),
+            "0 is out of range; valid 1..=65535"
+        );
+        assert_eq!(
+            e("-1".parse::<Ranged<1, 64>>().map(drop)),
+            "-1 is out of range; valid 1..=64"
+        );
+        assert_eq!(
+            e("x".parse::<Ranged<1, 64>>().map(drop)),
+            "\"x\" is not an integer; valid 1..=64"
+        );
+        assert_eq!("64".parse::<Ranged<1, 64>>().unwrap().get(), 64);
+        assert_eq!(
+            e("100".parse::<UmemFrames>().map(drop)),
+            "100 is out of range; valid a power of two in 64..=65536"
+        );
+        assert_eq!("8192".parse::<UmemFrames>().unwrap().get(), 8192);
+        assert_eq!(
+            e("400".parse::<Degrees>().map(drop)),
+            "400 is out of range; valid [0, 360] deg"
+        );
+        assert_eq!(
+            e("NaN".parse::<Degrees>().map(drop)),
+            "NaN is out of range; valid [0, 360] deg"
+        );
+        assert_eq!(
+            e("270-90".parse::<Fov>().map(drop)),
+            "\"270-90\" is not MIN:MAX in degrees (e.g. 270:90); valid [0, 360] deg"
+        );
+        assert_eq!("270:90".parse::<Fov>().unwrap().degrees(), (270.0, 90.0));
+        assert_eq!(
+            e("1001".parse::<Metres>().map(drop)),
+            "1001 is out of range; valid [0, 1000] m"
+        );
+    }
+
+    #[test]
+    fn toml_keys_are_checked_by_the_same_types() {
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct T {
+            fov: Option<Fov>,
+            port: Option<UdpPort>,
+        }
+        let e = toml::from_str::<T>("fov = [270.0, 361.0]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("fov = [270.0, 361.0]")
+                && e.contains("361 is out of range; valid [0, 360] deg"),
+            "{e}"
+        );
+        let e = toml::from_str::<T>("port = 70000").unwrap_err().to_string();
+        assert!(
+            e.contains("port = 70000") && e.contains("70000 is out of range; valid 1..=65535"),
+            "{e}"
+        );
+        let t: T = toml::from_str("fov = [270, 90]\nport = 2368").unwrap();
+        assert_eq!(t.fov.unwrap().degrees(), (270.0, 90.0));
+        assert_eq!(t.port.unwrap().get(), 2368);
+    }
+}

@@ -1,0 +1,305 @@
+//! The daemon's sinks as one set: what frames and packets flow to besides the TCP publisher
+//! (zenoh, DDS, Foxglove, the live view, the packet recording) and the metrics endpoint. The
+//! daemon binds them ([`Sinks::bind`], privileged), starts them ([`Bound::start`], after the
+//! capabilities are dropped), reads their counters ([`Sinks::counters`]: each sink declares
+//! its own) and stops them ([`Sinks::stop_recording`], then the publisher's shutdown drops
+//! the frame sinks) as one; adding a sink is one field here and one arm in each of these.
+
+use std::{
+    net::{SocketAddr, TcpListener},
+    sync::mpsc::{Receiver, SyncSender},
+};
+
+use anyhow::{Context, Result};
+use lidarxdp::{
+    capture::{RecordTap, Recorder, RecordingCounters},
+    foxglove::{FoxgloveHandle, FoxgloveServer, FoxgloveSettings, FoxgloveTopic},
+    publish::FrameSink,
+    ros2_dds::{DdsHandle, DdsSettings, DdsSink},
+    ros2_zenoh::{ShmPool, TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
+    view::{ViewSensor, ViewSink, ViewState},
+};
+use lidarxdp_core::counters::{CounterDesc, CounterSet};
+
+use super::config::{Plan, plan::DdsPlan, plan::ZenohPlan};
+
+/// The sinks' resources taken while the daemon still holds its capabilities: the listening
+/// sockets (a privileged port works, a busy one fails the start-up) and zenoh's locked
+/// shared-memory pool. No thread is running yet.
+pub(super) struct Bound {
+    metrics: Option<(SocketAddr, TcpListener)>,
+    view: Option<TcpListener>,
+    foxglove: Option<FoxgloveServer>,
+    shm: Option<ShmPool>,
+}
+
+/// The packet recording: running until the capture threads end, then its final counters.
+enum Recording {
+    Running(Recorder),
+    Finished(RecordingCounters),
+}
+
+/// The running sinks, read and stopped together.
+pub(super) struct Sinks {
+    zenoh: Option<ZenohHandle>,
+    dds: Option<DdsHandle>,
+    foxglove: Option<FoxgloveHandle>,
+    view: Option<std::sync::Arc<ViewState>>,
+    recording: Option<Recording>,
+    metrics: Option<Receiver<SyncSender<String>>>,
+}
+
+impl Sinks {
+    /// Binds every configured listener and creates zenoh's shared-memory pool (mlock(2), so
+    /// while `CAP_IPC_LOCK` is held; creating it starts no thread).
+    ///
+    /// Errors: an address that cannot be bound (named with its flag), the pool.
+    pub(super) fn bind(plan: &Plan) -> Result<Bound> {
+        let s = &plan.sinks;
+        let metrics = match s.metrics {
+            Some(addr) => Some((
+                addr,
+                TcpListener::bind(addr).with_context(|| format!("--metrics: bind {addr}"))?,
+            )),
+            None => None,
+        };
+        let view = match s.view {
+            Some(addr) => {
+                Some(TcpListener::bind(addr).with_context(|| format!("--view: bind {addr}"))?)
+            }
+            None => None,
+        };
+        let foxglove = match s.foxglove {
+            Some(addr) => Some(FoxgloveServer::bind(&foxglove_settings(plan, addr))?),
+            None => None,
+        };
+        let shm = match &s.zenoh {
+            Some(z) if z.shm_mb > 0 => Some(ShmPool::create((z.shm_mb as usize) << 20)?),
+            _ => None,
+        };
+        Ok(Bound {
+            metrics,
+            view,
+            foxglove,
+            shm,
+        })
+    }
+
+    /// The packet recording's tap for the capture threads, when `--record-pcap` is on.
+    pub(super) fn record_tap(&self) -> Option<RecordTap> {
+        match &self.recording {
+            Some(Recording::Running(r)) => Some(r.tap()),
+            _ => None,
+        }
+    }
+
+    /// The metrics endpoint's requests, when `--metrics` is on: each carries the channel its
+    /// reply (the Prometheus text) goes to.
+    pub(super) fn metrics_requests(&self) -> Option<&Receiver<SyncSender<String>>> {
+        self.metrics.as_ref()
+    }
+
+    /// Every running sink's counters now, each sink's own descriptors in its declaration
+    /// order (zenoh, DDS, Foxglove, view, recording).
+    pub(super) fn counters(&self) -> Vec<(&'static CounterDesc, u64)> {
+        let mut out = Vec::new();
+        let mut add = |set: &dyn CounterSetDyn| set.visit_dyn(&mut |d, v| out.push((d, v)));
+        if let Some(z) = &self.zenoh {
+            add(&z.counters());
+        }
+        if let Some(d) = &self.dds {
+            add(&d.counters());
+        }
+        if let Some(f) = &self.foxglove {
+            add(&f.counters());
+        }
+        if let Some(v) = &self.view {
+            add(&v.counters());
+        }
+        match &self.recording {
+            Some(Recording::Running(r)) => add(&r.counters()),
+            Some(Recording::Finished(c)) => add(c),
+            None => {}
+        }
+        out
+    }
+
+    /// Finishes the packet recording once every capture thread has ended (what they queued is
+    /// written, the file closed); its final counters stay readable.
+    pub(super) fn stop_recording(&mut self) {
+        if let Some(Recording::Running(r)) = self.recording.take() {
+            self.recording = Some(Recording::Finished(r.finish()));
+        }
+    }
+}
+
+/// [`CounterSet::visit`] through a trait object (the sets differ by type).
+trait CounterSetDyn {
+    fn visit_dyn(&self, f: &mut dyn FnMut(&'static CounterDesc, u64));
+}
+
+impl<T: CounterSet> CounterSetDyn for T {
+    fn visit_dyn(&self, f: &mut dyn FnMut(&'static CounterDesc, u64)) {
+        self.visit(f);
+    }
+}
+
+impl Bound {
+    /// The capabilities the zenoh shared-memory pool needs kept (`lidarxdp::privs`): none
+    /// when `RLIMIT_MEMLOCK`, raised to its hard limit, covers the pool and the segments zenoh
+    /// locks later; else `CAP_IPC_LOCK`, said in the log.
+    pub(super) fn keep_caps(&self) -> u64 {
+        let Some(pool) = &self.shm else { return 0 };
+        let need = pool.bytes() as u64 + lidarxdp::ros2_zenoh::LOCK_HEADROOM;
+        match lidarxdp::sys::rlimit::memlock_to_hard() {
+            Ok(limit) if limit >= need => 0,
+            limit => {
+                log::warn!(
+                    "zenoh shared memory: keeping CAP_IPC_LOCK (and no other capability): zenoh \
+                     locks its segments and RLIMIT_MEMLOCK ({}) is below the {need} bytes \
+                     needed; raise it (systemd LimitMEMLOCK=infinity) to drop it too",
+                    limit.map_or_else(|e| e.to_string(), |l| format!("{l} bytes"))
+                );
+                1 << lidarxdp::sys::caps::CAP_IPC_LOCK
+            }
+        }
+    }
+
+    /// Starts every sink's threads, as the daemon's final identity: the metrics server, the
+    /// packet recording (its first file created), zenoh's runtime, Cyclone DDS's threads, the
+    /// Foxglove server, the live view. Returns the set and the frame sinks the publisher
+    /// thread offers each frame to.
+    ///
+    /// Errors: any sink that cannot start, naming it.
+    pub(super) fn start(self, plan: &Plan) -> Result<(Sinks, Vec<Box<dyn FrameSink>>)> {
+        let s = &plan.sinks;
+        let mut frame_sinks: Vec<Box<dyn FrameSink>> = Vec::new();
+        let metrics = match self.metrics {
+            Some((addr, listener)) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                super::http::spawn_server(listener, tx)?;
+                log::info!("metrics at http://{addr}/metrics");
+                Some(rx)
+            }
+            None => None,
+        };
+        let recording = match &s.recording {
+            Some(r) => {
+                let rec = Recorder::start(r.config.clone()).context("--record-pcap")?;
+                log::info!("recording the sensors' packets to {}", r.pcap.display());
+                Some(Recording::Running(rec))
+            }
+            None => None,
+        };
+        let zenoh = match &s.zenoh {
+            Some(z) => {
+                let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), self.shm)?;
+                frame_sinks.push(Box::new(sink));
+                Some(handle)
+            }
+            None => None,
+        };
+        let dds = match &s.dds {
+            Some(d) => {
+                let (sink, handle) = DdsSink::start(&dds_settings(plan, d))?;
+                frame_sinks.push(Box::new(sink));
+                Some(handle)
+            }
+            None => None,
+        };
+        let foxglove = match self.foxglove {
+            Some(server) => {
+                let (sink, handle) = server.start()?;
+                frame_sinks.push(Box::new(sink));
+                Some(handle)
+            }
+            None => None,
+        };
+        let view = match self.view {
+            Some(listener) => {
+                let addr = listener.local_addr().context("--view: local address")?;
+                let sensors = plan
+                    .sensors()
+                    .map(|s| ViewSensor {
+                        id: s.id,
+                        name: s.name.clone(),
+                        model: s.model.name().to_owned(),
+                    })
+                    .collect();
+                let sink = ViewSink::start(listener, sensors)?;
+                let state = sink.state().clone();
+                frame_sinks.push(Box::new(sink));
+                log::info!("live view at http://{addr}/");
+                Some(state)
+            }
+            None => None,
+        };
+        Ok((
+            Sinks {
+                zenoh,
+                dds,
+                foxglove,
+                view,
+                recording,
+                metrics,
+            },
+            frame_sinks,
+        ))
+    }
+}
+
+/// The Foxglove server's settings: one channel per sensor, on its ROS topic, from the plan.
+fn foxglove_settings(plan: &Plan, addr: SocketAddr) -> FoxgloveSettings {
+    FoxgloveSettings {
+        addr,
+        topics: plan
+            .sensors()
+            .map(|s| FoxgloveTopic {
+                sensor_id: s.id,
+                name: s.name.clone(),
+                model: s.model.name().to_owned(),
+                topic: s.topic.clone(),
+                frame_id: s.frame_id.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The zenoh sink's settings: one topic per sensor, from the plan.
+fn zenoh_settings(plan: &Plan, z: &ZenohPlan) -> ZenohSettings {
+    ZenohSettings {
+        session: lidarxdp::ros2_zenoh::SessionConfig {
+            file: z.config.clone(),
+            overrides: z.overrides.clone(),
+        },
+        domain_id: z.ros_domain_id,
+        distro: z.ros_distro,
+        qos: lidarxdp_core::ros2::Qos::LIDAR,
+        queue: lidarxdp::ros2_zenoh::SINK_QUEUE,
+        topics: topic_plans(plan),
+    }
+}
+
+/// The DDS sink's settings: one topic per sensor, from the plan.
+fn dds_settings(plan: &Plan, d: &DdsPlan) -> DdsSettings {
+    DdsSettings {
+        config_file: d.config.clone(),
+        cyclonedds_uri: d.cyclonedds_uri.clone(),
+        domain_id: d.ros_domain_id,
+        distro: d.ros_distro,
+        discovery: d.discovery.clone(),
+        queue: lidarxdp::ros2_dds::SINK_QUEUE,
+        topics: topic_plans(plan),
+    }
+}
+
+/// One ROS topic per sensor, from the plan (zenoh and DDS alike).
+fn topic_plans(plan: &Plan) -> Vec<TopicPlan> {
+    plan.sensors()
+        .map(|s| TopicPlan {
+            sensor_id: s.id,
+            topic: s.topic.clone(),
+            frame_id: s.frame_id.clone(),
+        })
+        .collect()
+}
