@@ -236,20 +236,38 @@ fn check_config(text: &str) -> (bool, String, String) {
     )
 }
 
-/// `check-config` prints the effective configuration of a good file (defaults filled in) and
-/// names the field, value and valid range of a bad one; it touches no interface.
+/// `check-config` prints the effective configuration of a good file, every section with its
+/// defaults filled in, and names the field, value and valid range of a bad one; it touches no
+/// interface.
 #[test]
-fn check_config_prints_the_plan_and_names_bad_fields() {
+fn check_config_prints_every_section_and_names_bad_fields() {
     let good = format!(
-        "iface = \"eth9\"\nmax_subscribers = 4\n{}{}[[queues]]\nqueue = 1\numem_frames = 8192\n",
+        "[capture]\niface = \"eth9\"\n[tcp]\nmax_subscribers = 4\n[metrics]\n\
+         listen = \"127.0.0.1:9751\"\n[foxglove]\nlisten = \"127.0.0.1:8765\"\n\
+         [recording]\npcap = \"/tmp/lxcheck.pcap\"\nsplit_size_mb = 100\n{}{}[[queues]]\n\
+         queue = 1\numem_frames = 8192\n",
         sensor_toml("front", 2368, ""),
         sensor_toml("rear", 2369, "queue = 1\ncut_angle = 90.0")
     );
     let (ok, out, err) = check_config(&good);
     assert!(ok, "{err}");
     let plan: toml::Value = toml::from_str(&out).unwrap();
-    assert_eq!(plan["backend"].as_str(), Some("xdp"));
-    assert_eq!(plan["max_subscribers"].as_integer(), Some(4));
+    assert_eq!(plan["capture"]["backend"].as_str(), Some("xdp"));
+    assert_eq!(plan["capture"]["wait"].as_str(), Some("paced:1000"));
+    assert_eq!(plan["capture"]["frame_queue"].as_integer(), Some(16));
+    assert_eq!(plan["process"]["keep_caps"].as_bool(), Some(false));
+    let sinks = &plan["sinks"];
+    assert_eq!(sinks["tcp"]["listen"].as_str(), Some("127.0.0.1:7510"));
+    assert_eq!(sinks["tcp"]["max_subscribers"].as_integer(), Some(4));
+    assert_eq!(sinks["tcp"]["subscriber_queue"].as_integer(), Some(3));
+    assert_eq!(sinks["metrics"].as_str(), Some("127.0.0.1:9751"));
+    assert_eq!(sinks["foxglove"].as_str(), Some("127.0.0.1:8765"));
+    assert_eq!(
+        sinks["recording"]["pcap"].as_str(),
+        Some("/tmp/lxcheck.pcap")
+    );
+    assert_eq!(sinks["recording"]["split_size_mb"].as_integer(), Some(100));
+    assert!(sinks.get("zenoh").is_none() && sinks.get("view").is_none(), "{out}");
     let queues = plan["queues"].as_array().unwrap();
     assert_eq!(queues.len(), 2);
     assert_eq!(queues[0]["iface"].as_str(), Some("eth9"));
@@ -260,29 +278,32 @@ fn check_config_prints_the_plan_and_names_bad_fields() {
     assert_eq!(rear["name"].as_str(), Some("rear"));
     assert_eq!(rear["id"].as_integer(), Some(1));
     assert_eq!(rear["cut_angle"].as_float(), Some(90.0));
+    assert_eq!(rear["stamp"].as_str(), Some("sensor"));
     assert!(err.contains("2 sensor(s) on 2 capture thread(s)"), "{err}");
 
+    // A range: the file's line and key, the value, the valid range.
     let (ok, _, err) = check_config(&format!(
-        "iface = \"eth9\"\n{}",
+        "[capture]\niface = \"eth9\"\n{}",
         sensor_toml("front", 2368, "cut_angle = 400.0")
     ));
     assert!(!ok);
     assert!(
-        err.contains("sensors[0].cut_angle: 400 is out of range; valid [0, 360] deg"),
+        err.contains("cut_angle = 400.0") && err.contains("400 is out of range; valid [0, 360] deg"),
         "{err}"
     );
     let (ok, _, err) =
-        check_config("iface = \"eth9\"\n[[sensors]]\nmodel = \"vlp16\"\nport = 2368\n");
+        check_config("[capture]\niface = \"eth9\"\n[[sensors]]\nmodel = \"vlp16\"\nport = 2368\n");
     assert!(!ok);
     assert!(err.contains("sensors[0].calibration: required"), "{err}");
+    // The old flat layout is refused with the key named.
     let (ok, _, err) = check_config(&format!(
-        "iface = \"eth9\"\nsensor_name = 1\n{}",
+        "iface = \"eth9\"\n{}",
         sensor_toml("front", 2368, "")
     ));
     assert!(!ok);
-    assert!(err.contains("unknown field `sensor_name`"), "{err}");
+    assert!(err.contains("unknown field `iface`"), "{err}");
     let (ok, _, err) = check_config(&format!(
-        "iface = \"eth9\"\n{}",
+        "[capture]\niface = \"eth9\"\n{}",
         sensor_toml("front", 2368, "calibration = \"/nonexistent.yaml\"").replacen(
             &format!("calibration = \"{}\"\n", data(CALIB).display()),
             "",
@@ -293,18 +314,25 @@ fn check_config_prints_the_plan_and_names_bad_fields() {
     assert!(err.contains("/nonexistent.yaml"), "{err}");
     // The process settings `run` refuses are refused here too.
     let (ok, _, err) = check_config(&format!(
-        "iface = \"eth9\"\nuser = \"no_such_user_lxq\"\n{}",
+        "[capture]\niface = \"eth9\"\n[process]\nuser = \"no_such_user_lxq\"\n{}",
         sensor_toml("front", 2368, "")
     ));
     assert!(!ok);
     assert!(err.contains("--user no_such_user_lxq"), "{err}");
     let (ok, _, err) = check_config(&format!(
-        "iface = \"eth9\"\nmetrics = \"0.0.0.0:9751\"\n{}",
+        "[capture]\niface = \"eth9\"\n[metrics]\nlisten = \"0.0.0.0:9751\"\n{}",
         sensor_toml("front", 2368, "")
     ));
     assert!(!ok);
     assert!(
-        err.contains("--metrics: 0.0.0.0:9751 is not a loopback address"),
+        err.contains("--metrics (metrics.listen): 0.0.0.0:9751 is not a loopback address"),
+        "{err}"
+    );
+    // A file too big to be a configuration is refused before it is read.
+    let (ok, _, err) = check_config(&format!("# {}\n", "x".repeat(1 << 20)));
+    assert!(!ok);
+    assert!(
+        err.contains("bytes is larger than the 1048576 bytes a configuration file may have"),
         "{err}"
     );
 }
@@ -319,7 +347,7 @@ fn relative_paths_in_the_file_are_relative_to_the_file() {
     let cfg = dir.join("lidarxdp.toml");
     std::fs::write(
         &cfg,
-        "iface = \"eth9\"\n[[sensors]]\nmodel = \"vlp16\"\ncalibration = \"cal/VLP16db.yaml\"\n",
+        "[capture]\niface = \"eth9\"\n[[sensors]]\nmodel = \"vlp16\"\ncalibration = \"cal/VLP16db.yaml\"\n",
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lidarxdp"))

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Daemon, NetnsPair, data, get, in_netns, privileged};
+use common::{Daemon, NetnsPair, get, in_netns, privileged};
 
 const PCAP: &str = "velodyne/vlp16/vlp16_strongest_84pkt.pcap";
 const METRICS_PORT: u16 = 9751;
@@ -127,20 +127,6 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
 
     let stats = daemon.stop();
     assert_eq!(common::get(&stats, &["xdp", "redirected"]), 84);
-}
-
-#[test]
-fn non_loopback_metrics_address_needs_metrics_public() {
-    let calib = data("velodyne/vlp16/calibration/VLP16db.yaml");
-    let out = Command::new(env!("CARGO_BIN_EXE_lidarxdp"))
-        .args(["run", "--iface", "lo", "--sensor", "vlp16", "--calibration"])
-        .arg(calib)
-        .args(["--metrics", "0.0.0.0:9751"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--metrics-public"), "{err}");
 }
 
 #[test]

@@ -1,6 +1,5 @@
-//! `lidarxdp run` argument checks that need no privileges: a non-loopback `--listen` needs
-//! `--listen-public`, and `--max-subscribers` is range-checked; both fail before the network is
-//! touched.
+//! `lidarxdp run` argument checks that need no privileges: every listener is loopback only,
+//! and `--max-subscribers` is range-checked; both fail before the network is touched.
 use std::process::Command;
 
 /// Runs `lidarxdp run` with a VLP-16 and a calibration file that does not exist, plus `extra`;
@@ -25,24 +24,43 @@ fn run(extra: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// No listener is served off loopback: the TCP publisher, the metrics endpoint, the live
+/// view and the Foxglove server have no authentication. A non-loopback address is refused
+/// before the network is touched, naming the flag, its file key and the way across machines;
+/// the `--*-public` flags that used to lift this are gone.
 #[test]
-fn non_loopback_listen_needs_listen_public() {
-    for addr in ["0.0.0.0:7510", "10.1.2.3:7510", "[::]:7510"] {
-        let (code, err) = run(&["--listen", addr]);
-        assert_eq!(code, Some(1), "{err}");
-        assert!(err.contains("--listen-public"), "{addr}: {err}");
-        assert!(err.contains("not a loopback address"), "{addr}: {err}");
+fn every_listener_is_loopback_only() {
+    for (flag, key) in [
+        ("--listen", "tcp.listen"),
+        ("--metrics", "metrics.listen"),
+        ("--view", "view.listen"),
+        ("--foxglove", "foxglove.listen"),
+    ] {
+        for addr in ["0.0.0.0:7510", "10.1.2.3:7510", "[::]:7510"] {
+            let (code, err) = run(&[flag, addr]);
+            assert_eq!(code, Some(1), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "{flag} ({key}): {addr} is not a loopback address; it has no \
+                     authentication, so it listens on loopback only"
+                )),
+                "{flag} {addr}: {err}"
+            );
+            assert!(err.contains("SSH tunnel"), "{err}");
+        }
+        let (code, err) = run(&[&format!("{flag}-public")]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("unexpected argument"), "{err}");
     }
-    // Loopback needs no flag, and with the flag a public address passes this check (the run
-    // then fails later, on the missing calibration file).
+    // Loopback passes this check (the run then fails later, on the missing calibration file).
     for extra in [
         &["--listen", "127.0.0.1:7510"][..],
         &["--listen", "[::1]:7510"][..],
-        &["--listen", "0.0.0.0:7510", "--listen-public"][..],
+        &["--metrics", "127.0.0.2:9751"][..],
     ] {
         let (code, err) = run(extra);
         assert_eq!(code, Some(1), "{err}");
-        assert!(!err.contains("--listen-public"), "{extra:?}: {err}");
+        assert!(!err.contains("loopback"), "{extra:?}: {err}");
         assert!(
             err.contains("lidarxdp-calibration.yaml"),
             "{extra:?}: {err}"
@@ -57,7 +75,8 @@ fn max_subscribers_is_range_checked() {
         assert_eq!(code, Some(1), "{err}");
         assert!(
             err.contains(&format!(
-                "--max-subscribers: {n} is out of range; valid 1..=1024"
+                "invalid value '{n}' for '--max-subscribers <MAX_SUBSCRIBERS>': {n} is out of \
+                 range; valid 1..=1024"
             )),
             "{err}"
         );

@@ -485,22 +485,3 @@ fn foxglove_encodes_nothing_while_nobody_subscribes() {
     );
 }
 
-/// A non-loopback `--foxglove` without `--foxglove-public` is refused before anything is
-/// touched (exit status 1, the message naming both flags).
-#[test]
-fn foxglove_on_a_public_address_needs_the_public_flag() {
-    let calib = data(VLP16_CALIB);
-    let out = Command::new(common::daemon_exe())
-        .args(["run", "--iface", "lo", "--sensor", "vlp16", "--calibration"])
-        .arg(&calib)
-        .args(["--foxglove", "0.0.0.0:8765"])
-        .output()
-        .expect("run lidarxdp");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("--foxglove: 0.0.0.0:8765 is not a loopback address")
-            && stderr.contains("add --foxglove-public"),
-        "{stderr}"
-    );
-}

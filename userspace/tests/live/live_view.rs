@@ -18,7 +18,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -433,31 +433,3 @@ fn view_shows_the_replayed_vlp16_in_chromium() {
     );
 }
 
-/// A non-loopback `--view` without `--view-public` is refused before anything is touched
-/// (exit status 1, `error: ...` naming both flags); `--view-public` lifts that refusal (the
-/// same command then fails later, on the interface, not on `--view`).
-#[test]
-fn view_on_a_public_address_needs_the_public_flag() {
-    let run = |extra: &[&str]| {
-        Command::new(common::daemon_exe())
-            .args(["run", "--iface", "lidarxdp-none0", "--sensor", "vlp16"])
-            .arg("--calibration")
-            .arg(data(VLP16_CALIB))
-            .args(["--view", "0.0.0.0:8080"])
-            .args(extra)
-            .output()
-            .expect("run lidarxdp")
-    };
-    let out = run(&[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(
-        stderr.trim_end(),
-        "error: --view: 0.0.0.0:8080 is not a loopback address; the view has no \
-         authentication, add --view-public to serve it there anyway"
-    );
-    let out = run(&["--view-public"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(!stderr.contains("--view"), "{stderr}");
-}
