@@ -25,6 +25,7 @@
 
 pub mod calibration;
 pub mod capture;
+#[cfg(feature = "foxglove")]
 pub mod foxglove;
 pub mod loader;
 pub mod metrics;
@@ -36,5 +37,6 @@ pub mod replay;
 pub mod ros2_dds;
 pub mod ros2_zenoh;
 pub mod sys;
+#[cfg(feature = "view")]
 pub mod view;
 pub mod xsk;

@@ -313,9 +313,12 @@ pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
     PoolCounters::DESCS,
     SubscriberCounters::DESCS,
     crate::ros2_zenoh::ZenohCounters::DESCS,
+    #[cfg(feature = "dds")]
     crate::ros2_dds::DdsCounters::DESCS,
     crate::capture::RecordingCounters::DESCS,
+    #[cfg(feature = "foxglove")]
     crate::foxglove::FoxgloveCounters::DESCS,
+    #[cfg(feature = "view")]
     crate::view::ViewCounters::DESCS,
 ];
 
@@ -546,9 +549,12 @@ mod tests {
             },
             sinks: [
                 crate::ros2_zenoh::ZenohCounters::DESCS,
+                #[cfg(feature = "dds")]
                 crate::ros2_dds::DdsCounters::DESCS,
                 crate::capture::RecordingCounters::DESCS,
+                #[cfg(feature = "foxglove")]
                 crate::foxglove::FoxgloveCounters::DESCS,
+                #[cfg(feature = "view")]
                 crate::view::ViewCounters::DESCS,
             ]
             .iter()

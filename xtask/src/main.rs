@@ -270,7 +270,11 @@ fn test(obj: &Path) -> Result<()> {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let t = Instant::now();
-    let tc = setup::setup()?;
+    let purpose = match cli.cmd {
+        Cmd::Demo { .. } => setup::Purpose::Demo,
+        _ => setup::Purpose::Full,
+    };
+    let tc = setup::setup(purpose)?;
     match cli.cmd {
         Cmd::Setup => {}
         Cmd::BuildEbpf => {

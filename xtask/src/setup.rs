@@ -19,14 +19,20 @@ use anyhow::{Context, Result, bail};
 
 use crate::run;
 
-/// Debian packages needed to build bpf-linker and run the tests.
-const APT_PACKAGES: &[&str] = &[
+/// Debian packages needed to build bpf-linker and the daemon without its optional sinks, and
+/// to run it in namespaces: all that `cargo xtask demo` needs.
+const DEMO_APT_PACKAGES: &[&str] = &[
     "g++",
     "llvm-22-dev",
     "libpolly-22-dev",
     "zlib1g-dev",
     "libzstd-dev",
     "iproute2",
+];
+
+/// The further Debian packages the full daemon (DDS sink), the tests, the benches and their
+/// independent checkers need.
+const APT_PACKAGES: &[&str] = &[
     "iputils-ping",
     "tcpdump",
     "python3-venv",
@@ -92,15 +98,30 @@ pub struct BpfToolchain {
     pub ld_library_path: PathBuf,
 }
 
-/// Runs every set-up step; cheap when everything is already there.
-pub fn setup() -> Result<BpfToolchain> {
-    apt_packages()?;
+/// What a command needs set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// `cargo xtask demo`: the BPF toolchain, hugepages and `ip`; the daemon is built without
+    /// its optional sinks, so no DDS, browser, Python or npm packages.
+    Demo,
+    /// Everything else: the full daemon, the tests and their checkers, the benches.
+    Full,
+}
+
+/// Runs every set-up step `purpose` needs; cheap when everything is already there.
+pub fn setup(purpose: Purpose) -> Result<BpfToolchain> {
+    apt_packages(DEMO_APT_PACKAGES)?;
+    if purpose == Purpose::Full {
+        apt_packages(APT_PACKAGES)?;
+    }
     bpf_linker()?;
     let tc = debian_rustc()?;
     hugepages(HUGEPAGES_WANTED)?;
     socket_buffer_limits();
-    python_env()?;
-    web_packages()?;
+    if purpose == Purpose::Full {
+        python_env()?;
+        web_packages()?;
+    }
     Ok(tc)
 }
 
@@ -187,8 +208,8 @@ fn dpkg_installed(pkg: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn apt_packages() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES
+fn apt_packages(wanted: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = wanted
         .iter()
         .copied()
         .filter(|p| !dpkg_installed(p))

@@ -11,24 +11,31 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+#[cfg(feature = "foxglove")]
+use lidarxdp::foxglove::{FoxgloveHandle, FoxgloveServer, FoxgloveSettings, FoxgloveTopic};
+#[cfg(feature = "dds")]
+use lidarxdp::ros2_dds::{DdsHandle, DdsSettings, DdsSink};
+#[cfg(feature = "view")]
+use lidarxdp::view::{ViewSensor, ViewSink, ViewState};
 use lidarxdp::{
     capture::{RecordTap, Recorder, RecordingCounters},
-    foxglove::{FoxgloveHandle, FoxgloveServer, FoxgloveSettings, FoxgloveTopic},
     publish::FrameSink,
-    ros2_dds::{DdsHandle, DdsSettings, DdsSink},
     ros2_zenoh::{ShmPool, TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
-    view::{ViewSensor, ViewSink, ViewState},
 };
 use lidarxdp_core::counters::{CounterDesc, CounterSet};
 
-use super::config::{Plan, plan::DdsPlan, plan::ZenohPlan};
+#[cfg(feature = "dds")]
+use super::config::plan::DdsPlan;
+use super::config::{Plan, plan::ZenohPlan};
 
 /// The sinks' resources taken while the daemon still holds its capabilities: the listening
 /// sockets (a privileged port works, a busy one fails the start-up) and zenoh's locked
 /// shared-memory pool. No thread is running yet.
 pub(super) struct Bound {
     metrics: Option<(SocketAddr, TcpListener)>,
+    #[cfg(feature = "view")]
     view: Option<TcpListener>,
+    #[cfg(feature = "foxglove")]
     foxglove: Option<FoxgloveServer>,
     shm: Option<ShmPool>,
 }
@@ -42,8 +49,11 @@ enum Recording {
 /// The running sinks, read and stopped together.
 pub(super) struct Sinks {
     zenoh: Option<ZenohHandle>,
+    #[cfg(feature = "dds")]
     dds: Option<DdsHandle>,
+    #[cfg(feature = "foxglove")]
     foxglove: Option<FoxgloveHandle>,
+    #[cfg(feature = "view")]
     view: Option<std::sync::Arc<ViewState>>,
     recording: Option<Recording>,
     metrics: Option<Receiver<SyncSender<String>>>,
@@ -63,12 +73,14 @@ impl Sinks {
             )),
             None => None,
         };
+        #[cfg(feature = "view")]
         let view = match s.view {
             Some(addr) => {
                 Some(TcpListener::bind(addr).with_context(|| format!("--view: bind {addr}"))?)
             }
             None => None,
         };
+        #[cfg(feature = "foxglove")]
         let foxglove = match s.foxglove {
             Some(addr) => Some(FoxgloveServer::bind(&foxglove_settings(plan, addr))?),
             None => None,
@@ -79,7 +91,9 @@ impl Sinks {
         };
         Ok(Bound {
             metrics,
+            #[cfg(feature = "view")]
             view,
+            #[cfg(feature = "foxglove")]
             foxglove,
             shm,
         })
@@ -107,12 +121,15 @@ impl Sinks {
         if let Some(z) = &self.zenoh {
             add(&z.counters());
         }
+        #[cfg(feature = "dds")]
         if let Some(d) = &self.dds {
             add(&d.counters());
         }
+        #[cfg(feature = "foxglove")]
         if let Some(f) = &self.foxglove {
             add(&f.counters());
         }
+        #[cfg(feature = "view")]
         if let Some(v) = &self.view {
             add(&v.counters());
         }
@@ -199,6 +216,7 @@ impl Bound {
             }
             None => None,
         };
+        #[cfg(feature = "dds")]
         let dds = match &s.dds {
             Some(d) => {
                 let (sink, handle) = DdsSink::start(&dds_settings(plan, d))?;
@@ -207,6 +225,7 @@ impl Bound {
             }
             None => None,
         };
+        #[cfg(feature = "foxglove")]
         let foxglove = match self.foxglove {
             Some(server) => {
                 let (sink, handle) = server.start()?;
@@ -215,6 +234,7 @@ impl Bound {
             }
             None => None,
         };
+        #[cfg(feature = "view")]
         let view = match self.view {
             Some(listener) => {
                 let addr = listener.local_addr().context("--view: local address")?;
@@ -237,8 +257,11 @@ impl Bound {
         Ok((
             Sinks {
                 zenoh,
+                #[cfg(feature = "dds")]
                 dds,
+                #[cfg(feature = "foxglove")]
                 foxglove,
+                #[cfg(feature = "view")]
                 view,
                 recording,
                 metrics,
@@ -248,6 +271,7 @@ impl Bound {
     }
 }
 
+#[cfg(feature = "foxglove")]
 /// The Foxglove server's settings: one channel per sensor, on its ROS topic, from the plan.
 fn foxglove_settings(plan: &Plan, addr: SocketAddr) -> FoxgloveSettings {
     FoxgloveSettings {
@@ -280,6 +304,7 @@ fn zenoh_settings(plan: &Plan, z: &ZenohPlan) -> ZenohSettings {
     }
 }
 
+#[cfg(feature = "dds")]
 /// The DDS sink's settings: one topic per sensor, from the plan.
 fn dds_settings(plan: &Plan, d: &DdsPlan) -> DdsSettings {
     DdsSettings {

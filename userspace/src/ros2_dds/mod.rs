@@ -17,9 +17,12 @@
 //!
 //! Names, USER_DATA and the graph message come from [`lidarxdp_core::ros2::dds`].
 
+#[cfg(feature = "dds")]
 pub mod cyclone;
+#[cfg(feature = "dds")]
 mod sink;
 
+#[cfg(feature = "dds")]
 pub use sink::{DDS_COUNTERS, DdsCounters, DdsHandle, DdsSink};
 
 use std::path::{Path, PathBuf};
@@ -231,6 +234,7 @@ pub enum DdsError {
         reason: String,
     },
     /// Cyclone refused the configuration or an entity (its message names the call).
+    #[cfg(feature = "dds")]
     #[error("DDS: {0}")]
     Dds(#[from] cyclone::DdsCallError),
     /// A frame_id, topic or node name cannot be encoded.

@@ -267,7 +267,10 @@ fn check_config_prints_every_section_and_names_bad_fields() {
         Some("/tmp/lxcheck.pcap")
     );
     assert_eq!(sinks["recording"]["split_size_mb"].as_integer(), Some(100));
-    assert!(sinks.get("zenoh").is_none() && sinks.get("view").is_none(), "{out}");
+    assert!(
+        sinks.get("zenoh").is_none() && sinks.get("view").is_none(),
+        "{out}"
+    );
     let queues = plan["queues"].as_array().unwrap();
     assert_eq!(queues.len(), 2);
     assert_eq!(queues[0]["iface"].as_str(), Some("eth9"));
@@ -288,7 +291,8 @@ fn check_config_prints_every_section_and_names_bad_fields() {
     ));
     assert!(!ok);
     assert!(
-        err.contains("cut_angle = 400.0") && err.contains("400 is out of range; valid [0, 360] deg"),
+        err.contains("cut_angle = 400.0")
+            && err.contains("400 is out of range; valid [0, 360] deg"),
         "{err}"
     );
     let (ok, _, err) =

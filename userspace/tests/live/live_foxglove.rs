@@ -484,4 +484,3 @@ fn foxglove_encodes_nothing_while_nobody_subscribes() {
         "{stats}"
     );
 }
-

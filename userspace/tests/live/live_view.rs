@@ -432,4 +432,3 @@ fn view_shows_the_replayed_vlp16_in_chromium() {
         "{stats}"
     );
 }
-

@@ -215,6 +215,7 @@ impl Plan {
 
 /// The environment variables the ROS 2 sinks honour, read once at start-up.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(not(feature = "dds"), allow(dead_code))]
 pub struct Ros2Env {
     /// `ROS_DOMAIN_ID`.
     pub ros_domain_id: Option<String>,
@@ -260,6 +261,16 @@ fn loopback(flag: &str, key: &str, addr: SocketAddr) -> Result<SocketAddr> {
          listens on loopback only (valid: 127.0.0.0/8 or [::1]). From another machine use an \
          SSH tunnel (ssh -L PORT:{addr_lo}), or ROS 2 over zenoh with TLS or DDS for the frames",
         addr_lo = SocketAddr::from(([127, 0, 0, 1], addr.port()))
+    )
+}
+
+/// The refusal of a setting whose sink this binary was built without (`cargo xtask demo`
+/// builds the daemon without its optional sinks).
+#[allow(dead_code)] // Used only when a sink's feature is off.
+fn without_feature(flag: &str, feature: &str) -> String {
+    format!(
+        "{flag}: this lidarxdp was built without the `{feature}` feature (the demo's build); \
+         build the full daemon with `cargo xtask build`"
     )
 }
 
@@ -366,7 +377,14 @@ fn sinks_plan(s: &Settings, capture: &CapturePlan, env: &Ros2Env) -> Result<Sink
         .map(|a| loopback("view", "view.listen", a))
         .transpose()?;
     if view.is_some() {
+        #[cfg(feature = "view")]
         lidarxdp::view::assets::check()?;
+        #[cfg(not(feature = "view"))]
+        bail!(without_feature("--view (view.listen)", "view"));
+    }
+    #[cfg(not(feature = "foxglove"))]
+    if foxglove.is_some() {
+        bail!(without_feature("--foxglove (foxglove.listen)", "foxglove"));
     }
     let metrics = s
         .metrics
@@ -431,22 +449,30 @@ fn dds_plan(s: &Settings, env: &Ros2Env) -> Result<Option<DdsPlan>> {
         }
         return Ok(None);
     }
-    if let Some(p) = &s.dds.dds_config {
-        lidarxdp::ros2_dds::config_uri(p)?;
+    #[cfg(not(feature = "dds"))]
+    {
+        let _ = env;
+        bail!(without_feature("--dds (dds.enabled)", "dds"))
     }
-    let discovery = lidarxdp::ros2_dds::Discovery::from_env(
-        env.discovery_range.as_deref(),
-        env.static_peers.as_deref(),
-        env.localhost_only.as_deref(),
-    )
-    .map_err(anyhow::Error::msg)?;
-    Ok(Some(DdsPlan {
-        config: s.dds.dds_config.clone(),
-        cyclonedds_uri: env.cyclonedds_uri.clone().filter(|u| !u.trim().is_empty()),
-        ros_domain_id: domain_id(s, env)?,
-        ros_distro: s.ros2.ros_distro.unwrap_or_default(),
-        discovery,
-    }))
+    #[cfg(feature = "dds")]
+    {
+        if let Some(p) = &s.dds.dds_config {
+            lidarxdp::ros2_dds::config_uri(p)?;
+        }
+        let discovery = lidarxdp::ros2_dds::Discovery::from_env(
+            env.discovery_range.as_deref(),
+            env.static_peers.as_deref(),
+            env.localhost_only.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        Ok(Some(DdsPlan {
+            config: s.dds.dds_config.clone(),
+            cyclonedds_uri: env.cyclonedds_uri.clone().filter(|u| !u.trim().is_empty()),
+            ros_domain_id: domain_id(s, env)?,
+            ros_distro: s.ros2.ros_distro.unwrap_or_default(),
+            discovery,
+        }))
+    }
 }
 
 /// The zenoh settings, or `None` when `zenoh` is off; a zenoh-only setting given without it
