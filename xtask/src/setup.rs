@@ -22,6 +22,9 @@ use crate::run;
 /// Debian packages needed to build bpf-linker and run the tests.
 const APT_PACKAGES: &[&str] = &[
     "g++",
+    // `objcopy` for `cargo xtask build`'s binary without debug information and its debug
+    // file (docs/deploy.md, "Symbolising a crash"); g++ pulls it in too.
+    "binutils",
     "llvm-22-dev",
     "libpolly-22-dev",
     "zlib1g-dev",
