@@ -38,18 +38,27 @@ pub enum Rate {
     Max,
 }
 
+/// A rate that is not `realtime`, `max` or packets per second in 1..=4294967295 ([`Rate`]'s
+/// `FromStr`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("rate {value:?}: expected `realtime`, `max` or packets per second (1..=4294967295)")]
+pub struct RateError {
+    /// The value as given.
+    pub value: String,
+}
+
 impl FromStr for Rate {
-    type Err = String;
+    type Err = RateError;
     /// `realtime`, `max`, or a positive integer (packets per second).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, RateError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "realtime" | "real" => Ok(Rate::Realtime),
             "max" => Ok(Rate::Max),
             n => match n.trim_end_matches("pps").parse::<u32>() {
                 Ok(p) if p > 0 => Ok(Rate::Pps(p)),
-                _ => Err(format!(
-                    "rate {s:?}: expected `realtime`, `max` or packets per second (1..=4294967295)"
-                )),
+                _ => Err(RateError {
+                    value: s.to_owned(),
+                }),
             },
         }
     }

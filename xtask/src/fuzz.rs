@@ -102,7 +102,7 @@ pub fn fuzz(obj: &Path, seconds: u64, target: Option<&str>) -> Result<()> {
         .current_dir(root())
         .env("LIDARXDP_BPF_OBJ", obj))?;
     run(
-        Command::new(root().join("target/release/examples/fuzz_seeds"))
+        Command::new(crate::target_dir().join("release/examples/fuzz_seeds"))
             .arg(root().join("fuzz/corpus"))
             .current_dir(root()),
     )?;

@@ -109,6 +109,15 @@ pub fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the workspace root when
+/// relative), else `<root>/target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => root().join(d),
+        _ => root().join("target"),
+    }
+}
+
 /// Path of the built XDP object.
 pub fn ebpf_object() -> PathBuf {
     root().join("ebpf/target/bpfel-unknown-none/release/lidarxdp")
@@ -139,7 +148,51 @@ fn build_daemon(obj: &Path) -> Result<PathBuf> {
         .args(["build", "--release", "-p", "lidarxdp", "--bin", "lidarxdp"])
         .current_dir(root())
         .env("LIDARXDP_BPF_OBJ", obj))?;
-    Ok(root().join("target/release/lidarxdp"))
+    Ok(target_dir().join("release/lidarxdp"))
+}
+
+/// The shipped pair `cargo xtask build` writes from the cargo-built daemon `bin`, in
+/// `<target>/release/dist/`: `lidarxdp`, without debug information, and `lidarxdp.debug`, the
+/// debug information alone (DWARF sections compressed with zlib). Returns their paths
+/// `(binary, debug file)`.
+///
+/// The binary keeps its symbol table (`--strip-debug`, not `--strip-all`): a panic's
+/// backtrace and `perf` still name functions without the debug file, for 1 % of the size. It
+/// carries a `.gnu_debuglink` to `lidarxdp.debug` (name and CRC) and both keep the same
+/// `.note.gnu.build-id`, so gdb, `addr2line` and `eu-stack` match them (docs/deploy.md,
+/// "Symbolising a crash"). `bin` itself is left as cargo wrote it: `cargo test` and the demo
+/// use it, and cargo would put its own copy back on the next build anyway.
+///
+/// Errors: `objcopy` (GNU binutils) missing or failing, or the dist directory not writable.
+fn dist(bin: &Path) -> Result<(PathBuf, PathBuf)> {
+    let dir = bin
+        .parent()
+        .context("the daemon binary has a directory")?
+        .join("dist");
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let shipped = dir.join("lidarxdp");
+    let debug = dir.join("lidarxdp.debug");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg("--compress-debug-sections=zlib")
+        .arg(bin)
+        .arg(&debug))?;
+    // The link names the debug file as found: run from `dir` so only its file name is stored.
+    run(Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg("--add-gnu-debuglink=lidarxdp.debug")
+        .arg(bin)
+        .arg(&shipped)
+        .current_dir(&dir))?;
+    Ok((shipped, debug))
+}
+
+/// Size of the file at `p` in MB (10^6 bytes), for the build summary.
+fn megabytes(p: &Path) -> Result<f64> {
+    let len = std::fs::metadata(p)
+        .with_context(|| format!("stat {}", p.display()))?
+        .len();
+    Ok(len as f64 / 1e6)
 }
 
 /// Builds the release daemon and the bench harness (`lidarxdp-bench`) against the XDP object
@@ -166,8 +219,8 @@ fn build_bench(obj: &Path) -> Result<(PathBuf, PathBuf)> {
         .current_dir(root())
         .env("LIDARXDP_BPF_OBJ", obj))?;
     Ok((
-        root().join("target/release/lidarxdp"),
-        root().join("target/release/lidarxdp-bench"),
+        target_dir().join("release/lidarxdp"),
+        target_dir().join("release/lidarxdp-bench"),
     ))
 }
 
@@ -283,10 +336,19 @@ fn main() -> Result<()> {
         Cmd::Build => {
             let obj = build_ebpf(&tc)?;
             let bin = build_daemon(&obj)?;
+            let (shipped, debug) = dist(&bin)?;
             eprintln!(
-                "build: {} in {:.1} s",
+                "build: {} ({:.1} MB, with debug information) in {:.1} s",
                 bin.display(),
+                megabytes(&bin)?,
                 t.elapsed().as_secs_f64()
+            );
+            eprintln!(
+                "build: to ship: {} ({:.1} MB) and {} ({:.1} MB, its debug information)",
+                shipped.display(),
+                megabytes(&shipped)?,
+                debug.display(),
+                megabytes(&debug)?
             );
         }
         Cmd::BuildAndLoad { iface, args } => {

@@ -23,6 +23,9 @@ use crate::run;
 /// to run it in namespaces: all that `cargo xtask demo` needs.
 const DEMO_APT_PACKAGES: &[&str] = &[
     "g++",
+    // `objcopy` for `cargo xtask build`'s binary without debug information and its debug
+    // file (docs/deploy.md, "Symbolising a crash"); g++ pulls it in too.
+    "binutils",
     "llvm-22-dev",
     "libpolly-22-dev",
     "zlib1g-dev",

@@ -309,6 +309,14 @@ impl WireField {
     }
 }
 
+/// A point field name that is not in [`POINT_FIELDS`] ([`FieldSet::from_names`]).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("unknown field '{name}'")]
+pub struct UnknownField {
+    /// The name as given.
+    pub name: String,
+}
+
 /// A subset of the [`PointXYZIRCAEDT`] fields: bit `i` selects [`POINT_FIELDS`]`[i]`.
 ///
 /// The wire layout of a set is its fields in [`POINT_FIELDS`] order, packed without padding
@@ -338,8 +346,8 @@ impl FieldSet {
     /// The set of these field names; an empty list is [`FieldSet::ALL`].
     ///
     /// # Errors
-    /// The first name that is not in [`POINT_FIELDS`].
-    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<FieldSet, String> {
+    /// [`UnknownField`]: the first name that is not in [`POINT_FIELDS`].
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<FieldSet, UnknownField> {
         if names.is_empty() {
             return Ok(FieldSet::ALL);
         }
@@ -348,7 +356,7 @@ impl FieldSet {
             let n = n.as_ref();
             match POINT_FIELDS.iter().position(|f| f.name == n) {
                 Some(i) => bits |= 1 << i,
-                None => return Err(n.to_owned()),
+                None => return Err(UnknownField { name: n.to_owned() }),
             }
         }
         Ok(FieldSet(bits))
@@ -1522,7 +1530,9 @@ mod tests {
         }
         assert_eq!(
             FieldSet::from_names(&["x", "colour"]),
-            Err("colour".to_string())
+            Err(UnknownField {
+                name: "colour".to_string()
+            })
         );
         assert_eq!(FieldSet::from_names::<&str>(&[]), Ok(FieldSet::ALL));
     }

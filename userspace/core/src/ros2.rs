@@ -496,21 +496,27 @@ impl Distro {
     }
 }
 
+/// A name that is not a ROS 2 distribution [`Distro`] knows ([`Distro`]'s `FromStr`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{name:?} is not a ROS 2 distribution; valid: humble, jazzy (also kilted, rolling)")]
+pub struct UnknownDistro {
+    /// The name as given.
+    pub name: String,
+}
+
 impl std::str::FromStr for Distro {
-    type Err = String;
+    type Err = UnknownDistro;
 
     /// `humble`, or `jazzy` (also `kilted` and `rolling`, which share Jazzy's RIHS01 hash of
     /// `PointCloud2`).
     ///
     /// # Errors
-    /// Any other text, with the valid names.
-    fn from_str(s: &str) -> Result<Self, String> {
+    /// [`UnknownDistro`] for any other text; its message lists the valid names.
+    fn from_str(s: &str) -> Result<Self, UnknownDistro> {
         match s {
             "humble" => Ok(Distro::Humble),
             "jazzy" | "kilted" | "rolling" => Ok(Distro::Jazzy),
-            _ => Err(format!(
-                "{s:?} is not a ROS 2 distribution; valid: humble, jazzy (also kilted, rolling)"
-            )),
+            _ => Err(UnknownDistro { name: s.to_owned() }),
         }
     }
 }

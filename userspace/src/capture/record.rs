@@ -134,29 +134,66 @@ pub struct RecordConfig {
     pub socket_dst: [u8; 4],
 }
 
+/// Why a recording could not be set up or went on ([`RecordConfig::new`], and the writer
+/// thread's file errors).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// `--record-pcap` names no file (empty, or ends with `/`).
+    #[error("--record-pcap {}: expected a file name", path.display())]
+    NotAFile {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A split flag outside its range.
+    #[error("{flag} {value}: valid range {min}..={max} ({unit})")]
+    OutOfRange {
+        /// The flag, e.g. `--record-split-size`.
+        flag: &'static str,
+        /// The value given.
+        value: u64,
+        /// Smallest valid value.
+        min: u64,
+        /// Largest valid value.
+        max: u64,
+        /// Unit of the values (`MB`, `seconds`).
+        unit: &'static str,
+    },
+    /// Creating, writing or flushing a part failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The part's file.
+        path: PathBuf,
+        /// The system's error.
+        source: io::Error,
+    },
+}
+
 impl RecordConfig {
     /// Checks the flags: `path` must name a file, `split_size_mb` be in [`SPLIT_SIZE_MB`],
     /// `split_duration_s` in [`SPLIT_DURATION_S`].
     ///
-    /// Errors: a message naming the flag, its value and the valid range.
+    /// Errors: [`RecordError::NotAFile`], or [`RecordError::OutOfRange`] naming the flag, its
+    /// value and the valid range.
     pub fn new(
         path: PathBuf,
         split_size_mb: Option<u64>,
         split_duration_s: Option<u64>,
         socket_dst: [u8; 4],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RecordError> {
         if path.file_stem().is_none() || path.as_os_str().to_string_lossy().ends_with('/') {
-            return Err(format!(
-                "--record-pcap {}: expected a file name",
-                path.display()
-            ));
+            return Err(RecordError::NotAFile { path });
         }
-        let check = |flag: &str, v: Option<u64>, r: &RangeInclusive<u64>, unit: &str| match v {
-            Some(x) if !r.contains(&x) => Err(format!(
-                "{flag} {x}: valid range {}..={} ({unit})",
-                r.start(),
-                r.end()
-            )),
+        let check = |flag: &'static str,
+                     v: Option<u64>,
+                     r: &RangeInclusive<u64>,
+                     unit: &'static str| match v {
+            Some(x) if !r.contains(&x) => Err(RecordError::OutOfRange {
+                flag,
+                value: x,
+                min: *r.start(),
+                max: *r.end(),
+                unit,
+            }),
             _ => Ok(v),
         };
         let mb = check("--record-split-size", split_size_mb, &SPLIT_SIZE_MB, "MB")?;
@@ -361,9 +398,9 @@ fn io_error(e: pcap_file::PcapError) -> io::Error {
 }
 
 impl Output {
-    fn open(cfg: RecordConfig, counters: &SharedRecordingCounters) -> Result<Self, String> {
+    fn open(cfg: RecordConfig, counters: &SharedRecordingCounters) -> Result<Self, RecordError> {
         let path = cfg.part_path(0);
-        let file = create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = create(&path).map_err(|source| RecordError::Io { path, source })?;
         counters.files.fetch_add(1, Ordering::Relaxed);
         Ok(Output {
             cfg,
@@ -381,7 +418,7 @@ impl Output {
     }
 
     /// Writes one record, starting a new part first when the current one is full.
-    fn write(&mut self, e: &Entry, c: &SharedRecordingCounters) -> Result<(), String> {
+    fn write(&mut self, e: &Entry, c: &SharedRecordingCounters) -> Result<(), RecordError> {
         let len = e.data.len() as u64;
         if let Some(first) = self.part_first_ns {
             let size = self
@@ -399,7 +436,10 @@ impl Output {
         let orig_len = u32::try_from(e.data.len()).unwrap_or(u32::MAX);
         PcapPacket::new(Duration::from_nanos(e.ts_ns), orig_len, &e.data)
             .write_to::<_, Order>(&mut self.file, TsResolution::NanoSecond, SNAPLEN)
-            .map_err(|err| format!("{}: {}", self.path().display(), io_error(err)))?;
+            .map_err(|err| RecordError::Io {
+                path: self.path(),
+                source: io_error(err),
+            })?;
         self.part_first_ns.get_or_insert(e.ts_ns);
         self.part_bytes += RECORD_HEADER_LEN + len;
         self.dirty = true;
@@ -409,10 +449,10 @@ impl Output {
     }
 
     /// Flushes and closes the current part and creates the next one.
-    fn rotate(&mut self, c: &SharedRecordingCounters) -> Result<(), String> {
+    fn rotate(&mut self, c: &SharedRecordingCounters) -> Result<(), RecordError> {
         self.flush()?;
         let next = self.cfg.part_path(self.part + 1);
-        self.file = create(&next).map_err(|e| format!("{}: {e}", next.display()))?;
+        self.file = create(&next).map_err(|source| RecordError::Io { path: next, source })?;
         self.part += 1;
         self.part_bytes = FILE_HEADER_LEN;
         self.part_first_ns = None;
@@ -421,12 +461,12 @@ impl Output {
     }
 
     /// Hands what is buffered to the kernel.
-    fn flush(&mut self) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), RecordError> {
         if std::mem::take(&mut self.dirty) {
             let path = self.path();
             self.file
                 .flush()
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|source| RecordError::Io { path, source })?;
         }
         Ok(())
     }
@@ -511,7 +551,7 @@ impl Drop for Recorder {
 /// the recording (the queue is still drained so nothing waits on it).
 fn writer(s: &Shared, mut out: Output) {
     let mut out = Some(&mut out);
-    let fail = |e: String, out: &mut Option<&mut Output>| {
+    let fail = |e: RecordError, out: &mut Option<&mut Output>| {
         log::error!("--record-pcap: {e}; the recording stops here (the daemon goes on)");
         s.counters.errors.fetch_add(1, Ordering::Relaxed);
         s.failed.store(true, Ordering::Relaxed);
@@ -550,15 +590,23 @@ mod tests {
 
     #[test]
     fn flags_out_of_range_are_refused_naming_flag_and_range() {
-        let e = RecordConfig::new("r.pcap".into(), Some(0), None, [0; 4]).unwrap_err();
-        assert_eq!(e, "--record-split-size 0: valid range 1..=1048576 (MB)");
-        let e = RecordConfig::new("r.pcap".into(), None, Some(604_801), [0; 4]).unwrap_err();
+        let e = |path: &str, size, duration| {
+            RecordConfig::new(path.into(), size, duration, [0; 4])
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
-            e,
+            e("r.pcap", Some(0), None),
+            "--record-split-size 0: valid range 1..=1048576 (MB)"
+        );
+        assert_eq!(
+            e("r.pcap", None, Some(604_801)),
             "--record-split-duration 604801: valid range 1..=604800 (seconds)"
         );
-        let e = RecordConfig::new("dir/".into(), None, None, [0; 4]).unwrap_err();
-        assert_eq!(e, "--record-pcap dir/: expected a file name");
+        assert_eq!(
+            e("dir/", None, None),
+            "--record-pcap dir/: expected a file name"
+        );
     }
 
     #[test]

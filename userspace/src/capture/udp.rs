@@ -26,18 +26,27 @@ pub enum RcvBuf {
 /// Largest accepted `--rcvbuf BYTES` (1 GiB; the kernel doubles it and caps at `INT_MAX`).
 pub const RCVBUF_MAX_BYTES: u32 = 1 << 30;
 
+/// A `--rcvbuf` value that is not `default`, `max` or a byte count in
+/// 1..=[`RCVBUF_MAX_BYTES`] ([`RcvBuf`]'s `FromStr`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--rcvbuf {value:?}: expected `default`, `max` or bytes in 1..={RCVBUF_MAX_BYTES}")]
+pub struct RcvBufError {
+    /// The value as given.
+    pub value: String,
+}
+
 impl FromStr for RcvBuf {
-    type Err = String;
+    type Err = RcvBufError;
     /// `default`, `max`, or a byte count in 1..=1073741824.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, RcvBufError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "default" => Ok(RcvBuf::Default),
             "max" => Ok(RcvBuf::Max),
             n => match n.parse::<u32>() {
                 Ok(b) if (1..=RCVBUF_MAX_BYTES).contains(&b) => Ok(RcvBuf::Bytes(b)),
-                _ => Err(format!(
-                    "--rcvbuf {s:?}: expected `default`, `max` or bytes in 1..={RCVBUF_MAX_BYTES}"
-                )),
+                _ => Err(RcvBufError {
+                    value: s.to_owned(),
+                }),
             },
         }
     }
@@ -135,7 +144,7 @@ mod tests {
         assert_eq!("default".parse(), Ok(RcvBuf::Default));
         assert_eq!("MAX".parse(), Ok(RcvBuf::Max));
         assert_eq!("425984".parse(), Ok(RcvBuf::Bytes(425_984)));
-        let e = "0".parse::<RcvBuf>().unwrap_err();
+        let e = "0".parse::<RcvBuf>().unwrap_err().to_string();
         assert!(
             e.contains("--rcvbuf") && e.contains("1..=1073741824"),
             "{e}"

@@ -68,18 +68,27 @@ impl fmt::Display for WaitMode {
     }
 }
 
+/// A `--wait` value that is not `poll`, `minwait:USEC`, `paced:USEC` or `busypoll:USEC` with
+/// USEC in [`WAIT_USEC_RANGE`] ([`WaitMode`]'s `FromStr`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--wait {value:?}: expected poll, minwait:USEC, paced:USEC or busypoll:USEC with USEC in \
+     {}..={} (microseconds)",
+    WAIT_USEC_RANGE.start(),
+    WAIT_USEC_RANGE.end()
+)]
+pub struct WaitModeError {
+    /// The value as given.
+    pub value: String,
+}
+
 impl FromStr for WaitMode {
-    type Err = String;
+    type Err = WaitModeError;
     /// `poll`, `minwait:USEC`, `paced:USEC` or `busypoll:USEC`, USEC an integer in
     /// [`WAIT_USEC_RANGE`].
-    fn from_str(s: &str) -> Result<Self, String> {
-        let err = || {
-            format!(
-                "--wait {s:?}: expected poll, minwait:USEC, paced:USEC or busypoll:USEC with \
-                 USEC in {}..={} (microseconds)",
-                WAIT_USEC_RANGE.start(),
-                WAIT_USEC_RANGE.end()
-            )
+    fn from_str(s: &str) -> Result<Self, WaitModeError> {
+        let err = || WaitModeError {
+            value: s.to_owned(),
         };
         let t = s.trim();
         if t == "poll" {
@@ -307,7 +316,7 @@ mod tests {
             "spin:100",
             "poll:5",
         ] {
-            let e = bad.parse::<WaitMode>().unwrap_err();
+            let e = bad.parse::<WaitMode>().unwrap_err().to_string();
             assert_eq!(
                 e,
                 format!(

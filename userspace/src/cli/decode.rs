@@ -279,12 +279,8 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
 /// largest frames in flight; frames above 32 MiB (glibc's largest mmap threshold) still
 /// get their own mapping.
 fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes glibc's trimming and mmap thresholds; it is called on the
-    // main thread before `decode` allocates frames, and both values are within glibc's limits.
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    if let Err(e) = lidarxdp::sys::malloc::keep_freed_memory(64 << 20, 32 << 20) {
+        log::debug!("decode: freed memory goes back to the kernel: {e}");
     }
 }
 

@@ -4,14 +4,18 @@ use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
     sync::mpsc::{Sender, SyncSender, sync_channel},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
 
 /// Largest request head read (bytes); longer requests get 404 after this much.
 const MAX_REQUEST: usize = 8192;
-/// Read/write timeout of one connection.
+/// How long the server gives one connection (seconds): to send its whole request head (a
+/// deadline, so a client sending a byte at a time cannot stretch it), and then each write of
+/// the answer (`SO_SNDTIMEO`). Connections are served one at a time, so this bounds how long
+/// a client that stalls keeps the next one waiting. Also the client's connect timeout and how
+/// long the server waits for the main loop's text.
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves `listener` on a new thread: `GET /metrics` (query string ignored) asks `render`'s
@@ -32,11 +36,19 @@ pub fn spawn_server(listener: TcpListener, render: Sender<SyncSender<String>>) -
 }
 
 fn handle(mut s: TcpStream, render: &Sender<SyncSender<String>>) -> std::io::Result<()> {
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    let deadline = Instant::now() + IO_TIMEOUT;
     s.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no complete request within {IO_TIMEOUT:?}"),
+            ));
+        }
+        s.set_read_timeout(Some(left))?;
         let n = s.read(&mut chunk)?;
         if n == 0 {
             break;
@@ -89,4 +101,71 @@ pub fn get(addr: SocketAddr, path: &str) -> Result<String> {
         bail!("GET http://{addr}{path}: {status}");
     }
     Ok(body.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc::channel,
+    };
+
+    /// A server on a loopback port whose "main loop" answers every render with `text`.
+    fn server(text: &'static str) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = channel::<SyncSender<String>>();
+        std::thread::spawn(move || {
+            for reply in rx {
+                let _ = reply.send(text.to_owned());
+            }
+        });
+        spawn_server(listener, tx).unwrap();
+        addr
+    }
+
+    #[test]
+    fn answers_metrics_and_404() {
+        let addr = server("up 1\n");
+        assert_eq!(get(addr, "/metrics?x=1").unwrap(), "up 1\n");
+        let e = get(addr, "/other").unwrap_err().to_string();
+        assert!(e.contains("404"), "{e}");
+    }
+
+    /// Clients that stop halfway through their request, or send it a byte at a time, keep the
+    /// next client waiting for at most [`IO_TIMEOUT`] each. (Without the deadline the byte
+    /// at a time client holds the server as long as it goes on; without any timeout, a
+    /// silent one holds it until it disconnects.)
+    #[test]
+    fn stalled_and_slow_clients_delay_the_next_one_for_a_bounded_time() {
+        let addr = server("up 1\n");
+        let done = Arc::new(AtomicBool::new(false));
+        // Half a request, then silence.
+        let mut silent = TcpStream::connect(addr).unwrap();
+        silent.write_all(b"GET /metr").unwrap();
+        // A request head a byte every 200 ms, for as long as the test runs.
+        let slow = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                for b in b"GET /metrics HTTP/1.1\r\nX-Slow: ".iter().cycle() {
+                    if done.load(Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let t0 = Instant::now();
+        let body = get(addr, "/metrics");
+        done.store(true, Ordering::Relaxed);
+        assert_eq!(body.unwrap(), "up 1\n");
+        let bound = 2 * IO_TIMEOUT + Duration::from_secs(2);
+        assert!(t0.elapsed() < bound, "answered after {:?}", t0.elapsed());
+        slow.join().unwrap();
+        drop(silent);
+    }
 }

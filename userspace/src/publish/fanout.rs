@@ -558,7 +558,7 @@ impl Fanout {
         }
         let fields = match FieldSet::from_names(&req.fields) {
             Ok(f) => f,
-            Err(name) => {
+            Err(protocol::UnknownField { name }) => {
                 let valid: Vec<&str> = lidarxdp_core::point::POINT_FIELDS
                     .iter()
                     .map(|f| f.name)

@@ -101,14 +101,15 @@ impl Discovery {
     /// and `peers` (`ROS_STATIC_PEERS`, `;`-separated; blanks are skipped).
     ///
     /// # Errors
-    /// The variable named, its value and what is valid: an unknown range, a peer over
+    /// [`DiscoveryError`], naming the variable, its value and what is valid: an unknown range
+    /// ([`DiscoveryError::Range`]), a peer ([`DiscoveryError::Peer`]) over
     /// [`MAX_PEER_LEN`] bytes or holding a character outside host names and addresses
     /// (letters, digits, `.`, `-`, `:`, `_`, `[`, `]`).
     pub fn from_env(
         range: Option<&str>,
         peers: Option<&str>,
         localhost_only: Option<&str>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, DiscoveryError> {
         let range = match range.map(str::trim).filter(|s| !s.is_empty()) {
             None if localhost_only.map(str::trim) == Some("1") => DiscoveryRange::Localhost,
             None => DiscoveryRange::Subnet,
@@ -117,10 +118,9 @@ impl Discovery {
             Some("OFF") => DiscoveryRange::Off,
             Some("SYSTEM_DEFAULT") => DiscoveryRange::SystemDefault,
             Some(other) => {
-                return Err(format!(
-                    "ROS_AUTOMATIC_DISCOVERY_RANGE: {other:?} is not a range; valid SUBNET \
-                     (default), LOCALHOST, OFF, SYSTEM_DEFAULT"
-                ));
+                return Err(DiscoveryError::Range {
+                    value: other.to_owned(),
+                });
             }
         };
         let mut static_peers = Vec::new();
@@ -132,11 +132,7 @@ impl Discovery {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b".-:_[]".contains(&b));
             if p.len() > MAX_PEER_LEN || !ok {
-                return Err(format!(
-                    "ROS_STATIC_PEERS: {p:?} is not a host name or address (at most \
-                     {MAX_PEER_LEN} bytes of letters, digits, '.', '-', ':', '_', '[', ']'; \
-                     peers are separated by ';')"
-                ));
+                return Err(DiscoveryError::Peer { peer: p.to_owned() });
             }
             static_peers.push(p.to_owned());
         }
@@ -220,6 +216,30 @@ pub struct DdsSettings {
     pub queue: usize,
     /// One entry per sensor: its ROS topic (DDS topic `rt<topic>`) and `frame_id`.
     pub topics: Vec<TopicPlan>,
+}
+
+/// A discovery setting from the environment that rcl would refuse ([`Discovery::from_env`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DiscoveryError {
+    /// `ROS_AUTOMATIC_DISCOVERY_RANGE` is not one of the ranges.
+    #[error(
+        "ROS_AUTOMATIC_DISCOVERY_RANGE: {value:?} is not a range; valid SUBNET (default), \
+         LOCALHOST, OFF, SYSTEM_DEFAULT"
+    )]
+    Range {
+        /// The value, trimmed.
+        value: String,
+    },
+    /// A `ROS_STATIC_PEERS` entry over [`MAX_PEER_LEN`] bytes or with a character outside
+    /// host names and addresses.
+    #[error(
+        "ROS_STATIC_PEERS: {peer:?} is not a host name or address (at most {MAX_PEER_LEN} bytes \
+         of letters, digits, '.', '-', ':', '_', '[', ']'; peers are separated by ';')"
+    )]
+    Peer {
+        /// The entry, trimmed.
+        peer: String,
+    },
 }
 
 /// Errors of the DDS sink's start-up.
@@ -355,11 +375,15 @@ mod tests {
     #[test]
     fn bad_discovery_settings_are_refused_with_the_variable() {
         assert_eq!(
-            Discovery::from_env(Some("lan"), None, None).unwrap_err(),
+            Discovery::from_env(Some("lan"), None, None)
+                .unwrap_err()
+                .to_string(),
             "ROS_AUTOMATIC_DISCOVERY_RANGE: \"lan\" is not a range; valid SUBNET (default), \
              LOCALHOST, OFF, SYSTEM_DEFAULT"
         );
-        let e = Discovery::from_env(None, Some("a\"/><x"), None).unwrap_err();
+        let e = Discovery::from_env(None, Some("a\"/><x"), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("ROS_STATIC_PEERS: \"a\\\"/><x\" is not a host name"),
             "{e}"

@@ -32,10 +32,24 @@ use lidarxdp_core::ros2::{
 };
 
 use super::cyclone::{
-    Domain, Durability, Participant, Qos, Reliability, Writer, WriterQos, policy_name,
+    DdsCallError, Domain, Durability, Participant, Qos, Reliability, Writer, WriterQos, policy_name,
 };
 use super::{DdsError, DdsSettings, NODE_NAME, SENSOR_DATA_DEPTH};
 use crate::publish::{FrameSink, SharedFrame, SinkThread};
+
+/// Why one frame was not written (counted in `errors`, logged at debug level).
+#[derive(Debug, thiserror::Error)]
+enum PublishError {
+    /// The frame's sensor has no topic.
+    #[error("sensor {0} has no topic")]
+    NoTopic(u16),
+    /// The frame cannot be encoded (too long, a NUL in its frame_id).
+    #[error(transparent)]
+    Encode(#[from] lidarxdp_core::ros2::CdrError),
+    /// Cyclone refused the write.
+    #[error(transparent)]
+    Write(#[from] DdsCallError),
+}
 
 /// The DDS sink's counters: daemon-wide, no labels (`lidarxdp_dds_*`; stats JSON `dds`).
 pub const DDS_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
@@ -268,19 +282,16 @@ impl Worker {
         self.counters.subscribers.store(matched, Relaxed);
     }
 
-    fn publish(&mut self, frame: &SharedFrame) -> Result<(), String> {
+    fn publish(&mut self, frame: &SharedFrame) -> Result<(), PublishError> {
         let h = frame.header();
         let Some(topic) = self.topics.iter().find(|t| t.sensor_id == h.sensor_id) else {
-            return Err(format!("sensor {} has no topic", h.sensor_id));
+            return Err(PublishError::NoTopic(h.sensor_id));
         };
-        let prefix = frame
-            .pointcloud2_prefix(&topic.frame_id)
-            .map_err(|e| e.to_string())?;
+        let prefix = frame.pointcloud2_prefix(&topic.frame_id)?;
         let points: &[u8] = bytemuck::cast_slice(frame.points());
         topic
             .writer
-            .write_cdr(&[prefix.as_bytes(), points, &POINTCLOUD2_SUFFIX])
-            .map_err(|e| e.to_string())?;
+            .write_cdr(&[prefix.as_bytes(), points, &POINTCLOUD2_SUFFIX])?;
         self.counters.published.fetch_add(1, Relaxed);
         self.counters
             .bytes

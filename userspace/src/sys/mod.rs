@@ -20,6 +20,7 @@
 //!   publisher (`shutdown(2)`, `SIOCOUTQ`, `getpeername(2)`);
 //! - [`xdp`]: the AF_XDP socket: `socket(AF_XDP)`, `bind(sockaddr_xdp)` and the RX wake-up
 //!   (`Documentation/networking/af_xdp.rst`);
+//! - [`malloc`]: glibc's `mallopt(3)` (keeping freed frame buffers in the process);
 //! - [`rlimit`]: `getrlimit(2)`/`setrlimit(2)` of `RLIMIT_MEMLOCK` (zenoh's locked shared
 //!   memory);
 //! - [`sysfs`]: the procfs/sysfs files the daemon reads (`/sys/class/net/IF/*`,
@@ -28,6 +29,7 @@
 pub mod caps;
 pub mod cpu;
 pub mod event;
+pub mod malloc;
 pub mod net;
 pub mod rlimit;
 pub mod sockopt;

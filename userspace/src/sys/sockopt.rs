@@ -19,6 +19,9 @@ pub unsafe trait Plain: Copy {}
 unsafe impl Plain for libc::c_int {}
 // SAFETY: an integer: every bit pattern is valid.
 unsafe impl Plain for u32 {}
+// SAFETY: `struct timeval`: two integers (`time_t`, `suseconds_t`) of the same width, no
+// padding.
+unsafe impl Plain for libc::timeval {}
 // SAFETY: `struct xdp_umem_reg` (if_xdp.h): u64, u64, u32, u32, u32, u32 — integers only, no
 // padding (8 + 8 + 4 * 4 = 32 bytes, 8-aligned).
 unsafe impl Plain for libc::xdp_umem_reg {}
@@ -93,6 +96,24 @@ pub fn set_int(
 /// As [`get`].
 pub fn get_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
     get(fd, level, name).map(|(v, _)| v)
+}
+
+/// Sets the send timeout `SO_SNDTIMEO` (socket(7)) of socket `fd`: a blocking `send`/`write`
+/// that can make no progress for `timeout` returns what it wrote so far, or fails with
+/// `EAGAIN` (`io::ErrorKind::WouldBlock`) when it wrote nothing. Rounded to microseconds;
+/// `Duration::ZERO` means no timeout (the default).
+///
+/// Set on a listening TCP socket, Linux copies it into every connection accepted from it
+/// (unlike `SO_RCVTIMEO`, it does not also bound `accept(2)` itself).
+///
+/// # Errors
+/// As [`set`]; `EDOM` when `timeout` is too large for the kernel's jiffies.
+pub fn set_send_timeout(fd: RawFd, timeout: std::time::Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    set(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, &tv)
 }
 
 #[cfg(test)]

@@ -10,10 +10,14 @@
 //! Errors: 400 (a bad or missing parameter, the reason in the body), 403 (a `Host` that is not
 //! a loopback name on a loopback-only view), 404 (an unknown path or sensor), 405 (a method
 //! other than `GET`). A client that stops reading a response stalls only this thread, never
-//! the publisher.
+//! the publisher, and this thread for at most [`WRITE_TIMEOUT`] per response write that makes
+//! no progress (the socket's `SO_SNDTIMEO`); the failed response is dropped, logged at debug
+//! level. Requests are read by `tiny_http`'s own per-connection threads: a client that sends
+//! half a request holds one of those, not this thread.
 
 use std::io::Cursor;
 use std::net::{IpAddr, TcpListener};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -27,16 +31,30 @@ use super::{MAX_POINTS, ViewState, wire};
 /// How often the thread checks the stop flag while no request comes.
 pub const POLL: Duration = Duration::from_millis(100);
 
+/// How long one write of a response may block without progress (seconds): a client that
+/// stops reading (a stalled or hidden browser tab, a broken link) stalls the view's thread,
+/// and so every other client, for at most this long per write. Long enough for a frame
+/// (4.8 MB at [`MAX_POINTS`]) to leave on a slow remote link in pieces; each piece sent
+/// restarts it.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Starts the server on `listener` and the thread answering it; the thread ends (dropping the
 /// server, which closes the listener) within [`POLL`] of `stop` being set.
 ///
-/// Errors: `tiny_http` could not take the listener, or the thread could not be spawned.
+/// Every connection gets [`WRITE_TIMEOUT`] as its send timeout: `tiny_http` accepts the
+/// connections itself and never shows their sockets, so it is set on `listener`, whose
+/// options Linux copies into each accepted socket.
+///
+/// Errors: the send timeout could not be set on `listener` (not a socket), `tiny_http`
+/// could not take the listener, or the thread could not be spawned.
 pub fn spawn(
     listener: TcpListener,
     state: Arc<ViewState>,
     stop: Arc<AtomicBool>,
     public: bool,
 ) -> anyhow::Result<JoinHandle<()>> {
+    crate::sys::sockopt::set_send_timeout(listener.as_raw_fd(), WRITE_TIMEOUT)
+        .context("--view: set the connections' send timeout (SO_SNDTIMEO)")?;
     let server = Server::from_listener(listener, None)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("--view: start the HTTP server")?;
@@ -280,6 +298,54 @@ mod tests {
         );
         assert_eq!(st, 405);
 
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+
+    /// A client that asks for frames and never reads them holds the thread for at most
+    /// [`WRITE_TIMEOUT`] per response: another client is still answered. (Without the send
+    /// timeout the thread blocks for as long as the first client keeps its connection open.)
+    #[test]
+    fn a_client_that_stops_reading_stalls_the_others_for_a_bounded_time() {
+        use std::os::fd::AsRawFd;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(ViewState::new(vec![ViewSensor {
+            id: 0,
+            name: "front".into(),
+            model: "VLP16".into(),
+        }]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let t = spawn(listener, state.clone(), stop.clone(), false).unwrap();
+        let pool = Arc::new(BufferPool::new(2));
+        let f = SharedFrame::new(crate::view::tests::frame(0, 1, MAX_POINTS, 1, 1), pool);
+        state.record(&f, Instant::now());
+
+        // Two frames of 4.8 MB asked for and never read: more than the loopback socket
+        // buffers hold (the server's send buffer grows to 4 MiB, this receive buffer is tiny).
+        let stalled = TcpStream::connect(addr).unwrap();
+        crate::sys::sockopt::set_int(stalled.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 4096)
+            .unwrap();
+        let rq = format!("GET /api/frame HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        (&stalled).write_all(rq.repeat(2).as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+
+        let bound = 2 * WRITE_TIMEOUT + Duration::from_secs(3);
+        let t0 = Instant::now();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(bound)).unwrap();
+        write!(
+            s,
+            "GET /api/status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf)
+            .expect("the second client is answered while the first one stalls");
+        assert!(buf.starts_with(b"HTTP/1.1 200"), "{buf:?}");
+        assert!(t0.elapsed() < bound, "answered after {:?}", t0.elapsed());
+
+        drop(stalled);
         stop.store(true, Ordering::Relaxed);
         t.join().unwrap();
     }

@@ -96,6 +96,88 @@ use crate::scan::{
 };
 
 use self::layout::Layout;
+
+/// Why a Hesai angle-correction file was refused: [`AngleCorrection::parse`] (CSV, lines
+/// counted from 1 with the header) and [`At128Correction::parse`] (AT128 `.dat`, byte offsets
+/// counted from the `EE FF` delimiter).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CorrectionError {
+    /// A CSV line that is not `id,elevation,azimuth` with an integer id and two numbers.
+    #[error("line {line}: expected `id,elevation,azimuth`: {text}")]
+    BadLine {
+        /// Line number.
+        line: usize,
+        /// The line, trimmed.
+        text: String,
+    },
+    /// A CSV channel id outside `1..=channels`.
+    #[error("line {line}: channel id {id} outside 1..={channels}")]
+    ChannelId {
+        /// Line number.
+        line: usize,
+        /// The id found.
+        id: usize,
+        /// The model's channel count.
+        channels: usize,
+    },
+    /// A CSV elevation or azimuth outside ±180° (or not finite).
+    #[error("line {line}: angle outside ±180°")]
+    Angle {
+        /// Line number.
+        line: usize,
+    },
+    /// A CSV channel id given twice.
+    #[error("line {line}: duplicate channel id {id}")]
+    DuplicateChannel {
+        /// Line number of the second occurrence.
+        line: usize,
+        /// The channel id.
+        id: usize,
+    },
+    /// A channel the CSV does not list (the first one missing).
+    #[error("channel {channel} missing (need {channels})")]
+    MissingChannel {
+        /// Channel id, from 1.
+        channel: usize,
+        /// The model's channel count.
+        channels: usize,
+    },
+    /// No `EE FF` delimiter in the `.dat` file.
+    #[error("no EE FF delimiter")]
+    NoDelimiter,
+    /// A `.dat` format version other than x.5.
+    #[error("version {major}.{minor} unsupported (need x.5)")]
+    Version {
+        /// Major version byte.
+        major: u8,
+        /// Minor version byte.
+        minor: u8,
+    },
+    /// The `.dat` file's channel count differs from the model's.
+    #[error("{found} channels, model has {expected}")]
+    ChannelCount {
+        /// Channels in the file.
+        found: u8,
+        /// The model's channel count.
+        expected: usize,
+    },
+    /// No mirror, or more than 8 mirrors or fields.
+    #[error("{mirrors} mirrors / {fields} fields (max 8)")]
+    Mirrors {
+        /// Mirrors in the file.
+        mirrors: u8,
+        /// Fields (frames) in the file.
+        fields: u8,
+    },
+    /// The `.dat` file ends before a table it announces.
+    #[error("file ends at byte {len} (need {need})")]
+    Truncated {
+        /// Bytes from the delimiter to the end of the file.
+        len: usize,
+        /// Bytes the next table needs.
+        need: usize,
+    },
+}
 use self::packet::{Packet, Rejection, return_mode as rm};
 use crate::vendor::{
     ConfigError, PipelineOptions, ReturnMode, SensorConfig, SensorModel, VendorDecoder,
@@ -141,7 +223,7 @@ impl AngleCorrection {
     /// # Errors
     /// A message naming the first bad line: unparsable numbers, an id outside `1..=channels`,
     /// a duplicate id, a missing channel, or an angle outside ±180°.
-    pub fn parse(text: &str, channels: usize) -> Result<Self, String> {
+    pub fn parse(text: &str, channels: usize) -> Result<Self, CorrectionError> {
         let mut el = vec![f32::NAN; channels];
         let mut az = vec![f32::NAN; channels];
         for (i, line) in text.lines().enumerate().skip(1) {
@@ -150,7 +232,10 @@ impl AngleCorrection {
                 continue;
             }
             let cols: Vec<&str> = line.split(',').map(str::trim).collect();
-            let bad = || format!("line {}: expected `id,elevation,azimuth`: {line}", i + 1);
+            let bad = || CorrectionError::BadLine {
+                line: i + 1,
+                text: line.to_owned(),
+            };
             let (Some(id), Some(e), Some(a)) = (cols.first(), cols.get(1), cols.get(2)) else {
                 return Err(bad());
             };
@@ -158,22 +243,26 @@ impl AngleCorrection {
             let e: f32 = e.parse().map_err(|_| bad())?;
             let a: f32 = a.parse().map_err(|_| bad())?;
             if !(1..=channels).contains(&id) {
-                return Err(format!(
-                    "line {}: channel id {id} outside 1..={channels}",
-                    i + 1
-                ));
+                return Err(CorrectionError::ChannelId {
+                    line: i + 1,
+                    id,
+                    channels,
+                });
             }
             if !(e.abs() <= 180.0 && a.abs() <= 180.0) {
-                return Err(format!("line {}: angle outside ±180°", i + 1));
+                return Err(CorrectionError::Angle { line: i + 1 });
             }
             if !el[id - 1].is_nan() {
-                return Err(format!("line {}: duplicate channel id {id}", i + 1));
+                return Err(CorrectionError::DuplicateChannel { line: i + 1, id });
             }
             el[id - 1] = e;
             az[id - 1] = a;
         }
         if let Some(missing) = el.iter().position(|v| v.is_nan()) {
-            return Err(format!("channel {} missing (need {channels})", missing + 1));
+            return Err(CorrectionError::MissingChannel {
+                channel: missing + 1,
+                channels,
+            });
         }
         Ok(Self {
             elevation_deg: el,
@@ -188,9 +277,9 @@ impl AngleCorrection {
     /// [`Self::parse`]).
     pub fn from_bytes(bytes: &[u8], channels: usize, source: &Path) -> Result<Self, ConfigError> {
         let text = crate::vendor::calibration_text(bytes, source)?;
-        Self::parse(text, channels).map_err(|message| ConfigError::Calibration {
+        Self::parse(text, channels).map_err(|e| ConfigError::Calibration {
             path: source.to_path_buf(),
-            message,
+            message: e.to_string(),
         })
     }
 }
@@ -243,29 +332,40 @@ impl At128Correction {
     /// # Errors
     /// A message: no `EE FF` delimiter, version other than 1.5, channel count mismatch, more
     /// than 8 mirrors/fields, or the file ends early.
-    pub fn parse(buf: &[u8], channels: usize) -> Result<Self, String> {
+    pub fn parse(buf: &[u8], channels: usize) -> Result<Self, CorrectionError> {
         let start = buf
             .windows(2)
             .position(|w| w == [0xEE, 0xFF])
-            .ok_or("no EE FF delimiter")?;
+            .ok_or(CorrectionError::NoDelimiter)?;
         let b = &buf[start..];
         let get = |o: usize, n: usize| {
-            b.get(o..o + n)
-                .ok_or_else(|| format!("file ends at byte {} (need {})", b.len(), o + n))
+            b.get(o..o + n).ok_or(CorrectionError::Truncated {
+                len: b.len(),
+                need: o + n,
+            })
         };
         let hdr = get(0, 16)?;
         let (minor, ch, mirrors, frames, res) = (hdr[3], hdr[4], hdr[5], hdr[6], hdr[15]);
         if minor != 5 {
-            return Err(format!("version {}.{minor} unsupported (need x.5)", hdr[2]));
+            return Err(CorrectionError::Version {
+                major: hdr[2],
+                minor,
+            });
         }
         if usize::from(ch) != channels {
-            return Err(format!("{ch} channels, model has {channels}"));
+            return Err(CorrectionError::ChannelCount {
+                found: ch,
+                expected: channels,
+            });
         }
         if mirrors == 0 || mirrors > 8 || frames > 8 {
-            return Err(format!("{mirrors} mirrors / {frames} fields (max 8)"));
+            return Err(CorrectionError::Mirrors {
+                mirrors,
+                fields: frames,
+            });
         }
         let (m, c, r) = (usize::from(mirrors), channels, i64::from(res.max(1)));
-        let word = |o: usize| -> Result<u32, String> {
+        let word = |o: usize| -> Result<u32, CorrectionError> {
             let w = get(o, 4)?;
             Ok(u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
         };
@@ -281,7 +381,7 @@ impl At128Correction {
         }
         fields.truncate(usize::from(frames).min(m));
         o += 4 * m;
-        let ints = |o: usize| -> Result<Vec<i32>, String> {
+        let ints = |o: usize| -> Result<Vec<i32>, CorrectionError> {
             (0..c)
                 .map(|k| Ok((word(o + 4 * k)? as i32).wrapping_mul(res.max(1).into())))
                 .collect()
@@ -289,7 +389,7 @@ impl At128Correction {
         let azimuth = ints(o)?;
         let elevation = ints(o + 4 * c)?;
         o += 8 * c;
-        let bytes = |o: usize| -> Result<Vec<i32>, String> {
+        let bytes = |o: usize| -> Result<Vec<i32>, CorrectionError> {
             Ok(get(o, 180 * c)?
                 .iter()
                 .map(|&v| i32::from(v as i8) * i32::from(res.max(1)))
@@ -309,9 +409,9 @@ impl At128Correction {
     /// # Errors
     /// [`ConfigError::Calibration`] (see [`Self::parse`]).
     pub fn from_bytes(bytes: &[u8], channels: usize, source: &Path) -> Result<Self, ConfigError> {
-        Self::parse(bytes, channels).map_err(|message| ConfigError::Calibration {
+        Self::parse(bytes, channels).map_err(|e| ConfigError::Calibration {
             path: source.to_path_buf(),
-            message,
+            message: e.to_string(),
         })
     }
 

@@ -15,7 +15,9 @@ const P40_CSV: &str = concat!(
 
 /// The error message of [`AngleCorrection::parse`] on `text` for `channels` channels.
 fn csv_err(text: &str, channels: usize) -> String {
-    AngleCorrection::parse(text, channels).expect_err(text)
+    AngleCorrection::parse(text, channels)
+        .expect_err(text)
+        .to_string()
 }
 
 #[test]
@@ -242,10 +244,14 @@ fn at128_corrected_angles() {
 
 #[test]
 fn at128_correction_errors() {
-    let parse = |d: &Dat, c: usize| At128Correction::parse(&d.bytes(), c).unwrap_err();
+    let parse = |d: &Dat, c: usize| {
+        At128Correction::parse(&d.bytes(), c)
+            .unwrap_err()
+            .to_string()
+    };
     assert_eq!(
         At128Correction::parse(&[0xEE, 0x00, 0xFF, 0xEE], 2).unwrap_err(),
-        "no EE FF delimiter"
+        CorrectionError::NoDelimiter
     );
     let mut d = Dat::new();
     d.version = (2, 4);
@@ -263,7 +269,11 @@ fn at128_correction_errors() {
     d.fields = 3;
     // Lengths count from the delimiter: header 16, ranges 24, angles 16, adjustments 720.
     let full = &d.bytes()[d.prefix.len()..];
-    let cut = |n: usize| At128Correction::parse(&full[..n], 2).unwrap_err();
+    let cut = |n: usize| {
+        At128Correction::parse(&full[..n], 2)
+            .unwrap_err()
+            .to_string()
+    };
     assert_eq!(cut(7), "file ends at byte 7 (need 16)");
     assert_eq!(cut(20), "file ends at byte 20 (need 24)");
     assert_eq!(cut(50), "file ends at byte 50 (need 52)");

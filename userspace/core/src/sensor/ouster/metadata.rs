@@ -24,6 +24,30 @@ use serde_json::Value;
 use super::packet::{PacketFormat, Profile};
 use crate::vendor::ConfigError;
 
+/// Why Ouster metadata was refused ([`OusterMetadata::from_json`],
+/// [`OusterMetadata::validate`]); each message names the item, its index and value.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// The text is not JSON (serde_json's message, with line and column).
+    #[error("not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    /// A transform element outside its range: `field` with its index (`name[i]`), the value
+    /// and the valid range (rotation [-1, 1], translation ±[`MAX_OFFSET_MM`] mm, last row
+    /// `0 0 0 1`).
+    #[error("{field} = {value:?} is out of range; valid {valid}")]
+    OutOfRange {
+        /// Field and index, e.g. `lidar_to_sensor_transform[5]`.
+        field: String,
+        /// The value found.
+        value: f64,
+        /// The valid range, in words.
+        valid: String,
+    },
+    /// Any other invalid, missing or inconsistent item, described by the message.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Default lidar-to-sensor transform (row-major 4×4, translation in mm): a 180° turn about z
 /// and the lidar origin 36.18 mm above the sensor's base.
 pub const DEFAULT_LIDAR_TO_SENSOR: [f64; 16] = [
@@ -125,9 +149,9 @@ impl OusterMetadata {
     /// first invalid item (see [`OusterMetadata::from_json`]).
     pub fn from_bytes(bytes: &[u8], source: &Path) -> Result<Self, ConfigError> {
         let text = crate::vendor::calibration_text(bytes, source)?;
-        Self::from_json(text).map_err(|message| ConfigError::Calibration {
+        Self::from_json(text).map_err(|e| ConfigError::Calibration {
             path: source.to_path_buf(),
-            message,
+            message: e.to_string(),
         })
     }
 
@@ -143,16 +167,20 @@ impl OusterMetadata {
     /// beyond ±[`MAX_BEAM_AZIMUTH_DEG`], `lidar_origin_to_beam_origin_mm` or a transform
     /// translation beyond ±[`MAX_OFFSET_MM`], a rotation element outside [-1, 1], a last row
     /// other than `0 0 0 1`. Each message names the field and its index.
-    pub fn from_json(text: &str) -> Result<Self, String> {
-        let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn from_json(text: &str) -> Result<Self, MetadataError> {
+        let root: Value = serde_json::from_str(text)?;
+        let meta = Self::from_value(&root).map_err(MetadataError::Invalid)?;
+        meta.validate()?;
+        Ok(meta)
+    }
+
+    /// [`OusterMetadata::from_json`] after the JSON parse, before [`OusterMetadata::validate`].
+    fn from_value(root: &Value) -> Result<Self, String> {
         if !root.is_object() {
             return Err("top level is not a JSON object".into());
         }
         let nested = root.get("beam_intrinsics").is_some() && root.get("sensor_info").is_some();
-        let d = Doc {
-            root: &root,
-            nested,
-        };
+        let d = Doc { root, nested };
         let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
         let prod_line = string(d.get("sensor_info", "prod_line")).unwrap_or_default();
         let prod_sn = d.get("sensor_info", "prod_sn").and_then(|v| match v {
@@ -331,7 +359,6 @@ impl OusterMetadata {
             beam_to_lidar_transform,
             lidar_to_sensor_transform,
         };
-        meta.validate()?;
         Ok(meta)
     }
 
@@ -345,72 +372,73 @@ impl OusterMetadata {
     /// last row `0 0 0 1`).
     ///
     /// # Errors
-    /// A message naming the first violated item.
-    pub fn validate(&self) -> Result<(), String> {
+    /// [`MetadataError::OutOfRange`] for a transform element, [`MetadataError::Invalid`] with a
+    /// message naming any other first violated item.
+    pub fn validate(&self) -> Result<(), MetadataError> {
         let f = &self.format;
         if !matches!(f.columns_per_frame, 512 | 1024 | 2048 | 4096) {
-            return Err(format!(
+            return Err(MetadataError::Invalid(format!(
                 "columns_per_frame = {}; valid: 512, 1024, 2048, 4096",
                 f.columns_per_frame
-            ));
+            )));
         }
         if !(1..=64).contains(&f.columns_per_packet) {
-            return Err(format!(
+            return Err(MetadataError::Invalid(format!(
                 "columns_per_packet = {}; valid: 1..=64",
                 f.columns_per_packet
-            ));
+            )));
         }
         if !(1..=256).contains(&f.pixels_per_column) {
-            return Err(format!(
+            return Err(MetadataError::Invalid(format!(
                 "pixels_per_column = {}; valid: 1..=256",
                 f.pixels_per_column
-            ));
+            )));
         }
         if self.beam_altitude_angles.len() != f.pixels_per_column
             || self.beam_azimuth_angles.len() != f.pixels_per_column
         {
-            return Err(format!(
+            return Err(MetadataError::Invalid(format!(
                 "beam angle arrays have {} / {} entries; pixels_per_column is {}",
                 self.beam_altitude_angles.len(),
                 self.beam_azimuth_angles.len(),
                 f.pixels_per_column
-            ));
+            )));
         }
         let w = f.columns_per_frame;
         if usize::from(self.column_window.0) >= w || usize::from(self.column_window.1) >= w {
-            return Err(format!(
+            return Err(MetadataError::Invalid(format!(
                 "column_window {:?} is outside 0..{w}",
                 self.column_window
-            ));
+            )));
         }
         if f.packet_len() > 65_507 {
-            return Err(format!(
+            return Err(MetadataError::Invalid(format!(
                 "packet of {} bytes exceeds a UDP datagram",
                 f.packet_len()
-            ));
+            )));
         }
         for (i, a) in self.beam_altitude_angles.iter().enumerate() {
             if !(a.is_finite() && a.abs() <= MAX_BEAM_ALTITUDE_DEG) {
-                return Err(format!(
+                return Err(MetadataError::Invalid(format!(
                     "beam_altitude_angles[{i}] = {a:?} is out of range; valid \
                      [-{MAX_BEAM_ALTITUDE_DEG}, {MAX_BEAM_ALTITUDE_DEG}] deg"
-                ));
+                )));
             }
         }
         for (i, a) in self.beam_azimuth_angles.iter().enumerate() {
             if !(a.is_finite() && a.abs() <= MAX_BEAM_AZIMUTH_DEG) {
-                return Err(format!(
+                return Err(MetadataError::Invalid(format!(
                     "beam_azimuth_angles[{i}] = {a:?} is out of range; valid \
                      [-{MAX_BEAM_AZIMUTH_DEG}, {MAX_BEAM_AZIMUTH_DEG}] deg"
-                ));
+                )));
             }
         }
         let o = self.lidar_origin_to_beam_origin_mm;
         if !(o.is_finite() && o.abs() <= MAX_OFFSET_MM) {
-            return Err(format!(
+            return Err(MetadataError::Invalid(format!(
                 "lidar_origin_to_beam_origin_mm = {o:?} is out of range; valid \
                  [-{MAX_OFFSET_MM}, {MAX_OFFSET_MM}] mm"
-            ));
+            )));
         }
         check_transform("beam_to_lidar_transform", &self.beam_to_lidar_transform)?;
         check_transform("lidar_to_sensor_transform", &self.lidar_to_sensor_transform)?;
@@ -463,7 +491,7 @@ pub const MAX_OFFSET_MM: f64 = 10_000.0;
 
 /// Checks a row-major 4×4 rigid transform: rotation elements in [-1, 1] (with 1e-3 slack for
 /// rounding in the JSON), translations within ±[`MAX_OFFSET_MM`], last row `0 0 0 1`.
-fn check_transform(name: &str, t: &[f64; 16]) -> Result<(), String> {
+fn check_transform(name: &str, t: &[f64; 16]) -> Result<(), MetadataError> {
     for (i, &x) in t.iter().enumerate() {
         let (ok, valid) = match (i / 4, i % 4) {
             (3, 3) => (
@@ -478,9 +506,11 @@ fn check_transform(name: &str, t: &[f64; 16]) -> Result<(), String> {
             _ => (x.abs() <= 1.001, "[-1, 1] (rotation)".to_owned()),
         };
         if !(x.is_finite() && ok) {
-            return Err(format!(
-                "{name}[{i}] = {x:?} is out of range; valid {valid}"
-            ));
+            return Err(MetadataError::OutOfRange {
+                field: format!("{name}[{i}]"),
+                value: x,
+                valid,
+            });
         }
     }
     Ok(())
@@ -594,7 +624,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_item() {
-        let e = |j: &str| OusterMetadata::from_json(j).unwrap_err();
+        let e = |j: &str| OusterMetadata::from_json(j).unwrap_err().to_string();
         assert!(e("[").contains("not JSON"));
         assert!(e(r#"{"lidar_mode":"1024x10"}"#).contains("beam_altitude_angles is missing"));
         let j = format!(
@@ -630,7 +660,7 @@ mod tests {
                 r#"{{"lidar_mode":"1024x10","beam_altitude_angles":[{alt}],
                     "beam_azimuth_angles":[{az}]{extra}}}"#
             );
-            OusterMetadata::from_json(&j).unwrap_err()
+            OusterMetadata::from_json(&j).unwrap_err().to_string()
         };
         let b = beams(64);
         let mut big = vec!["0"; 16];

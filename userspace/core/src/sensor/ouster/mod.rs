@@ -242,11 +242,10 @@ impl OusterStream {
                     .into(),
             });
         }
-        meta.validate()
-            .map_err(|message| ConfigError::Calibration {
-                path: cfg.calibration.clone(),
-                message,
-            })?;
+        meta.validate().map_err(|e| ConfigError::Calibration {
+            path: cfg.calibration.clone(),
+            message: e.to_string(),
+        })?;
         let lut = XyzLut::new(&meta);
         let keep = opts.fov_deg.map(|(min, max)| {
             let (min, max) = (min.to_radians() as f32, max.to_radians() as f32);
