@@ -142,12 +142,26 @@ fn build_ebpf(tc: &setup::BpfToolchain) -> Result<PathBuf> {
     Ok(ebpf_object())
 }
 
+/// Which of the daemon's optional sinks (cargo features `zenoh`, `dds`, `foxglove`, `view`)
+/// a build includes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sinks {
+    /// All of them: `cargo xtask build`, the daemon an operator installs.
+    All,
+    /// None: `cargo xtask demo` (XDP, AF_XDP, the decoders and the TCP publisher), so a first
+    /// demo on a fresh machine compiles neither zenoh, nor Cyclone DDS, nor the Foxglove
+    /// server's tokio stack.
+    None,
+}
+
 /// Builds the daemon in release mode with the XDP object embedded; returns the binary path.
-fn build_daemon(obj: &Path) -> Result<PathBuf> {
-    run(Command::new("cargo")
-        .args(["build", "--release", "-p", "lidarxdp", "--bin", "lidarxdp"])
-        .current_dir(root())
-        .env("LIDARXDP_BPF_OBJ", obj))?;
+fn build_daemon(obj: &Path, sinks: Sinks) -> Result<PathBuf> {
+    let mut cmd = Command::new("cargo");
+    cmd.args(["build", "--release", "-p", "lidarxdp", "--bin", "lidarxdp"]);
+    if sinks == Sinks::None {
+        cmd.arg("--no-default-features");
+    }
+    run(cmd.current_dir(root()).env("LIDARXDP_BPF_OBJ", obj))?;
     Ok(target_dir().join("release/lidarxdp"))
 }
 
@@ -335,7 +349,7 @@ fn main() -> Result<()> {
         }
         Cmd::Build => {
             let obj = build_ebpf(&tc)?;
-            let bin = build_daemon(&obj)?;
+            let bin = build_daemon(&obj, Sinks::All)?;
             let (shipped, debug) = dist(&bin)?;
             eprintln!(
                 "build: {} ({:.1} MB, with debug information) in {:.1} s",
@@ -353,7 +367,7 @@ fn main() -> Result<()> {
         }
         Cmd::BuildAndLoad { iface, args } => {
             let obj = build_ebpf(&tc)?;
-            let bin = build_daemon(&obj)?;
+            let bin = build_daemon(&obj, Sinks::All)?;
             run(Command::new(bin)
                 .args(["run", "--iface", &iface])
                 .args(args))?;
@@ -364,7 +378,7 @@ fn main() -> Result<()> {
         },
         Cmd::Demo { pcap, calibration } => {
             let obj = build_ebpf(&tc)?;
-            let bin = build_daemon(&obj)?;
+            let bin = build_daemon(&obj, Sinks::None)?;
             demo::demo(&bin, pcap, calibration)?;
         }
         Cmd::Bench {
