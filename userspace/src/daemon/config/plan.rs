@@ -58,6 +58,11 @@ pub struct SensorPlan {
     pub topic: String,
     /// `header.frame_id`, 1..=255 bytes without NUL.
     pub frame_id: String,
+    /// The sensor's settings as given (flags or its `[[sensors]]` table); the fields above
+    /// are the ones resolved with other settings, the others are read from here where they
+    /// are used (`check-config` prints them as `given`).
+    #[serde(rename = "given")]
+    pub settings: SensorSettings,
 }
 
 /// A validated capture thread: one (interface, RX queue) and the sensors it decodes.
@@ -803,6 +808,7 @@ fn sensor_plan(
         nebula_compat: x.nebula_compat.unwrap_or(false),
         topic,
         frame_id,
+        settings: x.clone(),
     };
     Ok((plan, iface, queue))
 }

@@ -122,7 +122,10 @@ section! {
 
 section! {
     /// One `[[sensors]]` table, or the single sensor of the flags (`--sensor vlp16 --port
-    /// 2368 --calibration FILE ...`). The sensor's own settings, all in this one record.
+    /// 2368 --calibration FILE ...`). The sensor's own settings, all in this one record; the
+    /// daemon reads the simple ones straight from it ([`super::SensorPlan::settings`]), so a
+    /// new one is this field and the line that uses it.
+    #[derive(serde::Serialize, PartialEq)]
     pub struct SensorSettings {
         /// Name subscribers choose the sensor by, 1..=64 bytes, unique (default: the model
         /// name, e.g. `VLP16`).
@@ -130,6 +133,7 @@ section! {
         pub name: Option<String>,
         /// Sensor model, e.g. `vlp16` (required).
         #[arg(long = "sensor", value_name = "MODEL")]
+        #[serde(serialize_with = "ser_model")]
         pub model: Option<SensorModel>,
         /// Calibration file (required): Velodyne ros-drivers/Nebula YAML; Hesai
         /// angle-correction CSV (AT128: binary `.dat`); Ouster sensor metadata JSON;
@@ -364,6 +368,13 @@ section! {
         #[arg(long, value_name = "S")]
         #[serde(rename = "split_duration_s")]
         pub record_split_duration: Option<Ranged<1, 604_800>>,
+    }
+}
+
+fn ser_model<S: serde::Serializer>(m: &Option<SensorModel>, s: S) -> Result<S::Ok, S::Error> {
+    match m {
+        Some(m) => s.serialize_str(m.name()),
+        None => s.serialize_none(),
     }
 }
 
