@@ -198,6 +198,11 @@ section! {
         /// its name).
         #[arg(long, value_name = "FRAME")]
         pub frame_id: Option<String>,
+        /// Host time without a data packet after which the open frame is published as it is
+        /// (counted lost where packets are missing), ms, 1..=60000 (default 200). Raise it for
+        /// sensors turning slower than 5 Hz.
+        #[arg(long, value_name = "MS")]
+        pub frame_timeout_ms: Option<Ranged<1, 60_000>>,
     }
 }
 

@@ -199,6 +199,11 @@ fn file_values_are_checked_by_their_types() {
             "0 is out of range; valid 1..=604800",
         ),
         (
+            "[[sensors]]\nframe_timeout_ms = 60001\n",
+            "frame_timeout_ms = 60001",
+            "60001 is out of range; valid 1..=60000",
+        ),
+        (
             "[[sensors]]\nstamp = \"gps\"\n",
             "stamp = \"gps\"",
             "unknown stamp 'gps'; valid: sensor, host",
