@@ -2,7 +2,8 @@
 //!
 //! The decoding itself is sans-IO and lives in `lidarxdp-core` (points, frames, wire parsing,
 //! reassembly, decoders, scan assembly, the protocol codec); the subscriber side lives in
-//! `lidarxdp-client`. This crate holds what touches the system (see `docs/architecture.md`):
+//! `lidarxdp-client` (the TCP subscriber, PCD, MCAP recording and the zenoh reader). This
+//! crate holds what touches the system (see `docs/architecture.md`):
 //! - [`calibration`]: reading calibration / metadata files (bounded, `O_NONBLOCK`) for the
 //!   core's parsers;
 //! - [`xsk`]: AF_XDP socket, UMEM and rings (libc + memmap2);
@@ -10,7 +11,7 @@
 //! - [`capture`]: the decoder thread per (interface, queue), and the socket baselines;
 //! - [`publish`]: the TCP publisher (io_uring) and the sink seam;
 //! - [`ros2_zenoh`]: frames as ROS 2 `PointCloud2` over zenoh (rmw_zenoh's keys, shared
-//!   memory), and the zenoh subscriber;
+//!   memory); the zenoh subscriber is `lidarxdp_client::zenoh`'s;
 //! - [`foxglove`]: the Foxglove WebSocket server (`run --foxglove`): one PointCloud2 channel
 //!   per sensor and a diagnostics channel, for Foxglove and Lichtblick;
 //! - [`replay`], [`offline`]: sending and decoding pcap files;
@@ -18,7 +19,6 @@
 //! - [`sys`]: every raw libc call (socket options, AF_XDP syscalls, capabilities, CPU pinning,
 //!   eventfd, sysfs), each behind a safe wrapper;
 //! - [`metrics`]: Prometheus text rendering of the counters;
-//! - [`record`]: recording received frames as ROS 2 PointCloud2 in MCAP.
 //! - [`view`]: the live 3D view in a browser (`run --view`): embedded three.js page, HTTP
 //!   server, latest frame per sensor.
 #![warn(missing_docs)]
@@ -32,7 +32,6 @@ pub mod metrics;
 pub mod offline;
 pub mod privs;
 pub mod publish;
-pub mod record;
 pub mod replay;
 pub mod ros2_dds;
 pub mod ros2_zenoh;

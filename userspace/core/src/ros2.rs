@@ -873,6 +873,51 @@ pub fn default_frame_id(sensor_name: &str) -> String {
     sensor_name.to_owned()
 }
 
+/// Largest ROS domain id (`--ros-domain-id`, `ROS_DOMAIN_ID`): ROS 2 "The ROS_DOMAIN_ID"
+/// concept page gives 0..=232 as the range every RMW accepts.
+pub const MAX_ROS_DOMAIN_ID: u32 = 232;
+
+/// A ROS domain id that is not a number or is out of 0..=[`MAX_ROS_DOMAIN_ID`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DomainIdError {
+    /// `ROS_DOMAIN_ID` is not a decimal number.
+    #[error(
+        "ROS_DOMAIN_ID: {0:?} is not a number; valid 0..={MAX_ROS_DOMAIN_ID} (or pass --ros-domain-id)"
+    )]
+    NotANumber(String),
+    /// The id is over [`MAX_ROS_DOMAIN_ID`].
+    #[error("{from}: {id} is out of range; valid 0..={MAX_ROS_DOMAIN_ID}")]
+    OutOfRange {
+        /// Where it came from: `--ros-domain-id` or `ROS_DOMAIN_ID`.
+        from: &'static str,
+        /// The id given.
+        id: u32,
+    },
+}
+
+/// The ROS domain id: `flag` (`--ros-domain-id`) when given, else the `ROS_DOMAIN_ID`
+/// environment value `env` (blank counts as unset), else 0.
+///
+/// # Errors
+/// [`DomainIdError`] naming the source (`--ros-domain-id` or `ROS_DOMAIN_ID`) with its value
+/// and the valid range 0..=[`MAX_ROS_DOMAIN_ID`]: not a number, or out of range.
+pub fn domain_id(flag: Option<u32>, env: Option<&str>) -> Result<u32, DomainIdError> {
+    let env = env.map(str::trim).filter(|v| !v.is_empty());
+    let (id, from) = match (flag, env) {
+        (Some(d), _) => (d, "--ros-domain-id"),
+        (None, Some(v)) => (
+            v.parse::<u32>()
+                .map_err(|_| DomainIdError::NotANumber(v.to_owned()))?,
+            "ROS_DOMAIN_ID",
+        ),
+        (None, None) => (0, "ROS_DOMAIN_ID"),
+    };
+    if id > MAX_ROS_DOMAIN_ID {
+        return Err(DomainIdError::OutOfRange { from, id });
+    }
+    Ok(id)
+}
+
 /// A topic name that breaks a ROS 2 name rule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -3,23 +3,33 @@
 //! address, or `zenoh:/topic` for its ROS 2 topic over zenoh (read in place from shared memory
 //! on the same host).
 //!
+//! One loop ([`run`]) serves both: a [`FrameSource`] (`lidarxdp_client`'s [`Subscriber`], or
+//! `lidarxdp_client::zenoh`'s reader) yields each frame as a [`Got`] (its header values, and
+//! its points in place), and the loop prints, counts and writes it (`--stats`, `--json`,
+//! `--pcd`, `--mcap`).
+//!
 //! SIGINT and SIGTERM stop it cleanly: the frame being received is dropped, the MCAP recording
 //! is finished (summary, chunk indexes, footer), the summary printed, and the exit code is 0.
 //! A second signal during that exits at once with 128 + the signal number.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use lidarxdp::record::{McapOptions, McapRecorder, RecordedFile};
+use lidarxdp_client::mcap::{McapError, McapOptions, McapRecorder, RecordedFile};
+use lidarxdp_client::zenoh::{
+    SessionConfig, ZenohFrame, ZenohFrameError, ZenohSubscriber, points_of,
+};
 use lidarxdp_client::{ReceivedFrame, Subscriber};
 use lidarxdp_core::frame::{FrameClock, FrameHeader};
+use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::protocol::Subscribe;
+use lidarxdp_core::ros2::PointCloud2View;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 /// `--split-size` range, MB (10^6 bytes).
@@ -50,12 +60,14 @@ pub struct SubscribeArgs {
     /// `latency_us`), then one `{"summary": {...}}` object (docs/seeing-and-recording.md).
     #[arg(long, conflicts_with = "stats")]
     json: bool,
-    /// Write every frame as `<DIR>/<sensor name>_<sequence, 6 digits>.pcd` (needs all fields).
+    /// Write every frame as `<DIR>/<sensor name>_<sequence, 6 digits>.pcd` (needs all fields;
+    /// `zenoh:`: the message's `frame_id` and rmw_zenoh sequence number).
     #[arg(long, value_name = "DIR")]
     pcd: Option<PathBuf>,
     /// Record every frame into this MCAP file as ROS 2 `sensor_msgs/msg/PointCloud2` (CDR,
-    /// profile `ros2`), one channel `/lidar/<sensor name>/points` per sensor; `ros2 bag play`
-    /// and Foxglove open it. Finished cleanly on SIGINT/SIGTERM.
+    /// profile `ros2`), one channel `/lidar/<sensor name>/points` per sensor (`zenoh:`: the
+    /// topic, each message as received); `ros2 bag play` and Foxglove open it. Finished
+    /// cleanly on SIGINT/SIGTERM.
     #[arg(long, value_name = "FILE")]
     mcap: Option<PathBuf>,
     /// `--mcap`: start a new file before a frame that would take the current one over MB
@@ -70,7 +82,7 @@ pub struct SubscribeArgs {
     /// Exit after this many frames (at least 1).
     #[arg(long)]
     frames: Option<u64>,
-    /// Keep retrying the connection for this long (ms) while the daemon starts.
+    /// TCP only: keep retrying the connection for this long (ms) while the daemon starts.
     #[arg(long, default_value_t = 0)]
     connect_timeout_ms: u64,
     /// Create this file once connected (for scripts).
@@ -136,11 +148,9 @@ fn check_flags(a: &SubscribeArgs) -> Result<()> {
         let tcp_only = [
             ("--sensor", !a.sensors.is_empty()),
             ("--fields", !a.fields.is_empty()),
-            ("--mcap", a.mcap.is_some()),
-            ("--pcd", a.pcd.is_some()),
             ("--connect-timeout-ms", a.connect_timeout_ms != 0),
         ];
-        for (flag, given) in tcp_only.into_iter().chain(split) {
+        for (flag, given) in tcp_only {
             if given {
                 bail!(
                     "{flag}: not available with a zenoh:/TOPIC address (one topic is one sensor)"
@@ -389,6 +399,14 @@ impl Tally {
 struct Totals(BTreeMap<String, Tally>);
 
 impl Totals {
+    /// Counts a frame of `key` (sensor or topic).
+    fn add(&mut self, key: &str, seq: u64, points: u64) {
+        match self.0.get_mut(key) {
+            Some(t) => t.add(seq, points),
+            None => self.0.entry(key.to_owned()).or_default().add(seq, points),
+        }
+    }
+
     fn sum(&self) -> Tally {
         self.0.values().fold(Tally::default(), |a, t| Tally {
             frames: a.frames + t.frames,
@@ -528,33 +546,94 @@ fn files_text(files: &[RecordedFile]) -> String {
     }
 }
 
-/// Checks the flags, installs the signal handlers, and subscribes over TCP or zenoh.
+/// Checks the flags, installs the signal handlers, opens the source (TCP or zenoh) and runs
+/// the loop.
 pub fn subscribe(a: SubscribeArgs) -> Result<()> {
     check_flags(&a)?;
     let stop = Stop::install()?;
-    match &a.addr {
-        Source::Tcp(addr) => subscribe_tcp(&a, *addr, &stop),
-        Source::Zenoh(topic) => subscribe_zenoh(&a, topic, &stop),
-    }
+    let (mut src, from) = match &a.addr {
+        Source::Tcp(addr) => match open_tcp(&a, *addr, &stop)? {
+            Ok(src) => (src, addr.to_string()),
+            Err(why) => {
+                let summary = serde_json::json!({
+                    "frames": 0, "points": 0, "gaps": 0, "stopped_by": why.text(), "sensors": {},
+                });
+                let line = format!("0 frames (stopped by {})", why.text());
+                return report_summary(&a, &mut Out::new(), &addr.to_string(), line, summary);
+            }
+        },
+        Source::Zenoh(topic) => (open_zenoh(&a, topic)?, format!("zenoh:{topic}")),
+    };
+    run(&a, &mut src, &from, &stop)
 }
 
-/// Connects (retrying for `--connect-timeout-ms`), then prints and records every frame until
-/// the stream ends, `--frames` frames arrived, or a signal.
-fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()> {
-    let mut out = Out::new();
-    let from = addr.to_string();
-    let nothing = |out: &mut Out, why: StopReason| {
-        let summary = serde_json::json!({
-            "frames": 0, "points": 0, "gaps": 0, "stopped_by": why.text(), "sensors": {},
-        });
-        report_summary(
-            a,
-            out,
-            &from,
-            format!("0 frames (stopped by {})", why.text()),
-            summary,
-        )
-    };
+/// The receive time of a frame, ns since the Unix epoch: the one clock of `subscribe`.
+fn receive_time_ns() -> u64 {
+    lidarxdp::capture::realtime_ns()
+}
+
+/// Where [`run`] reads frames from.
+enum FrameSource {
+    /// The daemon's TCP publisher: `lidarxdp_client`'s [`Subscriber`], with the sensor names
+    /// of its hello (`sensor<id>` for an id it did not name), and the frame it reads into.
+    Tcp {
+        sub: Box<Subscriber>,
+        addr: SocketAddr,
+        names: HashMap<u16, String>,
+        frame: ReceivedFrame,
+    },
+    /// A ROS 2 topic over zenoh: `lidarxdp_client::zenoh`'s reader, the message last read
+    /// (its points are read in place), `--idle-exit-ms`, and the summary's own values:
+    /// messages read from shared memory, `delivery_us` (receive time minus the publisher's
+    /// put time in the rmw_zenoh attachment) and `age_us` (receive time minus `header.stamp`).
+    Zenoh {
+        sub: Box<ZenohSubscriber>,
+        topic: String,
+        current: Option<ZenohFrame>,
+        idle: Option<Duration>,
+        last_msg: Option<Instant>,
+        in_shm: u64,
+        delivery_us: Vec<u64>,
+        age_us: Vec<u64>,
+    },
+}
+
+/// One frame, whichever the source: what the outputs need, its points in place.
+struct Got<'a> {
+    /// The summary's key: the sensor name (TCP) or the topic (zenoh).
+    key: &'a str,
+    seq: u64,
+    points: usize,
+    /// Bytes received (`--stats` MB/s).
+    bytes: usize,
+    /// `--stats` latency, µs: receive time minus the frame's `host_ns` (its first packet at
+    /// the daemon; TCP) or minus the publisher's put time (zenoh).
+    latency_us: u64,
+    received_ns: u64,
+    from: GotFrom<'a>,
+}
+
+/// The source's own view of a [`Got`] frame.
+enum GotFrom<'a> {
+    Tcp(&'a ReceivedFrame),
+    Zenoh {
+        msg: &'a ZenohFrame,
+        view: PointCloud2View<'a>,
+        points: &'a [PointXYZIRCAEDT],
+        /// rmw_zenoh's sequence number (0 without an attachment).
+        seq: i64,
+        /// The publisher's put time, ns (the attachment's; else the receive time).
+        publish_ns: u64,
+    },
+}
+
+/// Connects (retrying for `--connect-timeout-ms`) and subscribes as `--sensor` and `--fields`
+/// ask; `Ok(Err(why))` when a signal came first.
+fn open_tcp(
+    a: &SubscribeArgs,
+    addr: SocketAddr,
+    stop: &Stop,
+) -> Result<Result<FrameSource, StopReason>> {
     let want = Subscribe {
         sensors: a.sensors.clone(),
         fields: a.fields.clone(),
@@ -562,7 +641,7 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
     let deadline = Instant::now() + Duration::from_millis(a.connect_timeout_ms);
     let stream = loop {
         if let Some(why) = stop.signal() {
-            return nothing(&mut out, why);
+            return Ok(Err(why));
         }
         match TcpStream::connect(addr) {
             Ok(s) => break s,
@@ -574,36 +653,24 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
         }
     };
     stop.watch(&stream)?;
+    let stopped = || Ok(Err(stop.signal().unwrap_or(StopReason::Error)));
     let mut sub = match Subscriber::from_stream(stream) {
         Ok(s) => s,
-        Err(_) if stop.signal().is_some() => {
-            return nothing(&mut out, stop.signal().unwrap_or(StopReason::Error));
-        }
+        Err(_) if stop.signal().is_some() => return stopped(),
         Err(e) => return Err(e).with_context(|| format!("connect to {addr}")),
     };
-    let names: std::collections::HashMap<u16, String> = sub
-        .hello()
-        .sensors
-        .iter()
+    let mut names: HashMap<u16, String> = (sub.hello().sensors.iter())
         .map(|s| (s.id, s.name.clone()))
         .collect();
-    let name_of = |id: u16| {
-        names
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| format!("sensor{id}"))
-    };
     if want != Subscribe::default() {
         let ack = match sub.subscribe(&want) {
             Ok(ack) => ack,
-            Err(_) if stop.signal().is_some() => {
-                return nothing(&mut out, stop.signal().unwrap_or(StopReason::Error));
-            }
-            Err(e) => {
-                return Err(e).with_context(|| format!("subscribe to {}", describe(&want)));
-            }
+            Err(_) if stop.signal().is_some() => return stopped(),
+            Err(e) => return Err(e).with_context(|| format!("subscribe to {}", describe(&want))),
         };
-        let chosen: Vec<String> = ack.sensor_ids.iter().map(|&id| name_of(id)).collect();
+        let chosen: Vec<String> = (ack.sensor_ids.iter())
+            .map(|&id| name_of(&mut names, id).clone())
+            .collect();
         log::info!(
             "subscribed to {addr}: sensors {}, {}-byte points",
             chosen.join(", "),
@@ -612,6 +679,215 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
     } else {
         log::info!("subscribed to {addr}");
     }
+    Ok(Ok(FrameSource::Tcp {
+        sub: Box::new(sub),
+        addr,
+        names,
+        frame: ReceivedFrame::default(),
+    }))
+}
+
+/// The name of sensor `id`: the hello's, else `sensor<id>`.
+fn name_of(names: &mut HashMap<u16, String>, id: u16) -> &String {
+    names.entry(id).or_insert_with(|| format!("sensor{id}"))
+}
+
+/// Resolves the domain id and the session configuration (`--zenoh-config`, rmw_zenoh's
+/// environment variables) and subscribes to `topic`.
+fn open_zenoh(a: &SubscribeArgs, topic: &str) -> Result<FrameSource> {
+    let domain = lidarxdp_core::ros2::domain_id(
+        a.ros_domain_id,
+        std::env::var("ROS_DOMAIN_ID").ok().as_deref(),
+    )?;
+    // zenoh locks the publisher's segments it maps (mlock(2)): allow up to the hard limit.
+    if let Err(e) = lidarxdp::sys::rlimit::memlock_to_hard() {
+        log::debug!("RLIMIT_MEMLOCK: {e}");
+    }
+    let source = SessionConfig::from_env(a.zenoh_config.as_deref())?;
+    let sub = ZenohSubscriber::open(&source, domain, topic, a.ros_distro.unwrap_or_default())?;
+    log::info!("subscribed to {topic} (zenoh key {})", sub.key());
+    Ok(FrameSource::Zenoh {
+        sub: Box::new(sub),
+        topic: topic.to_owned(),
+        current: None,
+        idle: a.idle_exit_ms.map(Duration::from_millis),
+        last_msg: None,
+        in_shm: 0,
+        delivery_us: Vec::new(),
+        age_us: Vec::new(),
+    })
+}
+
+impl FrameSource {
+    /// Waits for the next frame: `Err(Ok(why))` when the stream ended or a stop condition
+    /// came (signal, `--idle-exit-ms`), `Err(Err(e))` on an error.
+    fn next(&mut self, stop: &Stop) -> Result<Got<'_>, Result<StopReason, anyhow::Error>> {
+        match self {
+            FrameSource::Tcp {
+                sub,
+                addr,
+                names,
+                frame,
+            } => {
+                match sub.next_frame_into(frame) {
+                    Ok(true) => {}
+                    Ok(false) => return Err(Ok(stop.signal().unwrap_or(StopReason::EndOfStream))),
+                    Err(e) => {
+                        return Err(stop.signal().ok_or_else(|| {
+                            anyhow::Error::new(e).context(format!("receive from {addr}"))
+                        }));
+                    }
+                }
+                let received_ns = receive_time_ns();
+                let h = frame.header();
+                Ok(Got {
+                    key: name_of(names, h.sensor_id),
+                    seq: h.sequence,
+                    points: frame.point_count(),
+                    bytes: frame.payload_bytes().len(),
+                    latency_us: received_ns.saturating_sub(h.host_ns) / 1000,
+                    received_ns,
+                    from: GotFrom::Tcp(&*frame),
+                })
+            }
+            FrameSource::Zenoh {
+                sub,
+                topic,
+                current,
+                idle,
+                last_msg,
+                in_shm,
+                delivery_us,
+                age_us,
+            } => {
+                let msg = loop {
+                    if let Some(why) = stop.signal() {
+                        return Err(Ok(why));
+                    }
+                    if let Some(msg) = sub.recv_timeout(Duration::from_millis(50)) {
+                        break msg;
+                    }
+                    if let (Some(idle), Some(t)) = (*idle, *last_msg)
+                        && t.elapsed() >= idle
+                    {
+                        return Err(Ok(StopReason::Idle));
+                    }
+                };
+                *last_msg = Some(Instant::now());
+                let received_ns = receive_time_ns();
+                let msg: &ZenohFrame = current.insert(msg);
+                let on = |e: ZenohFrameError| {
+                    Err::<StopReason, _>(
+                        anyhow::Error::new(e).context(format!("message on {topic}")),
+                    )
+                };
+                let view = msg.view().map_err(|e| on(e.into()))?;
+                let points = points_of(&view).map_err(on)?;
+                let att = msg.attachment();
+                let publish_ns = att.map_or(received_ns, |t| t.source_timestamp_ns.max(0) as u64);
+                let seq = att.map_or(0, |t| t.sequence_number);
+                let latency_us = att.map_or(0, |_| received_ns.saturating_sub(publish_ns) / 1000);
+                *in_shm += u64::from(msg.in_shared_memory());
+                delivery_us.push(latency_us);
+                age_us.push(received_ns.saturating_sub(view.stamp_ns) / 1000);
+                Ok(Got {
+                    key: topic.as_str(),
+                    seq: seq.max(0) as u64,
+                    points: points.len(),
+                    bytes: msg.bytes().len(),
+                    latency_us,
+                    received_ns,
+                    from: GotFrom::Zenoh {
+                        msg,
+                        view,
+                        points,
+                        seq,
+                        publish_ns,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Adds the source's own values to the summary object; returns the text that follows the
+    /// counts in the readable summary.
+    fn summarize(&mut self, summary: &mut serde_json::Value) -> String {
+        let FrameSource::Zenoh {
+            in_shm,
+            delivery_us,
+            age_us,
+            ..
+        } = self
+        else {
+            return String::new();
+        };
+        summary["shm_frames"] = (*in_shm).into();
+        summary["delivery_us"] = percentiles(delivery_us);
+        summary["age_us"] = percentiles(age_us);
+        format!(", {in_shm} read in place from shared memory")
+    }
+}
+
+impl Got<'_> {
+    /// The `--json` object (`json`) or the text line of the frame.
+    fn text(&self, json: bool) -> String {
+        match (&self.from, json) {
+            (GotFrom::Tcp(f), true) => frame_json(self.key, f.header(), self.points).to_string(),
+            (GotFrom::Tcp(f), false) => frame_line(self.key, f.header(), self.points),
+            (GotFrom::Zenoh { msg, view, seq, .. }, true) => serde_json::json!({
+                "topic": self.key, "seq": seq, "stamp_ns": view.stamp_ns,
+                "frame_id": view.frame_id, "points": self.points,
+                "shm": msg.in_shared_memory(), "latency_us": self.latency_us,
+            })
+            .to_string(),
+            (GotFrom::Zenoh { msg, view, seq, .. }, false) => format!(
+                "frame topic={} seq={seq} stamp_ns={} frame_id={} points={} shm={} latency_us={}",
+                self.key,
+                view.stamp_ns,
+                view.frame_id,
+                self.points,
+                if msg.in_shared_memory() { "yes" } else { "no" },
+                self.latency_us,
+            ),
+        }
+    }
+
+    /// The PCD file of the frame in `dir` and its points, `None` without the full layout:
+    /// `<sensor name or frame_id>_<sequence>.pcd`.
+    fn pcd(&self, dir: &Path) -> Option<(PathBuf, &[PointXYZIRCAEDT])> {
+        let (name, points) = match &self.from {
+            GotFrom::Tcp(f) => (self.key, f.is_full_layout().then(|| f.points())?),
+            GotFrom::Zenoh { view, points, .. } => (view.frame_id, *points),
+        };
+        Some((
+            dir.join(format!("{}_{:06}.pcd", file_token(name), self.seq)),
+            points,
+        ))
+    }
+
+    /// Appends the frame to the MCAP recording: a TCP frame encoded on its sensor's channel,
+    /// a zenoh message as received on its topic's.
+    fn record(&self, mcap: &mut McapRecorder) -> Result<(), McapError> {
+        match &self.from {
+            GotFrom::Tcp(f) => mcap.write(f, self.key, self.received_ns),
+            GotFrom::Zenoh {
+                msg, publish_ns, ..
+            } => mcap.write_cdr(
+                self.key,
+                msg.bytes(),
+                self.seq,
+                self.received_ns,
+                *publish_ns,
+            ),
+        }
+    }
+}
+
+/// Prints, counts and writes every frame of `src` until it ends, `--frames` frames arrived,
+/// or a signal; then finishes the MCAP recording and reports the summary (`from` names the
+/// source in it).
+fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Result<()> {
+    let mut out = Out::new();
     if let Some(dir) = &a.pcd {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
@@ -625,7 +901,6 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
                     distro: a.ros_distro.unwrap_or_default(),
                 },
             )
-            .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("create {}", p.display()))?,
         ),
         None => None,
@@ -634,7 +909,6 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
         std::fs::write(f, b"").with_context(|| format!("write {}", f.display()))?;
     }
     let mut totals = Totals::default();
-    let mut frame = ReceivedFrame::default();
     let mut window = Window::default();
     let mut window_start = Instant::now();
     let mut gaps_before = 0;
@@ -643,63 +917,48 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
         if let Some(why) = stop.signal() {
             break why;
         }
-        match sub.next_frame_into(&mut frame) {
-            Ok(true) => {}
-            Ok(false) => break stop.signal().unwrap_or(StopReason::EndOfStream),
-            Err(e) => {
-                if let Some(why) = stop.signal() {
-                    break why;
-                }
-                error = Some(anyhow::Error::new(e).context(format!("receive from {addr}")));
+        let f = match src.next(stop) {
+            Ok(f) => f,
+            Err(Ok(why)) => break why,
+            Err(Err(e)) => {
+                error = Some(e);
                 break StopReason::Error;
             }
-        }
-        let now_ns = lidarxdp::capture::realtime_ns();
-        let h = *frame.header();
-        let name = name_of(h.sensor_id);
+        };
         if a.stats {
             window.frames += 1;
-            window.bytes += frame.payload_bytes().len() as u64;
-            window.ages_us.push(now_ns.saturating_sub(h.host_ns) / 1000);
+            window.bytes += f.bytes as u64;
+            window.ages_us.push(f.latency_us);
             let el = window_start.elapsed();
             if el >= Duration::from_secs(1) {
                 let gaps = totals.sum().gaps;
                 window.report(&mut out, el.as_secs_f64(), gaps, &mut gaps_before);
                 window_start = Instant::now();
             }
-        } else if a.json {
-            out.line(&frame_json(&name, &h, frame.point_count()).to_string());
         } else {
-            out.line(&frame_line(&name, &h, frame.point_count()));
+            out.line(&f.text(a.json));
         }
         if let Some(dir) = &a.pcd {
-            if !frame.is_full_layout() {
+            let Some((path, points)) = f.pcd(dir) else {
                 error = Some(anyhow::anyhow!(
                     "--pcd needs all point fields (drop --fields)"
                 ));
                 break StopReason::Error;
-            }
-            let path = dir.join(format!("{}_{:06}.pcd", file_token(&name), h.sequence));
-            if let Err(e) = lidarxdp_client::pcd::write_pcd(&path, frame.points()) {
+            };
+            if let Err(e) = lidarxdp_client::pcd::write_pcd(&path, points) {
                 error = Some(anyhow::Error::new(e).context(format!("write {}", path.display())));
                 break StopReason::Error;
             }
         }
         if let Some(m) = mcap.as_mut()
-            && let Err(e) = m.write(&frame, &name, now_ns)
+            && let Err(e) = f.record(m)
         {
-            let at = m
-                .current()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            error = Some(anyhow::anyhow!("write MCAP {at}: {e}"));
+            let at = m.current().map(|p| p.display().to_string());
+            let at = at.unwrap_or_default();
+            error = Some(anyhow::Error::new(e).context(format!("write MCAP {at}")));
             break StopReason::Error;
         }
-        totals
-            .0
-            .entry(name)
-            .or_default()
-            .add(h.sequence, frame.point_count() as u64);
+        totals.add(f.key, f.seq, f.points as u64);
         if a.frames.is_some_and(|n| totals.sum().frames >= n) {
             break StopReason::Frames;
         }
@@ -713,9 +972,9 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
         match m.finish() {
             Ok(f) => files = f,
             Err(e) => {
-                let e = anyhow::anyhow!("finish MCAP: {e}");
+                let e = anyhow::Error::new(e).context("finish MCAP");
                 error = Some(match error {
-                    Some(first) => first.context(e.to_string()),
+                    Some(first) => first.context(format!("{e:#}")),
                     None => e,
                 });
             }
@@ -726,10 +985,10 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
         "frames": t.frames, "points": t.points, "gaps": t.gaps,
         "stopped_by": reason.text(), "sensors": totals.json(),
     });
-    let mut line = format!("{} (stopped by {})", totals.text(), reason.text());
+    let extra = src.summarize(&mut summary);
+    let mut line = format!("{}{extra} (stopped by {})", totals.text(), reason.text());
     if a.mcap.is_some() {
-        summary["mcap"] = files
-            .iter()
+        summary["mcap"] = (files.iter())
             .map(|f| serde_json::json!({"path": f.path, "messages": f.messages}))
             .collect::<Vec<_>>()
             .into();
@@ -741,119 +1000,8 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
             ));
         }
     }
-    report_summary(a, &mut out, &from, line, summary)?;
-    match error {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
-}
-
-/// `lidarxdp subscribe zenoh:/TOPIC`: one line (or JSON object) per message, or `--stats`
-/// once per second, until `--frames` messages arrived, `--idle-exit-ms` passed without one,
-/// or a signal. Two latencies: `delivery` is the receive time minus the publisher's source
-/// time in the rmw_zenoh attachment (the put), `age` the receive time minus `header.stamp`
-/// (the frame's start).
-fn subscribe_zenoh(a: &SubscribeArgs, topic: &str, stop: &Stop) -> Result<()> {
-    use lidarxdp::ros2_zenoh::ZenohSubscriber;
-    let mut out = Out::new();
-    let domain = lidarxdp::ros2_zenoh::domain_id(
-        a.ros_domain_id,
-        std::env::var("ROS_DOMAIN_ID").ok().as_deref(),
-    )
-    .map_err(anyhow::Error::msg)?;
-    // zenoh locks the publisher's segments it maps (mlock(2)): allow up to the hard limit.
-    if let Err(e) = lidarxdp::sys::rlimit::memlock_to_hard() {
-        log::debug!("RLIMIT_MEMLOCK: {e}");
-    }
-    let source = lidarxdp::ros2_zenoh::SessionConfig::from_env(a.zenoh_config.as_deref())
-        .map_err(anyhow::Error::msg)?;
-    let sub = ZenohSubscriber::open(&source, domain, topic, a.ros_distro.unwrap_or_default())?;
-    log::info!("subscribed to {topic} (zenoh key {})", sub.key());
-    if let Some(f) = &a.ready_file {
-        std::fs::write(f, b"").with_context(|| format!("write {}", f.display()))?;
-    }
-    let mut tally = Tally::default();
-    let mut in_shm = 0u64;
-    let mut window = Window::default();
-    let mut window_start = Instant::now();
-    let mut gaps_before = 0;
-    let (mut delivery_us, mut age_ns) = (Vec::new(), Vec::new());
-    let mut last_msg: Option<Instant> = None;
-    let reason = loop {
-        if let Some(why) = stop.signal() {
-            break why;
-        }
-        if a.frames.is_some_and(|n| tally.frames >= n) {
-            break StopReason::Frames;
-        }
-        let Some(msg) = sub.recv_timeout(Duration::from_millis(50)) else {
-            if let (Some(idle), Some(t)) = (a.idle_exit_ms, last_msg)
-                && t.elapsed() >= Duration::from_millis(idle)
-            {
-                break StopReason::Idle;
-            }
-            continue;
-        };
-        last_msg = Some(Instant::now());
-        let now_ns = lidarxdp::capture::realtime_ns();
-        let view = msg.view().with_context(|| format!("message on {topic}"))?;
-        let pts = lidarxdp::ros2_zenoh::points_of(&view)
-            .with_context(|| format!("message on {topic}"))?;
-        let att = msg.attachment();
-        let seq = att.map_or(0, |t| t.sequence_number);
-        tally.add(seq.max(0) as u64, pts.len() as u64);
-        let age_us = att.map_or(0, |t| {
-            now_ns.saturating_sub(t.source_timestamp_ns as u64) / 1000
-        });
-        in_shm += u64::from(msg.in_shared_memory());
-        delivery_us.push(age_us);
-        age_ns.push(now_ns.saturating_sub(view.stamp_ns));
-        if a.stats {
-            window.frames += 1;
-            window.bytes += msg.bytes().len() as u64;
-            window.ages_us.push(age_us);
-            let el = window_start.elapsed();
-            if el >= Duration::from_secs(1) {
-                window.report(&mut out, el.as_secs_f64(), tally.gaps, &mut gaps_before);
-                window_start = Instant::now();
-            }
-        } else if a.json {
-            out.line(
-                &serde_json::json!({
-                    "topic": topic, "seq": seq, "stamp_ns": view.stamp_ns,
-                    "frame_id": view.frame_id, "points": pts.len(),
-                    "shm": msg.in_shared_memory(), "latency_us": age_us,
-                })
-                .to_string(),
-            );
-        } else {
-            out.line(&format!(
-                "frame topic={topic} seq={seq} stamp_ns={} frame_id={} points={} shm={} latency_us={age_us}",
-                view.stamp_ns,
-                view.frame_id,
-                pts.len(),
-                if msg.in_shared_memory() { "yes" } else { "no" },
-            ));
-        }
-    };
-    if a.stats && window.frames > 0 {
-        let secs = window_start.elapsed().as_secs_f64().max(1e-3);
-        window.report(&mut out, secs, tally.gaps, &mut gaps_before);
-    }
-    let summary = serde_json::json!({
-        "frames": tally.frames, "points": tally.points, "gaps": tally.gaps,
-        "shm_frames": in_shm, "stopped_by": reason.text(),
-        "delivery_us": percentiles(&mut delivery_us),
-        "age_us": percentiles(&mut age_ns.iter().map(|n| n / 1000).collect::<Vec<_>>()),
-    });
-    let line = format!(
-        "{} frames, {} points, {} gaps, {in_shm} read in place from shared memory (stopped by {})",
-        tally.frames,
-        tally.points,
-        tally.gaps,
-        reason.text()
-    );
-    report_summary(a, &mut out, &format!("zenoh:{topic}"), line, summary)
+    report_summary(a, &mut out, from, line, summary)?;
+    error.map_or(Ok(()), Err)
 }
 
 /// `{"p50", "p99", "max"}` of `v` (nearest rank), nulls when empty.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
-use lidarxdp::record::{McapOptions, McapRecorder, POINTCLOUD2_SCHEMA};
 use lidarxdp_client::Subscriber;
+use lidarxdp_client::mcap::{McapOptions, McapRecorder, POINTCLOUD2_SCHEMA};
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::protocol::{SensorEntry, Subscribe};

@@ -337,3 +337,199 @@ fn sigterm_finishes_every_part_of_a_split_recording() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `subscribe zenoh:/TOPIC --mcap` with `--split-size 1`: an in-process zenoh sink (the
+/// daemon's, on a loopback peer) publishes frames of 25 000 points (800 KB of points each) on
+/// `/lidar/front/points`; the subscriber records `--frames 4` of them as received and exits.
+/// Every part is a complete MCAP that the Python `mcap` reader and `mcap-ros2-support` read
+/// back (`mcap_check.py`), one message per part (two would pass 1 000 000 bytes), holding
+/// exactly the messages the subscriber printed, in order: the topic's channel with rosbag2's
+/// QoS metadata, rmw_zenoh's sequence number, the sink's `header.stamp` and `frame_id`, and
+/// the full point layout.
+#[test]
+fn zenoh_subscription_records_split_mcap() {
+    use std::sync::Arc;
+
+    use lidarxdp::publish::{BufferPool, Publisher, PublisherConfig};
+    use lidarxdp::ros2_zenoh::{SINK_QUEUE, SessionConfig, TopicPlan, ZenohSettings, ZenohSink};
+    use lidarxdp_core::frame::{Frame, FrameHeader};
+    use lidarxdp_core::point::PointXYZIRCAEDT;
+    use lidarxdp_core::ros2::{Distro, Qos};
+
+    if !python_available() {
+        return;
+    }
+    const TOPIC: &str = "/lidar/front/points";
+    const POINTS: usize = 25_000;
+    let dir = std::env::temp_dir().join(format!("lidarxdp-rec-zenoh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port(false);
+    let config = |name: &str, endpoints: &str| {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "{{ mode: 'peer', {endpoints}: {{ endpoints: ['tcp/127.0.0.1:{port}'] }}, \
+                 scouting: {{ multicast: {{ enabled: false }} }} }}"
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let (pub_cfg, sub_cfg) = (
+        config("pub.json5", "listen"),
+        config("sub.json5", "connect"),
+    );
+    let (sink, _handle) = ZenohSink::start(
+        &ZenohSettings {
+            session: SessionConfig {
+                file: Some(pub_cfg),
+                overrides: Vec::new(),
+            },
+            domain_id: 0,
+            distro: Distro::Jazzy,
+            qos: Qos::LIDAR,
+            queue: SINK_QUEUE,
+            topics: vec![TopicPlan {
+                sensor_id: 0,
+                topic: TOPIC.into(),
+                frame_id: "front".into(),
+            }],
+        },
+        None,
+    )
+    .expect("start the zenoh sink");
+    let (publisher, sender) = Publisher::spawn_on(
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            frame_queue: 4,
+            ..PublisherConfig::default()
+        },
+        Arc::new(BufferPool::new(8)),
+        vec![Box::new(sink)],
+    )
+    .unwrap();
+
+    let ready = dir.join("ready");
+    let mut kids = Children(vec![
+        Command::new(lidarxdp_testkit::daemon_exe())
+            .args(["subscribe", &format!("zenoh:{TOPIC}"), "--zenoh-config"])
+            .arg(&sub_cfg)
+            .args(["--ros-domain-id", "0", "--frames", "4", "--json"])
+            .args(["--split-size", "1", "--mcap"])
+            .arg(dir.join("rec.mcap"))
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start subscriber"),
+    ]);
+    lidarxdp_testkit::wait_ready(
+        &mut kids.0[0],
+        "subscriber",
+        Duration::from_secs(30),
+        || ready.exists(),
+    )
+    .unwrap();
+    let rx = lines(&mut kids.0[0]);
+    // zenoh delivers best effort and has no end of stream: frames keep coming (the first
+    // ones may go before the subscriber's declaration reached the sink) until it exits.
+    let mut printed = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seq = 0u64;
+    loop {
+        let start_ns = 1_700_000_000_000_000_000 + seq * 100_000_000;
+        let points = (0..POINTS)
+            .map(|i| PointXYZIRCAEDT {
+                x: i as f32,
+                intensity: (i % 256) as u8,
+                ..Default::default()
+            })
+            .collect();
+        let _ = sender.send(Frame {
+            header: FrameHeader {
+                sensor_id: 0,
+                sequence: seq,
+                start_ns,
+                host_ns: lidarxdp::capture::realtime_ns(),
+                ..Default::default()
+            },
+            points,
+        });
+        seq += 1;
+        match rx.recv_timeout(Duration::from_millis(150)) {
+            Ok(l) => printed.push(l),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        assert!(Instant::now() < deadline, "subscriber still running");
+    }
+    let status = lidarxdp_testkit::wait(&mut kids.0[0], 30);
+    let mut stderr = String::new();
+    if let Some(mut e) = kids.0[0].stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    assert_eq!(status.code(), Some(0), "subscriber exit: {stderr}");
+    publisher.shutdown().unwrap();
+
+    let mut objects: Vec<Value> = printed
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    let summary = objects.pop().expect("summary object")["summary"].clone();
+    assert_eq!(objects.len(), 4, "{printed:?}");
+    assert_eq!(summary["frames"], 4, "{summary}");
+    assert_eq!(summary["stopped_by"], "--frames", "{summary}");
+    assert!(stderr.contains("recorded 4 frames in 4 files"), "{stderr}");
+    let listed = summary["mcap"]
+        .as_array()
+        .expect("mcap files in the summary");
+    assert_eq!(listed.len(), 4, "{summary}");
+    let paths: Vec<PathBuf> = listed
+        .iter()
+        .map(|f| PathBuf::from(f["path"].as_str().unwrap()))
+        .collect();
+    for (i, p) in paths.iter().enumerate() {
+        assert_eq!(p, &dir.join(format!("rec_{i}.mcap")));
+    }
+    let checked = check_files(&paths);
+    let files = checked["files"].as_array().unwrap();
+    assert_eq!(files.len(), 4);
+    let fields: Value = serde_json::from_str(FIELDS).unwrap();
+    for (i, (f, o)) in files.iter().zip(&objects).enumerate() {
+        assert_eq!(f["profile"], "ros2", "part {i}");
+        assert_eq!(f["message_count"], 1, "part {i}");
+        assert_eq!(f["chunk_indexes"], f["chunk_count"], "part {i}");
+        let c = &f["channels"].as_array().unwrap()[..];
+        assert_eq!(c.len(), 1, "part {i}");
+        assert_eq!(c[0]["topic"], TOPIC);
+        assert_eq!(c[0]["message_encoding"], "cdr");
+        assert_eq!(c[0]["schema"], "sensor_msgs/msg/PointCloud2");
+        assert_eq!(c[0]["schema_encoding"], "ros2msg");
+        assert_eq!(c[0]["metadata"]["offered_qos_profiles"], QOS_YAML);
+        let m = &f["messages"][0];
+        assert_eq!(m["topic"], TOPIC, "part {i}");
+        assert_eq!(o["topic"], TOPIC, "part {i}");
+        assert_eq!(
+            m["sequence"], o["seq"],
+            "part {i}: rmw_zenoh's sequence number"
+        );
+        assert_eq!(m["stamp_ns"], o["stamp_ns"], "part {i}");
+        let stamp = o["stamp_ns"].as_u64().unwrap();
+        assert_eq!(stamp % 100_000_000, 0, "part {i}: a frame's start_ns");
+        assert_eq!(m["frame_id"], "front", "part {i}");
+        assert_eq!(m["width"], POINTS, "part {i}");
+        assert_eq!(m["height"], 1, "part {i}");
+        assert_eq!(m["point_step"], 32, "part {i}");
+        assert_eq!(m["data_len"], 32 * POINTS, "part {i}");
+        assert_eq!(m["fields"], fields, "part {i}");
+        let (log, publish) = (m["log_time"].as_u64().unwrap(), m["publish_time"].as_u64());
+        assert!(publish.unwrap() <= log, "part {i}: put before received");
+    }
+    let seqs: Vec<u64> = objects.iter().map(|o| o["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

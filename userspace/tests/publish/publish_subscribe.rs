@@ -264,16 +264,22 @@ fn conflicting_flags_are_refused_before_connecting() {
             "{args:?} connected first: {stderr}"
         );
     }
+    // `--mcap` (and its split options) and `--pcd` apply to a zenoh topic too; `--sensor` does
+    // not (one topic is one sensor), and is refused before anything is created.
     let zenoh = run(&[
         "zenoh:/lidar/front/points",
         "--mcap",
         mcap,
         "--split-size",
         "1",
+        "--pcd",
+        pcd,
+        "--sensor",
+        "front",
     ]);
     assert!(!zenoh.status.success());
     assert!(
-        String::from_utf8_lossy(&zenoh.stderr).contains("--mcap: not available with a zenoh"),
+        String::from_utf8_lossy(&zenoh.stderr).contains("--sensor: not available with a zenoh"),
         "{}",
         String::from_utf8_lossy(&zenoh.stderr)
     );

@@ -11,8 +11,10 @@
 //!   statistics and chunk indexes, and the summary offsets;
 //! - one schema `sensor_msgs/msg/PointCloud2`, encoding `ros2msg`, the `.msg` text of
 //!   [`POINTCLOUD2_SCHEMA`];
-//! - one channel per sensor, topic [`topic_for`] (`/lidar/<sensor name>/points`, the daemon's
-//!   default ROS 2 topic with `--zenoh`), message encoding `cdr`, metadata
+//! - one channel per topic: a frame received over TCP goes on [`topic_for`] its sensor
+//!   (`/lidar/<sensor name>/points`, the daemon's default ROS 2 topic with `--zenoh`), a
+//!   message read from zenoh on the topic it came from ([`McapRecorder::write_cdr`]); message
+//!   encoding `cdr`, metadata
 //!   `offered_qos_profiles` ([`offered_qos_profiles`]: the publisher QoS the zenoh sink
 //!   announces, [`Qos::LIDAR`]) and, for Jazzy, `topic_type_hash` (RIHS01);
 //! - a message is an unorganised cloud (`height` 1, `width` = point count) whose `fields`,
@@ -22,7 +24,8 @@
 //!   `publish_time` the frame's `host_ns` (its first packet's arrival at the daemon), and the
 //!   message `sequence` the frame's sequence number (per sensor, low 32 bits). The encoding is
 //!   `lidarxdp_core::ros2`'s (ROS 2 `sensor_msgs/msg/PointCloud2.msg`, OMG XCDR1
-//!   little-endian), shared with the zenoh sink.
+//!   little-endian), shared with the zenoh sink; a message read from zenoh is recorded as it
+//!   arrived, with the rmw_zenoh attachment's sequence number and source time.
 //!
 //! Splitting (rosbag2's `--max-bag-size` / `--max-bag-duration`): with a limit, the parts of
 //! `DIR/rec.mcap` are `DIR/rec_0.mcap`, `DIR/rec_1.mcap`, ... ([`part_path`], rosbag2's
@@ -36,7 +39,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use lidarxdp_client::ReceivedFrame;
+use crate::ReceivedFrame;
 use lidarxdp_core::ros2::{
     CdrError, Distro, Durability, FieldRef, History, PointCloud2Prefix, Qos, Reliability,
 };
@@ -191,8 +194,34 @@ impl McapOptions {
     }
 }
 
-/// Errors of the recorder: file I/O or MCAP encoding.
-pub type RecordError = Box<dyn std::error::Error + Send + Sync>;
+/// Errors of the recorder: file I/O or MCAP encoding. After one, the recording should be
+/// dropped (the part being written has no summary).
+#[derive(Debug, thiserror::Error)]
+pub enum McapError {
+    /// A part could not be created.
+    #[error("create {}: {source}", path.display())]
+    Create {
+        /// The part's path.
+        path: PathBuf,
+        /// The error of `open(2)`.
+        source: std::io::Error,
+    },
+    /// The MCAP writer failed (it writes through a buffer: an I/O error may show here).
+    #[error("MCAP: {0}")]
+    Mcap(#[from] ::mcap::McapError),
+    /// Flushing or syncing a finished part failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The frame cannot be encoded as a `PointCloud2`.
+    #[error(transparent)]
+    Cdr(#[from] CdrError),
+    /// A write after an earlier error that left no part open.
+    #[error("MCAP recording already failed")]
+    Failed,
+    /// More than `u32::MAX` parts.
+    #[error("too many MCAP parts")]
+    TooManyParts,
+}
 
 /// One finished file of a recording.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,10 +234,10 @@ pub struct RecordedFile {
 
 /// The MCAP file being written.
 struct Part {
-    writer: mcap::Writer<BufWriter<File>>,
+    writer: ::mcap::Writer<BufWriter<File>>,
     path: PathBuf,
     schema: u16,
-    /// Channel id by sensor name.
+    /// Channel id by topic.
     channels: HashMap<String, u16>,
     messages: u64,
     /// CDR bytes of its messages.
@@ -217,9 +246,12 @@ struct Part {
 }
 
 impl Part {
-    fn create(path: PathBuf) -> Result<Self, RecordError> {
-        let file = File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
-        let mut writer = mcap::WriteOptions::new()
+    fn create(path: PathBuf) -> Result<Self, McapError> {
+        let file = match File::create(&path) {
+            Ok(f) => f,
+            Err(source) => return Err(McapError::Create { path, source }),
+        };
+        let mut writer = ::mcap::WriteOptions::new()
             .profile(PROFILE)
             .library(concat!("lidarxdp ", env!("CARGO_PKG_VERSION")))
             .compression(None)
@@ -241,7 +273,7 @@ impl Part {
     }
 
     /// Writes the summary and footer, flushes, and closes the file.
-    fn finish(mut self) -> Result<RecordedFile, RecordError> {
+    fn finish(mut self) -> Result<RecordedFile, McapError> {
         self.writer.finish()?;
         let file = self
             .writer
@@ -282,7 +314,7 @@ impl McapRecorder {
     ///
     /// # Errors
     /// File creation or MCAP header errors.
-    pub fn create(path: &Path, options: McapOptions) -> Result<Self, RecordError> {
+    pub fn create(path: &Path, options: McapOptions) -> Result<Self, McapError> {
         let first = if options.splits() {
             part_path(path, 0)
         } else {
@@ -308,53 +340,64 @@ impl McapRecorder {
         })
     }
 
-    /// Appends `frame` on the channel of its sensor, named `sensor_name`, starting a new part
-    /// first when a split limit says so; `log_time_ns` is the local receive time (ns since the
-    /// Unix epoch).
+    /// Appends `frame` (received over TCP) on the channel [`topic_for`] its sensor, named
+    /// `sensor_name` (also the message's `header.frame_id`), starting a new part first when a
+    /// split limit says so; `log_time_ns` is the local receive time (ns since the Unix epoch),
+    /// the publish time the frame's `host_ns`.
     ///
     /// # Errors
-    /// MCAP encoding or I/O errors (the recording should then be dropped).
+    /// [`McapError`]: MCAP encoding or I/O errors (the recording should then be dropped).
     pub fn write(
         &mut self,
         frame: &ReceivedFrame,
         sensor_name: &str,
         log_time_ns: u64,
-    ) -> Result<(), RecordError> {
+    ) -> Result<(), McapError> {
         let data = pointcloud2_cdr(frame, sensor_name)?;
         let h = frame.header();
-        self.write_message(sensor_name, &data, h.sequence, log_time_ns, h.host_ns)
+        self.write_cdr(
+            &topic_for(sensor_name),
+            &data,
+            h.sequence,
+            log_time_ns,
+            h.host_ns,
+        )
     }
 
-    /// Appends one encoded message (the frame's sequence, receive and publish times in ns).
-    fn write_message(
+    /// Appends one CDR-encoded `sensor_msgs/msg/PointCloud2` message (e.g. as read from zenoh:
+    /// encapsulation header included) on the channel of `topic`, a fully qualified ROS 2 topic,
+    /// starting a new part first when a split limit says so. `sequence` is written as its low
+    /// 32 bits; `log_time_ns` is the local receive time and `publish_time_ns` the publisher's
+    /// (ns since the Unix epoch). The bytes are not checked.
+    ///
+    /// # Errors
+    /// [`McapError`]: MCAP encoding or I/O errors (the recording should then be dropped).
+    pub fn write_cdr(
         &mut self,
-        sensor_name: &str,
+        topic: &str,
         data: &[u8],
         sequence: u64,
         log_time_ns: u64,
         publish_time_ns: u64,
-    ) -> Result<(), RecordError> {
+    ) -> Result<(), McapError> {
         if self.needs_new_part(data.len() as u64, log_time_ns) {
             self.rotate()?;
         }
         let Some(part) = self.part.as_mut() else {
-            return Err("MCAP recording already failed".into());
+            return Err(McapError::Failed);
         };
-        let channel = match part.channels.get(sensor_name) {
+        let channel = match part.channels.get(topic) {
             Some(&c) => c,
             None => {
-                let c = part.writer.add_channel(
-                    part.schema,
-                    &topic_for(sensor_name),
-                    "cdr",
-                    &self.metadata,
-                )?;
-                part.channels.insert(sensor_name.to_owned(), c);
+                let c = part
+                    .writer
+                    .add_channel(part.schema, topic, "cdr", &self.metadata)?;
+                part.channels.insert(topic.to_owned(), c);
                 c
             }
         };
         part.writer.write_to_known_channel(
-            &mcap::records::MessageHeader {
+            &::mcap::records::MessageHeader {
                 channel_id: channel,
                 sequence: sequence as u32,
                 log_time: log_time_ns,
@@ -386,11 +429,11 @@ impl McapRecorder {
     }
 
     /// Finishes the current part and opens the next one.
-    fn rotate(&mut self) -> Result<(), RecordError> {
+    fn rotate(&mut self) -> Result<(), McapError> {
         if let Some(p) = self.part.take() {
             self.done.push(p.finish()?);
         }
-        let n = u32::try_from(self.done.len()).map_err(|_| "too many MCAP parts")?;
+        let n = u32::try_from(self.done.len()).map_err(|_| McapError::TooManyParts)?;
         self.part = Some(Part::create(part_path(&self.base, n))?);
         Ok(())
     }
@@ -410,7 +453,7 @@ impl McapRecorder {
     ///
     /// # Errors
     /// MCAP or I/O errors.
-    pub fn finish(mut self) -> Result<Vec<RecordedFile>, RecordError> {
+    pub fn finish(mut self) -> Result<Vec<RecordedFile>, McapError> {
         if let Some(p) = self.part.take() {
             self.done.push(p.finish()?);
         }
@@ -432,17 +475,17 @@ mod tests {
     /// (topic, sequence, log_time) of every message of `path`, and its header profile.
     fn read(path: &Path) -> (String, Vec<(String, u32, u64)>) {
         let bytes = std::fs::read(path).unwrap();
-        let summary = mcap::Summary::read(&bytes).unwrap().expect("summary");
+        let summary = ::mcap::Summary::read(&bytes).unwrap().expect("summary");
         assert!(!summary.chunk_indexes.is_empty(), "chunk indexes");
-        let msgs = mcap::MessageStream::new(&bytes)
+        let msgs = ::mcap::MessageStream::new(&bytes)
             .unwrap()
             .map(|m| {
                 let m = m.unwrap();
                 (m.channel.topic.clone(), m.sequence, m.log_time)
             })
             .collect();
-        let profile = match mcap::read::LinearReader::new(&bytes).unwrap().next() {
-            Some(Ok(mcap::records::Record::Header(h))) => h.profile,
+        let profile = match ::mcap::read::LinearReader::new(&bytes).unwrap().next() {
+            Some(Ok(::mcap::records::Record::Header(h))) => h.profile,
             r => panic!("first record {r:?}"),
         };
         (profile, msgs)
@@ -509,7 +552,7 @@ mod tests {
         )
         .unwrap();
         for (seq, len) in [(0u64, 400usize), (1, 600), (2, 1), (3, 2000), (4, 10)] {
-            r.write_message("a", &vec![0u8; len], seq, 1000 + seq, 7)
+            r.write_cdr("/lidar/a/points", &vec![0u8; len], seq, 1000 + seq, 7)
                 .unwrap();
         }
         let files = r.finish().unwrap();
@@ -559,7 +602,7 @@ mod tests {
             (4, 13_000),
         ] {
             let name = if seq % 2 == 0 { "front" } else { "rear" };
-            r.write_message(name, b"x", seq, t, t).unwrap();
+            r.write_cdr(&topic_for(name), b"x", seq, t, t).unwrap();
         }
         let files = r.finish().unwrap();
         let counts: Vec<_> = files.iter().map(|f| f.messages).collect();
@@ -574,7 +617,7 @@ mod tests {
             ]
         );
         let bytes = std::fs::read(d.join("rec_1")).unwrap();
-        let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
+        let summary = ::mcap::Summary::read(&bytes).unwrap().unwrap();
         assert_eq!(summary.channels.len(), 1);
         let c = summary.channels.values().next().unwrap();
         assert_eq!(c.topic, "/lidar/rear/points");
@@ -604,7 +647,7 @@ mod tests {
             }]
         );
         let bytes = std::fs::read(&base).unwrap();
-        let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
+        let summary = ::mcap::Summary::read(&bytes).unwrap().unwrap();
         assert_eq!(summary.stats.unwrap().message_count, 0);
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -1,0 +1,511 @@
+//! Reading a ROS 2 `PointCloud2` topic from zenoh (feature `zenoh`), and the zenoh session
+//! configuration shared with the daemon's publisher (`lidarxdp run --zenoh`).
+//!
+//! - [`SessionConfig`], [`session_config`] and [`open_session`]: a session from zenoh's own
+//!   JSON5 configuration file (`--zenoh-config`, else `$ZENOH_SESSION_CONFIG_URI`) or
+//!   rmw_zenoh's defaults for a ROS 2 host ([`default_config`]), then
+//!   `$ZENOH_CONFIG_OVERRIDE`, resolved as rmw_zenoh resolves them;
+//! - [`ZenohSubscriber`]: one topic, e.g. `lidarxdp subscribe zenoh:/lidar/front/points`,
+//!   under rmw_zenoh's key expression ([`lidarxdp_core::ros2::topic_key_expr`]);
+//!   [`ZenohFrame`] one message, [`ZenohFrame::points`] its points in place.
+//!
+//! A message that came through shared memory is read in place: [`ZenohFrame::points`] is a
+//! view of the chunk the daemon's sink wrote, mapped into this process (zenoh's POSIX
+//! shared-memory client maps the publisher's segment read-only-by-convention; the chunk stays
+//! allocated until every holder drops its sample). A message that came over a network link is
+//! one contiguous buffer in this process, read in place as well; only a message zenoh
+//! delivered in several fragments is joined into one buffer first.
+//!
+//! zenoh locks the publisher's segments it maps (mlock(2)): a process reading large frames
+//! through shared memory may need `RLIMIT_MEMLOCK` raised (the `lidarxdp subscribe` CLI raises
+//! its soft limit to the hard one).
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ::zenoh::Wait;
+use ::zenoh::handlers::FifoChannelHandler;
+use ::zenoh::pubsub::Subscriber;
+use ::zenoh::sample::Sample;
+use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE, PointXYZIRCAEDT};
+use lidarxdp_core::ros2::{
+    Attachment, CdrReadError, Distro, FieldRef, PointCloud2View, topic_key_expr,
+};
+
+/// Largest `--zenoh-config` file read, bytes (1 MiB): zenoh configurations are a few KB, so a
+/// larger file is refused before it is read.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Where a session's configuration comes from, resolved as rmw_zenoh resolves it
+/// (rmw_zenoh `zenoh_config.cpp` and its README, "Configuration"): a JSON5 file — lidarxdp's
+/// `--zenoh-config`, else `$ZENOH_SESSION_CONFIG_URI` — or [`default_config`]; then the
+/// `$ZENOH_CONFIG_OVERRIDE` entries, applied in order over it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// The JSON5 file, or `None` for [`default_config`].
+    pub file: Option<PathBuf>,
+    /// `(key, JSON5 value)` pairs, e.g. `("mode", "\"client\"")`.
+    pub overrides: Vec<(String, String)>,
+}
+
+/// The default listen endpoint of lidarxdp's sessions, rmw_zenoh's own
+/// (`DEFAULT_RMW_ZENOH_SESSION_CONFIG.json5`): loopback, a port the kernel picks. Used whenever
+/// neither the file nor an override sets `listen/endpoints`, so a session never listens on
+/// every interface (zenoh's own peer default, `tcp/[::]:0`) unless a configuration asks.
+pub const DEFAULT_LISTEN: &str = r#"["tcp/localhost:0"]"#;
+
+impl SessionConfig {
+    /// Resolves the configuration from `--zenoh-config` (`flag`), and the environment values
+    /// `uri` (`ZENOH_SESSION_CONFIG_URI`, a file path; blank is unset) and `overrides`
+    /// (`ZENOH_CONFIG_OVERRIDE`: `key=value` entries separated by `;`, each value JSON5, e.g.
+    /// `mode="client";connect/endpoints=["tcp/192.168.0.3:7447"]`; a `;` inside quotes or
+    /// brackets does not separate).
+    ///
+    /// # Errors
+    /// [`OverrideError`]: the `ZENOH_CONFIG_OVERRIDE` entry that has no `=` or an empty key.
+    pub fn resolve(
+        flag: Option<&Path>,
+        uri: Option<&str>,
+        overrides: Option<&str>,
+    ) -> Result<Self, OverrideError> {
+        let file = flag.map(Path::to_path_buf).or_else(|| {
+            uri.map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(|u| PathBuf::from(u.strip_prefix("file://").unwrap_or(u)))
+        });
+        Ok(SessionConfig {
+            file,
+            overrides: parse_overrides(overrides.unwrap_or(""))?,
+        })
+    }
+
+    /// From `flag` and this process's environment ([`Self::resolve`]).
+    ///
+    /// # Errors
+    /// As [`Self::resolve`].
+    pub fn from_env(flag: Option<&Path>) -> Result<Self, OverrideError> {
+        Self::resolve(
+            flag,
+            std::env::var("ZENOH_SESSION_CONFIG_URI").ok().as_deref(),
+            std::env::var("ZENOH_CONFIG_OVERRIDE").ok().as_deref(),
+        )
+    }
+}
+
+/// Splits `ZENOH_CONFIG_OVERRIDE` into `(key, value)` pairs (see [`SessionConfig::resolve`]).
+fn parse_overrides(s: &str) -> Result<Vec<(String, String)>, OverrideError> {
+    let mut entries = Vec::new();
+    let (mut depth, mut quote, mut escaped, mut start) = (0i32, None, false, 0);
+    for (i, ch) in s.char_indices() {
+        match (quote, ch) {
+            (Some(_), '\\') if !escaped => {
+                escaped = true;
+                continue;
+            }
+            (Some(q), c) if c == q && !escaped => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(ch),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth -= 1,
+            (None, ';') if depth == 0 => {
+                entries.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        escaped = false;
+    }
+    entries.push(&s[start..]);
+    let mut out = Vec::new();
+    for e in entries.into_iter().map(str::trim).filter(|e| !e.is_empty()) {
+        match e.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                out.push((k.trim().to_owned(), v.trim().to_owned()));
+            }
+            _ => return Err(OverrideError(e.to_owned())),
+        }
+    }
+    Ok(out)
+}
+
+/// Errors opening a zenoh session or declaring on it.
+#[derive(Debug, thiserror::Error)]
+pub enum ZenohError {
+    /// `--zenoh-config` could not be read, is over [`MAX_CONFIG_BYTES`], or zenoh refused it.
+    #[error("--zenoh-config {}: {reason}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The session could not be opened (e.g. a `listen` endpoint in use), a configuration
+    /// key was refused, or a declaration failed.
+    #[error("zenoh: {0}")]
+    Session(String),
+}
+
+/// A `$ZENOH_CONFIG_OVERRIDE` entry that is not `key=value`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "ZENOH_CONFIG_OVERRIDE: {0:?} is not key=value (entries are separated by ';', values are \
+     JSON5, e.g. mode=\"client\";connect/endpoints=[\"tcp/10.0.0.1:7447\"])"
+)]
+pub struct OverrideError(pub String);
+
+/// The configuration a session uses when no file is given: rmw_zenoh's default session
+/// configuration for a ROS 2 host (rmw_zenoh `DEFAULT_RMW_ZENOH_SESSION_CONFIG.json5`): peer
+/// mode, listening on loopback only ([`DEFAULT_LISTEN`]), connected to the `rmw_zenohd`
+/// router at `tcp/localhost:7447` (retried for ever if it is not up yet), no multicast
+/// scouting, shared memory on.
+///
+/// # Errors
+/// None in practice: the keys are zenoh's own; an error names the key zenoh refused.
+pub fn default_config() -> Result<::zenoh::Config, ZenohError> {
+    let mut c = ::zenoh::Config::default();
+    for (key, value) in [
+        ("mode", r#""peer""#),
+        ("listen/endpoints", DEFAULT_LISTEN),
+        ("connect/endpoints", r#"["tcp/localhost:7447"]"#),
+        ("scouting/multicast/enabled", "false"),
+        ("transport/shared_memory/enabled", "true"),
+    ] {
+        c.insert_json5(key, value)
+            .map_err(|e| ZenohError::Session(format!("default configuration key {key}: {e}")))?;
+    }
+    Ok(c)
+}
+
+/// Reads zenoh's JSON5 configuration file, refusing a file over [`MAX_CONFIG_BYTES`] before
+/// reading it.
+///
+/// # Errors
+/// [`ZenohError::Config`] naming the file: unreadable, too big, or refused by zenoh (whose
+/// message names the key).
+pub fn load_config(path: &Path) -> Result<::zenoh::Config, ZenohError> {
+    let err = |reason: String| ZenohError::Config {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(err(format!(
+            "{} bytes; a zenoh configuration is at most {MAX_CONFIG_BYTES} bytes (1 MiB)",
+            meta.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    ::zenoh::Config::from_json5(&text).map_err(|e| err(e.to_string()))
+}
+
+/// The zenoh configuration of `source`: the file or [`default_config`], then the overrides
+/// in order, then [`DEFAULT_LISTEN`] when neither set `listen/endpoints`.
+///
+/// # Errors
+/// [`ZenohError::Config`] for the file; [`ZenohError::Session`] naming
+/// `ZENOH_CONFIG_OVERRIDE` and the key zenoh refused.
+pub fn session_config(source: &SessionConfig) -> Result<::zenoh::Config, ZenohError> {
+    let mut config = match &source.file {
+        Some(p) => load_config(p)?,
+        None => default_config()?,
+    };
+    for (key, value) in &source.overrides {
+        config.insert_json5(key, value).map_err(|e| {
+            ZenohError::Session(format!("ZENOH_CONFIG_OVERRIDE: {key}={value}: {e}"))
+        })?;
+    }
+    if !listen_is_set(&config) {
+        config
+            .insert_json5("listen/endpoints", DEFAULT_LISTEN)
+            .map_err(|e| ZenohError::Session(format!("default listen endpoint: {e}")))?;
+    }
+    Ok(config)
+}
+
+/// Whether `listen/endpoints` was given (an empty list counts as given: no listener at all).
+/// A configuration that does not set it still holds zenoh's mode-dependent default (peer
+/// `tcp/[::]:0`, router `tcp/[::]:7447`), so "not given" is "equal to that default".
+fn listen_is_set(config: &::zenoh::Config) -> bool {
+    let default = ::zenoh::Config::default().get_json("listen/endpoints").ok();
+    match config.get_json("listen/endpoints") {
+        Ok(v) => v.trim() != "null" && !v.trim().is_empty() && Some(&v) != default.as_ref(),
+        Err(_) => false,
+    }
+}
+
+/// Opens a zenoh session configured by `source` ([`session_config`]; this spawns zenoh's
+/// runtime threads: call it after the capabilities are dropped, so that none of them holds
+/// one).
+///
+/// # Errors
+/// [`ZenohError::Config`] or [`ZenohError::Session`].
+pub fn open_session(source: &SessionConfig) -> Result<::zenoh::Session, ZenohError> {
+    let mut config = session_config(source)?;
+    // The daemon writes its messages into its own locked pool, created before the capabilities
+    // are dropped, and a subscriber publishes nothing: zenoh's implicit copy of large payloads
+    // into a second pool (16 MiB, locked when the session opens) is not wanted.
+    config
+        .insert_json5(
+            "transport/shared_memory/transport_optimization/enabled",
+            "false",
+        )
+        .map_err(|e| ZenohError::Session(format!("configure shared memory: {e}")))?;
+    ::zenoh::open(config)
+        .wait()
+        .map_err(|e| ZenohError::Session(format!("open session: {e}")))
+}
+
+/// A subscription to one `PointCloud2` topic.
+pub struct ZenohSubscriber {
+    /// Kept open while the subscriber lives.
+    _session: zenoh::Session,
+    subscriber: Subscriber<FifoChannelHandler<Sample>>,
+    key: String,
+}
+
+impl ZenohSubscriber {
+    /// Opens a session configured by `source` ([`session_config`]) and subscribes to
+    /// `topic` (a fully qualified ROS 2 topic such as `/lidar/front/points`) in `domain_id`
+    /// with `distro`'s type hash.
+    ///
+    /// # Errors
+    /// [`ZenohError`]: the configuration file, the session, or the declaration.
+    pub fn open(
+        source: &SessionConfig,
+        domain_id: u32,
+        topic: &str,
+        distro: Distro,
+    ) -> Result<Self, ZenohError> {
+        let session = open_session(source)?;
+        let key = topic_key_expr(domain_id, topic, distro);
+        let subscriber = session
+            .declare_subscriber(key.clone())
+            .wait()
+            .map_err(|e| ZenohError::Session(format!("declare subscriber {key}: {e}")))?;
+        Ok(ZenohSubscriber {
+            _session: session,
+            subscriber,
+            key,
+        })
+    }
+
+    /// The key expression subscribed to.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The next message, waiting at most `timeout`; `None` if none came.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<ZenohFrame> {
+        self.subscriber
+            .recv_timeout(timeout)
+            .ok()
+            .flatten()
+            .map(ZenohFrame::new)
+    }
+}
+
+/// Why a received message is not a lidarxdp point cloud.
+#[derive(Debug, thiserror::Error)]
+pub enum ZenohFrameError {
+    /// Not a readable `PointCloud2`.
+    #[error(transparent)]
+    Cdr(#[from] CdrReadError),
+    /// A `PointCloud2` with other point fields than lidarxdp's 32-byte `PointXYZIRCAEDT`.
+    #[error(
+        "PointCloud2 fields are not PointXYZIRCAEDT (point_step {point_step}, {fields} fields)"
+    )]
+    Layout {
+        /// Its `point_step`.
+        point_step: u32,
+        /// Its number of fields.
+        fields: usize,
+    },
+}
+
+/// One received message.
+pub struct ZenohFrame {
+    sample: Sample,
+    /// The joined bytes, only when zenoh delivered the payload in several fragments.
+    joined: Option<Vec<u8>>,
+}
+
+impl ZenohFrame {
+    fn new(sample: Sample) -> Self {
+        let joined = match sample.payload().to_bytes() {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(v) => Some(v),
+        };
+        ZenohFrame { sample, joined }
+    }
+
+    /// The whole CDR message.
+    pub fn bytes(&self) -> &[u8] {
+        if let Some(v) = &self.joined {
+            return v;
+        }
+        match self.sample.payload().to_bytes() {
+            Cow::Borrowed(b) => b,
+            // A payload is immutable: one that was one slice at construction still is.
+            Cow::Owned(_) => &[],
+        }
+    }
+
+    /// Whether the message is read in place from the publisher's shared memory.
+    pub fn in_shared_memory(&self) -> bool {
+        self.joined.is_none() && self.sample.payload().as_shm().is_some()
+    }
+
+    /// Whether the bytes were joined from fragments (a copy in this process).
+    pub fn joined(&self) -> bool {
+        self.joined.is_some()
+    }
+
+    /// The rmw_zenoh attachment (sequence number, source time, GID), if present and well
+    /// formed.
+    pub fn attachment(&self) -> Option<Attachment> {
+        self.sample
+            .attachment()
+            .and_then(|a| Attachment::decode(&a.to_bytes()))
+    }
+
+    /// The message read in place.
+    ///
+    /// # Errors
+    /// [`CdrReadError`] if it is not a well-formed little-endian `PointCloud2`.
+    pub fn view(&self) -> Result<PointCloud2View<'_>, CdrReadError> {
+        PointCloud2View::parse(self.bytes())
+    }
+
+    /// The points, in place (no copy), when the cloud has lidarxdp's layout.
+    ///
+    /// # Errors
+    /// [`ZenohFrameError`]: not a `PointCloud2`, or other fields than `PointXYZIRCAEDT`.
+    pub fn points(&self) -> Result<&[PointXYZIRCAEDT], ZenohFrameError> {
+        points_of(&self.view()?)
+    }
+}
+
+/// The points of a parsed message, in place, when the cloud has lidarxdp's layout (for a
+/// caller that also reads the header, so the message is parsed once).
+///
+/// # Errors
+/// [`ZenohFrameError::Layout`]: other fields than `PointXYZIRCAEDT`, or misaligned data.
+pub fn points_of<'a>(v: &PointCloud2View<'a>) -> Result<&'a [PointXYZIRCAEDT], ZenohFrameError> {
+    let ours = v.point_step as usize == POINT_SIZE
+        && !v.is_bigendian
+        && v.fields.len() == POINT_FIELDS.len()
+        && v.fields
+            .iter()
+            .zip(POINT_FIELDS.iter())
+            .all(|(a, b)| *a == FieldRef::from(b));
+    if !ours {
+        return Err(ZenohFrameError::Layout {
+            point_step: v.point_step,
+            fields: v.fields.len(),
+        });
+    }
+    // `data` starts at a multiple of 4 in the message (its length word is 4-aligned), and
+    // zenoh's buffers start 8-aligned, so the cast to 4-aligned points holds; a buffer
+    // that breaks this would be refused here rather than misread.
+    bytemuck::try_cast_slice(v.data).map_err(|_| ZenohFrameError::Layout {
+        point_step: v.point_step,
+        fields: v.fields.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listen(c: &::zenoh::Config) -> String {
+        c.get_json("listen/endpoints").unwrap()
+    }
+
+    /// With no file, or a file that does not say where to listen, a session listens on
+    /// loopback only (rmw_zenoh's default); a file or an override that says so is obeyed.
+    #[test]
+    fn sessions_listen_on_loopback_unless_configured() {
+        let c = session_config(&SessionConfig::default()).unwrap();
+        assert_eq!(listen(&c), r#"["tcp/localhost:0"]"#);
+        let dir = std::env::temp_dir().join(format!("lidarxdp-zcfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("z.json5");
+        std::fs::write(
+            &f,
+            r#"{ mode: "client", connect: { endpoints: ["tcp/10.0.0.1:7447"] } }"#,
+        )
+        .unwrap();
+        let from_file = SessionConfig {
+            file: Some(f.clone()),
+            overrides: vec![],
+        };
+        assert_eq!(
+            listen(&session_config(&from_file).unwrap()),
+            r#"["tcp/localhost:0"]"#
+        );
+        std::fs::write(&f, r#"{ listen: { endpoints: ["tcp/0.0.0.0:7450"] } }"#).unwrap();
+        assert_eq!(
+            listen(&session_config(&from_file).unwrap()),
+            r#"["tcp/0.0.0.0:7450"]"#
+        );
+        let over = SessionConfig::resolve(
+            None,
+            None,
+            Some(r#"listen/endpoints=["tcp/192.0.2.1:0"];mode="client""#),
+        )
+        .unwrap();
+        let c = session_config(&over).unwrap();
+        assert_eq!(listen(&c), r#"["tcp/192.0.2.1:0"]"#);
+        assert_eq!(c.get_json("mode").unwrap(), r#""client""#);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// rmw_zenoh's precedence: `--zenoh-config`, else `ZENOH_SESSION_CONFIG_URI`; overrides
+    /// split on `;` outside quotes and brackets.
+    #[test]
+    fn session_config_resolution_and_overrides() {
+        let r = SessionConfig::resolve(Some(Path::new("/etc/a.json5")), Some("/etc/b.json5"), None)
+            .unwrap();
+        assert_eq!(r.file.as_deref(), Some(Path::new("/etc/a.json5")));
+        let r = SessionConfig::resolve(None, Some("file:///etc/b.json5"), Some(" ")).unwrap();
+        assert_eq!(r.file.as_deref(), Some(Path::new("/etc/b.json5")));
+        assert!(r.overrides.is_empty());
+        let r = SessionConfig::resolve(
+            None,
+            Some("  "),
+            Some(r#"connect/endpoints=["tcp/10.0.0.3:7447";"tcp/[::1]:7447"]; mode = "a;b" ;"#),
+        )
+        .unwrap();
+        assert_eq!(r.file, None);
+        assert_eq!(
+            r.overrides,
+            [
+                (
+                    "connect/endpoints".to_owned(),
+                    r#"["tcp/10.0.0.3:7447";"tcp/[::1]:7447"]"#.to_owned()
+                ),
+                ("mode".to_owned(), r#""a;b""#.to_owned()),
+            ]
+        );
+        let e = SessionConfig::resolve(None, None, Some("mode"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("ZENOH_CONFIG_OVERRIDE: \"mode\" is not key=value"),
+            "{e}"
+        );
+        assert!(SessionConfig::resolve(None, None, Some("=1")).is_err());
+    }
+
+    /// An override zenoh refuses names the variable and the key.
+    #[test]
+    fn a_refused_override_names_the_key() {
+        let s = SessionConfig::resolve(None, None, Some("mode=42")).unwrap();
+        let e = session_config(&s).unwrap_err().to_string();
+        assert!(
+            e.starts_with("zenoh: ZENOH_CONFIG_OVERRIDE: mode=42: "),
+            "{e}"
+        );
+    }
+}
