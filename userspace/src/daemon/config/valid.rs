@@ -384,14 +384,16 @@ pub fn range_gate(
     let ceiling = if max.is_some() { MAX_RANGE_M } else { hi };
     if lo >= ceiling {
         return Err(format!(
-            "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is {dmin}              to {dmax} m)",
+            "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is {dmin} \
+             to {dmax} m)",
             names.0,
             model.name()
         ));
     }
     if hi <= lo {
         return Err(format!(
-            "{}: {hi} is out of range; valid (min_range = {lo}, {MAX_RANGE_M}] m (the {}              datasheet range is {dmin} to {dmax} m)",
+            "{}: {hi} is out of range; valid (min_range = {lo}, {MAX_RANGE_M}] m (the {} \
+             datasheet range is {dmin} to {dmax} m)",
             names.1,
             model.name()
         ));
