@@ -654,7 +654,7 @@ fn subscribe_tcp(a: &SubscribeArgs, addr: SocketAddr, stop: &Stop) -> Result<()>
                 break StopReason::Error;
             }
         }
-        let now_ns = lidarxdp::capture::realtime_ns();
+        let now_ns = lidarxdp::sys::clock::realtime_ns();
         let h = *frame.header();
         let name = name_of(h.sensor_id);
         if a.stats {
@@ -795,7 +795,7 @@ fn subscribe_zenoh(a: &SubscribeArgs, topic: &str, stop: &Stop) -> Result<()> {
             continue;
         };
         last_msg = Some(Instant::now());
-        let now_ns = lidarxdp::capture::realtime_ns();
+        let now_ns = lidarxdp::sys::clock::realtime_ns();
         let view = msg.view().with_context(|| format!("message on {topic}"))?;
         let pts = lidarxdp::ros2_zenoh::points_of(&view)
             .with_context(|| format!("message on {topic}"))?;
