@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use lidarxdp::capture::realtime_ns;
+use lidarxdp::sys::clock::realtime_ns;
 use lidarxdp_client::{ReceivedFrame, Subscriber};
 use serde::{Deserialize, Serialize};
 

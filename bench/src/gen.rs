@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use lidarxdp::capture::realtime_ns;
+use lidarxdp::sys::clock::realtime_ns;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
 use serde::Serialize;

@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use iceoryx2::prelude::*;
-use lidarxdp::capture::realtime_ns;
 use lidarxdp::publish::{FrameSink, SharedFrame};
+use lidarxdp::sys::clock::realtime_ns;
 use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
 
 use crate::publish::{SubResult, produce_through, sink_publisher};

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use lidarxdp::capture::realtime_ns;
 use lidarxdp::publish::{
     BufferPool, FrameSender, FrameSink, Publisher, PublisherConfig, PublisherCounters,
     PublisherHandle,
 };
+use lidarxdp::sys::clock::realtime_ns;
 use lidarxdp_client::{ReceivedFrame, Subscriber};
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};

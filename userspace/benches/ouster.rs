@@ -15,6 +15,7 @@ use common::ThreadCpu;
 use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
+use lidarxdp_core::HostTime;
 use lidarxdp_core::sensor::ouster::OusterStream;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
@@ -69,7 +70,7 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
                 out.clear();
                 s.reset();
                 for (p, t) in &packets {
-                    let _ = s.push(black_box(p), *t, &mut out);
+                    let _ = s.push(black_box(p), HostTime::both(*t), &mut out);
                 }
                 s.flush(&mut out);
                 black_box(out.len())

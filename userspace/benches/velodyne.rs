@@ -28,6 +28,7 @@ use common::ThreadCpu;
 use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
+use lidarxdp_core::HostTime;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::VelodyneStream;
@@ -194,7 +195,7 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
                 let shift = hour * 3_600_000_000_000;
                 frames.clear();
                 for (ts, p) in black_box(&pkts) {
-                    let _ = stream.push(p, ts + shift, &mut frames);
+                    let _ = stream.push(p, HostTime::both(ts + shift), &mut frames);
                 }
                 stream.flush(&mut frames);
                 black_box(frames.len())

@@ -30,6 +30,7 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 
+use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::net::{self, LinkType, NetError, TotalLength};
 use lidarxdp_core::reassembly::{Fragment, Reassembler, ReassemblyConfig};
@@ -583,7 +584,7 @@ pub struct DecodeSummary {
 
 /// Decodes the capture at `path` and hands each frame to `on_frame` as soon as it closes (the
 /// frame in progress at the end of the file last). Each datagram's pcap record time is its host
-/// time (`host_ns`). Memory does not grow with the file: one frame in progress, the
+/// time on both clocks ([`HostTime::both`]: intervals and the published `host_ns`). Memory does not grow with the file: one frame in progress, the
 /// reassembler's slots, the read buffer.
 ///
 /// Two sensors must never be mixed into one frame: without `opts.source`, the first source
@@ -649,7 +650,7 @@ where
         match source {
             None => {
                 let ignored = pipeline.counters().ignored;
-                pipeline.push(&d.payload, d.ts_ns, &mut out);
+                pipeline.push(&d.payload, HostTime::both(d.ts_ns), &mut out);
                 // The stream's source is the first one that sends data packets.
                 if pipeline.counters().ignored == ignored {
                     source = Some(d.src_ip);
@@ -677,7 +678,8 @@ where
             }
             Some(_) => {}
         }
-        pipeline.push(&d.payload, d.ts_ns, &mut out);
+        // The record time is both the interval clock and the stamp clock offline.
+        pipeline.push(&d.payload, HostTime::both(d.ts_ns), &mut out);
         for f in out.drain(..) {
             on_frame(f).map_err(OfflineError::Output)?;
         }
@@ -699,7 +701,7 @@ where
 fn is_ignored(pipeline: &ScanPipeline, payload: &[u8]) -> bool {
     let mut p = pipeline.clone();
     let mut out = Vec::new();
-    p.push(payload, 0, &mut out);
+    p.push(payload, HostTime::both(0), &mut out);
     p.counters().ignored == 1
 }
 

@@ -233,9 +233,7 @@ pub fn replay(cfg: &ReplayConfig) -> Result<ReplayStats, ReplayError> {
     };
     let mut last_warn: Option<Instant> = None;
     let start = Instant::now();
-    stats.start_unix_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    stats.start_unix_ns = crate::sys::clock::realtime_ns();
     let mut i: u64 = 0;
     for l in 0..loops {
         for (j, d) in datagrams.iter().enumerate() {

@@ -52,6 +52,8 @@ const APT_PACKAGES: &[&str] = &[
     "libfastrtps-dev",
     "cyclonedds-dev",
     "cyclonedds-tools",
+    // libfaketime: the clock-step test steps the daemon's CLOCK_REALTIME (never the machine's).
+    "faketime",
 ];
 /// Debian packages whose files make the BPF-capable rustc (unpacked, not installed).
 /// Pinned to the version whose bpfel `core` matches aya-ebpf 0.2.1 (bookworm-security).

@@ -10,6 +10,7 @@
 //! - [`sensor`]: the decoders per vendor and their calibration parsers, the scan pipeline;
 //! - [`scan`]: scan (frame) assembly: cut angle, field of view, timeouts, the stream clock;
 //! - [`protocol`]: the lidarxdp TCP wire codec (`docs/protocol.md`);
+//! - [`time`]: [`HostTime`], the host's monotonic (intervals) and wall (stamps) clocks;
 //! - [`ros2`]: ROS 2 `sensor_msgs/msg/PointCloud2` CDR encoding and rmw_zenoh naming.
 //!
 //! Its dependency tree has no aya, io-uring, libc, clap or mcap (`cargo tree -p lidarxdp-core`).
@@ -34,4 +35,7 @@ pub mod scan;
 pub mod sensor;
 #[allow(unsafe_code)]
 mod simd;
+pub mod time;
 pub mod vendor;
+
+pub use time::HostTime;

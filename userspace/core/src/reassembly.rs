@@ -375,7 +375,8 @@ impl Reassembler {
     }
 
     /// Drops every datagram whose first fragment arrived `timeout_ns` or more before `now_ns`
-    /// (counting the incomplete ones in `timed_out`), and frees failed slots that have expired.
+    /// (the caller's clock, ns: CLOCK_MONOTONIC in the daemon, the record time offline; only
+    /// differences are used) (counting the incomplete ones in `timed_out`), and frees failed slots that have expired.
     /// Returns the number of datagrams timed out by this call.
     pub fn poll_timeout(&mut self, now_ns: u64) -> u64 {
         let timeout = self.cfg.timeout_ns;
@@ -435,7 +436,8 @@ impl Reassembler {
         Some(i)
     }
 
-    /// Adds one fragment received at `now_ns` (caller's clock, ns). Returns the whole datagram
+    /// Adds one fragment received at `now_ns` (the caller's clock, ns: CLOCK_MONOTONIC in the
+    /// daemon, never a wall clock that can be stepped; the record time offline). Returns the whole datagram
     /// when this fragment completed it, `Ok(None)` while it is incomplete.
     ///
     /// # Errors

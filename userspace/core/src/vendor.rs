@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::HostTime;
 use crate::frame::Frame;
 pub use crate::scan::Rejection;
 
@@ -201,8 +202,8 @@ pub enum Stamp {
     /// (default).
     #[default]
     Sensor,
-    /// The host's receive time of the frame's first packet (`host_ns`; offline, the pcap record
-    /// time). Points' `time_stamp` stay relative to the frame's first firing.
+    /// The host's receive time of the frame's first packet (`host_ns`, CLOCK_REALTIME; offline,
+    /// the pcap record time). Points' `time_stamp` stay relative to the frame's first firing.
     Host,
 }
 
@@ -593,8 +594,8 @@ crate::counter_set! {
         restarts: Counter "restarts" "Sustained time jumps taken as a sensor restart.",
         /// The sum of the emitted frames' [`crate::frame::FrameHeader::frames_lost_before`].
         frames_lost: Counter "frames" "Whole frames (turns) lost.",
-        /// Stamped on the stream's time line (last accepted sensor time + host time elapsed),
-        /// or with the host time when the stream has no valid time yet (then their frame says
+        /// Stamped on the stream's time line (last accepted sensor time + host monotonic time
+        /// elapsed), or with the host wall time when the stream has no valid time yet (then their frame says
         /// [`crate::frame::FrameClock::Host`]).
         date_fallbacks: Counter "packets" "Data packets with an invalid date, stamped with host time.",
         /// Emitted frames on the sensor clock whose start time is before 2000 or more than
@@ -635,17 +636,23 @@ pub struct TimeFaults {
 /// Contract: no method panics or reads out of bounds on any input; no I/O; `push` appends
 /// the frames the payload completed to `out` and nothing else.
 pub trait VendorDecoder: Send + fmt::Debug {
-    /// Decodes one UDP payload received at `host_ns` (ns since the Unix epoch, or the pcap
-    /// record time).
+    /// Decodes one UDP payload received at `host` (both host clocks; offline the pcap record
+    /// time on both): every interval (silence, time-jump tolerance, extrapolation) is measured
+    /// on [`HostTime::mono_ns`], every stamp (the frame's `host_ns`, a host-clock fallback
+    /// start, the hour of a Velodyne clock) taken from [`HostTime::wall_ns`].
     ///
     /// # Errors
     /// [`Rejection`] says how the pipeline counts a payload that was not decoded; the decoder
     /// itself records a malformed packet in the frame in progress.
-    fn push(&mut self, payload: &[u8], host_ns: u64, out: &mut Vec<Frame>)
-    -> Result<(), Rejection>;
-    /// Closes the frame in progress if no data packet arrived for the frame timeout before
-    /// `now_host_ns`.
-    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>);
+    fn push(
+        &mut self,
+        payload: &[u8],
+        host: HostTime,
+        out: &mut Vec<Frame>,
+    ) -> Result<(), Rejection>;
+    /// Closes the frame in progress if no data packet arrived for the frame timeout of host
+    /// monotonic time before `now_mono_ns` (CLOCK_MONOTONIC, ns).
+    fn poll_timeout(&mut self, now_mono_ns: u64, out: &mut Vec<Frame>);
     /// Closes the frame in progress (end of a capture, shutdown).
     fn flush(&mut self, out: &mut Vec<Frame>);
     /// Return mode of the last decoded data packet, if any.

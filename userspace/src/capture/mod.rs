@@ -9,6 +9,12 @@
 //! timeout, which also closes a frame whose last packet is late
 //! ([`ScanPipeline::poll_timeout`]).
 //!
+//! Time: each burst is stamped once with both host clocks ([`crate::sys::clock::host_time`]).
+//! Every timeout and interval (frame silence, duplicates, reassembly, source silence) runs on
+//! CLOCK_MONOTONIC; CLOCK_REALTIME only stamps what is published (a frame's `host_ns`,
+//! `--stamp host`, a Velodyne's hour) and the record times of `--record`. So a step of the
+//! wall clock (PTP, chrony) neither closes every open frame nor keeps them open.
+//!
 //! Backends (`lidarxdp run --backend`, [`Backend`]); everything after the source is shared:
 //! - [`XdpSource`] — AF_XDP, the product: UMEM frames drained from the RX ring and recycled to
 //!   the fill ring ([`crate::xsk`]), waits through io_uring (poll on the XSK fd);
@@ -33,6 +39,7 @@ use crate::{
     xsk::{SharedXdpStatisticsValues, XdpStatistics, XskCounters, XskCountersSnapshot},
 };
 use lidarxdp_core::{
+    HostTime,
     counters::CounterDesc,
     frame::Frame,
     net::{self, NetError, UdpDatagram},
@@ -348,20 +355,12 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     crate::sys::cpu::pin_current_thread(cpu)
 }
 
-/// Current CLOCK_REALTIME in ns since the Unix epoch.
-pub fn realtime_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 #[derive(Default)]
 struct Local {
     /// The thread's counters (`link_changes` is the source's, see [`CaptureWorker::store`]).
     c: CaptureSnapshot,
     /// Per sensor slot configured without a source: the source its stream comes from, the
-    /// host time of its last datagram, and whether a second source was logged.
+    /// host monotonic time of its last datagram, and whether a second source was logged.
     stream_source: Vec<Option<StreamSource>>,
     /// Per sensor slot: bytes and reassembled datagrams.
     sensors: Vec<SensorTraffic>,
@@ -408,12 +407,12 @@ fn dispatch(
     local: &mut Local,
     d: &UdpDatagram<'_>,
     reassembled: bool,
-    now: u64,
+    now: HostTime,
     out: &mut Vec<Frame>,
 ) -> bool {
     let keys = sensors.iter().map(|s| (s.port, s.extra_port, s.source));
     match find_slot(keys, d.dst_port, d.src_ip) {
-        Some(i) if sensors[i].source.is_none() && !one_source(local, i, d, now) => {
+        Some(i) if sensors[i].source.is_none() && !one_source(local, i, d, now.mono_ns) => {
             local.c.mixed_sources += 1;
             false
         }
@@ -446,14 +445,16 @@ fn dispatch(
     }
 }
 
-/// Host time without a datagram from a sensor's source after which a sensor configured without
-/// a `source` accepts a new one (the sensor was re-addressed or replaced): 1 s, ns.
+/// Host time (CLOCK_MONOTONIC) without a datagram from a sensor's source after which a sensor
+/// configured without a `source` accepts a new one (the sensor was re-addressed or replaced):
+/// 1 s, ns.
 pub const SOURCE_SILENCE_NS: u64 = 1_000_000_000;
 
 /// The source a sensor configured without one is receiving from.
 #[derive(Clone, Copy, Debug)]
 struct StreamSource {
     ip: [u8; 4],
+    /// Host CLOCK_MONOTONIC ns of the stream's last datagram.
     last_ns: u64,
     warned: bool,
 }
@@ -462,7 +463,7 @@ struct StreamSource {
 /// first datagram fixes the stream's source; a datagram from another source is refused (two
 /// sensors on one port must never be mixed into one frame), and the first such datagram is
 /// logged, unless the stream's source has been silent for [`SOURCE_SILENCE_NS`], in which case
-/// the new source takes over (logged).
+/// the new source takes over (logged). `now`: host CLOCK_MONOTONIC, ns.
 fn one_source(local: &mut Local, i: usize, d: &UdpDatagram<'_>, now: u64) -> bool {
     if local.stream_source.len() <= i {
         local.stream_source.resize(i + 1, None);
@@ -545,13 +546,13 @@ impl<S: PacketSource> CaptureWorker<S> {
             if !self.reloads.is_empty() {
                 self.apply_reloads();
             }
-            let now = realtime_ns();
+            let now = crate::sys::clock::host_time();
             let n = self.burst(&mut local, &mut reasm, now, &mut out)?;
             if n == 0 {
                 for s in &mut self.sensors {
                     s.pipeline.poll_timeout(now, &mut out);
                 }
-                reasm.poll_timeout(now);
+                reasm.poll_timeout(now.mono_ns);
                 self.publish(&mut out, &mut local);
                 self.store(&local, &reasm);
                 self.source.on_idle(&self.stats);
@@ -561,13 +562,13 @@ impl<S: PacketSource> CaptureWorker<S> {
                 self.publish(&mut out, &mut local);
                 self.store(&local, &reasm);
             } else if local.c.rx_frames % 1024 < n as u64 {
-                reasm.poll_timeout(now);
+                reasm.poll_timeout(now.mono_ns);
                 self.store(&local, &reasm);
             }
         }
         let drained_from = local.c.rx_frames;
         while local.c.rx_frames - drained_from < FINAL_DRAIN_MAX {
-            let now = realtime_ns();
+            let now = crate::sys::clock::host_time();
             if self.burst(&mut local, &mut reasm, now, &mut out)? == 0 {
                 break;
             }
@@ -602,12 +603,13 @@ impl<S: PacketSource> CaptureWorker<S> {
         }
     }
 
-    /// Takes one burst from the source and dispatches it; returns the packets taken.
+    /// Takes one burst from the source and dispatches it, all received at `now`; returns the
+    /// packets taken.
     fn burst(
         &mut self,
         local: &mut Local,
         reasm: &mut Reassembler,
-        now: u64,
+        now: HostTime,
         out: &mut Vec<Frame>,
     ) -> std::io::Result<usize> {
         let sensors = &mut self.sensors;
@@ -620,7 +622,7 @@ impl<S: PacketSource> CaptureWorker<S> {
                     if dispatch(sensors, local, &d, false, now, out)
                         && let Some(r) = record
                     {
-                        r.datagram(now, &d, &[0; 12]);
+                        r.datagram(now.wall_ns, &d, &[0; 12]);
                     }
                 }
                 Packet::Ethernet(bytes) => {
@@ -631,7 +633,7 @@ impl<S: PacketSource> CaptureWorker<S> {
                             if dispatch(sensors, local, &d, false, now, out)
                                 && let Some(r) = record
                             {
-                                r.ethernet(now, bytes);
+                                r.ethernet(now.wall_ns, bytes);
                             }
                         }
                         Err(NetError::Fragment) => {
@@ -640,7 +642,7 @@ impl<S: PacketSource> CaptureWorker<S> {
                             let frag = ip.as_ref().ok().and_then(Fragment::from_ipv4);
                             // Failures are counted by the reassembler.
                             if let Some(f) = frag
-                                && let Ok(Some(whole)) = reasm.push(&f, now)
+                                && let Ok(Some(whole)) = reasm.push(&f, now.mono_ns)
                             {
                                 match whole.udp() {
                                     Ok(d) => {
@@ -652,7 +654,7 @@ impl<S: PacketSource> CaptureWorker<S> {
                                                 .first_chunk::<12>()
                                                 .copied()
                                                 .unwrap_or([0; 12]);
-                                            r.datagram(now, &d, &macs);
+                                            r.datagram(now.wall_ns, &d, &macs);
                                         }
                                     }
                                     Err(_) => local.c.not_udp += 1,
@@ -709,6 +711,7 @@ impl<S: PacketSource> CaptureWorker<S> {
 #[cfg(test)]
 mod tests {
     use super::{Local, SOURCE_SILENCE_NS, SensorSlot, dispatch, find_slot, one_source};
+    use lidarxdp_core::HostTime;
     use lidarxdp_core::frame::Frame;
     use lidarxdp_core::net::UdpDatagram;
     use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
@@ -791,7 +794,7 @@ mod tests {
                 dst_port: 2368,
                 payload: p,
             };
-            dispatch(slot, local, &d, false, *t, &mut out);
+            dispatch(slot, local, &d, false, HostTime::both(*t), &mut out);
         }
         out
     }

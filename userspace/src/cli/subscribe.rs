@@ -569,7 +569,7 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
 
 /// The receive time of a frame, ns since the Unix epoch: the one clock of `subscribe`.
 fn receive_time_ns() -> u64 {
-    lidarxdp::capture::realtime_ns()
+    lidarxdp::sys::clock::realtime_ns()
 }
 
 /// Where [`run`] reads frames from.

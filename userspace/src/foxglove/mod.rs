@@ -480,7 +480,7 @@ impl Worker {
         if !self.diag_channel.has_sinks() {
             return;
         }
-        let now = realtime_ns();
+        let now = crate::sys::clock::realtime_ns();
         let msg = self.diagnostics.to_json(now).to_string();
         self.diag_channel.log_with_meta(
             msg.as_bytes(),
@@ -490,11 +490,4 @@ impl Worker {
         );
         self.counters.diagnostics.fetch_add(1, Relaxed);
     }
-}
-
-/// CLOCK_REALTIME now, ns since the Unix epoch (0 before 1970).
-fn realtime_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

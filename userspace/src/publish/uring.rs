@@ -13,7 +13,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
@@ -353,9 +353,7 @@ impl Driver {
         let peer = sock
             .peer_addr()
             .map_or_else(|_| "?".to_string(), |a| a.to_string());
-        let wall_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let wall_ns = crate::sys::clock::realtime_ns();
         let Some(id) = self.fanout.accept(now, wall_ns, peer) else {
             return Ok(()); // rejected: dropping `sock` closes it
         };

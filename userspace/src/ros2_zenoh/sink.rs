@@ -288,7 +288,9 @@ impl Worker {
         topic.sequence += 1;
         let attachment = Attachment {
             sequence_number: topic.sequence,
-            source_timestamp_ns: realtime_ns(),
+            // A published stamp: CLOCK_REALTIME.
+            source_timestamp_ns: i64::try_from(crate::sys::clock::realtime_ns())
+                .unwrap_or(i64::MAX),
             gid: topic.gid,
         }
         .encode();
@@ -302,13 +304,6 @@ impl Worker {
         self.counters.bytes.fetch_add(len as u64, Relaxed);
         Ok(())
     }
-}
-
-/// CLOCK_REALTIME now, ns since the Unix epoch (saturating).
-fn realtime_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

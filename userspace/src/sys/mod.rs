@@ -13,6 +13,8 @@
 //! - [`sockopt`]: `setsockopt(2)`/`getsockopt(2)`, one typed wrapper each;
 //! - [`caps`]: `prctl(2)`, `capset(2)`, `initgroups(3)`, `setresuid(2)`/`setresgid(2)`,
 //!   `getpwnam_r(3)`: what [`crate::privs`] needs to drop privileges;
+//! - [`clock`]: `clock_gettime(2)` of CLOCK_MONOTONIC (every interval) and CLOCK_REALTIME
+//!   (published stamps only): the one place the daemon reads the time;
 //! - [`cpu`]: `sched_setaffinity(2)` and `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`;
 //! - [`event`]: the eventfd(2) wake-up between threads;
 //! - [`net`]: interface lookups (`if_nametoindex(3)`, `SIOCGIFMTU`, netdevice(7)), `poll(2)`,
@@ -27,6 +29,7 @@
 //!   `net.core.rmem_max`, `kernel.cap_last_cap`).
 
 pub mod caps;
+pub mod clock;
 pub mod cpu;
 pub mod event;
 pub mod malloc;

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
+use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::ouster::OusterStream;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
@@ -120,7 +121,7 @@ proptest! {
         let mut out = Vec::new();
         let mut n = 0;
         for (i, d) in datagrams.iter().enumerate() {
-            let r = s.push(d, i as u64 * 1_000_000, &mut out);
+            let r = s.push(d, HostTime::both(i as u64 * 1_000_000), &mut out);
             prop_assert!(matches!(r, Ok(()) | Err(Rejection::Ignored | Rejection::Malformed)));
             n += 1;
         }
@@ -155,7 +156,7 @@ proptest! {
         let mut s = stream(meta);
         let mut out = Vec::new();
         for r in 0..repeats {
-            let _ = s.push(&pkt, r as u64 * 300_000_000, &mut out);
+            let _ = s.push(&pkt, HostTime::both(r as u64 * 300_000_000), &mut out);
         }
         s.flush(&mut out);
         check(meta, &out);

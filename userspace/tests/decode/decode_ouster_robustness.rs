@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
+use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::scan::RESTART_AGREE;
 use lidarxdp_core::sensor::ouster::OusterStream;
@@ -63,7 +64,7 @@ fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, Ouster
     // are pushed again before the confirming packet) or a packet in line releases them.
     let mut held: Vec<(&[u8], u64)> = Vec::new();
     for (p, t) in input {
-        match s.push(p, *t, &mut out) {
+        match s.push(p, HostTime::both(*t), &mut out) {
             Ok(()) => {
                 c.jumps += held.len() as u32;
                 held.clear();
@@ -85,7 +86,7 @@ fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, Ouster
             }
             Err(Rejection::Restart) => {
                 for (hp, ht) in held.drain(..).chain([(&p[..], *t)]) {
-                    assert_eq!(s.push(hp, ht, &mut out), Ok(()));
+                    assert_eq!(s.push(hp, HostTime::both(ht), &mut out), Ok(()));
                     c.ok += 1;
                 }
             }
@@ -267,7 +268,7 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
     .unwrap();
     let mut out = Vec::new();
     for (p, t) in &all[..10] {
-        s.push(p, *t, &mut out).unwrap();
+        s.push(p, HostTime::both(*t), &mut out).unwrap();
     }
     let t9 = all[9].1;
     s.poll_timeout(t9 + 200_000_000, &mut out);
@@ -276,12 +277,13 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
     assert_eq!(out.len(), 1);
     assert_eq!(header(&out[0]).0, 10);
     assert_eq!(
-        s.push(&all[10].0, t9 + 300_000_000, &mut out),
+        s.push(&all[10].0, HostTime::both(t9 + 300_000_000), &mut out),
         Err(Rejection::Late)
     );
     assert_eq!(s.stats().stale, 1);
     // The next frame opens normally, with sequence 1.
-    s.push(&all[14].0, t9 + 300_000_001, &mut out).unwrap();
+    s.push(&all[14].0, HostTime::both(t9 + 300_000_001), &mut out)
+        .unwrap();
     s.flush(&mut out);
     assert_eq!(out.len(), 2);
     assert_eq!(
@@ -291,11 +293,12 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
     assert_eq!(s.return_mode(), Some(ReturnMode::Strongest));
     // The same packet again is a late packet of a published frame (stale) until reset().
     assert_eq!(
-        s.push(&all[14].0, t9 + 300_000_002, &mut out),
+        s.push(&all[14].0, HostTime::both(t9 + 300_000_002), &mut out),
         Err(Rejection::Late)
     );
     s.reset();
-    s.push(&all[14].0, t9 + 300_000_003, &mut out).unwrap();
+    s.push(&all[14].0, HostTime::both(t9 + 300_000_003), &mut out)
+        .unwrap();
     s.flush(&mut out);
     assert_eq!(out.len(), 3);
     assert_eq!(out[2].points, out[1].points);
@@ -531,7 +534,7 @@ fn dual_returns_merge_identical_and_label_second_strongest() {
             px[0..4].copy_from_slice(&(r1 | (50 << 24)).to_le_bytes());
             px[4..8].copy_from_slice(&(r2 | (20 << 24)).to_le_bytes());
         });
-        s.push(&pkt, 1, &mut out).unwrap();
+        s.push(&pkt, HostTime::both(1), &mut out).unwrap();
         s.flush(&mut out);
         let f = &out[0];
         assert_eq!(
@@ -581,7 +584,7 @@ fn low_data_rate_and_window_columns() {
     });
     let o = 32 + 3 * meta.format.col_len() + 10;
     pkt[o] = 0;
-    s.push(&pkt, 1, &mut out).unwrap();
+    s.push(&pkt, HostTime::both(1), &mut out).unwrap();
     s.flush(&mut out);
     assert_eq!(out[0].points.len(), 15 * 8);
     assert!(
@@ -608,7 +611,7 @@ fn columns_with_far_time_stamps_are_skipped_and_counted() {
     let clean = {
         let mut s = stream(meta.clone());
         let mut out = Vec::new();
-        s.push(&synth_packet(&meta, 1, 32, px), 1, &mut out)
+        s.push(&synth_packet(&meta, 1, 32, px), HostTime::both(1), &mut out)
             .unwrap();
         s.flush(&mut out);
         out
@@ -621,7 +624,7 @@ fn columns_with_far_time_stamps_are_skipped_and_counted() {
     }
     let mut s = stream(meta.clone());
     let mut out = Vec::new();
-    s.push(&pkt, 1, &mut out).unwrap();
+    s.push(&pkt, HostTime::both(1), &mut out).unwrap();
     s.flush(&mut out);
     assert_eq!(s.stats().column_time_jumps, 2);
     assert_eq!(out.len(), 1);

@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::velodyne::VelodyneStream;
 use lidarxdp_core::sensor::{
@@ -219,12 +220,15 @@ fn product_byte_disagrees_with_configured_model() {
     .unwrap();
     let mut out = Vec::new();
     for k in 0..3 {
-        s.push(&packet(k, 0x37, 0x21), host(k), &mut out).unwrap();
+        s.push(&packet(k, 0x37, 0x21), HostTime::both(host(k)), &mut out)
+            .unwrap();
     }
-    s.push(&packet(3, 0x37, 0x28), host(3), &mut out).unwrap();
+    s.push(&packet(3, 0x37, 0x28), HostTime::both(host(3)), &mut out)
+        .unwrap();
     assert_eq!(s.product_mismatches(), 3);
     assert_eq!(s.detected_model(), Some(SensorModel::Vlp32c));
-    s.push(&packet(4, 0x37, 0x21), host(4), &mut out).unwrap();
+    s.push(&packet(4, 0x37, 0x21), HostTime::both(host(4)), &mut out)
+        .unwrap();
     assert_eq!(s.detected_model(), Some(SensorModel::Hdl32e));
     assert_eq!(s.product_mismatches(), 4);
     s.flush(&mut out);

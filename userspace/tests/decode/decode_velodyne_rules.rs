@@ -18,6 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use lidarxdp::offline::udp_payloads;
+use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
@@ -695,7 +696,7 @@ fn packet_rate_foreign_to_the_model_is_counted() {
         let mut out = Vec::new();
         let mut decoded = 0;
         for (p, t) in payloads {
-            decoded += usize::from(s.push(p, *t, &mut out).is_ok());
+            decoded += usize::from(s.push(p, HostTime::both(*t), &mut out).is_ok());
         }
         (decoded, s.rate_mismatches())
     };

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use lidarxdp::offline::decode_pcap_with_options;
 use lidarxdp_client::pcd::read_points;
+use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
 
@@ -178,8 +179,12 @@ fn firmware_timing_variant_from_packet_spacing() {
             // Rewrite the stamps: 55,311,567 µs past the hour + i · spacing.
             let us = 55_311_567 + i as u32 * spacing_us;
             p[1200..1204].copy_from_slice(&us.to_le_bytes());
-            s.push(&p, 1_585_897_255_313_147_068 + i as u64 * 160_000, &mut out)
-                .unwrap();
+            s.push(
+                &p,
+                HostTime::both(1_585_897_255_313_147_068 + i as u64 * 160_000),
+                &mut out,
+            )
+            .unwrap();
         }
         s.flush(&mut out);
         (s.firing_sequence_ns(), out)

@@ -7,6 +7,7 @@
 use lidarxdp_testkit as common;
 
 mod e2e_backends;
+mod e2e_clock_step;
 mod e2e_config;
 mod e2e_faults;
 mod e2e_fragments;

@@ -16,7 +16,7 @@ fn frame(sensor: u16, seq: u64) -> Frame {
             sensor_id: sensor,
             sequence: seq,
             start_ns: 1_700_000_000_000_000_000 + seq,
-            host_ns: lidarxdp::capture::realtime_ns(),
+            host_ns: lidarxdp::sys::clock::realtime_ns(),
             ..Default::default()
         },
         points: vec![

@@ -154,7 +154,7 @@ fn sixteen_subscribers_one_stalled_one_slow() {
         let mut pushed = 0u64;
         for _ in 0..PASSES {
             for pl in &payloads {
-                p.push(pl, lidarxdp::capture::realtime_ns(), &mut out);
+                p.push(pl, lidarxdp::sys::clock::host_time(), &mut out);
                 pushed += 1;
                 for f in out.drain(..) {
                     exp2.lock()

@@ -454,7 +454,7 @@ fn zenoh_subscription_records_split_mcap() {
                 sensor_id: 0,
                 sequence: seq,
                 start_ns,
-                host_ns: lidarxdp::capture::realtime_ns(),
+                host_ns: lidarxdp::sys::clock::realtime_ns(),
                 ..Default::default()
             },
             points,

@@ -8,14 +8,16 @@ use super::{
     AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, BufferSource, CARRY_LIMIT_CDEG, Fov, FrameAccount,
     FrameBuilder, MAX_FRAME_SPAN_NS, Rejection, StreamClock, TimeVerdict, arc_in_view, turns_lost,
 };
+use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::PointXYZIRCAEDT;
 
 /// What the assembler needs to know about one data packet.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PacketInfo {
-    /// Host receive time (or pcap record time), ns since the Unix epoch.
-    pub host_ns: u64,
+    /// Host receive time on both clocks (offline the pcap record time): intervals on
+    /// [`HostTime::mono_ns`], the frame's published `host_ns` from [`HostTime::wall_ns`].
+    pub host: HostTime,
     /// Sensor time of the packet (its first firing), ns since the Unix epoch.
     pub sensor_ns: u64,
     /// Raw azimuth of the first block, 0.01° (0..35999).
@@ -240,7 +242,7 @@ impl ScanAssembler {
     ) -> Result<(), Rejection> {
         if self
             .builder
-            .silence_before(info.host_ns, Some(info.sensor_ns))
+            .silence_before(info.host.mono_ns, Some(info.sensor_ns))
         {
             self.close_partial(out);
             self.builder.clock_mut().note_silence();
@@ -250,7 +252,7 @@ impl ScanAssembler {
         let first_phased = phased(u32::from(info.first_azimuth_cdeg), self.cut_cdeg);
         match self.builder.clock_mut().check(
             info.sensor_ns,
-            info.host_ns,
+            info.host.mono_ns,
             Some(u32::from(info.first_azimuth_cdeg)),
             nominal,
         ) {
@@ -356,7 +358,7 @@ impl ScanAssembler {
             // A frame that does not begin at a cut: estimate the packets between the cut and us.
             self.cur.open = true;
             self.cur.acct.start_ns = info.sensor_ns;
-            self.cur.acct.host_ns = info.host_ns;
+            self.cur.acct.host_ns = info.host.wall_ns;
             let adv = info.advance_cdeg.max(1);
             if first + adv <= AZIMUTH_UNITS && !self.at_cut {
                 let head = self.packets_for(arc_in_view(self.fov, self.cut_cdeg, first), adv);
@@ -413,7 +415,7 @@ impl ScanAssembler {
             .rposition(|&a| phased(u32::from(a), cut) >= self.carry_limit_cdeg)
             .map_or(0, |i| i + 1);
         let (new_start, new_host) = match self.last {
-            Some(i) => (i.sensor_ns, i.host_ns),
+            Some(i) => (i.sensor_ns, i.host.wall_ns),
             None => (self.cur.acct.start_ns, self.cur.acct.host_ns),
         };
         let mut azimuths = std::mem::take(&mut self.spare_azimuths);
@@ -449,9 +451,10 @@ impl ScanAssembler {
     }
 
     /// Closes the frame in progress if no data packet arrived for more than the frame timeout
-    /// of host time before `now_host_ns` (ns). Returns whether a frame was closed or dropped.
-    pub fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) -> bool {
-        if self.cur.open && self.builder.silent_at(now_host_ns) {
+    /// of host monotonic time before `now_mono_ns` (CLOCK_MONOTONIC, ns). Returns whether a
+    /// frame was closed or dropped.
+    pub fn poll_timeout(&mut self, now_mono_ns: u64, out: &mut Vec<Frame>) -> bool {
+        if self.cur.open && self.builder.silent_at(now_mono_ns) {
             self.close_partial(out);
             self.builder.clock_mut().note_silence();
             true
@@ -516,7 +519,7 @@ mod tests {
 
     fn info(i: u64, az0: u16) -> PacketInfo {
         PacketInfo {
-            host_ns: 1_000_000_000 + i * 1_000_000,
+            host: HostTime::both(1_000_000_000 + i * 1_000_000),
             sensor_ns: 5_000_000_000 + i * 1_000_000,
             first_azimuth_cdeg: az0,
             last_azimuth_cdeg: ((u32::from(az0) + 1100) % AZIMUTH_UNITS) as u16,

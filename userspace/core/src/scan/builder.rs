@@ -17,6 +17,8 @@
 //!
 //! ## Timeouts ([`FrameBuilder::silence_before`], [`FrameBuilder::silent_at`])
 //! A frame in progress is closed by a *silence*: no data packet for `frame_timeout_ns`.
+//! Host time here is always CLOCK_MONOTONIC ([`crate::HostTime::mono_ns`]): a step of the wall
+//! clock neither closes a frame nor keeps one open.
 //! * Polled with no packet ([`FrameBuilder::silent_at`], the capture thread's idle wake-up):
 //!   host time since the last packet over the timeout is a silence.
 //! * Noticed when the next packet arrives ([`FrameBuilder::silence_before`]): only if the
@@ -81,10 +83,11 @@ impl PointBuffers {
 /// [`FrameBuilder::emit`] when the frame ends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FrameAccount {
-    /// Sensor time of the frame's first firing, ns since the Unix epoch (the host time of its
-    /// first packet when `host_clock`).
+    /// Sensor time of the frame's first firing, ns since the Unix epoch (the host wall time of
+    /// its first packet when `host_clock`).
     pub start_ns: u64,
-    /// Host receive time of the frame's first packet, ns since the Unix epoch.
+    /// Host receive time of the frame's first packet, CLOCK_REALTIME ns since the Unix epoch
+    /// ([`crate::HostTime::wall_ns`]; offline the record time): the header's published stamp.
     pub host_ns: u64,
     /// Data packets that contributed to the frame.
     pub received: u32,
@@ -101,8 +104,8 @@ pub struct FrameAccount {
 }
 
 impl FrameAccount {
-    /// A frame opened by a packet with sensor time `start_ns` received at `host_ns` (ns), with
-    /// nothing counted yet.
+    /// A frame opened by a packet with sensor time `start_ns` received at wall time `host_ns`
+    /// (CLOCK_REALTIME ns since the Unix epoch), with nothing counted yet.
     pub fn open(start_ns: u64, host_ns: u64) -> Self {
         Self {
             start_ns,
@@ -130,8 +133,9 @@ pub struct FrameBuilder {
     buffers: PointBuffers,
     clock: StreamClock,
     pending_lost_frames: u32,
-    /// Host time of the last data packet seen (accepted or late), ns.
-    last_host_ns: Option<u64>,
+    /// Host monotonic time (CLOCK_MONOTONIC, ns) of the last data packet seen (accepted or
+    /// late).
+    last_mono_ns: Option<u64>,
 }
 
 impl FrameBuilder {
@@ -145,7 +149,7 @@ impl FrameBuilder {
             buffers: PointBuffers::default(),
             clock: StreamClock::default(),
             pending_lost_frames: 0,
-            last_host_ns: None,
+            last_mono_ns: None,
         }
     }
 
@@ -185,16 +189,17 @@ impl FrameBuilder {
         self.pending_lost_frames = self.pending_lost_frames.saturating_add(n);
     }
 
-    /// Records that a data packet arrived at `host_ns` with sensor time `sensor_ns` (ns; `None`
-    /// when it has none the clock could judge yet) and says whether a silence came before it
-    /// (module documentation): the host time since the previous packet exceeds the frame
-    /// timeout *and* the sensor time since the last accepted packet is not within the timeout.
-    /// The caller then closes its frames in progress and calls [`StreamClock::note_silence`].
-    pub fn silence_before(&mut self, host_ns: u64, sensor_ns: Option<u64>) -> bool {
+    /// Records that a data packet arrived at host monotonic time `mono_ns` (CLOCK_MONOTONIC,
+    /// ns) with sensor time `sensor_ns` (ns; `None` when it has none the clock could judge yet)
+    /// and says whether a silence came before it (module documentation): the monotonic time
+    /// since the previous packet exceeds the frame timeout *and* the sensor time since the
+    /// last accepted packet is not within the timeout. The caller then closes its frames in
+    /// progress and calls [`StreamClock::note_silence`].
+    pub fn silence_before(&mut self, mono_ns: u64, sensor_ns: Option<u64>) -> bool {
         let host_gap = self
-            .last_host_ns
-            .is_some_and(|h| host_ns.saturating_sub(h) > self.frame_timeout_ns);
-        self.last_host_ns = Some(host_ns);
+            .last_mono_ns
+            .is_some_and(|h| mono_ns.saturating_sub(h) > self.frame_timeout_ns);
+        self.last_mono_ns = Some(mono_ns);
         if !host_gap {
             return false;
         }
@@ -208,11 +213,12 @@ impl FrameBuilder {
         !sensor_in_line
     }
 
-    /// Whether no data packet arrived for more than the frame timeout of host time before
-    /// `now_host_ns` (ns): the idle poll's silence. False before the first packet.
-    pub fn silent_at(&self, now_host_ns: u64) -> bool {
-        self.last_host_ns
-            .is_some_and(|h| now_host_ns.saturating_sub(h) > self.frame_timeout_ns)
+    /// Whether no data packet arrived for more than the frame timeout of host monotonic time
+    /// before `now_mono_ns` (CLOCK_MONOTONIC, ns): the idle poll's silence. False before the
+    /// first packet.
+    pub fn silent_at(&self, now_mono_ns: u64) -> bool {
+        self.last_mono_ns
+            .is_some_and(|h| now_mono_ns.saturating_sub(h) > self.frame_timeout_ns)
     }
 
     /// Emits a finished frame: fills in its header (the only place a [`FrameHeader`] is built

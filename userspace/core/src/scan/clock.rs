@@ -4,8 +4,8 @@
 
 use super::AZIMUTH_UNITS;
 
-/// How far a packet's sensor time may run ahead of the host time elapsed since the previous
-/// accepted packet before the packet counts as a time jump, ns (100 ms). Sensor time cannot
+/// How far a packet's sensor time may run ahead of the host time elapsed (monotonic) since the
+/// previous accepted packet before the packet counts as a time jump, ns (100 ms). Sensor time cannot
 /// legitimately advance faster than host time: packets queued during a host stall keep their
 /// spacing, and packets lost on the way leave a sensor gap matched by a host gap.
 pub const JUMP_AHEAD_TOLERANCE_NS: u64 = 100_000_000;
@@ -55,7 +55,8 @@ pub enum TimeVerdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stamp {
     sensor_ns: u64,
-    host_ns: u64,
+    /// Host receive time, CLOCK_MONOTONIC ns.
+    mono_ns: u64,
     azimuth_cdeg: Option<u32>,
 }
 
@@ -74,7 +75,8 @@ fn period_from(dt_ns: u64, cdeg: u64) -> u64 {
 ///
 /// ## Rules
 /// * A packet is **in line** when its sensor time is not before the previous accepted packet's
-///   and not ahead of it by more than the host time elapsed plus [`JUMP_AHEAD_TOLERANCE_NS`].
+///   and not ahead of it by more than the host time elapsed (CLOCK_MONOTONIC) plus
+///   [`JUMP_AHEAD_TOLERANCE_NS`].
 ///   One at most [`REORDER_WINDOW_NS`] behind it is **late** ([`TimeVerdict::Late`]): it
 ///   leaves the stream state alone.
 ///   Anything else is a **jump** ([`TimeVerdict::Jump`]): the packet is dropped and counted,
@@ -113,20 +115,21 @@ pub struct StreamClock {
 }
 
 impl StreamClock {
-    /// Judges a packet with sensor time `sensor_ns` (ns), received at `host_ns` (ns), whose
+    /// Judges a packet with sensor time `sensor_ns` (ns), received at `mono_ns` (host
+    /// CLOCK_MONOTONIC, ns: only differences are used, so a wall-clock step changes nothing), whose
     /// first firing is at `azimuth_cdeg` (0.01°, `None` where the packet carries no azimuth);
     /// `nominal_period_ns` is the rotation period to use until one has been measured (0 =
     /// unknown: no gap rule until measured). Updates the stream state.
     pub fn check(
         &mut self,
         sensor_ns: u64,
-        host_ns: u64,
+        mono_ns: u64,
         azimuth_cdeg: Option<u32>,
         nominal_period_ns: u64,
     ) -> TimeVerdict {
         let now = Stamp {
             sensor_ns,
-            host_ns,
+            mono_ns,
             azimuth_cdeg: azimuth_cdeg.map(|a| a % AZIMUTH_UNITS),
         };
         let Some(last) = self.last else {
@@ -194,7 +197,7 @@ impl StreamClock {
     }
 
     fn in_line(prev: &Stamp, now: &Stamp) -> bool {
-        let host_dt = now.host_ns.saturating_sub(prev.host_ns);
+        let host_dt = now.mono_ns.saturating_sub(prev.mono_ns);
         now.sensor_ns >= prev.sensor_ns
             && now.sensor_ns - prev.sensor_ns <= host_dt.saturating_add(JUMP_AHEAD_TOLERANCE_NS)
     }
@@ -235,13 +238,13 @@ impl StreamClock {
         self.silent = true;
     }
 
-    /// The stream's time at host time `host_ns`: the last accepted packet's sensor time plus
-    /// the host time elapsed since it, ns (`None` before the first packet). For packets whose
-    /// own time field is invalid.
-    pub fn extrapolate(&self, host_ns: u64) -> Option<u64> {
+    /// The stream's time at host monotonic time `mono_ns` (CLOCK_MONOTONIC, ns): the last
+    /// accepted packet's sensor time plus the monotonic time elapsed since it, ns (`None`
+    /// before the first packet). For packets whose own time field is invalid.
+    pub fn extrapolate(&self, mono_ns: u64) -> Option<u64> {
         self.last.map(|l| {
             l.sensor_ns
-                .saturating_add(host_ns.saturating_sub(l.host_ns))
+                .saturating_add(mono_ns.saturating_sub(l.mono_ns))
         })
     }
 
@@ -250,9 +253,10 @@ impl StreamClock {
         self.last.map(|l| l.sensor_ns)
     }
 
-    /// Host time of the last accepted packet, ns (`None` before the first one).
-    pub fn last_host_ns(&self) -> Option<u64> {
-        self.last.map(|l| l.host_ns)
+    /// Host monotonic time (CLOCK_MONOTONIC, ns) of the last accepted packet (`None` before
+    /// the first one).
+    pub fn last_mono_ns(&self) -> Option<u64> {
+        self.last.map(|l| l.mono_ns)
     }
 
     /// Forgets the stream (the next packet is in line whatever its time). Counters stay.

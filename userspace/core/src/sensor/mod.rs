@@ -29,6 +29,7 @@ pub mod ouster;
 pub mod robosense;
 pub mod velodyne;
 
+use crate::HostTime;
 use crate::frame::{Frame, FrameClock};
 pub use crate::vendor::*;
 
@@ -123,7 +124,7 @@ fn digest(payload: &[u8]) -> u64 {
 }
 
 /// The digests of the last [`crate::scan::DUPLICATE_WINDOW`] decoded datagrams, with their
-/// host receive times.
+/// host receive times (CLOCK_MONOTONIC ns).
 #[derive(Clone, Debug)]
 struct RecentDigests {
     digests: [u64; crate::scan::DUPLICATE_WINDOW],
@@ -144,30 +145,30 @@ impl Default for RecentDigests {
 }
 
 impl RecentDigests {
-    /// A datagram of digest `d` received at `host_ns` is a copy of one decoded at most
-    /// [`crate::scan::DUPLICATE_WINDOW_NS`] before (or after: a capture's record times may
-    /// step back).
-    fn contains(&self, d: u64, host_ns: u64) -> bool {
+    /// A datagram of digest `d` received at `mono_ns` (host CLOCK_MONOTONIC ns) is a copy of
+    /// one decoded at most [`crate::scan::DUPLICATE_WINDOW_NS`] before (or after: a capture's
+    /// record times may step back).
+    fn contains(&self, d: u64, mono_ns: u64) -> bool {
         let n = self.len;
         // The digest scan first (a plain array compare), the time only on a match.
         self.digests[..n].contains(&d)
             && self.digests[..n]
                 .iter()
                 .zip(&self.times[..n])
-                .any(|(&e, &t)| e == d && t.abs_diff(host_ns) <= crate::scan::DUPLICATE_WINDOW_NS)
+                .any(|(&e, &t)| e == d && t.abs_diff(mono_ns) <= crate::scan::DUPLICATE_WINDOW_NS)
     }
 
-    fn insert(&mut self, d: u64, host_ns: u64) {
+    fn insert(&mut self, d: u64, mono_ns: u64) {
         let k = self.next % crate::scan::DUPLICATE_WINDOW;
         self.digests[k] = d;
-        self.times[k] = host_ns;
+        self.times[k] = mono_ns;
         self.next = (k + 1) % crate::scan::DUPLICATE_WINDOW;
         self.len = (self.len + 1).min(crate::scan::DUPLICATE_WINDOW);
     }
 }
 
 /// Applies `stamp` to frames just produced: with [`Stamp::Host`], `start_ns` becomes the host
-/// receive time of the frame's first packet (`host_ns`) and `clock` [`FrameClock::Host`];
+/// receive time of the frame's first packet (`host_ns`, CLOCK_REALTIME) and `clock` [`FrameClock::Host`];
 /// points' `time_stamp` (relative to the frame start) are unchanged. With [`Stamp::Sensor`] the
 /// frames are left as the assembler made them (it may itself fall back to the host clock, and
 /// says so in `clock`).
@@ -203,7 +204,7 @@ pub struct ScanPipeline {
     recent: RecentDigests,
     /// Payloads judged time jumps since the last accepted packet, with their host times: the
     /// candidates of a restart, pushed again once it is confirmed ([`Rejection::Restart`]).
-    held: Vec<(Vec<u8>, u64)>,
+    held: Vec<(Vec<u8>, HostTime)>,
     /// Buffers of released held payloads, reused.
     spare_held: Vec<Vec<u8>>,
     /// New calibration tables waiting for the next frame boundary ([`ScanPipeline::reload`]).
@@ -401,21 +402,26 @@ impl ScanPipeline {
         self.decoder.return_mode()
     }
 
-    /// Pushes one UDP payload received at `host_ns` (ns since the Unix epoch, or the pcap
-    /// record time). Frames completed by this payload are appended to `out`.
+    /// Pushes one UDP payload received at `host`: a live capture's [`HostTime`] (its
+    /// CLOCK_MONOTONIC time measures every interval: duplicates window, silences, time-jump
+    /// tolerance; its CLOCK_REALTIME time stamps the frame's `host_ns`, `--stamp host` and a
+    /// Velodyne's hour), or offline a bare pcap record time (ns since the Unix epoch), which
+    /// serves as both ([`HostTime::both`]). Frames completed by this payload are appended to
+    /// `out`.
     ///
     /// Never panics: anything that is not a valid data packet is counted `malformed` or
     /// `ignored` (rules in the vendor module) and leaves the frame in progress untouched apart
     /// from its malformed count.
-    pub fn push(&mut self, payload: &[u8], host_ns: u64, out: &mut Vec<Frame>) {
+    pub fn push(&mut self, payload: &[u8], host: impl Into<HostTime>, out: &mut Vec<Frame>) {
+        let host = host.into();
         self.counters.packets += 1;
         let before = out.len();
         let d = digest(payload);
-        if self.recent.contains(d, host_ns) {
+        if self.recent.contains(d, host.mono_ns) {
             self.counters.duplicates += 1;
         } else {
-            match self.decoder.push(payload, host_ns, out) {
-                Err(Rejection::TimeJump) => self.hold(payload, host_ns),
+            match self.decoder.push(payload, host, out) {
+                Err(Rejection::TimeJump) => self.hold(payload, host),
                 Err(Rejection::Restart) => {
                     // The held candidates first, then this packet, onto the new time base.
                     // (The vectors keep their capacity: a warm pipeline allocates nothing.)
@@ -426,14 +432,14 @@ impl ScanPipeline {
                     }
                     self.spare_held.extend(held.drain(..).map(|(p, _)| p));
                     self.held = held;
-                    let r = self.decoder.push(payload, host_ns, out);
-                    self.count(r, d, host_ns);
+                    let r = self.decoder.push(payload, host, out);
+                    self.count(r, d, host);
                 }
                 r => {
                     if !matches!(r, Err(Rejection::Ignored | Rejection::Malformed)) {
                         self.release_held();
                     }
-                    self.count(r, d, host_ns);
+                    self.count(r, d, host);
                 }
             }
         }
@@ -446,14 +452,14 @@ impl ScanPipeline {
         self.count_frames(before, out);
     }
 
-    /// Counts what the decoder did with a payload of digest `d` received at `host_ns` (a
-    /// decoded one is remembered for the duplicate check).
-    fn count(&mut self, r: Result<(), Rejection>, d: u64, host_ns: u64) {
+    /// Counts what the decoder did with a payload of digest `d` received at `host` (a
+    /// decoded one is remembered for the duplicate check, on monotonic time).
+    fn count(&mut self, r: Result<(), Rejection>, d: u64, host: HostTime) {
         match r {
             Ok(()) => {
                 self.counters.decoded += 1;
                 self.counters.product_mismatches = self.decoder.product_mismatches();
-                self.recent.insert(d, host_ns);
+                self.recent.insert(d, host.mono_ns);
             }
             Err(Rejection::Ignored) => self.counters.ignored += 1,
             Err(Rejection::Malformed) => self.counters.malformed += 1,
@@ -464,7 +470,7 @@ impl ScanPipeline {
 
     /// Holds a payload judged a time jump: it may be the first of a restart. Beyond
     /// [`crate::scan::RESTART_AGREE`] − 1 held, the oldest is counted a time jump.
-    fn hold(&mut self, payload: &[u8], host_ns: u64) {
+    fn hold(&mut self, payload: &[u8], host: HostTime) {
         let keep = crate::scan::RESTART_AGREE.saturating_sub(1) as usize;
         if keep == 0 {
             self.counters.time_jumps += 1;
@@ -478,7 +484,7 @@ impl ScanPipeline {
         let mut buf = self.spare_held.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(payload);
-        self.held.push((buf, host_ns));
+        self.held.push((buf, host));
     }
 
     /// The held payloads were no restart: counted as time jumps.
@@ -549,10 +555,12 @@ impl ScanPipeline {
     }
 
     /// Closes the frame in progress if no data packet arrived for more than
-    /// `frame_timeout_ns` of host time before `now_host_ns` (ns since the Unix epoch).
-    pub fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
+    /// `frame_timeout_ns` of host monotonic time before `now` (its [`HostTime::mono_ns`],
+    /// CLOCK_MONOTONIC; offline a bare record time serves as both clocks): a step of the wall
+    /// clock closes nothing.
+    pub fn poll_timeout(&mut self, now: impl Into<HostTime>, out: &mut Vec<Frame>) {
         let before = out.len();
-        self.decoder.poll_timeout(now_host_ns, out);
+        self.decoder.poll_timeout(now.into().mono_ns, out);
         self.count_frames(before, out);
     }
 
@@ -813,5 +821,96 @@ mod tests {
         // 0xFF-filled: starts with FF but not FF EE; near-1206 sizes are malformed, 1206 has bad flags.
         assert_eq!((c.decoded, c.malformed, c.ignored), (0, 5, 9));
         assert!(out.is_empty());
+    }
+
+    /// Pushes `n` VLP-16 packets 1.327 ms apart (150 a turn), each with a poll between
+    /// packets, at the host times `at(i, t)` of packet `i` received at `t` (ns since the
+    /// epoch); returns the frames, flushed.
+    fn run_vlp16(n: u64, at: impl Fn(u64, u64) -> HostTime) -> (Vec<Frame>, DecodeCounters) {
+        let mut p = ScanPipeline::new(&cfg(), &cal()).unwrap();
+        let hour = 3_600_000_000_000u64 * 400_000;
+        let mut out = Vec::new();
+        for i in 0..n {
+            let us = 1_000 + (i * 1_327) as u32;
+            let t = hour + u64::from(us) * 1_000;
+            p.poll_timeout(at(i, t), &mut out);
+            p.push(
+                &vlp16_packet(((i * 240) % 36_000) as u16, us),
+                at(i, t),
+                &mut out,
+            );
+        }
+        p.flush(&mut out);
+        (out, *p.counters())
+    }
+
+    /// Steps of CLOCK_REALTIME (an hour forward mid-frame, then two hours back) while
+    /// CLOCK_MONOTONIC runs on: the frames are cut exactly as with no step (same points, same
+    /// counts, sensor start times, no time jump, no restart); only the published `host_ns`
+    /// follows the wall clock. An idle poll on a stepped wall clock closes nothing; one past the
+    /// timeout on the monotonic clock does.
+    #[test]
+    fn a_wall_clock_step_cuts_no_frame() {
+        let hour = 3_600_000_000_000u64;
+        let mono0 = 5_000_000_000u64; // CLOCK_MONOTONIC's own origin
+        let (base, base_c) = run_vlp16(400, |_, t| HostTime::both(t));
+        let wall = |i: u64, t: u64| match i {
+            0..200 => t,
+            200..260 => t + hour,
+            _ => t - hour,
+        };
+        let start = 400_000 * hour + 1_000_000;
+        let (stepped, c) = run_vlp16(400, |i, t| HostTime::new(t - start + mono0, wall(i, t)));
+        // The frame opened on the stepped wall clock starts an hour from its `host_ns`: the
+        // sensor clock is now an hour from the host's, which `implausible_time` says.
+        assert_eq!((base_c.implausible_time, c.implausible_time), (0, 1));
+        assert_eq!(
+            DecodeCounters {
+                implausible_time: 0,
+                ..c
+            },
+            base_c
+        );
+        assert_eq!(
+            (
+                c.packets,
+                c.decoded,
+                c.frames,
+                c.time_jumps,
+                c.restarts,
+                c.frames_lost
+            ),
+            (400, 400, 3, 0, 0, 0)
+        );
+        assert_eq!(base.len(), 3);
+        let sizes: Vec<usize> = stepped.iter().map(|f| f.points.len()).collect();
+        assert_eq!(sizes, [57_600, 57_600, 38_400]);
+        for (a, b) in base.iter().zip(&stepped) {
+            assert_eq!(a.points, b.points);
+            let mut h = b.header;
+            h.host_ns = a.header.host_ns;
+            assert_eq!(h, a.header);
+        }
+        // Both steps fall inside frame 1 (packets 150..300). host_ns is the wall time of each
+        // frame's first packet: frame 1 opened before the forward step, frame 2 after the
+        // backward one.
+        let hosts: Vec<u64> = stepped.iter().map(|f| f.header.host_ns).collect();
+        assert_eq!(
+            hosts,
+            [start, start + 199_050_000, start + 398_100_000 - hour]
+        );
+
+        // An idle poll: the wall clock an hour ahead says nothing; the monotonic clock decides.
+        let mut p = ScanPipeline::new(&cfg(), &cal()).unwrap();
+        let mut out = Vec::new();
+        let t0 = 400_000 * hour + 1_000_000;
+        p.push(&vlp16_packet(0, 1_000), HostTime::new(mono0, t0), &mut out);
+        let timeout = p.frame_timeout_ns();
+        p.poll_timeout(HostTime::new(mono0 + timeout, t0 + hour), &mut out);
+        p.poll_timeout(HostTime::new(mono0 + timeout, t0 - hour), &mut out);
+        assert!(out.is_empty());
+        p.poll_timeout(HostTime::new(mono0 + timeout + 1, t0), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].header.host_ns, t0);
     }
 }

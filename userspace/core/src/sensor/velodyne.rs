@@ -42,6 +42,7 @@ use std::f64::consts::PI;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
 use super::calibration::VelodyneCalibration;
+use crate::HostTime;
 use crate::frame::Frame;
 use crate::scan::{PacketInfo, ScanAssembler};
 use crate::vendor::{
@@ -1064,16 +1065,17 @@ fn decimal_f64(v: f32) -> f64 {
 /// ## Sensor clock
 /// A Velodyne stamps each packet with µs past the top of the hour (manual section 9). The hour
 /// comes from the host: for the first packet, the hour whose `top + µs` is nearest to the
-/// packet's host time (so a sensor clock within ±30 min of the host resolves correctly across
-/// an hour boundary, as ros-drivers/velodyne does); afterwards, the hour nearest to
-/// `previous sensor time + host time elapsed`, so an unsynchronised sensor clock never jumps
-/// by an hour in the middle of a stream.
+/// packet's host wall time (CLOCK_REALTIME, [`HostTime::wall_ns`]: so a sensor clock within
+/// ±30 min of the host resolves correctly across an hour boundary, as ros-drivers/velodyne
+/// does); afterwards, the hour nearest to `previous sensor time + host time elapsed`, elapsed
+/// on CLOCK_MONOTONIC ([`HostTime::mono_ns`]), so neither an unsynchronised sensor clock nor a
+/// step of the host's wall clock (PTP, chrony) makes the stream jump by an hour.
 #[derive(Clone, Debug)]
 pub struct VelodyneStream {
     engine: Engine,
     model: SensorModel,
     assembler: ScanAssembler,
-    /// Last `(host_ns, sensor_ns)` pair, for resolving the hour of the sensor clock.
+    /// Last `(host monotonic ns, sensor ns)` pair, for resolving the hour of the sensor clock.
     clock: Option<(u64, u64)>,
     return_mode: Option<ReturnMode>,
     product_mismatches: u64,
@@ -1263,10 +1265,10 @@ impl VelodyneStream {
     }
 
     /// Resolves a µs-past-the-hour stamp to ns since the Unix epoch (see the type docs).
-    fn sensor_time_ns(&mut self, toh_us: u32, host_ns: u64) -> u64 {
+    fn sensor_time_ns(&mut self, toh_us: u32, host: HostTime) -> u64 {
         let reference: i128 = match self.clock {
-            Some((h, s)) => i128::from(s) + (i128::from(host_ns) - i128::from(h)),
-            None => i128::from(host_ns),
+            Some((m, s)) => i128::from(s) + (i128::from(host.mono_ns) - i128::from(m)),
+            None => i128::from(host.wall_ns),
         };
         let t = reference.div_euclid(HOUR_NS) * HOUR_NS + i128::from(toh_us) * 1000;
         let best = [t - HOUR_NS, t, t + HOUR_NS]
@@ -1274,19 +1276,19 @@ impl VelodyneStream {
             .min_by_key(|c| (c - reference).abs())
             .unwrap_or(t);
         let ns = best.clamp(0, i128::from(u64::MAX)) as u64;
-        self.clock = Some((host_ns, ns));
+        self.clock = Some((host.mono_ns, ns));
         ns
     }
 }
 
 impl VendorDecoder for VelodyneStream {
     /// A 1206-byte payload is validated once by [`Packet::new_checked`]; anything else is
-    /// rejected by [`classify`]. A host-time gap longer than the frame timeout closes the frame
-    /// in progress before this packet is decoded.
+    /// rejected by [`classify`]. A host-time gap (monotonic) longer than the frame timeout
+    /// closes the frame in progress before this packet is decoded.
     fn push(
         &mut self,
         payload: &[u8],
-        host_ns: u64,
+        host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), crate::vendor::Rejection> {
         let classified = match self.engine {
@@ -1344,7 +1346,7 @@ impl VendorDecoder for VelodyneStream {
         };
         self.return_mode = Some(mode);
         let prev_sensor_ns = self.clock.map(|(_, s)| s);
-        let mut sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host_ns);
+        let mut sensor_ns = self.sensor_time_ns(packet.timestamp_us(), host);
         // VLS-128 firmware variants differ in firing-sequence period: pick the timing table
         // from the spacing of consecutive single-return packets.
         if model == SensorModel::Vls128
@@ -1383,7 +1385,7 @@ impl VendorDecoder for VelodyneStream {
         let last_block = (first_block * seqs.max(1)).clamp(1, BLOCKS) - 1;
         self.assembler.begin_packet(
             PacketInfo {
-                host_ns,
+                host,
                 sensor_ns,
                 first_azimuth_cdeg: az0,
                 last_azimuth_cdeg: packet.azimuth(last_block),
@@ -1403,8 +1405,8 @@ impl VendorDecoder for VelodyneStream {
         Ok(())
     }
 
-    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
-        self.assembler.poll_timeout(now_host_ns, out);
+    fn poll_timeout(&mut self, now_mono_ns: u64, out: &mut Vec<Frame>) {
+        self.assembler.poll_timeout(now_mono_ns, out);
     }
 
     fn flush(&mut self, out: &mut Vec<Frame>) {
@@ -1810,12 +1812,12 @@ mod tests {
         let host = 400_000 * h + 10_000_000_000; // 10 s past an hour
         // Sensor says 3599.5 s past the hour: it is the previous hour, 10.5 s earlier.
         assert_eq!(
-            p.sensor_time_ns(3_599_500_000, host),
+            p.sensor_time_ns(3_599_500_000, HostTime::both(host)),
             400_000 * h - 500_000_000
         );
         // The sensor clock then wraps to 0.5 s: still continuous although the host moved 1 s.
         assert_eq!(
-            p.sensor_time_ns(500_000, host + 1_000_000_000),
+            p.sensor_time_ns(500_000, HostTime::both(host + 1_000_000_000)),
             400_000 * h + 500_000_000
         );
         // An unsynchronised sensor (:10 while the host says :50) resolves to the nearest hour,
@@ -1823,9 +1825,33 @@ mod tests {
         let mut p =
             VelodyneStream::new(&stream_cfg(), &vlp16_cal(), PipelineOptions::default()).unwrap();
         let host = 400_000 * h + 50 * 60 * 1_000_000_000; // :50
-        let s0 = p.sensor_time_ns(10 * 60 * 1_000_000, host);
+        let s0 = p.sensor_time_ns(10 * 60 * 1_000_000, HostTime::both(host));
         assert_eq!(s0, 400_001 * h + 10 * 60 * 1_000_000_000);
-        let s1 = p.sensor_time_ns(10 * 60 * 1_000_000 + 1_000, host + 11 * 60 * 1_000_000_000);
+        let s1 = p.sensor_time_ns(
+            10 * 60 * 1_000_000 + 1_000,
+            HostTime::both(host + 11 * 60 * 1_000_000_000),
+        );
         assert_eq!(s1, s0 + 1_000_000);
+    }
+
+    /// The hour comes from the wall clock once; afterwards a step of the wall clock (PTP,
+    /// chrony: an hour forward, then two back) moves nothing: the elapsed time is monotonic.
+    #[test]
+    fn a_wall_clock_step_does_not_move_the_sensor_hour() {
+        let mut p =
+            VelodyneStream::new(&stream_cfg(), &vlp16_cal(), PipelineOptions::default()).unwrap();
+        let h = 3_600_000_000_000u64;
+        let ms = 1_000_000u64;
+        let wall = 400_000 * h + 10 * 60 * 1_000 * ms; // :10
+        let mono = 7_000 * ms; // CLOCK_MONOTONIC has its own origin
+        let toh = |t_ms: u64| ((10 * 60 * 1_000 + t_ms) * 1_000) as u32; // µs past the hour
+        let s0 = p.sensor_time_ns(toh(0), HostTime::new(mono, wall));
+        assert_eq!(s0, 400_000 * h + 10 * 60 * 1_000 * ms);
+        // Wall stepped one hour forward, 1 ms later on both the sensor and CLOCK_MONOTONIC.
+        let s1 = p.sensor_time_ns(toh(1), HostTime::new(mono + ms, wall + h + ms));
+        assert_eq!(s1, s0 + ms);
+        // Then two hours back: still continuous.
+        let s2 = p.sensor_time_ns(toh(2), HostTime::new(mono + 2 * ms, wall - h + 2 * ms));
+        assert_eq!(s2, s0 + 2 * ms);
     }
 }

@@ -88,6 +88,7 @@ mod timing;
 use std::f64::consts::PI;
 use std::path::Path;
 
+use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::scan::{
@@ -755,6 +756,7 @@ fn head_missing(head_phased: Option<u32>, step_cdeg: u32, fov: Option<Fov>, cut_
 struct Buffer {
     points: Vec<PointXYZIRCAEDT>,
     start_ns: i64,
+    /// Host wall time (CLOCK_REALTIME ns) of the frame's first packet: the header's `host_ns`.
     host_ns: u64,
     received: u32,
     lost: u32,
@@ -1843,12 +1845,12 @@ pub fn return_mode_of(byte: u8) -> Option<ReturnMode> {
 }
 
 impl VendorDecoder for HesaiStream {
-    /// Classifies with [`packet::classify`]; a host-time gap longer than the frame timeout
-    /// publishes the frames in progress before this packet is decoded.
+    /// Classifies with [`packet::classify`]; a host-time gap (monotonic) longer than the frame
+    /// timeout publishes the frames in progress before this packet is decoded.
     fn push(
         &mut self,
         payload: &[u8],
-        host_ns: u64,
+        host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), crate::vendor::Rejection> {
         let p = match packet::classify(payload, self.layout, self.check_crc) {
@@ -1862,25 +1864,25 @@ impl VendorDecoder for HesaiStream {
             }
         };
         // A packet whose date is no date is stamped on the stream's own time line: the last
-        // accepted sensor time plus the host time elapsed since (so one bad date neither
-        // jumps nor mixes the host clock into a sensor-clock frame); only a stream with no
-        // valid time yet runs on the host clock, and its frames say so.
+        // accepted sensor time plus the host monotonic time elapsed since (so one bad date
+        // neither jumps nor mixes the host clock into a sensor-clock frame); only a stream with
+        // no valid time yet runs on the host wall clock, and its frames say so.
         let (time_ns, host_clock) = match p.sensor_time_ns() {
             Some(t) => (t, false),
             None => {
                 self.date_fallbacks += 1;
-                match self.builder.clock().extrapolate(host_ns) {
+                match self.builder.clock().extrapolate(host.mono_ns) {
                     Some(t) if !self.host_base => (t, false),
                     _ => {
                         self.host_base = true;
-                        (host_ns, true)
+                        (host.wall_ns, true)
                     }
                 }
             }
         };
         // A silence (both clocks) closes the frames in progress, after the time guard has had
         // its say (so a gap's lost packets and turns are still counted).
-        let timed_out = self.builder.silence_before(host_ns, Some(time_ns));
+        let timed_out = self.builder.silence_before(host.mono_ns, Some(time_ns));
         if timed_out {
             self.builder.clock_mut().note_silence();
         }
@@ -1889,7 +1891,7 @@ impl VendorDecoder for HesaiStream {
         let az = (!self.layout.fine_azimuth).then(|| u32::from(p.azimuth(0)));
         let phased =
             az.map(|a| (AZIMUTH_UNITS + a % AZIMUTH_UNITS - self.cut_cdeg) % AZIMUTH_UNITS);
-        match self.builder.clock_mut().check(time_ns, host_ns, az, 0) {
+        match self.builder.clock_mut().check(time_ns, host.mono_ns, az, 0) {
             TimeVerdict::Jump => {
                 if timed_out {
                     self.close_partial(out);
@@ -1912,7 +1914,7 @@ impl VendorDecoder for HesaiStream {
                 }
                 self.late = true;
                 self.return_mode = return_mode_of(p.return_mode_byte());
-                self.decode(&p, host_ns, time_ns, host_clock, out);
+                self.decode(&p, host.wall_ns, time_ns, host_clock, out);
                 self.late = false;
                 return Ok(());
             }
@@ -1953,12 +1955,12 @@ impl VendorDecoder for HesaiStream {
             self.host_base = false;
         }
         self.return_mode = return_mode_of(p.return_mode_byte());
-        self.decode(&p, host_ns, time_ns, host_clock, out);
+        self.decode(&p, host.wall_ns, time_ns, host_clock, out);
         Ok(())
     }
 
-    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
-        if self.cutter.state.is_some() && self.builder.silent_at(now_host_ns) {
+    fn poll_timeout(&mut self, now_mono_ns: u64, out: &mut Vec<Frame>) {
+        if self.cutter.state.is_some() && self.builder.silent_at(now_mono_ns) {
             self.close_partial(out);
             self.builder.clock_mut().note_silence();
         }

@@ -66,8 +66,9 @@
 //!
 //! `start_ns` is the earliest valid column timestamp of the frame (sensor clock, ns: the
 //! sensor's `timestamp_mode` decides the epoch; a frame without one valid column takes the
-//! host time of its first packet and says [`crate::frame::FrameClock::Host`]), `host_ns` the receive time of
-//! its first packet. Packets out of order inside a frame are re-sorted by time at publication,
+//! host wall time of its first packet and says [`crate::frame::FrameClock::Host`]), `host_ns` the
+//! receive time (CLOCK_REALTIME) of its first packet; the silence and frame-id windows run on host
+//! monotonic time. Packets out of order inside a frame are re-sorted by time at publication,
 //! so `time_stamp` is non-decreasing per channel (in the dual profiles a column's first return
 //! precedes its second at the same time).
 //!
@@ -83,6 +84,7 @@ pub mod lut;
 pub mod metadata;
 pub mod packet;
 
+use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 
@@ -147,8 +149,10 @@ crate::counter_set! {
 struct Building {
     frame_id: u16,
     start_ns: u64,
+    /// Host wall time (CLOCK_REALTIME ns) of the frame's first packet: the header's `host_ns`.
     host_ns: u64,
-    last_host_ns: u64,
+    /// Host monotonic time (CLOCK_MONOTONIC ns) of the frame's last packet.
+    last_mono_ns: u64,
     last_col_ns: u64,
     received: u32,
     malformed: u32,
@@ -190,8 +194,8 @@ pub struct OusterStream {
     reorder_window: u32,
     /// Frame period from the metadata's `lidar_mode` (`1024x10` → 100 ms), ns.
     period_ns: u64,
-    /// Host time of the previous accepted packet.
-    last_host_ns: Option<u64>,
+    /// Host monotonic time (CLOCK_MONOTONIC ns) of the previous accepted packet.
+    last_mono_ns: Option<u64>,
     /// A frame id far from the stream's, and how many consecutive packets agreed with it.
     candidate: Option<(u16, u32)>,
     /// Sustained frame-id jumps taken as a sensor restart.
@@ -281,7 +285,7 @@ impl OusterStream {
             prev: None,
             reorder_window: (expected / 8).max(2),
             period_ns,
-            last_host_ns: None,
+            last_mono_ns: None,
             candidate: None,
             restarts: 0,
             last_published: None,
@@ -316,7 +320,7 @@ impl OusterStream {
         self.cur = None;
         self.prev = None;
         self.candidate = None;
-        self.last_host_ns = None;
+        self.last_mono_ns = None;
         self.last_published = None;
         self.pending_malformed = 0;
     }
@@ -379,7 +383,7 @@ impl OusterStream {
         self.builder.emit(&account, 0, b.points, out);
     }
 
-    fn open(&mut self, frame_id: u16, host_ns: u64) {
+    fn open(&mut self, frame_id: u16, host: HostTime) {
         let slots = self.format.packets_per_frame().div_ceil(64);
         let mut seen = std::mem::take(&mut self.spare_seen);
         seen.clear();
@@ -387,8 +391,8 @@ impl OusterStream {
         self.cur = Some(Building {
             frame_id,
             start_ns: 0,
-            host_ns,
-            last_host_ns: host_ns,
+            host_ns: host.wall_ns,
+            last_mono_ns: host.mono_ns,
             last_col_ns: 0,
             received: 0,
             malformed: std::mem::take(&mut self.pending_malformed),
@@ -401,7 +405,7 @@ impl OusterStream {
         });
     }
 
-    /// Decides where a packet of `frame_id` received at `host_ns` goes (rules in the module
+    /// Decides where a packet of `frame_id` received at `host` goes (rules in the module
     /// docs): `Ok(false)` the current frame (opening it, or a newer one, as needed),
     /// `Ok(true)` the previous frame held open in the reorder window.
     ///
@@ -410,7 +414,7 @@ impl OusterStream {
     fn route(
         &mut self,
         frame_id: u16,
-        host_ns: u64,
+        host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<bool, Rejection> {
         let Some(ref_id) = self
@@ -419,7 +423,7 @@ impl OusterStream {
             .map(|b| b.frame_id)
             .or(self.last_published)
         else {
-            self.open(frame_id, host_ns);
+            self.open(frame_id, host);
             return Ok(false);
         };
         if self
@@ -444,7 +448,9 @@ impl OusterStream {
             self.stats.stale += 1;
             return Err(Rejection::Late);
         }
-        let host_dt = self.last_host_ns.map_or(0, |h| host_ns.saturating_sub(h));
+        let host_dt = self
+            .last_mono_ns
+            .map_or(0, |h| host.mono_ns.saturating_sub(h));
         let ahead_max = i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64;
         if diff >= 1 && i64::from(diff) <= ahead_max {
             self.candidate = None;
@@ -454,7 +460,7 @@ impl OusterStream {
             if let Some(b) = self.cur.take() {
                 self.prev = Some((b, self.reorder_window));
             }
-            self.open(frame_id, host_ns);
+            self.open(frame_id, host);
             if let Some(b) = self.cur.as_mut() {
                 b.lost_before = (diff - 1) as u32;
             }
@@ -694,7 +700,7 @@ impl VendorDecoder for OusterStream {
     fn push(
         &mut self,
         payload: &[u8],
-        host_ns: u64,
+        host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), Rejection> {
         let p = match self.classify(payload) {
@@ -715,11 +721,11 @@ impl VendorDecoder for OusterStream {
         let col_ns = (0..self.format.columns_per_packet)
             .find(|&c| p.col_status(c) & 1 == 1)
             .map(|c| p.col_timestamp(c));
-        let silent = self.builder.silence_before(host_ns, col_ns);
+        let silent = self.builder.silence_before(host.mono_ns, col_ns);
         if let Some(t) = col_ns {
             // The column time line the silence rule compares with (its verdicts are the frame
             // ids' business here).
-            let _ = self.builder.clock_mut().check(t, host_ns, None, 0);
+            let _ = self.builder.clock_mut().check(t, host.mono_ns, None, 0);
         }
         if silent {
             self.publish(out);
@@ -729,7 +735,9 @@ impl VendorDecoder for OusterStream {
             // In line: a late packet (stale window) or a newer frame the silence explains.
             let in_window = self.last_published.is_some_and(|id| {
                 let d = Self::frame_id_diff(id, frame_id);
-                let host_dt = self.last_host_ns.map_or(0, |h| host_ns.saturating_sub(h));
+                let host_dt = self
+                    .last_mono_ns
+                    .map_or(0, |h| host.mono_ns.saturating_sub(h));
                 d >= -STALE_FRAMES
                     && i64::from(d)
                         <= i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64
@@ -739,8 +747,8 @@ impl VendorDecoder for OusterStream {
                 self.candidate = None;
             }
         }
-        let into_prev = self.route(frame_id, host_ns, out)?;
-        self.last_host_ns = Some(host_ns);
+        let into_prev = self.route(frame_id, host, out)?;
+        self.last_mono_ns = Some(host.mono_ns);
         let slot = usize::from(p.col_measurement_id(0)) / self.format.columns_per_packet;
         let b = if into_prev {
             self.prev.as_mut().map(|(b, _)| b)
@@ -760,7 +768,7 @@ impl VendorDecoder for OusterStream {
             None => {}
         }
         b.received += 1;
-        b.last_host_ns = host_ns;
+        b.last_mono_ns = host.mono_ns;
         if self.format.profile != Profile::Legacy {
             if self.meta.prod_sn.is_some_and(|sn| sn != p.prod_sn()) {
                 self.stats.serial_mismatch += 1;
@@ -799,8 +807,8 @@ impl VendorDecoder for OusterStream {
         Ok(())
     }
 
-    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
-        if self.in_progress() && self.builder.silent_at(now_host_ns) {
+    fn poll_timeout(&mut self, now_mono_ns: u64, out: &mut Vec<Frame>) {
+        if self.in_progress() && self.builder.silent_at(now_mono_ns) {
             self.publish(out);
         }
     }

@@ -89,6 +89,7 @@
 use std::f64::consts::PI;
 use std::path::Path;
 
+use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::scan::{PacketInfo, ScanAssembler};
@@ -1164,7 +1165,7 @@ impl VendorDecoder for RobosenseStream {
     fn push(
         &mut self,
         payload: &[u8],
-        host_ns: u64,
+        host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), Rejection> {
         let p = match classify(payload, self.decoder.spec().header) {
@@ -1192,18 +1193,24 @@ impl VendorDecoder for RobosenseStream {
         let spec = self.decoder.spec();
         let stamped = p.sensor_time_ns_as(spec.unix_time);
         // A header time that is no time: stamped on the stream's time line (last accepted
-        // sensor time + host time elapsed, no jump, the frame stays on the sensor clock), or on
-        // host time while the stream has no valid time yet (the frame then says so).
+        // sensor time + host monotonic time elapsed, no jump, the frame stays on the sensor
+        // clock), or on host wall time while the stream has no valid time yet (the frame then
+        // says so; the host clock is then the stream's clock, and a step of it a restart).
         let on_host = stamped.is_none()
-            && (self.host_base || self.assembler.stream_clock().extrapolate(host_ns).is_none());
+            && (self.host_base
+                || self
+                    .assembler
+                    .stream_clock()
+                    .extrapolate(host.mono_ns)
+                    .is_none());
         let sensor_ns = match stamped {
             Some(t) => t,
-            None if on_host => host_ns,
+            None if on_host => host.wall_ns,
             None => self
                 .assembler
                 .stream_clock()
-                .extrapolate(host_ns)
-                .unwrap_or(host_ns),
+                .extrapolate(host.mono_ns)
+                .unwrap_or(host.wall_ns),
         };
         let dual = mode.returns() > 1;
         let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(AZIMUTH_UNITS) as u32;
@@ -1214,7 +1221,7 @@ impl VendorDecoder for RobosenseStream {
         };
         self.assembler.begin_packet(
             PacketInfo {
-                host_ns,
+                host,
                 sensor_ns,
                 first_azimuth_cdeg: p.azimuth(0),
                 last_azimuth_cdeg: p.azimuth(BLOCKS - 1),
@@ -1246,8 +1253,8 @@ impl VendorDecoder for RobosenseStream {
         Ok(())
     }
 
-    fn poll_timeout(&mut self, now_host_ns: u64, out: &mut Vec<Frame>) {
-        self.assembler.poll_timeout(now_host_ns, out);
+    fn poll_timeout(&mut self, now_mono_ns: u64, out: &mut Vec<Frame>) {
+        self.assembler.poll_timeout(now_mono_ns, out);
     }
 
     fn flush(&mut self, out: &mut Vec<Frame>) {
