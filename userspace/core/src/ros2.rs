@@ -981,6 +981,32 @@ pub fn validate_topic(field: &str, topic: &str) -> Result<(), NameError> {
 #[cfg(test)]
 mod tests {
 
+    /// The flag wins over `ROS_DOMAIN_ID`, a blank variable is unset, and each refusal names
+    /// its source, the value and the valid range.
+    #[test]
+    fn domain_id_sources_and_refusals() {
+        use super::{DomainIdError, domain_id};
+        assert_eq!(domain_id(None, None), Ok(0));
+        assert_eq!(domain_id(None, Some(" 7 ")), Ok(7));
+        assert_eq!(domain_id(None, Some("  ")), Ok(0));
+        assert_eq!(domain_id(Some(3), Some("x")), Ok(3));
+        assert_eq!(domain_id(Some(232), None), Ok(232));
+        let e = domain_id(None, Some("x")).unwrap_err();
+        assert_eq!(e, DomainIdError::NotANumber("x".into()));
+        assert_eq!(
+            e.to_string(),
+            "ROS_DOMAIN_ID: \"x\" is not a number; valid 0..=232 (or pass --ros-domain-id)"
+        );
+        assert_eq!(
+            domain_id(Some(233), None).unwrap_err().to_string(),
+            "--ros-domain-id: 233 is out of range; valid 0..=232"
+        );
+        assert_eq!(
+            domain_id(None, Some("300")).unwrap_err().to_string(),
+            "ROS_DOMAIN_ID: 300 is out of range; valid 0..=232"
+        );
+    }
+
     /// `ParticipantEntitiesInfo` byte for byte, written out from the XCDR1 rules: GID (16
     /// bytes on Jazzy), node count, the strings with their NUL and padding to 4, the GID
     /// sequences; on Humble every GID is 24 bytes.
