@@ -628,7 +628,16 @@ impl<S: PacketSource> CaptureWorker<S> {
                 Packet::Ethernet(bytes) => {
                     local.c.rx_frames += 1;
                     local.c.rx_bytes += bytes.len() as u64;
-                    match net::parse_udp_ipv4(bytes) {
+                    // The IPv4 header is parsed once: a whole datagram's UDP header is read
+                    // from it, a fragment goes to reassembly as parsed.
+                    let ip = match net::parse_ipv4(bytes) {
+                        Ok(ip) => ip,
+                        Err(_) => {
+                            local.c.not_udp += 1;
+                            return;
+                        }
+                    };
+                    match net::udp_of_ipv4(&ip) {
                         Ok(d) => {
                             if dispatch(sensors, local, &d, false, now, out)
                                 && let Some(r) = record
@@ -638,10 +647,8 @@ impl<S: PacketSource> CaptureWorker<S> {
                         }
                         Err(NetError::Fragment) => {
                             local.c.fragments += 1;
-                            let ip = net::parse_ipv4(bytes);
-                            let frag = ip.as_ref().ok().and_then(Fragment::from_ipv4);
                             // Failures are counted by the reassembler.
-                            if let Some(f) = frag
+                            if let Some(f) = Fragment::from_ipv4(&ip)
                                 && let Ok(Some(whole)) = reasm.push(&f, now.mono_ns)
                             {
                                 match whole.udp() {
