@@ -126,8 +126,8 @@ pub struct FoxgloveTopic {
 /// What the server serves.
 #[derive(Clone, Debug)]
 pub struct FoxgloveSettings {
-    /// Listening address (`--foxglove`), already checked to be loopback unless
-    /// `--foxglove-public`; port 0 picks a free one.
+    /// Listening address (`--foxglove`), already checked to be loopback; port 0 picks a free
+    /// one.
     pub addr: SocketAddr,
     /// One channel per sensor, in this order.
     pub topics: Vec<FoxgloveTopic>,

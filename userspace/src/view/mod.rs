@@ -276,7 +276,7 @@ impl ViewSink {
         assets::check()?;
         let state = Arc::new(ViewState::new(sensors));
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = server::spawn(listener, state.clone(), stop.clone(), false)?;
+        let thread = server::spawn(listener, state.clone(), stop.clone())?;
         Ok(ViewSink {
             state,
             stop,

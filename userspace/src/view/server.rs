@@ -51,7 +51,6 @@ pub fn spawn(
     listener: TcpListener,
     state: Arc<ViewState>,
     stop: Arc<AtomicBool>,
-    public: bool,
 ) -> anyhow::Result<JoinHandle<()>> {
     crate::sys::sockopt::set_send_timeout(listener.as_raw_fd(), WRITE_TIMEOUT)
         .context("--view: set the connections' send timeout (SO_SNDTIMEO)")?;
@@ -65,7 +64,7 @@ pub fn spawn(
                 match server.recv_timeout(POLL) {
                     Ok(Some(rq)) => {
                         let url = rq.url().to_owned();
-                        if let Err(e) = answer(rq, &state, public) {
+                        if let Err(e) = answer(rq, &state) {
                             log::debug!("view: {url}: {e}");
                         }
                     }
@@ -114,8 +113,8 @@ fn send<R: std::io::Read>(rq: Request, r: Response<R>) -> std::io::Result<()> {
 }
 
 /// Answers one request (module table).
-fn answer(rq: Request, state: &ViewState, public: bool) -> std::io::Result<()> {
-    if !public && !loopback_host(&rq) {
+fn answer(rq: Request, state: &ViewState) -> std::io::Result<()> {
+    if !loopback_host(&rq) {
         return send(rq, text(403, "the view answers only to a loopback Host\n"));
     }
     if *rq.method() != Method::Get {
@@ -258,7 +257,7 @@ mod tests {
             },
         ]));
         let stop = Arc::new(AtomicBool::new(false));
-        let t = spawn(listener, state.clone(), stop.clone(), false).unwrap();
+        let t = spawn(listener, state.clone(), stop.clone()).unwrap();
 
         let (st, body) = get(addr, "/api/status");
         assert_eq!(st, 200);
@@ -316,7 +315,7 @@ mod tests {
             model: "VLP16".into(),
         }]));
         let stop = Arc::new(AtomicBool::new(false));
-        let t = spawn(listener, state.clone(), stop.clone(), false).unwrap();
+        let t = spawn(listener, state.clone(), stop.clone()).unwrap();
         let pool = Arc::new(BufferPool::new(2));
         let f = SharedFrame::new(crate::view::tests::frame(0, 1, MAX_POINTS, 1, 1), pool);
         state.record(&f, Instant::now());
