@@ -312,6 +312,7 @@ pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
     PublisherCounters::DESCS,
     PoolCounters::DESCS,
     SubscriberCounters::DESCS,
+    #[cfg(feature = "zenoh")]
     crate::ros2_zenoh::ZenohCounters::DESCS,
     #[cfg(feature = "dds")]
     crate::ros2_dds::DdsCounters::DESCS,
@@ -548,6 +549,7 @@ mod tests {
                 ..PublisherCounters::from_fn(&mut next)
             },
             sinks: [
+                #[cfg(feature = "zenoh")]
                 crate::ros2_zenoh::ZenohCounters::DESCS,
                 #[cfg(feature = "dds")]
                 crate::ros2_dds::DdsCounters::DESCS,

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use lidarxdp_client::mcap::{McapError, McapOptions, McapRecorder, RecordedFile};
+#[cfg(feature = "zenoh")]
 use lidarxdp_client::zenoh::{
     SessionConfig, ZenohFrame, ZenohFrameError, ZenohSubscriber, points_of,
 };
@@ -29,6 +30,7 @@ use lidarxdp_client::{ReceivedFrame, Subscriber};
 use lidarxdp_core::frame::{FrameClock, FrameHeader};
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::protocol::Subscribe;
+#[cfg(feature = "zenoh")]
 use lidarxdp_core::ros2::PointCloud2View;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
@@ -300,6 +302,7 @@ enum StopReason {
     /// `--frames` frames arrived.
     Frames,
     /// zenoh: `--idle-exit-ms` passed without a message.
+    #[cfg_attr(not(feature = "zenoh"), allow(dead_code))]
     Idle,
     /// SIGINT or SIGTERM.
     Signal(&'static str),
@@ -562,7 +565,13 @@ pub fn subscribe(a: SubscribeArgs) -> Result<()> {
                 return report_summary(&a, &mut Out::new(), &addr.to_string(), line, summary);
             }
         },
+        #[cfg(feature = "zenoh")]
         Source::Zenoh(topic) => (open_zenoh(&a, topic)?, format!("zenoh:{topic}")),
+        #[cfg(not(feature = "zenoh"))]
+        Source::Zenoh(_) => bail!(
+            "zenoh:/TOPIC: this lidarxdp was built without the `zenoh` feature (the demo's \
+             build); build the full daemon with `cargo xtask build`"
+        ),
     };
     run(&a, &mut src, &from, &stop)
 }
@@ -586,6 +595,7 @@ enum FrameSource {
     /// (its points are read in place), `--idle-exit-ms`, and the summary's own values:
     /// messages read from shared memory, `delivery_us` (receive time minus the publisher's
     /// put time in the rmw_zenoh attachment) and `age_us` (receive time minus `header.stamp`).
+    #[cfg(feature = "zenoh")]
     Zenoh {
         sub: Box<ZenohSubscriber>,
         topic: String,
@@ -616,6 +626,7 @@ struct Got<'a> {
 /// The source's own view of a [`Got`] frame.
 enum GotFrom<'a> {
     Tcp(&'a ReceivedFrame),
+    #[cfg(feature = "zenoh")]
     Zenoh {
         msg: &'a ZenohFrame,
         view: PointCloud2View<'a>,
@@ -694,6 +705,7 @@ fn name_of(names: &mut HashMap<u16, String>, id: u16) -> &String {
 
 /// Resolves the domain id and the session configuration (`--zenoh-config`, rmw_zenoh's
 /// environment variables) and subscribes to `topic`.
+#[cfg(feature = "zenoh")]
 fn open_zenoh(a: &SubscribeArgs, topic: &str) -> Result<FrameSource> {
     let domain = lidarxdp_core::ros2::domain_id(
         a.ros_domain_id,
@@ -750,6 +762,7 @@ impl FrameSource {
                     from: GotFrom::Tcp(&*frame),
                 })
             }
+            #[cfg(feature = "zenoh")]
             FrameSource::Zenoh {
                 sub,
                 topic,
@@ -811,6 +824,14 @@ impl FrameSource {
 
     /// Adds the source's own values to the summary object; returns the text that follows the
     /// counts in the readable summary.
+    #[cfg(not(feature = "zenoh"))]
+    fn summarize(&mut self, _summary: &mut serde_json::Value) -> String {
+        String::new()
+    }
+
+    /// Adds the source's own values to the summary object; returns the text that follows the
+    /// counts in the readable summary.
+    #[cfg(feature = "zenoh")]
     fn summarize(&mut self, summary: &mut serde_json::Value) -> String {
         let FrameSource::Zenoh {
             in_shm,
@@ -834,12 +855,14 @@ impl Got<'_> {
         match (&self.from, json) {
             (GotFrom::Tcp(f), true) => frame_json(self.key, f.header(), self.points).to_string(),
             (GotFrom::Tcp(f), false) => frame_line(self.key, f.header(), self.points),
+            #[cfg(feature = "zenoh")]
             (GotFrom::Zenoh { msg, view, seq, .. }, true) => serde_json::json!({
                 "topic": self.key, "seq": seq, "stamp_ns": view.stamp_ns,
                 "frame_id": view.frame_id, "points": self.points,
                 "shm": msg.in_shared_memory(), "latency_us": self.latency_us,
             })
             .to_string(),
+            #[cfg(feature = "zenoh")]
             (GotFrom::Zenoh { msg, view, seq, .. }, false) => format!(
                 "frame topic={} seq={seq} stamp_ns={} frame_id={} points={} shm={} latency_us={}",
                 self.key,
@@ -857,6 +880,7 @@ impl Got<'_> {
     fn pcd(&self, dir: &Path) -> Option<(PathBuf, &[PointXYZIRCAEDT])> {
         let (name, points) = match &self.from {
             GotFrom::Tcp(f) => (self.key, f.is_full_layout().then(|| f.points())?),
+            #[cfg(feature = "zenoh")]
             GotFrom::Zenoh { view, points, .. } => (view.frame_id, *points),
         };
         Some((
@@ -870,6 +894,7 @@ impl Got<'_> {
     fn record(&self, mcap: &mut McapRecorder) -> Result<(), McapError> {
         match &self.from {
             GotFrom::Tcp(f) => mcap.write(f, self.key, self.received_ns),
+            #[cfg(feature = "zenoh")]
             GotFrom::Zenoh {
                 msg, publish_ns, ..
             } => mcap.write_cdr(
@@ -1005,6 +1030,7 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
 }
 
 /// `{"p50", "p99", "max"}` of `v` (nearest rank), nulls when empty.
+#[cfg(feature = "zenoh")]
 fn percentiles(v: &mut [u64]) -> serde_json::Value {
     v.sort_unstable();
     let q = |p: f64| {

@@ -15,18 +15,23 @@ use anyhow::{Context, Result};
 use lidarxdp::foxglove::{FoxgloveHandle, FoxgloveServer, FoxgloveSettings, FoxgloveTopic};
 #[cfg(feature = "dds")]
 use lidarxdp::ros2_dds::{DdsHandle, DdsSettings, DdsSink};
+#[cfg(any(feature = "zenoh", feature = "dds"))]
+use lidarxdp::ros2_zenoh::TopicPlan;
+#[cfg(feature = "zenoh")]
+use lidarxdp::ros2_zenoh::{ShmPool, ZenohHandle, ZenohSettings, ZenohSink};
 #[cfg(feature = "view")]
 use lidarxdp::view::{ViewSensor, ViewSink, ViewState};
 use lidarxdp::{
     capture::{RecordTap, Recorder, RecordingCounters},
     publish::FrameSink,
-    ros2_zenoh::{ShmPool, TopicPlan, ZenohHandle, ZenohSettings, ZenohSink},
 };
 use lidarxdp_core::counters::{CounterDesc, CounterSet};
 
+use super::config::Plan;
 #[cfg(feature = "dds")]
 use super::config::plan::DdsPlan;
-use super::config::{Plan, plan::ZenohPlan};
+#[cfg(feature = "zenoh")]
+use super::config::plan::ZenohPlan;
 
 /// The sinks' resources taken while the daemon still holds its capabilities: the listening
 /// sockets (a privileged port works, a busy one fails the start-up) and zenoh's locked
@@ -37,6 +42,7 @@ pub(super) struct Bound {
     view: Option<TcpListener>,
     #[cfg(feature = "foxglove")]
     foxglove: Option<FoxgloveServer>,
+    #[cfg(feature = "zenoh")]
     shm: Option<ShmPool>,
 }
 
@@ -48,6 +54,7 @@ enum Recording {
 
 /// The running sinks, read and stopped together.
 pub(super) struct Sinks {
+    #[cfg(feature = "zenoh")]
     zenoh: Option<ZenohHandle>,
     #[cfg(feature = "dds")]
     dds: Option<DdsHandle>,
@@ -85,6 +92,7 @@ impl Sinks {
             Some(addr) => Some(FoxgloveServer::bind(&foxglove_settings(plan, addr))?),
             None => None,
         };
+        #[cfg(feature = "zenoh")]
         let shm = match &s.zenoh {
             Some(z) if z.shm_mb > 0 => Some(ShmPool::create((z.shm_mb as usize) << 20)?),
             _ => None,
@@ -95,6 +103,7 @@ impl Sinks {
             view,
             #[cfg(feature = "foxglove")]
             foxglove,
+            #[cfg(feature = "zenoh")]
             shm,
         })
     }
@@ -118,6 +127,7 @@ impl Sinks {
     pub(super) fn counters(&self) -> Vec<(&'static CounterDesc, u64)> {
         let mut out = Vec::new();
         let mut add = |set: &dyn CounterSetDyn| set.visit_dyn(&mut |d, v| out.push((d, v)));
+        #[cfg(feature = "zenoh")]
         if let Some(z) = &self.zenoh {
             add(&z.counters());
         }
@@ -162,9 +172,16 @@ impl<T: CounterSet> CounterSetDyn for T {
 }
 
 impl Bound {
+    /// The capabilities to keep: none without zenoh's shared-memory pool.
+    #[cfg(not(feature = "zenoh"))]
+    pub(super) fn keep_caps(&self) -> u64 {
+        0
+    }
+
     /// The capabilities the zenoh shared-memory pool needs kept (`lidarxdp::privs`): none
     /// when `RLIMIT_MEMLOCK`, raised to its hard limit, covers the pool and the segments zenoh
     /// locks later; else `CAP_IPC_LOCK`, said in the log.
+    #[cfg(feature = "zenoh")]
     pub(super) fn keep_caps(&self) -> u64 {
         let Some(pool) = &self.shm else { return 0 };
         let need = pool.bytes() as u64 + lidarxdp::ros2_zenoh::LOCK_HEADROOM;
@@ -190,6 +207,7 @@ impl Bound {
     /// Errors: any sink that cannot start, naming it.
     pub(super) fn start(self, plan: &Plan) -> Result<(Sinks, Vec<Box<dyn FrameSink>>)> {
         let s = &plan.sinks;
+        #[allow(unused_mut)] // Built without the optional sinks, nothing is pushed.
         let mut frame_sinks: Vec<Box<dyn FrameSink>> = Vec::new();
         let metrics = match self.metrics {
             Some((addr, listener)) => {
@@ -208,6 +226,7 @@ impl Bound {
             }
             None => None,
         };
+        #[cfg(feature = "zenoh")]
         let zenoh = match &s.zenoh {
             Some(z) => {
                 let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), self.shm)?;
@@ -256,6 +275,7 @@ impl Bound {
         };
         Ok((
             Sinks {
+                #[cfg(feature = "zenoh")]
                 zenoh,
                 #[cfg(feature = "dds")]
                 dds,
@@ -289,6 +309,7 @@ fn foxglove_settings(plan: &Plan, addr: SocketAddr) -> FoxgloveSettings {
     }
 }
 
+#[cfg(feature = "zenoh")]
 /// The zenoh sink's settings: one topic per sensor, from the plan.
 fn zenoh_settings(plan: &Plan, z: &ZenohPlan) -> ZenohSettings {
     ZenohSettings {
@@ -318,6 +339,7 @@ fn dds_settings(plan: &Plan, d: &DdsPlan) -> DdsSettings {
     }
 }
 
+#[cfg(any(feature = "zenoh", feature = "dds"))]
 /// One ROS topic per sensor, from the plan (zenoh and DDS alike).
 fn topic_plans(plan: &Plan) -> Vec<TopicPlan> {
     plan.sensors()

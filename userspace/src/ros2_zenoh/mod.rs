@@ -18,19 +18,26 @@
 //! [`lidarxdp_core::ros2`], which cites rmw_zenoh's `docs/design.md` and
 //! `rmw_zenoh_cpp/src/detail/liveliness_utils.cpp`.
 
+#[cfg(feature = "zenoh")]
 mod shm;
+#[cfg(feature = "zenoh")]
 mod sink;
 
+#[cfg(feature = "zenoh")]
 pub use lidarxdp_client::zenoh::{
     DEFAULT_LISTEN, MAX_CONFIG_BYTES, SessionConfig, default_config, load_config, open_session,
     session_config,
 };
 pub use lidarxdp_core::ros2::{MAX_ROS_DOMAIN_ID, domain_id};
+#[cfg(feature = "zenoh")]
 pub use shm::ShmPool;
+#[cfg(feature = "zenoh")]
 pub use sink::{ZENOH_COUNTERS, ZenohCounters, ZenohHandle, ZenohSink};
 
+#[cfg(feature = "zenoh")]
 use std::path::PathBuf;
 
+#[cfg(feature = "zenoh")]
 use lidarxdp_core::ros2::{Distro, Qos};
 
 /// Default shared-memory pool of the sink, MiB (`--zenoh-shm-mb`): room for several 15 MB
@@ -64,6 +71,7 @@ pub struct TopicPlan {
 }
 
 /// Everything the zenoh sink needs, validated.
+#[cfg(feature = "zenoh")]
 #[derive(Clone, Debug)]
 pub struct ZenohSettings {
     /// The session's configuration: file (`--zenoh-config` or `$ZENOH_SESSION_CONFIG_URI`)
@@ -84,6 +92,7 @@ pub struct ZenohSettings {
 }
 
 /// Errors of the zenoh sink's start-up.
+#[cfg(feature = "zenoh")]
 #[derive(Debug, thiserror::Error)]
 pub enum ZenohError {
     /// `--zenoh-config` could not be read, is over [`MAX_CONFIG_BYTES`], or zenoh refused it.
@@ -108,6 +117,7 @@ pub enum ZenohError {
     },
 }
 
+#[cfg(feature = "zenoh")]
 impl From<lidarxdp_client::zenoh::ZenohError> for ZenohError {
     fn from(e: lidarxdp_client::zenoh::ZenohError) -> Self {
         match e {

@@ -220,7 +220,7 @@ impl Plan {
 
 /// The environment variables the ROS 2 sinks honour, read once at start-up.
 #[derive(Clone, Debug, Default)]
-#[cfg_attr(not(feature = "dds"), allow(dead_code))]
+#[cfg_attr(not(all(feature = "dds", feature = "zenoh")), allow(dead_code))]
 pub struct Ros2Env {
     /// `ROS_DOMAIN_ID`.
     pub ros_domain_id: Option<String>,
@@ -433,6 +433,7 @@ fn sinks_plan(s: &Settings, capture: &CapturePlan, env: &Ros2Env) -> Result<Sink
 
 /// The ROS domain id: the flag or `[ros2] domain_id`, else `$ROS_DOMAIN_ID` (checked by the
 /// same type), else 0.
+#[cfg(any(feature = "zenoh", feature = "dds"))]
 fn domain_id(s: &Settings, env: &Ros2Env) -> Result<u32> {
     if let Some(d) = s.ros2.ros_domain_id {
         return Ok(d.get() as u32);
@@ -509,32 +510,40 @@ fn zenoh_plan(s: &Settings, env: &Ros2Env) -> Result<Option<ZenohPlan>> {
         }
         return Ok(None);
     }
-    let source = lidarxdp::ros2_zenoh::SessionConfig::resolve(
-        z.zenoh_config.as_deref(),
-        env.zenoh_session_config_uri.as_deref(),
-        env.zenoh_config_override.as_deref(),
-    )
-    .map_err(anyhow::Error::msg)?;
-    if let Some(p) = &source.file
-        && !p.is_file()
+    #[cfg(not(feature = "zenoh"))]
     {
-        let from = if z.zenoh_config.is_some() {
-            "--zenoh-config (zenoh.config)"
-        } else {
-            "ZENOH_SESSION_CONFIG_URI"
-        };
-        bail!("{from}: {} is not a file", p.display());
+        let _ = env;
+        bail!(without_feature("--zenoh (zenoh.enabled)", "zenoh"))
     }
-    Ok(Some(ZenohPlan {
-        config: source.file,
-        overrides: source.overrides,
-        ros_domain_id: domain_id(s, env)?,
-        ros_distro: s.ros2.ros_distro.unwrap_or_default(),
-        shm_mb: get(
-            z.zenoh_shm_mb,
-            u64::from(lidarxdp::ros2_zenoh::DEFAULT_SHM_MB),
-        ) as u32,
-    }))
+    #[cfg(feature = "zenoh")]
+    {
+        let source = lidarxdp::ros2_zenoh::SessionConfig::resolve(
+            z.zenoh_config.as_deref(),
+            env.zenoh_session_config_uri.as_deref(),
+            env.zenoh_config_override.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        if let Some(p) = &source.file
+            && !p.is_file()
+        {
+            let from = if z.zenoh_config.is_some() {
+                "--zenoh-config (zenoh.config)"
+            } else {
+                "ZENOH_SESSION_CONFIG_URI"
+            };
+            bail!("{from}: {} is not a file", p.display());
+        }
+        Ok(Some(ZenohPlan {
+            config: source.file,
+            overrides: source.overrides,
+            ros_domain_id: domain_id(s, env)?,
+            ros_distro: s.ros2.ros_distro.unwrap_or_default(),
+            shm_mb: get(
+                z.zenoh_shm_mb,
+                u64::from(lidarxdp::ros2_zenoh::DEFAULT_SHM_MB),
+            ) as u32,
+        }))
+    }
 }
 
 /// The sensors, grouped into capture threads (one per (interface, queue), in order of first
