@@ -45,8 +45,11 @@ struct StatsArgs {
     #[arg(value_name = "ADDR", default_value = "127.0.0.1:9751")]
     addr: SocketAddr,
     /// Print the raw Prometheus text instead of the table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     raw: bool,
+    /// Print every counter as one JSON object (the layout of `run --stats-json`).
+    #[arg(long)]
+    json: bool,
 }
 
 /// `lidarxdp replay` arguments.
@@ -88,6 +91,10 @@ pub fn main() -> Result<()> {
         Cmd::Subscribe(args) => subscribe::subscribe(args),
         Cmd::Decode(args) => decode::decode(args),
         Cmd::Stats(a) => {
+            if a.json {
+                println!("{}", crate::daemon::http::get(a.addr, "/stats.json")?);
+                return Ok(());
+            }
             let text = crate::daemon::http::get(a.addr, "/metrics")?;
             if a.raw {
                 print!("{text}");

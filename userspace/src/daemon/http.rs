@@ -1,5 +1,6 @@
 //! The minimal HTTP/1.1 used for metrics: a one-request-per-connection server for
-//! `GET /metrics` (the daemon) and a blocking `GET` client (`lidarxdp stats`), on std sockets.
+//! `GET /metrics` and `GET /stats.json` (the daemon) and a blocking `GET` client (`lidarxdp
+//! stats`), on std sockets.
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
@@ -18,10 +19,40 @@ const MAX_REQUEST: usize = 8192;
 /// long the server waits for the main loop's text.
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Serves `listener` on a new thread: `GET /metrics` (query string ignored) asks `render`'s
-/// receiver (the daemon's main loop) for the current text and returns it as
-/// `text/plain; version=0.0.4`; every other request gets 404. One request per connection.
-pub fn spawn_server(listener: TcpListener, render: Sender<SyncSender<String>>) -> Result<()> {
+/// What a request asks the daemon's main loop for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Doc {
+    /// `GET /metrics`: every counter in the Prometheus text exposition format 0.0.4.
+    Metrics,
+    /// `GET /stats.json`: every counter as the stats JSON object (`--stats-json`'s layout).
+    StatsJson,
+}
+
+impl Doc {
+    /// The document served at `path`, if any.
+    fn at(path: &str) -> Option<Doc> {
+        match path {
+            "/metrics" => Some(Doc::Metrics),
+            "/stats.json" => Some(Doc::StatsJson),
+            _ => None,
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Doc::Metrics => "text/plain; version=0.0.4; charset=utf-8",
+            Doc::StatsJson => "application/json",
+        }
+    }
+}
+
+/// One request for the main loop: the document, and where its text goes.
+pub type Render = (Doc, SyncSender<String>);
+
+/// Serves `listener` on a new thread: `GET /metrics` and `GET /stats.json` (query string
+/// ignored) ask `render`'s receiver (the daemon's main loop) for the current text and return
+/// it ([`Doc`]); every other request gets 404. One request per connection.
+pub fn spawn_server(listener: TcpListener, render: Sender<Render>) -> Result<()> {
     std::thread::Builder::new()
         .name("metrics-http".into())
         .spawn(move || {
@@ -35,7 +66,7 @@ pub fn spawn_server(listener: TcpListener, render: Sender<SyncSender<String>>) -
     Ok(())
 }
 
-fn handle(mut s: TcpStream, render: &Sender<SyncSender<String>>) -> std::io::Result<()> {
+fn handle(mut s: TcpStream, render: &Sender<Render>) -> std::io::Result<()> {
     let deadline = Instant::now() + IO_TIMEOUT;
     s.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut buf = Vec::with_capacity(1024);
@@ -59,19 +90,22 @@ fn handle(mut s: TcpStream, render: &Sender<SyncSender<String>>) -> std::io::Res
     let mut parts = head.lines().next().unwrap_or("").split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    let body = if method == "GET" && path == "/metrics" {
-        let (tx, rx) = sync_channel(1);
-        render
-            .send(tx)
-            .ok()
-            .and_then(|()| rx.recv_timeout(IO_TIMEOUT).ok())
-    } else {
-        None
+    let body = match Doc::at(path) {
+        Some(doc) if method == "GET" => {
+            let (tx, rx) = sync_channel(1);
+            render
+                .send((doc, tx))
+                .ok()
+                .and_then(|()| rx.recv_timeout(IO_TIMEOUT).ok())
+                .map(|b| (doc, b))
+        }
+        _ => None,
     };
     let response = match body {
-        Some(b) => format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        Some((doc, b)) => format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: \
+             close\r\n\r\n{b}",
+            doc.content_type(),
             b.len()
         ),
         None => "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\
@@ -116,10 +150,13 @@ mod tests {
     fn server(text: &'static str) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let (tx, rx) = channel::<SyncSender<String>>();
+        let (tx, rx) = channel::<Render>();
         std::thread::spawn(move || {
-            for reply in rx {
-                let _ = reply.send(text.to_owned());
+            for (doc, reply) in rx {
+                let _ = reply.send(match doc {
+                    Doc::Metrics => text.to_owned(),
+                    Doc::StatsJson => format!("{{\"text\":{text:?}}}"),
+                });
             }
         });
         spawn_server(listener, tx).unwrap();
@@ -130,6 +167,7 @@ mod tests {
     fn answers_metrics_and_404() {
         let addr = server("up 1\n");
         assert_eq!(get(addr, "/metrics?x=1").unwrap(), "up 1\n");
+        assert_eq!(get(addr, "/stats.json").unwrap(), "{\"text\":\"up 1\\n\"}");
         let e = get(addr, "/other").unwrap_err().to_string();
         assert!(e.contains("404"), "{e}");
     }

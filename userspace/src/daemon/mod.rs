@@ -212,7 +212,7 @@ fn notify(state: sd_notify::NotifyState) {
 const LOG_PERIOD: Duration = Duration::from_secs(10);
 
 /// The main loop, every 50 ms until a stop signal or until a capture thread has ended: answers
-/// `/metrics` requests, applies SIGHUP reloads, and every [`LOG_PERIOD`] logs what changed
+/// `/metrics` and `/stats.json` requests, applies SIGHUP reloads, and every [`LOG_PERIOD`] logs what changed
 /// ([`report::ChangeLog`]: nothing when nothing did).
 fn supervise(
     programs: &[(String, XdpProgram)],
@@ -240,8 +240,13 @@ fn supervise(
     while !signals.stop.load(Ordering::Relaxed) && !finished(workers) {
         match metrics {
             Some(rx) => {
-                if let Ok(reply) = rx.recv_timeout(Duration::from_millis(50)) {
-                    let _ = reply.send(lidarxdp::metrics::render(&snapshot()));
+                if let Ok((doc, reply)) = rx.recv_timeout(Duration::from_millis(50)) {
+                    let _ = reply.send(match doc {
+                        http::Doc::Metrics => lidarxdp::metrics::render(&snapshot()),
+                        http::Doc::StatsJson => {
+                            report::stats_json(programs, workers, snapshot()).to_string()
+                        }
+                    });
                 }
             }
             None => std::thread::sleep(Duration::from_millis(50)),

@@ -7,7 +7,7 @@
 
 use std::{
     net::{SocketAddr, TcpListener},
-    sync::mpsc::{Receiver, SyncSender},
+    sync::mpsc::Receiver,
 };
 
 use anyhow::{Context, Result};
@@ -63,7 +63,7 @@ pub(super) struct Sinks {
     #[cfg(feature = "view")]
     view: Option<std::sync::Arc<ViewState>>,
     recording: Option<Recording>,
-    metrics: Option<Receiver<SyncSender<String>>>,
+    metrics: Option<Receiver<super::http::Render>>,
 }
 
 impl Sinks {
@@ -118,7 +118,7 @@ impl Sinks {
 
     /// The metrics endpoint's requests, when `--metrics` is on: each carries the channel its
     /// reply (the Prometheus text) goes to.
-    pub(super) fn metrics_requests(&self) -> Option<&Receiver<SyncSender<String>>> {
+    pub(super) fn metrics_requests(&self) -> Option<&Receiver<super::http::Render>> {
         self.metrics.as_ref()
     }
 

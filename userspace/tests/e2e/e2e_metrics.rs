@@ -125,6 +125,27 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
         .unwrap_or_else(|| panic!("no row in\n{table}"));
     assert!(row.ends_with(" 84"), "{row}");
 
+    // `lidarxdp stats --json`: every counter as the stats JSON object, while the daemon runs.
+    let out = NetnsPair::exec(
+        &net.host_ns,
+        &[env!("CARGO_BIN_EXE_lidarxdp"), "stats", "--json"],
+    )
+    .output()
+    .expect("run stats --json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let live: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(common::get(&live, &["xdp", "redirected"]), 84, "{live}");
+    assert_eq!(
+        common::get(&live, &["sensors", "0", "decoded"]),
+        84,
+        "{live}"
+    );
+    assert_eq!(common::get(&live, &["capture", "rx_frames"]), 84, "{live}");
+
     let stats = daemon.stop();
     assert_eq!(common::get(&stats, &["xdp", "redirected"]), 84);
 }
