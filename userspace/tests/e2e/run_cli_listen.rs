@@ -72,7 +72,7 @@ fn every_listener_is_loopback_only() {
 fn max_subscribers_is_range_checked() {
     for n in ["0", "1025"] {
         let (code, err) = run(&["--max-subscribers", n]);
-        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(code, Some(2), "{err}");
         assert!(
             err.contains(&format!(
                 "invalid value '{n}' for '--max-subscribers <MAX_SUBSCRIBERS>': {n} is out of \
