@@ -61,9 +61,9 @@ pub use record::{RecordConfig, RecordTap, Recorder, RecordingCounters, SharedRec
 pub use recvmmsg::RecvmmsgSource;
 pub use socket::SocketSource;
 pub use source::{Backend, BackendExit, Packet, PacketSource, thread_cpu_ns};
-pub use udp::{RcvBuf, UdpSocketConfig};
+pub use udp::{RcvBuf, RcvBufError, UdpSocketConfig};
 pub use uring::{UringBuffers, UringSource};
-pub use wait::{PollWaiter, WAIT_USEC_RANGE, WaitMode};
+pub use wait::{PollWaiter, WAIT_USEC_RANGE, WaitMode, WaitModeError};
 pub use xdp::XdpSource;
 
 /// Descriptors taken from the RX ring per burst (DPDK-style burst of 64).
@@ -260,15 +260,16 @@ pub struct StallSchedule {
     pub every: Duration,
 }
 
+/// A `--stall` value that is not `MS:EVERY_MS` with `1 <= MS < EVERY_MS <= 3_600_000`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--stall {0:?}: expected MS:EVERY_MS in milliseconds with 1 <= MS < EVERY_MS <= 3600000")]
+pub struct StallScheduleError(String);
+
 impl std::str::FromStr for StallSchedule {
-    type Err = String;
+    type Err = StallScheduleError;
     /// `MS:EVERY_MS`, both integers in milliseconds, `1 <= MS < EVERY_MS <= 3_600_000`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let err = || {
-            format!(
-                "--stall {s:?}: expected MS:EVERY_MS in milliseconds with 1 <= MS < EVERY_MS <= 3600000"
-            )
-        };
+    fn from_str(s: &str) -> Result<Self, StallScheduleError> {
+        let err = || StallScheduleError(s.to_owned());
         let (a, b) = s.split_once(':').ok_or_else(err)?;
         let pause: u64 = a.trim().parse().map_err(|_| err())?;
         let every: u64 = b.trim().parse().map_err(|_| err())?;

@@ -121,20 +121,30 @@ pub enum Source {
     Zenoh(String),
 }
 
-impl FromStr for Source {
-    type Err = String;
+/// An `ADDR` that is neither `HOST:PORT` nor `zenoh:/TOPIC` with a valid ROS 2 topic.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// `zenoh:` followed by a name that is not a valid ROS 2 topic.
+    #[error(transparent)]
+    Topic(#[from] lidarxdp_core::ros2::NameError),
+    /// Not `zenoh:` and not a socket address.
+    #[error("{0:?} is neither HOST:PORT nor zenoh:/TOPIC (e.g. zenoh:/lidar/front/points)")]
+    Neither(String),
+}
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for Source {
+    type Err = SourceError;
+
+    fn from_str(s: &str) -> Result<Self, SourceError> {
         match s.strip_prefix("zenoh:") {
             Some(topic) => {
-                lidarxdp_core::ros2::validate_topic("ADDR", topic).map_err(|e| e.to_string())?;
+                lidarxdp_core::ros2::validate_topic("ADDR", topic)?;
                 Ok(Source::Zenoh(topic.to_owned()))
             }
-            None => s.parse().map(Source::Tcp).map_err(|_| {
-                format!(
-                    "{s:?} is neither HOST:PORT nor zenoh:/TOPIC (e.g. zenoh:/lidar/front/points)"
-                )
-            }),
+            None => s
+                .parse()
+                .map(Source::Tcp)
+                .map_err(|_| SourceError::Neither(s.to_owned())),
         }
     }
 }

@@ -252,15 +252,13 @@ impl Worker {
         }
     }
 
-    fn publish(&mut self, frame: &SharedFrame) -> Result<(), String> {
+    fn publish(&mut self, frame: &SharedFrame) -> Result<(), PublishError> {
         let h = frame.header();
         let Some(topic) = self.topics.iter_mut().find(|t| t.sensor_id == h.sensor_id) else {
-            return Err(format!("sensor {} has no topic", h.sensor_id));
+            return Err(PublishError::NoTopic(h.sensor_id));
         };
         let points: &[u8] = bytemuck::cast_slice(frame.points());
-        let prefix = frame
-            .pointcloud2_prefix(&topic.frame_id)
-            .map_err(|e| e.to_string())?;
+        let prefix = frame.pointcloud2_prefix(&topic.frame_id)?;
         let len = prefix.message_len();
         let chunk = self
             .shm
@@ -268,9 +266,7 @@ impl Worker {
             .map(|p| p.provider.alloc(len).with_policy::<GarbageCollect>().wait());
         let payload: ZBytes = match chunk {
             Some(Ok(mut buf)) => {
-                prefix
-                    .write_into(points, &mut buf[..])
-                    .map_err(|e| e.to_string())?;
+                prefix.write_into(points, &mut buf[..])?;
                 self.counters.shm_frames.fetch_add(1, Relaxed);
                 buf.into()
             }
@@ -279,9 +275,7 @@ impl Worker {
                     self.counters.shm_exhausted.fetch_add(1, Relaxed);
                 }
                 let mut v = Vec::new();
-                prefix
-                    .write_message(points, &mut v)
-                    .map_err(|e| e.to_string())?;
+                prefix.write_message(points, &mut v)?;
                 v.into()
             }
         };
@@ -299,11 +293,25 @@ impl Worker {
             .put(payload)
             .attachment(attachment.to_vec())
             .wait()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| PublishError::Put(e.to_string()))?;
         self.counters.published.fetch_add(1, Relaxed);
         self.counters.bytes.fetch_add(len as u64, Relaxed);
         Ok(())
     }
+}
+
+/// Why one frame was not published (logged and counted in `errors`; the sink goes on).
+#[derive(Debug, thiserror::Error)]
+enum PublishError {
+    /// The frame's sensor id is not in the plan's topics.
+    #[error("sensor {0} has no topic")]
+    NoTopic(u16),
+    /// The PointCloud2 CDR could not be written (a frame_id over the CDR string limit).
+    #[error(transparent)]
+    Cdr(#[from] lidarxdp_core::ros2::CdrError),
+    /// zenoh refused the put (its message).
+    #[error("put: {0}")]
+    Put(String),
 }
 
 #[cfg(test)]

@@ -362,20 +362,26 @@ impl Serialize for Metres {
     }
 }
 
+/// A range gate whose minimum is not below its maximum: the message names the field, its
+/// value, the valid range and the model's datasheet range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RangeGateError(String);
+
 /// A sensor's range gate, metres: `(min, max)`, each defaulting to the model's datasheet
 /// range ([`lidarxdp_core::sensor::SensorModel::datasheet_range_m`]), with `min < max`. The one
 /// rule of `run` (flags and `[[sensors]]`) and `decode`; `names` are the two fields as the
 /// caller's source names them (`--min-range`, `sensors[0].max_range`).
 ///
 /// # Errors
-/// A message naming the field at fault, its value and its valid range: the minimum when it
-/// is at or above a maximum that was not given, else the maximum.
+/// [`RangeGateError`], naming the field at fault, its value and its valid range: the minimum
+/// when it is at or above a maximum that was not given, else the maximum.
 pub fn range_gate(
     model: lidarxdp_core::sensor::SensorModel,
     min: Option<Metres>,
     max: Option<Metres>,
     names: (&str, &str),
-) -> Result<(f32, f32), String> {
+) -> Result<(f32, f32), RangeGateError> {
     use lidarxdp_core::sensor::MAX_RANGE_M;
     let (dmin, dmax) = model.datasheet_range_m();
     let lo = min.map_or(dmin, Metres::get);
@@ -383,20 +389,20 @@ pub fn range_gate(
     // A minimum at or above a maximum that was not given is the minimum's fault.
     let ceiling = if max.is_some() { MAX_RANGE_M } else { hi };
     if lo >= ceiling {
-        return Err(format!(
+        return Err(RangeGateError(format!(
             "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is {dmin} \
              to {dmax} m)",
             names.0,
             model.name()
-        ));
+        )));
     }
     if hi <= lo {
-        return Err(format!(
+        return Err(RangeGateError(format!(
             "{}: {hi} is out of range; valid (min_range = {lo}, {MAX_RANGE_M}] m (the {} \
              datasheet range is {dmin} to {dmax} m)",
             names.1,
             model.name()
-        ));
+        )));
     }
     Ok((lo, hi))
 }
