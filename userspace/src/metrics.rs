@@ -297,31 +297,40 @@ pub fn counters_json<T: CounterSet>(c: &T) -> Value {
     Value::Object(m)
 }
 
-/// Every descriptor the daemon exports, by counter set (for checks and documentation).
-pub const ALL_DESCRIPTORS: &[&[CounterDesc]] = &[
-    ProgramCounters::DESCS,
-    XdpStatistics::DESCS,
-    XskCountersSnapshot::DESCS,
-    CaptureSnapshot::DESCS,
-    ReassemblyCounters::DESCS,
-    DecodeCounters::DESCS,
-    SensorTraffic::DESCS,
-    lidarxdp_core::sensor::ouster::OusterStats::DESCS,
-    lidarxdp_core::sensor::velodyne::VelodyneCounters::DESCS,
-    lidarxdp_core::sensor::robosense::RobosenseCounters::DESCS,
-    PublisherCounters::DESCS,
-    PoolCounters::DESCS,
-    SubscriberCounters::DESCS,
+/// The descriptors of the sinks this binary was built with ([`Snapshot::sinks`]), by counter
+/// set, in the order the daemon's sinks declare them.
+pub const SINK_DESCRIPTORS: &[&[CounterDesc]] = &[
     #[cfg(feature = "zenoh")]
     crate::ros2_zenoh::ZenohCounters::DESCS,
     #[cfg(feature = "dds")]
     crate::ros2_dds::DdsCounters::DESCS,
-    crate::capture::RecordingCounters::DESCS,
     #[cfg(feature = "foxglove")]
     crate::foxglove::FoxgloveCounters::DESCS,
     #[cfg(feature = "view")]
     crate::view::ViewCounters::DESCS,
+    crate::capture::RecordingCounters::DESCS,
 ];
+
+/// Every descriptor the daemon exports, by counter set (for checks and documentation), the
+/// sinks' ([`SINK_DESCRIPTORS`]) last.
+pub fn all_descriptors() -> impl Iterator<Item = &'static CounterDesc> {
+    const CORE: &[&[CounterDesc]] = &[
+        ProgramCounters::DESCS,
+        XdpStatistics::DESCS,
+        XskCountersSnapshot::DESCS,
+        CaptureSnapshot::DESCS,
+        ReassemblyCounters::DESCS,
+        DecodeCounters::DESCS,
+        SensorTraffic::DESCS,
+        lidarxdp_core::sensor::ouster::OusterStats::DESCS,
+        lidarxdp_core::sensor::velodyne::VelodyneCounters::DESCS,
+        lidarxdp_core::sensor::robosense::RobosenseCounters::DESCS,
+        PublisherCounters::DESCS,
+        PoolCounters::DESCS,
+        SubscriberCounters::DESCS,
+    ];
+    CORE.iter().chain(SINK_DESCRIPTORS).flat_map(|s| s.iter())
+}
 
 /// Escapes a label value (backslash, double quote, newline).
 fn escape(v: &str) -> String {
@@ -548,21 +557,11 @@ mod tests {
                 pool: PoolCounters::from_fn(&mut next),
                 ..PublisherCounters::from_fn(&mut next)
             },
-            sinks: [
-                #[cfg(feature = "zenoh")]
-                crate::ros2_zenoh::ZenohCounters::DESCS,
-                #[cfg(feature = "dds")]
-                crate::ros2_dds::DdsCounters::DESCS,
-                crate::capture::RecordingCounters::DESCS,
-                #[cfg(feature = "foxglove")]
-                crate::foxglove::FoxgloveCounters::DESCS,
-                #[cfg(feature = "view")]
-                crate::view::ViewCounters::DESCS,
-            ]
-            .iter()
-            .flat_map(|descs| descs.iter())
-            .map(|d| (d, next(d)))
-            .collect(),
+            sinks: SINK_DESCRIPTORS
+                .iter()
+                .flat_map(|descs| descs.iter())
+                .map(|d| (d, next(d)))
+                .collect(),
             subscribers: vec![
                 subscriber(0, "127.0.0.1:1", &mut next),
                 subscriber(4, "127.0.0.1:2", &mut next),
@@ -638,7 +637,7 @@ mod tests {
             visited.insert(d.metric_name());
         });
         let mut names = std::collections::HashSet::new();
-        for d in ALL_DESCRIPTORS.iter().flat_map(|s| s.iter()) {
+        for d in all_descriptors() {
             let name = d.metric_name();
             assert!(names.insert(name.clone()), "{name} declared twice");
             assert!(visited.contains(&name), "{name} is never exported");
@@ -680,7 +679,7 @@ mod tests {
                 }
             }
         }
-        for d in ALL_DESCRIPTORS.iter().flat_map(|s| s.iter()) {
+        for d in all_descriptors() {
             let name = d.metric_name();
             assert!(
                 documented.contains(&name),
