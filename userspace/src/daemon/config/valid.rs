@@ -84,26 +84,6 @@ impl<const MIN: u64, const MAX: u64> Ranged<MIN, MAX> {
     }
 }
 
-impl<const MIN: u64, const MAX: u64> FromStr for Ranged<MIN, MAX> {
-    type Err = InvalidValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().parse::<i64>() {
-            Ok(v) => Self::from_i64(v),
-            Err(_) => Err(InvalidValue::NotA {
-                value: s.to_owned(),
-                expected: "an integer",
-                valid: Self::valid(),
-            }),
-        }
-    }
-}
-
-impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Ranged<MIN, MAX> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Self::from_i64(i64::deserialize(d)?).map_err(serde::de::Error::custom)
-    }
-}
-
 impl<const MIN: u64, const MAX: u64> Serialize for Ranged<MIN, MAX> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(self.0)
@@ -140,7 +120,7 @@ impl UmemFrames {
             Ok(v) if (64..=65536).contains(&v) && v.is_power_of_two() => Ok(Self(v)),
             _ => Err(InvalidValue::OutOfRange {
                 value: n.to_string(),
-                valid: "a power of two in 64..=65536".into(),
+                valid: <Self as Checked>::valid(),
             }),
         }
     }
@@ -148,26 +128,6 @@ impl UmemFrames {
     /// The frame count.
     pub fn get(self) -> u32 {
         self.0
-    }
-}
-
-impl FromStr for UmemFrames {
-    type Err = InvalidValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.trim()
-            .parse::<i64>()
-            .map_err(|_| InvalidValue::NotA {
-                value: s.to_owned(),
-                expected: "an integer",
-                valid: "a power of two in 64..=65536".into(),
-            })
-            .and_then(Self::new)
-    }
-}
-
-impl<'de> Deserialize<'de> for UmemFrames {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Self::new(i64::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 
@@ -212,26 +172,6 @@ impl Degrees {
 impl Default for Degrees {
     fn default() -> Self {
         Self(0.0)
-    }
-}
-
-impl FromStr for Degrees {
-    type Err = InvalidValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.trim()
-            .parse::<f64>()
-            .map_err(|_| InvalidValue::NotA {
-                value: s.to_owned(),
-                expected: "a number of degrees",
-                valid: Self::VALID.into(),
-            })
-            .and_then(Self::new)
-    }
-}
-
-impl<'de> Deserialize<'de> for Degrees {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Self::new(f64::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 
@@ -336,29 +276,97 @@ impl Metres {
     }
 }
 
-impl FromStr for Metres {
-    type Err = InvalidValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.trim()
-            .parse::<f32>()
-            .map_err(|_| InvalidValue::NotA {
-                value: s.to_owned(),
-                expected: "a number of metres",
-                valid: Self::valid(),
-            })
-            .and_then(Self::new)
-    }
-}
-
-impl<'de> Deserialize<'de> for Metres {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Self::new(f64::deserialize(d)? as f32).map_err(serde::de::Error::custom)
-    }
-}
-
 impl Serialize for Metres {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f32(self.0)
+    }
+}
+
+/// A validated type read from one number: the flag's text and the TOML value are both read as
+/// `Raw`, then checked by `check`, so the two share one rule and one message.
+trait Checked: Sized {
+    /// The number as read.
+    type Raw: FromStr + for<'de> Deserialize<'de>;
+    /// What the text must be (`an integer`, `a number of degrees`).
+    const EXPECTED: &'static str;
+    /// The valid range as the messages print it.
+    fn valid() -> String;
+    /// The value, checked.
+    fn check(raw: Self::Raw) -> Result<Self, InvalidValue>;
+}
+
+/// Implements `FromStr` and `Deserialize` of each type through its [`Checked`].
+macro_rules! checked_parsers {
+    ($( [$($g:tt)*] $t:ty ),* $(,)?) => {$(
+        impl<$($g)*> FromStr for $t {
+            type Err = InvalidValue;
+            fn from_str(s: &str) -> Result<Self, InvalidValue> {
+                let raw = s.trim().parse().map_err(|_| InvalidValue::NotA {
+                    value: s.to_owned(),
+                    expected: <$t as Checked>::EXPECTED,
+                    valid: <$t as Checked>::valid(),
+                })?;
+                <$t as Checked>::check(raw)
+            }
+        }
+
+        impl<'de, $($g)*> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let raw = <<$t as Checked>::Raw>::deserialize(d)?;
+                <$t as Checked>::check(raw).map_err(serde::de::Error::custom)
+            }
+        }
+    )*};
+}
+
+checked_parsers!(
+    [const MIN: u64, const MAX: u64] Ranged<MIN, MAX>,
+    [] UmemFrames,
+    [] Degrees,
+    [] Metres,
+);
+
+impl<const MIN: u64, const MAX: u64> Checked for Ranged<MIN, MAX> {
+    type Raw = i64;
+    const EXPECTED: &'static str = "an integer";
+    fn valid() -> String {
+        Self::valid()
+    }
+    fn check(raw: i64) -> Result<Self, InvalidValue> {
+        Self::from_i64(raw)
+    }
+}
+
+impl Checked for UmemFrames {
+    type Raw = i64;
+    const EXPECTED: &'static str = "an integer";
+    fn valid() -> String {
+        "a power of two in 64..=65536".into()
+    }
+    fn check(raw: i64) -> Result<Self, InvalidValue> {
+        Self::new(raw)
+    }
+}
+
+impl Checked for Degrees {
+    type Raw = f64;
+    const EXPECTED: &'static str = "a number of degrees";
+    fn valid() -> String {
+        Self::VALID.into()
+    }
+    fn check(raw: f64) -> Result<Self, InvalidValue> {
+        Self::new(raw)
+    }
+}
+
+impl Checked for Metres {
+    type Raw = f32;
+    const EXPECTED: &'static str = "a number of metres";
+    fn valid() -> String {
+        Self::valid()
+    }
+    fn check(raw: f32) -> Result<Self, InvalidValue> {
+        Self::new(raw)
     }
 }
 
