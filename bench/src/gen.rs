@@ -54,25 +54,35 @@ pub enum Pps {
     Max,
 }
 
+/// A `--pps` or `--duration` value outside its form or range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    /// `--pps` is neither `max` nor an integer in 1..=10,000,000.
+    #[error("--pps: {0:?} is not valid; expected `max` or datagrams per second in 1..=10000000")]
+    Pps(String),
+    /// `--duration` is not a number of seconds in (0, 86400].
+    #[error("--duration: {0:?} is not valid; expected seconds in (0, 86400]")]
+    Duration(String),
+}
+
 /// Parses `--pps`: `max` or an integer in 1..=10,000,000.
-pub fn parse_pps(s: &str) -> Result<Pps, String> {
+///
+/// # Errors
+/// [`ArgError::Pps`].
+pub fn parse_pps(s: &str) -> Result<Pps, ArgError> {
     if s.eq_ignore_ascii_case("max") {
         return Ok(Pps::Max);
     }
     match s.parse::<u64>() {
         Ok(p) if (1..=10_000_000).contains(&p) => Ok(Pps::Fixed(p)),
-        _ => Err(format!(
-            "--pps: {s:?} is not valid; expected `max` or datagrams per second in 1..=10000000"
-        )),
+        _ => Err(ArgError::Pps(s.to_owned())),
     }
 }
 
-fn parse_duration(s: &str) -> Result<f64, String> {
+fn parse_duration(s: &str) -> Result<f64, ArgError> {
     match s.parse::<f64>() {
         Ok(d) if d.is_finite() && d > 0.0 && d <= 86_400.0 => Ok(d),
-        _ => Err(format!(
-            "--duration: {s:?} is not valid; expected seconds in (0, 86400]"
-        )),
+        _ => Err(ArgError::Duration(s.to_owned())),
     }
 }
 
@@ -546,9 +556,14 @@ mod tests {
     fn pps_flag() {
         assert_eq!(parse_pps("max"), Ok(Pps::Max));
         assert_eq!(parse_pps("7540"), Ok(Pps::Fixed(7540)));
-        assert!(parse_pps("0").unwrap_err().contains("--pps"));
+        assert!(parse_pps("0").unwrap_err().to_string().contains("--pps"));
         assert!(parse_pps("fast").is_err());
-        assert!(parse_duration("0").unwrap_err().contains("--duration"));
+        assert!(
+            parse_duration("0")
+                .unwrap_err()
+                .to_string()
+                .contains("--duration")
+        );
         assert_eq!(parse_duration("2.5"), Ok(2.5));
     }
 

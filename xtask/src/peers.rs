@@ -109,8 +109,19 @@ fn hesai_sdk_dir(flag: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| root().join("../shared/peers/HesaiLidar_SDK_2.0"))
 }
 
-/// Builds the Hesai harness against the SDK; `Err(reason)` when the SDK is missing.
-fn hesai_harness(flag: Option<&Path>) -> Result<std::result::Result<PathBuf, String>> {
+/// The Hesai harness: built, or why its rows are skipped.
+enum HesaiHarness {
+    /// The harness binary.
+    Built(PathBuf),
+    /// The SDK source is not there (the message says where it was looked for).
+    Missing(String),
+}
+
+/// Builds the Hesai harness against the SDK ([`HesaiHarness::Missing`] when the SDK is not
+/// there).
+///
+/// Errors: a build tool missing, or the build failing.
+fn hesai_harness(flag: Option<&Path>) -> Result<HesaiHarness> {
     let sdk = hesai_sdk_dir(flag);
     if !sdk.join("libhesai/CMakeLists.txt").exists() {
         let reason = format!(
@@ -118,7 +129,7 @@ fn hesai_harness(flag: Option<&Path>) -> Result<std::result::Result<PathBuf, Str
             sdk.display()
         );
         eprintln!("bench --peers: warning: {reason}; the Hesai rows are skipped");
-        return Ok(Err(reason));
+        return Ok(HesaiHarness::Missing(reason));
     }
     let sdk = fs::canonicalize(&sdk).with_context(|| format!("resolve {}", sdk.display()))?;
     for (tool, pkg) in [("cmake", "cmake"), ("g++", "g++"), ("make", "make")] {
@@ -151,7 +162,7 @@ fn hesai_harness(flag: Option<&Path>) -> Result<std::result::Result<PathBuf, Str
         sdk.display(),
         t.elapsed().as_secs_f64()
     );
-    Ok(Ok(build.join("hesai_peer")))
+    Ok(HesaiHarness::Built(build.join("hesai_peer")))
 }
 
 /// Today's UTC date, `YYYY-MM-DD`.
@@ -226,8 +237,8 @@ pub fn peers(
         .arg(&out)
         .current_dir(root());
     match &hesai {
-        Ok(h) => cmd.arg("--hesai-peer").arg(h),
-        Err(reason) => cmd.arg("--hesai-missing").arg(reason),
+        HesaiHarness::Built(h) => cmd.arg("--hesai-peer").arg(h),
+        HesaiHarness::Missing(reason) => cmd.arg("--hesai-missing").arg(reason),
     };
     if quick {
         cmd.arg("--quick");

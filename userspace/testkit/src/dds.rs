@@ -20,19 +20,32 @@ pub fn dds_checker_sources() -> PathBuf {
     crate::workspace_root().join("userspace/tests/ros2")
 }
 
-fn run_ok(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{what}: cannot run: {e}"))?;
+/// A step of [`build_dds_checkers`] that failed: what it was, and why (the compiler's
+/// output, or the error of starting it).
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {why}")]
+pub struct CheckerBuildError {
+    /// The step (`compile dds_sub_fastdds.cpp (Debian libfastrtps-dev)`, ...).
+    pub what: String,
+    /// Its exit status and output, or why it did not start.
+    pub why: String,
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Result<(), CheckerBuildError> {
+    let fail = |why: String| CheckerBuildError {
+        what: what.to_owned(),
+        why,
+    };
+    let out = cmd.output().map_err(|e| fail(format!("cannot run: {e}")))?;
     if out.status.success() {
         return Ok(());
     }
-    Err(format!(
-        "{what}: {}\n{}{}",
+    Err(fail(format!(
+        "{}\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    ))
+    )))
 }
 
 /// Compiles both subscribers into `out` (created if missing); the C++ compiler runs beside
@@ -41,9 +54,12 @@ fn run_ok(cmd: &mut Command, what: &str) -> Result<(), String> {
 /// # Errors
 /// The step that failed with the compiler's output (the Debian packages `libfastrtps-dev`,
 /// `cyclonedds-dev`, `cyclonedds-tools` missing, for example).
-pub fn build_dds_checkers(out: &Path) -> Result<DdsCheckers, String> {
+pub fn build_dds_checkers(out: &Path) -> Result<DdsCheckers, CheckerBuildError> {
     let src = dds_checker_sources();
-    std::fs::create_dir_all(out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| CheckerBuildError {
+        what: format!("create {}", out.display()),
+        why: e.to_string(),
+    })?;
     let fastdds = out.join("dds_sub_fastdds");
     let cyclone = out.join("dds_sub_cyclone");
     std::thread::scope(|s| {
@@ -76,8 +92,10 @@ pub fn build_dds_checkers(out: &Path) -> Result<DdsCheckers, String> {
                 .arg("-lddsc"),
             "compile dds_sub_cyclone.c (Debian cyclonedds-dev)",
         )?;
-        fast.join()
-            .map_err(|_| "the C++ compile thread panicked".to_owned())?
+        fast.join().map_err(|_| CheckerBuildError {
+            what: "compile dds_sub_fastdds.cpp".into(),
+            why: "the compile thread panicked".into(),
+        })?
     })?;
     Ok(DdsCheckers { fastdds, cyclone })
 }
