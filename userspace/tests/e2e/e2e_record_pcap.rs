@@ -258,7 +258,10 @@ fn bad_record_flags_are_refused() {
     };
     let e = run(&["--record-pcap", "/tmp/x.pcap", "--record-split-size", "0"]);
     assert!(
-        e.contains("--record-split-size 0: valid range 1..=1048576 (MB)"),
+        e.contains(
+            "invalid value '0' for '--record-split-size <MB>': 0 is out of range; valid \
+             1..=1048576"
+        ),
         "{e}"
     );
     let e = run(&[
@@ -268,7 +271,10 @@ fn bad_record_flags_are_refused() {
         "604801",
     ]);
     assert!(
-        e.contains("--record-split-duration 604801: valid range 1..=604800 (seconds)"),
+        e.contains(
+            "invalid value '604801' for '--record-split-duration <S>': 604801 is out of range; \
+             valid 1..=604800"
+        ),
         "{e}"
     );
     let e = run(&["--record-split-duration", "60"]);
