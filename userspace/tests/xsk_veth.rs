@@ -302,6 +302,11 @@ fn rx_end_to_end(umem: UmemConfig) {
         p
     };
 
+    // One sender socket for the whole run, bound in B's namespace to a port the kernel picks
+    // (a socket stays in the namespace it was created in, whichever thread sends on it): no
+    // fixed port that another socket of the namespace could hold.
+    let sender = in_netns(&net.ns_b, || UdpSocket::bind((B_IP, 0)).unwrap());
+    let sender_port = sender.local_addr().unwrap().port();
     in_netns(&net.ns_a, || {
         let mut xsk = XskSocket::open(&umem, &xsk_cfg(&net.if_a, BindMode::Auto)).unwrap();
         let redirect = attach_redirect_all(xsk.ifindex()).expect("attach XDP");
@@ -316,19 +321,16 @@ fn rx_end_to_end(umem: UmemConfig) {
             if sent < COUNT {
                 let batch: Vec<Vec<u8>> = (sent..(sent + 50).min(COUNT)).map(payload).collect();
                 sent += batch.len();
-                in_netns(&net.ns_b, || {
-                    let s = UdpSocket::bind((B_IP, 40000)).unwrap();
-                    for p in &batch {
-                        s.send_to(p, (A_IP, 7502)).unwrap();
-                    }
-                });
+                for p in &batch {
+                    sender.send_to(p, (A_IP, 7502)).unwrap();
+                }
             }
             xsk.poll_rx(Duration::from_millis(100)).unwrap();
             while xsk.rx_burst(64, |frame| match parse_udp_ipv4(frame) {
                 Ok(d) if d.dst_port == 7502 => {
                     assert_eq!(d.src_ip, [10, 201, 0, 2]);
                     assert_eq!(d.dst_ip, [10, 201, 0, 1]);
-                    assert_eq!(d.src_port, 40000);
+                    assert_eq!(d.src_port, sender_port);
                     assert_eq!(&frame[..6], &[2, 0, 0, 0xc9, 0, 1], "dst MAC");
                     let i = u32::from_be_bytes(d.payload[..4].try_into().unwrap()) as usize;
                     assert_eq!(d.payload, &payload(i)[..], "payload of datagram {i}");
