@@ -176,23 +176,37 @@ pub struct RecordingPlan {
     pub config: RecordConfig,
 }
 
-/// The sinks, resolved: each `None` when off.
+/// The sinks, resolved: each `None` when off (`check-config` prints `"off"`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SinksPlan {
     /// The TCP publisher (always on).
     pub tcp: TcpPlan,
     /// ROS 2 over zenoh.
+    #[serde(serialize_with = "ser_or_off")]
     pub zenoh: Option<ZenohPlan>,
     /// ROS 2 over DDS.
+    #[serde(serialize_with = "ser_or_off")]
     pub dds: Option<DdsPlan>,
     /// The Foxglove WebSocket server's loopback address.
+    #[serde(serialize_with = "ser_or_off")]
     pub foxglove: Option<SocketAddr>,
     /// The live view's loopback address.
+    #[serde(serialize_with = "ser_or_off")]
     pub view: Option<SocketAddr>,
     /// The Prometheus endpoint's loopback address.
+    #[serde(serialize_with = "ser_or_off")]
     pub metrics: Option<SocketAddr>,
     /// The packet recording.
+    #[serde(serialize_with = "ser_or_off")]
     pub recording: Option<RecordingPlan>,
+}
+
+/// A sink's settings, or `"off"`: `check-config` names every sink, on or not.
+fn ser_or_off<S: serde::Serializer, T: Serialize>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => v.serialize(s),
+        None => s.serialize_str("off"),
+    }
 }
 
 /// The effective configuration: every section resolved (what `check-config` prints).
