@@ -214,3 +214,61 @@ fn pin_to_cpu(cpu: usize) {
         log::warn!("pinning the capture thread to CPU {cpu}: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::config::{Ros2Env, Settings, build};
+
+    /// The first `n` data packets of the demo's VLP-16 capture, with their record times (ns).
+    fn first_packets(n: usize) -> Vec<(Vec<u8>, u64)> {
+        let pcap = lidarxdp_testkit::data("velodyne/vlp16/vlp16_dual_nebula_603pkt.pcap");
+        let filter = lidarxdp::offline::DatagramFilter {
+            port: Some(2368),
+            source: None,
+        };
+        lidarxdp::offline::CaptureReader::open(&pcap, filter)
+            .unwrap()
+            .take(n)
+            .map(|d| d.map(|d| (d.payload, d.ts_ns)).unwrap())
+            .collect()
+    }
+
+    /// The pipeline of one VLP-16 configured from `toml` (a `[[sensors]]` table's keys).
+    fn pipeline_of(toml: &str) -> ScanPipeline {
+        let cal = lidarxdp_testkit::data("velodyne/vlp16/calibration/VLP16db.yaml");
+        let text = format!(
+            "[capture]\niface = \"eth0\"\n[[sensors]]\nmodel = \"vlp16\"\ncalibration = {:?}\n{toml}",
+            cal.display().to_string()
+        );
+        let settings: Settings = toml::from_str(&text).unwrap();
+        let plan = build(settings, None, &Ros2Env::default()).unwrap();
+        pipeline(plan.sensors().next().unwrap()).unwrap()
+    }
+
+    /// Frames closed by the idle poll `after_ms` after the last of 20 packets (a quarter turn).
+    fn closed_after(toml: &str, after_ms: u64) -> usize {
+        let mut p = pipeline_of(toml);
+        let mut out = Vec::new();
+        let mut last = 0;
+        for (payload, t) in first_packets(20) {
+            p.push(&payload, t, &mut out);
+            last = t;
+        }
+        assert!(out.is_empty(), "a quarter turn closes no frame by itself");
+        p.poll_timeout(last + after_ms * 1_000_000, &mut out);
+        out.len()
+    }
+
+    /// `frame_timeout_ms` reaches the pipeline: the open frame is published after that much
+    /// silence, not before; the default is 200 ms.
+    #[test]
+    fn frame_timeout_ms_sets_the_silence_that_publishes_an_open_frame() {
+        assert_eq!(closed_after("frame_timeout_ms = 50", 40), 0);
+        assert_eq!(closed_after("frame_timeout_ms = 50", 60), 1);
+        assert_eq!(closed_after("", 150), 0);
+        assert_eq!(closed_after("", 250), 1);
+        assert_eq!(closed_after("frame_timeout_ms = 1000", 250), 0);
+        assert_eq!(closed_after("frame_timeout_ms = 1000", 1100), 1);
+    }
+}
