@@ -126,31 +126,24 @@ pub(super) fn stats_json(
 /// thread's filters, IPv4 reassembly, the decoders, whole frames, the publisher's queues),
 /// then one line per sensor.
 pub(super) fn exit_summary(snap: &lidarxdp::metrics::Snapshot) -> Vec<String> {
-    let sum = |f: &dyn Fn(&lidarxdp::metrics::QueueSnapshot) -> u64| -> u64 {
-        snap.queues.iter().map(f).sum()
-    };
-    let kernel = sum(&|q| {
-        q.xsk.as_ref().map_or(0, |(x, _)| {
-            x.rx_dropped + x.rx_ring_full + x.rx_invalid_descs
-        }) + q.capture.truncated
-    });
-    let capture = sum(&|q| q.capture.not_udp + q.capture.unknown_sensor + q.capture.mixed_sources);
-    let reassembly = sum(&|q| q.reassembly.failed());
-    let received = sum(&|q| q.capture.rx_frames);
-    let frames_dropped = sum(&|q| q.capture.frames_dropped);
-    let d = snap.sensors.iter().fold(
-        lidarxdp_core::sensor::DecodeCounters::default(),
-        |mut a, s| {
-            a.packets += s.decode.packets;
-            a.decoded += s.decode.decoded;
-            a.malformed += s.decode.malformed;
-            a.time_jumps += s.decode.time_jumps;
-            a.late += s.decode.late;
-            a.frames += s.decode.frames;
-            a.frames_lost += s.decode.frames_lost;
-            a
-        },
-    );
+    let mut c = lidarxdp::capture::CaptureSnapshot::default();
+    let mut r = lidarxdp_core::reassembly::ReassemblyCounters::default();
+    for q in &snap.queues {
+        c.add(&q.capture);
+        r.add(&q.reassembly);
+    }
+    let xsk: u64 = (snap.queues.iter())
+        .filter_map(|q| q.xsk.as_ref())
+        .map(|(x, _)| x.rx_dropped + x.rx_ring_full + x.rx_invalid_descs)
+        .sum();
+    let kernel = xsk + c.truncated;
+    let capture = c.not_udp + c.unknown_sensor + c.mixed_sources;
+    let reassembly = r.failed();
+    let (received, frames_dropped) = (c.rx_frames, c.frames_dropped);
+    let mut d = lidarxdp_core::sensor::DecodeCounters::default();
+    for s in &snap.sensors {
+        d.add(&s.decode);
+    }
     let p = &snap.publisher;
     let mut out = vec![
         format!(

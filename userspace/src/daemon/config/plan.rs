@@ -445,20 +445,15 @@ fn sinks_plan(s: &Settings, capture: &CapturePlan, env: &Ros2Env) -> Result<Sink
     })
 }
 
-/// The ROS domain id: the flag or `[ros2] domain_id`, else `$ROS_DOMAIN_ID` (checked by the
-/// same type), else 0.
+/// The ROS domain id: the flag or `[ros2] domain_id`, else `$ROS_DOMAIN_ID`, else 0
+/// ([`lidarxdp_core::ros2::domain_id`], the rule `subscribe` follows too).
 #[cfg(any(feature = "zenoh", feature = "dds"))]
 fn domain_id(s: &Settings, env: &Ros2Env) -> Result<u32> {
-    if let Some(d) = s.ros2.ros_domain_id {
-        return Ok(d.get() as u32);
-    }
-    match env.ros_domain_id.as_deref().map(str::trim) {
-        Some(v) if !v.is_empty() => v
-            .parse::<Ranged<0, 232>>()
-            .map(|d| d.get() as u32)
-            .map_err(|e| anyhow!("ROS_DOMAIN_ID: {e} (or pass --ros-domain-id)")),
-        _ => Ok(0),
-    }
+    let flag = s.ros2.ros_domain_id.map(|d| d.get() as u32);
+    Ok(lidarxdp_core::ros2::domain_id(
+        flag,
+        env.ros_domain_id.as_deref(),
+    )?)
 }
 
 /// The DDS settings, or `None` when `dds` is off; `--dds-config` without it is refused.

@@ -22,7 +22,10 @@ use lidarxdp_core::{
 };
 use serde::Deserialize;
 
-use super::valid::{Degrees, Fov, Metres, Ranged, UdpPort, UmemFrames};
+use super::valid::{
+    Degrees, DomainId, Fov, Metres, Ranged, RxQueue, ShmMib, SplitDurationS, SplitSizeMb, UdpPort,
+    UmemFrames,
+};
 
 /// Declares a configuration record: the struct (every field an `Option`, with its attributes
 /// passed through) and, generated from the same field list, [`Section::merge_from`] and
@@ -159,7 +162,7 @@ section! {
         pub iface: Option<String>,
         /// RX queue of the interface its packets arrive on, 0..=63 (default 0).
         #[arg(long)]
-        pub queue: Option<Ranged<0, 63>>,
+        pub queue: Option<RxQueue>,
         /// Cut angle, degrees, [0, 360] (default 0).
         #[arg(long, value_name = "DEG")]
         pub cut_angle: Option<Degrees>,
@@ -215,7 +218,7 @@ section! {
         pub iface: Option<String>,
         /// RX queue, 0..=63 (default 0).
         #[arg(skip)]
-        pub queue: Option<Ranged<0, 63>>,
+        pub queue: Option<RxQueue>,
         /// CPU to pin the thread to.
         #[arg(skip)]
         pub cpu: Option<usize>,
@@ -267,7 +270,7 @@ section! {
         /// ROS domain id of the topics, 0..=232 (default: $ROS_DOMAIN_ID, else 0).
         #[arg(long, value_name = "N")]
         #[serde(rename = "domain_id")]
-        pub ros_domain_id: Option<Ranged<0, 232>>,
+        pub ros_domain_id: Option<DomainId>,
         /// ROS 2 distribution of the subscribers: `jazzy` (RIHS01 type hash; also Kilted,
         /// Rolling) or `humble` (TypeHashNotSupported). Default jazzy.
         #[arg(long, value_name = "DISTRO")]
@@ -295,7 +298,7 @@ section! {
         /// `shm_mb`).
         #[arg(long, value_name = "MIB")]
         #[serde(rename = "shm_mb")]
-        pub zenoh_shm_mb: Option<Ranged<0, 4096>>,
+        pub zenoh_shm_mb: Option<ShmMib>,
     }
 }
 
@@ -367,12 +370,12 @@ section! {
         /// MB megabytes (10^6 bytes), 1..=1048576 (file: `split_size_mb`).
         #[arg(long, value_name = "MB")]
         #[serde(rename = "split_size_mb")]
-        pub record_split_size: Option<Ranged<1, 1_048_576>>,
+        pub record_split_size: Option<SplitSizeMb>,
         /// With `--record-pcap`: new part `<stem>_<n>.pcap` every S seconds of packets,
         /// 1..=604800 (file: `split_duration_s`).
         #[arg(long, value_name = "S")]
         #[serde(rename = "split_duration_s")]
-        pub record_split_duration: Option<Ranged<1, 604_800>>,
+        pub record_split_duration: Option<SplitDurationS>,
     }
 }
 

@@ -99,6 +99,28 @@ impl<const MIN: u64, const MAX: u64> fmt::Display for Ranged<MIN, MAX> {
 /// A UDP port, 1..=65535 (RFC 768; port 0 is not a destination).
 pub type UdpPort = Ranged<1, 65535>;
 
+/// An RX queue of an interface, below [`lidarxdp_common::XSK_MAP_CAPACITY`] (the XDP program's
+/// XSKMAP has one slot per queue).
+pub type RxQueue = Ranged<0, { lidarxdp_common::XSK_MAP_CAPACITY as u64 - 1 }>;
+
+/// A ROS domain id, 0..=[`lidarxdp_core::ros2::MAX_ROS_DOMAIN_ID`].
+pub type DomainId = Ranged<0, { lidarxdp_core::ros2::MAX_ROS_DOMAIN_ID as u64 }>;
+
+/// The zenoh sink's shared-memory pool, MiB, 0..=[`lidarxdp::ros2_zenoh::MAX_SHM_MB`].
+pub type ShmMib = Ranged<0, { lidarxdp::ros2_zenoh::MAX_SHM_MB as u64 }>;
+
+/// A recording part's size limit, MB, in [`lidarxdp::capture::record::SPLIT_SIZE_MB`].
+pub type SplitSizeMb = Ranged<
+    { *lidarxdp::capture::record::SPLIT_SIZE_MB.start() },
+    { *lidarxdp::capture::record::SPLIT_SIZE_MB.end() },
+>;
+
+/// A recording part's duration limit, s, in [`lidarxdp::capture::record::SPLIT_DURATION_S`].
+pub type SplitDurationS = Ranged<
+    { *lidarxdp::capture::record::SPLIT_DURATION_S.start() },
+    { *lidarxdp::capture::record::SPLIT_DURATION_S.end() },
+>;
+
 /// A power of two in 64..=65536: the UMEM frames of one AF_XDP socket (2 KiB each, kernel
 /// doc `networking/af_xdp.rst`, "UMEM").
 ///
