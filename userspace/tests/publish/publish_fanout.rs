@@ -74,7 +74,11 @@ fn sixteen_subscribers_one_stalled_one_slow() {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_subscribers: 16,
         queue_depth: DEPTH,
-        stall_timeout: Duration::from_millis(1500),
+        // The slow subscriber below reads a frame a second: the stall timeout stays well above
+        // that period plus a loaded 2-core machine's scheduling delay (at 1.5 s, a CI run with
+        // the other publish tests beside it once took the slow one for stalled), and the
+        // stalled one (which never reads) is still removed long before the end.
+        stall_timeout: Duration::from_millis(3000),
         linger: Duration::from_millis(500),
         frame_queue: 8,
         sensors: vec![SensorEntry {
