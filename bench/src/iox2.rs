@@ -368,7 +368,7 @@ pub(crate) fn run(points: usize, hz: f64, subs: usize, secs: f64) -> Result<(u64
     {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    let (sent, c) = produce_through(p, &sender, points, hz, secs)?;
+    let (sent, c) = produce_through(p, &sender, None, points, hz, secs)?;
     let mut res = Vec::new();
     let mut delivery = (0u64, 0u64, 0u64);
     let mut bad = 0;

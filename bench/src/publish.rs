@@ -159,7 +159,7 @@ pub(crate) fn produce(
     points: usize,
     hz: f64,
     secs: f64,
-    mut take: impl FnMut() -> Vec<PointXYZIRCAEDT>,
+    mut take: impl FnMut() -> lidarxdp_core::point_buf::PointBuf,
     mut ready: impl FnMut() -> bool,
     mut send: impl FnMut(Frame) -> bool,
 ) -> u64 {
@@ -214,10 +214,13 @@ pub(crate) fn sink_publisher(sink: Box<dyn FrameSink>) -> Result<(PublisherHandl
 }
 
 /// [`produce`] through a [`sink_publisher`] (unpaced: while fewer than 4 frames are alive),
-/// then its shutdown: the frames sent and the publisher's final counters.
+/// then its shutdown: the frames sent and the publisher's final counters. The frames' point
+/// buffers come from `source` as a decoder's do (the zenoh sink's shared-memory pool), else
+/// from the publisher's heap pool.
 pub(crate) fn produce_through(
     p: PublisherHandle,
     sender: &FrameSender,
+    source: Option<&dyn lidarxdp_core::scan::BufferSource>,
     points: usize,
     hz: f64,
     secs: f64,
@@ -226,7 +229,10 @@ pub(crate) fn produce_through(
         points,
         hz,
         secs,
-        || sender.recycled_buffer().unwrap_or_default(),
+        || match source {
+            Some(s) => s.take_buffer(0, points).unwrap_or_default(),
+            None => sender.recycled_buffer().unwrap_or_default(),
+        },
         || sender.queued() == 0 && p.counters().frames_alive < 4,
         |f| sender.send(f),
     );
@@ -318,7 +324,7 @@ fn run_baseline(
         points,
         hz,
         secs,
-        Vec::new,
+        lidarxdp_core::point_buf::PointBuf::new,
         || true,
         |f| {
             // The baseline: copy the frame into one Vec, one blocking write() per subscriber.
@@ -427,6 +433,11 @@ fn run_zenoh(
         pool,
     )?;
     let (p, sender) = sink_publisher(Box::new(sink))?;
+    // The producer writes each frame's points straight into a chunk of the pool, as the
+    // daemon's decoders do.
+    let frames = handle.buffer_source(Arc::new(BufferPool::new(
+        lidarxdp::publish::DEFAULT_POOL_CAP,
+    )));
     // Subscribers are processes, as on a vehicle's host: `lidarxdp subscribe zenoh:/TOPIC`,
     // each reporting its frames, gaps and latency percentiles (`age`: receive time minus the
     // hand-over stamp) in its summary file.
@@ -456,7 +467,10 @@ fn run_zenoh(
     wait_ready_files(&mut children, "zenoh subscriber")?;
     // Discovery: the subscribers' interests reach the publisher's session.
     std::thread::sleep(Duration::from_millis(1500));
-    let (sent, c) = produce_through(p, &sender, points, hz, secs)?;
+    let source = frames
+        .as_ref()
+        .map(|f| f as &dyn lidarxdp_core::scan::BufferSource);
+    let (sent, c) = produce_through(p, &sender, source, points, hz, secs)?;
     let mut res = Vec::new();
     for (mut child, summary, ready) in children {
         let st = child.wait()?;
@@ -572,7 +586,7 @@ fn run_dds(
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (sent, c) = produce_through(p, &sender, points, hz, secs)?;
+    let (sent, c) = produce_through(p, &sender, None, points, hz, secs)?;
     let mut res = Vec::new();
     for (mut child, lines, out) in children {
         if let Some(mut stdin) = child.stdin.take() {

@@ -29,7 +29,6 @@ use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::HostTime;
-use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::VelodyneStream;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
@@ -93,7 +92,7 @@ impl Dec {
         &self,
         model: SensorModel,
         pkts: &[(u64, Vec<u8>)],
-        out: &mut Vec<PointXYZIRCAEDT>,
+        out: &mut lidarxdp_core::point_buf::PointBuf,
     ) -> usize {
         out.clear();
         let mut total = 0;
@@ -154,7 +153,7 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
     for (name, model, pcap, cal) in cases {
         let pkts = payloads(pcap);
         let dec = Dec::new(model, cal);
-        let mut out = Vec::with_capacity(pkts.len().min(1024) * 384);
+        let mut out = lidarxdp_core::point_buf::PointBuf::with_capacity(pkts.len().min(1024) * 384);
         let points = dec.run(model, &pkts, &mut out) as u64;
         eprintln!(
             "{name}: {} packets, {points} points ({:.1} per packet)",

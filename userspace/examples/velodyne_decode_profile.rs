@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
-use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::point_buf::PointBuf;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
 use lidarxdp_core::sensor::velodyne::{self, DecoderSettings, Vlp16Decoder};
@@ -63,7 +63,7 @@ fn main() {
             DecodeFlavor::Manual
         },
     };
-    let mut out: Vec<PointXYZIRCAEDT> = Vec::with_capacity(pkts.len() * 384);
+    let mut out = PointBuf::with_capacity(pkts.len() * 384);
     let mut total = 0usize;
     if model == SensorModel::Vlp16 {
         let d = Vlp16Decoder::new(calib, settings);

@@ -44,7 +44,7 @@ fn peer_reset_mid_frame_is_a_disconnect_not_sigpipe() {
                 sequence: seq,
                 ..Default::default()
             },
-            points
+            points: points.into()
         }));
     }
     // Read a little so the send is under way, then reset the connection (SO_LINGER 0 + close).
@@ -97,7 +97,7 @@ fn forced_close_of_a_stalled_subscriber_is_not_sigpipe() {
     let points = vec![PointXYZIRCAEDT::default(); 500_000];
     assert!(sender.send(Frame {
         header: FrameHeader::default(),
-        points
+        points: points.into()
     }));
     std::thread::sleep(Duration::from_millis(100)); // the send is now stuck on a full socket
     // Forced close after the linger time: our own shutdown(SHUT_RDWR) makes the pending send fail.

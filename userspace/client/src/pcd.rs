@@ -283,7 +283,7 @@ mod tests {
         write_frame(
             &tmp,
             &Frame {
-                points: gt.clone(),
+                points: gt.clone().into(),
                 ..Default::default()
             },
         )

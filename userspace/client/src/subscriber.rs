@@ -194,7 +194,7 @@ impl ReceivedFrame {
         }
         Frame {
             header: self.header,
-            points: self.storage,
+            points: self.storage.into(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! thread to the publisher.
 #![forbid(unsafe_code)]
 
-use crate::point::PointXYZIRCAEDT;
+use crate::point_buf::PointBuf;
 
 /// Metadata of one frame. All times are ns; counts are packets of this frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -12,7 +12,7 @@ pub struct FrameHeader {
     /// Per-sensor frame sequence number, starting at 0, +1 per published frame.
     pub sequence: u64,
     /// Frame start time, ns since the Unix epoch on the sensor clock (the time of the first
-    /// firing in the frame; [`PointXYZIRCAEDT::time_stamp`] is relative to it).
+    /// firing in the frame; [`crate::point::PointXYZIRCAEDT::time_stamp`] is relative to it).
     pub start_ns: u64,
     /// Host receive time of the frame's first packet, ns since the Unix epoch (CLOCK_REALTIME),
     /// or the pcap record time when decoding offline.
@@ -53,6 +53,7 @@ pub struct Frame {
     pub header: FrameHeader,
     /// Points in firing order, except those of a packet that arrived late into its frame
     /// (a few packets late: `crate::scan::TimeVerdict::Late`), which follow the points of the
-    /// packets that overtook it.
-    pub points: Vec<PointXYZIRCAEDT>,
+    /// packets that overtook it. [`crate::point::PointXYZIRCAEDT`], 32 bytes each, on the heap
+    /// or in shared memory lent by the daemon's pool ([`crate::point_buf`]).
+    pub points: PointBuf,
 }

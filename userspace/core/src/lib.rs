@@ -3,6 +3,8 @@
 //!
 //! Layers, bottom-up (see `docs/architecture.md`):
 //! - [`point`], [`frame`]: the published data types (Autoware's PointXYZIRCAEDT, 32 bytes);
+//! - [`point_buf`]: a frame's point buffer, on the heap or in memory lent by a pool (the
+//!   daemon's shared memory), written once by the decoder;
 //! - [`net`]: Ethernet/VLAN/SLL/IPv4/UDP header parsing of received frames (RFC 791, RFC 768);
 //! - [`reassembly`]: IPv4 fragment reassembly (RFC 791, RFC 815);
 //! - [`vendor`]: the neutral types every vendor shares (models, configuration, options, return
@@ -17,10 +19,11 @@
 //! The daemon (`lidarxdp`) drives it from AF_XDP and socket capture; the client
 //! (`lidarxdp-client`) reads the wire format; the fuzz targets depend on this crate alone.
 //!
-//! No `unsafe` outside one module: the crate root denies `unsafe_code`, every public module
-//! forbids it (`#![forbid(unsafe_code)]` at its top, which no item inside can relax), and only
-//! the private `simd` module (SSE2 kernels and a spare-capacity writer behind safe
-//! functions, each `unsafe` block with its `// SAFETY:` invariant) allows it.
+//! No `unsafe` outside two modules: the crate root denies `unsafe_code`, every other public
+//! module forbids it (`#![forbid(unsafe_code)]` at its top, which no item inside can relax),
+//! and only the private `simd` module (SSE2 kernels and a spare-capacity writer behind safe
+//! functions) and [`point_buf`] (a `Vec`-like buffer over a heap or lent region) allow it,
+//! each `unsafe` block with its `// SAFETY:` invariant.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -28,6 +31,8 @@ pub mod counters;
 pub mod frame;
 pub mod net;
 pub mod point;
+#[allow(unsafe_code)]
+pub mod point_buf;
 pub mod protocol;
 pub mod reassembly;
 pub mod ros2;

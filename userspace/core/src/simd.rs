@@ -26,6 +26,8 @@
 //! may call only in `unsafe` even though every x86-64 target enables SSE2; so each kernel is
 //! one block, whose comment covers the feature and every pointer load and store.
 
+use crate::point::PointXYZIRCAEDT;
+use crate::point_buf::PointBuf;
 use std::mem::MaybeUninit;
 
 /// A write cursor over `n >= 1` uninitialised slots at the end of a `Vec` (its spare
@@ -59,12 +61,68 @@ impl<T> Compactor<'_, T> {
     }
 }
 
+/// A growable buffer whose spare capacity [`extend_compacted`] and [`extend_masked`] write
+/// into: `Vec<T>` and the frames' [`PointBuf`].
+pub(crate) trait SpareRoom<T> {
+    /// Values written.
+    fn len(&self) -> usize;
+    /// Makes room for at least `n` more values.
+    fn reserve(&mut self, n: usize);
+    /// The uninitialised slots after the values.
+    fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>];
+    /// Sets the number of values.
+    ///
+    /// # Safety
+    /// `len` is at most the capacity and the first `len` slots are initialised.
+    unsafe fn set_len(&mut self, len: usize);
+}
+
+impl<T> SpareRoom<T> for Vec<T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+    #[inline(always)]
+    fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
+        Vec::spare_capacity_mut(self)
+    }
+    #[inline(always)]
+    unsafe fn set_len(&mut self, len: usize) {
+        // SAFETY: the caller's contract is `Vec::set_len`'s.
+        unsafe { Vec::set_len(self, len) }
+    }
+}
+
+impl SpareRoom<PointXYZIRCAEDT> for PointBuf {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        PointBuf::len(self)
+    }
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) {
+        PointBuf::reserve(self, n);
+    }
+    #[inline(always)]
+    fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<PointXYZIRCAEDT>] {
+        PointBuf::spare_capacity_mut(self)
+    }
+    #[inline(always)]
+    unsafe fn set_len(&mut self, len: usize) {
+        // SAFETY: the caller's contract is `PointBuf::set_len`'s.
+        unsafe { PointBuf::set_len(self, len) }
+    }
+}
+
 /// Reserves room for `n` more values in `out`, lets `fill` write them through a
 /// [`Compactor`] over that spare capacity, and grows `out` by the number of values the
 /// compactor kept (at most `n`). Nothing is done, and `fill` is not called, when `n` is 0.
 #[inline(always)]
-pub(crate) fn extend_compacted<T>(
-    out: &mut Vec<T>,
+pub(crate) fn extend_compacted<T, O: SpareRoom<T> + ?Sized>(
+    out: &mut O,
     n: usize,
     fill: impl FnOnce(&mut Compactor<'_, T>),
 ) {
@@ -89,7 +147,11 @@ pub(crate) fn extend_compacted<T>(
 /// the compaction of a 32-slot block's kept slots, written straight into the spare capacity
 /// (one store per kept slot, no capacity check per value).
 #[inline(always)]
-pub(crate) fn extend_masked<T>(out: &mut Vec<T>, mask: u32, mut value: impl FnMut(usize) -> T) {
+pub(crate) fn extend_masked<T, O: SpareRoom<T> + ?Sized>(
+    out: &mut O,
+    mask: u32,
+    mut value: impl FnMut(usize) -> T,
+) {
     if mask == 0 {
         return;
     }

@@ -96,8 +96,10 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
 
     // Every sink's threads start here, after the capabilities are gone.
     let (mut sinks, frame_sinks) = bound.start(plan)?;
-    // One pool of point buffers: the decoders take from it, the publisher gives back to it.
+    // One pool of heap point buffers: the decoders take from it, the publisher gives back to
+    // it. With zenoh's shared-memory pool the decoders write into chunks of that instead.
     let pool = Arc::new(BufferPool::new(lidarxdp::publish::DEFAULT_POOL_CAP));
+    let buffers = sinks.buffer_source(&pool);
     let tcp = &plan.sinks.tcp;
     let (publisher, sender) = Publisher::spawn_on(
         listener,
@@ -127,7 +129,7 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
         sources,
         pipelines,
         &sender,
-        &pool,
+        &buffers,
         tap.as_ref(),
         &worker_stop,
     )?;

@@ -7,7 +7,7 @@
 
 use std::{
     net::{SocketAddr, TcpListener},
-    sync::mpsc::Receiver,
+    sync::{Arc, mpsc::Receiver},
 };
 
 use anyhow::{Context, Result};
@@ -23,7 +23,7 @@ use lidarxdp::ros2_zenoh::{ShmPool, ZenohHandle, ZenohSettings, ZenohSink};
 use lidarxdp::view::{ViewSensor, ViewSink, ViewState};
 use lidarxdp::{
     capture::{RecordTap, Recorder, RecordingCounters},
-    publish::FrameSink,
+    publish::{BufferPool, FrameSink},
 };
 use lidarxdp_core::counters::{CounterDesc, CounterSet};
 
@@ -106,6 +106,23 @@ impl Sinks {
             #[cfg(feature = "zenoh")]
             shm,
         })
+    }
+
+    /// Where the decoders take their frames' point buffers: chunks of zenoh's shared-memory
+    /// pool (the sink then puts them with no copy) when it has one, else `heap`.
+    pub(super) fn buffer_source(
+        &self,
+        heap: &Arc<BufferPool>,
+    ) -> Arc<dyn lidarxdp_core::scan::BufferSource> {
+        #[cfg(feature = "zenoh")]
+        if let Some(frames) = self
+            .zenoh
+            .as_ref()
+            .and_then(|z| z.buffer_source(heap.clone()))
+        {
+            return Arc::new(frames);
+        }
+        heap.clone()
     }
 
     /// The packet recording's tap for the capture threads, when `--record-pcap` is on.

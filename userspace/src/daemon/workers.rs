@@ -14,8 +14,9 @@ use lidarxdp::{
         CaptureExit, CaptureStats, CaptureWorker, PacketSource, RecordTap, Reload, SensorCounters,
         SensorSlot, StallSchedule,
     },
-    publish::{BufferPool, FrameSender},
+    publish::FrameSender,
 };
+use lidarxdp_core::scan::BufferSource;
 use lidarxdp_core::sensor::{ScanPipeline, SensorConfig};
 
 use super::config::{Plan, SensorPlan};
@@ -67,7 +68,8 @@ pub(super) fn pipelines(plan: &Plan) -> Result<Vec<Vec<ScanPipeline>>> {
 }
 
 /// Starts one capture thread per queue on its source and pipelines; frames go to `sender`,
-/// point buffers come from `pool`, the sensors' datagrams also to `record` (`--record-pcap`),
+/// point buffers come from `buffers` (the shared-memory pool or the publisher's heap pool),
+/// the sensors' datagrams also to `record` (`--record-pcap`),
 /// and `stop` ends the threads.
 ///
 /// Errors: a thread that cannot be spawned.
@@ -76,7 +78,7 @@ pub(super) fn start(
     sources: Vec<Source>,
     pipelines: Vec<Vec<ScanPipeline>>,
     sender: &FrameSender,
-    pool: &Arc<BufferPool>,
+    buffers: &Arc<dyn BufferSource>,
     record: Option<&RecordTap>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<Worker>> {
@@ -106,7 +108,7 @@ pub(super) fn start(
             slots,
             reloads: reloads.clone(),
             sender: sender.clone(),
-            buffers: pool.clone(),
+            buffers: buffers.clone(),
             stop: stop.clone(),
             stats: stats.clone(),
             stall: plan.capture.stall,
@@ -173,7 +175,7 @@ struct WorkerParts {
     slots: Vec<SensorSlot>,
     reloads: Arc<ArrayQueue<Reload>>,
     sender: FrameSender,
-    buffers: Arc<BufferPool>,
+    buffers: Arc<dyn BufferSource>,
     stop: Arc<AtomicBool>,
     stats: Arc<CaptureStats>,
     stall: Option<StallSchedule>,

@@ -984,7 +984,7 @@ mod tests {
                         sequence: seq,
                         ..Default::default()
                     },
-                    points: v,
+                    points: v.into(),
                 },
                 self.pool.clone(),
             )

@@ -266,7 +266,7 @@ impl FrameSender {
 
     /// An empty point buffer (with capacity) whose frame has been sent to every subscriber, if
     /// one is available: the most recently freed one (LIFO). Never blocks.
-    pub fn recycled_buffer(&self) -> Option<Vec<lidarxdp_core::point::PointXYZIRCAEDT>> {
+    pub fn recycled_buffer(&self) -> Option<lidarxdp_core::point_buf::PointBuf> {
         self.shared.pool.take()
     }
 

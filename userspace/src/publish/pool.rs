@@ -18,7 +18,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 
-use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::point_buf::PointBuf;
 
 /// The point-buffer pool's counters: daemon-wide, no labels (`lidarxdp_publisher_pool_*`).
 pub const POOL_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
@@ -49,7 +49,7 @@ lidarxdp_core::counter_set! {
 /// A capped LIFO stack of empty point buffers (see the module documentation).
 #[derive(Debug)]
 pub struct BufferPool {
-    stack: Mutex<Vec<Vec<PointXYZIRCAEDT>>>,
+    stack: Mutex<Vec<PointBuf>>,
     cap: usize,
     c: SharedPoolCounters,
 }
@@ -66,7 +66,7 @@ impl BufferPool {
 
     /// The most recently returned buffer (empty, with its capacity), or `None` if the pool is
     /// empty or momentarily locked by the other side. Never blocks.
-    pub fn take(&self) -> Option<Vec<PointXYZIRCAEDT>> {
+    pub fn take(&self) -> Option<PointBuf> {
         let v = match self.stack.try_lock() {
             Ok(mut s) => s.pop(),
             Err(_) => None,
@@ -79,9 +79,10 @@ impl BufferPool {
     }
 
     /// Returns a buffer: cleared and kept if the pool has room, freed otherwise. Buffers with
-    /// no capacity are not kept (and not counted).
-    pub fn give(&self, mut v: Vec<PointXYZIRCAEDT>) {
-        if v.capacity() == 0 {
+    /// no capacity, and loans of shared memory (they go back to their own pool), are not kept
+    /// (and not counted).
+    pub fn give(&self, mut v: PointBuf) {
+        if v.capacity() == 0 || v.memory().is_some() {
             return;
         }
         v.clear();
@@ -101,8 +102,8 @@ impl BufferPool {
     /// Like [`give`](Self::give) but never blocks (for the decoder side): if the pool is
     /// momentarily locked the buffer is freed and counted as discarded. Returns whether it was
     /// kept.
-    pub fn try_give(&self, mut v: Vec<PointXYZIRCAEDT>) -> bool {
-        if v.capacity() == 0 {
+    pub fn try_give(&self, mut v: PointBuf) -> bool {
+        if v.capacity() == 0 || v.memory().is_some() {
             return false;
         }
         v.clear();
@@ -150,7 +151,7 @@ impl BufferPool {
 }
 
 impl lidarxdp_core::scan::BufferSource for BufferPool {
-    fn take_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>> {
+    fn take_buffer(&self, _sensor_id: u16, _capacity: usize) -> Option<PointBuf> {
         self.take()
     }
 }
@@ -163,12 +164,12 @@ mod tests {
     fn lifo_capped_and_counted() {
         let p = BufferPool::new(2);
         assert!(p.take().is_none());
-        p.give(Vec::with_capacity(10));
-        p.give(Vec::with_capacity(20));
+        p.give(Vec::with_capacity(10).into());
+        p.give(Vec::with_capacity(20).into());
         let mut full = Vec::with_capacity(30);
-        full.push(PointXYZIRCAEDT::default());
-        p.give(full); // over the cap: freed
-        p.give(Vec::new()); // no capacity: ignored
+        full.push(lidarxdp_core::point::PointXYZIRCAEDT::default());
+        p.give(full.into()); // over the cap: freed
+        p.give(Vec::new().into()); // no capacity: ignored
         assert_eq!(p.len(), 2);
         let a = p.take().unwrap();
         assert_eq!(a.capacity(), 20, "most recently returned first");

@@ -1,21 +1,24 @@
 //! The seam between the publisher and the places frames go: a [`FrameSink`] takes each finished
 //! frame as a [`SharedFrame`]. The TCP server ([`super::fanout::Fanout`], driven by io_uring) is
-//! the one sink today; a zenoh publisher or a WebSocket view would be further sinks beside it,
-//! given to [`super::Publisher::spawn_on`].
+//! always there; zenoh, DDS, Foxglove and the browser view are further sinks beside it, given
+//! to [`super::Publisher::spawn_on`]. Every sink reads the same points, where the decoder wrote
+//! them (a heap buffer, or the shared-memory chunk lent to the frame: [`lidarxdp_core::point_buf`]).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::BufferPool;
 use lidarxdp_core::frame::{Frame, FrameHeader};
-use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE, PointXYZIRCAEDT};
-use lidarxdp_core::ros2::{CdrError, FieldRef, PointCloud2Prefix};
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::point_buf::{PointMemory, SealedPoints};
+use lidarxdp_core::ros2::{CdrError, PointCloud2Prefix};
 
 /// A finished frame shared by every sink (through `Arc`) without a copy. When the last holder
 /// drops it, its point buffer goes back to the [`BufferPool`] the decoders take from.
 pub struct SharedFrame {
     header: FrameHeader,
-    points: Vec<PointXYZIRCAEDT>,
+    /// `None` only while dropping.
+    points: Option<SealedPoints>,
     pool: Arc<BufferPool>,
 }
 
@@ -23,17 +26,20 @@ impl std::fmt::Debug for SharedFrame {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedFrame")
             .field("header", &self.header)
-            .field("points", &self.points.len())
+            .field("points", &self.points().len())
             .finish_non_exhaustive()
     }
 }
 
 impl SharedFrame {
-    /// Shares `frame`; its buffer returns to `pool` when the last `Arc` is dropped.
+    /// Shares `frame`, sealing its points ([`lidarxdp_core::point_buf::PointBuf::seal`]: a
+    /// shared-memory loan writes the PointCloud2 message around them); a heap buffer returns
+    /// to `pool` when the last `Arc` is dropped, a loan to its shared-memory pool once every
+    /// reader let go.
     pub fn new(frame: Frame, pool: Arc<BufferPool>) -> Arc<Self> {
         Arc::new(SharedFrame {
+            points: Some(frame.points.seal(&frame.header)),
             header: frame.header,
-            points: frame.points,
             pool,
         })
     }
@@ -45,7 +51,13 @@ impl SharedFrame {
 
     /// The points (Autoware `PointXYZIRCAEDT`, 32 bytes each).
     pub fn points(&self) -> &[PointXYZIRCAEDT] {
-        &self.points
+        self.points.as_ref().map_or(&[], |p| p.points())
+    }
+
+    /// The shared-memory loan the points live in (`None` on the heap): the zenoh sink puts its
+    /// chunk as it is.
+    pub fn memory(&self) -> Option<&dyn PointMemory> {
+        self.points.as_ref().and_then(|p| p.memory())
     }
 
     /// The CDR prefix of this frame as a ROS 2 `sensor_msgs/msg/PointCloud2` with `frame_id`
@@ -56,22 +68,15 @@ impl SharedFrame {
     /// [`CdrError::DataTooLong`] above `u32::MAX` points or bytes; [`CdrError::NulInString`]
     /// for a NUL in `frame_id`.
     pub fn pointcloud2_prefix(&self, frame_id: &str) -> Result<PointCloud2Prefix, CdrError> {
-        let count = u32::try_from(self.points.len()).map_err(|_| CdrError::DataTooLong {
-            bytes: (self.points.len() as u64).saturating_mul(POINT_SIZE as u64),
-        })?;
-        PointCloud2Prefix::new(
-            self.header.start_ns,
-            frame_id,
-            POINT_FIELDS.iter().map(FieldRef::from),
-            POINT_SIZE as u32,
-            count,
-        )
+        lidarxdp_core::ros2::points_prefix(self.header.start_ns, frame_id, self.points().len())
     }
 }
 
 impl Drop for SharedFrame {
     fn drop(&mut self) {
-        self.pool.give(std::mem::take(&mut self.points));
+        if let Some(buf) = self.points.take().and_then(SealedPoints::into_reusable) {
+            self.pool.give(buf);
+        }
     }
 }
 

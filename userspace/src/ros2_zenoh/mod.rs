@@ -22,6 +22,8 @@
 mod shm;
 #[cfg(feature = "zenoh")]
 mod sink;
+#[cfg(all(test, feature = "zenoh"))]
+mod tests;
 
 #[cfg(feature = "zenoh")]
 pub use lidarxdp_client::zenoh::{
@@ -30,7 +32,7 @@ pub use lidarxdp_client::zenoh::{
 };
 pub use lidarxdp_core::ros2::{MAX_ROS_DOMAIN_ID, domain_id};
 #[cfg(feature = "zenoh")]
-pub use shm::ShmPool;
+pub use shm::{ShmFrames, ShmPool};
 #[cfg(feature = "zenoh")]
 pub use sink::{ZENOH_COUNTERS, ZenohCounters, ZenohHandle, ZenohSink};
 

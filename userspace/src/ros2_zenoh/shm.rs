@@ -1,6 +1,16 @@
 //! The sink's shared-memory pool: one POSIX shared-memory segment (`/dev/shm/<id>.zenoh`,
-//! shm_open(3)) managed by zenoh's shared-memory provider, from which each message is
+//! shm_open(3)) managed by zenoh's shared-memory provider, from which each frame's message is
 //! allocated.
+//!
+//! **The decoder writes into it** ([`ShmFrames`]): each frame a decoder starts takes a chunk
+//! of the pool as its point buffer ([`lidarxdp_core::point_buf::PointBuf`], through
+//! [`lidarxdp_core::scan::BufferSource`]). The chunk has room in front of the points for the
+//! message's CDR prefix (its length is fixed per sensor: it depends on the `frame_id` alone,
+//! [`lidarxdp_core::ros2::points_prefix`]) and one byte behind them for the suffix. When the
+//! frame is finished the publisher seals it: the prefix (stamp, point count) and suffix are
+//! written around the points, the chunk is cut to the message's length and becomes an
+//! immutable [`ZShm`], which the zenoh sink puts as it is. The TCP, DDS and view sinks read
+//! the same points. Nothing copies the points after the decoder wrote them.
 //!
 //! Sizing: the pool must hold every message still referenced by a subscriber plus the one
 //! being written. With `q` frames of at most `F` bytes kept by the slowest local subscriber
@@ -16,14 +26,31 @@
 //! too: its `RLIMIT_MEMLOCK` (`ulimit -l`, systemd `LimitMEMLOCK=`) must cover the pool, or
 //! it must hold `CAP_IPC_LOCK`.
 
+use std::any::Any;
+use std::num::NonZeroUsize;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use lidarxdp_core::frame::FrameHeader;
+use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
+use lidarxdp_core::point_buf::{MIN_LOAN_POINTS, PointBuf, PointMemory};
+use lidarxdp_core::ros2::{POINTCLOUD2_SUFFIX, points_prefix};
+use lidarxdp_core::scan::BufferSource;
 use zenoh::Wait;
-use zenoh::shm::{PosixShmProviderBackend, ShmProvider, ShmProviderBuilder};
+use zenoh::shm::{
+    AllocAlignment, GarbageCollect, OwnedShmBuf, PosixShmProviderBackend, ShmProvider,
+    ShmProviderBuilder, ZShm, ZShmMut,
+};
 
 use super::ZenohError;
+use super::sink::SharedZenohCounters;
+use crate::publish::BufferPool;
 
-/// A created and locked shared-memory pool (module documentation).
+/// A created and locked shared-memory pool (module documentation). Clones share it.
+#[derive(Clone)]
 pub struct ShmPool {
-    pub(super) provider: ShmProvider<PosixShmProviderBackend>,
+    pub(super) provider: Arc<ShmProvider<PosixShmProviderBackend>>,
     pub(super) bytes: usize,
 }
 
@@ -41,7 +68,12 @@ impl ShmPool {
     /// start-up capabilities: refused rather than run so).
     pub fn create(bytes: usize) -> Result<ShmPool, ZenohError> {
         let before = thread_count();
-        let provider = ShmProviderBuilder::default_backend(bytes)
+        // The segment's alignment bounds its chunks' (`CHUNK_ALIGN_POW`).
+        let align = AllocAlignment::new(CHUNK_ALIGN_POW).map_err(|e| ZenohError::Shm {
+            bytes,
+            reason: format!("alignment: {e:?}"),
+        })?;
+        let provider = ShmProviderBuilder::default_backend((bytes, align))
             .wait()
             .map_err(|e| {
                 // A segment whose lock failed stays behind in /dev/shm; remove what no live
@@ -67,11 +99,205 @@ impl ShmPool {
                 ),
             });
         }
-        Ok(ShmPool { provider, bytes })
+        Ok(ShmPool {
+            provider: Arc::new(provider),
+            bytes,
+        })
     }
 
     /// Size of the pool, bytes.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+}
+
+/// Chunks are aligned to 8 bytes (2^3), so the points, at a multiple of 4 after the start
+/// ([`lidarxdp_core::ros2::points_prefix`]), are aligned for [`PointXYZIRCAEDT`].
+const CHUNK_ALIGN_POW: u8 = 3;
+
+/// What one sensor's chunks look like: its message's `frame_id` and the prefix length in front
+/// of the points, bytes.
+#[derive(Debug)]
+pub(super) struct ChunkLayout {
+    pub(super) frame_id: String,
+    pub(super) headroom: usize,
+}
+
+impl ChunkLayout {
+    /// The layout of `frame_id`'s messages, `None` for a `frame_id` no message can carry (a
+    /// NUL byte).
+    pub(super) fn new(frame_id: &str) -> Option<Self> {
+        let headroom = points_prefix(0, frame_id, 0).ok()?.len();
+        Some(ChunkLayout {
+            frame_id: frame_id.to_owned(),
+            headroom,
+        })
+    }
+}
+
+/// The chunk layout of each sensor with a zenoh topic, by `sensor_id`.
+pub(super) type Layouts = Vec<(u16, Arc<ChunkLayout>)>;
+
+/// The decoders' point buffers from the shared-memory pool (module documentation): a
+/// [`BufferSource`] lending each frame of a sensor with a zenoh topic a chunk; other sensors,
+/// and any frame when the pool is full, take heap buffers from the publisher's pool.
+pub struct ShmFrames {
+    pool: ShmPool,
+    layouts: Vec<(u16, Arc<ChunkLayout>)>,
+    heap: Arc<BufferPool>,
+    counters: Arc<SharedZenohCounters>,
+}
+
+impl ShmFrames {
+    pub(super) fn new(
+        pool: ShmPool,
+        layouts: Vec<(u16, Arc<ChunkLayout>)>,
+        heap: Arc<BufferPool>,
+        counters: Arc<SharedZenohCounters>,
+    ) -> Self {
+        ShmFrames {
+            pool,
+            layouts,
+            heap,
+            counters,
+        }
+    }
+}
+
+impl BufferSource for ShmFrames {
+    fn take_buffer(&self, sensor_id: u16, capacity: usize) -> Option<PointBuf> {
+        let Some((_, layout)) = self.layouts.iter().find(|(s, _)| *s == sensor_id) else {
+            return self.heap.take();
+        };
+        let points = capacity.max(MIN_LOAN_POINTS);
+        match ShmPoints::alloc(&self.pool, layout, points, &self.counters) {
+            Some(m) => Some(PointBuf::in_memory(Box::new(m))),
+            None => {
+                self.counters.loans_refused.fetch_add(1, Relaxed);
+                self.heap.take()
+            }
+        }
+    }
+}
+
+/// The chunk of a frame: writable while the decoder fills it, shared once sealed.
+enum Chunk {
+    Writing(ZShmMut),
+    Sealed(ZShm),
+    /// Sealing failed (more than 4 GiB of points): the points stay readable, the chunk is
+    /// never put.
+    Unsendable {
+        /// Kept: the points still live in it.
+        _held: ZShmMut,
+    },
+}
+
+/// One frame's chunk of the pool, lent to its [`PointBuf`].
+pub struct ShmPoints {
+    /// `None` only inside `seal`.
+    chunk: Option<Chunk>,
+    /// The first point, `layout.headroom` bytes into the chunk.
+    points: NonNull<PointXYZIRCAEDT>,
+    capacity: usize,
+    layout: Arc<ChunkLayout>,
+    pool: ShmPool,
+    counters: Arc<SharedZenohCounters>,
+}
+
+// SAFETY: the chunk types are `Send + Sync` (zenoh's reference-counted buffers); `points`
+// points into the chunk this value owns and is only written through `PointBuf` under its
+// `&mut` borrow before `seal`, only read after.
+unsafe impl Send for ShmPoints {}
+// SAFETY: as above.
+unsafe impl Sync for ShmPoints {}
+
+impl ShmPoints {
+    /// A chunk for `points` points of `layout`'s sensor, or `None` when the pool has no room
+    /// (after a garbage collection of the chunks every reader let go).
+    fn alloc(
+        pool: &ShmPool,
+        layout: &Arc<ChunkLayout>,
+        points: usize,
+        counters: &Arc<SharedZenohCounters>,
+    ) -> Option<Self> {
+        let bytes = points
+            .checked_mul(POINT_SIZE)?
+            .checked_add(layout.headroom + POINTCLOUD2_SUFFIX.len())?
+            // zenoh's layouts are whole multiples of their alignment.
+            .checked_next_multiple_of(1 << CHUNK_ALIGN_POW)?;
+        let align = AllocAlignment::new(CHUNK_ALIGN_POW).ok()?;
+        let mut chunk = pool
+            .provider
+            .alloc((bytes, align))
+            .with_policy::<GarbageCollect>()
+            .wait()
+            .ok()?;
+        let base = chunk.as_mut_ptr();
+        // The points start `headroom` (a multiple of 4) bytes into an 8-aligned chunk.
+        // SAFETY: `headroom < bytes`, the chunk's length, so the offset stays inside it.
+        let first = unsafe { base.add(layout.headroom) };
+        if !(first as usize).is_multiple_of(std::mem::align_of::<PointXYZIRCAEDT>()) {
+            return None;
+        }
+        counters.loans.fetch_add(1, Relaxed);
+        Some(ShmPoints {
+            chunk: Some(Chunk::Writing(chunk)),
+            points: NonNull::new(first.cast())?,
+            capacity: points,
+            layout: layout.clone(),
+            pool: pool.clone(),
+            counters: counters.clone(),
+        })
+    }
+
+    /// The sealed message (prefix, points, suffix) for topic frame `frame_id`: `None` when
+    /// the chunk was laid out for another `frame_id`, or not sealed.
+    pub(super) fn message(&self, frame_id: &str) -> Option<&ZShm> {
+        match &self.chunk {
+            Some(Chunk::Sealed(m)) if self.layout.frame_id == frame_id => Some(m),
+            _ => None,
+        }
+    }
+}
+
+// SAFETY: `points` is 4-aligned (checked in `alloc`) and `capacity` points long inside the
+// chunk (`alloc` sized it `headroom + capacity * 32 + 1`), which this value owns and keeps
+// alive; zenoh shares the chunk with no one before `seal` makes it a `ZShm`, and the chunk's
+// memory stays mapped until it is dropped. `seal` writes only outside the points.
+unsafe impl PointMemory for ShmPoints {
+    fn region(&mut self) -> (NonNull<PointXYZIRCAEDT>, usize) {
+        (self.points, self.capacity)
+    }
+
+    fn grow(&self, points: usize) -> Option<Box<dyn PointMemory>> {
+        let next = ShmPoints::alloc(&self.pool, &self.layout, points, &self.counters);
+        if next.is_none() {
+            self.counters.loans_refused.fetch_add(1, Relaxed);
+        }
+        next.map(|m| Box::new(m) as Box<dyn PointMemory>)
+    }
+
+    fn seal(&mut self, header: &FrameHeader, points: usize) {
+        let Some(Chunk::Writing(mut chunk)) = self.chunk.take() else {
+            return;
+        };
+        let h = self.layout.headroom;
+        let end = h + points.min(self.capacity) * POINT_SIZE;
+        let sealed = match points_prefix(header.start_ns, &self.layout.frame_id, points) {
+            Ok(prefix) if prefix.len() == h && end < chunk.len() => {
+                chunk[..h].copy_from_slice(prefix.as_bytes());
+                chunk[end..end + 1].copy_from_slice(&POINTCLOUD2_SUFFIX);
+                NonZeroUsize::new(end + 1).and_then(|len| chunk.try_resize(len))
+            }
+            _ => None,
+        };
+        self.chunk = Some(match sealed {
+            Some(()) => Chunk::Sealed(chunk.into()),
+            None => Chunk::Unsendable { _held: chunk },
+        });
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

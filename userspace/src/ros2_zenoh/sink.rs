@@ -10,13 +10,16 @@
 //!   `CongestionControl::Drop` (zenoh drops a message for a peer whose link is full instead of
 //!   waiting), which is what the QoS its token announces ([`lidarxdp_core::ros2::Qos::LIDAR`])
 //!   means to a ROS 2 subscriber.
-//! - **One copy of the points, into shared memory**: the message is laid out once — CDR
-//!   prefix, the points as the decoder wrote them, suffix ([`PointCloud2Prefix::write_into`]) —
-//!   in a chunk of the sink's POSIX shared-memory pool ([`ShmPool`]).
-//!   zenoh then hands local peers that enabled shared memory a reference to the chunk, not the
-//!   bytes; remote peers get the bytes over their link. When the pool has no free chunk (every
-//!   chunk still held by a subscriber), the message is built on the heap instead and counted
-//!   ([`ZenohCounters::shm_exhausted`]).
+//! - **No copy of the points**: with a shared-memory pool ([`ShmPool`]) the decoder wrote the
+//!   frame's points into a chunk of it, and the publisher sealed the message around them
+//!   ([`super::shm::ShmFrames`]); the sink puts that chunk as it is
+//!   ([`ZenohCounters::loaned`]). zenoh hands local peers that enabled shared memory a
+//!   reference to the chunk, not the bytes; remote peers get the bytes over their link.
+//! - **A frame that is not in the pool** (the pool was full when its decoder started it,
+//!   [`ZenohCounters::loans_refused`], or no pool): the message is laid out once — CDR prefix,
+//!   the points, suffix ([`lidarxdp_core::ros2::PointCloud2Prefix::write_into`]) — in a fresh
+//!   chunk, or on the heap when the pool has no free chunk ([`ZenohCounters::shm_exhausted`]);
+//!   those copies are counted in [`ZenohCounters::copied_bytes`].
 //! - **Liveliness**: the node token (`NN`) and one publisher token (`MP`) per topic are declared
 //!   before the first put and live as long as the sink (rmw_zenoh `liveliness_utils.cpp`), so
 //!   `ros2 topic list -t` shows the topics with their type, and `ros2 topic info -v` their QoS.
@@ -37,8 +40,9 @@ use zenoh::pubsub::Publisher;
 use zenoh::qos::{CongestionControl, Reliability};
 use zenoh::shm::GarbageCollect;
 
+use super::shm::{ChunkLayout, Layouts, ShmFrames, ShmPoints};
 use super::{NODE_NAME, ShmPool, ZenohError, ZenohSettings};
-use crate::publish::{FrameSink, SharedFrame, SinkThread};
+use crate::publish::{BufferPool, FrameSink, SharedFrame, SinkThread};
 
 /// The zenoh sink's counters: daemon-wide, no labels (`lidarxdp_zenoh_*`; stats JSON `zenoh`).
 pub const ZENOH_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
@@ -59,7 +63,15 @@ lidarxdp_core::counter_set! {
         dropped: Counter "frames" "Frames dropped because the zenoh sink's queue was full.",
         /// CDR `PointCloud2` messages, attachment excluded.
         bytes: Counter "bytes" "Message bytes put on zenoh.",
-        shm_frames: Counter "frames" "Frames whose message was written into the shared-memory pool.",
+        shm_frames: Counter "frames" "Frames whose message was in the shared-memory pool.",
+        /// The decoder wrote the points into the chunk: nothing copied them.
+        loaned: Counter "frames" "Frames put from the shared-memory chunk their decoder wrote, with no copy.",
+        /// 0 when every frame was `loaned`.
+        copied_bytes: Counter "bytes" "Point bytes the sink copied into a message (frames not written into shared memory).",
+        /// Frames of sensors with a topic, and their growth.
+        loans: Counter "buffers" "Point buffers lent from the shared-memory pool to the decoders.",
+        /// Every chunk was still held by subscribers: the frame was decoded on the heap.
+        loans_refused: Counter "buffers" "Point buffers the decoders took from the heap because the shared-memory pool was full.",
         /// Every chunk was still held by subscribers.
         shm_exhausted: Counter "frames" "Frames built on the heap because the shared-memory pool had no free chunk.",
         /// A frame of a sensor with no topic, more than 4 GiB of points, or a put zenoh refused.
@@ -97,16 +109,30 @@ pub struct ZenohSink {
     counters: Arc<SharedZenohCounters>,
 }
 
-/// What the daemon keeps of a started sink: its counters.
+/// What the daemon keeps of a started sink: its counters and its shared-memory pool.
 #[derive(Clone)]
 pub struct ZenohHandle {
     counters: Arc<SharedZenohCounters>,
+    shm: Option<(ShmPool, Layouts)>,
 }
 
 impl ZenohHandle {
     /// The counters now.
     pub fn counters(&self) -> ZenohCounters {
         self.counters.snapshot()
+    }
+
+    /// The decoders' point buffers ([`ShmFrames`]): a chunk of the sink's shared-memory pool
+    /// for every frame of a sensor with a topic, else (and when the pool is full) a heap buffer
+    /// from `heap`. `None` when the sink has no pool.
+    pub fn buffer_source(&self, heap: Arc<BufferPool>) -> Option<ShmFrames> {
+        let (pool, layouts) = self.shm.as_ref()?;
+        Some(ShmFrames::new(
+            pool.clone(),
+            layouts.clone(),
+            heap,
+            self.counters.clone(),
+        ))
     }
 }
 
@@ -134,6 +160,11 @@ impl ZenohSink {
         shm: Option<ShmPool>,
     ) -> Result<(ZenohSink, ZenohHandle), ZenohError> {
         let shm_bytes = shm.as_ref().map_or(0, ShmPool::bytes);
+        let layouts: Vec<(u16, Arc<ChunkLayout>)> = settings
+            .topics
+            .iter()
+            .filter_map(|t| Some((t.sensor_id, Arc::new(ChunkLayout::new(&t.frame_id)?))))
+            .collect();
         let session = super::open_session(&settings.session)?;
         let decl = |what: &str, e: zenoh::Error| ZenohError::Session(format!("{what}: {e}"));
         let zid = session.zid().to_string();
@@ -179,6 +210,7 @@ impl ZenohSink {
             });
         }
         let counters = Arc::new(SharedZenohCounters::default());
+        let shm_handle = shm.clone().map(|p| (p, layouts));
         let worker = Worker {
             session,
             _node: node_token,
@@ -198,7 +230,10 @@ impl ZenohSink {
                 thread,
                 counters: counters.clone(),
             },
-            ZenohHandle { counters },
+            ZenohHandle {
+                counters,
+                shm: shm_handle,
+            },
         ))
     }
 }
@@ -254,11 +289,54 @@ impl Worker {
 
     fn publish(&mut self, frame: &SharedFrame) -> Result<(), PublishError> {
         let h = frame.header();
-        let Some(topic) = self.topics.iter_mut().find(|t| t.sensor_id == h.sensor_id) else {
+        let Some(i) = self.topics.iter().position(|t| t.sensor_id == h.sensor_id) else {
             return Err(PublishError::NoTopic(h.sensor_id));
         };
+        let frame_id = &self.topics[i].frame_id;
+        let loaned = frame
+            .memory()
+            .and_then(|m| m.as_any().downcast_ref::<ShmPoints>())
+            .and_then(|m| m.message(frame_id));
+        let (payload, len): (ZBytes, usize) = match loaned {
+            Some(message) => {
+                self.counters.loaned.fetch_add(1, Relaxed);
+                self.counters.shm_frames.fetch_add(1, Relaxed);
+                (message.clone().into(), message.len())
+            }
+            None => self.copy_message(frame, frame_id)?,
+        };
+        let topic = &mut self.topics[i];
+        topic.sequence += 1;
+        let attachment = Attachment {
+            sequence_number: topic.sequence,
+            // A published stamp: CLOCK_REALTIME.
+            source_timestamp_ns: i64::try_from(crate::sys::clock::realtime_ns())
+                .unwrap_or(i64::MAX),
+            gid: topic.gid,
+        }
+        .encode();
+        topic
+            .publisher
+            .put(payload)
+            .attachment(attachment.to_vec())
+            .wait()
+            .map_err(|e| PublishError::Put(e.to_string()))?;
+        self.counters.published.fetch_add(1, Relaxed);
+        self.counters.bytes.fetch_add(len as u64, Relaxed);
+        Ok(())
+    }
+}
+
+impl Worker {
+    /// The message of a frame the decoder did not write into the pool: prefix, the points
+    /// (copied, counted in `copied_bytes`), suffix, in a fresh chunk or on the heap.
+    fn copy_message(
+        &self,
+        frame: &SharedFrame,
+        frame_id: &str,
+    ) -> Result<(ZBytes, usize), PublishError> {
         let points: &[u8] = bytemuck::cast_slice(frame.points());
-        let prefix = frame.pointcloud2_prefix(&topic.frame_id)?;
+        let prefix = frame.pointcloud2_prefix(frame_id)?;
         let len = prefix.message_len();
         let chunk = self
             .shm
@@ -279,24 +357,10 @@ impl Worker {
                 v.into()
             }
         };
-        topic.sequence += 1;
-        let attachment = Attachment {
-            sequence_number: topic.sequence,
-            // A published stamp: CLOCK_REALTIME.
-            source_timestamp_ns: i64::try_from(crate::sys::clock::realtime_ns())
-                .unwrap_or(i64::MAX),
-            gid: topic.gid,
-        }
-        .encode();
-        topic
-            .publisher
-            .put(payload)
-            .attachment(attachment.to_vec())
-            .wait()
-            .map_err(|e| PublishError::Put(e.to_string()))?;
-        self.counters.published.fetch_add(1, Relaxed);
-        self.counters.bytes.fetch_add(len as u64, Relaxed);
-        Ok(())
+        self.counters
+            .copied_bytes
+            .fetch_add(points.len() as u64, Relaxed);
+        Ok((payload, len))
     }
 }
 

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::point_buf::PointBuf;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
 use lidarxdp_core::sensor::velodyne::{
@@ -120,8 +121,8 @@ fn for_each_append_and_append_timed_agree_on_every_capture() {
                     m => Dec::Multi(MultiDecoder::new(m, &calib, settings)),
                 };
                 let mut reference: Vec<DecodedPoint> = Vec::new();
-                let mut appended = Vec::new();
-                let (mut timed, mut azimuths) = (Vec::new(), Vec::new());
+                let mut appended = PointBuf::new();
+                let (mut timed, mut azimuths) = (PointBuf::new(), Vec::new());
                 let mut expected_times = Vec::new();
                 for (i, p) in payloads.iter().enumerate() {
                     let Some(packet) = dec.classify(model, p) else {

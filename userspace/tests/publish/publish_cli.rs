@@ -26,7 +26,8 @@ fn frame(sensor: u16, seq: u64) -> Frame {
                 ..Default::default()
             };
             1000
-        ],
+        ]
+        .into(),
     }
 }
 

@@ -78,7 +78,7 @@ fn frames_record_as_pointcloud2_cdr() {
             host_ns: 1_700_000_123_350_000_000,
             ..Default::default()
         },
-        points,
+        points: points.into(),
     }));
     let f = sub.next_frame().unwrap().unwrap();
     let path = std::env::temp_dir().join(format!("lidarxdp-test-{}.mcap", std::process::id()));

@@ -33,7 +33,8 @@ fn frame(sensor: u16, seq: u64, points: usize) -> Frame {
                 ..Default::default()
             };
             points
-        ],
+        ]
+        .into(),
     }
 }
 

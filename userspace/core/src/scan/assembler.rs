@@ -11,6 +11,7 @@ use super::{
 use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::PointXYZIRCAEDT;
+use crate::point_buf::PointBuf;
 
 /// What the assembler needs to know about one data packet.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,7 +34,7 @@ pub struct PacketInfo {
 /// Frame being built.
 #[derive(Clone, Debug, Default)]
 struct Building {
-    points: Vec<PointXYZIRCAEDT>,
+    points: PointBuf,
     azimuths: Vec<u16>,
     /// Start, host time and packet counts (see [`FrameAccount`]).
     acct: FrameAccount,
@@ -48,7 +49,7 @@ struct Building {
 #[derive(Debug)]
 pub struct PointBatch<'a> {
     /// Points of the frame in progress.
-    pub points: &'a mut Vec<PointXYZIRCAEDT>,
+    pub points: &'a mut PointBuf,
     /// Corrected azimuth of each point, 0.01°.
     pub azimuths: &'a mut Vec<u16>,
     /// Sensor time of the current packet, ns.
@@ -434,10 +435,11 @@ impl ScanAssembler {
         };
         let shift = new_start.saturating_sub(self.cur.acct.start_ns);
         next.points
-            .extend(self.cur.points.drain(split..).map(|mut p| {
-                p.time_stamp = (u64::from(p.time_stamp).saturating_sub(shift)) as u32;
-                p
+            .extend(self.cur.points[split..].iter().map(|&p| PointXYZIRCAEDT {
+                time_stamp: (u64::from(p.time_stamp).saturating_sub(shift)) as u32,
+                ..p
             }));
+        self.cur.points.truncate(split);
         next.azimuths.extend(self.cur.azimuths.drain(split..));
         if self.carry_limit_cdeg == 0 {
             // Nothing carried: the next frame opens at its own first packet.

@@ -33,16 +33,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::frame::{Frame, FrameClock, FrameHeader};
-use crate::point::PointXYZIRCAEDT;
+use crate::point_buf::PointBuf;
 
 use super::StreamClock;
 
-/// A source of empty point buffers for the frames an assembler starts, e.g. the publisher's
-/// `lidarxdp::publish::BufferPool` of buffers whose frames have been sent.
+/// A source of empty point buffers for the frames a decoder starts: the publisher's
+/// `lidarxdp::publish::BufferPool` of heap buffers whose frames have been sent, or the
+/// daemon's shared-memory pool, which lends each frame a chunk ([`crate::point_buf`]).
 pub trait BufferSource: Send + Sync {
-    /// An empty buffer (its capacity is reused), or `None` to make the assembler allocate.
-    /// Must not block: it is called on the decoder's hot path, once per frame.
-    fn take_buffer(&self) -> Option<Vec<PointXYZIRCAEDT>>;
+    /// An empty buffer for a frame of sensor `sensor_id` (the filter map's id) with room for
+    /// about `capacity` points, or `None` to make the decoder allocate on the heap. Must not
+    /// block: it is called on the decoder's hot path, once per frame.
+    fn take_buffer(&self, sensor_id: u16, capacity: usize) -> Option<PointBuf>;
 }
 
 /// Where a decoder takes its new frames' point buffers: a [`BufferSource`] given with
@@ -65,17 +67,21 @@ impl PointBuffers {
         PointBuffers(Some(source))
     }
 
-    /// An empty point buffer with room for `capacity` points: from the source if it has one,
-    /// else freshly allocated. Every vendor decoder takes its frame buffers here so a warm
-    /// decoder does not allocate.
-    pub fn take(&self, capacity: usize) -> Vec<PointXYZIRCAEDT> {
-        match self.0.as_ref().and_then(|s| s.take_buffer()) {
+    /// An empty point buffer for sensor `sensor_id` with room for `capacity` points: from the
+    /// source if it has one, else freshly allocated. Every vendor decoder takes its frame
+    /// buffers here so a warm decoder does not allocate.
+    pub fn take(&self, sensor_id: u16, capacity: usize) -> PointBuf {
+        match self
+            .0
+            .as_ref()
+            .and_then(|s| s.take_buffer(sensor_id, capacity))
+        {
             Some(mut v) => {
                 v.clear();
                 v.reserve(capacity);
                 v
             }
-            None => Vec::with_capacity(capacity),
+            None => PointBuf::with_capacity(capacity),
         }
     }
 }
@@ -179,8 +185,8 @@ impl FrameBuilder {
     }
 
     /// An empty point buffer with room for `capacity` points, from the pool if there is one.
-    pub fn take_points(&self, capacity: usize) -> Vec<PointXYZIRCAEDT> {
-        self.buffers.take(capacity)
+    pub fn take_points(&self, capacity: usize) -> PointBuf {
+        self.buffers.take(self.sensor_id, capacity)
     }
 
     /// Records `n` whole frames (turns) lost, for the next emitted frame's
@@ -229,7 +235,7 @@ impl FrameBuilder {
         &mut self,
         account: &FrameAccount,
         extra_lost: u32,
-        points: Vec<PointXYZIRCAEDT>,
+        points: PointBuf,
         out: &mut Vec<Frame>,
     ) {
         let header = FrameHeader {
@@ -270,7 +276,7 @@ mod tests {
         a.received = 10;
         a.lost = 2;
         a.malformed = 1;
-        b.emit(&a, 3, Vec::new(), &mut out);
+        b.emit(&a, 3, PointBuf::new(), &mut out);
         b.lose_frames(2);
         b.lose_frames(1);
         let mut c = FrameAccount::open(6_000, 8_000);
@@ -278,8 +284,9 @@ mod tests {
         c.lost_before = 1;
         c.host_clock = true;
         c.found_late();
-        b.emit(&c, 0, vec![PointXYZIRCAEDT::default(); 3], &mut out);
-        b.emit(&FrameAccount::default(), 0, Vec::new(), &mut out);
+        let three = vec![crate::point::PointXYZIRCAEDT::default(); 3];
+        b.emit(&c, 0, three.into(), &mut out);
+        b.emit(&FrameAccount::default(), 0, PointBuf::new(), &mut out);
         let h: Vec<FrameHeader> = out.iter().map(|f| f.header).collect();
         assert_eq!(
             h[0],

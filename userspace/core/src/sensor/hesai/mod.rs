@@ -91,6 +91,7 @@ use std::path::Path;
 use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
+use crate::point_buf::PointBuf;
 use crate::scan::{
     AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, TimeVerdict, arc_in_view,
     turns_lost,
@@ -754,7 +755,7 @@ fn head_missing(head_phased: Option<u32>, step_cdeg: u32, fov: Option<Fov>, cut_
 
 #[derive(Clone, Debug, Default)]
 struct Buffer {
-    points: Vec<PointXYZIRCAEDT>,
+    points: PointBuf,
     start_ns: i64,
     /// Host wall time (CLOCK_REALTIME ns) of the frame's first packet: the header's `host_ns`.
     host_ns: u64,
@@ -1568,7 +1569,7 @@ struct Tables<'a> {
 /// the frame's spare capacity, the write position advancing only for kept points (no branch
 /// on the data). Same arithmetic as [`HesaiStream::convert_group`], so the same bits.
 mod fast {
-    use super::{Group, PointXYZIRCAEDT, ReturnType, TAU_F32, Tables};
+    use super::{Group, PointBuf, PointXYZIRCAEDT, ReturnType, TAU_F32, Tables};
     use crate::simd::extend_compacted;
 
     /// `normalize(blk + off)` for `blk` in [0, 2π) and `off` in [−π, π] (always its single
@@ -1716,7 +1717,7 @@ mod fast {
         g: &Group,
         t: &Tables,
         b0: &[u8],
-        points: &mut Vec<PointXYZIRCAEDT>,
+        points: &mut PointBuf,
         scratch: &mut Scratch,
     ) {
         let c = t.off_rad.len().min(MAX_CHANNELS);
@@ -1742,7 +1743,7 @@ mod fast {
         t: &Tables,
         b0: &[u8],
         b1: &[u8],
-        points: &mut Vec<PointXYZIRCAEDT>,
+        points: &mut PointBuf,
         scratch: &mut Scratch,
     ) {
         let c = t.off_rad.len().min(MAX_CHANNELS);

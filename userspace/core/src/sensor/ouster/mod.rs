@@ -87,6 +87,7 @@ pub mod packet;
 use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
+use crate::point_buf::PointBuf;
 
 use crate::scan::{FrameAccount, FrameBuilder, RESTART_AGREE};
 use crate::vendor::{
@@ -158,7 +159,7 @@ struct Building {
     malformed: u32,
     /// One bit per packet slot of the frame (first measurement_id / columns_per_packet).
     seen: Vec<u64>,
-    points: Vec<PointXYZIRCAEDT>,
+    points: PointBuf,
     unordered: bool,
     has_time: bool,
     /// Time stamp of the frame's first valid column, ns (the reference for
@@ -619,7 +620,7 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
     keep: Option<&[bool]>,
     t: u32,
     (lo, hi): (u32, u32),
-    out: &mut Vec<PointXYZIRCAEDT>,
+    out: &mut PointBuf,
     extract: impl Fn(&[u8; PB]) -> Returns,
 ) {
     let (chunks, _) = pixels.as_chunks::<PB>();
@@ -656,7 +657,7 @@ fn decode_column(
     keep: Option<&[bool]>,
     t: u32,
     range: (u32, u32),
-    out: &mut Vec<PointXYZIRCAEDT>,
+    out: &mut PointBuf,
 ) {
     let none = (0, 0);
     match profile {

@@ -9,6 +9,7 @@
 //! at a time with their block and slot ([`BlockPoints::for_each`]).
 
 use crate::point::PointXYZIRCAEDT;
+use crate::point_buf::PointBuf;
 
 use super::{DecodedPoint, SLOTS_PER_BLOCK};
 
@@ -125,7 +126,7 @@ impl<'a> BlockPoints<'a> {
 
     /// Appends the kept slots' points to `out` in slot order, `time_stamp` 0.
     #[inline]
-    pub fn append(&self, out: &mut Vec<PointXYZIRCAEDT>) {
+    pub fn append(&self, out: &mut PointBuf) {
         self.append_points(out, None);
     }
 
@@ -135,7 +136,7 @@ impl<'a> BlockPoints<'a> {
     #[inline]
     pub fn append_timed(
         &self,
-        points: &mut Vec<PointXYZIRCAEDT>,
+        points: &mut PointBuf,
         azimuths: &mut Vec<u16>,
         packet_ns: u64,
         start_ns: u64,
@@ -168,11 +169,7 @@ impl<'a> BlockPoints<'a> {
     /// advance only past kept ones (no branch per slot; x86-64: two 4×4 SSE2 transposes per
     /// four slots); sparse blocks walk the mask's set bits.
     #[inline(always)]
-    fn append_points(
-        &self,
-        out: &mut Vec<PointXYZIRCAEDT>,
-        times: Option<&[u32; SLOTS_PER_BLOCK]>,
-    ) {
+    fn append_points(&self, out: &mut PointBuf, times: Option<&[u32; SLOTS_PER_BLOCK]>) {
         let mask = self.mask;
         if mask == 0 {
             return;
