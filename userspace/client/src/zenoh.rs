@@ -19,15 +19,28 @@
 //! zenoh locks the publisher's segments it maps (mlock(2)): a process reading large frames
 //! through shared memory may need `RLIMIT_MEMLOCK` raised (the `lidarxdp subscribe` CLI raises
 //! its soft limit to the hard one).
+//!
+//! **Mapped at subscribe time.** zenoh maps (and locks) a publisher's segment when the first
+//! message from it arrives, which made that first message the tail of the latency (hundreds of
+//! ms for a 128 MiB pool with 16 subscribers on 2 cores). The daemon's sink announces its
+//! segment as a liveliness token ([`shm_segment_token`]); [`ZenohSubscriber::open`] asks for
+//! those tokens right after it subscribed and maps each announced segment then, through its own
+//! POSIX shared-memory client ([`PremappedPosixClient`]), which zenoh later asks for the
+//! segment of the first message. A daemon that starts later is mapped when its token appears.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::zenoh::Wait;
 use ::zenoh::handlers::FifoChannelHandler;
 use ::zenoh::pubsub::Subscriber;
 use ::zenoh::sample::Sample;
+use ::zenoh::shm::{
+    PosixShmClient, ProtocolID, SegmentID, ShmClient, ShmClientStorage, ShmSegment, WithProtocolID,
+};
 use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE, PointXYZIRCAEDT};
 use lidarxdp_core::ros2::{
     Attachment, CdrReadError, Distro, FieldRef, PointCloud2View, topic_key_expr,
@@ -241,6 +254,15 @@ fn listen_is_set(config: &::zenoh::Config) -> bool {
 /// # Errors
 /// [`ZenohError::Config`] or [`ZenohError::Session`].
 pub fn open_session(source: &SessionConfig) -> Result<::zenoh::Session, ZenohError> {
+    open_session_with(source, None)
+}
+
+/// [`open_session`] reading shared memory through `clients` (zenoh's default POSIX client
+/// when `None`).
+fn open_session_with(
+    source: &SessionConfig,
+    clients: Option<Arc<ShmClientStorage>>,
+) -> Result<::zenoh::Session, ZenohError> {
     let mut config = session_config(source)?;
     // The daemon writes its messages into its own locked pool, created before the capabilities
     // are dropped, and a subscriber publishes nothing: zenoh's implicit copy of large payloads
@@ -251,23 +273,105 @@ pub fn open_session(source: &SessionConfig) -> Result<::zenoh::Session, ZenohErr
             "false",
         )
         .map_err(|e| ZenohError::Session(format!("configure shared memory: {e}")))?;
-    ::zenoh::open(config)
-        .wait()
-        .map_err(|e| ZenohError::Session(format!("open session: {e}")))
+    let open = ::zenoh::open(config);
+    match clients {
+        Some(c) => open.with_shm_clients(c).wait(),
+        None => open.wait(),
+    }
+    .map_err(|e| ZenohError::Session(format!("open session: {e}")))
 }
+
+/// The liveliness token by which a publisher of session `zid` announces shared-memory segment
+/// `segment` of protocol `protocol` (zenoh's POSIX protocol: `PosixShmClient.id()`) in ROS
+/// domain `domain_id`: `lidarxdp/<domain>/shm/<zid>/<protocol>/<segment>`, outside rmw_zenoh's
+/// `@ros2_lv` space so ROS 2 tools never list it.
+pub fn shm_segment_token(
+    domain_id: u32,
+    zid: &str,
+    protocol: ProtocolID,
+    segment: SegmentID,
+) -> String {
+    format!("lidarxdp/{domain_id}/shm/{zid}/{protocol}/{segment}")
+}
+
+/// The key expression of every [`shm_segment_token`] of `domain_id`.
+pub fn shm_segment_tokens(domain_id: u32) -> String {
+    format!("lidarxdp/{domain_id}/shm/**")
+}
+
+/// The protocol and segment a [`shm_segment_token`] announces, `None` for another key.
+pub fn parse_shm_segment_token(key: &str) -> Option<(ProtocolID, SegmentID)> {
+    let mut parts = key.rsplitn(3, '/');
+    let segment = parts.next()?.parse().ok()?;
+    let protocol = parts.next()?.parse().ok()?;
+    Some((protocol, segment))
+}
+
+/// zenoh's POSIX shared-memory client, keeping every segment it mapped (module
+/// documentation): [`PremappedPosixClient::premap`] maps a segment before a message needs it,
+/// and zenoh's own [`ShmClient::attach`] for that segment then returns the same mapping.
+#[derive(Debug, Default)]
+pub struct PremappedPosixClient {
+    segments: Mutex<HashMap<SegmentID, Arc<dyn ShmSegment>>>,
+}
+
+impl PremappedPosixClient {
+    /// Maps and locks `segment` now, unless it is already.
+    ///
+    /// # Errors
+    /// zenoh's message: the segment does not exist, or cannot be mapped or locked
+    /// (`RLIMIT_MEMLOCK`).
+    pub fn premap(&self, segment: SegmentID) -> Result<(), String> {
+        self.attach(segment).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// Segments mapped so far.
+    pub fn mapped(&self) -> usize {
+        self.segments.lock().map_or(0, |m| m.len())
+    }
+}
+
+impl WithProtocolID for PremappedPosixClient {
+    fn id(&self) -> ProtocolID {
+        PosixShmClient.id()
+    }
+}
+
+impl ShmClient for PremappedPosixClient {
+    fn attach(&self, segment: SegmentID) -> ::zenoh::Result<Arc<dyn ShmSegment>> {
+        let mut segments = self
+            .segments
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = segments.get(&segment) {
+            return Ok(s.clone());
+        }
+        let s = PosixShmClient.attach(segment)?;
+        segments.insert(segment, s.clone());
+        Ok(s)
+    }
+}
+
+/// How long [`ZenohSubscriber::open`] waits for the publishers' segment tokens.
+const PREMAP_WAIT: Duration = Duration::from_secs(1);
 
 /// A subscription to one `PointCloud2` topic.
 pub struct ZenohSubscriber {
     /// Kept open while the subscriber lives.
     _session: zenoh::Session,
     subscriber: Subscriber<FifoChannelHandler<Sample>>,
+    /// Maps the segments of publishers that appear later.
+    _segments: Option<Subscriber<()>>,
+    client: Arc<PremappedPosixClient>,
     key: String,
 }
 
 impl ZenohSubscriber {
     /// Opens a session configured by `source` ([`session_config`]) and subscribes to
     /// `topic` (a fully qualified ROS 2 topic such as `/lidar/front/points`) in `domain_id`
-    /// with `distro`'s type hash.
+    /// with `distro`'s type hash; then maps the shared-memory segments the publishers announce
+    /// (module documentation), waiting at most 1 s for their tokens. A segment that cannot be
+    /// mapped is logged; its first message maps it, as zenoh would.
     ///
     /// # Errors
     /// [`ZenohError`]: the configuration file, the session, or the declaration.
@@ -277,17 +381,63 @@ impl ZenohSubscriber {
         topic: &str,
         distro: Distro,
     ) -> Result<Self, ZenohError> {
-        let session = open_session(source)?;
+        let client = Arc::new(PremappedPosixClient::default());
+        let storage = ShmClientStorage::builder()
+            .with_client(client.clone() as Arc<dyn ShmClient>)
+            .build();
+        let session = open_session_with(source, Some(Arc::new(storage)))?;
         let key = topic_key_expr(domain_id, topic, distro);
         let subscriber = session
             .declare_subscriber(key.clone())
             .wait()
             .map_err(|e| ZenohError::Session(format!("declare subscriber {key}: {e}")))?;
+        let tokens = shm_segment_tokens(domain_id);
+        let premap = {
+            let client = client.clone();
+            move |token: &str| {
+                let Some((protocol, segment)) = parse_shm_segment_token(token) else {
+                    return;
+                };
+                if protocol != PosixShmClient.id() {
+                    return;
+                }
+                if let Err(e) = client.premap(segment) {
+                    log::warn!("zenoh: shared-memory segment {segment} not mapped yet: {e}");
+                }
+            }
+        };
+        let later = {
+            let premap = premap.clone();
+            session
+                .liveliness()
+                .declare_subscriber(tokens.clone())
+                .callback(move |s: Sample| {
+                    if s.kind() == ::zenoh::sample::SampleKind::Put {
+                        premap(s.key_expr().as_str());
+                    }
+                })
+                .wait()
+                .ok()
+        };
+        if let Ok(replies) = session.liveliness().get(tokens).timeout(PREMAP_WAIT).wait() {
+            while let Ok(reply) = replies.recv() {
+                if let Ok(s) = reply.result() {
+                    premap(s.key_expr().as_str());
+                }
+            }
+        }
         Ok(ZenohSubscriber {
             _session: session,
             subscriber,
+            _segments: later,
+            client,
             key,
         })
+    }
+
+    /// Shared-memory segments mapped so far (announced ones, and those messages came from).
+    pub fn segments_mapped(&self) -> usize {
+        self.client.mapped()
     }
 
     /// The key expression subscribed to.

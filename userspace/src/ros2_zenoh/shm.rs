@@ -37,21 +37,63 @@ use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
 use lidarxdp_core::point_buf::{MIN_LOAN_POINTS, PointBuf, PointMemory};
 use lidarxdp_core::ros2::{POINTCLOUD2_SUFFIX, points_prefix};
 use lidarxdp_core::scan::BufferSource;
+use std::sync::atomic::AtomicU64;
 use zenoh::Wait;
 use zenoh::shm::{
-    AllocAlignment, GarbageCollect, OwnedShmBuf, PosixShmProviderBackend, ShmProvider,
-    ShmProviderBuilder, ZShm, ZShmMut,
+    AllocAlignment, ChunkAllocResult, ChunkDescriptor, GarbageCollect, MemoryLayout, OwnedShmBuf,
+    PosixShmProviderBackend, ProtocolID, SegmentID, ShmProvider, ShmProviderBackend,
+    ShmProviderBuilder, WithProtocolID, ZLayoutError, ZShm, ZShmMut,
 };
 
 use super::ZenohError;
 use super::sink::SharedZenohCounters;
 use crate::publish::BufferPool;
 
+/// zenoh's POSIX backend, noting the segment its chunks come from, so that the sink can
+/// announce it to subscribers ([`lidarxdp_client::zenoh::shm_segment_token`]).
+#[derive(Debug)]
+pub(super) struct Backend {
+    inner: PosixShmProviderBackend,
+    /// The segment of the last chunk allocated, `u64::MAX` before the first.
+    segment: Arc<AtomicU64>,
+}
+
+impl WithProtocolID for Backend {
+    fn id(&self) -> ProtocolID {
+        self.inner.id()
+    }
+}
+
+impl ShmProviderBackend for Backend {
+    fn alloc(&self, layout: &MemoryLayout) -> ChunkAllocResult {
+        let chunk = self.inner.alloc(layout);
+        if let Ok(c) = &chunk {
+            self.segment.store(u64::from(c.descriptor.segment), Relaxed);
+        }
+        chunk
+    }
+    fn free(&self, chunk: &ChunkDescriptor) {
+        self.inner.free(chunk);
+    }
+    fn defragment(&self) -> usize {
+        self.inner.defragment()
+    }
+    fn available(&self) -> usize {
+        self.inner.available()
+    }
+    fn layout_for(&self, layout: MemoryLayout) -> Result<MemoryLayout, ZLayoutError> {
+        self.inner.layout_for(layout)
+    }
+}
+
 /// A created and locked shared-memory pool (module documentation). Clones share it.
 #[derive(Clone)]
 pub struct ShmPool {
-    pub(super) provider: Arc<ShmProvider<PosixShmProviderBackend>>,
+    pub(super) provider: Arc<ShmProvider<Backend>>,
     pub(super) bytes: usize,
+    /// The backend's [`Backend::segment`].
+    segment: Arc<AtomicU64>,
+    protocol: ProtocolID,
 }
 
 /// Threads of this process now (`/proc/self/task` entries, proc(5)).
@@ -73,8 +115,18 @@ impl ShmPool {
             bytes,
             reason: format!("alignment: {e:?}"),
         })?;
-        let provider = ShmProviderBuilder::default_backend((bytes, align))
+        let segment = Arc::new(AtomicU64::new(u64::MAX));
+        let mut protocol = 0;
+        let provider = PosixShmProviderBackend::builder((bytes, align))
             .wait()
+            .map(|inner| {
+                protocol = inner.id();
+                ShmProviderBuilder::backend(Backend {
+                    inner,
+                    segment: segment.clone(),
+                })
+                .wait()
+            })
             .map_err(|e| {
                 // A segment whose lock failed stays behind in /dev/shm; remove what no live
                 // process holds.
@@ -102,12 +154,32 @@ impl ShmPool {
         Ok(ShmPool {
             provider: Arc::new(provider),
             bytes,
+            segment,
+            protocol,
         })
     }
 
     /// Size of the pool, bytes.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// The pool's protocol and segment (zenoh's POSIX backend has one segment), learnt from a
+    /// chunk allocated and released here: call it after the capabilities are dropped (the
+    /// first allocation starts zenoh's shared-memory threads). `None` when no chunk of 8 bytes
+    /// can be allocated.
+    pub(super) fn segment(&self) -> Option<(ProtocolID, SegmentID)> {
+        if self.segment.load(Relaxed) == u64::MAX {
+            let probe = self
+                .provider
+                .alloc(1usize << CHUNK_ALIGN_POW)
+                .with_policy::<GarbageCollect>()
+                .wait()
+                .ok()?;
+            drop(probe);
+        }
+        let segment = SegmentID::try_from(self.segment.load(Relaxed)).ok()?;
+        Some((self.protocol, segment))
     }
 }
 

@@ -23,6 +23,8 @@
 //! - **Liveliness**: the node token (`NN`) and one publisher token (`MP`) per topic are declared
 //!   before the first put and live as long as the sink (rmw_zenoh `liveliness_utils.cpp`), so
 //!   `ros2 topic list -t` shows the topics with their type, and `ros2 topic info -v` their QoS.
+//!   With a pool, a token `lidarxdp/<domain>/shm/<zid>/<protocol>/<segment>` announces its
+//!   segment, which lidarxdp's subscribers map when they subscribe, not on their first message.
 //! - **Attachment**: per message, rmw_zenoh's 33 bytes (`attachment_helpers.cpp`): sequence
 //!   number from 1, source time (CLOCK_REALTIME, ns), and the publisher's GID, the XXH3-128
 //!   hash of its liveliness token as rmw_zenoh derives it.
@@ -98,6 +100,9 @@ struct Worker {
     session: zenoh::Session,
     /// Keeps the `NN` token declared.
     _node: LivelinessToken,
+    /// Keeps the pool's segment announced, so subscribers map it when they subscribe
+    /// ([`lidarxdp_client::zenoh::shm_segment_token`]).
+    _segment: Option<LivelinessToken>,
     topics: Vec<Topic>,
     shm: Option<ShmPool>,
     counters: Arc<SharedZenohCounters>,
@@ -113,6 +118,7 @@ pub struct ZenohSink {
 #[derive(Clone)]
 pub struct ZenohHandle {
     counters: Arc<SharedZenohCounters>,
+    locators: Vec<String>,
     shm: Option<(ShmPool, Layouts)>,
 }
 
@@ -120,6 +126,11 @@ impl ZenohHandle {
     /// The counters now.
     pub fn counters(&self) -> ZenohCounters {
         self.counters.snapshot()
+    }
+
+    /// The endpoints the session listens on (e.g. `tcp/127.0.0.1:7447`), as it resolved them.
+    pub fn locators(&self) -> &[String] {
+        &self.locators
     }
 
     /// The decoders' point buffers ([`ShmFrames`]): a chunk of the sink's shared-memory pool
@@ -168,6 +179,13 @@ impl ZenohSink {
         let session = super::open_session(&settings.session)?;
         let decl = |what: &str, e: zenoh::Error| ZenohError::Session(format!("{what}: {e}"));
         let zid = session.zid().to_string();
+        let locators: Vec<String> = session
+            .info()
+            .locators()
+            .wait()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         let node = NodeTokens {
             domain_id: settings.domain_id,
             zid: &zid,
@@ -182,6 +200,25 @@ impl ZenohSink {
             .declare_token(node_key.clone())
             .wait()
             .map_err(|e| decl(&format!("declare token {node_key}"), e))?;
+        // The pool's segment, for subscribers to map before the first message.
+        let segment_token = match shm.as_ref().and_then(ShmPool::segment) {
+            Some((protocol, segment)) => {
+                let key = lidarxdp_client::zenoh::shm_segment_token(
+                    settings.domain_id,
+                    &zid,
+                    protocol,
+                    segment,
+                );
+                Some(
+                    session
+                        .liveliness()
+                        .declare_token(key.clone())
+                        .wait()
+                        .map_err(|e| decl(&format!("declare token {key}"), e))?,
+                )
+            }
+            None => None,
+        };
         let mut topics = Vec::with_capacity(settings.topics.len());
         for (i, t) in settings.topics.iter().enumerate() {
             let key = topic_key_expr(settings.domain_id, &t.topic, settings.distro);
@@ -214,6 +251,7 @@ impl ZenohSink {
         let worker = Worker {
             session,
             _node: node_token,
+            _segment: segment_token,
             topics,
             shm,
             counters: counters.clone(),
@@ -221,7 +259,7 @@ impl ZenohSink {
         let thread = SinkThread::spawn("zenoh-sink", settings.queue, move |rx| worker.run(rx))
             .map_err(|e| ZenohError::Session(format!("spawn the sink thread: {e}")))?;
         log::info!(
-            "zenoh: session {zid}, domain {}, shared memory {} MiB",
+            "zenoh: session {zid} listening on {locators:?}, domain {}, shared memory {} MiB",
             settings.domain_id,
             shm_bytes >> 20
         );
@@ -232,6 +270,7 @@ impl ZenohSink {
             },
             ZenohHandle {
                 counters,
+                locators,
                 shm: shm_handle,
             },
         ))
@@ -263,10 +302,12 @@ impl Worker {
         let Worker {
             session,
             _node,
+            _segment,
             topics,
             ..
         } = self;
         drop(topics);
+        drop(_segment);
         drop(_node);
         // zenoh waits up to 10 s for a peer that does not read (a stopped subscriber) before
         // it gives up closing; a stopping daemon waits at most CLOSE_WAIT for it.

@@ -198,3 +198,112 @@ fn sample_frame(msg: &[u8], headroom: usize) -> u32 {
     let y = f32::from_le_bytes(msg[headroom + 4..headroom + 8].try_into().unwrap());
     y as u32
 }
+
+/// Mappings of `path` in this process now (`/proc/self/maps`).
+fn mappings_of(path: &str) -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.split_whitespace().nth(5) == Some(path))
+        .count()
+}
+
+/// A subscriber maps the sink's announced segment when it subscribes, before any message, and
+/// its first message comes through that mapping (no second mapping of the segment).
+#[test]
+fn a_subscriber_maps_the_pool_when_it_subscribes() {
+    let pool = match ShmPool::create(2 << 20) {
+        Ok(p) => p,
+        Err(e) => {
+            assert!(
+                std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
+                "shared-memory pool: {e}"
+            );
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let over = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    let (sink, handle) = ZenohSink::start(
+        &ZenohSettings {
+            session: SessionConfig {
+                file: None,
+                overrides: vec![
+                    over("mode", "\"peer\""),
+                    over("listen/endpoints", "[\"tcp/127.0.0.1:0\"]"),
+                    over("scouting/multicast/enabled", "false"),
+                    over("transport/shared_memory/enabled", "true"),
+                ],
+            },
+            domain_id: 7,
+            distro: Distro::Jazzy,
+            qos: Qos::LIDAR,
+            queue: 4,
+            topics: vec![TopicPlan {
+                sensor_id: 0,
+                topic: "/pm/points".into(),
+                frame_id: "pm".into(),
+            }],
+        },
+        Some(pool.clone()),
+    )
+    .unwrap();
+    let (_, segment) = pool.segment().expect("the pool's segment");
+    let path = format!("/dev/shm/{segment}.zenoh");
+    assert_eq!(mappings_of(&path), 1, "the sink's own mapping of {path}");
+    let locator = handle.locators()[0].clone();
+    let sub = lidarxdp_client::zenoh::ZenohSubscriber::open(
+        &SessionConfig {
+            file: None,
+            overrides: vec![
+                over("mode", "\"peer\""),
+                over("listen/endpoints", "[]"),
+                over("connect/endpoints", &format!("[\"{locator}\"]")),
+                over("scouting/multicast/enabled", "false"),
+                over("transport/shared_memory/enabled", "true"),
+            ],
+        },
+        7,
+        "/pm/points",
+        Distro::Jazzy,
+    )
+    .unwrap();
+    // Mapped on subscribing: no frame has been sent yet.
+    assert_eq!(sub.segments_mapped(), 1);
+    assert_eq!(mappings_of(&path), 2, "the subscriber's mapping of {path}");
+    let heap = Arc::new(BufferPool::new(4));
+    let frames = handle.buffer_source(heap.clone()).expect("a pool");
+    let (publisher, sender) = Publisher::spawn_on(
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..PublisherConfig::default()
+        },
+        heap,
+        vec![Box::new(sink)],
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let frame = loop {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no frame arrived");
+        let mut points = frames.take_buffer(0, 100).expect("a lent buffer");
+        points.extend((0..100).map(|i| pt(0, i)));
+        assert!(sender.send(Frame {
+            header: FrameHeader::default(),
+            points,
+        }));
+        if let Some(f) = sub.recv_timeout(Duration::from_millis(500)) {
+            break f;
+        }
+    };
+    assert!(frame.in_shared_memory());
+    assert_eq!(frame.points().unwrap().len(), 100);
+    assert_eq!(
+        mappings_of(&path),
+        2,
+        "the first message used the subscriber's mapping"
+    );
+    assert_eq!(sub.segments_mapped(), 1);
+    drop(frame);
+    publisher.shutdown().unwrap();
+}
