@@ -112,6 +112,10 @@ pub struct Row {
     pub wall_ns: u64,
     /// Peak RSS of the process, KiB (wait4's ru_maxrss).
     pub maxrss_kb: u64,
+    /// lidarxdp's decode only: the memory copy bandwidth of the same process right after
+    /// the timed packets, bytes per ns (= GB/s; thread CPU time); 0 otherwise. ÷ 32 it is the
+    /// rate at which the machine can write 32-byte points, the bound of any decoder.
+    pub copy_gbs: f64,
     /// Empty, or why the run failed.
     pub error: String,
 }
@@ -217,6 +221,7 @@ impl Args {
             cpu_ns: 0,
             wall_ns: 0,
             maxrss_kb: 0,
+            copy_gbs: 0.0,
             error: String::new(),
         }
     }
@@ -256,6 +261,7 @@ impl Args {
                         row.frames = g("frames");
                         row.points = g("points");
                         row.cpu_ns = g("ns");
+                        row.copy_gbs = v.get("copy_gbs").and_then(|x| x.as_f64()).unwrap_or(0.0);
                     }
                     _ => row.error = failure(&p),
                 }

@@ -7,7 +7,9 @@
 //! frame assembly with time stamps) with this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
 //! as `userspace/benches/{velodyne,ouster,hesai}.rs` do. The last, open frame is not
 //! flushed (the peers do not flush theirs either). Prints one JSON object: timed `packets`,
-//! `frames` completed, `points` published and `ns`.
+//! `frames` completed, `points` published and `ns`; and `copy_gbs`, the memory copy
+//! bandwidth measured right after in the same thread ([`copy_bandwidth`]), the write bound of
+//! 32-byte points on this machine in this run.
 
 use std::path::PathBuf;
 
@@ -84,6 +86,7 @@ pub fn run(a: Args) -> Result<()> {
         out.clear();
     }
     let ns = lidarxdp::capture::thread_cpu_ns() - t0;
+    let copy_gbs = copy_bandwidth();
     println!(
         "{}",
         serde_json::json!({
@@ -91,7 +94,27 @@ pub fn run(a: Args) -> Result<()> {
             "frames": frames,
             "points": p.counters().points - points0,
             "ns": ns,
+            "copy_gbs": copy_gbs,
         })
     );
     Ok(())
+}
+
+/// Bytes per ns (GB/s) `memcpy` moves from one 64 MiB buffer to another (both far larger than
+/// the caches) on this thread: four copies timed with the thread's CPU time after one untimed
+/// copy that faults the pages in. Divided by 32 it is how many points per ns this machine can
+/// write at most: the "limit" column of docs/benchmarks.md.
+pub fn copy_bandwidth() -> f64 {
+    const BYTES: usize = 64 << 20;
+    const COPIES: usize = 4;
+    let src = vec![0x5au8; BYTES];
+    let mut dst = vec![0u8; BYTES];
+    dst.copy_from_slice(&src);
+    let t0 = lidarxdp::capture::thread_cpu_ns();
+    for _ in 0..COPIES {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    let ns = lidarxdp::capture::thread_cpu_ns().saturating_sub(t0).max(1);
+    (COPIES * BYTES) as f64 / ns as f64
 }

@@ -75,6 +75,8 @@ struct Cap {
     ours_ns_pkt: Vec<f64>,
     peer_ns_pkt: Vec<f64>,
     ours_mpts: Vec<f64>,
+    /// The write bound of 32-byte points in the same process and round, M points/s.
+    limit_mpts: Vec<f64>,
     peer_mpts: Vec<f64>,
     dec_ratio: Vec<f64>,
     dec_counts: Option<(u64, u64, u64, u64, u64)>,
@@ -154,6 +156,9 @@ impl Report {
                     c.ours_ns_pkt.push(on);
                     c.peer_ns_pkt.push(pn);
                     c.ours_mpts.push(o.points as f64 / o.cpu_ns as f64 * 1e3);
+                    if o.copy_gbs > 0.0 {
+                        c.limit_mpts.push(o.copy_gbs / 32.0 * 1e3);
+                    }
                     c.peer_mpts.push(p.points as f64 / p.cpu_ns as f64 * 1e3);
                     c.dec_ratio.push(pn / on);
                     c.dec_counts = Some((o.packets, o.frames, o.points, p.frames, p.points));
@@ -312,19 +317,24 @@ impl Report {
     fn decode_table(&self, s: &mut String) {
         let _ = writeln!(
             s,
-            "| capture | lidarxdp ns/packet | lidarxdp M points/s | peer | peer ns/packet | peer M points/s | peer ÷ lidarxdp | timed packets; frames, points (lidarxdp / peer) |"
+            "| capture | lidarxdp ns/packet | lidarxdp M points/s | limit M points/s (memcpy ÷ 32) | of limit | peer | peer ns/packet | peer M points/s | peer ÷ lidarxdp | timed packets; frames, points (lidarxdp / peer) |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
         for (n, c) in &self.caps {
             let m = |v: &[f64], d: usize| med(v).map_or("–".into(), |x| format!("{x:.d$}"));
             let counts = c.dec_counts.map_or("–".into(), |(p, of, op, pf, pp)| {
                 format!("{p}; {of}, {op} / {pf}, {pp}")
             });
+            let of_limit = match (med(&c.ours_mpts), med(&c.limit_mpts)) {
+                (Some(o), Some(l)) if l > 0.0 => format!("{:.0} %", 100.0 * o / l),
+                _ => "–".into(),
+            };
             let _ = writeln!(
                 s,
-                "| {n} | {} | {} | {} | {} | {} | {} | {counts} |",
+                "| {n} | {} | {} | {} | {of_limit} | {} | {} | {} | {} | {counts} |",
                 m(&c.ours_ns_pkt, 0),
                 m(&c.ours_mpts, 1),
+                m(&c.limit_mpts, 0),
                 c.peer,
                 m(&c.peer_ns_pkt, 0),
                 m(&c.peer_mpts, 1),
