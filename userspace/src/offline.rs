@@ -3,7 +3,10 @@
 //! [`CaptureReader`] streams the UDP datagrams of a classic libpcap file (µs or ns time
 //! stamps, either byte order) or a pcapng file (any number of sections and interfaces, each
 //! with its own link type and time-stamp resolution `if_tsresol` / offset `if_tsoffset`),
-//! read with the `pcap-file` crate. Every record goes through the project's one frame parser,
+//! parsed with the `pcap-file` crate's slice parsers from the file mapped read-only (mmap(2);
+//! a pipe is read whole instead). [`CaptureReader::next_datagram`] lends each datagram's
+//! payload where it lies in the mapping (a reassembled one from one reused buffer): no copy
+//! and no allocation per record. Every record goes through the project's one frame parser,
 //! [`lidarxdp_core::net`], with [`TotalLength::CutAtCapture`]; IPv4 fragments are put back together by
 //! [`lidarxdp_core::reassembly::Reassembler`] with the record times as its clock (1 s timeout) and the
 //! datagram is yielded at the position of its last fragment.
@@ -14,21 +17,19 @@
 //! `records == records used + SkipCounts::total()`.
 //!
 //! [`decode_pcap_each`] decodes a capture and hands each frame to a callback as it closes: the
-//! memory it holds is one frame in progress, the reassembly slots (about 1 MiB) and the read
-//! buffer, whatever the length of the file. [`decode_pcap`] / [`decode_pcap_with_options`]
+//! memory it holds is one frame in progress and the reassembly slots (about 1 MiB), whatever
+//! the length of the file (the mapping's pages are the page cache's, not the process's). [`decode_pcap`] / [`decode_pcap_with_options`]
 //! collect the frames into a `Vec` (for tests and small captures).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use pcap_file::DataLink;
-use pcap_file::pcap::PcapReader;
+use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
-use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::{DataLink, PcapError};
 
 use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
@@ -95,7 +96,41 @@ fn mixed_sources_message(path: &Path, port: &Option<u16>, sources: &[Ipv4Addr]) 
 /// Most sources listed by [`OfflineError::MixedSources`].
 pub const MAX_LISTED_SOURCES: usize = 16;
 
-/// One UDP datagram read from a capture.
+/// One UDP datagram of a capture, its payload lent by the reader
+/// ([`CaptureReader::next_datagram`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// IPv4 source address.
+    pub src_ip: Ipv4Addr,
+    /// IPv4 destination address.
+    pub dst_ip: Ipv4Addr,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// UDP payload (trimmed to the UDP length field; shorter if the capture cut the record).
+    pub payload: &'a [u8],
+    /// Record time stamp, ns since the Unix epoch (of the last fragment for a reassembled
+    /// datagram).
+    pub ts_ns: u64,
+}
+
+impl Datagram<'_> {
+    /// The datagram with its own copy of the payload.
+    pub fn to_owned(&self) -> UdpDatagram {
+        UdpDatagram {
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            payload: self.payload.to_vec(),
+            ts_ns: self.ts_ns,
+        }
+    }
+}
+
+/// One UDP datagram read from a capture, owning its payload (the [`CaptureReader`]
+/// iterator's items).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UdpDatagram {
     /// IPv4 source address.
@@ -242,28 +277,65 @@ fn link_type(d: DataLink) -> Option<LinkType> {
 
 enum Format {
     Pcap {
-        reader: PcapReader<BufReader<CountingFile>>,
+        parser: PcapParser,
         link: Option<LinkType>,
     },
     PcapNg {
-        reader: PcapNgReader<BufReader<CountingFile>>,
+        parser: PcapNgParser,
         interfaces: Vec<Interface>,
         /// Time of the last packet block that had one, ns (Simple Packet Blocks carry none).
         last_ns: u64,
     },
 }
 
-/// The capture file, counting the bytes read from it (for [`CaptureReader::bytes_read`]).
-struct CountingFile {
-    file: File,
-    read: Arc<AtomicU64>,
+/// Parsed bytes of a mapped capture whose pages are let go at once (8 MiB, a multiple of the
+/// page size): the reader's resident memory stays under it however long the file.
+const RELEASE_STEP: usize = 8 << 20;
+
+/// The capture's bytes: the file mapped read-only, or read whole when it cannot be mapped
+/// (a pipe).
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
 }
 
-impl Read for CountingFile {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.file.read(buf)?;
-        self.read.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Read(v) => v,
+        }
+    }
+}
+
+/// Where a datagram's payload lies: in the capture's bytes, or in the reader's buffer of the
+/// last reassembled datagram.
+#[derive(Clone, Copy, Debug)]
+enum Payload {
+    InFile { start: usize, len: usize },
+    Joined,
+}
+
+/// A datagram's header fields and where its payload lies.
+#[derive(Clone, Copy, Debug)]
+struct Found {
+    src_ip: Ipv4Addr,
+    dst_ip: Ipv4Addr,
+    src_port: u16,
+    dst_port: u16,
+    payload: Payload,
+    ts_ns: u64,
+}
+
+/// A pcap-file error as the streaming reader reported it: a record cut short by the end of
+/// the file is an unexpected end of file.
+fn at_end(e: PcapError) -> PcapError {
+    match e {
+        PcapError::IncompleteBuffer => {
+            PcapError::IoError(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+        }
+        e => e,
     }
 }
 
@@ -285,7 +357,8 @@ impl Tally {
         d: &net::UdpDatagram<'_>,
         ts_ns: u64,
         records: u64,
-    ) -> Option<UdpDatagram> {
+        payload: Payload,
+    ) -> Option<Found> {
         if self.filter.port.is_some_and(|p| p != d.dst_port) {
             self.skipped.wrong_port += records;
             return None;
@@ -296,24 +369,27 @@ impl Tally {
             return None;
         }
         self.datagrams += 1;
-        Some(UdpDatagram {
+        Some(Found {
             src_ip: src,
             dst_ip: Ipv4Addr::from(d.dst_ip),
             src_port: d.src_port,
             dst_port: d.dst_port,
-            payload: d.payload.to_vec(),
+            payload,
             ts_ns,
         })
     }
 
-    /// One record of link type `link` read at `ts_ns`: the datagram it completes, if any.
+    /// One record of link type `link` read at `ts_ns`, `data` lying at `offset` in the file
+    /// (`None`: not in the file): the datagram it completes, if any (a reassembled one's
+    /// payload, or one not in the file, copied into `joined`).
     fn record(
         &mut self,
         reasm: &mut Reassembler,
+        joined: &mut Vec<u8>,
         link: Option<LinkType>,
         ts_ns: u64,
-        data: &[u8],
-    ) -> Option<UdpDatagram> {
+        (data, offset): (&[u8], Option<usize>),
+    ) -> Option<Found> {
         self.records += 1;
         let Some(link) = link else {
             self.skipped.unsupported_link += 1;
@@ -328,7 +404,21 @@ impl Tally {
         };
         let Some(frag) = Fragment::from_ipv4(&ip) else {
             return match net::udp_of_ipv4(&ip) {
-                Ok(d) => self.accept(&d, ts_ns, 1),
+                Ok(d) => {
+                    // The payload is a part of `data`: its offset in the file.
+                    let payload = match offset {
+                        Some(o) => Payload::InFile {
+                            start: o + (d.payload.as_ptr() as usize - data.as_ptr() as usize),
+                            len: d.payload.len(),
+                        },
+                        None => {
+                            joined.clear();
+                            joined.extend_from_slice(d.payload);
+                            Payload::Joined
+                        }
+                    };
+                    self.accept(&d, ts_ns, 1, payload)
+                }
                 Err(e) => {
                     self.skipped.count(&e, 1);
                     None
@@ -351,7 +441,11 @@ impl Tally {
         let n = u64::from(whole.fragments);
         self.pending_fragments = self.pending_fragments.saturating_sub(n);
         match whole.udp() {
-            Ok(d) => self.accept(&d, ts_ns, n),
+            Ok(d) => {
+                joined.clear();
+                joined.extend_from_slice(d.payload);
+                self.accept(&d, ts_ns, n, Payload::Joined)
+            }
             Err(e) => {
                 self.skipped.count(&e, n);
                 None
@@ -369,10 +463,16 @@ impl Tally {
 /// record ends the iteration after yielding [`OfflineError::Pcap`].
 pub struct CaptureReader {
     path: PathBuf,
+    bytes: Bytes,
+    /// Bytes of the file parsed so far.
+    pos: usize,
+    /// Bytes at the start of the mapping whose pages were let go (page-aligned).
+    released: usize,
     format: Option<Format>,
     reasm: Reassembler,
+    /// The payload of the last reassembled datagram.
+    joined: Vec<u8>,
     tally: Tally,
-    bytes_read: Arc<AtomicU64>,
 }
 
 /// The name [`CaptureReader`] had when it read classic pcap only.
@@ -402,46 +502,57 @@ impl CaptureReader {
             path: path.to_path_buf(),
             source,
         };
-        let bytes_read = Arc::new(AtomicU64::new(0));
-        let mut file = BufReader::with_capacity(
-            1 << 16,
-            CountingFile {
-                file: File::open(path).map_err(io_err)?,
-                read: bytes_read.clone(),
-            },
-        );
-        let pcapng = file
-            .fill_buf()
-            .map_err(io_err)?
-            .starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]);
-        let format = if pcapng {
-            Format::PcapNg {
-                reader: PcapNgReader::new(file).map_err(pcap_err)?,
+        let mut file = File::open(path).map_err(io_err)?;
+        let is_file = file.metadata().map_err(io_err)?.is_file();
+        let bytes = if is_file {
+            // SAFETY: the mapping is read-only and private to this reader, and only read as
+            // bytes. A file truncated by another process while it is mapped makes the pages
+            // past its new end fault (SIGBUS), as with any mapped input; captures are inputs
+            // that nothing writes while they are read.
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
+            // Read once, front to back: a larger read-ahead, pages dropped behind.
+            let _ = map.advise(memmap2::Advice::Sequential);
+            Bytes::Mapped(map)
+        } else {
+            let mut v = Vec::new();
+            file.read_to_end(&mut v).map_err(io_err)?;
+            Bytes::Read(v)
+        };
+        let pcapng = bytes.starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]);
+        let (rest, format) = if pcapng {
+            let (rest, parser) = PcapNgParser::new(&bytes).map_err(|e| pcap_err(at_end(e)))?;
+            let format = Format::PcapNg {
+                parser,
                 interfaces: Vec::new(),
                 last_ns: 0,
-            }
+            };
+            (rest.len(), format)
         } else {
-            let reader = PcapReader::new(file).map_err(pcap_err)?;
-            Format::Pcap {
-                link: link_type(reader.header().datalink),
-                reader,
-            }
+            let (rest, parser) = PcapParser::new(&bytes).map_err(|e| pcap_err(at_end(e)))?;
+            let format = Format::Pcap {
+                link: link_type(parser.header().datalink),
+                parser,
+            };
+            (rest.len(), format)
         };
         Ok(Self {
             path: path.to_path_buf(),
+            pos: bytes.len() - rest,
+            released: 0,
+            bytes,
             format: Some(format),
             reasm: Reassembler::new(ReassemblyConfig::default()),
+            joined: Vec::new(),
             tally: Tally {
                 filter,
                 ..Tally::default()
             },
-            bytes_read,
         })
     }
 
-    /// Bytes read from the file so far (in 64 KiB steps: the read buffer's), for progress.
+    /// Bytes of the file parsed so far, for progress.
     pub fn bytes_read(&self) -> u64 {
-        self.bytes_read.load(Ordering::Relaxed)
+        self.pos as u64
     }
 
     /// Records skipped so far, by reason. Fragments still waiting for reassembly are counted
@@ -470,13 +581,155 @@ impl CaptureReader {
         self.tally.filter
     }
 
-    fn fail(&mut self, source: pcap_file::PcapError) -> Option<Result<UdpDatagram, OfflineError>> {
-        self.format = None;
-        self.tally.finish();
-        Some(Err(OfflineError::Pcap {
-            path: self.path.clone(),
-            source,
+    /// The next datagram the filter accepts, its payload lent from the mapped file (or the
+    /// reader's buffer for a reassembled one) until the next call; `None` at the end of the
+    /// file. A damaged record yields [`OfflineError::Pcap`] and ends the reading.
+    pub fn next_datagram(&mut self) -> Option<Result<Datagram<'_>, OfflineError>> {
+        let found = match self.next_found()? {
+            Ok(f) => f,
+            Err(e) => return Some(Err(e)),
+        };
+        let payload = match found.payload {
+            Payload::InFile { start, len } => &self.bytes[start..start + len],
+            Payload::Joined => &self.joined[..],
+        };
+        Some(Ok(Datagram {
+            src_ip: found.src_ip,
+            dst_ip: found.dst_ip,
+            src_port: found.src_port,
+            dst_port: found.dst_port,
+            payload,
+            ts_ns: found.ts_ns,
         }))
+    }
+
+    /// Lets go of the mapped pages already parsed, in steps of [`RELEASE_STEP`], so that the
+    /// process's resident memory does not grow with the file (the pages stay in the page
+    /// cache). Called between datagrams, when no payload is lent.
+    fn release_parsed(&mut self) {
+        let Bytes::Mapped(map) = &self.bytes else {
+            return;
+        };
+        let upto = self.pos & !(RELEASE_STEP - 1);
+        if upto > self.released {
+            // SAFETY: MADV_DONTNEED on a read-only private file mapping drops this process's
+            // page-table entries only; a later access faults the same file bytes back in from
+            // the page cache, so every slice of the mapping keeps its contents. No slice of
+            // `released..upto` is borrowed: `&mut self` ends the last lent payload.
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.released,
+                    upto - self.released,
+                )
+            };
+            self.released = upto;
+        }
+    }
+
+    /// Parses records until one completes a datagram the filter accepts.
+    fn next_found(&mut self) -> Option<Result<Found, OfflineError>> {
+        self.release_parsed();
+        let CaptureReader {
+            path,
+            bytes,
+            pos,
+            format,
+            reasm,
+            joined,
+            tally,
+            ..
+        } = self;
+        let file: &[u8] = bytes;
+        loop {
+            let fmt = format.as_mut()?;
+            let rest = &file[*pos..];
+            if rest.is_empty() {
+                *format = None;
+                tally.finish();
+                return None;
+            }
+            // Each record: its link type, time, data and the data's offset in the file.
+            let parsed = match fmt {
+                Format::Pcap { parser, link } => parser.next_packet(rest).map(|(r, p)| {
+                    let ts = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                    (r.len(), Some((*link, ts, p.data)))
+                }),
+                Format::PcapNg {
+                    parser,
+                    interfaces,
+                    last_ns,
+                } => parser.next_block(rest).map(|(r, block)| {
+                    let rec = match block {
+                        Block::SectionHeader(_) => {
+                            interfaces.clear();
+                            None
+                        }
+                        Block::InterfaceDescription(i) => {
+                            let mut iface = Interface {
+                                link: link_type(i.linktype),
+                                tsresol: 6,
+                                tsoffset_s: 0,
+                            };
+                            for o in &i.options {
+                                match o {
+                                    InterfaceDescriptionOption::IfTsResol(r) => iface.tsresol = *r,
+                                    InterfaceDescriptionOption::IfTsOffset(s) => {
+                                        iface.tsoffset_s = *s
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            interfaces.push(iface);
+                            None
+                        }
+                        Block::EnhancedPacket(p) => {
+                            // pcap-file 2 stores the raw time-stamp units in the Duration's ns.
+                            let raw = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                            let iface = usize::try_from(p.interface_id)
+                                .ok()
+                                .and_then(|i| interfaces.get(i));
+                            let (link, ts) =
+                                (iface.and_then(|i| i.link), iface.map_or(0, |i| i.ns(raw)));
+                            *last_ns = ts;
+                            Some((link, ts, p.data))
+                        }
+                        Block::SimplePacket(p) => {
+                            // No time stamp (pcapng spec 4.4): the time of the last packet
+                            // block that had one, so the stream's host time line does not jump
+                            // back to 1970; the first interface's link type.
+                            let link = interfaces.first().and_then(|i| i.link);
+                            Some((link, *last_ns, p.data))
+                        }
+                        _ => None,
+                    };
+                    (r.len(), rec)
+                }),
+            };
+            match parsed {
+                Err(e) => {
+                    *format = None;
+                    tally.finish();
+                    return Some(Err(OfflineError::Pcap {
+                        path: path.clone(),
+                        source: at_end(e),
+                    }));
+                }
+                Ok((left, rec)) => {
+                    *pos = file.len() - left;
+                    let Some((link, ts, data)) = rec else {
+                        continue;
+                    };
+                    // The record's data is borrowed from the file (the parsers do not copy).
+                    let offset = (data.as_ptr() as usize)
+                        .checked_sub(file.as_ptr() as usize)
+                        .filter(|o| o + data.len() <= file.len());
+                    if let Some(f) = tally.record(reasm, joined, link, ts, (&data, offset)) {
+                        return Some(Ok(f));
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -484,76 +737,7 @@ impl Iterator for CaptureReader {
     type Item = Result<UdpDatagram, OfflineError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let (tally, reasm) = (&mut self.tally, &mut self.reasm);
-        let err = loop {
-            match self.format.as_mut()? {
-                Format::Pcap { reader, link } => match reader.next_packet() {
-                    None => break None,
-                    Some(Err(e)) => break Some(e),
-                    Some(Ok(p)) => {
-                        let ts = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
-                        if let Some(d) = tally.record(reasm, *link, ts, &p.data) {
-                            return Some(Ok(d));
-                        }
-                    }
-                },
-                Format::PcapNg {
-                    reader,
-                    interfaces,
-                    last_ns,
-                } => match reader.next_block() {
-                    None => break None,
-                    Some(Err(e)) => break Some(e),
-                    Some(Ok(Block::SectionHeader(_))) => interfaces.clear(),
-                    Some(Ok(Block::InterfaceDescription(i))) => {
-                        let mut iface = Interface {
-                            link: link_type(i.linktype),
-                            tsresol: 6,
-                            tsoffset_s: 0,
-                        };
-                        for o in &i.options {
-                            match o {
-                                InterfaceDescriptionOption::IfTsResol(r) => iface.tsresol = *r,
-                                InterfaceDescriptionOption::IfTsOffset(s) => iface.tsoffset_s = *s,
-                                _ => {}
-                            }
-                        }
-                        interfaces.push(iface);
-                    }
-                    Some(Ok(Block::EnhancedPacket(p))) => {
-                        // pcap-file 2 stores the raw time-stamp units in the Duration's ns.
-                        let raw = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
-                        let iface = usize::try_from(p.interface_id)
-                            .ok()
-                            .and_then(|i| interfaces.get(i));
-                        let (link, ts) =
-                            (iface.and_then(|i| i.link), iface.map_or(0, |i| i.ns(raw)));
-                        *last_ns = ts;
-                        if let Some(d) = tally.record(reasm, link, ts, &p.data) {
-                            return Some(Ok(d));
-                        }
-                    }
-                    Some(Ok(Block::SimplePacket(p))) => {
-                        // No time stamp (pcapng spec 4.4): the time of the last packet block
-                        // that had one, so the stream's host time line does not jump back to
-                        // 1970; the first interface's link type.
-                        let link = interfaces.first().and_then(|i| i.link);
-                        if let Some(d) = tally.record(reasm, link, *last_ns, &p.data) {
-                            return Some(Ok(d));
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                },
-            }
-        };
-        match err {
-            Some(e) => self.fail(e),
-            None => {
-                self.format = None;
-                self.tally.finish();
-                None
-            }
-        }
+        self.next_datagram().map(|r| r.map(|d| d.to_owned()))
     }
 }
 
@@ -641,16 +825,21 @@ where
     // (PTP, mDNS, DHCP...: ignored, which leaves a pipeline untouched).
     let probe = pipeline.clone();
     let mut reported = 0;
-    while let Some(d) = reader.next() {
-        let d = d?;
-        if reader.bytes_read() != reported {
-            reported = reader.bytes_read();
+    loop {
+        // Progress in 64 KiB steps (a call per record would cost more than it tells).
+        let read = reader.bytes_read() & !0xffff;
+        if read != reported {
+            reported = read;
             on_progress(reported);
         }
+        let d = match reader.next_datagram() {
+            None => break,
+            Some(d) => d?,
+        };
         match source {
             None => {
                 let ignored = pipeline.counters().ignored;
-                pipeline.push(&d.payload, HostTime::both(d.ts_ns), &mut out);
+                pipeline.push(d.payload, HostTime::both(d.ts_ns), &mut out);
                 // The stream's source is the first one that sends data packets.
                 if pipeline.counters().ignored == ignored {
                     source = Some(d.src_ip);
@@ -660,7 +849,7 @@ where
                 }
                 continue;
             }
-            Some(first) if first != d.src_ip && !is_ignored(&probe, &d.payload) => {
+            Some(first) if first != d.src_ip && !is_ignored(&probe, d.payload) => {
                 let mut sources = vec![first, d.src_ip];
                 for d in reader.by_ref().map_while(Result::ok) {
                     if sources.len() >= MAX_LISTED_SOURCES {
@@ -679,10 +868,13 @@ where
             Some(_) => {}
         }
         // The record time is both the interval clock and the stamp clock offline.
-        pipeline.push(&d.payload, HostTime::both(d.ts_ns), &mut out);
+        pipeline.push(d.payload, HostTime::both(d.ts_ns), &mut out);
         for f in out.drain(..) {
             on_frame(f).map_err(OfflineError::Output)?;
         }
+    }
+    if reader.bytes_read() != reported {
+        on_progress(reader.bytes_read());
     }
     pipeline.flush(&mut out);
     for f in out.drain(..) {

@@ -16,6 +16,25 @@ use zenoh::Wait;
 use super::{SessionConfig, ShmPool, TopicPlan, ZenohSettings, ZenohSink};
 use crate::publish::{BufferPool, Publisher, PublisherConfig};
 
+/// Runs test `name` of this binary alone in a child process and says so (`true`: the caller
+/// returns); `false` in that child, which runs the test's body. [`ShmPool::create`] refuses
+/// to run while another thread of the process starts (it would keep the start-up
+/// capabilities), and in a test binary the other tests start threads at any time.
+fn alone(name: &str) -> bool {
+    const CHILD: &str = "LIDARXDP_TEST_ALONE";
+    if std::env::var_os(CHILD).is_some() {
+        return false;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let status = std::process::Command::new(exe)
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(CHILD, "1")
+        .status()
+        .unwrap();
+    assert!(status.success(), "{name} in a child process: {status}");
+    true
+}
+
 /// The mapped file and the offset in it of address `addr` of this process
 /// (`/proc/self/maps`, proc(5): `start-end perms offset dev inode path`).
 fn file_offset(addr: usize) -> Option<(String, usize)> {
@@ -49,6 +68,9 @@ fn pt(frame: u32, i: u32) -> PointXYZIRCAEDT {
 /// offset) and holds the points written; the sink's counters say 3 loaned, 0 bytes copied.
 #[test]
 fn the_subscriber_reads_the_bytes_the_decoder_wrote() {
+    if alone("ros2_zenoh::tests::the_subscriber_reads_the_bytes_the_decoder_wrote") {
+        return;
+    }
     // 2 MiB: within an unprivileged RLIMIT_MEMLOCK (8 MiB) with the subscriber's mapping.
     let pool = match ShmPool::create(2 << 20) {
         Ok(p) => p,
@@ -212,6 +234,9 @@ fn mappings_of(path: &str) -> usize {
 /// its first message comes through that mapping (no second mapping of the segment).
 #[test]
 fn a_subscriber_maps_the_pool_when_it_subscribes() {
+    if alone("ros2_zenoh::tests::a_subscriber_maps_the_pool_when_it_subscribes") {
+        return;
+    }
     let pool = match ShmPool::create(2 << 20) {
         Ok(p) => p,
         Err(e) => {
