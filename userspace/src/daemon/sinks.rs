@@ -337,7 +337,7 @@ fn zenoh_settings(plan: &Plan, z: &ZenohPlan) -> ZenohSettings {
         domain_id: z.ros_domain_id,
         distro: z.ros_distro,
         qos: lidarxdp_core::ros2::Qos::LIDAR,
-        queue: lidarxdp::ros2_zenoh::SINK_QUEUE,
+        queue: lidarxdp::publish::sink_queue(plan.sensors().count()),
         topics: topic_plans(plan),
     }
 }
@@ -351,7 +351,7 @@ fn dds_settings(plan: &Plan, d: &DdsPlan) -> DdsSettings {
         domain_id: d.ros_domain_id,
         distro: d.ros_distro,
         discovery: d.discovery.clone(),
-        queue: lidarxdp::ros2_dds::SINK_QUEUE,
+        queue: lidarxdp::publish::sink_queue(plan.sensors().count()),
         topics: topic_plans(plan),
     }
 }
@@ -366,4 +366,42 @@ fn topic_plans(plan: &Plan) -> Vec<TopicPlan> {
             frame_id: s.frame_id.clone(),
         })
         .collect()
+}
+
+#[cfg(all(test, feature = "zenoh", feature = "dds"))]
+mod tests {
+    use super::super::config::{Ros2Env, Settings, build};
+    use super::*;
+
+    /// A plan with `n` VLP-16s and the zenoh and DDS sinks on.
+    fn plan(n: u16) -> Plan {
+        let mut s: Settings = toml::from_str(&format!(
+            "[capture]\niface = \"eth0\"\n[zenoh]\nenabled = true\n[dds]\nenabled = true\n{}",
+            (0..n)
+                .map(|i| format!(
+                    "[[sensors]]\nname = \"s{i}\"\nmodel = \"VLP16\"\ncalibration = \"c.yaml\"\n\
+                     port = {}\n",
+                    2368 + i
+                ))
+                .collect::<String>()
+        ))
+        .unwrap();
+        s.capture.iface = Some("eth0".into());
+        build(s, None, &Ros2Env::default()).unwrap()
+    }
+
+    /// The zenoh and DDS sink threads queue two frames per sensor, at least four: ten sensors
+    /// cutting at once fit (a queue of 4 dropped 18.7 % of their frames).
+    #[test]
+    fn sink_queues_hold_two_frames_per_sensor() {
+        for (n, queue) in [(1, 4), (2, 4), (3, 6), (10, 20)] {
+            let p = plan(n);
+            let z = zenoh_settings(&p, p.sinks.zenoh.as_ref().unwrap());
+            let d = dds_settings(&p, p.sinks.dds.as_ref().unwrap());
+            assert_eq!(
+                (z.queue, d.queue, z.topics.len()),
+                (queue, queue, n as usize)
+            );
+        }
+    }
 }

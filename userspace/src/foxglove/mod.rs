@@ -30,7 +30,7 @@
 //!
 //! # Never stalls ingest
 //! [`FoxgloveSink::offer`] (on the publisher thread) is one `try_send` of the frame's `Arc`
-//! into a queue of [`SINK_QUEUE`] frames; a full queue drops the frame for this sink alone
+//! into a queue of [`crate::publish::sink_queue`] frames (2 per sensor); a full queue drops the frame for this sink alone
 //! ([`FoxgloveCounters::dropped`]). A frame is encoded only when a client is subscribed to its
 //! channel (the SDK's `RawChannel::has_sinks`); else it is counted
 //! ([`FoxgloveCounters::unwatched`]) and costs nothing more. The SDK copies each message into
@@ -93,8 +93,8 @@ pub const DIAGNOSTICS_TOPIC: &str = "/lidarxdp/diagnostics";
 /// Name the server gives itself in its `serverInfo` message.
 pub const SERVER_NAME: &str = "lidarxdp";
 
-/// Frames that may wait for the sink's thread (two 10 Hz frames of each of two sensors): past
-/// it the sink drops, never the capture.
+/// Frames that may wait for the sink's thread with one or two sensors (two frames each; more
+/// sensors: [`crate::publish::sink_queue`]): past it the sink drops, never the capture.
 pub const SINK_QUEUE: usize = 4;
 
 /// Messages the SDK queues per client before it drops that client's oldest (its default,
@@ -354,7 +354,8 @@ impl FoxgloveServer {
                 }
             })
             .map_err(|e| FoxgloveError::Thread("foxglove-ws", e))?;
-        let sink_thread = SinkThread::spawn("foxglove-sink", SINK_QUEUE, move |rx| worker.run(rx));
+        let queue = crate::publish::sink_queue(worker.points.len());
+        let sink_thread = SinkThread::spawn("foxglove-sink", queue, move |rx| worker.run(rx));
         let sink_thread = match sink_thread {
             Ok(t) => t,
             Err(e) => {

@@ -60,7 +60,7 @@ mod uring;
 
 pub use counters::PublisherCounters;
 pub use pool::{BufferPool, PoolCounters};
-pub use sink::{FrameSink, Offered, SharedFrame, SinkThread};
+pub use sink::{FrameSink, Offered, SINK_QUEUE_PER_SENSOR, SharedFrame, SinkThread, sink_queue};
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

@@ -31,8 +31,9 @@ use lidarxdp_core::ros2::Distro;
 
 use crate::ros2_zenoh::TopicPlan;
 
-/// Frames that may wait for the DDS sink's thread (two 10 Hz frames of each of two sensors):
-/// past it the sink drops, never the capture.
+/// Frames that may wait for the DDS sink's thread with one or two sensors (two frames each;
+/// the daemon gives more sensors [`crate::publish::sink_queue`]): past it the sink drops,
+/// never the capture.
 pub const SINK_QUEUE: usize = 4;
 
 /// History depth of the point cloud writers: ROS 2's SensorDataQoS (`rmw_qos_profile_sensor_data`:

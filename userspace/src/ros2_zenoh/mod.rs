@@ -53,8 +53,9 @@ pub const LOCK_HEADROOM: u64 = 16 << 20;
 /// Largest `--zenoh-shm-mb`, MiB (4 GiB).
 pub const MAX_SHM_MB: u32 = 4096;
 
-/// Frames that may wait for the zenoh sink's thread (two 10 Hz frames of each of two sensors):
-/// past it the sink drops, never the capture.
+/// Frames that may wait for the zenoh sink's thread with one or two sensors (two frames each;
+/// the daemon gives more sensors [`crate::publish::sink_queue`]): past it the sink drops,
+/// never the capture.
 pub const SINK_QUEUE: usize = 4;
 
 /// The ROS 2 node name lidarxdp's liveliness tokens announce.

@@ -376,7 +376,7 @@ pub fn pointcloud2_len(frame_id: &str, data_len: usize) -> usize {
 }
 
 /// Asserts the daemon's `zenoh` counters after `frames` frames all went through the
-/// shared-memory pool without a drop or an error, `msgs` (what a subscriber received) adding
+/// shared-memory pool without a drop, an error or a copy (each decoded into its chunk), `msgs` (what a subscriber received) adding
 /// up to the message bytes it put.
 pub fn assert_zenoh_counters(stats: &serde_json::Value, frames: usize, msgs: &[Msg]) {
     let z = |k: &str| common::get(stats, &["zenoh", k]);
@@ -390,6 +390,12 @@ pub fn assert_zenoh_counters(stats: &serde_json::Value, frames: usize, msgs: &[M
         (z("shm_frames"), z("shm_exhausted")),
         (n, 0),
         "zenoh shm_frames, shm_exhausted: {stats}"
+    );
+    // Every frame was decoded into a chunk of the pool and put as it is: no copy.
+    assert_eq!(
+        (z("loaned"), z("copied_bytes"), z("loans_refused")),
+        (n, 0, 0),
+        "zenoh loaned, copied_bytes, loans_refused: {stats}"
     );
     let bytes: u64 = msgs.iter().map(|m| m.payload_len as u64).sum();
     assert_eq!(

@@ -140,9 +140,13 @@ impl ScanAssembler {
         self.fov = fov;
     }
 
-    /// Takes new frames' point buffers from `source` from now on (instead of allocating).
+    /// Takes new frames' point buffers from `source` from now on (instead of allocating),
+    /// the frame in progress's too while it holds no point.
     pub fn set_buffer_source(&mut self, source: Arc<dyn BufferSource>) {
         self.builder.set_buffer_source(source);
+        if self.cur.points.is_empty() {
+            self.cur.points = self.builder.take_points(self.cur.points.capacity());
+        }
     }
 
     /// The packet interval in use for the loss estimate, ns: the larger of the nominal one

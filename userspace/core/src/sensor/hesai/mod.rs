@@ -2009,6 +2009,12 @@ impl VendorDecoder for HesaiStream {
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
         self.builder.set_buffer_source(source);
+        // The frames in progress that hold no point yet take theirs from the source too.
+        for b in &mut self.bufs {
+            if b.points.is_empty() {
+                b.points = self.builder.take_points(b.points.capacity());
+            }
+        }
     }
 
     fn time_faults(&self) -> crate::vendor::TimeFaults {
