@@ -453,8 +453,6 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         "run",
         "--iface",
         &ctx.net.host_if,
-        "--queue",
-        "0",
         "--listen",
         LISTEN,
         "--max-subscribers",
@@ -462,8 +460,10 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
         "--cpu",
         "0",
     ]);
+    // Every sensor on RX queue 0 (the veth has one); `--queue` is a sensor flag, which a
+    // configuration with `[[sensors]]` refuses beside them.
     if spec.sensors <= 1 {
-        d.args(["--sensor", "vlp16", "--port", &PORT.to_string()])
+        d.args(["--sensor", "vlp16", "--port", &PORT.to_string(), "--queue", "0"])
             .arg("--calibration")
             .arg(&ctx.calibration);
     } else {
