@@ -463,9 +463,16 @@ fn run_inner(ctx: &Ctx, spec: &Spec, idx: usize, row: &mut Row) -> Result<()> {
     // Every sensor on RX queue 0 (the veth has one); `--queue` is a sensor flag, which a
     // configuration with `[[sensors]]` refuses beside them.
     if spec.sensors <= 1 {
-        d.args(["--sensor", "vlp16", "--port", &PORT.to_string(), "--queue", "0"])
-            .arg("--calibration")
-            .arg(&ctx.calibration);
+        d.args([
+            "--sensor",
+            "vlp16",
+            "--port",
+            &PORT.to_string(),
+            "--queue",
+            "0",
+        ])
+        .arg("--calibration")
+        .arg(&ctx.calibration);
     } else {
         let cfg = raw("sensors.toml");
         let mut text = String::new();
