@@ -16,8 +16,10 @@
 //! being written. With `q` frames of at most `F` bytes kept by the slowest local subscriber
 //! (zenoh keeps a chunk until every receiver dropped its sample), it needs about `(q + 2) * F`:
 //! the default 128 MiB holds eight 15 MB frames (128-channel dual return) or a hundred 1 MB
-//! ones. A message that finds no free chunk is built on the heap instead and counted
-//! (`zenoh.shm_exhausted`), so a full pool costs a copy, never a frame.
+//! ones. A frame's chunk holds its capacity (the previous frame's size and an eighth more),
+//! not only its points. A frame whose decoder found no free chunk is decoded on the heap
+//! (`zenoh.loans_refused`) and copied by the sink into a chunk, or built on the heap when there
+//! is still none (`zenoh.shm_exhausted`), so a full pool costs a copy, never a frame.
 //!
 //! zenoh locks the segment in RAM (mlock(2)), which needs `CAP_IPC_LOCK` or an
 //! `RLIMIT_MEMLOCK` above the pool: the daemon creates the pool during start-up, before it
@@ -30,6 +32,7 @@ use std::any::Any;
 use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 use lidarxdp_core::frame::FrameHeader;
@@ -37,7 +40,6 @@ use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
 use lidarxdp_core::point_buf::{MIN_LOAN_POINTS, PointBuf, PointMemory};
 use lidarxdp_core::ros2::{POINTCLOUD2_SUFFIX, points_prefix};
 use lidarxdp_core::scan::BufferSource;
-use std::sync::atomic::AtomicU64;
 use zenoh::Wait;
 use zenoh::shm::{
     AllocAlignment, ChunkAllocResult, ChunkDescriptor, GarbageCollect, MemoryLayout, OwnedShmBuf,
@@ -268,6 +270,10 @@ enum Chunk {
 pub struct ShmPoints {
     /// `None` only inside `seal`.
     chunk: Option<Chunk>,
+    /// The chunk's first byte and its length: `seal` writes the prefix and suffix through
+    /// it, so that no reference to the whole chunk is made while `points` is in use.
+    base: NonNull<u8>,
+    len: usize,
     /// The first point, `layout.headroom` bytes into the chunk.
     points: NonNull<PointXYZIRCAEDT>,
     capacity: usize,
@@ -304,6 +310,7 @@ impl ShmPoints {
             .with_policy::<GarbageCollect>()
             .wait()
             .ok()?;
+        let len = chunk.len();
         let base = chunk.as_mut_ptr();
         // The points start `headroom` (a multiple of 4) bytes into an 8-aligned chunk.
         // SAFETY: `headroom < bytes`, the chunk's length, so the offset stays inside it.
@@ -314,6 +321,8 @@ impl ShmPoints {
         counters.loans.fetch_add(1, Relaxed);
         Some(ShmPoints {
             chunk: Some(Chunk::Writing(chunk)),
+            base: NonNull::new(base)?,
+            len,
             points: NonNull::new(first.cast())?,
             capacity: points,
             layout: layout.clone(),
@@ -356,9 +365,19 @@ unsafe impl PointMemory for ShmPoints {
         let h = self.layout.headroom;
         let end = h + points.min(self.capacity) * POINT_SIZE;
         let sealed = match points_prefix(header.start_ns, &self.layout.frame_id, points) {
-            Ok(prefix) if prefix.len() == h && end < chunk.len() => {
-                chunk[..h].copy_from_slice(prefix.as_bytes());
-                chunk[end..end + 1].copy_from_slice(&POINTCLOUD2_SUFFIX);
+            Ok(prefix) if prefix.len() == h && end < self.len => {
+                // SAFETY: `base` is the chunk's first byte and the chunk is `len` bytes long,
+                // owned by this value and not yet shared (`Writing`); the prefix goes to
+                // `0..h` and the suffix to `end`, below `len`, neither overlapping the points
+                // (`h..end`), which stay as the decoder wrote them.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        prefix.as_bytes().as_ptr(),
+                        self.base.as_ptr(),
+                        h,
+                    );
+                    self.base.as_ptr().add(end).write(POINTCLOUD2_SUFFIX[0]);
+                }
                 NonZeroUsize::new(end + 1).and_then(|len| chunk.try_resize(len))
             }
             _ => None,
