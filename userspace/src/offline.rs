@@ -117,7 +117,7 @@ pub struct Datagram<'a> {
 
 impl Datagram<'_> {
     /// The datagram with its own copy of the payload.
-    pub fn to_owned(&self) -> UdpDatagram {
+    pub fn to_udp_datagram(&self) -> UdpDatagram {
         UdpDatagram {
             src_ip: self.src_ip,
             dst_ip: self.dst_ip,
@@ -287,6 +287,9 @@ enum Format {
         last_ns: u64,
     },
 }
+
+/// Largest capture read from a pipe (which cannot be mapped), bytes: 1 GiB.
+pub const MAX_STREAM_BYTES: u64 = 1 << 30;
 
 /// Parsed bytes of a mapped capture whose pages are let go at once (8 MiB, a multiple of the
 /// page size): the reader's resident memory stays under it however long the file.
@@ -488,11 +491,15 @@ pub fn udp_payloads(path: &Path) -> Result<CaptureReader, OfflineError> {
 
 impl CaptureReader {
     /// Opens `path`, a classic pcap or a pcapng file (told apart by the magic number), and
-    /// yields the datagrams `filter` accepts.
+    /// yields the datagrams `filter` accepts. A regular file is mapped (mmap(2)): another
+    /// process truncating it while it is read makes this process fault (SIGBUS), as any
+    /// mapped input does. Anything else (a pipe) is read whole first, at most
+    /// [`MAX_STREAM_BYTES`].
     ///
     /// # Errors
-    /// [`OfflineError::Io`] if the file cannot be opened, [`OfflineError::Pcap`] if it starts
-    /// with neither a pcap header nor a pcapng section header block.
+    /// [`OfflineError::Io`] if the file cannot be opened, or is a pipe longer than
+    /// [`MAX_STREAM_BYTES`]; [`OfflineError::Pcap`] if it starts with neither a pcap header nor
+    /// a pcapng section header block.
     pub fn open(path: &Path, filter: DatagramFilter) -> Result<Self, OfflineError> {
         let io_err = |source| OfflineError::Io {
             path: path.to_path_buf(),
@@ -502,20 +509,31 @@ impl CaptureReader {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = File::open(path).map_err(io_err)?;
+        let file = File::open(path).map_err(io_err)?;
         let is_file = file.metadata().map_err(io_err)?.is_file();
         let bytes = if is_file {
-            // SAFETY: the mapping is read-only and private to this reader, and only read as
-            // bytes. A file truncated by another process while it is mapped makes the pages
-            // past its new end fault (SIGBUS), as with any mapped input; captures are inputs
-            // that nothing writes while they are read.
+            // SAFETY: the mapping is read-only (memmap2 maps it `MAP_SHARED`, `PROT_READ`) and
+            // only read as bytes, which any contents are. A file truncated by another process
+            // while it is mapped makes the pages past its new end fault (SIGBUS), as with any
+            // mapped input (`CaptureReader::open` says so); captures are inputs that nothing
+            // writes while they are read.
             let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
             // Read once, front to back: a larger read-ahead, pages dropped behind.
             let _ = map.advise(memmap2::Advice::Sequential);
             Bytes::Mapped(map)
         } else {
+            // A pipe: read whole, up to MAX_STREAM_BYTES.
             let mut v = Vec::new();
-            file.read_to_end(&mut v).map_err(io_err)?;
+            file.take(MAX_STREAM_BYTES + 1)
+                .read_to_end(&mut v)
+                .map_err(io_err)?;
+            if v.len() as u64 > MAX_STREAM_BYTES {
+                return Err(io_err(std::io::Error::other(format!(
+                    "not a regular file and longer than {} MiB: a capture from a pipe is read \
+                     whole before decoding; write it to a file, which is mapped instead",
+                    MAX_STREAM_BYTES >> 20
+                ))));
+            }
             Bytes::Read(v)
         };
         let pcapng = bytes.starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]);
@@ -612,8 +630,8 @@ impl CaptureReader {
         };
         let upto = self.pos & !(RELEASE_STEP - 1);
         if upto > self.released {
-            // SAFETY: MADV_DONTNEED on a read-only private file mapping drops this process's
-            // page-table entries only; a later access faults the same file bytes back in from
+            // SAFETY: MADV_DONTNEED on a read-only file mapping drops this process's
+            // page-table entries only (nothing was written to discard); a later access faults the same file bytes back in from
             // the page cache, so every slice of the mapping keeps its contents. No slice of
             // `released..upto` is borrowed: `&mut self` ends the last lent payload.
             let _ = unsafe {
@@ -737,7 +755,7 @@ impl Iterator for CaptureReader {
     type Item = Result<UdpDatagram, OfflineError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_datagram().map(|r| r.map(|d| d.to_owned()))
+        self.next_datagram().map(|r| r.map(|d| d.to_udp_datagram()))
     }
 }
 

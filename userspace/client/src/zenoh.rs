@@ -24,12 +24,14 @@
 //! message from it arrives, which made that first message the tail of the latency (hundreds of
 //! ms for a 128 MiB pool with 16 subscribers on 2 cores). The daemon's sink announces its
 //! segment as a liveliness token ([`shm_segment_token`]); [`ZenohSubscriber::open`] asks for
-//! those tokens right after it subscribed and maps each announced segment then, through its own
-//! POSIX shared-memory client ([`PremappedPosixClient`]), which zenoh later asks for the
-//! segment of the first message. A daemon that starts later is mapped when its token appears.
+//! those tokens and for the topic's rmw_zenoh publisher tokens right after it subscribed, and
+//! maps the segments of the sessions that publish its topic (no other: each mapping is locked
+//! against its `RLIMIT_MEMLOCK`), through its own POSIX shared-memory client
+//! ([`PremappedPosixClient`]), which zenoh later asks for the segment of the first message. A
+//! daemon that starts later is mapped when its tokens appear; one that goes away is forgotten.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -299,12 +301,101 @@ pub fn shm_segment_tokens(domain_id: u32) -> String {
     format!("lidarxdp/{domain_id}/shm/**")
 }
 
-/// The protocol and segment a [`shm_segment_token`] announces, `None` for another key.
-pub fn parse_shm_segment_token(key: &str) -> Option<(ProtocolID, SegmentID)> {
-    let mut parts = key.rsplitn(3, '/');
-    let segment = parts.next()?.parse().ok()?;
+/// The session id, protocol and segment a [`shm_segment_token`] announces, `None` for
+/// another key.
+pub fn parse_shm_segment_token(key: &str) -> Option<(&str, ProtocolID, SegmentID)> {
+    let mut parts = key.split('/');
+    let (_, _, shm, zid) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     let protocol = parts.next()?.parse().ok()?;
-    Some((protocol, segment))
+    let segment = parts.next()?.parse().ok()?;
+    (shm == "shm" && parts.next().is_none()).then_some((zid, protocol, segment))
+}
+
+/// The key expression of every rmw_zenoh publisher token (`MP`) of `topic` in `domain_id`
+/// (`@ros2_lv/<domain>/<zid>/<node>/<entity>/MP/<enclave>/<namespace>/<node name>/<topic>/..`,
+/// rmw_zenoh `liveliness_utils.cpp`), whatever its node, type and QoS.
+fn topic_publishers(domain_id: u32, topic: &str) -> String {
+    format!(
+        "@ros2_lv/{domain_id}/*/*/*/MP/*/*/*/{}/**",
+        lidarxdp_core::ros2::mangle_name(topic)
+    )
+}
+
+/// The session id of a liveliness token of rmw_zenoh's (`@ros2_lv/<domain>/<zid>/...`).
+fn token_zid(key: &str) -> Option<&str> {
+    key.split('/').nth(2)
+}
+
+/// Which announced segments a subscriber maps: those of sessions that publish its topic
+/// (module documentation). Another daemon's pool, or one of another topic, is never mapped:
+/// each mapping is locked, against the subscriber's `RLIMIT_MEMLOCK`.
+#[derive(Default)]
+struct PremapState {
+    /// Sessions with a publisher token of the topic.
+    publishers: HashSet<String>,
+    /// Announced POSIX segments, by session.
+    segments: HashMap<String, Vec<SegmentID>>,
+}
+
+/// [`PremapState`] and the client it maps through, shared with the liveliness callbacks.
+struct Premap {
+    client: Arc<PremappedPosixClient>,
+    state: Mutex<PremapState>,
+}
+
+impl Premap {
+    /// A segment token appeared (`put`) or went away.
+    fn segment(&self, key: &str, put: bool) {
+        let Some((zid, protocol, segment)) = parse_shm_segment_token(key) else {
+            return;
+        };
+        if protocol != PosixShmClient.id() {
+            return;
+        }
+        let map_now = {
+            let mut st = self.lock();
+            let list = st.segments.entry(zid.to_owned()).or_default();
+            list.retain(|s| *s != segment);
+            if put {
+                list.push(segment);
+            }
+            put && st.publishers.contains(zid)
+        };
+        if map_now {
+            self.map(segment);
+        } else if !put {
+            self.client.forget(segment);
+        }
+    }
+
+    /// A publisher token of the topic appeared (`put`) or went away.
+    fn publisher(&self, key: &str, put: bool) {
+        let Some(zid) = token_zid(key) else { return };
+        let segments = {
+            let mut st = self.lock();
+            if !put {
+                st.publishers.remove(zid);
+                return;
+            }
+            st.publishers.insert(zid.to_owned());
+            st.segments.get(zid).cloned().unwrap_or_default()
+        };
+        for s in segments {
+            self.map(s);
+        }
+    }
+
+    fn map(&self, segment: SegmentID) {
+        if let Err(e) = self.client.premap(segment) {
+            log::warn!("zenoh: shared-memory segment {segment} not mapped yet: {e}");
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PremapState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// zenoh's POSIX shared-memory client, keeping every segment it mapped (module
@@ -325,9 +416,17 @@ impl PremappedPosixClient {
         self.attach(segment).map(|_| ()).map_err(|e| e.to_string())
     }
 
-    /// Segments mapped so far.
+    /// Segments mapped so far (and not forgotten).
     pub fn mapped(&self) -> usize {
         self.segments.lock().map_or(0, |m| m.len())
+    }
+
+    /// Drops this client's mapping of `segment` (its publisher went away); zenoh's own
+    /// reference, if it read a message from it, stays until zenoh lets go.
+    pub fn forget(&self, segment: SegmentID) {
+        if let Ok(mut m) = self.segments.lock() {
+            m.remove(&segment);
+        }
     }
 }
 
@@ -339,16 +438,24 @@ impl WithProtocolID for PremappedPosixClient {
 
 impl ShmClient for PremappedPosixClient {
     fn attach(&self, segment: SegmentID) -> ::zenoh::Result<Arc<dyn ShmSegment>> {
+        let known = |c: &Self| {
+            c.segments
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&segment)
+                .cloned()
+        };
+        if let Some(s) = known(self) {
+            return Ok(s);
+        }
+        // Mapped and locked outside the lock (tens of ms for a large pool); a racing attach of
+        // the same segment keeps the first mapping stored.
+        let s = PosixShmClient.attach(segment)?;
         let mut segments = self
             .segments
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(s) = segments.get(&segment) {
-            return Ok(s.clone());
-        }
-        let s = PosixShmClient.attach(segment)?;
-        segments.insert(segment, s.clone());
-        Ok(s)
+        Ok(segments.entry(segment).or_insert(s).clone())
     }
 }
 
@@ -360,8 +467,8 @@ pub struct ZenohSubscriber {
     /// Kept open while the subscriber lives.
     _session: zenoh::Session,
     subscriber: Subscriber<FifoChannelHandler<Sample>>,
-    /// Maps the segments of publishers that appear later.
-    _segments: Option<Subscriber<()>>,
+    /// Maps the segments of publishers that appear later, forgets those that go away.
+    _watch: [Option<Subscriber<()>>; 2],
     client: Arc<PremappedPosixClient>,
     key: String,
 }
@@ -369,9 +476,10 @@ pub struct ZenohSubscriber {
 impl ZenohSubscriber {
     /// Opens a session configured by `source` ([`session_config`]) and subscribes to
     /// `topic` (a fully qualified ROS 2 topic such as `/lidar/front/points`) in `domain_id`
-    /// with `distro`'s type hash; then maps the shared-memory segments the publishers announce
-    /// (module documentation), waiting at most 1 s for their tokens. A segment that cannot be
-    /// mapped is logged; its first message maps it, as zenoh would.
+    /// with `distro`'s type hash; then maps the shared-memory segments announced by the
+    /// sessions that publish `topic` (module documentation), waiting at most 1 s for each of
+    /// the two token queries. A segment that cannot be mapped is logged; its first message
+    /// maps it, as zenoh would.
     ///
     /// # Errors
     /// [`ZenohError`]: the configuration file, the session, or the declaration.
@@ -391,45 +499,49 @@ impl ZenohSubscriber {
             .declare_subscriber(key.clone())
             .wait()
             .map_err(|e| ZenohError::Session(format!("declare subscriber {key}: {e}")))?;
-        let tokens = shm_segment_tokens(domain_id);
-        let premap = {
-            let client = client.clone();
-            move |token: &str| {
-                let Some((protocol, segment)) = parse_shm_segment_token(token) else {
-                    return;
-                };
-                if protocol != PosixShmClient.id() {
-                    return;
-                }
-                if let Err(e) = client.premap(segment) {
-                    log::warn!("zenoh: shared-memory segment {segment} not mapped yet: {e}");
-                }
-            }
-        };
-        let later = {
+        let premap = Arc::new(Premap {
+            client: client.clone(),
+            state: Mutex::new(PremapState::default()),
+        });
+        // Later tokens (a daemon started or restarted after this subscriber) through two
+        // liveliness subscribers; the ones alive now through two queries, publishers first.
+        let watch = |key: String, on: fn(&Premap, &str, bool)| {
             let premap = premap.clone();
             session
                 .liveliness()
-                .declare_subscriber(tokens.clone())
+                .declare_subscriber(key)
                 .callback(move |s: Sample| {
-                    if s.kind() == ::zenoh::sample::SampleKind::Put {
-                        premap(s.key_expr().as_str());
-                    }
+                    on(
+                        &premap,
+                        s.key_expr().as_str(),
+                        s.kind() == ::zenoh::sample::SampleKind::Put,
+                    )
                 })
                 .wait()
                 .ok()
         };
-        if let Ok(replies) = session.liveliness().get(tokens).timeout(PREMAP_WAIT).wait() {
-            while let Ok(reply) = replies.recv() {
-                if let Ok(s) = reply.result() {
-                    premap(s.key_expr().as_str());
+        let publishers = topic_publishers(domain_id, topic);
+        let tokens = shm_segment_tokens(domain_id);
+        let later = [
+            watch(publishers.clone(), Premap::publisher),
+            watch(tokens.clone(), Premap::segment),
+        ];
+        for (key, on) in [
+            (publishers, Premap::publisher as fn(&Premap, &str, bool)),
+            (tokens, Premap::segment),
+        ] {
+            if let Ok(replies) = session.liveliness().get(key).timeout(PREMAP_WAIT).wait() {
+                while let Ok(reply) = replies.recv() {
+                    if let Ok(s) = reply.result() {
+                        on(&premap, s.key_expr().as_str(), true);
+                    }
                 }
             }
         }
         Ok(ZenohSubscriber {
             _session: session,
             subscriber,
-            _segments: later,
+            _watch: later,
             client,
             key,
         })
@@ -566,6 +678,32 @@ pub fn points_of<'a>(v: &PointCloud2View<'a>) -> Result<&'a [PointXYZIRCAEDT], Z
 
 #[cfg(test)]
 mod tests {
+
+    /// The segment tokens the sink declares parse back; other keys do not; rmw_zenoh tokens
+    /// give their session id; the topic's publisher key matches any node, type and QoS.
+    #[test]
+    fn segment_and_publisher_tokens() {
+        let key = shm_segment_token(7, "abc123", 0, 4_000_000_001);
+        assert_eq!(key, "lidarxdp/7/shm/abc123/0/4000000001");
+        assert_eq!(
+            parse_shm_segment_token(&key),
+            Some(("abc123", 0, 4_000_000_001))
+        );
+        assert_eq!(parse_shm_segment_token("lidarxdp/7/shm/abc123/0"), None);
+        assert_eq!(parse_shm_segment_token("lidarxdp/7/shm/abc123/0/1/2"), None);
+        assert_eq!(parse_shm_segment_token("lidarxdp/7/xyz/abc123/0/1"), None);
+        assert_eq!(parse_shm_segment_token("lidarxdp/7/shm/abc123/x/1"), None);
+        assert_eq!(
+            token_zid("@ros2_lv/0/f00d/0/1/MP/%/%/lidarxdp/%lidar%front%points/T/H/Q"),
+            Some("f00d")
+        );
+        assert_eq!(
+            topic_publishers(3, "/lidar/front/points"),
+            "@ros2_lv/3/*/*/*/MP/*/*/*/%lidar%front%points/**"
+        );
+        assert_eq!(shm_segment_tokens(3), "lidarxdp/3/shm/**");
+    }
+
     use super::*;
 
     fn listen(c: &::zenoh::Config) -> String {

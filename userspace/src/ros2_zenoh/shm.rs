@@ -351,6 +351,7 @@ unsafe impl PointMemory for ShmPoints {
     }
 
     fn grow(&self, points: usize) -> Option<Box<dyn PointMemory>> {
+        self.counters.grown.fetch_add(1, Relaxed);
         let next = ShmPoints::alloc(&self.pool, &self.layout, points, &self.counters);
         if next.is_none() {
             self.counters.loans_refused.fetch_add(1, Relaxed);
@@ -365,7 +366,7 @@ unsafe impl PointMemory for ShmPoints {
         let h = self.layout.headroom;
         let end = h + points.min(self.capacity) * POINT_SIZE;
         let sealed = match points_prefix(header.start_ns, &self.layout.frame_id, points) {
-            Ok(prefix) if prefix.len() == h && end < self.len => {
+            Ok(prefix) if prefix.len() == h && end + POINTCLOUD2_SUFFIX.len() <= self.len => {
                 // SAFETY: `base` is the chunk's first byte and the chunk is `len` bytes long,
                 // owned by this value and not yet shared (`Writing`); the prefix goes to
                 // `0..h` and the suffix to `end`, below `len`, neither overlapping the points
@@ -376,9 +377,14 @@ unsafe impl PointMemory for ShmPoints {
                         self.base.as_ptr(),
                         h,
                     );
-                    self.base.as_ptr().add(end).write(POINTCLOUD2_SUFFIX[0]);
+                    std::ptr::copy_nonoverlapping(
+                        POINTCLOUD2_SUFFIX.as_ptr(),
+                        self.base.as_ptr().add(end),
+                        POINTCLOUD2_SUFFIX.len(),
+                    );
                 }
-                NonZeroUsize::new(end + 1).and_then(|len| chunk.try_resize(len))
+                NonZeroUsize::new(end + POINTCLOUD2_SUFFIX.len())
+                    .and_then(|len| chunk.try_resize(len))
             }
             _ => None,
         };

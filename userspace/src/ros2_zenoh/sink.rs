@@ -72,6 +72,9 @@ lidarxdp_core::counter_set! {
         copied_bytes: Counter "bytes" "Point bytes the sink copied into a message (frames not written into shared memory).",
         /// Frames of sensors with a topic, and their growth.
         loans: Counter "buffers" "Point buffers lent from the shared-memory pool to the decoders.",
+        /// The decoder's own reallocation (a first frame finding its size); the points move,
+        /// as a `Vec`'s do, before the frame is sealed.
+        grown: Counter "buffers" "Lent point buffers that outgrew their chunk: the decoder moved the points into a bigger one.",
         /// Every chunk was still held by subscribers: the frame was decoded on the heap.
         loans_refused: Counter "buffers" "Point buffers the decoders took from the heap because the shared-memory pool was full.",
         /// Every chunk was still held by subscribers.
