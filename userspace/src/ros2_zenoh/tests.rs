@@ -14,7 +14,7 @@ use lidarxdp_core::scan::BufferSource;
 use zenoh::Wait;
 
 use super::{SessionConfig, ShmPool, TopicPlan, ZenohSettings, ZenohSink};
-use crate::publish::{BufferPool, Publisher, PublisherConfig};
+use crate::publish::{BufferPool, FrameSender, Publisher, PublisherConfig, PublisherHandle};
 
 /// Runs test `name` of this binary alone in a child process and says so (`true`: the caller
 /// returns); `false` in that child, which runs the test's body. [`ShmPool::create`] refuses
@@ -35,22 +35,125 @@ fn alone(name: &str) -> bool {
     true
 }
 
-/// The mapped file and the offset in it of address `addr` of this process
-/// (`/proc/self/maps`, proc(5): `start-end perms offset dev inode path`).
+/// One file mapping of this process: its address range, the file offset at its start and
+/// the file's path.
+struct Mapping {
+    start: usize,
+    end: usize,
+    offset: usize,
+    path: String,
+}
+
+/// This process's file mappings (`/proc/self/maps`, proc(5): `start-end perms offset dev inode
+/// path`; anonymous ones, without a path, left out).
+fn mappings() -> Vec<Mapping> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (range, _perms, off) = (f.next()?, f.next()?, f.next()?);
+            let path = f.nth(2)?.to_owned();
+            let (a, b) = range.split_once('-')?;
+            Some(Mapping {
+                start: usize::from_str_radix(a, 16).ok()?,
+                end: usize::from_str_radix(b, 16).ok()?,
+                offset: usize::from_str_radix(off, 16).ok()?,
+                path,
+            })
+        })
+        .collect()
+}
+
+/// The mapped file and the offset in it of address `addr` of this process.
 fn file_offset(addr: usize) -> Option<(String, usize)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        let (range, _perms, off) = (f.next()?, f.next()?, f.next()?);
-        let path = f.nth(2)?.to_owned();
-        let (a, b) = range.split_once('-')?;
-        let (a, b) = (
-            usize::from_str_radix(a, 16).ok()?,
-            usize::from_str_radix(b, 16).ok()?,
-        );
-        let off = usize::from_str_radix(off, 16).ok()?;
-        (a <= addr && addr < b).then(|| (path, addr - a + off))
-    })
+    mappings()
+        .into_iter()
+        .find(|m| m.start <= addr && addr < m.end)
+        .map(|m| (m.path, addr - m.start + m.offset))
+}
+
+/// Mappings of `path` in this process now.
+fn mappings_of(path: &str) -> usize {
+    mappings().iter().filter(|m| m.path == path).count()
+}
+
+/// A 2 MiB pool (within an unprivileged 8 MiB `RLIMIT_MEMLOCK`, with a subscriber's mapping),
+/// or `None` (the test is skipped) where it cannot be locked, unless
+/// `LIDARXDP_REQUIRE_PRIVILEGED` is set (`cargo xtask test`), which makes that a failure.
+fn pool() -> Option<ShmPool> {
+    match ShmPool::create(2 << 20) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            assert!(
+                std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
+                "shared-memory pool: {e}"
+            );
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// A zenoh peer session on loopback with shared memory, no multicast scouting, listening on
+/// `listen` and connecting to `connect` (JSON5 lists of endpoints).
+fn peer(listen: &str, connect: &str) -> SessionConfig {
+    let over = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    SessionConfig {
+        file: None,
+        overrides: vec![
+            over("mode", "\"peer\""),
+            over("listen/endpoints", listen),
+            over("connect/endpoints", connect),
+            over("scouting/multicast/enabled", "false"),
+            over("transport/shared_memory/enabled", "true"),
+        ],
+    }
+}
+
+/// The zenoh sink on `session` with `pool`, one topic of sensor `sensor_id` in `domain_id`.
+fn sink(
+    session: SessionConfig,
+    domain_id: u32,
+    (sensor_id, topic, frame_id): (u16, &str, &str),
+    pool: ShmPool,
+) -> (ZenohSink, super::ZenohHandle) {
+    ZenohSink::start(
+        &ZenohSettings {
+            session,
+            domain_id,
+            distro: Distro::Jazzy,
+            qos: Qos::LIDAR,
+            queue: 4,
+            topics: vec![TopicPlan {
+                sensor_id,
+                topic: topic.into(),
+                frame_id: frame_id.into(),
+            }],
+        },
+        Some(pool),
+    )
+    .unwrap()
+}
+
+/// A publisher whose only sink is `sink` (its TCP server on a free loopback port), and the
+/// point buffers the zenoh sink's pool lends through `handle`.
+fn publisher(
+    sink: ZenohSink,
+    handle: &super::ZenohHandle,
+) -> (PublisherHandle, FrameSender, super::ShmFrames) {
+    let heap = Arc::new(BufferPool::new(4));
+    let frames = handle.buffer_source(heap.clone()).expect("a pool");
+    let (publisher, sender) = Publisher::spawn_on(
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        PublisherConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..PublisherConfig::default()
+        },
+        heap,
+        vec![Box::new(sink)],
+    )
+    .unwrap();
+    (publisher, sender, frames)
 }
 
 fn pt(frame: u32, i: u32) -> PointXYZIRCAEDT {
@@ -71,18 +174,7 @@ fn the_subscriber_reads_the_bytes_the_decoder_wrote() {
     if alone("ros2_zenoh::tests::the_subscriber_reads_the_bytes_the_decoder_wrote") {
         return;
     }
-    // 2 MiB: within an unprivileged RLIMIT_MEMLOCK (8 MiB) with the subscriber's mapping.
-    let pool = match ShmPool::create(2 << 20) {
-        Ok(p) => p,
-        Err(e) => {
-            assert!(
-                std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
-                "shared-memory pool: {e}"
-            );
-            eprintln!("skipped: {e}");
-            return;
-        }
-    };
+    let Some(pool) = pool() else { return };
     // The subscriber listens on a loopback port the kernel picks; the sink connects to it.
     let config = zenoh::Config::from_json5(
         r#"{ mode: "peer", listen: { endpoints: ["tcp/127.0.0.1:0"] },
@@ -94,44 +186,9 @@ fn the_subscriber_reads_the_bytes_the_decoder_wrote() {
     let locator = sub_session.info().locators().wait()[0].to_string();
     let key = topic_key_expr(0, "/zc/points", Distro::Jazzy);
     let sub = sub_session.declare_subscriber(&key).wait().unwrap();
-    let over = |k: &str, v: &str| (k.to_owned(), v.to_owned());
-    let (sink, handle) = ZenohSink::start(
-        &ZenohSettings {
-            session: SessionConfig {
-                file: None,
-                overrides: vec![
-                    over("mode", "\"peer\""),
-                    over("listen/endpoints", "[]"),
-                    over("connect/endpoints", &format!("[\"{locator}\"]")),
-                    over("scouting/multicast/enabled", "false"),
-                    over("transport/shared_memory/enabled", "true"),
-                ],
-            },
-            domain_id: 0,
-            distro: Distro::Jazzy,
-            qos: Qos::LIDAR,
-            queue: 4,
-            topics: vec![TopicPlan {
-                sensor_id: 3,
-                topic: "/zc/points".into(),
-                frame_id: "zc".into(),
-            }],
-        },
-        Some(pool),
-    )
-    .unwrap();
-    let heap = Arc::new(BufferPool::new(4));
-    let frames = handle.buffer_source(heap.clone()).expect("a pool");
-    let (publisher, sender) = Publisher::spawn_on(
-        TcpListener::bind("127.0.0.1:0").unwrap(),
-        PublisherConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            ..PublisherConfig::default()
-        },
-        heap,
-        vec![Box::new(sink)],
-    )
-    .unwrap();
+    let connect = format!("[\"{locator}\"]");
+    let (sink, handle) = sink(peer("[]", &connect), 0, (3, "/zc/points", "zc"), pool);
+    let (publisher, sender, frames) = publisher(sink, &handle);
     // A sensor without a topic gets heap buffers.
     assert!(
         frames
@@ -226,15 +283,6 @@ fn sample_frame(msg: &[u8], headroom: usize) -> u32 {
     y as u32
 }
 
-/// Mappings of `path` in this process now (`/proc/self/maps`).
-fn mappings_of(path: &str) -> usize {
-    std::fs::read_to_string("/proc/self/maps")
-        .unwrap()
-        .lines()
-        .filter(|l| l.split_whitespace().nth(5) == Some(path))
-        .count()
-}
-
 /// A subscriber maps the sink's announced segment when it subscribes, before any message, and
 /// its first message comes through that mapping (no second mapping of the segment).
 #[test]
@@ -242,57 +290,20 @@ fn a_subscriber_maps_the_pool_when_it_subscribes() {
     if alone("ros2_zenoh::tests::a_subscriber_maps_the_pool_when_it_subscribes") {
         return;
     }
-    let pool = match ShmPool::create(2 << 20) {
-        Ok(p) => p,
-        Err(e) => {
-            assert!(
-                std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
-                "shared-memory pool: {e}"
-            );
-            eprintln!("skipped: {e}");
-            return;
-        }
-    };
-    let over = |k: &str, v: &str| (k.to_owned(), v.to_owned());
-    let (sink, handle) = ZenohSink::start(
-        &ZenohSettings {
-            session: SessionConfig {
-                file: None,
-                overrides: vec![
-                    over("mode", "\"peer\""),
-                    over("listen/endpoints", "[\"tcp/127.0.0.1:0\"]"),
-                    over("scouting/multicast/enabled", "false"),
-                    over("transport/shared_memory/enabled", "true"),
-                ],
-            },
-            domain_id: 7,
-            distro: Distro::Jazzy,
-            qos: Qos::LIDAR,
-            queue: 4,
-            topics: vec![TopicPlan {
-                sensor_id: 0,
-                topic: "/pm/points".into(),
-                frame_id: "pm".into(),
-            }],
-        },
-        Some(pool.clone()),
-    )
-    .unwrap();
+    let Some(pool) = pool() else { return };
+    let (sink, handle) = sink(
+        peer("[\"tcp/127.0.0.1:0\"]", "[]"),
+        7,
+        (0, "/pm/points", "pm"),
+        pool.clone(),
+    );
     let (_, segment) = pool.segment().expect("the pool's segment");
     let path = format!("/dev/shm/{segment}.zenoh");
     assert_eq!(mappings_of(&path), 1, "the sink's own mapping of {path}");
     let locator = handle.locators()[0].clone();
+    let connect = format!("[\"{locator}\"]");
     let sub = lidarxdp_client::zenoh::ZenohSubscriber::open(
-        &SessionConfig {
-            file: None,
-            overrides: vec![
-                over("mode", "\"peer\""),
-                over("listen/endpoints", "[]"),
-                over("connect/endpoints", &format!("[\"{locator}\"]")),
-                over("scouting/multicast/enabled", "false"),
-                over("transport/shared_memory/enabled", "true"),
-            ],
-        },
+        &peer("[]", &connect),
         7,
         "/pm/points",
         Distro::Jazzy,
@@ -305,18 +316,7 @@ fn a_subscriber_maps_the_pool_when_it_subscribes() {
     }
     assert_eq!(sub.segments_mapped(), 1);
     assert_eq!(mappings_of(&path), 2, "the subscriber's mapping of {path}");
-    let heap = Arc::new(BufferPool::new(4));
-    let frames = handle.buffer_source(heap.clone()).expect("a pool");
-    let (publisher, sender) = Publisher::spawn_on(
-        TcpListener::bind("127.0.0.1:0").unwrap(),
-        PublisherConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            ..PublisherConfig::default()
-        },
-        heap,
-        vec![Box::new(sink)],
-    )
-    .unwrap();
+    let (publisher, sender, frames) = publisher(sink, &handle);
     let t0 = Instant::now();
     let frame = loop {
         assert!(t0.elapsed() < Duration::from_secs(20), "no frame arrived");
