@@ -236,10 +236,9 @@ impl PointBuf {
         if self.loan.is_some() {
             return self.to_vec();
         }
-        let me = ManuallyDrop::new(self);
-        // SAFETY: with no loan, `ptr`/`cap` are the raw parts of a `Vec` we own, of which the
-        // first `len` points are initialised; `me` is never dropped, so it is freed once.
-        unsafe { Vec::from_raw_parts(me.ptr.as_ptr(), me.len, me.cap) }
+        // The emptied buffer left behind owns nothing.
+        let mut me = self;
+        me.take_heap_vec()
     }
 
     /// Finishes the frame with header `header`: a loan writes the message around the points
