@@ -78,11 +78,17 @@ impl BufferPool {
         v
     }
 
+    /// Whether the pool keeps `v` at all: a heap buffer with capacity (a loan of shared memory
+    /// goes back to its own pool).
+    fn keeps(v: &PointBuf) -> bool {
+        v.capacity() > 0 && v.memory().is_none()
+    }
+
     /// Returns a buffer: cleared and kept if the pool has room, freed otherwise. Buffers with
     /// no capacity, and loans of shared memory (they go back to their own pool), are not kept
     /// (and not counted).
     pub fn give(&self, mut v: PointBuf) {
-        if v.capacity() == 0 || v.memory().is_some() {
+        if !Self::keeps(&v) {
             return;
         }
         v.clear();
@@ -103,7 +109,7 @@ impl BufferPool {
     /// momentarily locked the buffer is freed and counted as discarded. Returns whether it was
     /// kept.
     pub fn try_give(&self, mut v: PointBuf) -> bool {
-        if v.capacity() == 0 || v.memory().is_some() {
+        if !Self::keeps(&v) {
             return false;
         }
         v.clear();
