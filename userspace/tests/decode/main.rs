@@ -17,6 +17,7 @@ mod decode_robosense_synthetic;
 mod decode_time_faults;
 mod decode_velodyne_blocks;
 mod decode_velodyne_faults;
+mod decode_velodyne_position;
 mod decode_velodyne_proptest;
 mod decode_velodyne_reference;
 mod decode_velodyne_rules;

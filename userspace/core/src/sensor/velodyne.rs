@@ -34,6 +34,7 @@
 pub mod block;
 pub(crate) mod dense;
 pub mod multi;
+pub mod position;
 
 pub use block::BlockPoints;
 
