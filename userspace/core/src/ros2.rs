@@ -130,6 +130,10 @@ impl Cdr<'_> {
         self.align(4);
         self.0.extend_from_slice(&v.to_le_bytes());
     }
+    fn f64(&mut self, v: f64) {
+        self.align(8);
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
     fn string(&mut self, s: &str) -> Result<(), CdrError> {
         if s.as_bytes().contains(&0) {
             return Err(CdrError::NulInString(s.to_owned()));
@@ -307,6 +311,46 @@ pub fn points_prefix(
         POINT_SIZE as u32,
         count,
     )
+}
+
+/// The type name of `sensor_msgs/msg/Imu` in rmw_zenoh keys and DDS (`sensor_msgs::msg::dds_::Imu_`).
+pub const IMU_TYPE_NAME: &str = "sensor_msgs::msg::dds_::Imu_";
+
+/// A `sensor_msgs/msg/Imu` message, CDR little-endian with its encapsulation header, stamped
+/// `stamp_ns` (ns since the Unix epoch, split as [`PointCloud2Prefix::new`] splits it) in frame
+/// `frame_id`: orientation unknown (quaternion 0, 0, 0, 1 and `orientation_covariance[0]` =
+/// −1, as REP 145 asks of a sensor without one), `angular_velocity` (rad/s) and
+/// `linear_acceleration` (m/s²) given, their covariances 0 (unknown).
+///
+/// Layout after the header (offsets from the body start, 4 bytes in; each `float64` aligned to
+/// 8 from there): `orientation` x, y, z, w; `orientation_covariance` [9]; `angular_velocity`
+/// x, y, z; `angular_velocity_covariance` [9]; `linear_acceleration` x, y, z;
+/// `linear_acceleration_covariance` [9].
+///
+/// # Errors
+/// [`CdrError::NulInString`] for a NUL in `frame_id`.
+pub fn imu_message(
+    stamp_ns: u64,
+    frame_id: &str,
+    angular_velocity: [f64; 3],
+    linear_acceleration: [f64; 3],
+) -> Result<Vec<u8>, CdrError> {
+    let mut out = Vec::with_capacity(360 + frame_id.len());
+    out.extend_from_slice(&CDR_LE_HEADER);
+    let mut c = Cdr(&mut out, CDR_LE_HEADER.len());
+    c.i32((stamp_ns / 1_000_000_000).min(i32::MAX as u64) as i32);
+    c.u32((stamp_ns % 1_000_000_000) as u32);
+    c.string(frame_id)?;
+    for v in [0.0, 0.0, 0.0, 1.0] {
+        c.f64(v);
+    }
+    c.f64(-1.0);
+    (0..8).for_each(|_| c.f64(0.0));
+    angular_velocity.into_iter().for_each(|v| c.f64(v));
+    (0..9).for_each(|_| c.f64(0.0));
+    linear_acceleration.into_iter().for_each(|v| c.f64(v));
+    (0..9).for_each(|_| c.f64(0.0));
+    Ok(out)
 }
 
 /// Why received bytes are not a `PointCloud2` lidarxdp can read.
@@ -1006,6 +1050,41 @@ pub fn validate_topic(field: &str, topic: &str) -> Result<(), NameError> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The Imu message's fields at their CDR offsets: the header as PointCloud2's, then
+    /// float64s aligned to 8 from the body start.
+    #[test]
+    fn imu_message_layout() {
+        let m = imu_message(
+            1_700_000_000_250_000_000,
+            "os_imu",
+            [0.1, 0.2, 0.3],
+            [1.0, 2.0, 9.5],
+        )
+        .unwrap();
+        assert_eq!(&m[..4], &CDR_LE_HEADER);
+        assert_eq!(
+            i32::from_le_bytes(m[4..8].try_into().unwrap()),
+            1_700_000_000
+        );
+        assert_eq!(
+            u32::from_le_bytes(m[8..12].try_into().unwrap()),
+            250_000_000
+        );
+        assert_eq!(u32::from_le_bytes(m[12..16].try_into().unwrap()), 7);
+        assert_eq!(&m[16..23], b"os_imu\0");
+        // Body offset 19 is the string's end; the first float64 is at body 24 (message 28).
+        let f = |i: usize| f64::from_le_bytes(m[28 + 8 * i..36 + 8 * i].try_into().unwrap());
+        assert_eq!([f(0), f(1), f(2), f(3)], [0.0, 0.0, 0.0, 1.0]);
+        assert_eq!(f(4), -1.0, "orientation unknown");
+        assert_eq!([f(13), f(14), f(15)], [0.1, 0.2, 0.3]);
+        assert_eq!([f(25), f(26), f(27)], [1.0, 2.0, 9.5]);
+        assert_eq!(m.len(), 28 + 8 * 37);
+        assert!(matches!(
+            imu_message(0, "a\0b", [0.0; 3], [0.0; 3]),
+            Err(CdrError::NulInString(_))
+        ));
+    }
 
     /// The flag wins over `ROS_DOMAIN_ID`, a blank variable is unset, and each refusal names
     /// its source, the value and the valid range.

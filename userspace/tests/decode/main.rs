@@ -8,6 +8,7 @@ mod decode_hesai_golden;
 mod decode_hesai_robustness;
 mod decode_input;
 mod decode_ouster_golden;
+mod decode_ouster_imu;
 mod decode_ouster_proptest;
 mod decode_ouster_robustness;
 mod decode_robosense_faults;

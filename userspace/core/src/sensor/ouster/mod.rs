@@ -80,6 +80,7 @@
 //! header serial number or init_id disagree with the metadata is decoded (the configured
 //! metadata wins, as the configured model does for Velodyne) and counted in [`OusterStats`].
 
+pub mod imu;
 pub mod lut;
 pub mod metadata;
 pub mod packet;
