@@ -353,6 +353,71 @@ pub fn imu_message(
     Ok(out)
 }
 
+/// The type name of `diagnostic_msgs/msg/DiagnosticArray` in rmw_zenoh keys and DDS.
+pub const DIAGNOSTIC_ARRAY_TYPE_NAME: &str = "diagnostic_msgs::msg::dds_::DiagnosticArray_";
+
+/// `diagnostic_msgs/msg/DiagnosticStatus` levels (the message's `byte` constants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum DiagnosticLevel {
+    /// `OK` = 0.
+    Ok = 0,
+    /// `WARN` = 1.
+    Warn = 1,
+    /// `ERROR` = 2.
+    Error = 2,
+    /// `STALE` = 3.
+    Stale = 3,
+}
+
+/// One `diagnostic_msgs/msg/DiagnosticStatus`: a level, a name (`lidarxdp: <sensor>`), a
+/// message, a hardware id and key/value pairs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiagnosticStatus {
+    /// The level.
+    pub level: DiagnosticLevel,
+    /// What it is about, e.g. `lidarxdp: front`.
+    pub name: String,
+    /// One line for a person.
+    pub message: String,
+    /// The hardware it describes (a serial number, or the sensor's model and address).
+    pub hardware_id: String,
+    /// `diagnostic_msgs/msg/KeyValue` pairs, in order.
+    pub values: Vec<(String, String)>,
+}
+
+/// A `diagnostic_msgs/msg/DiagnosticArray` message, CDR little-endian with its encapsulation
+/// header, stamped `stamp_ns` (ns since the Unix epoch) with an empty `frame_id`: the header,
+/// then the `status` sequence (`uint32` count), each status as `level` (`uint8`), `name`,
+/// `message`, `hardware_id` (strings) and `values` (`uint32` count, then `key`, `value`
+/// strings), every `uint32` aligned to 4 from the body start.
+///
+/// # Errors
+/// [`CdrError::NulInString`] for a NUL in any string; [`CdrError::DataTooLong`] for a
+/// sequence or string longer than `u32::MAX`.
+pub fn diagnostic_array(stamp_ns: u64, status: &[DiagnosticStatus]) -> Result<Vec<u8>, CdrError> {
+    let count = |n: usize| u32::try_from(n).map_err(|_| CdrError::DataTooLong { bytes: n as u64 });
+    let mut out = Vec::with_capacity(64 + 128 * status.len());
+    out.extend_from_slice(&CDR_LE_HEADER);
+    let mut c = Cdr(&mut out, CDR_LE_HEADER.len());
+    c.i32((stamp_ns / 1_000_000_000).min(i32::MAX as u64) as i32);
+    c.u32((stamp_ns % 1_000_000_000) as u32);
+    c.string("")?;
+    c.u32(count(status.len())?);
+    for s in status {
+        c.u8(s.level as u8);
+        c.string(&s.name)?;
+        c.string(&s.message)?;
+        c.string(&s.hardware_id)?;
+        c.u32(count(s.values.len())?);
+        for (k, v) in &s.values {
+            c.string(k)?;
+            c.string(v)?;
+        }
+    }
+    Ok(out)
+}
+
 /// Why received bytes are not a `PointCloud2` lidarxdp can read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CdrReadError {
@@ -1050,6 +1115,45 @@ pub fn validate_topic(field: &str, topic: &str) -> Result<(), NameError> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A DiagnosticArray of one status with one key/value, byte for byte.
+    #[test]
+    fn diagnostic_array_layout() {
+        let m = diagnostic_array(
+            2_000_000_005,
+            &[DiagnosticStatus {
+                level: DiagnosticLevel::Warn,
+                name: "lidarxdp: f".into(),
+                message: "loss".into(),
+                hardware_id: "".into(),
+                values: vec![("k".into(), "vv".into())],
+            }],
+        )
+        .unwrap();
+        let mut want = CDR_LE_HEADER.to_vec();
+        want.extend_from_slice(&2i32.to_le_bytes());
+        want.extend_from_slice(&5u32.to_le_bytes());
+        want.extend_from_slice(&[1, 0, 0, 0, 0]); // frame_id "" (length 1: the NUL)
+        want.extend_from_slice(&[0, 0, 0]); // pad to 4 (body offset 12)
+        want.extend_from_slice(&1u32.to_le_bytes()); // one status
+        want.push(1); // WARN
+        want.extend_from_slice(&[0, 0, 0]); // pad (body 17 -> 20)
+        want.extend_from_slice(&12u32.to_le_bytes());
+        want.extend_from_slice(b"lidarxdp: f\0");
+        want.extend_from_slice(&5u32.to_le_bytes());
+        want.extend_from_slice(b"loss\0");
+        want.extend_from_slice(&[0, 0, 0]); // pad (body 41 -> 44)
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.push(0); // hardware_id ""
+        want.extend_from_slice(&[0, 0, 0]); // pad (body 49 -> 52)
+        want.extend_from_slice(&1u32.to_le_bytes()); // one key/value
+        want.extend_from_slice(&2u32.to_le_bytes());
+        want.extend_from_slice(b"k\0");
+        want.extend_from_slice(&[0, 0]); // pad (body 62 -> 64)
+        want.extend_from_slice(&3u32.to_le_bytes());
+        want.extend_from_slice(b"vv\0");
+        assert_eq!(m, want);
+    }
 
     /// The Imu message's fields at their CDR offsets: the header as PointCloud2's, then
     /// float64s aligned to 8 from the body start.
