@@ -428,6 +428,8 @@ fn run_zenoh(
                 sensor_id: 0,
                 topic: topic.into(),
                 frame_id: "bench".into(),
+                imu_topic: None,
+                imu_frame_id: String::new(),
             }],
         },
         pool,
@@ -540,6 +542,8 @@ fn run_dds(
             sensor_id: 0,
             topic: "/bench/points".into(),
             frame_id: "bench".into(),
+            imu_topic: None,
+            imu_frame_id: String::new(),
         }],
     })?;
     let (p, sender) = sink_publisher(Box::new(sink))?;

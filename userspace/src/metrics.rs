@@ -45,6 +45,8 @@ pub struct SensorSnapshot {
     /// The vendor decoder's own counters, with their descriptors
     /// ([`lidarxdp_core::sensor::ScanPipeline::vendor_counter_descs`]).
     pub vendor: Vec<(&'static CounterDesc, u64)>,
+    /// The clock and sync gauges.
+    pub clock: crate::capture::ClockGauges,
 }
 
 /// One (interface, queue): its capture thread, AF_XDP socket and reassembler.
@@ -191,6 +193,7 @@ impl Snapshot {
             for &(d, v) in &s.vendor {
                 g(d, v);
             }
+            s.clock.visit(&mut g);
         }
         self.publisher.visit(&mut |d, v| f(&Scope::Global, d, v));
         self.publisher
@@ -325,6 +328,7 @@ pub fn all_descriptors() -> impl Iterator<Item = &'static CounterDesc> {
         lidarxdp_core::sensor::ouster::OusterStats::DESCS,
         lidarxdp_core::sensor::velodyne::VelodyneCounters::DESCS,
         lidarxdp_core::sensor::robosense::RobosenseCounters::DESCS,
+        crate::capture::ClockGauges::DESCS,
         PublisherCounters::DESCS,
         PoolCounters::DESCS,
         SubscriberCounters::DESCS,
@@ -473,6 +477,7 @@ mod tests {
                     reassembled: 0,
                 },
                 vendor: VelodyneCounters::DESCS.iter().map(|d| (d, 2)).collect(),
+                clock: Default::default(),
             }],
             publisher: PublisherCounters {
                 subscribers: 2,
@@ -537,6 +542,7 @@ mod tests {
                 decode: DecodeCounters::from_fn(next),
                 traffic: SensorTraffic::from_fn(next),
                 vendor: vendor.iter().map(|d| (d, next(d))).collect(),
+                clock: crate::capture::ClockGauges::from_fn(next),
             }
         };
         let subscriber =

@@ -29,6 +29,7 @@
 
 pub mod counters;
 pub mod frame;
+pub mod health;
 pub mod net;
 pub mod point;
 #[allow(unsafe_code)]

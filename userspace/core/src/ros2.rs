@@ -40,6 +40,34 @@ int32 sec\nuint32 nanosec\n\
 uint8 INT8=1\nuint8 UINT8=2\nuint8 INT16=3\nuint8 UINT16=4\nuint8 INT32=5\nuint8 UINT32=6\n\
 uint8 FLOAT32=7\nuint8 FLOAT64=8\nstring name\nuint32 offset\nuint8 datatype\nuint32 count\n";
 
+/// `ros2msg` definition of `diagnostic_msgs/msg/DiagnosticArray` with its dependencies (as
+/// [`POINTCLOUD2_SCHEMA`]).
+pub const DIAGNOSTIC_ARRAY_SCHEMA: &str = "std_msgs/Header header\nDiagnosticStatus[] status\n\
+================================================================================\nMSG: std_msgs/Header\n\
+builtin_interfaces/Time stamp\nstring frame_id\n\
+================================================================================\nMSG: builtin_interfaces/Time\n\
+int32 sec\nuint32 nanosec\n\
+================================================================================\nMSG: diagnostic_msgs/DiagnosticStatus\n\
+byte OK=0\nbyte WARN=1\nbyte ERROR=2\nbyte STALE=3\nbyte level\nstring name\nstring message\n\
+string hardware_id\nKeyValue[] values\n\
+================================================================================\nMSG: diagnostic_msgs/KeyValue\n\
+string key\nstring value\n";
+
+/// `ros2msg` definition of `sensor_msgs/msg/Imu` with its dependencies (as
+/// [`POINTCLOUD2_SCHEMA`]).
+pub const IMU_SCHEMA: &str = "std_msgs/Header header\ngeometry_msgs/Quaternion orientation\n\
+float64[9] orientation_covariance\ngeometry_msgs/Vector3 angular_velocity\n\
+float64[9] angular_velocity_covariance\ngeometry_msgs/Vector3 linear_acceleration\n\
+float64[9] linear_acceleration_covariance\n\
+================================================================================\nMSG: std_msgs/Header\n\
+builtin_interfaces/Time stamp\nstring frame_id\n\
+================================================================================\nMSG: builtin_interfaces/Time\n\
+int32 sec\nuint32 nanosec\n\
+================================================================================\nMSG: geometry_msgs/Quaternion\n\
+float64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n\
+================================================================================\nMSG: geometry_msgs/Vector3\n\
+float64 x\nfloat64 y\nfloat64 z\n";
+
 /// The XCDR1 little-endian encapsulation header (DDS-XTypes 1.3, "Encapsulation Identifier":
 /// `CDR_LE` = `0x0001`, options `0x0000`), the first 4 bytes of every message.
 pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
@@ -598,6 +626,55 @@ pub const POINTCLOUD2_TYPE_NAME: &str = "sensor_msgs::msg::dds_::PointCloud2_";
 pub const POINTCLOUD2_TYPE_HASH_RIHS01: &str =
     "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5";
 
+/// A ROS 2 message type as rmw_zenoh's keys and DDS name it: its DDS type name and its
+/// RIHS01 type hash (REP 2016, as `rosidl_generator_c` writes it in the package's
+/// `*__description.c`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MessageType {
+    /// `<package>::msg::dds_::<Type>_`.
+    pub name: &'static str,
+    /// `RIHS01_<64 hex digits>` (Jazzy and later).
+    pub rihs01: &'static str,
+}
+
+impl MessageType {
+    /// The type hash string for `distro` ([`TYPE_HASH_NOT_SUPPORTED`] on Humble).
+    pub fn type_hash(self, distro: Distro) -> &'static str {
+        match distro {
+            Distro::Humble => TYPE_HASH_NOT_SUPPORTED,
+            Distro::Jazzy => self.rihs01,
+        }
+    }
+}
+
+/// `sensor_msgs/msg/PointCloud2`.
+pub const POINTCLOUD2: MessageType = MessageType {
+    name: POINTCLOUD2_TYPE_NAME,
+    rihs01: POINTCLOUD2_TYPE_HASH_RIHS01,
+};
+
+/// `sensor_msgs/msg/Imu` (RIHS01 from `sensor_msgs/msg/detail/imu__functions.c`, Jazzy).
+pub const IMU: MessageType = MessageType {
+    name: IMU_TYPE_NAME,
+    rihs01: "RIHS01_7d9a00ff131080897a5ec7e26e315954b8eae3353c3f995c55faf71574000b5b",
+};
+
+/// `diagnostic_msgs/msg/DiagnosticArray` (RIHS01 from
+/// `diagnostic_msgs/msg/detail/diagnostic_array__functions.c`, Jazzy).
+pub const DIAGNOSTIC_ARRAY: MessageType = MessageType {
+    name: DIAGNOSTIC_ARRAY_TYPE_NAME,
+    rihs01: "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e",
+};
+
+/// The ROS 2 topic lidarxdp publishes its sensors' health on (REP 107's diagnostics topic,
+/// which Autoware's and ROS's diagnostic aggregators read).
+pub const DIAGNOSTICS_TOPIC: &str = "/diagnostics";
+
+/// The default IMU topic of sensor `name`: `/lidar/<name>/imu`.
+pub fn default_imu_topic(sensor_name: &str) -> String {
+    format!("/lidar/{sensor_name}/imu")
+}
+
 /// The type hash rmw_zenoh's Humble branch writes in place of a RIHS01 hash, Humble's rosidl
 /// having no type hashes.
 pub const TYPE_HASH_NOT_SUPPORTED: &str = "TypeHashNotSupported";
@@ -662,12 +739,14 @@ impl std::str::FromStr for Distro {
 /// `0/lidar/front/points/sensor_msgs::msg::dds_::PointCloud2_/RIHS01_9198…e2b5`.
 /// `topic` is expected to have passed [`validate_topic`].
 pub fn topic_key_expr(domain_id: u32, topic: &str, distro: Distro) -> String {
+    key_expr(domain_id, topic, POINTCLOUD2, distro)
+}
+
+/// [`topic_key_expr`] for a topic of any [`MessageType`].
+pub fn key_expr(domain_id: u32, topic: &str, ty: MessageType, distro: Distro) -> String {
     let t = topic.strip_prefix('/').unwrap_or(topic);
     let t = t.strip_suffix('/').unwrap_or(t);
-    format!(
-        "{domain_id}/{t}/{POINTCLOUD2_TYPE_NAME}/{}",
-        distro.pointcloud2_type_hash()
-    )
+    format!("{domain_id}/{t}/{}/{}", ty.name, ty.type_hash(distro))
 }
 
 /// rmw_zenoh's escaping of a name put in one chunk of a liveliness key expression
@@ -851,6 +930,16 @@ pub struct Qos {
 pub const RMW_ZENOH_DEFAULT_DEPTH: u32 = 42;
 
 impl Qos {
+    /// `/diagnostics`: reliable, volatile, keep last 10 (a best-effort publisher would match
+    /// no reliable subscriber under DDS, and `diagnostic_aggregator` subscribes reliably),
+    /// string `::,10:,:,:,,`.
+    pub const DIAGNOSTICS: Qos = Qos {
+        reliability: Reliability::Reliable,
+        durability: Durability::Volatile,
+        history: History::KeepLast,
+        depth: 10,
+    };
+
     /// lidarxdp's point cloud QoS: best effort, volatile, keep last 5 (a slow subscriber loses
     /// frames rather than stalling the publisher), string `2::,5:,:,:,,`.
     pub const LIDAR: Qos = Qos {
@@ -941,12 +1030,24 @@ impl NodeTokens<'_> {
     /// The token of this node's `PointCloud2` publisher `publisher_id` on `topic` (`MP`), e.g.
     /// `@ros2_lv/0/<zid>/0/1/MP/%/%/lidarxdp/%lidar%front%points/sensor_msgs::msg::dds_::PointCloud2_/RIHS01_…/2::,5:,:,:,,`.
     pub fn publisher(&self, publisher_id: u64, topic: &str, distro: Distro, qos: &Qos) -> String {
+        self.publisher_of(publisher_id, topic, POINTCLOUD2, distro, qos)
+    }
+
+    /// [`Self::publisher`] for a topic of any [`MessageType`].
+    pub fn publisher_of(
+        &self,
+        publisher_id: u64,
+        topic: &str,
+        ty: MessageType,
+        distro: Distro,
+        qos: &Qos,
+    ) -> String {
         format!(
             "{}/{}/{}/{}/{}",
             self.head(publisher_id, "MP"),
             mangle_name(topic),
-            mangle_name(POINTCLOUD2_TYPE_NAME),
-            mangle_name(distro.pointcloud2_type_hash()),
+            mangle_name(ty.name),
+            mangle_name(ty.type_hash(distro)),
             qos.key_chunk()
         )
     }

@@ -125,12 +125,24 @@ impl SensorModel {
     /// Factory default UDP destination port of the model's second packet stream that the same
     /// pipeline decodes, if it has one: RoboSense DIFOP 7788 (device information: the angle
     /// table that replaces the calibration CSV; RS-LiDAR-16/32, RS-Bpearl and RS-Helios user
-    /// manuals, "DIFOP"). `None` for Velodyne (position packets are not used), Hesai and
-    /// Ouster (whose IMU port 7503 is not decoded).
+    /// manuals, "DIFOP"). `None` for the others (see [`Self::default_health_port`] for
+    /// Velodyne's and Ouster's second stream).
     pub const fn default_extra_port(self) -> Option<u16> {
         match self.family() {
             Family::Robosense => Some(7788),
             Family::Velodyne | Family::Hesai | Family::Ouster => None,
+        }
+    }
+
+    /// Factory default UDP destination port of the model's health stream, read by the
+    /// pipeline when the sensor uses its default data port: Velodyne position packets 8308
+    /// (PPS state, `$GPRMC`: VLP-16 user manual, "Position Packet"), Ouster IMU 7503 (Ouster
+    /// sensor documentation, `udp_port_imu`). `None` for Hesai and RoboSense.
+    pub const fn default_health_port(self) -> Option<u16> {
+        match self.family() {
+            Family::Velodyne => Some(8308),
+            Family::Ouster => Some(7503),
+            Family::Hesai | Family::Robosense => None,
         }
     }
 }
@@ -556,7 +568,7 @@ pub const SENSOR_COUNTERS: crate::counters::Group = crate::counters::Group {
 crate::counter_set! {
     /// Decoder counters of one [`crate::sensor::ScanPipeline`] (monotonic, never reset).
     ///
-    /// `packets == decoded + malformed + ignored + time_jumps + duplicates + late + held`,
+    /// `packets == decoded + malformed + ignored + auxiliary + time_jumps + duplicates + late + held`,
     /// where `held` ([`crate::sensor::ScanPipeline::held`], at most [`crate::scan::RESTART_AGREE`] − 1) are
     /// the time jumps waiting to be judged a restart or counted in `time_jumps`.
     pub struct DecodeCounters in SENSOR_COUNTERS;
@@ -570,8 +582,11 @@ crate::counter_set! {
         /// Wrong size near the packet size, bad block flag, azimuth >= 36000, unknown
         /// return-mode byte, bad CRC.
         malformed: Counter "packets" "Packets rejected as malformed.",
-        /// Other sizes, e.g. 512-byte position packets.
+        /// Other sizes and unknown packets.
         ignored: Counter "datagrams" "Datagrams ignored (not data packets).",
+        /// Velodyne position packets (PPS, `$GPRMC`), Ouster IMU packets: read for what they
+        /// say ([`crate::sensor::ScanPipeline::clock_health`], `take_imu`), no points.
+        auxiliary: Counter "datagrams" "Datagrams read for what the sensor says besides points: Velodyne position packets, Ouster IMU packets.",
         frames: Counter "frames" "Frames (scans) produced.",
         /// In emitted frames.
         points: Counter "points" "Points produced.",
@@ -603,14 +618,26 @@ crate::counter_set! {
         /// sensor clock, a clock years off, or a Velodyne whose hour had to be taken from the
         /// host). Logged once per sensor.
         implausible_time: Counter "frames" "Frames whose sensor start time is implausible (before 2000, or over 60 s from host time).",
+        /// The sum of the emitted frames' [`crate::frame::FrameHeader::packets_expected`]:
+        /// with `packets_framed`, the packet loss.
+        packets_expected: Counter "packets" "Data packets the emitted frames should have held.",
+        /// The sum of the emitted frames' [`crate::frame::FrameHeader::packets_received`].
+        packets_framed: Counter "packets" "Data packets the emitted frames held.",
     }
 }
 
 impl DecodeCounters {
-    /// The datagrams whose fate is counted: `decoded + malformed + ignored + time_jumps +
-    /// duplicates + late`; `packets` equals it plus [`crate::sensor::ScanPipeline::held`].
+    /// The datagrams whose fate is counted: `decoded + malformed + ignored + auxiliary +
+    /// time_jumps + duplicates + late`; `packets` equals it plus
+    /// [`crate::sensor::ScanPipeline::held`].
     pub fn accounted(&self) -> u64 {
-        self.decoded + self.malformed + self.ignored + self.time_jumps + self.duplicates + self.late
+        self.decoded
+            + self.malformed
+            + self.ignored
+            + self.auxiliary
+            + self.time_jumps
+            + self.duplicates
+            + self.late
     }
 }
 
@@ -675,6 +702,11 @@ pub trait VendorDecoder: Send + fmt::Debug {
     }
     /// Calls `f` with each of [`Self::counter_descs`] and its value, in that order.
     fn visit_counters(&self, _f: &mut dyn FnMut(&'static crate::counters::CounterDesc, u64)) {}
+    /// What the sensor's clock follows, as its calibration or metadata says (Ouster's
+    /// `timestamp_mode`); [`crate::health::SyncSource::Unknown`] by default.
+    fn sync_source(&self) -> crate::health::SyncSource {
+        crate::health::SyncSource::Unknown
+    }
     /// Restarts and date fallbacks counted so far (monotonic); none by default.
     fn time_faults(&self) -> TimeFaults {
         TimeFaults::default()

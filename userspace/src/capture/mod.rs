@@ -44,6 +44,7 @@ use lidarxdp_core::{
     frame::Frame,
     net::{self, NetError, UdpDatagram},
     reassembly::{Fragment, Reassembler, ReassemblyConfig, SharedReassemblyCounters},
+    sensor::ClockHealth,
     sensor::ScanPipeline,
     sensor::SharedDecodeCounters,
 };
@@ -165,6 +166,143 @@ pub struct SensorCounters {
     pub vendor: Box<[AtomicU64]>,
     /// Descriptors of `vendor`.
     pub vendor_descs: &'static [CounterDesc],
+    /// The pipeline's clock and sync health ([`ScanPipeline::clock_health`]).
+    pub clock: SharedClockHealth,
+}
+
+/// The clock gauges of one sensor: `lidarxdp_clock_*{sensor,model}`, stats JSON
+/// `sensors[i].clock`.
+pub const CLOCK_GAUGES: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
+    name: "clock",
+    labels: lidarxdp_core::sensor::SENSOR_COUNTERS.labels,
+};
+
+lidarxdp_core::counter_set! {
+    /// A [`ClockHealth`] as unsigned gauges (the exposition's values are counts here): the
+    /// signed offset and drift as an ahead/behind pair, one of which is 0.
+    pub struct ClockGauges in CLOCK_GAUGES;
+    {
+        /// 1 once an offset is measured (frames on the sensor clock).
+        offset_known: Gauge "bool" "1 when the sensor-minus-host clock offset is measured.",
+        /// Median over 10 s ([`lidarxdp_core::health::ClockOffset::offset_ns`]).
+        offset_ahead_ns: Gauge "ns" "How far the sensor clock is ahead of the host's (median over 10 s; 0 when behind).",
+        offset_behind_ns: Gauge "ns" "How far the sensor clock is behind the host's (median over 10 s; 0 when ahead).",
+        /// 1 once the samples span 10 s.
+        drift_known: Gauge "bool" "1 when the clock drift is measured.",
+        /// Slope of the offset over the last minute, ppb (1,000 ppb = 1 ppm = 1 µs/s).
+        drift_gain_ppb: Gauge "ppb" "How fast the sensor clock gains on the host's over the last minute (0 when it loses).",
+        drift_loss_ppb: Gauge "ppb" "How fast the sensor clock loses on the host's over the last minute (0 when it gains).",
+        sensor_clock: Gauge "bool" "1 when the last frame was stamped on the sensor clock, 0 on the host's.",
+        sync_source: Gauge "code" "What the sensor clock follows: 0 unknown, 1 internal, 2 pps, 3 ptp.",
+        sync_state: Gauge "code" "Its lock: 0 unknown, 1 free, 2 acquiring, 3 locked, 4 error.",
+        sync_lost: Gauge "bool" "1 when the sync was locked and is not now.",
+        nmea_valid: Gauge "code" "Velodyne GPRMC status: 0 no sentence, 1 invalid (V), 2 valid (A).",
+    }
+}
+
+impl From<ClockHealth> for ClockGauges {
+    fn from(h: ClockHealth) -> Self {
+        let o = h.offset_ns.unwrap_or(0);
+        let d = h.drift_ppm.map_or(0, |d| (d * 1_000.0).round() as i64);
+        ClockGauges {
+            offset_known: u64::from(h.offset_ns.is_some()),
+            offset_ahead_ns: o.max(0) as u64,
+            offset_behind_ns: o.min(0).unsigned_abs(),
+            drift_known: u64::from(h.drift_ppm.is_some()),
+            drift_gain_ppb: d.max(0) as u64,
+            drift_loss_ppb: d.min(0).unsigned_abs(),
+            sensor_clock: u64::from(h.sensor_clock),
+            sync_source: h.sync.source.code(),
+            sync_state: h.sync.lock.code(),
+            sync_lost: u64::from(h.sync.lost()),
+            nmea_valid: match h.sync.nmea_valid {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            },
+        }
+    }
+}
+
+/// A [`ClockHealth`] shared with other threads: relaxed atomics written by the capture thread
+/// with its counters, read whole by the main thread (each field on its own; a reader may see
+/// the offset of one store beside the drift of the next).
+#[derive(Debug)]
+pub struct SharedClockHealth {
+    /// The offset, ns; `i64::MIN` for none.
+    offset_ns: std::sync::atomic::AtomicI64,
+    /// The drift's `f64` bits; NaN for none.
+    drift_bits: AtomicU64,
+    /// Bits 0..8 source code, 8..16 lock code, bit 16 was locked, bits 17..19 NMEA (0 none,
+    /// 1 invalid, 2 valid), bit 19 sensor clock.
+    packed: AtomicU64,
+}
+
+impl Default for SharedClockHealth {
+    fn default() -> Self {
+        Self {
+            offset_ns: std::sync::atomic::AtomicI64::new(i64::MIN),
+            drift_bits: AtomicU64::new(f64::NAN.to_bits()),
+            packed: AtomicU64::new(0),
+        }
+    }
+}
+
+impl SharedClockHealth {
+    /// Publishes `h`.
+    pub fn store(&self, h: &ClockHealth) {
+        self.offset_ns
+            .store(h.offset_ns.unwrap_or(i64::MIN), Ordering::Relaxed);
+        self.drift_bits
+            .store(h.drift_ppm.unwrap_or(f64::NAN).to_bits(), Ordering::Relaxed);
+        let nmea = match h.sync.nmea_valid {
+            None => 0,
+            Some(false) => 1,
+            Some(true) => 2,
+        };
+        let packed = h.sync.source.code()
+            | h.sync.lock.code() << 8
+            | u64::from(h.sync.was_locked) << 16
+            | nmea << 17
+            | u64::from(h.sensor_clock) << 19;
+        self.packed.store(packed, Ordering::Relaxed);
+    }
+
+    /// The last published health.
+    pub fn load(&self) -> ClockHealth {
+        use lidarxdp_core::health::{SyncLock, SyncSource, SyncState};
+        let offset = self.offset_ns.load(Ordering::Relaxed);
+        let drift = f64::from_bits(self.drift_bits.load(Ordering::Relaxed));
+        let p = self.packed.load(Ordering::Relaxed);
+        let source = match p & 0xff {
+            1 => SyncSource::Internal,
+            2 => SyncSource::Pps,
+            3 => SyncSource::Ptp,
+            _ => SyncSource::Unknown,
+        };
+        let lock = match (p >> 8) & 0xff {
+            1 => SyncLock::Free,
+            2 => SyncLock::Acquiring,
+            3 => SyncLock::Locked,
+            4 => SyncLock::Error,
+            _ => SyncLock::Unknown,
+        };
+        ClockHealth {
+            offset_ns: (offset != i64::MIN).then_some(offset),
+            drift_ppm: (!drift.is_nan()).then_some(drift),
+            sensor_clock: p >> 19 & 1 == 1,
+            sync: SyncState {
+                source,
+                lock,
+                was_locked: p >> 16 & 1 == 1,
+                nmea_valid: match p >> 17 & 3 {
+                    1 => Some(false),
+                    2 => Some(true),
+                    _ => None,
+                },
+            },
+        }
+    }
 }
 
 impl SensorCounters {
@@ -176,6 +314,7 @@ impl SensorCounters {
             decode: SharedDecodeCounters::default(),
             vendor: vendor_descs.iter().map(|_| AtomicU64::new(0)).collect(),
             vendor_descs,
+            clock: SharedClockHealth::default(),
         }
     }
 
@@ -309,6 +448,9 @@ pub struct CaptureWorker<S: PacketSource> {
     /// `--record-pcap`: every datagram handed to a sensor's pipeline is also queued here, with
     /// the burst's receive time ([`record`] module documentation), or `None`.
     pub record: Option<RecordTap>,
+    /// Where the sensors' IMU readings go (`None`: they are dropped as they are decoded),
+    /// with each slot's sensor id.
+    pub aux: Option<crate::publish::AuxSender>,
 }
 
 /// Calibration tables parsed from a re-read calibration file, for slot `slot` of a capture
@@ -549,6 +691,7 @@ impl<S: PacketSource> CaptureWorker<S> {
             }
             let now = crate::sys::clock::host_time();
             let n = self.burst(&mut local, &mut reasm, now, &mut out)?;
+            self.forward_imu();
             if n == 0 {
                 for s in &mut self.sensors {
                     s.pipeline.poll_timeout(now, &mut out);
@@ -685,6 +828,20 @@ impl<S: PacketSource> CaptureWorker<S> {
         }
     }
 
+    /// Hands the IMU readings the pipelines decoded to [`Self::aux`] (or drops them).
+    fn forward_imu(&mut self) {
+        for s in &mut self.sensors {
+            while let Some(reading) = s.pipeline.take_imu() {
+                if let Some(aux) = &self.aux {
+                    aux.send(crate::publish::AuxMessage::Imu {
+                        sensor_id: s.pipeline.sensor_id(),
+                        reading,
+                    });
+                }
+            }
+        }
+    }
+
     /// Publishes the thread's counters and the source's own ([`PacketSource::counters`]; the
     /// source's `link_changes` stays as the source stored it).
     fn store(&self, l: &Local, reasm: &Reassembler) {
@@ -705,6 +862,7 @@ impl<S: PacketSource> CaptureWorker<S> {
         {
             sc.traffic.store(t);
             sc.decode.store(slot.pipeline.counters());
+            sc.clock.store(&slot.pipeline.clock_health());
             let mut k = 0;
             slot.pipeline.visit_vendor_counters(&mut |_, v| {
                 if let Some(a) = sc.vendor.get(k) {

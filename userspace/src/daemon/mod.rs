@@ -27,6 +27,7 @@
 //! programs detaches them.
 
 pub mod config;
+mod health;
 pub mod http;
 mod report;
 mod sinks;
@@ -124,6 +125,9 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     .with_context(|| format!("publisher on {listen}"))?;
     let worker_stop = Arc::new(AtomicBool::new(false));
     let tap = sinks.record_tap();
+    // IMU readings and /diagnostics go to the ROS 2 sinks through one thread of their own.
+    let (aux_thread, aux) = lidarxdp::publish::AuxThread::spawn(sinks.take_aux())
+        .context("start the aux-sink thread")?;
     let mut workers = workers::start(
         plan,
         sources,
@@ -131,6 +135,7 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
         &sender,
         &buffers,
         tap.as_ref(),
+        &aux,
         &worker_stop,
     )?;
     drop(tap);
@@ -149,12 +154,16 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     // (sd_notify(3), `Type=notify` in docs/lidarxdp.service; nothing when NOTIFY_SOCKET is unset).
     notify(sd_notify::NotifyState::Ready);
 
-    supervise(&programs, &workers, &publisher, &sinks, &signals);
+    supervise(&programs, &workers, &publisher, &sinks, &signals, &aux);
 
     log::info!("stopping");
     notify(sd_notify::NotifyState::Stopping);
     worker_stop.store(true, Ordering::Relaxed);
     let failed = join(&mut workers)?;
+    // The capture threads' senders are gone with them; the last one ends the aux thread,
+    // before the sinks' sessions close with the publisher.
+    drop(aux);
+    aux_thread.join();
     // Every capture thread has ended: what they queued is written, the file closed.
     sinks.stop_recording();
     let publisher_counters = publisher.shutdown().context("publisher")?;
@@ -222,8 +231,10 @@ fn supervise(
     publisher: &PublisherHandle,
     sinks: &Sinks,
     signals: &Signals,
+    aux: &lidarxdp::publish::AuxSender,
 ) {
     let metrics = sinks.metrics_requests();
+    let mut health = health::HealthMonitor::new(workers, Instant::now());
     let mut last_log = Instant::now();
     let mut changes = report::ChangeLog::default();
     let snapshot = || {
@@ -252,6 +263,14 @@ fn supervise(
                 }
             }
             None => std::thread::sleep(Duration::from_millis(50)),
+        }
+        let now = Instant::now();
+        health.observe(workers, now);
+        if let Some(status) = health.assess(workers, now) {
+            aux.send(lidarxdp::publish::AuxMessage::Diagnostics {
+                stamp_ns: lidarxdp::sys::clock::realtime_ns(),
+                status: status.into(),
+            });
         }
         if signals.hangup.swap(false, Ordering::Relaxed) {
             workers::reload_calibrations(workers);

@@ -40,6 +40,7 @@ pub(super) fn metrics_snapshot(
                     decode: s.decode.snapshot(),
                     traffic: s.traffic.snapshot(),
                     vendor: s.vendor_snapshot(),
+                    clock: s.clock.load().into(),
                 })
         })
         .collect();
@@ -274,6 +275,7 @@ mod tests {
                 },
                 traffic: Default::default(),
                 vendor: Vec::new(),
+                clock: Default::default(),
             }],
             ..Snapshot::default()
         }

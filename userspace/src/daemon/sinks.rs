@@ -23,7 +23,7 @@ use lidarxdp::ros2_zenoh::{ShmPool, ZenohHandle, ZenohSettings, ZenohSink};
 use lidarxdp::view::{ViewSensor, ViewSink, ViewState};
 use lidarxdp::{
     capture::{RecordTap, Recorder, RecordingCounters},
-    publish::{BufferPool, FrameSink},
+    publish::{AuxSink, BufferPool, FrameSink},
 };
 use lidarxdp_core::counters::{CounterDesc, CounterSet};
 
@@ -64,9 +64,17 @@ pub(super) struct Sinks {
     view: Option<std::sync::Arc<ViewState>>,
     recording: Option<Recording>,
     metrics: Option<Receiver<super::http::Render>>,
+    /// The IMU and `/diagnostics` publishers of zenoh, DDS and Foxglove, until
+    /// [`Sinks::take_aux`].
+    aux: Vec<Box<dyn AuxSink>>,
 }
 
 impl Sinks {
+    /// The sinks' IMU and `/diagnostics` publishers, for the [`lidarxdp::publish::AuxThread`].
+    pub(super) fn take_aux(&mut self) -> Vec<Box<dyn AuxSink>> {
+        std::mem::take(&mut self.aux)
+    }
+
     /// Binds every configured listener and creates zenoh's shared-memory pool (mlock(2), so
     /// while `CAP_IPC_LOCK` is held; creating it starts no thread).
     ///
@@ -226,6 +234,8 @@ impl Bound {
         let s = &plan.sinks;
         #[allow(unused_mut)] // Built without the optional sinks, nothing is pushed.
         let mut frame_sinks: Vec<Box<dyn FrameSink>> = Vec::new();
+        #[allow(unused_mut)]
+        let mut aux: Vec<Box<dyn AuxSink>> = Vec::new();
         let metrics = match self.metrics {
             Some((addr, listener)) => {
                 let (tx, rx) = std::sync::mpsc::channel();
@@ -246,7 +256,8 @@ impl Bound {
         #[cfg(feature = "zenoh")]
         let zenoh = match &s.zenoh {
             Some(z) => {
-                let (sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), self.shm)?;
+                let (mut sink, handle) = ZenohSink::start(&zenoh_settings(plan, z), self.shm)?;
+                aux.extend(sink.take_aux().map(|a| Box::new(a) as Box<dyn AuxSink>));
                 frame_sinks.push(Box::new(sink));
                 Some(handle)
             }
@@ -255,7 +266,8 @@ impl Bound {
         #[cfg(feature = "dds")]
         let dds = match &s.dds {
             Some(d) => {
-                let (sink, handle) = DdsSink::start(&dds_settings(plan, d))?;
+                let (mut sink, handle) = DdsSink::start(&dds_settings(plan, d))?;
+                aux.extend(sink.take_aux().map(|a| Box::new(a) as Box<dyn AuxSink>));
                 frame_sinks.push(Box::new(sink));
                 Some(handle)
             }
@@ -263,7 +275,8 @@ impl Bound {
         };
         #[cfg(feature = "foxglove")]
         let foxglove = match self.foxglove {
-            Some(server) => {
+            Some(mut server) => {
+                aux.extend(server.take_aux().map(|a| Box::new(a) as Box<dyn AuxSink>));
                 let (sink, handle) = server.start()?;
                 frame_sinks.push(Box::new(sink));
                 Some(handle)
@@ -302,6 +315,7 @@ impl Bound {
                 view,
                 recording,
                 metrics,
+                aux,
             },
             frame_sinks,
         ))
@@ -364,6 +378,8 @@ fn topic_plans(plan: &Plan) -> Vec<TopicPlan> {
             sensor_id: s.id,
             topic: s.topic.clone(),
             frame_id: s.frame_id.clone(),
+            imu_topic: s.imu_topic.clone(),
+            imu_frame_id: s.imu_frame_id.clone(),
         })
         .collect()
 }

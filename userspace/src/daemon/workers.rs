@@ -14,7 +14,7 @@ use lidarxdp::{
         CaptureExit, CaptureStats, CaptureWorker, PacketSource, RecordTap, Reload, SensorCounters,
         SensorSlot, StallSchedule,
     },
-    publish::FrameSender,
+    publish::{AuxSender, FrameSender},
 };
 use lidarxdp_core::scan::BufferSource;
 use lidarxdp_core::sensor::{ScanPipeline, SensorConfig};
@@ -69,7 +69,7 @@ pub(super) fn pipelines(plan: &Plan) -> Result<Vec<Vec<ScanPipeline>>> {
 
 /// Starts one capture thread per queue on its source and pipelines; frames go to `sender`,
 /// point buffers come from `buffers` (the shared-memory pool or the publisher's heap pool),
-/// the sensors' datagrams also to `record` (`--record-pcap`),
+/// the sensors' datagrams also to `record` (`--record-pcap`), IMU readings to `aux`,
 /// and `stop` ends the threads.
 ///
 /// Errors: a thread that cannot be spawned.
@@ -80,6 +80,7 @@ pub(super) fn start(
     sender: &FrameSender,
     buffers: &Arc<dyn BufferSource>,
     record: Option<&RecordTap>,
+    aux: &AuxSender,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<Worker>> {
     let mut workers = Vec::with_capacity(plan.queues.len());
@@ -113,6 +114,7 @@ pub(super) fn start(
             stats: stats.clone(),
             stall: plan.capture.stall,
             record: record.cloned(),
+            aux: aux.clone(),
             cpu: q.cpu,
             name: format!("capture-{}-{}", q.iface, q.queue),
         };
@@ -180,6 +182,7 @@ struct WorkerParts {
     stats: Arc<CaptureStats>,
     stall: Option<StallSchedule>,
     record: Option<RecordTap>,
+    aux: AuxSender,
     cpu: Option<usize>,
     name: String,
 }
@@ -200,6 +203,7 @@ impl WorkerParts {
             stall: self.stall,
             reloads: self.reloads,
             record: self.record,
+            aux: Some(self.aux),
         };
         let cpu = self.cpu;
         Ok(std::thread::Builder::new().name(self.name).spawn(move || {

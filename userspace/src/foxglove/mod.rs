@@ -80,6 +80,8 @@ lidarxdp_core::counter_set! {
         /// Once per message, whatever the number of clients.
         bytes: Counter "bytes" "PointCloud2 message bytes handed to the Foxglove server.",
         diagnostics: Counter "messages" "Diagnostics messages sent to subscribed Foxglove clients.",
+        /// Sent only while a client subscribes to it.
+        ros_diagnostics: Counter "messages" "diagnostic_msgs/DiagnosticArray messages logged on the /diagnostics channel.",
         connections: Counter "clients" "Foxglove clients that connected.",
         clients: Gauge "clients" "Foxglove clients connected now.",
         /// A frame of a sensor with no channel, or more than 4 GiB of points.
@@ -197,8 +199,44 @@ struct PointsChannel {
     channel: Arc<RawChannel>,
 }
 
+/// The server's ROS 2 `/diagnostics` channel (`diagnostic_msgs/msg/DiagnosticArray`, schema
+/// encoding `ros2msg`, messages `cdr`: the bytes the zenoh sink puts), fed by the daemon's
+/// [`crate::publish::AuxThread`]. The SDK drops a message no client subscribed to.
+pub struct FoxgloveAux {
+    channel: Arc<RawChannel>,
+    counters: Arc<SharedFoxgloveCounters>,
+}
+
+impl crate::publish::AuxSink for FoxgloveAux {
+    fn name(&self) -> &str {
+        "foxglove"
+    }
+
+    fn imu(&mut self, _sensor_id: u16, _reading: &lidarxdp_core::sensor::ImuReading) {}
+
+    fn diagnostics(&mut self, stamp_ns: u64, status: &[lidarxdp_core::ros2::DiagnosticStatus]) {
+        if !self.channel.has_sinks() {
+            return;
+        }
+        match lidarxdp_core::ros2::diagnostic_array(stamp_ns, status) {
+            Ok(m) => {
+                self.channel.log_with_meta(
+                    &m,
+                    PartialMetadata {
+                        log_time: Some(stamp_ns),
+                    },
+                );
+                self.counters.ros_diagnostics.fetch_add(1, Relaxed);
+            }
+            Err(e) => log::debug!("foxglove: /diagnostics not encoded: {e}"),
+        }
+    }
+}
+
 /// The server bound, before its threads start ([`FoxgloveServer::bind`]).
 pub struct FoxgloveServer {
+    /// `/diagnostics` until [`FoxgloveServer::take_aux`].
+    aux: Option<FoxgloveAux>,
     runtime: tokio::runtime::Runtime,
     server: WebSocketServerHandle,
     addr: SocketAddr,
@@ -223,6 +261,14 @@ struct Worker {
     counters: Arc<SharedFoxgloveCounters>,
     /// The message being encoded, reused.
     buf: Vec<u8>,
+}
+
+impl FoxgloveServer {
+    /// The ROS 2 `/diagnostics` channel, for the daemon's [`crate::publish::AuxThread`]
+    /// (once; `None` after).
+    pub fn take_aux(&mut self) -> Option<FoxgloveAux> {
+        self.aux.take()
+    }
 }
 
 impl FoxgloveServer {
@@ -272,6 +318,20 @@ impl FoxgloveServer {
             .build_raw()
             .map_err(|e| channel_err(DIAGNOSTICS_TOPIC, e))?;
         let counters = Arc::new(SharedFoxgloveCounters::default());
+        let ros_topic = lidarxdp_core::ros2::DIAGNOSTICS_TOPIC;
+        let aux = FoxgloveAux {
+            channel: ChannelBuilder::new(ros_topic)
+                .context(&context)
+                .message_encoding("cdr")
+                .schema(Schema::new(
+                    "diagnostic_msgs/msg/DiagnosticArray",
+                    "ros2msg",
+                    lidarxdp_core::ros2::DIAGNOSTIC_ARRAY_SCHEMA.as_bytes(),
+                ))
+                .build_raw()
+                .map_err(|e| channel_err(ros_topic, e))?,
+            counters: counters.clone(),
+        };
         // An IPv6 host needs its brackets: the SDK binds "{host}:{port}", parsed as an address
         // (no name lookup, which would start a blocking thread).
         let host = match settings.addr {
@@ -305,6 +365,7 @@ impl FoxgloveServer {
             })
             .collect();
         Ok(FoxgloveServer {
+            aux: Some(aux),
             runtime,
             server,
             addr,
@@ -335,6 +396,7 @@ impl FoxgloveServer {
             server,
             addr,
             worker,
+            ..
         } = self;
         let counters = worker.counters.clone();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -52,12 +52,14 @@
 //!
 //! Requires Linux 5.19 (multishot accept, `IORING_FEAT_NODROP`); runs on 6.x.
 
+pub mod aux;
 mod counters;
 mod fanout;
 mod pool;
 mod sink;
 mod uring;
 
+pub use aux::{AuxMessage, AuxSender, AuxSink, AuxThread};
 pub use counters::PublisherCounters;
 pub use pool::{BufferPool, PoolCounters};
 pub use sink::{FrameSink, Offered, SINK_QUEUE_PER_SENSOR, SharedFrame, SinkThread, sink_queue};

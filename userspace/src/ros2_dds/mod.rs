@@ -23,7 +23,7 @@ pub mod cyclone;
 mod sink;
 
 #[cfg(feature = "dds")]
-pub use sink::{DDS_COUNTERS, DdsCounters, DdsHandle, DdsSink};
+pub use sink::{DDS_COUNTERS, DdsAux, DdsCounters, DdsHandle, DdsSink};
 
 use std::path::{Path, PathBuf};
 

@@ -77,6 +77,9 @@ lidarxdp_core::counter_set! {
         subscribers: Gauge "readers" "DDS readers matched with the point cloud writers now.",
         /// Such a reader never gets a frame; the log names its topic and the policy.
         incompatible_qos: Counter "readers" "DDS readers that asked for a QoS the point cloud writers do not offer (e.g. reliable).",
+        imu: Counter "messages" "sensor_msgs/Imu samples written on the sensors' IMU topics.",
+        diagnostics: Counter "messages" "diagnostic_msgs/DiagnosticArray samples written on /diagnostics.",
+        aux_errors: Counter "messages" "IMU or diagnostics samples Cyclone refused.",
     }
 }
 
@@ -107,6 +110,8 @@ struct Worker {
 pub struct DdsSink {
     thread: SinkThread,
     counters: Arc<SharedDdsCounters>,
+    /// The IMU and `/diagnostics` writers until [`DdsSink::take_aux`].
+    aux: Option<DdsAux>,
 }
 
 /// What the daemon keeps of a started sink: its counters.
@@ -180,10 +185,15 @@ impl DdsSink {
                 ),
             }),
         )?;
+        let counters = Arc::new(SharedDdsCounters::default());
+        let aux = DdsAux::create(&participant, settings, counters.clone())?;
         let gid = participant.guid()?;
         let writers = topics
             .iter()
-            .map(|t| t.writer.guid())
+            .map(|t| &t.writer)
+            .chain(aux.imu.iter().map(|t| &t.2))
+            .chain(std::iter::once(&aux.diagnostics))
+            .map(Writer::guid)
             .collect::<Result<Vec<_>, _>>()?;
         let info = dds::participant_entities_info(
             &gid,
@@ -197,7 +207,6 @@ impl DdsSink {
         )
         .map_err(|e| DdsError::Encode(e.to_string()))?;
         graph.write_cdr(&[&info])?;
-        let counters = Arc::new(SharedDdsCounters::default());
         let worker = Worker {
             topics,
             _graph: graph,
@@ -216,9 +225,112 @@ impl DdsSink {
             DdsSink {
                 thread,
                 counters: counters.clone(),
+                aux: Some(aux),
             },
             DdsHandle { counters },
         ))
+    }
+}
+
+impl DdsSink {
+    /// The IMU and `/diagnostics` writers, for the daemon's [`crate::publish::AuxThread`]
+    /// (once; `None` after).
+    pub fn take_aux(&mut self) -> Option<DdsAux> {
+        self.aux.take()
+    }
+}
+
+/// The DDS sink's IMU writers (one per sensor with an IMU topic: best effort, volatile, keep
+/// last 5, as the point clouds) and its `/diagnostics` writer (reliable, volatile, keep last
+/// 10: `diagnostic_aggregator` reads reliably), on the sink's participant and in its graph.
+/// Writes after the sink has stopped fail and are counted in `aux_errors`.
+pub struct DdsAux {
+    imu: Vec<(u16, String, Writer)>,
+    diagnostics: Writer,
+    counters: Arc<SharedDdsCounters>,
+}
+
+impl DdsAux {
+    fn create(
+        participant: &Participant,
+        settings: &DdsSettings,
+        counters: Arc<SharedDdsCounters>,
+    ) -> Result<Self, DdsError> {
+        use lidarxdp_core::ros2::{DIAGNOSTIC_ARRAY, DIAGNOSTICS_TOPIC, IMU};
+        let hash = |ty: lidarxdp_core::ros2::MessageType| {
+            dds::endpoint_user_data(settings.distro, ty.rihs01)
+        };
+        let imu_qos = Qos::writer(&WriterQos {
+            reliability: Reliability::BestEffort,
+            durability: Durability::Volatile,
+            depth: SENSOR_DATA_DEPTH,
+            user_data: hash(IMU),
+        });
+        let mut imu = Vec::new();
+        for t in &settings.topics {
+            if let Some(topic) = &t.imu_topic {
+                let name = dds::topic_name(topic);
+                let w = participant.writer(&name, IMU.name, &imu_qos)?;
+                log::info!(
+                    "DDS: sensor {} IMU as {topic} on DDS topic {name}",
+                    t.sensor_id
+                );
+                imu.push((t.sensor_id, t.imu_frame_id.clone(), w));
+            }
+        }
+        let diagnostics = participant.writer(
+            &dds::topic_name(DIAGNOSTICS_TOPIC),
+            DIAGNOSTIC_ARRAY.name,
+            &Qos::writer(&WriterQos {
+                reliability: Reliability::Reliable,
+                durability: Durability::Volatile,
+                depth: 10,
+                user_data: hash(DIAGNOSTIC_ARRAY),
+            }),
+        )?;
+        Ok(DdsAux {
+            imu,
+            diagnostics,
+            counters,
+        })
+    }
+
+    fn count(&self, r: Result<(), String>, ok: &std::sync::atomic::AtomicU64, what: &str) {
+        match r {
+            Ok(()) => ok.fetch_add(1, Relaxed),
+            Err(e) => {
+                log::debug!("DDS: {what} not written: {e}");
+                self.counters.aux_errors.fetch_add(1, Relaxed)
+            }
+        };
+    }
+}
+
+impl crate::publish::AuxSink for DdsAux {
+    fn name(&self) -> &str {
+        "dds"
+    }
+
+    fn imu(&mut self, sensor_id: u16, r: &lidarxdp_core::sensor::ImuReading) {
+        let Some((_, frame_id, writer)) = self.imu.iter().find(|t| t.0 == sensor_id) else {
+            return;
+        };
+        let res = lidarxdp_core::ros2::imu_message(
+            r.stamp_ns,
+            frame_id,
+            r.sample.angular_velocity(),
+            r.sample.linear_acceleration(),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|m| writer.write_cdr(&[&m]).map_err(|e| e.to_string()));
+        self.count(res, &self.counters.imu, "IMU");
+    }
+
+    fn diagnostics(&mut self, stamp_ns: u64, status: &[lidarxdp_core::ros2::DiagnosticStatus]) {
+        let res = lidarxdp_core::ros2::diagnostic_array(stamp_ns, status)
+            .map_err(|e| e.to_string())
+            .and_then(|m| self.diagnostics.write_cdr(&[&m]).map_err(|e| e.to_string()));
+        self.count(res, &self.counters.diagnostics, "/diagnostics");
     }
 }
 

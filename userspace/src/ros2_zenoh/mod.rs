@@ -19,12 +19,16 @@
 //! `rmw_zenoh_cpp/src/detail/liveliness_utils.cpp`.
 
 #[cfg(feature = "zenoh")]
+mod aux;
+#[cfg(feature = "zenoh")]
 mod shm;
 #[cfg(feature = "zenoh")]
 mod sink;
 #[cfg(all(test, feature = "zenoh"))]
 mod tests;
 
+#[cfg(feature = "zenoh")]
+pub use aux::ZenohAux;
 #[cfg(feature = "zenoh")]
 pub use lidarxdp_client::zenoh::{
     DEFAULT_LISTEN, MAX_CONFIG_BYTES, SessionConfig, default_config, load_config, open_session,
@@ -71,6 +75,10 @@ pub struct TopicPlan {
     pub topic: String,
     /// `header.frame_id` of its messages.
     pub frame_id: String,
+    /// Its IMU topic (`sensor_msgs/msg/Imu`), for the models that send IMU packets (Ouster).
+    pub imu_topic: Option<String>,
+    /// `header.frame_id` of its IMU messages.
+    pub imu_frame_id: String,
 }
 
 /// Everything the zenoh sink needs, validated.

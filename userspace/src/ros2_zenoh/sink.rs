@@ -81,6 +81,9 @@ lidarxdp_core::counter_set! {
         shm_exhausted: Counter "frames" "Frames built on the heap because the shared-memory pool had no free chunk.",
         /// A frame of a sensor with no topic, more than 4 GiB of points, or a put zenoh refused.
         errors: Counter "frames" "Frames the zenoh sink could not publish.",
+        imu: Counter "messages" "sensor_msgs/Imu messages put on the sensors' IMU topics.",
+        diagnostics: Counter "messages" "diagnostic_msgs/DiagnosticArray messages put on /diagnostics.",
+        aux_errors: Counter "messages" "IMU or diagnostics messages zenoh refused.",
     }
 }
 
@@ -115,6 +118,8 @@ struct Worker {
 pub struct ZenohSink {
     thread: SinkThread,
     counters: Arc<SharedZenohCounters>,
+    /// The IMU and `/diagnostics` publishers until [`ZenohSink::take_aux`].
+    aux: Option<super::ZenohAux>,
 }
 
 /// What the daemon keeps of a started sink: its counters and its shared-memory pool.
@@ -250,6 +255,13 @@ impl ZenohSink {
             });
         }
         let counters = Arc::new(SharedZenohCounters::default());
+        let aux = super::ZenohAux::declare(
+            &session,
+            settings,
+            &node,
+            settings.topics.len() as u64 + 1,
+            counters.clone(),
+        )?;
         let shm_handle = shm.clone().map(|p| (p, layouts));
         let worker = Worker {
             session,
@@ -270,6 +282,7 @@ impl ZenohSink {
             ZenohSink {
                 thread,
                 counters: counters.clone(),
+                aux: Some(aux),
             },
             ZenohHandle {
                 counters,
@@ -277,6 +290,14 @@ impl ZenohSink {
                 shm: shm_handle,
             },
         ))
+    }
+}
+
+impl ZenohSink {
+    /// The IMU and `/diagnostics` publishers, for the daemon's [`crate::publish::AuxThread`]
+    /// (once; `None` after).
+    pub fn take_aux(&mut self) -> Option<super::ZenohAux> {
+        self.aux.take()
     }
 }
 

@@ -128,6 +128,8 @@ fn sink(
                 sensor_id,
                 topic: topic.into(),
                 frame_id: frame_id.into(),
+                imu_topic: None,
+                imu_frame_id: String::new(),
             }],
         },
         Some(pool),

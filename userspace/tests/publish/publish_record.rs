@@ -395,6 +395,8 @@ fn zenoh_subscription_records_split_mcap() {
                 sensor_id: 0,
                 topic: TOPIC.into(),
                 frame_id: "front".into(),
+                imu_topic: None,
+                imu_frame_id: String::new(),
             }],
         },
         None,

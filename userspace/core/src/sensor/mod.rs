@@ -190,6 +190,8 @@ pub fn apply_stamp(stamp: Stamp, frames: &mut [Frame]) {
 #[derive(Debug)]
 pub struct ScanPipeline {
     model: SensorModel,
+    /// [`SensorConfig::sensor_id`].
+    sensor_id: u16,
     decoder: Box<dyn VendorDecoder>,
     counters: DecodeCounters,
     stamp: Stamp,
@@ -211,12 +213,51 @@ pub struct ScanPipeline {
     pending: Option<Calibration>,
     /// Calibrations applied ([`ScanPipeline::reload`]).
     reloads: u64,
+    /// Sensor-minus-host offset of the emitted frames ([`crate::health`]).
+    clock: crate::health::ClockOffset,
+    /// The sensor's time sync as its packets or metadata say it.
+    sync: crate::health::SyncState,
+    /// IMU readings decoded and not yet taken ([`ScanPipeline::take_imu`]), at most
+    /// [`IMU_QUEUE`].
+    imu: std::collections::VecDeque<ImuReading>,
+    /// The last emitted frame was stamped on the sensor clock.
+    last_sensor_clock: bool,
+}
+
+/// IMU readings a pipeline keeps for its caller to take ([`ScanPipeline::take_imu`]): 64,
+/// more than half a second of Ouster IMU packets (100 Hz). The oldest is dropped beyond it.
+pub const IMU_QUEUE: usize = 64;
+
+/// One IMU sample and the stamp it is published with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ImuReading {
+    /// The sample as the sensor sent it ([`ouster::imu`]).
+    pub sample: ouster::imu::ImuSample,
+    /// `header.stamp`, ns: the gyroscope read time on the sensor clock with
+    /// [`Stamp::Sensor`], the host receive time (CLOCK_REALTIME) with [`Stamp::Host`].
+    pub stamp_ns: u64,
+    /// Host receive time, ns since the Unix epoch (CLOCK_REALTIME).
+    pub host_ns: u64,
+}
+
+/// A pipeline's clock and sync health ([`ScanPipeline::clock_health`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClockHealth {
+    /// Median sensor-minus-host offset, ns ([`crate::health::ClockOffset::offset_ns`]).
+    pub offset_ns: Option<i64>,
+    /// Its drift, ppm ([`crate::health::ClockOffset::drift_ppm`]).
+    pub drift_ppm: Option<f64>,
+    /// The last frame was stamped on the sensor clock (not the host's).
+    pub sensor_clock: bool,
+    /// The sync state.
+    pub sync: crate::health::SyncState,
 }
 
 impl Clone for ScanPipeline {
     fn clone(&self) -> Self {
         Self {
             model: self.model,
+            sensor_id: self.sensor_id,
             decoder: self.decoder.clone_box(),
             counters: self.counters,
             stamp: self.stamp,
@@ -232,6 +273,10 @@ impl Clone for ScanPipeline {
                 decoder: c.decoder.clone_box(),
             }),
             reloads: self.reloads,
+            clock: self.clock.clone(),
+            sync: self.sync,
+            imu: self.imu.clone(),
+            last_sensor_clock: self.last_sensor_clock,
         }
     }
 }
@@ -268,7 +313,7 @@ impl ScanPipeline {
         };
         Ok(Self {
             model: cfg.model,
-            decoder,
+            sensor_id: cfg.sensor_id,
             counters: DecodeCounters::default(),
             stamp: cfg.stamp,
             warned_time: false,
@@ -280,6 +325,14 @@ impl ScanPipeline {
             spare_held: Vec::new(),
             pending: None,
             reloads: 0,
+            clock: crate::health::ClockOffset::default(),
+            sync: crate::health::SyncState {
+                source: decoder.sync_source(),
+                ..Default::default()
+            },
+            imu: std::collections::VecDeque::new(),
+            last_sensor_clock: false,
+            decoder,
         })
     }
 
@@ -331,6 +384,10 @@ impl ScanPipeline {
         if let Some(c) = self.pending.take() {
             self.decoder.recalibrate(c.decoder);
             self.reloads += 1;
+            let source = self.decoder.sync_source();
+            if source != crate::health::SyncSource::Unknown {
+                self.sync.source = source;
+            }
         }
     }
 
@@ -392,6 +449,11 @@ impl ScanPipeline {
         self.model
     }
 
+    /// The sensor id the frames carry ([`SensorConfig::sensor_id`]).
+    pub fn sensor_id(&self) -> u16 {
+        self.sensor_id
+    }
+
     /// The configured frame timeout ([`SensorConfig::frame_timeout_ns`]), ns.
     pub fn frame_timeout_ns(&self) -> u64 {
         self.frame_timeout_ns
@@ -415,6 +477,10 @@ impl ScanPipeline {
     pub fn push(&mut self, payload: &[u8], host: impl Into<HostTime>, out: &mut Vec<Frame>) {
         let host = host.into();
         self.counters.packets += 1;
+        if self.auxiliary(payload, host) {
+            self.counters.auxiliary += 1;
+            return;
+        }
         let before = out.len();
         let d = digest(payload);
         if self.recent.contains(d, host.mono_ns) {
@@ -450,6 +516,69 @@ impl ScanPipeline {
         self.counters.restarts = t.restarts;
         self.counters.date_fallbacks = t.date_fallbacks;
         self.count_frames(before, out);
+    }
+
+    /// Reads a datagram that carries no points but what the sensor says besides (its second
+    /// port's stream): a Velodyne position packet (512 or 554 bytes, [`velodyne::position`]:
+    /// PPS state and the `$GPRMC` sentence) or an Ouster IMU packet (48 bytes,
+    /// [`ouster::imu`]). `false` for anything else, which goes to the decoder.
+    fn auxiliary(&mut self, payload: &[u8], host: HostTime) -> bool {
+        use crate::health::{SyncLock, SyncSource};
+        match self.model.family() {
+            Family::Velodyne => {
+                let Ok(p) = velodyne::position::parse(payload) else {
+                    return false;
+                };
+                let (source, lock) = match p.pps {
+                    velodyne::position::PpsStatus::Absent => (SyncSource::Internal, SyncLock::Free),
+                    velodyne::position::PpsStatus::Synchronizing => {
+                        (SyncSource::Pps, SyncLock::Acquiring)
+                    }
+                    velodyne::position::PpsStatus::Locked => (SyncSource::Pps, SyncLock::Locked),
+                    velodyne::position::PpsStatus::Error => (SyncSource::Pps, SyncLock::Error),
+                    velodyne::position::PpsStatus::Unknown(_) => {
+                        (SyncSource::Unknown, SyncLock::Unknown)
+                    }
+                };
+                self.sync.source = source;
+                self.sync.set_lock(lock);
+                self.sync.nmea_valid = crate::health::rmc_valid(p.nmea);
+                true
+            }
+            Family::Ouster if payload.len() == ouster::imu::IMU_PACKET_LEN => {
+                let Ok(sample) = ouster::imu::parse(payload) else {
+                    return false;
+                };
+                if self.imu.len() >= IMU_QUEUE {
+                    self.imu.pop_front();
+                }
+                self.imu.push_back(ImuReading {
+                    sample,
+                    stamp_ns: match self.stamp {
+                        Stamp::Sensor => sample.gyro_ts_ns,
+                        Stamp::Host => host.wall_ns,
+                    },
+                    host_ns: host.wall_ns,
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the oldest IMU reading not taken yet (Ouster, from its IMU packets).
+    pub fn take_imu(&mut self) -> Option<ImuReading> {
+        self.imu.pop_front()
+    }
+
+    /// The clock and sync health now.
+    pub fn clock_health(&self) -> ClockHealth {
+        ClockHealth {
+            offset_ns: self.clock.offset_ns(),
+            drift_ppm: self.clock.drift_ppm(),
+            sensor_clock: self.last_sensor_clock,
+            sync: self.sync,
+        }
     }
 
     /// Counts what the decoder did with a payload of digest `d` received at `host` (a
@@ -530,6 +659,13 @@ impl ScanPipeline {
             self.counters.frames += 1;
             self.counters.points += f.points.len() as u64;
             self.counters.frames_lost += u64::from(h.frames_lost_before);
+            self.counters.packets_expected += u64::from(h.packets_expected);
+            self.counters.packets_framed += u64::from(h.packets_received);
+            if h.clock == crate::frame::FrameClock::Sensor {
+                self.clock.observe(h.host_ns, h.start_ns);
+            }
+            self.last_sensor_clock =
+                h.clock == crate::frame::FrameClock::Sensor && self.stamp == Stamp::Sensor;
             if h.clock == crate::frame::FrameClock::Sensor
                 && (h.start_ns < PLAUSIBLE_EPOCH_NS
                     || h.start_ns.abs_diff(h.host_ns) > IMPLAUSIBLE_CLOCK_OFFSET_NS)

@@ -58,6 +58,14 @@ pub struct SensorPlan {
     pub topic: String,
     /// `header.frame_id`, 1..=255 bytes without NUL.
     pub frame_id: String,
+    /// Ouster: the ROS 2 topic of its IMU (`sensor_msgs/msg/Imu`, default
+    /// `/lidar/<name>/imu`); `None` for the models without an IMU stream.
+    pub imu_topic: Option<String>,
+    /// `header.frame_id` of its IMU messages (default `<frame_id>_imu`).
+    pub imu_frame_id: String,
+    /// The levels of its `/diagnostics` status.
+    #[serde(skip)]
+    pub health: lidarxdp_core::health::Thresholds,
     /// The sensor's settings as given (flags or its `[[sensors]]` table); the fields above
     /// are the ones resolved with other settings, the others are read from here where they
     /// are used (`check-config` prints them as `given`).
@@ -620,8 +628,9 @@ fn queues_plan(
                     plan.source
                         .map_or("any source".to_owned(), |ip| ip.to_string()),
                     if is_extra && defaulted_extra {
-                        " (7788 is RoboSense's default DIFOP port: give each RoboSense sensor its \
-                         own source or extra_port, or extra_port = 0 for none)"
+                        " (it is the model's default second port: RoboSense DIFOP 7788, \
+                         Velodyne position 8308, Ouster IMU 7503; give each sensor its own \
+                         source or extra_port, or extra_port = 0 for none)"
                     } else {
                         ""
                     }
@@ -738,16 +747,17 @@ fn sensor_plan(
         );
     };
     let port = x.port.map_or(model.default_data_port(), |p| p.get() as u16);
-    // RoboSense's DIFOP port is on by default; `extra_port = 0` turns a default off.
-    let extra_port = match x
-        .extra_port
-        .map(|p| p.get() as u16)
-        .or(model.default_extra_port())
-    {
-        Some(0) if model.default_extra_port().is_some() => None,
+    // RoboSense's DIFOP port is on by default, and Velodyne's position and Ouster's IMU port
+    // beside their default data port; `extra_port = 0` turns a default off.
+    let default_extra = model.default_extra_port().or(model
+        .default_health_port()
+        .filter(|_| port == model.default_data_port()));
+    let extra_port = match x.extra_port.map(|p| p.get() as u16).or(default_extra) {
+        Some(0) if default_extra.is_some() => None,
         Some(0) => bail!(
-            "{}: 0 is out of range for {}; valid 1..=65535 (0 turns off only RoboSense's \
-             default DIFOP port)",
+            "{}: 0 is out of range for {} on data port {port}; valid 1..=65535 (0 turns off \
+             only a default second port: RoboSense's DIFOP 7788, Velodyne's position 8308 \
+             and Ouster's IMU 7503 beside their default data port)",
             f.name("extra_port", "extra-port"),
             model.name()
         ),
@@ -808,6 +818,54 @@ fn sensor_plan(
             f.name("frame_id", "frame-id")
         );
     }
+    let imu_topic = match model.family() {
+        lidarxdp_core::vendor::Family::Ouster => {
+            let t = x
+                .imu_topic
+                .clone()
+                .unwrap_or_else(|| lidarxdp_core::ros2::default_imu_topic(&name));
+            if ros {
+                lidarxdp_core::ros2::validate_topic(&f.name("imu_topic", "imu-topic"), &t)
+                    .map_err(|e| anyhow!("{e} (the default is /lidar/<sensor name>/imu)"))?;
+            }
+            Some(t)
+        }
+        _ => None,
+    };
+    let imu_frame_id = x
+        .imu_frame_id
+        .clone()
+        .unwrap_or_else(|| format!("{frame_id}_imu"));
+    if imu_frame_id.is_empty() || imu_frame_id.len() > 255 || imu_frame_id.contains('\0') {
+        bail!(
+            "{}: {imu_frame_id:?} must be 1..=255 bytes without NUL",
+            f.name("imu_frame_id", "imu-frame-id")
+        );
+    }
+    let defaults = lidarxdp_core::health::Thresholds::default();
+    let health = lidarxdp_core::health::Thresholds {
+        loss_warn_percent: x
+            .health_loss_warn
+            .map_or(defaults.loss_warn_percent, |v| v.get()),
+        loss_error_percent: x
+            .health_loss_error
+            .map_or(defaults.loss_error_percent, |v| v.get()),
+        silence_error_ns: x
+            .health_silence_ms
+            .map_or(defaults.silence_error_ns, |v| v.get() * 1_000_000),
+        offset_warn_ns: x
+            .health_offset_ms
+            .map_or(defaults.offset_warn_ns, |v| v.get() * 1_000_000),
+    };
+    if health.loss_error_percent < health.loss_warn_percent {
+        bail!(
+            "{}: {} is below {} = {}; the ERROR level must be at or above the WARN level",
+            f.name("health_loss_error", "health-loss-error"),
+            health.loss_error_percent,
+            f.name("health_loss_warn", "health-loss-warn"),
+            health.loss_warn_percent
+        );
+    }
     let plan = SensorPlan {
         id,
         name,
@@ -826,6 +884,9 @@ fn sensor_plan(
         nebula_compat: x.nebula_compat.unwrap_or(false),
         topic,
         frame_id,
+        imu_topic,
+        imu_frame_id,
+        health,
         settings: x.clone(),
     };
     Ok((plan, iface, queue))

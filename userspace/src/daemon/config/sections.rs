@@ -23,8 +23,8 @@ use lidarxdp_core::{
 use serde::Deserialize;
 
 use super::valid::{
-    Degrees, DomainId, Fov, Metres, Ranged, RxQueue, ShmMib, SplitDurationS, SplitSizeMb, UdpPort,
-    UmemFrames,
+    Degrees, DomainId, Fov, Metres, Percent, Ranged, RxQueue, ShmMib, SplitDurationS, SplitSizeMb,
+    UdpPort, UmemFrames,
 };
 
 /// Declares a configuration record: the struct (every field an `Option`, with its attributes
@@ -150,8 +150,9 @@ section! {
         #[arg(long)]
         pub port: Option<UdpPort>,
         /// A second UDP port of the same sensor, decoded by the same pipeline, 0..=65535.
-        /// Default: RoboSense's DIFOP 7788 (whose angle table then replaces the CSV; 0 =
-        /// none), none for the others.
+        /// Default: RoboSense's DIFOP 7788 (whose angle table then replaces the CSV);
+        /// Velodyne's position packets 8308 (PPS and GPRMC) and Ouster's IMU 7503 when the
+        /// data port is the model's default; none otherwise. 0 = none.
         #[arg(long)]
         pub extra_port: Option<Ranged<0, 65535>>,
         /// IPv4 source address of the sensor (default: any source).
@@ -201,6 +202,28 @@ section! {
         /// its name).
         #[arg(long, value_name = "FRAME")]
         pub frame_id: Option<String>,
+        /// Ouster: ROS 2 topic of its IMU over zenoh and DDS (default `/lidar/<name>/imu`).
+        #[arg(long, value_name = "TOPIC")]
+        pub imu_topic: Option<String>,
+        /// Ouster: `header.frame_id` of its IMU messages, 1..=255 bytes without NUL (default
+        /// `<frame_id>_imu`).
+        #[arg(long, value_name = "FRAME")]
+        pub imu_frame_id: Option<String>,
+        /// `/diagnostics`: packet loss over a second above this is WARN, %, [0, 100] (default
+        /// 0.1).
+        #[arg(long, value_name = "PERCENT")]
+        pub health_loss_warn: Option<Percent>,
+        /// `/diagnostics`: packet loss over a second above this is ERROR, %, [0, 100], at or
+        /// above `health_loss_warn` (default 10).
+        #[arg(long, value_name = "PERCENT")]
+        pub health_loss_error: Option<Percent>,
+        /// `/diagnostics`: no packet for this long is ERROR, ms, 1..=3600000 (default 1000).
+        #[arg(long, value_name = "MS")]
+        pub health_silence_ms: Option<Ranged<1, 3_600_000>>,
+        /// `/diagnostics`: a sensor clock further than this from the host's is WARN (frames on
+        /// the sensor clock only), ms, 0..=3600000; 0 = never (default 60000).
+        #[arg(long, value_name = "MS")]
+        pub health_offset_ms: Option<Ranged<0, 3_600_000>>,
         /// Host time without a data packet after which the open frame is published as it is
         /// (counted lost where packets are missing), ms, 1..=60000 (default 200). Raise it for
         /// sensors turning slower than 5 Hz.

@@ -40,15 +40,21 @@ fn toml_sensor(text: &str) -> SensorSettings {
 }
 
 #[test]
-fn robosense_difop_port_is_on_by_default() {
+fn second_ports_are_on_by_default() {
     let rs = |name: &str, port: u16, extra: Option<u64>| SensorSettings {
         model: Some(SensorModel::Helios),
         extra_port: extra.map(|e| valid::Ranged::new(e).unwrap()),
         ..sensor(name, port)
     };
     let extra = |p: &Plan| p.sensors().map(|s| s.extra_port).collect::<Vec<_>>();
-    let p = plan(settings(vec![rs("a", 6699, None), sensor("v", 2368)])).unwrap();
-    assert_eq!(extra(&p), [Some(7788), None]);
+    // RoboSense DIFOP 7788 always; Velodyne position 8308 beside the default data port only.
+    let p = plan(settings(vec![
+        rs("a", 6699, None),
+        sensor("v", 2368),
+        sensor("w", 2369),
+    ]))
+    .unwrap();
+    assert_eq!(extra(&p), [Some(7788), Some(8308), None]);
     let p = plan(settings(vec![rs("a", 6699, Some(0))])).unwrap();
     assert_eq!(extra(&p), [None]);
     let p = plan(settings(vec![rs("a", 6699, Some(7789))])).unwrap();
@@ -57,17 +63,63 @@ fn robosense_difop_port_is_on_by_default() {
     assert_eq!(
         err(settings(vec![rs("a", 6699, None), rs("b", 6700, None)])),
         "sensors[1].extra_port: port 7788 from any source on eth0 is already sensors[0]'s; \
-         each (port, source) names one sensor (7788 is RoboSense's default DIFOP port: give \
-         each RoboSense sensor its own source or extra_port, or extra_port = 0 for none)"
+         each (port, source) names one sensor (it is the model's default second port: \
+         RoboSense DIFOP 7788, Velodyne position 8308, Ouster IMU 7503; give each sensor its \
+         own source or extra_port, or extra_port = 0 for none)"
     );
-    // Velodyne's 0 is refused.
+    // 0 turns Velodyne's default off; on another data port there is no default to turn off.
+    let off = |port| SensorSettings {
+        extra_port: Some(valid::Ranged::new(0).unwrap()),
+        ..sensor("v", port)
+    };
+    assert_eq!(extra(&plan(settings(vec![off(2368)])).unwrap()), [None]);
+    assert_eq!(
+        err(settings(vec![off(2369)])),
+        "sensors[0].extra_port: 0 is out of range for VLP16 on data port 2369; valid \
+         1..=65535 (0 turns off only a default second port: RoboSense's DIFOP 7788, \
+         Velodyne's position 8308 and Ouster's IMU 7503 beside their default data port)"
+    );
+}
+
+#[test]
+fn health_thresholds_default_and_are_checked() {
+    use lidarxdp_core::health::Thresholds;
+    let p = plan(settings(vec![sensor("v", 2368)])).unwrap();
+    assert_eq!(p.sensors().next().unwrap().health, Thresholds::default());
+    let s: SensorSettings = toml_sensor(
+        "health_loss_warn = 1.5\nhealth_loss_error = 20\nhealth_silence_ms = 250\n\
+         health_offset_ms = 0",
+    );
+    let p = plan(settings(vec![SensorSettings {
+        model: Some(SensorModel::Vlp16),
+        calibration: Some("c.yaml".into()),
+        ..s
+    }]))
+    .unwrap();
+    assert_eq!(
+        p.sensors().next().unwrap().health,
+        Thresholds {
+            loss_warn_percent: 1.5,
+            loss_error_percent: 20.0,
+            silence_error_ns: 250_000_000,
+            offset_warn_ns: 0,
+        }
+    );
+    assert_eq!(
+        toml::from_str::<SensorSettings>("health_loss_warn = 101")
+            .unwrap_err()
+            .message(),
+        "101 is out of range; valid [0, 100] %"
+    );
+    let s = toml_sensor("health_loss_warn = 5\nhealth_loss_error = 1");
     assert_eq!(
         err(settings(vec![SensorSettings {
-            extra_port: Some(valid::Ranged::new(0).unwrap()),
-            ..sensor("v", 2368)
+            model: Some(SensorModel::Vlp16),
+            calibration: Some("c.yaml".into()),
+            ..s
         }])),
-        "sensors[0].extra_port: 0 is out of range for VLP16; valid 1..=65535 (0 turns off only \
-         RoboSense's default DIFOP port)"
+        "sensors[0].health_loss_error: 1 is below sensors[0].health_loss_warn = 5; the ERROR \
+         level must be at or above the WARN level"
     );
 }
 

@@ -304,6 +304,53 @@ impl Serialize for Metres {
     }
 }
 
+/// A percentage, [0, 100].
+///
+/// # Errors
+/// [`InvalidValue::OutOfRange`] outside [0, 100] or not finite; [`InvalidValue::NotA`] for
+/// text that is not a number.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Percent(f64);
+
+impl Percent {
+    /// `v` %, checked.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] outside [0, 100] or not finite.
+    pub fn new(v: f64) -> Result<Self, InvalidValue> {
+        if v.is_finite() && (0.0..=100.0).contains(&v) {
+            Ok(Self(v))
+        } else {
+            Err(InvalidValue::OutOfRange {
+                value: v.to_string(),
+                valid: "[0, 100] %".into(),
+            })
+        }
+    }
+
+    /// The percentage.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl Serialize for Percent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+impl Checked for Percent {
+    type Raw = f64;
+    const EXPECTED: &'static str = "a percentage";
+    fn valid() -> String {
+        "[0, 100] %".into()
+    }
+    fn check(raw: f64) -> Result<Self, InvalidValue> {
+        Self::new(raw)
+    }
+}
+
 /// A validated type read from one number: the flag's text and the TOML value are both read as
 /// `Raw`, then checked by `check`, so the two share one rule and one message.
 trait Checked: Sized {
@@ -346,6 +393,7 @@ checked_parsers!(
     [] UmemFrames,
     [] Degrees,
     [] Metres,
+    [] Percent,
 );
 
 impl<const MIN: u64, const MAX: u64> Checked for Ranged<MIN, MAX> {

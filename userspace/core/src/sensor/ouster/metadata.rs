@@ -69,6 +69,9 @@ pub struct OusterMetadata {
     pub lidar_mode: Option<String>,
     /// Lidar UDP port from the metadata, if given.
     pub udp_port_lidar: Option<u16>,
+    /// `config_params.timestamp_mode` (Ouster sensor configuration: `TIME_FROM_INTERNAL_OSC`,
+    /// `TIME_FROM_SYNC_PULSE_IN`, `TIME_FROM_PTP_1588`), when the metadata has it.
+    pub timestamp_mode: Option<String>,
     /// Packet geometry and profile.
     pub format: PacketFormat,
     /// First and last valid column (inclusive; `first > last` wraps through column 0).
@@ -142,6 +145,18 @@ impl<'a> Doc<'a> {
 }
 
 impl OusterMetadata {
+    /// What the sensor's clock follows, from [`Self::timestamp_mode`]: internal oscillator,
+    /// sync pulse in (PPS) or PTP; [`SyncSource::Unknown`] without it or for another value.
+    pub fn sync_source(&self) -> crate::health::SyncSource {
+        use crate::health::SyncSource;
+        match self.timestamp_mode.as_deref() {
+            Some("TIME_FROM_INTERNAL_OSC") => SyncSource::Internal,
+            Some("TIME_FROM_SYNC_PULSE_IN") => SyncSource::Pps,
+            Some("TIME_FROM_PTP_1588") => SyncSource::Ptp,
+            _ => SyncSource::Unknown,
+        }
+    }
+
     /// Parses a metadata file's contents; `source` names the file in errors.
     ///
     /// # Errors
@@ -193,6 +208,7 @@ impl OusterMetadata {
             .and_then(|v| u32::try_from(v).ok());
         let build_rev = string(d.get("sensor_info", "build_rev"));
         let lidar_mode = string(d.get("config_params", "lidar_mode"));
+        let timestamp_mode = string(d.get("config_params", "timestamp_mode"));
         let udp_port_lidar = d
             .get("config_params", "udp_port_lidar")
             .and_then(Value::as_u64)
@@ -350,6 +366,7 @@ impl OusterMetadata {
             build_rev,
             lidar_mode,
             udp_port_lidar,
+            timestamp_mode,
             format,
             column_window,
             pixel_shift_by_row,

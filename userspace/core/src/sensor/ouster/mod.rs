@@ -699,6 +699,10 @@ fn decode_column(
 }
 
 impl VendorDecoder for OusterStream {
+    fn sync_source(&self) -> crate::health::SyncSource {
+        self.meta.sync_source()
+    }
+
     fn push(
         &mut self,
         payload: &[u8],
