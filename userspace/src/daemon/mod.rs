@@ -128,16 +128,13 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     // IMU readings and /diagnostics go to the ROS 2 sinks through one thread of their own.
     let (aux_thread, aux) = lidarxdp::publish::AuxThread::spawn(sinks.take_aux())
         .context("start the aux-sink thread")?;
-    let mut workers = workers::start(
-        plan,
-        sources,
-        pipelines,
-        &sender,
-        &buffers,
-        tap.as_ref(),
-        &aux,
-        &worker_stop,
-    )?;
+    let outputs = workers::Outputs {
+        sender: &sender,
+        buffers: &buffers,
+        record: tap.as_ref(),
+        aux: &aux,
+    };
+    let mut workers = workers::start(plan, sources, pipelines, &outputs, &worker_stop)?;
     drop(tap);
     for s in plan.sensors() {
         log::info!(

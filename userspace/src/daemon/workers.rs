@@ -67,20 +67,25 @@ pub(super) fn pipelines(plan: &Plan) -> Result<Vec<Vec<ScanPipeline>>> {
         .collect()
 }
 
-/// Starts one capture thread per queue on its source and pipelines; frames go to `sender`,
-/// point buffers come from `buffers` (the shared-memory pool or the publisher's heap pool),
-/// the sensors' datagrams also to `record` (`--record-pcap`), IMU readings to `aux`,
-/// and `stop` ends the threads.
+/// Where the capture threads' output goes: frames to `sender`, point buffers from `buffers`
+/// (the shared-memory pool or the publisher's heap pool), the sensors' datagrams also to
+/// `record` (`--record-pcap`), IMU readings to `aux`.
+pub(super) struct Outputs<'a> {
+    pub(super) sender: &'a FrameSender,
+    pub(super) buffers: &'a Arc<dyn BufferSource>,
+    pub(super) record: Option<&'a RecordTap>,
+    pub(super) aux: &'a AuxSender,
+}
+
+/// Starts one capture thread per queue on its source and pipelines, feeding `out`; `stop`
+/// ends the threads.
 ///
 /// Errors: a thread that cannot be spawned.
 pub(super) fn start(
     plan: &Plan,
     sources: Vec<Source>,
     pipelines: Vec<Vec<ScanPipeline>>,
-    sender: &FrameSender,
-    buffers: &Arc<dyn BufferSource>,
-    record: Option<&RecordTap>,
-    aux: &AuxSender,
+    out: &Outputs<'_>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<Worker>> {
     let mut workers = Vec::with_capacity(plan.queues.len());
@@ -108,13 +113,13 @@ pub(super) fn start(
         let parts = WorkerParts {
             slots,
             reloads: reloads.clone(),
-            sender: sender.clone(),
-            buffers: buffers.clone(),
+            sender: out.sender.clone(),
+            buffers: out.buffers.clone(),
             stop: stop.clone(),
             stats: stats.clone(),
             stall: plan.capture.stall,
-            record: record.cloned(),
-            aux: aux.clone(),
+            record: out.record.cloned(),
+            aux: out.aux.clone(),
             cpu: q.cpu,
             name: format!("capture-{}-{}", q.iface, q.queue),
         };

@@ -12,6 +12,8 @@ Subcommands (each prints a line "ready" on stdout once set up, where that matter
   router      run a zenoh router until end of stdin
   liveliness  query the liveliness tokens `@ros2_lv/**` and print them, with the session ids
               this session sees, as one JSON object
+  pcap-imu    print the Ouster IMU packets of a pcap, read with `struct` at the documented
+              offsets, as one JSON array (no zenoh)
 
 Errors print a message on stderr and exit with status 1 (2 for bad arguments, from argparse).
 """
@@ -26,6 +28,8 @@ import zenoh
 from rosbags.typesys import Stores, get_typestore
 
 POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
+IMU = "sensor_msgs/msg/Imu"
+DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
 # rmw_zenoh's attachment: i64 sequence number, i64 source time (ns), LEB128 length 16, GID.
 ATTACHMENT_LEN = 33
 
@@ -166,10 +170,18 @@ def cmd_listen(args):
     with open(args.out + ".jsonl", "w") as js, open(args.out + ".bin", "wb") as bins:
         for i, (key, payload, att, _) in enumerate(items):
             try:
-                msg = typestore.deserialize_cdr(payload, POINTCLOUD2)
+                msg = typestore.deserialize_cdr(payload, args.type)
             except Exception as e:
                 fail(f"message {i} on {key}: rosbags cannot decode it as "
-                     f"{POINTCLOUD2}: {e}")
+                     f"{args.type}: {e}")
+            if args.type != POINTCLOUD2:
+                rec = other_record(args.type, msg)
+                rec["key"] = key
+                rec["cdr_header"] = hexs(payload[:4])
+                if att is not None and len(att) == ATTACHMENT_LEN:
+                    rec["seq"] = int.from_bytes(att[0:8], "little", signed=True)
+                js.write(json.dumps(rec) + "\n")
+                continue
             data = msg.data.tobytes()
             rec = {
                 "key": key,
@@ -199,6 +211,72 @@ def cmd_listen(args):
             offset += len(data)
             js.write(json.dumps(rec) + "\n")
     print(f"wrote {len(items)} messages", flush=True)
+
+
+def other_record(type_name, msg):
+    """The JSON record of a decoded `sensor_msgs/msg/Imu` or
+    `diagnostic_msgs/msg/DiagnosticArray` (every field, floats as Python floats)."""
+    head = {
+        "sec": int(msg.header.stamp.sec),
+        "nanosec": int(msg.header.stamp.nanosec),
+        "frame_id": msg.header.frame_id,
+    }
+    if type_name == IMU:
+        vec = lambda v: [float(v.x), float(v.y), float(v.z)]
+        q = msg.orientation
+        head.update({
+            "orientation": [float(q.x), float(q.y), float(q.z), float(q.w)],
+            "orientation_covariance": [float(x) for x in msg.orientation_covariance],
+            "angular_velocity": vec(msg.angular_velocity),
+            "angular_velocity_covariance": [float(x) for x in msg.angular_velocity_covariance],
+            "linear_acceleration": vec(msg.linear_acceleration),
+            "linear_acceleration_covariance":
+                [float(x) for x in msg.linear_acceleration_covariance],
+        })
+        return head
+    head["status"] = [{
+        "level": int(st.level),
+        "name": st.name,
+        "message": st.message,
+        "hardware_id": st.hardware_id,
+        "values": [[kv.key, kv.value] for kv in st.values],
+    } for st in msg.status]
+    return head
+
+
+def cmd_pcap_imu(args):
+    """Prints, as one JSON array, every Ouster IMU packet (48-byte UDP payload to `--port`) of
+    a classic little-endian pcap of Ethernet frames, read with `struct` at the offsets of
+    Ouster's "IMU Data Format" and converted as ouster-ros does (g * 9.80665 m/s2, deg/s to
+    rad/s): sys_ts, accel_ts, gyro_ts (ns), linear_acceleration, angular_velocity."""
+    import math
+    import struct
+    with open(args.pcap, "rb") as f:
+        data = f.read()
+    if data[:4] != bytes.fromhex("d4c3b2a1"):
+        fail(f"{args.pcap}: not a little-endian classic pcap")
+    pos, out = 24, []
+    while pos + 16 <= len(data):
+        incl = struct.unpack_from("<I", data, pos + 8)[0]
+        frame = data[pos + 16:pos + 16 + incl]
+        pos += 16 + incl
+        if len(frame) < 14 + 20 + 8 or frame[12:14] != b"\x08\x00":
+            continue
+        ihl = (frame[14] & 0x0F) * 4
+        if frame[23] != 17:
+            continue
+        udp = 14 + ihl
+        dst = struct.unpack_from(">H", frame, udp + 2)[0]
+        payload = frame[udp + 8:]
+        if dst != args.port or len(payload) != 48:
+            continue
+        sys_ts, accel_ts, gyro_ts, ax, ay, az, gx, gy, gz = struct.unpack("<QQQ6f", payload)
+        out.append({
+            "sys_ts": sys_ts, "accel_ts": accel_ts, "gyro_ts": gyro_ts,
+            "linear_acceleration": [a * 9.80665 for a in (ax, ay, az)],
+            "angular_velocity": [math.radians(g) for g in (gx, gy, gz)],
+        })
+    print(json.dumps(out))
 
 
 def cmd_router(args):
@@ -251,7 +329,14 @@ def main():
     sp.add_argument("--expect", type=int, help="messages to wait for after stdin ends")
     sp.add_argument("--wait-token", metavar="TEXT",
                     help="before printing ready, wait for a liveliness token containing TEXT")
+    sp.add_argument("--type", default=POINTCLOUD2, choices=[POINTCLOUD2, IMU, DIAGNOSTIC_ARRAY],
+                    help="the messages' ROS 2 type (default PointCloud2)")
     sp.set_defaults(func=cmd_listen)
+
+    sp = sub.add_parser("pcap-imu", help="print a pcap's Ouster IMU packets as JSON")
+    sp.add_argument("pcap")
+    sp.add_argument("--port", type=int, default=7503)
+    sp.set_defaults(func=cmd_pcap_imu)
 
     sp = sub.add_parser("router", help="run a zenoh router until stdin ends")
     common(sp, "router")
@@ -265,6 +350,8 @@ def main():
     sp.set_defaults(func=cmd_liveliness)
 
     args = p.parse_args()
+    if args.func is cmd_pcap_imu:
+        return args.func(args)
     if not args.connect and not args.listen:
         p.error("give --connect or --listen")
     args.func(args)

@@ -1,0 +1,206 @@
+//! Issue 26 through zenoh, checked by the independent Python client (eclipse-zenoh, rosbags):
+//! the Ouster's IMU on `/lidar/<name>/imu` equals the IMU packets of the capture as Python's
+//! `struct` reads them at Ouster's documented offsets (with ouster-ros's unit conversion), and
+//! `/diagnostics` says OK while packets flow and ERROR once none came for the silence
+//! threshold.
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::{self, Daemon, NetnsPair, get, privileged, python_available};
+use crate::probe::{Listen, Probe, SCRIPT, Scratch, now_ns, peer_config};
+
+const OS0_32: &str = "ouster/os0-32/OS-0-32-U1_v2.2.0_1024x10";
+/// Passes of the capture (0.1 s and 10 IMU packets each): two seconds of traffic.
+const LOOPS: u64 = 20;
+const IMU_KEY: &str = "0/lidar/os/imu/sensor_msgs::msg::dds_::Imu_/\
+RIHS01_7d9a00ff131080897a5ec7e26e315954b8eae3353c3f995c55faf71574000b5b";
+const DIAG_KEY: &str = "0/diagnostics/diagnostic_msgs::msg::dds_::DiagnosticArray_/\
+RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e";
+
+fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path.with_extension("jsonl"))
+        .expect("probe output")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+fn stamp_ns(m: &serde_json::Value) -> u64 {
+    m["sec"].as_u64().unwrap() * 1_000_000_000 + m["nanosec"].as_u64().unwrap()
+}
+
+/// The daemon decodes an Ouster with its IMU port on by default (7503 beside the default
+/// data port 7502). Every IMU packet of 20 passes of the OS0-32 capture arrives on
+/// `/lidar/os/imu` as a `sensor_msgs/msg/Imu` whose stamp is the gyroscope time and whose
+/// values equal Python's reading of the same bytes to 1e-12 (f32 widened the same way);
+/// orientation unknown (covariance[0] = -1), frame `os_imu`. `/diagnostics` has one status
+/// `lidarxdp: os`, OK while the replay runs (loss and offset judged at 100 % and never, so
+/// only the silence rule can fire), then ERROR "no packet for ..." no later than 2.1 s after
+/// the last packet (1 s of silence, the 1 s period, the 50 ms main loop).
+#[test]
+fn imu_and_diagnostics_through_zenoh() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    let _alone = crate::one_at_a_time();
+    let net = NetnsPair::new("zh");
+    let s = Scratch::new("health");
+    let cfg = s.write("zenoh.json5", &peer_config(17451));
+    let json = common::data(&format!("{OS0_32}.json"));
+    let daemon = Daemon::start_with(
+        &net.host_ns,
+        &net.host_if,
+        7711,
+        &[
+            "--sensor",
+            "ouster",
+            "--calibration",
+            json.to_str().unwrap(),
+            "--name",
+            "os",
+            "--health-loss-warn",
+            "100",
+            "--health-loss-error",
+            "100",
+            "--health-offset-ms",
+            "0",
+            "--zenoh",
+            "--zenoh-config",
+            &cfg,
+        ],
+    );
+    let (imu_out, diag_out) = (s.path("imu"), s.path("diag"));
+    let listen = |out: &std::path::Path, key, ty, token| {
+        Probe::listen(
+            &net.host_ns,
+            "subscriber",
+            &Listen {
+                connect: "tcp/127.0.0.1:17451",
+                key,
+                out,
+                wait_token: token,
+                expect: None,
+                extra: &["--type", ty],
+            },
+        )
+    };
+    let imu = listen(
+        &imu_out,
+        IMU_KEY,
+        "sensor_msgs/msg/Imu",
+        "/MP/%/%/lidarxdp/%lidar%os%imu/",
+    );
+    let diag = listen(
+        &diag_out,
+        DIAG_KEY,
+        "diagnostic_msgs/msg/DiagnosticArray",
+        "/MP/%/%/lidarxdp/%diagnostics/",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let exe = common::daemon_exe();
+    let pcap = common::data(&format!("{OS0_32}.pcap"));
+    let out = NetnsPair::exec(&net.sensor_ns, &[exe.to_str().unwrap(), "replay"])
+        .arg(&pcap)
+        .args(["--to", &format!("{}:0", net.host_ip)])
+        .args(["--rate", "realtime", "--loop", &LOOPS.to_string(), "--json"])
+        .output()
+        .expect("run replay");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replay_end = now_ns();
+    std::thread::sleep(Duration::from_millis(3_500));
+    let stats = daemon.stop();
+    imu.finish();
+    diag.finish();
+
+    // The reference: Python's struct at Ouster's offsets, no lidarxdp code.
+    let r = Command::new(common::python())
+        .args([SCRIPT, "pcap-imu", pcap.to_str().unwrap()])
+        .output()
+        .expect("run pcap-imu");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let reference: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(reference.len(), 10);
+    let got = lines(&imu_out);
+    assert_eq!(got.len() as u64, 10 * LOOPS, "{stats}");
+    assert_eq!(get(&stats, &["zenoh", "imu"]), 10 * LOOPS, "{stats}");
+    assert_eq!(
+        get(&stats, &["sensors", "0", "auxiliary"]),
+        10 * LOOPS,
+        "{stats}"
+    );
+    for (i, m) in got.iter().enumerate() {
+        let want = &reference[i % 10];
+        assert_eq!(stamp_ns(m), want["gyro_ts"].as_u64().unwrap(), "IMU {i}");
+        assert_eq!(m["frame_id"], "os_imu");
+        assert_eq!(m["orientation"], serde_json::json!([0.0, 0.0, 0.0, 1.0]));
+        assert_eq!(m["orientation_covariance"][0], -1.0);
+        for field in ["linear_acceleration", "angular_velocity"] {
+            for k in 0..3 {
+                let (a, b) = (
+                    m[field][k].as_f64().unwrap(),
+                    want[field][k].as_f64().unwrap(),
+                );
+                assert!((a - b).abs() <= 1e-12, "IMU {i} {field}[{k}]: {a} vs {b}");
+            }
+        }
+    }
+
+    let diags = lines(&diag_out);
+    let statuses: Vec<(u64, u64, String)> = diags
+        .iter()
+        .map(|m| {
+            let st = &m["status"];
+            assert_eq!(st.as_array().unwrap().len(), 1, "{m}");
+            assert_eq!(st[0]["name"], "lidarxdp: os");
+            assert_eq!(st[0]["hardware_id"], "Ouster udp:7502");
+            let keys: Vec<&str> = st[0]["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|kv| kv[0].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                keys,
+                [
+                    "rate_hz",
+                    "frame_rate_hz",
+                    "loss_percent",
+                    "frames_lost",
+                    "malformed",
+                    "silence_s",
+                    "clock",
+                    "sync_source",
+                    "sync_state",
+                    "nmea_valid",
+                    "offset_ms",
+                    "drift_ppm"
+                ]
+            );
+            (
+                stamp_ns(m),
+                st[0]["level"].as_u64().unwrap(),
+                st[0]["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        statuses.iter().any(|s| s.1 == 0 && s.2 == "OK"),
+        "no OK while the replay ran: {statuses:?}"
+    );
+    let first_error = statuses
+        .iter()
+        .find(|s| s.0 > replay_end && s.1 == 2)
+        .unwrap_or_else(|| panic!("no ERROR after the replay: {statuses:?}"));
+    assert!(first_error.2.starts_with("no packet for "), "{statuses:?}");
+    assert!(
+        first_error.0 - replay_end <= 2_100_000_000,
+        "ERROR {} ms after the replay: {statuses:?}",
+        (first_error.0 - replay_end) / 1_000_000
+    );
+    assert!(get(&stats, &["zenoh", "diagnostics"]) >= 4, "{stats}");
+    assert_eq!(get(&stats, &["zenoh", "aux_errors"]), 0, "{stats}");
+}
