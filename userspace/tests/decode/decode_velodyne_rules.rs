@@ -560,7 +560,11 @@ fn model_detection_uses_the_calibration_laser_count() {
         p.push(&payload, t, &mut out);
     }
     let c = p.counters();
-    assert_eq!((c.decoded, c.ignored, c.product_mismatches), (84, 16, 84));
+    // The 16 position packets are read for their PPS state, not decoded (`auxiliary`).
+    assert_eq!(
+        (c.decoded, c.ignored, c.auxiliary, c.product_mismatches),
+        (84, 0, 16, 84)
+    );
     // The same stream with the right product byte counts none.
     let mut p =
         lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Vlp16, &vlp16)).unwrap();

@@ -95,11 +95,12 @@ fn strongest_84pkt() {
 #[test]
 fn strongest_with_wrong_product_id_and_position_packets() {
     let path = format!("{DIR}vlp16_strongest_prodid0x21_with_position_pkts.pcap");
-    // All UDP ports: the 16 position packets reach the decoder and are ignored.
+    // All UDP ports: the 16 position packets reach the pipeline and are read for their PPS
+    // state (`auxiliary`), not decoded.
     let (frames, c) = decode_pcap(Path::new(&path), &cfg(), None).unwrap();
     assert_eq!(
-        (c.packets, c.decoded, c.malformed, c.ignored),
-        (100, 84, 0, 16)
+        (c.packets, c.decoded, c.malformed, c.ignored, c.auxiliary),
+        (100, 84, 0, 0, 16)
     );
     // The VLP-16 datasheet range (0, 100) m: 2 returns beyond 100 m are dropped (19,579
     // points with the former (0.3, 300) m default).
