@@ -223,6 +223,11 @@ fn channel_summary(result: &Value) -> Vec<Value> {
 fn expected_channels() -> Vec<Value> {
     vec![
         json!({
+            "topic": "/diagnostics", "encoding": "cdr",
+            "schemaName": "diagnostic_msgs/msg/DiagnosticArray", "schemaEncoding": "ros2msg",
+            "schema_first_line": "std_msgs/Header header",
+        }),
+        json!({
             "topic": POINTS_TOPIC, "encoding": "cdr",
             "schemaName": "sensor_msgs/msg/PointCloud2", "schemaEncoding": "ros2msg",
             "schema_first_line": "std_msgs/Header header",

@@ -270,14 +270,23 @@ fn assert_graph(g: &serde_json::Value) {
         .filter(|x| s(&x["gid"]) == ppant)
         .collect();
     assert_eq!(infos.len(), 1, "ros_discovery_info of {ppant}: {g}");
+    // The node's writers: the point cloud's, then /diagnostics' (issue 26), both of this
+    // participant (the GUID prefix, its first 12 bytes, is the participant's).
+    let writers = infos[0]["nodes"][0]["writers"].clone();
+    let points = s(&p["guid"]);
     assert_eq!(
         infos[0]["nodes"],
         serde_json::json!([{
-            "namespace": "/", "name": "lidarxdp", "readers": [], "writers": [s(&p["guid"])]
+            "namespace": "/", "name": "lidarxdp", "readers": [], "writers": writers
         }]),
         "{}",
         infos[0]
     );
+    let writers: Vec<String> = writers.as_array().unwrap().iter().map(s).collect();
+    assert_eq!(writers.len(), 2, "{}", infos[0]);
+    assert_eq!(writers[0], points, "{}", infos[0]);
+    assert_eq!(writers[1][..24], points[..24], "{}", infos[0]);
+    assert_ne!(writers[1], points, "{}", infos[0]);
 }
 
 /// Default discovery (`ROS_AUTOMATIC_DISCOVERY_RANGE` unset = SUBNET: multicast on the

@@ -38,13 +38,25 @@ fn assert_tokens(v: &serde_json::Value, node: &str, pub_head: &str, pub_tail: &s
         .collect();
     assert_eq!(
         tokens.len(),
-        2,
-        "one node and one publisher token: {tokens:?}"
+        3,
+        "one node token, one points and one /diagnostics publisher token: {tokens:?}"
     );
     assert!(tokens.contains(&node), "node token {node} in {tokens:?}");
+    // The /diagnostics publisher (issue 26): reliable, volatile, keep last 10.
+    let diag = format!("{pub_head}/");
+    let diag = tokens
+        .iter()
+        .find(|t| {
+            t.starts_with(&diag)
+                && t.contains(
+                    "/MP/%/%/lidarxdp/%diagnostics/diagnostic_msgs::msg::dds_::DiagnosticArray_/",
+                )
+        })
+        .unwrap_or_else(|| panic!("no /diagnostics publisher token in {tokens:?}"));
+    assert!(diag.ends_with("/::,10:,:,:,,"), "{diag}");
     let publisher = tokens
         .iter()
-        .find(|t| **t != node)
+        .find(|t| **t != node && *t != diag)
         .expect("publisher token");
     let eid = publisher
         .strip_prefix(pub_head)
@@ -150,7 +162,9 @@ fn domain_distro_topic_and_frame_id_options_shape_keys_and_tokens() {
         "subscriber",
         &Listen {
             connect: ep,
-            key: "**",
+            // Every point cloud of any key (the messages' keys are checked below); the
+            // daemon's /diagnostics arrays are another type.
+            key: "**/sensor_msgs::msg::dds_::PointCloud2_/**",
             out: &out,
             wait_token: &publisher,
             expect: Some(offline.len()),
