@@ -321,13 +321,16 @@ fn test(obj: &Path) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("cargo xtask test runs privileged tests (XDP, AF_XDP, namespaces): run it as root");
     }
+    // The peers' pinned venv (ouster-sdk): the IMU test's second reference.
+    let peers_python = peers::venv()?;
     let mut cmd = Command::new("cargo");
     cmd.args(["test", "--workspace", "--release"])
         .current_dir(&r)
         .env("LIDARXDP_BPF_OBJ", obj)
         .env("LIDARXDP_REQUIRE_PRIVILEGED", "1")
         // The zenoh tests' independent ROS 2 client runs in the environment `setup` made.
-        .env("LIDARXDP_PYTHON", setup::pyenv_python());
+        .env("LIDARXDP_PYTHON", setup::pyenv_python())
+        .env("LIDARXDP_PEERS_PYTHON", &peers_python);
     run(&mut cmd)?;
     // A short run of every fuzz target (seeded from the captures), so a decoder change that
     // panics on the fuzzers' seeds or their first mutations fails here.

@@ -39,8 +39,9 @@ fn requirements() -> PathBuf {
     root().join("bench/peers/py/requirements.txt")
 }
 
-/// Creates or reuses the peers' venv; returns its Python.
-fn venv() -> Result<PathBuf> {
+/// Creates or reuses the peers' venv; returns its Python (also `cargo xtask test`'s: the IMU
+/// test compares with ouster-sdk).
+pub fn venv() -> Result<PathBuf> {
     let dir = venv_dir();
     let python = dir.join("bin/python");
     let wanted = fs::read_to_string(requirements())

@@ -39,7 +39,7 @@ pub use kstats::{
     LinkDrops, UdpCounters, link_drops, parse_link_drops, parse_snmp_udp, udp_counters,
 };
 pub use netns::{NetnsPair, PairSpec, delete_netns, exec_in, in_netns, run, set_mtu, sh};
-pub use python::{python, python_available};
+pub use python::{peers_python, python, python_available};
 pub use staging::{Staging, content_file};
 
 use std::path::{Path, PathBuf};

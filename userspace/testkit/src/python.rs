@@ -32,3 +32,29 @@ pub fn python_available() -> bool {
     }
     found
 }
+
+/// The interpreter of the peers' environment (`cargo xtask bench --peers` and `cargo xtask
+/// test` make it in `<workspace root>/target/peers/venv`: ouster-sdk, velodyne-decoder, pinned
+/// in `bench/peers/py/requirements.txt`): `$LIDARXDP_PEERS_PYTHON` when set, else that path.
+/// `None` when it does not exist; under `LIDARXDP_REQUIRE_PRIVILEGED=1` that panics instead,
+/// naming the path and how to make it.
+pub fn peers_python() -> Option<PathBuf> {
+    let p = std::env::var_os("LIDARXDP_PEERS_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join("target/peers/venv/bin/python"));
+    if p.is_file() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("LIDARXDP_REQUIRE_PRIVILEGED").is_none(),
+        "peers' Python interpreter {} not found (LIDARXDP_REQUIRE_PRIVILEGED is set): run \
+         `cargo xtask test` (which makes it), or set LIDARXDP_PEERS_PYTHON to a python with the \
+         pins of bench/peers/py/requirements.txt",
+        p.display()
+    );
+    eprintln!(
+        "skipping the ouster-sdk comparison: {} not found (cargo xtask test makes it)",
+        p.display()
+    );
+    None
+}

@@ -1,6 +1,7 @@
 //! Issue 26 through zenoh, checked by the independent Python client (eclipse-zenoh, rosbags):
 //! the Ouster's IMU on `/lidar/<name>/imu` equals the IMU packets of the capture as Python's
-//! `struct` reads them at Ouster's documented offsets (with ouster-ros's unit conversion), and
+//! `struct` reads them at Ouster's documented offsets (with ouster-ros's unit conversion) and
+//! as ouster-sdk (pinned in bench/peers/py/requirements.txt) parses them, and
 //! `/diagnostics` says OK while packets flow and ERROR once none came for the silence
 //! threshold.
 use std::process::Command;
@@ -145,6 +146,34 @@ fn imu_and_diagnostics_through_zenoh() {
                     want[field][k].as_f64().unwrap(),
                 );
                 assert!((a - b).abs() <= 1e-12, "IMU {i} {field}[{k}]: {a} vs {b}");
+            }
+        }
+    }
+
+    // The second reference: ouster-sdk's own parse (its values are float32: 1e-6 relative).
+    if let Some(peers) = common::peers_python() {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ros2/ouster_imu_ref.py");
+        let r = Command::new(peers)
+            .args([script, common::data(OS0_32).to_str().unwrap()])
+            .output()
+            .expect("run ouster_imu_ref.py");
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let sdk: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
+        assert_eq!(sdk.len(), 10);
+        for (i, m) in got.iter().enumerate() {
+            let want = &sdk[i % 10];
+            assert_eq!(stamp_ns(m), want["gyro_ts"].as_u64().unwrap(), "IMU {i}");
+            for field in ["linear_acceleration", "angular_velocity"] {
+                for k in 0..3 {
+                    let (a, b) = (
+                        m[field][k].as_f64().unwrap(),
+                        want[field][k].as_f64().unwrap(),
+                    );
+                    assert!(
+                        (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                        "IMU {i} {field}[{k}]: {a} vs ouster-sdk {b}"
+                    );
+                }
             }
         }
     }
