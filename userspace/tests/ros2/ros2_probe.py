@@ -14,6 +14,8 @@ Subcommands (each prints a line "ready" on stdout once set up, where that matter
               this session sees, as one JSON object
   pcap-imu    print the Ouster IMU packets of a pcap, read with `struct` at the documented
               offsets, as one JSON array (no zenoh)
+  pcap-position  the same for Velodyne position packets (PPS status, NMEA, RMC fields)
+  pcap-drop   copy a pcap without every N-th datagram to a port (a lossy link)
 
 Errors print a message on stderr and exit with status 1 (2 for bad arguments, from argparse).
 """
@@ -244,6 +246,29 @@ def other_record(type_name, msg):
     return head
 
 
+def pcap_records(path):
+    """Yields (record header bytes, frame bytes) of a classic little-endian pcap (its 24-byte
+    file header is `pcap_records.header` after the first call), and the UDP destination port
+    and payload of an unfragmented Ethernet/IPv4/UDP frame, else (None, None)."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != bytes.fromhex("d4c3b2a1"):
+        fail(f"{path}: not a little-endian classic pcap")
+    pcap_records.header = data[:24]
+    pos = 24
+    while pos + 16 <= len(data):
+        incl = struct.unpack_from("<I", data, pos + 8)[0]
+        rec, frame = data[pos:pos + 16], data[pos + 16:pos + 16 + incl]
+        pos += 16 + incl
+        port, payload = None, None
+        if len(frame) >= 14 + 20 + 8 and frame[12:14] == b"\x08\x00" and frame[23] == 17:
+            udp = 14 + (frame[14] & 0x0F) * 4
+            port = struct.unpack_from(">H", frame, udp + 2)[0]
+            payload = frame[udp + 8:]
+        yield rec, frame, port, payload
+
+
 def cmd_pcap_imu(args):
     """Prints, as one JSON array, every Ouster IMU packet (48-byte UDP payload to `--port`) of
     a classic little-endian pcap of Ethernet frames, read with `struct` at the offsets of
@@ -251,24 +276,9 @@ def cmd_pcap_imu(args):
     rad/s): sys_ts, accel_ts, gyro_ts (ns), linear_acceleration, angular_velocity."""
     import math
     import struct
-    with open(args.pcap, "rb") as f:
-        data = f.read()
-    if data[:4] != bytes.fromhex("d4c3b2a1"):
-        fail(f"{args.pcap}: not a little-endian classic pcap")
-    pos, out = 24, []
-    while pos + 16 <= len(data):
-        incl = struct.unpack_from("<I", data, pos + 8)[0]
-        frame = data[pos + 16:pos + 16 + incl]
-        pos += 16 + incl
-        if len(frame) < 14 + 20 + 8 or frame[12:14] != b"\x08\x00":
-            continue
-        ihl = (frame[14] & 0x0F) * 4
-        if frame[23] != 17:
-            continue
-        udp = 14 + ihl
-        dst = struct.unpack_from(">H", frame, udp + 2)[0]
-        payload = frame[udp + 8:]
-        if dst != args.port or len(payload) != 48:
+    out = []
+    for _, _, port, payload in pcap_records(args.pcap):
+        if port != args.port or len(payload) != 48:
             continue
         sys_ts, accel_ts, gyro_ts, ax, ay, az, gx, gy, gz = struct.unpack("<QQQ6f", payload)
         out.append({
@@ -277,6 +287,60 @@ def cmd_pcap_imu(args):
             "angular_velocity": [math.radians(g) for g in (gx, gy, gz)],
         })
     print(json.dumps(out))
+
+
+def cmd_pcap_position(args):
+    """Prints, as one JSON array, every Velodyne position packet (512- or 554-byte payload to
+    `--port`) of a classic pcap, read at the VLP-16 user manual's offsets ("Position Packet"):
+    the top-of-hour time stamp (u32 LE at 198, us), the PPS status byte (202: 0 absent,
+    1 synchronizing, 2 locked, 3 error) and the NMEA sentence (from 206 to the first NUL, CR
+    or LF), with the RMC status ("A" valid, "V" invalid, else null) and time of day (s) when
+    the sentence is an RMC."""
+    import struct
+    names = {0: "absent", 1: "synchronizing", 2: "locked", 3: "error"}
+    out = []
+    for _, _, port, payload in pcap_records(args.pcap):
+        if port != args.port or len(payload) not in (512, 554):
+            continue
+        ts = struct.unpack_from("<I", payload, 198)[0]
+        nmea = payload[206:]
+        for stop in (b"\x00", b"\r", b"\n"):
+            nmea = nmea.split(stop)[0]
+        nmea = nmea.decode("ascii")
+        fields = nmea.split(",")
+        rmc = len(fields) > 2 and fields[0].startswith("$") and fields[0].endswith("RMC")
+        tod = None
+        if rmc and len(fields[1]) >= 6:
+            tod = int(fields[1][0:2]) * 3600 + int(fields[1][2:4]) * 60 + float(fields[1][4:])
+        out.append({
+            "top_of_hour_us": ts,
+            "pps": names.get(payload[202], f"unknown {payload[202]}"),
+            "nmea": nmea,
+            "rmc_status": fields[2] if rmc and fields[2] in ("A", "V") else None,
+            "rmc_time_of_day_s": tod,
+        })
+    print(json.dumps(out))
+
+
+def cmd_pcap_drop(args):
+    """Writes a copy of a classic pcap without every `--every`-th datagram to `--port` (the
+    first kept), and prints how many it dropped."""
+    dropped, n = 0, 0
+    records = pcap_records(args.pcap)
+    with open(args.out, "wb") as out:
+        first = True
+        for rec, frame, port, _ in records:
+            if first:
+                out.write(pcap_records.header)
+                first = False
+            if port == args.port:
+                n += 1
+                if n % args.every == 0:
+                    dropped += 1
+                    continue
+            out.write(rec)
+            out.write(frame)
+    print(json.dumps({"dropped": dropped, "kept": n - dropped}))
 
 
 def cmd_router(args):
@@ -338,6 +402,18 @@ def main():
     sp.add_argument("--port", type=int, default=7503)
     sp.set_defaults(func=cmd_pcap_imu)
 
+    sp = sub.add_parser("pcap-position", help="print a pcap's Velodyne position packets as JSON")
+    sp.add_argument("pcap")
+    sp.add_argument("--port", type=int, default=8308)
+    sp.set_defaults(func=cmd_pcap_position)
+
+    sp = sub.add_parser("pcap-drop", help="copy a pcap without every N-th datagram to a port")
+    sp.add_argument("pcap")
+    sp.add_argument("--out", required=True)
+    sp.add_argument("--port", type=int, required=True)
+    sp.add_argument("--every", type=int, required=True)
+    sp.set_defaults(func=cmd_pcap_drop)
+
     sp = sub.add_parser("router", help="run a zenoh router until stdin ends")
     common(sp, "router")
     sp.set_defaults(func=cmd_router)
@@ -350,7 +426,7 @@ def main():
     sp.set_defaults(func=cmd_liveliness)
 
     args = p.parse_args()
-    if args.func is cmd_pcap_imu:
+    if args.func in (cmd_pcap_imu, cmd_pcap_position, cmd_pcap_drop):
         return args.func(args)
     if not args.connect and not args.listen:
         p.error("give --connect or --listen")

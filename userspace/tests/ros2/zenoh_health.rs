@@ -225,6 +225,10 @@ fn imu_and_diagnostics_through_zenoh() {
         .find(|s| s.0 > replay_end && s.1 == 2)
         .unwrap_or_else(|| panic!("no ERROR after the replay: {statuses:?}"));
     assert!(first_error.2.starts_with("no packet for "), "{statuses:?}");
+    eprintln!(
+        "IMU test: ERROR {} ms after the last packet",
+        (first_error.0 - replay_end) / 1_000_000
+    );
     assert!(
         first_error.0 - replay_end <= 2_100_000_000,
         "ERROR {} ms after the replay: {statuses:?}",
@@ -232,4 +236,186 @@ fn imu_and_diagnostics_through_zenoh() {
     );
     assert!(get(&stats, &["zenoh", "diagnostics"]) >= 4, "{stats}");
     assert_eq!(get(&stats, &["zenoh", "aux_errors"]), 0, "{stats}");
+}
+
+/// The statuses of a diagnostics probe's output: `(stamp ns, level, message, values)`, each
+/// array holding exactly one status named `lidarxdp: <name>`.
+fn statuses(out: &std::path::Path, name: &str) -> Vec<(u64, u64, String, Vec<(String, String)>)> {
+    lines(out)
+        .iter()
+        .map(|m| {
+            let st = &m["status"];
+            assert_eq!(st.as_array().unwrap().len(), 1, "{m}");
+            assert_eq!(st[0]["name"], format!("lidarxdp: {name}"));
+            let values = st[0]["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|kv| {
+                    (
+                        kv[0].as_str().unwrap().to_owned(),
+                        kv[1].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            (
+                stamp_ns(m),
+                st[0]["level"].as_u64().unwrap(),
+                st[0]["message"].as_str().unwrap().to_owned(),
+                values,
+            )
+        })
+        .collect()
+}
+
+fn value<'a>(values: &'a [(String, String)], key: &str) -> &'a str {
+    &values.iter().find(|kv| kv.0 == key).expect(key).1
+}
+
+/// A VLP-16 with its position port on by default (8308 beside data port 2368). The shared
+/// capture's position packets, read in Python at the VLP-16 manual's offsets, say PPS absent
+/// and no NMEA sentence: the daemon reports the clock free running on its own oscillator
+/// (`sync_source` internal, `sync_state` free, `nmea_valid` none) on `/diagnostics` and in the
+/// clock gauges, and counts every position packet `auxiliary`. Then a replay of the dual-return
+/// capture with every 20th data packet removed (5 %) turns the level to WARN "packet loss", with
+/// a loss between the WARN and ERROR thresholds (0.1 and 10 %), and the silence after it to
+/// ERROR.
+#[test]
+fn velodyne_sync_state_and_loss_on_diagnostics() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    let _alone = crate::one_at_a_time();
+    let net = NetnsPair::new("zp");
+    let s = Scratch::new("health-vlp");
+    let cfg = s.write("zenoh.json5", &peer_config(17452));
+    let python = |args: &[&str]| -> serde_json::Value {
+        let r = Command::new(common::python())
+            .arg(SCRIPT)
+            .args(args)
+            .output()
+            .expect("run ros2_probe.py");
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        serde_json::from_slice(&r.stdout).unwrap()
+    };
+    let position_pcap =
+        common::data("velodyne/vlp16/vlp16_strongest_prodid0x21_with_position_pkts.pcap");
+    let positions = python(&["pcap-position", position_pcap.to_str().unwrap()]);
+    let positions = positions.as_array().unwrap();
+    assert_eq!(positions.len(), 16);
+    // The manual's states: PPS absent = the sensor's own clock, free running.
+    let pps: std::collections::BTreeSet<&str> = positions
+        .iter()
+        .map(|p| p["pps"].as_str().unwrap())
+        .collect();
+    let (source, state, source_code, state_code) = match pps.iter().copied().collect::<Vec<_>>()[..]
+    {
+        ["absent"] => ("internal", "free", 1, 1),
+        ["locked"] => ("pps", "locked", 2, 3),
+        ref other => panic!("the capture's PPS states {other:?}"),
+    };
+    let rmc = positions.last().unwrap()["rmc_status"]
+        .as_str()
+        .map(|s| s == "A");
+    let lossy = s.path("lossy.pcap");
+    let dual = common::data(crate::probe::DUAL);
+    let dropped = python(&[
+        "pcap-drop",
+        dual.to_str().unwrap(),
+        "--out",
+        lossy.to_str().unwrap(),
+        "--port",
+        "2368",
+        "--every",
+        "20",
+    ]);
+    assert_eq!(dropped["dropped"], 30);
+
+    let daemon = Daemon::start(
+        &net.host_ns,
+        &net.host_if,
+        7712,
+        &["--health-offset-ms", "0", "--zenoh", "--zenoh-config", &cfg],
+    );
+    let diag_out = s.path("diag");
+    let diag = Probe::listen(
+        &net.host_ns,
+        "subscriber",
+        &Listen {
+            connect: "tcp/127.0.0.1:17452",
+            key: DIAG_KEY,
+            out: &diag_out,
+            wait_token: "/MP/%/%/lidarxdp/%diagnostics/",
+            expect: None,
+            extra: &["--type", "diagnostic_msgs/msg/DiagnosticArray"],
+        },
+    );
+    let exe = common::daemon_exe();
+    let replay = |pcap: &std::path::Path, port: u16, loops: u32| {
+        let out = NetnsPair::exec(&net.sensor_ns, &[exe.to_str().unwrap(), "replay"])
+            .arg(pcap)
+            .args(["--to", &format!("{}:{port}", net.host_ip)])
+            .args(["--rate", "realtime", "--loop", &loops.to_string(), "--json"])
+            .output()
+            .expect("run replay");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    // Position and data packets to their recorded ports (2368, 8308), 1.2 s.
+    replay(&position_pcap, 0, 10);
+    let lossy_start = now_ns();
+    let sent = replay(&lossy, 2368, 6);
+    assert_eq!(get(&sent, &["sent"]), 6 * 573);
+    let lossy_end = now_ns();
+    std::thread::sleep(Duration::from_millis(3_000));
+    let stats = daemon.stop();
+    diag.finish();
+
+    assert_eq!(get(&stats, &["sensors", "0", "auxiliary"]), 160, "{stats}");
+    let gauge = |k| get(&stats, &["sensors", "0", "clock", k]);
+    assert_eq!(
+        (
+            gauge("sync_source"),
+            gauge("sync_state"),
+            gauge("nmea_valid")
+        ),
+        (source_code, state_code, rmc.map_or(0, |v| 1 + u64::from(v))),
+        "{stats}"
+    );
+    let all = statuses(&diag_out, "VLP16");
+    let last = &all.last().expect("statuses").3;
+    assert_eq!(value(last, "sync_source"), source, "{all:?}");
+    assert_eq!(value(last, "sync_state"), state, "{all:?}");
+    assert_eq!(
+        value(last, "nmea_valid"),
+        rmc.map_or("none".to_owned(), |v| v.to_string()),
+        "{all:?}"
+    );
+    let warn: Vec<_> = all
+        .iter()
+        .filter(|s| s.0 > lossy_start && s.0 <= lossy_end + 200_000_000)
+        .filter(|s| s.1 == 1 && s.2.starts_with("packet loss "))
+        .collect();
+    assert!(!warn.is_empty(), "no WARN during the lossy replay: {all:?}");
+    for w in &warn {
+        let loss: f64 = value(&w.3, "loss_percent").parse().unwrap();
+        assert!(loss > 0.1 && loss <= 10.0, "{w:?}");
+    }
+    let error = all
+        .iter()
+        .find(|s| s.0 > lossy_end && s.1 == 2)
+        .unwrap_or_else(|| panic!("no ERROR after the replay: {all:?}"));
+    assert!(error.2.starts_with("no packet for "), "{error:?}");
+    assert!(error.0 - lossy_end <= 2_100_000_000, "{error:?}");
+    eprintln!(
+        "lossy replay: WARN losses {:?} %; ERROR {} ms after the last packet",
+        warn.iter()
+            .map(|w| value(&w.3, "loss_percent"))
+            .collect::<Vec<_>>(),
+        (error.0 - lossy_end) / 1_000_000
+    );
 }
