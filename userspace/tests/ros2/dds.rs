@@ -40,7 +40,7 @@ const GRAPH_TYPEHASH: &str =
 
 /// Compiles both subscribers (once per process) into a folder of the temporary directory
 /// ([`common::build_dds_checkers`]).
-fn checkers() -> &'static common::DdsCheckers {
+pub(crate) fn checkers() -> &'static common::DdsCheckers {
     static C: OnceLock<common::DdsCheckers> = OnceLock::new();
     C.get_or_init(|| {
         let out =

@@ -51,6 +51,11 @@
 // discovers peers by unicast: its initial peers are 127.0.0.1 at the metatraffic unicast port
 // of participant ids 0..9 (7400 + 250 * domain + 10 + 2 * id).
 //
+// --raw-type NAME (e.g. sensor_msgs::msg::dds_::Imu_): any keyless type, taken as its serialized
+// bytes; each sample is one JSON line {"key":TOPIC,"payload_len":N,"payload_hex":HEX,
+// "source_timestamp_ns":T,"recv_ns":R} (HEX: the payload, encapsulation header included), to be
+// decoded by another implementation (ros2_probe.py decode-raw, rosbags).
+//
 // Errors print a message on stderr and exit 1; a bad command line exits 2.
 
 #include <poll.h>
@@ -398,6 +403,48 @@ private:
 // Command line
 // ---------------------------------------------------------------------------------------------
 
+// Any keyless type taken as its serialized bytes (--raw-type NAME): Fast DDS matches by type
+// name, and the bytes (encapsulation header included) go to the caller, which decodes them
+// with another implementation (the Python probe's rosbags).
+struct RawSample
+{
+    std::vector<uint8_t> bytes;
+};
+
+class RawType : public fdds::TopicDataType
+{
+public:
+
+    explicit RawType(const std::string& name)
+    {
+        setName(name.c_str());
+        m_typeSize = 64 * 1024;
+        m_isGetKeyDefined = false;
+        auto_fill_type_object(false);
+        auto_fill_type_information(false);
+    }
+
+    bool serialize(void*, rtps::SerializedPayload_t*) override { return false; }
+
+    bool deserialize(rtps::SerializedPayload_t* payload, void* data) override
+    {
+        RawSample& m = *static_cast<RawSample*>(data);
+        m.bytes.assign(payload->data, payload->data + payload->length);
+        return true;
+    }
+
+    std::function<uint32_t()> getSerializedSizeProvider(void* data) override
+    {
+        return [data]() { return static_cast<uint32_t>(static_cast<RawSample*>(data)->bytes.size()); };
+    }
+
+    void* createData() override { return new RawSample(); }
+
+    void deleteData(void* data) override { delete static_cast<RawSample*>(data); }
+
+    bool getKey(void*, rtps::InstanceHandle_t*, bool) override { return false; }
+};
+
 struct Options
 {
     uint32_t domain = 0;
@@ -408,6 +455,7 @@ struct Options
     bool localhost = false;
     bool no_data = false;  // --no-data: do not write PREFIX.bin (benchmarks of large frames)
     double timeout_s = 60.0;
+    std::string raw_type;  // --raw-type NAME: take samples of that type as bytes
 };
 
 [[noreturn]] static void usage(const char* msg)
@@ -416,7 +464,7 @@ struct Options
         std::fprintf(stderr, "%s: %s\n", PROG, msg);
     std::fprintf(stderr,
             "usage: %s --topic NAME --out PREFIX [--domain N] [--expect N] [--reliable]\n"
-            "                       [--localhost] [--timeout-s S] [--no-data]\n", PROG);
+            "                       [--localhost] [--timeout-s S] [--no-data] [--raw-type NAME]\n", PROG);
     std::exit(2);
 }
 
@@ -456,7 +504,7 @@ static Options parse_args(int argc, char** argv)
     {
         const std::string a = argv[i];
         const bool takes_value = a == "--domain" || a == "--topic" || a == "--out" ||
-                a == "--expect" || a == "--timeout-s";
+                a == "--expect" || a == "--timeout-s" || a == "--raw-type";
         const char* v = nullptr;
         if (takes_value)
         {
@@ -483,6 +531,8 @@ static Options parse_args(int argc, char** argv)
             o.localhost = true;
         else if (a == "--no-data")
             o.no_data = true;
+        else if (a == "--raw-type")
+            o.raw_type = v;
         else if (a == "-h" || a == "--help")
             usage(nullptr);
         else
@@ -590,6 +640,121 @@ static fdds::DomainParticipantQos participant_qos(const Options& o)
     return pq;
 }
 
+// --raw-type: one JSON line per sample, {"key":TOPIC,"payload_len":N,"payload_hex":HEX,
+// "source_timestamp_ns":T,"recv_ns":R}, with the same reader QoS, "ready" and stop rules as the
+// PointCloud2 mode, and the same closing summary line (lost / rejected null).
+static int run_raw(const Options& o, fdds::DomainParticipantFactory* factory,
+        fdds::DomainParticipant* participant, FILE* jsonl, FILE* bin)
+{
+    const double t0 = now_s();
+    fdds::TypeSupport type(new RawType(o.raw_type));
+    if (type.register_type(participant) != ReturnCode_t::RETCODE_OK)
+        fail("cannot register type %s", o.raw_type.c_str());
+    fdds::Topic* topic = participant->create_topic(o.topic, o.raw_type, fdds::TOPIC_QOS_DEFAULT);
+    if (topic == nullptr)
+        fail("cannot create topic %s", o.topic.c_str());
+    fdds::Subscriber* subscriber = participant->create_subscriber(fdds::SUBSCRIBER_QOS_DEFAULT);
+    if (subscriber == nullptr)
+        fail("cannot create a subscriber");
+    fdds::DataReaderQos rq = fdds::DATAREADER_QOS_DEFAULT;
+    rq.reliability().kind = o.reliable ? fdds::RELIABLE_RELIABILITY_QOS : fdds::BEST_EFFORT_RELIABILITY_QOS;
+    rq.durability().kind = fdds::VOLATILE_DURABILITY_QOS;
+    rq.history().kind = fdds::KEEP_LAST_HISTORY_QOS;
+    rq.history().depth = 100;
+    rq.endpoint().history_memory_policy = rtps::PREALLOCATED_WITH_REALLOC_MEMORY_MODE;
+    rq.data_sharing().off();
+    fdds::DataReader* reader = subscriber->create_datareader(topic, rq);
+    if (reader == nullptr)
+        fail("cannot create a reader on %s", o.topic.c_str());
+
+    bool ready = false, stopping = false;
+    double stop_at = 0.0, last_rx = 0.0;
+    uint64_t received = 0;
+    int status = 0;
+    fdds::SubscriptionMatchedStatus sm;
+    fdds::RequestedIncompatibleQosStatus iq;
+    RawSample msg;
+    fdds::SampleInfo info;
+    std::string line;
+    for (;;)
+    {
+        reader->wait_for_unread_message(eprosima::fastrtps::Duration_t(0, 20 * 1000 * 1000));
+        while (reader->take_next_sample(&msg, &info) == ReturnCode_t::RETCODE_OK)
+        {
+            if (!info.valid_data)
+                continue;
+            timespec rx;
+            clock_gettime(CLOCK_REALTIME, &rx);
+            line.clear();
+            line += "{\"key\":";
+            json_str(line, o.topic);
+            line += ",\"payload_len\":"; json_u(line, msg.bytes.size());
+            line += ",\"payload_hex\":\"";
+            static const char hex[] = "0123456789abcdef";
+            for (uint8_t b : msg.bytes)
+            {
+                line += hex[b >> 4];
+                line += hex[b & 15];
+            }
+            line += "\",\"source_timestamp_ns\":"; json_i(line, info.source_timestamp.to_ns());
+            line += ",\"recv_ns\":"; json_i(line, int64_t(rx.tv_sec) * 1000000000 + rx.tv_nsec);
+            line += "}\n";
+            if (std::fwrite(line.data(), 1, line.size(), jsonl) != line.size() || std::fflush(jsonl) != 0)
+                fail("writing %s.jsonl: %s", o.out.c_str(), std::strerror(errno));
+            received++;
+            last_rx = now_s();
+        }
+        if (reader->get_subscription_matched_status(sm) != ReturnCode_t::RETCODE_OK)
+            fail("get_subscription_matched_status failed");
+        if (reader->get_requested_incompatible_qos_status(iq) != ReturnCode_t::RETCODE_OK)
+            fail("get_requested_incompatible_qos_status failed");
+        if (!ready && (o.reliable || sm.current_count >= 1))
+        {
+            ready = true;
+            std::printf("ready\n");
+            std::fflush(stdout);
+        }
+        const double t = now_s();
+        if (o.expect >= 0)
+        {
+            if (received >= static_cast<uint64_t>(o.expect))
+                break;
+            if (t - t0 >= o.timeout_s)
+            {
+                std::fprintf(stderr, "%s: timed out after %g s: received %" PRIu64 " of %lld samples on %s\n",
+                        PROG, o.timeout_s, received, o.expect, o.topic.c_str());
+                status = 1;
+                break;
+            }
+        }
+        else if (!stopping)
+        {
+            if (stdin_says_stop())
+            {
+                stopping = true;
+                stop_at = t;
+            }
+        }
+        else
+        {
+            const double quiet_since = last_rx > stop_at ? last_rx : stop_at;
+            if (t - stop_at >= 2.0 || t - quiet_since >= 0.5)
+                break;
+        }
+    }
+    std::printf("{\"received\":%" PRIu64 ",\"matched\":%d,\"matched_current\":%d,\"incompatible_qos\":%" PRIu32
+            ",\"last_policy\":\"%s\",\"lost\":null,\"rejected\":null}\n",
+            received, sm.total_count, sm.current_count, iq.total_count,
+            iq.total_count ? policy_name(iq.last_policy_id) : "");
+    std::fflush(stdout);
+    if (std::fclose(jsonl) != 0 || std::fclose(bin) != 0)
+        fail("closing %s.jsonl / .bin: %s", o.out.c_str(), std::strerror(errno));
+    if (participant->delete_contained_entities() != ReturnCode_t::RETCODE_OK ||
+            factory->delete_participant(participant) != ReturnCode_t::RETCODE_OK)
+        fail("cannot delete the participant");
+    return status;
+}
+
 int main(int argc, char** argv)
 {
     const Options o = parse_args(argc, argv);
@@ -620,6 +785,8 @@ int main(int argc, char** argv)
     if (participant == nullptr)
         fail("cannot create a participant in domain %" PRIu32, o.domain);
 
+    if (!o.raw_type.empty())
+        return run_raw(o, factory, participant, jsonl, bin);
     auto* type_impl = new PointCloud2Type();
     fdds::TypeSupport type(type_impl);  // owns type_impl
     if (type.register_type(participant) != ReturnCode_t::RETCODE_OK)

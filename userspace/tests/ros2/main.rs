@@ -28,9 +28,9 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
 }
 
 mod dds;
+mod health;
 mod probe;
 mod zenoh_frames;
-mod zenoh_health;
 mod zenoh_liveliness;
 mod zenoh_slow;
 mod zenoh_tls;

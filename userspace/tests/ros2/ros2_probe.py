@@ -16,6 +16,7 @@ Subcommands (each prints a line "ready" on stdout once set up, where that matter
               offsets, as one JSON array (no zenoh)
   pcap-position  the same for Velodyne position packets (PPS status, NMEA, RMC fields)
   pcap-drop   copy a pcap without every N-th datagram to a port (a lossy link)
+  decode-raw  decode a DDS subscriber's raw samples (dds_sub_fastdds --raw-type) with rosbags
 
 Errors print a message on stderr and exit with status 1 (2 for bad arguments, from argparse).
 """
@@ -343,6 +344,25 @@ def cmd_pcap_drop(args):
     print(json.dumps({"dropped": dropped, "kept": n - dropped}))
 
 
+def cmd_decode_raw(args):
+    """Decodes the samples a DDS subscriber wrote as bytes (dds_sub_fastdds --raw-type: one
+    JSON line each with `payload_hex`) with rosbags as `--type`, and writes one record per
+    sample (as `listen` does for that type) to OUT.jsonl."""
+    typestore = get_typestore(Stores.ROS2_JAZZY)
+    with open(args.input) as src, open(args.out + ".jsonl", "w") as js:
+        for i, line in enumerate(src):
+            raw = json.loads(line)
+            payload = bytes.fromhex(raw["payload_hex"])
+            try:
+                msg = typestore.deserialize_cdr(payload, args.type)
+            except Exception as e:
+                fail(f"sample {i} on {raw['key']}: rosbags cannot decode it as {args.type}: {e}")
+            rec = other_record(args.type, msg)
+            rec["key"] = raw["key"]
+            rec["cdr_header"] = hexs(payload[:4])
+            js.write(json.dumps(rec) + "\n")
+
+
 def cmd_router(args):
     session = open_session(args)
     print("ready", flush=True)
@@ -402,6 +422,12 @@ def main():
     sp.add_argument("--port", type=int, default=7503)
     sp.set_defaults(func=cmd_pcap_imu)
 
+    sp = sub.add_parser("decode-raw", help="decode a DDS subscriber's raw samples with rosbags")
+    sp.add_argument("--input", required=True, help="the subscriber's .jsonl")
+    sp.add_argument("--type", required=True, choices=[IMU, DIAGNOSTIC_ARRAY])
+    sp.add_argument("--out", required=True, help="output path prefix (.jsonl)")
+    sp.set_defaults(func=cmd_decode_raw)
+
     sp = sub.add_parser("pcap-position", help="print a pcap's Velodyne position packets as JSON")
     sp.add_argument("pcap")
     sp.add_argument("--port", type=int, default=8308)
@@ -426,7 +452,7 @@ def main():
     sp.set_defaults(func=cmd_liveliness)
 
     args = p.parse_args()
-    if args.func in (cmd_pcap_imu, cmd_pcap_position, cmd_pcap_drop):
+    if args.func in (cmd_pcap_imu, cmd_pcap_position, cmd_pcap_drop, cmd_decode_raw):
         return args.func(args)
     if not args.connect and not args.listen:
         p.error("give --connect or --listen")

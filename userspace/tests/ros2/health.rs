@@ -1,4 +1,5 @@
-//! Issue 26 through zenoh, checked by the independent Python client (eclipse-zenoh, rosbags):
+//! Issue 26 through zenoh and DDS, checked by independent clients (the Python probe on
+//! eclipse-zenoh, and Debian's Fast DDS subscriber, both decoding with rosbags):
 //! the Ouster's IMU on `/lidar/<name>/imu` equals the IMU packets of the capture as Python's
 //! `struct` reads them at Ouster's documented offsets (with ouster-ros's unit conversion) and
 //! as ouster-sdk (pinned in bench/peers/py/requirements.txt) parses them, and
@@ -30,73 +31,142 @@ fn stamp_ns(m: &serde_json::Value) -> u64 {
     m["sec"].as_u64().unwrap() * 1_000_000_000 + m["nanosec"].as_u64().unwrap()
 }
 
+/// Where the IMU and `/diagnostics` messages are read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The Python probe subscribed to the daemon's zenoh peer, decoding with rosbags.
+    Zenoh,
+    /// The Fast DDS subscriber (`dds_sub_fastdds --raw-type`) in the other namespace, across
+    /// the veth; its samples decoded afterwards with rosbags.
+    Dds,
+}
+
+/// A subscriber of one topic and where its records end up (`<out>.jsonl`, one record per
+/// message as `ros2_probe.py listen --type` writes them).
+struct Reader {
+    probe: Probe,
+    raw: Option<(std::path::PathBuf, &'static str)>,
+    out: std::path::PathBuf,
+}
+
+impl Reader {
+    fn start(via: Via, net: &NetnsPair, s: &Scratch, topic: &str, ty: &'static str) -> Self {
+        let name = topic.trim_start_matches('/').replace('/', "_");
+        let out = s.path(&name);
+        let ros_type = match ty {
+            "imu" => "sensor_msgs/msg/Imu",
+            _ => "diagnostic_msgs/msg/DiagnosticArray",
+        };
+        match via {
+            Via::Zenoh => {
+                let (key, token) = match ty {
+                    "imu" => (IMU_KEY, "/MP/%/%/lidarxdp/%lidar%os%imu/"),
+                    _ => (DIAG_KEY, "/MP/%/%/lidarxdp/%diagnostics/"),
+                };
+                let probe = Probe::listen(
+                    &net.host_ns,
+                    "subscriber",
+                    &Listen {
+                        connect: "tcp/127.0.0.1:17451",
+                        key,
+                        out: &out,
+                        wait_token: token,
+                        expect: None,
+                        extra: &["--type", ros_type],
+                    },
+                );
+                Reader {
+                    probe,
+                    raw: None,
+                    out,
+                }
+            }
+            Via::Dds => {
+                let raw = s.path(&format!("{name}-raw"));
+                let dds_type = match ty {
+                    "imu" => "sensor_msgs::msg::dds_::Imu_",
+                    _ => "diagnostic_msgs::msg::dds_::DiagnosticArray_",
+                };
+                let exe = crate::dds::checkers().fastdds.clone();
+                let mut probe = Probe::spawn_exe(
+                    &net.sensor_ns,
+                    "Fast DDS subscriber",
+                    &[
+                        exe.to_str().unwrap(),
+                        "--topic",
+                        &format!("rt{topic}"),
+                        "--out",
+                        raw.to_str().unwrap(),
+                        "--raw-type",
+                        dds_type,
+                        "--timeout-s",
+                        "60",
+                    ],
+                );
+                probe.wait_ready();
+                Reader {
+                    probe,
+                    raw: Some((raw, ros_type)),
+                    out,
+                }
+            }
+        }
+    }
+
+    /// Stops the subscriber and returns its records (decoding the DDS samples with rosbags).
+    fn finish(self) -> Vec<serde_json::Value> {
+        self.probe.finish();
+        if let Some((raw, ty)) = &self.raw {
+            let r = Command::new(common::python())
+                .args([SCRIPT, "decode-raw", "--type", ty, "--input"])
+                .arg(raw.with_extension("jsonl"))
+                .arg("--out")
+                .arg(&self.out)
+                .output()
+                .expect("run decode-raw");
+            assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        }
+        lines(&self.out)
+    }
+}
+
 /// The daemon decodes an Ouster with its IMU port on by default (7503 beside the default
 /// data port 7502). Every IMU packet of 20 passes of the OS0-32 capture arrives on
 /// `/lidar/os/imu` as a `sensor_msgs/msg/Imu` whose stamp is the gyroscope time and whose
-/// values equal Python's reading of the same bytes to 1e-12 (f32 widened the same way);
-/// orientation unknown (covariance[0] = -1), frame `os_imu`. `/diagnostics` has one status
-/// `lidarxdp: os`, OK while the replay runs (loss and offset judged at 100 % and never, so
-/// only the silence rule can fire), then ERROR "no packet for ..." no later than 2.1 s after
-/// the last packet (1 s of silence, the 1 s period, the 50 ms main loop).
-#[test]
-fn imu_and_diagnostics_through_zenoh() {
-    if !privileged() || !python_available() {
-        return;
-    }
+/// values equal Python's reading of the same bytes to 1e-12 (f32 widened the same way) and
+/// ouster-sdk's to 1e-6 (its float32 conversion); orientation unknown (covariance[0] = -1),
+/// frame `os_imu`. `/diagnostics` has one status `lidarxdp: os`, OK while the replay runs
+/// (loss and offset judged at 100 % and never, so only the silence rule can fire), then ERROR
+/// "no packet for ..." no later than 2.1 s after the last packet (1 s of silence, the 1 s
+/// period, the 50 ms main loop). Through zenoh ([`imu_and_diagnostics_through_zenoh`]) and
+/// through DDS ([`imu_and_diagnostics_through_dds`]).
+fn imu_and_diagnostics(via: Via) {
     let _alone = crate::one_at_a_time();
-    let net = NetnsPair::new("zh");
+    let net = NetnsPair::new(if via == Via::Zenoh { "zh" } else { "dh" });
     let s = Scratch::new("health");
     let cfg = s.write("zenoh.json5", &peer_config(17451));
     let json = common::data(&format!("{OS0_32}.json"));
-    let daemon = Daemon::start_with(
-        &net.host_ns,
-        &net.host_if,
-        7711,
-        &[
-            "--sensor",
-            "ouster",
-            "--calibration",
-            json.to_str().unwrap(),
-            "--name",
-            "os",
-            "--health-loss-warn",
-            "100",
-            "--health-loss-error",
-            "100",
-            "--health-offset-ms",
-            "0",
-            "--zenoh",
-            "--zenoh-config",
-            &cfg,
-        ],
-    );
-    let (imu_out, diag_out) = (s.path("imu"), s.path("diag"));
-    let listen = |out: &std::path::Path, key, ty, token| {
-        Probe::listen(
-            &net.host_ns,
-            "subscriber",
-            &Listen {
-                connect: "tcp/127.0.0.1:17451",
-                key,
-                out,
-                wait_token: token,
-                expect: None,
-                extra: &["--type", ty],
-            },
-        )
-    };
-    let imu = listen(
-        &imu_out,
-        IMU_KEY,
-        "sensor_msgs/msg/Imu",
-        "/MP/%/%/lidarxdp/%lidar%os%imu/",
-    );
-    let diag = listen(
-        &diag_out,
-        DIAG_KEY,
-        "diagnostic_msgs/msg/DiagnosticArray",
-        "/MP/%/%/lidarxdp/%diagnostics/",
-    );
+    let mut args = vec![
+        "--sensor",
+        "ouster",
+        "--calibration",
+        json.to_str().unwrap(),
+        "--name",
+        "os",
+        "--health-loss-warn",
+        "100",
+        "--health-loss-error",
+        "100",
+        "--health-offset-ms",
+        "0",
+    ];
+    match via {
+        Via::Zenoh => args.extend(["--zenoh", "--zenoh-config", &cfg]),
+        Via::Dds => args.push("--dds"),
+    }
+    let daemon = Daemon::start_with(&net.host_ns, &net.host_if, 7711, &args);
+    let imu = Reader::start(via, &net, &s, "/lidar/os/imu", "imu");
+    let diag = Reader::start(via, &net, &s, "/diagnostics", "diagnostics");
     std::thread::sleep(Duration::from_millis(500));
     let exe = common::daemon_exe();
     let pcap = common::data(&format!("{OS0_32}.pcap"));
@@ -114,8 +184,9 @@ fn imu_and_diagnostics_through_zenoh() {
     let replay_end = now_ns();
     std::thread::sleep(Duration::from_millis(3_500));
     let stats = daemon.stop();
-    imu.finish();
-    diag.finish();
+    let got = imu.finish();
+    let diags = diag.finish();
+    let sink = if via == Via::Zenoh { "zenoh" } else { "dds" };
 
     // The reference: Python's struct at Ouster's offsets, no lidarxdp code.
     let r = Command::new(common::python())
@@ -125,9 +196,8 @@ fn imu_and_diagnostics_through_zenoh() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let reference: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!(reference.len(), 10);
-    let got = lines(&imu_out);
     assert_eq!(got.len() as u64, 10 * LOOPS, "{stats}");
-    assert_eq!(get(&stats, &["zenoh", "imu"]), 10 * LOOPS, "{stats}");
+    assert_eq!(get(&stats, &[sink, "imu"]), 10 * LOOPS, "{stats}");
     assert_eq!(
         get(&stats, &["sensors", "0", "auxiliary"]),
         10 * LOOPS,
@@ -178,7 +248,6 @@ fn imu_and_diagnostics_through_zenoh() {
         }
     }
 
-    let diags = lines(&diag_out);
     let statuses: Vec<(u64, u64, String)> = diags
         .iter()
         .map(|m| {
@@ -234,8 +303,24 @@ fn imu_and_diagnostics_through_zenoh() {
         "ERROR {} ms after the replay: {statuses:?}",
         (first_error.0 - replay_end) / 1_000_000
     );
-    assert!(get(&stats, &["zenoh", "diagnostics"]) >= 4, "{stats}");
-    assert_eq!(get(&stats, &["zenoh", "aux_errors"]), 0, "{stats}");
+    assert!(get(&stats, &[sink, "diagnostics"]) >= 4, "{stats}");
+    assert_eq!(get(&stats, &[sink, "aux_errors"]), 0, "{stats}");
+}
+
+#[test]
+fn imu_and_diagnostics_through_zenoh() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    imu_and_diagnostics(Via::Zenoh);
+}
+
+#[test]
+fn imu_and_diagnostics_through_dds() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    imu_and_diagnostics(Via::Dds);
 }
 
 /// The statuses of a diagnostics probe's output: `(stamp ns, level, message, values)`, each
