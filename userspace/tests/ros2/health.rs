@@ -323,9 +323,12 @@ fn imu_and_diagnostics_through_dds() {
     imu_and_diagnostics(Via::Dds);
 }
 
+/// One status as the probe decoded it: stamp (ns), level, message, key/values.
+type Status = (u64, u64, String, Vec<(String, String)>);
+
 /// The statuses of a diagnostics probe's output: `(stamp ns, level, message, values)`, each
 /// array holding exactly one status named `lidarxdp: <name>`.
-fn statuses(out: &std::path::Path, name: &str) -> Vec<(u64, u64, String, Vec<(String, String)>)> {
+fn statuses(out: &std::path::Path, name: &str) -> Vec<Status> {
     lines(out)
         .iter()
         .map(|m| {
