@@ -110,8 +110,12 @@ fn read_4(ctx: &XdpContext, offset: usize) -> Result<[u8; 4], ()> {
     Ok(unsafe { *p })
 }
 
-/// Entry point attached to the interface.
-#[xdp]
+/// Entry point attached to the interface. Declared multi-buffer aware (`xdp.frags`, kernel
+/// `BPF_F_XDP_HAS_FRAGS`): a frame longer than one buffer (jumbo MTU) reaches it as its first
+/// buffer plus fragments, and only the headers, which lie in the first buffer, are read; the
+/// AF_XDP socket receives the whole frame as a chain of descriptors (`XDP_USE_SG`). Without
+/// the flag the kernel refuses the program on an interface whose MTU exceeds one page.
+#[xdp(frags)]
 pub fn lidarxdp(ctx: XdpContext) -> u32 {
     count(Counter::Seen);
     match try_lidarxdp(&ctx) {

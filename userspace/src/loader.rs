@@ -52,14 +52,16 @@ pub enum LoaderError {
         source: aya::programs::ProgramError,
     },
     /// Attaching failed with `ERANGE` ("Numerical result out of range"): the driver refuses
-    /// single-buffer XDP at the interface's MTU (veth: `veth_xdp_set` checks the *peer's*
-    /// MTU against one page minus headroom, about 3,500 bytes with 4 KiB pages; other drivers
-    /// check their receive buffer size similarly).
+    /// XDP at the interface's MTU. The program is multi-buffer aware (`xdp.frags`), so a
+    /// driver that supports multi-buffer XDP takes any MTU (veth does); one that does not
+    /// refuses frames longer than one page with headroom.
     #[error(
         "XDP program attach to {iface} ({mode}) failed with ERANGE (\"Numerical result out of \
-         range\"): the driver refuses XDP at MTU {mtu} (a frame must fit one page with \
-         headroom; veth checks its peer's MTU); lidarxdp's AF_XDP path takes MTU {max_mtu} at \
-         most (see docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link"
+         range\"): the driver refuses XDP at MTU {mtu}: it does not support multi-buffer XDP \
+         (NETDEV_XDP_ACT_RX_SG) and a frame must fit one page with headroom; lidarxdp's \
+         AF_XDP path takes MTU {max_mtu} at most where multi-buffer works (see \
+         docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link, or try the other \
+         XDP mode (--xdp-mode generic)"
     )]
     AttachMtu {
         /// Interface name.
@@ -291,7 +293,7 @@ fn attach_error(iface: &str, mode: XdpMode, source: aya::programs::ProgramError)
             },
             mtu: crate::sys::net::if_mtu(iface)
                 .map_or_else(|_| "unknown".to_owned(), |m| m.to_string()),
-            max_mtu: crate::xsk::max_mtu(crate::xsk::UmemConfig::default().frame_size),
+            max_mtu: crate::xsk::max_mtu_multi_buffer(crate::xsk::UmemConfig::default().frame_size),
             source: Box::new(source),
         };
     }
@@ -319,9 +321,11 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "XDP program attach to lxdp-no-such0 (native) failed with ERANGE (\"Numerical result \
-             out of range\"): the driver refuses XDP at MTU unknown (a frame must fit one page \
-             with headroom; veth checks its peer's MTU); lidarxdp's AF_XDP path takes MTU 1774 \
-             at most (see docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link"
+             out of range\"): the driver refuses XDP at MTU unknown: it does not support \
+             multi-buffer XDP (NETDEV_XDP_ACT_RX_SG) and a frame must fit one page with \
+             headroom; lidarxdp's AF_XDP path takes MTU 32238 at most where multi-buffer works \
+             (see docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link, or try the \
+             other XDP mode (--xdp-mode generic)"
         );
         let other = aya::programs::ProgramError::SyscallError(aya::sys::SyscallError {
             call: "bpf_link_create",

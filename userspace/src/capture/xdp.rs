@@ -162,7 +162,7 @@ impl XdpSource {
     ///
     /// Errors: `io_uring_setup(2)` failing (e.g. `ENOSYS`, `EPERM` under a seccomp policy).
     pub fn with_wait(xsk: XskSocket, wait: WaitMode) -> io::Result<Self> {
-        let max_mtu = crate::xsk::max_mtu(xsk.frame_size());
+        let max_mtu = xsk.max_mtu();
         let link = LinkWatch::open(xsk.ifname(), xsk.ifindex(), max_mtu).map(Box::new);
         if let WaitMode::BusyPoll(usec) = wait {
             set_busy_poll(xsk.as_raw_fd(), usec);

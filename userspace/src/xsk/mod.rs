@@ -48,27 +48,48 @@ pub const ETH_OVERHEAD: u32 = 14 + 4;
 
 /// The largest interface MTU whose every frame fits one UMEM chunk of `frame_size` bytes:
 /// `frame_size - XDP_PACKET_HEADROOM - ETH_OVERHEAD` (1774 for 2048-byte chunks, 3822 for
-/// 4096). A longer frame does not fit the chunk, and the kernel drops it
-/// (`xsk_rcv`/`__xsk_rcv` in net/xdp/xsk.c: `len > xsk_pool_get_rx_frame_size()`, counted
-/// only in `XDP_STATISTICS.rx_dropped`) — this socket does not use multi-buffer
-/// (`XDP_USE_SG`).
+/// 4096). Up to it a frame arrives in one RX descriptor; above it the socket is bound for
+/// multi-buffer (`XDP_USE_SG`) and a frame arrives as a chain of descriptors
+/// ([`max_mtu_multi_buffer`]).
 pub fn max_mtu(frame_size: u32) -> u32 {
     frame_size.saturating_sub(XDP_PACKET_HEADROOM + ETH_OVERHEAD)
 }
 
-/// Checks that interface `ifname` (in the calling thread's network namespace) has an MTU
-/// whose frames fit UMEM chunks of `frame_size` bytes ([`max_mtu`]); returns the MTU.
+/// UMEM chunks one frame may span in multi-buffer mode: 18. In copy mode the kernel chains at
+/// most `CONFIG_MAX_SKB_FRAGS + 1` buffers and drops a longer frame whole; the config's
+/// minimum is 17 (Documentation/networking/af_xdp.rst, "Multi-Buffer Support").
+pub const MAX_CHAIN_CHUNKS: u32 = 18;
+
+/// The largest interface MTU a multi-buffer socket takes with `frame_size`-byte chunks:
+/// [`MAX_CHAIN_CHUNKS`] chunks of `frame_size - XDP_PACKET_HEADROOM` bytes, less
+/// [`ETH_OVERHEAD`] (32,238 for 2048-byte chunks): a jumbo MTU of 9000 spans 6 chunks.
+pub fn max_mtu_multi_buffer(frame_size: u32) -> u32 {
+    (MAX_CHAIN_CHUNKS * frame_size.saturating_sub(XDP_PACKET_HEADROOM)).saturating_sub(ETH_OVERHEAD)
+}
+
+/// How an interface's MTU fits the UMEM chunks ([`check_mtu`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MtuFit {
+    /// The interface's MTU, bytes.
+    pub mtu: u32,
+    /// Its frames may exceed one chunk: the socket binds with `XDP_USE_SG`.
+    pub multi_buffer: bool,
+}
+
+/// Checks that interface `ifname` (in the calling thread's network namespace) has an MTU the
+/// AF_XDP path takes with UMEM chunks of `frame_size` bytes: up to [`max_mtu`] in one chunk,
+/// up to [`max_mtu_multi_buffer`] as a chain of chunks.
 ///
 /// # Errors
 /// [`XskError::MtuTooLarge`] naming the interface, its MTU, the chunk size and the largest
-/// MTU that fits; [`XskError::NoSuchInterface`] when the MTU cannot be read (`SIOCGIFMTU`).
-pub fn check_mtu(ifname: &str, frame_size: u32) -> Result<u32, XskError> {
+/// MTU taken; [`XskError::NoSuchInterface`] when the MTU cannot be read (`SIOCGIFMTU`).
+pub fn check_mtu(ifname: &str, frame_size: u32) -> Result<MtuFit, XskError> {
     let mtu = crate::sys::net::if_mtu(ifname).map_err(|source| XskError::NoSuchInterface {
         ifname: ifname.to_owned(),
         call: "ioctl(SIOCGIFMTU)",
         source,
     })?;
-    let max = max_mtu(frame_size);
+    let max = max_mtu_multi_buffer(frame_size);
     if mtu > max {
         return Err(XskError::MtuTooLarge {
             ifname: ifname.to_owned(),
@@ -77,7 +98,10 @@ pub fn check_mtu(ifname: &str, frame_size: u32) -> Result<u32, XskError> {
             max_mtu: max,
         });
     }
-    Ok(mtu)
+    Ok(MtuFit {
+        mtu,
+        multi_buffer: mtu > max_mtu(frame_size),
+    })
 }
 
 /// Whether the UMEM is backed by 2 MiB huge pages (`MAP_HUGETLB | MAP_HUGE_2MB`).
@@ -244,15 +268,17 @@ pub enum XskError {
         #[source]
         source: io::Error,
     },
-    /// The interface's MTU admits frames longer than a UMEM chunk holds: the kernel would drop
-    /// every such frame. Refused at start-up instead ([`check_mtu`]).
+    /// The interface's MTU admits frames longer than a chain of [`MAX_CHAIN_CHUNKS`] UMEM
+    /// chunks holds: the kernel would drop every such frame. Refused at start-up instead
+    /// ([`check_mtu`]).
     #[error(
-        "interface {ifname} has MTU {mtu}, but an AF_XDP UMEM chunk of {frame_size} bytes holds \
-         frames of at most {} bytes ({frame_size} minus the kernel's {XDP_PACKET_HEADROOM}-byte \
-         XDP headroom), so the largest MTU that fits is {max_mtu} (with a 14-byte Ethernet \
-         header and one 4-byte VLAN tag); longer frames would be dropped by the kernel. Lower \
-         the MTU on both ends of the link (`ip link set dev {ifname} mtu {max_mtu}`) or use a \
-         socket backend (`--backend recvmmsg`); see docs/deploy.md, \"MTU\"",
+        "interface {ifname} has MTU {mtu}, but a frame may span at most {MAX_CHAIN_CHUNKS} AF_XDP \
+         UMEM chunks of {frame_size} bytes, each holding {} bytes ({frame_size} minus the \
+         kernel's {XDP_PACKET_HEADROOM}-byte XDP headroom), so the largest MTU taken is \
+         {max_mtu} (with a 14-byte Ethernet header and one 4-byte VLAN tag); longer frames \
+         would be dropped by the kernel. Lower the MTU on both ends of the link (`ip link set \
+         dev {ifname} mtu {max_mtu}`) or use a socket backend (`--backend recvmmsg`); see \
+         docs/deploy.md, \"MTU\"",
         frame_size - XDP_PACKET_HEADROOM
     )]
     MtuTooLarge {
@@ -262,8 +288,30 @@ pub enum XskError {
         mtu: u32,
         /// UMEM chunk size, bytes.
         frame_size: u32,
-        /// [`max_mtu`] of `frame_size`.
+        /// [`max_mtu_multi_buffer`] of `frame_size`.
         max_mtu: u32,
+    },
+    /// The MTU needs multi-buffer AF_XDP (frames longer than one chunk) and the bind with
+    /// `XDP_USE_SG` failed: the driver or the attach mode cannot chain buffers.
+    #[error(
+        "interface {ifname} has MTU {mtu}, above the {max_single} bytes one AF_XDP UMEM chunk \
+         holds, so the socket binds with multi-buffer (XDP_USE_SG), which {mode} mode on this \
+         interface refused: {source}. Use a mode whose driver supports multi-buffer XDP \
+         (NETDEV_XDP_ACT_RX_SG; copy mode needs Linux 6.6 or later), or lower the MTU to \
+         {max_single} on both ends of the link; see docs/deploy.md, \"MTU\""
+    )]
+    MultiBuffer {
+        /// Interface name.
+        ifname: String,
+        /// Its MTU, bytes.
+        mtu: u32,
+        /// [`max_mtu`] of the chunk size.
+        max_single: u32,
+        /// The bind mode tried (`copy`, `zero-copy`).
+        mode: &'static str,
+        /// The bind's errno.
+        #[source]
+        source: io::Error,
     },
     /// A syscall failed; `call` names it and its argument, e.g. `setsockopt(XDP_UMEM_REG)`.
     #[error("{call}: {source}")]
@@ -315,7 +363,8 @@ impl XskError {
             XskError::NoSuchInterface { source, .. }
             | XskError::Syscall { source, .. }
             | XskError::HugePages { source, .. }
-            | XskError::Bind { source, .. } => source.raw_os_error(),
+            | XskError::Bind { source, .. }
+            | XskError::MultiBuffer { source, .. } => source.raw_os_error(),
             XskError::InvalidConfig(_)
             | XskError::Unsupported(_)
             | XskError::MtuTooLarge { .. } => None,
@@ -370,22 +419,23 @@ mod tests {
     fn largest_mtu_per_chunk_size() {
         assert_eq!(max_mtu(2048), 1774);
         assert_eq!(max_mtu(4096), 3822);
-        assert_eq!(check_mtu("lo", 4096).unwrap_err().to_string(), {
-            let mtu = crate::sys::net::if_mtu("lo").unwrap();
+        assert_eq!(max_mtu_multi_buffer(2048), 32_238);
+        let mtu = crate::sys::net::if_mtu("lo").unwrap();
+        assert_eq!(
+            check_mtu("lo", 2048).unwrap_err().to_string(),
             format!(
-                "interface lo has MTU {mtu}, but an AF_XDP UMEM chunk of 4096 bytes holds frames \
-                 of at most 3840 bytes (4096 minus the kernel's 256-byte XDP headroom), so the \
-                 largest MTU that fits is 3822 (with a 14-byte Ethernet header and one 4-byte \
-                 VLAN tag); longer frames would be dropped by the kernel. Lower the MTU on both \
-                 ends of the link (`ip link set dev lo mtu 3822`) or use a socket backend \
-                 (`--backend recvmmsg`); see docs/deploy.md, \"MTU\""
+                "interface lo has MTU {mtu}, but a frame may span at most 18 AF_XDP UMEM chunks \
+                 of 2048 bytes, each holding 1792 bytes (2048 minus the kernel's 256-byte XDP \
+                 headroom), so the largest MTU taken is 32238 (with a 14-byte Ethernet header \
+                 and one 4-byte VLAN tag); longer frames would be dropped by the kernel. Lower \
+                 the MTU on both ends of the link (`ip link set dev lo mtu 32238`) or use a \
+                 socket backend (`--backend recvmmsg`); see docs/deploy.md, \"MTU\""
             )
-        });
+        );
         assert_eq!(
             check_mtu("lxdp-no-such0", 2048).unwrap_err().to_string(),
             "interface \"lxdp-no-such0\": ioctl(SIOCGIFMTU): No such device (os error 19)"
         );
-        assert_eq!(check_mtu("lo", 2048).ok(), None, "lo's MTU is 65536");
     }
 
     #[test]

@@ -47,6 +47,85 @@ pub struct XskSocket {
     ifindex: u32,
     queue: u32,
     counters: Arc<XskCounters>,
+    /// Bound with `XDP_USE_SG`: frames longer than a chunk arrive as chains of descriptors.
+    multi_buffer: bool,
+    /// The chain being received (multi-buffer), across bursts.
+    chain: Chain,
+}
+
+/// A multi-buffer packet being put back together from its descriptors
+/// (Documentation/networking/af_xdp.rst, "Multi-Buffer Support": every descriptor but the
+/// last has `XDP_PKT_CONTD` in `options`; the kernel delivers only whole packets, but a burst
+/// may end inside one). The bytes are copied into `buf`, allocated once: a frame spanning
+/// chunks is not contiguous in the UMEM.
+#[derive(Debug, Default)]
+struct Chain {
+    buf: Vec<u8>,
+    /// A descriptor with `XDP_PKT_CONTD` came and its packet's last has not.
+    active: bool,
+    /// A descriptor of the packet was invalid or the packet outgrew `max`: it is dropped.
+    broken: bool,
+    /// Longest packet kept, bytes.
+    max: usize,
+}
+
+/// What [`Chain::push`] made of one valid descriptor's bytes.
+enum ChainStep<'a> {
+    /// A whole packet: the descriptor alone, or the chain it ended.
+    Packet(&'a [u8]),
+    /// Part of a chain; more follows.
+    More,
+    /// The end of a chain that was dropped (an invalid part, or too long).
+    Dropped,
+}
+
+impl Chain {
+    fn new(max: usize, multi_buffer: bool) -> Self {
+        Self {
+            buf: Vec::with_capacity(if multi_buffer { max } else { 0 }),
+            max,
+            ..Self::default()
+        }
+    }
+
+    /// Takes one descriptor's bytes; `contd`: its `XDP_PKT_CONTD` flag.
+    fn push<'a>(&'a mut self, data: &'a [u8], contd: bool) -> ChainStep<'a> {
+        if !self.active && !contd {
+            return ChainStep::Packet(data);
+        }
+        if !self.active {
+            self.active = true;
+            self.broken = false;
+            self.buf.clear();
+        }
+        if !self.broken {
+            if self.buf.len() + data.len() > self.max {
+                self.broken = true;
+            } else {
+                self.buf.extend_from_slice(data);
+            }
+        }
+        if contd {
+            return ChainStep::More;
+        }
+        self.active = false;
+        if self.broken {
+            ChainStep::Dropped
+        } else {
+            ChainStep::Packet(&self.buf)
+        }
+    }
+
+    /// An invalid descriptor: the packet it belongs to is dropped (a whole one by itself when
+    /// no chain is open and it has no `XDP_PKT_CONTD`). Returns whether it ended a chain.
+    fn invalid(&mut self, contd: bool) -> bool {
+        if self.active || contd {
+            self.broken = true;
+            self.active = contd;
+            return !contd;
+        }
+        false
+    }
 }
 
 // SAFETY: the raw ring pointers point into mappings owned by this value (`_ring_maps`,
@@ -90,17 +169,35 @@ impl XskSocket {
     pub fn open(umem_cfg: &UmemConfig, cfg: &XskConfig) -> Result<Self, XskError> {
         umem_cfg.validate()?;
         let ifindex = ifindex(&cfg.ifname)?;
-        super::check_mtu(&cfg.ifname, umem_cfg.frame_size)?;
+        let fit = super::check_mtu(&cfg.ifname, umem_cfg.frame_size)?;
         let umem = Umem::new(umem_cfg)?;
+        // Frames longer than a chunk (a jumbo MTU) arrive as chains of descriptors.
+        let sg = if fit.multi_buffer {
+            libc::XDP_USE_SG
+        } else {
+            0
+        };
         let wake = if cfg.need_wakeup {
             libc::XDP_USE_NEED_WAKEUP
         } else {
             0
+        } | sg;
+        let sg_refused = |e: XskError, mode: &'static str| match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::EINVAL) if fit.multi_buffer => XskError::MultiBuffer {
+                ifname: cfg.ifname.clone(),
+                mtu: fit.mtu,
+                max_single: super::max_mtu(umem_cfg.frame_size),
+                mode,
+                source: io::Error::from_raw_os_error(e.raw_os_error().unwrap_or(libc::EINVAL)),
+            },
+            _ => e,
         };
         let (fd, rings) = match cfg.mode {
-            BindMode::Copy => bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_COPY | wake)?,
+            BindMode::Copy => bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_COPY | wake)
+                .map_err(|e| sg_refused(e, "copy"))?,
             BindMode::ZeroCopy => {
-                bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_ZEROCOPY | wake)?
+                bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_ZEROCOPY | wake)
+                    .map_err(|e| sg_refused(e, "zero-copy"))?
             }
             BindMode::Auto => {
                 match bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_ZEROCOPY | wake) {
@@ -113,7 +210,8 @@ impl XskSocket {
                             cfg.ifname,
                             cfg.queue
                         );
-                        bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_COPY | wake)?
+                        bind_retrying(&umem, umem_cfg, cfg, ifindex, libc::XDP_COPY | wake)
+                            .map_err(|e| sg_refused(e, "copy"))?
                     }
                     Err(e) => return Err(e),
                 }
@@ -140,11 +238,16 @@ impl XskSocket {
             ifindex,
             queue: cfg.queue,
             counters: Arc::new(XskCounters::default()),
+            multi_buffer: fit.multi_buffer,
+            chain: Chain::new(
+                (super::MAX_CHAIN_CHUNKS * umem_cfg.frame_size) as usize,
+                fit.multi_buffer,
+            ),
         };
         sock.refill();
         log::info!(
             "AF_XDP socket on {} (ifindex {}) queue {}: {:?} mode, UMEM {} x {} B on {} pages, \
-             fill/rx rings {}/{}, need_wakeup {}",
+             fill/rx rings {}/{}, need_wakeup {}, multi-buffer {} (MTU {})",
             sock.ifname,
             ifindex,
             sock.queue,
@@ -158,7 +261,9 @@ impl XskSocket {
             },
             sock.fill.size(),
             sock.rx.size(),
-            sock.need_wakeup
+            sock.need_wakeup,
+            sock.multi_buffer,
+            fit.mtu
         );
         Ok(sock)
     }
@@ -194,9 +299,24 @@ impl XskSocket {
         self.queue
     }
 
-    /// Bytes per UMEM frame: the largest packet the socket can receive.
+    /// Bytes per UMEM frame.
     pub fn frame_size(&self) -> u32 {
         self.umem.frame_size()
+    }
+
+    /// Bound with `XDP_USE_SG` (the interface's MTU exceeds one chunk).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
+    }
+
+    /// The largest interface MTU this socket receives whole: [`super::max_mtu_multi_buffer`]
+    /// when bound for multi-buffer, else [`super::max_mtu`] (one chunk).
+    pub fn max_mtu(&self) -> u32 {
+        if self.multi_buffer {
+            super::max_mtu_multi_buffer(self.frame_size())
+        } else {
+            super::max_mtu(self.frame_size())
+        }
     }
 
     /// Drains up to `max` RX descriptors in one burst, calling `f(packet)` for each, the
@@ -215,7 +335,7 @@ impl XskSocket {
         let packets = drain_rx(
             &mut self.rx,
             &self.umem,
-            &mut self.ledger,
+            (&mut self.ledger, &mut self.chain),
             &self.counters,
             max,
             f,
@@ -325,28 +445,42 @@ impl Drop for XskSocket {
 fn drain_rx(
     rx: &mut ConsumerRing<libc::xdp_desc>,
     umem: &Umem,
-    ledger: &mut FrameLedger,
+    (ledger, chain): (&mut FrameLedger, &mut Chain),
     counters: &XskCounters,
     max: u32,
     mut f: impl FnMut(&[u8]),
 ) -> usize {
     let (start, n) = rx.peek(max);
-    let (mut packets, mut bytes, mut invalid, mut lost) = (0u64, 0u64, 0u64, 0u64);
+    let (mut packets, mut bytes, mut invalid, mut lost, mut chained) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     for i in 0..n {
         let desc = rx.read(start.wrapping_add(i));
+        let contd = desc.options & libc::XDP_PKT_CONTD != 0;
         match ledger.take_rx(desc.addr, desc.len) {
             RxDesc::Packet { frame, offset, len } => {
                 // SAFETY: the ledger just took `frame` back from an RX descriptor of the ring
                 // bound to `umem` and the packet lies inside it; the frame goes back to the
                 // kernel only through `ledger.put` below and a later refill, after `f`
-                // returned and the slice is dead (`f` cannot keep it: higher-ranked lifetime).
+                // returned and the slice is dead (`f` cannot keep it: higher-ranked lifetime;
+                // a chain keeps a copy, never the slice).
                 match unsafe { umem.rx_bytes(offset, len) } {
                     Some(data) => {
-                        f(data);
-                        packets += 1;
+                        let chained_now = chain.active || contd;
+                        match chain.push(data, contd) {
+                            ChainStep::Packet(p) => {
+                                f(p);
+                                packets += 1;
+                                chained += u64::from(chained_now);
+                            }
+                            ChainStep::More => {}
+                            ChainStep::Dropped => invalid += 1,
+                        }
                         bytes += u64::from(len);
                     }
-                    None => invalid += 1,
+                    None => {
+                        chain.invalid(contd);
+                        invalid += 1;
+                    }
                 }
                 ledger.put(frame);
             }
@@ -358,6 +492,7 @@ fn drain_rx(
                     desc.len,
                     frame.offset()
                 );
+                chain.invalid(contd);
                 invalid += 1;
                 ledger.put(frame);
             }
@@ -368,6 +503,7 @@ fn drain_rx(
                     desc.addr,
                     desc.len
                 );
+                chain.invalid(contd);
                 invalid += 1;
                 lost += 1;
             }
@@ -380,6 +516,7 @@ fn drain_rx(
         XskCounters::add(&counters.bytes, bytes);
         XskCounters::add(&counters.invalid_descs, invalid);
         XskCounters::add(&counters.frames_lost, lost);
+        XskCounters::add(&counters.multi_buffer, chained);
     }
     packets as usize
 }
@@ -708,9 +845,15 @@ mod tests {
         // SAFETY: `rx_mem` outlives `rx` and only `rx` consumes from it.
         let mut rx = unsafe { ConsumerRing::new(rx_mem.ptrs()) };
         let mut seen = Vec::new();
-        let n = drain_rx(&mut rx, &umem, &mut ledger, &counters, 64, |p| {
-            seen.push(p.to_vec())
-        });
+        let mut chain = Chain::new(4096, false);
+        let n = drain_rx(
+            &mut rx,
+            &umem,
+            (&mut ledger, &mut chain),
+            &counters,
+            64,
+            |p| seen.push(p.to_vec()),
+        );
         assert_eq!(n, 1);
         assert_eq!(seen, vec![b"hello".to_vec()]);
         assert_eq!(
@@ -732,6 +875,98 @@ mod tests {
         assert_eq!((ledger.held(), ledger.in_kernel()), (0, 8));
         assert_eq!(counters.snapshot().fill_ring_full, 0);
         assert!(!refill(&mut fill, &mut ledger, &counters), "nothing held");
+    }
+
+    /// Multi-buffer: a packet in three descriptors (`XDP_PKT_CONTD` on the first two) split
+    /// across two bursts comes out whole, once, copied together; a single-descriptor packet
+    /// between chains is handed over as it lies; a chain with an invalid part is dropped
+    /// whole, and so is one longer than the chain's limit.
+    #[test]
+    fn chained_descriptors_make_one_packet() {
+        use super::super::{HugePages, ring::FakeRing};
+        use std::sync::atomic::Ordering;
+        let umem = Umem::new(&UmemConfig {
+            frame_count: 16,
+            huge_pages: HugePages::Off,
+            ..UmemConfig::default()
+        })
+        .unwrap();
+        let mut ledger = FrameLedger::full(16, 2048);
+        let counters = XskCounters::default();
+        let mut fill_mem = FakeRing::<u64>::new(16, 0);
+        // SAFETY: `fill_mem` outlives `fill` and only `fill` produces into it.
+        let mut fill = unsafe { ProducerRing::new(fill_mem.ptrs()) };
+        assert!(refill(&mut fill, &mut ledger, &counters));
+        fill_mem.consumer.store(16, Ordering::Release);
+        for (frame, text) in [(0u64, "abc"), (1, "def"), (2, "gh"), (3, "one")] {
+            umem.write_for_test(frame as usize * 2048 + 256, text.as_bytes());
+        }
+        for frame in 4..16u64 {
+            umem.write_for_test(frame as usize * 2048 + 256, b"xxxxxxxxxx");
+        }
+        let d = |frame: u64, len, contd: bool| libc::xdp_desc {
+            addr: frame * 2048 + 256,
+            len,
+            options: if contd { libc::XDP_PKT_CONTD } else { 0 },
+        };
+        let descs = vec![
+            d(0, 3, true),
+            d(1, 3, true),
+            // burst boundary
+            d(2, 2, false),
+            d(3, 3, false),
+            // a chain whose middle part lies outside its frame: dropped whole
+            d(4, 10, true),
+            libc::xdp_desc {
+                addr: 5 * 2048 + 2000,
+                len: 100,
+                options: libc::XDP_PKT_CONTD,
+            },
+            d(6, 10, false),
+            // a chain longer than the 25-byte limit: dropped whole
+            d(7, 10, true),
+            d(8, 10, true),
+            d(9, 10, false),
+        ];
+        let mut rx_mem = FakeRing::with(
+            descs
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(d(0, 0, false), 6))
+                .collect(),
+            0,
+        );
+        rx_mem.producer.store(descs.len() as u32, Ordering::Release);
+        // SAFETY: `rx_mem` outlives `rx` and only `rx` consumes from it.
+        let mut rx = unsafe { ConsumerRing::new(rx_mem.ptrs()) };
+        let mut chain = Chain::new(25, true);
+        let mut seen = Vec::new();
+        let mut burst = |max, seen: &mut Vec<Vec<u8>>| {
+            drain_rx(
+                &mut rx,
+                &umem,
+                (&mut ledger, &mut chain),
+                &counters,
+                max,
+                |p| seen.push(p.to_vec()),
+            )
+        };
+        assert_eq!(burst(2, &mut seen), 0, "the chain is not complete yet");
+        assert_eq!(burst(64, &mut seen), 2);
+        assert_eq!(seen, [b"abcdefgh".to_vec(), b"one".to_vec()]);
+        let s = counters.snapshot();
+        assert_eq!(
+            (s.packets, s.multi_buffer, s.invalid_descs, s.bursts),
+            // invalid_descs: the descriptor outside its frame, the packet it broke, and the
+            // over-long chain.
+            (2, 1, 3, 2),
+            "{s:?}"
+        );
+        assert_eq!(
+            ledger.in_kernel(),
+            16 - descs.len() as u32,
+            "every delivered frame taken back, the invalid one's included"
+        );
     }
 
     #[test]

@@ -87,6 +87,11 @@ lidarxdp_core::counter_set! {
         frames_lost: Counter "frames" "Invalid RX descriptors that named no frame the kernel held (outside the UMEM, or delivered twice).",
         /// Only possible when `fill_size < frame_count`.
         fill_ring_full: Counter "events" "Times the fill ring had no room for all frames held.",
+        /// Multi-buffer (`XDP_USE_SG`, a jumbo MTU): of `packets`, those that came as a chain
+        /// of descriptors and were copied together. A chain with an invalid part, or longer
+        /// than [`super::MAX_CHAIN_CHUNKS`] chunks, is counted once in `invalid_descs` per
+        /// invalid descriptor or dropped packet.
+        multi_buffer: Counter "packets" "Packets received as a chain of descriptors (frames longer than one UMEM chunk, multi-buffer AF_XDP).",
     }
 }
 

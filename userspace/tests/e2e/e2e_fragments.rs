@@ -10,9 +10,10 @@
 //! side records them and the test reassembles that recording with the same `Reassembler` the
 //! daemon runs, comparing every datagram with the capture's payload.
 //!
-//! The MTU rule (`docs/deploy.md`, "MTU"): at MTU 9000 the daemon refuses to start with an error
-//! naming the MTU and the UMEM chunk size; at the largest MTU that fits a chunk (1774) nothing is
-//! lost. Run as root by `cargo xtask test`.
+//! The MTU rule (`docs/deploy.md`, "MTU"): up to 1774 a frame fits one UMEM chunk; above it
+//! (a jumbo MTU of 9000) the socket is multi-buffer and a frame arrives as a chain of chunks;
+//! above 18 chunks (MTU 32,238) the daemon refuses to start with an error naming the MTU and
+//! the UMEM chunk size. Run as root by `cargo xtask test`.
 use crate::common;
 
 use std::{
@@ -274,23 +275,21 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     }
 }
 
-/// Jumbo frames (MTU 9000): every Ouster fragment would be longer than a 2 KiB UMEM chunk holds
-/// and the kernel would drop it. The daemon refuses to start instead, in every attach mode,
-/// with an error naming the interface, its MTU, the chunk size and the largest MTU that fits,
-/// before any XDP program is attached. A native attach at that MTU fails with `ERANGE`, and the
-/// error explains it.
+/// An MTU above what a chain of 18 UMEM chunks holds (32,238 with 2 KiB chunks) is refused
+/// in every XDP mode before any XDP program is attached, naming the MTU, the chunk size and
+/// the largest MTU taken.
 #[test]
-fn jumbo_mtu_is_refused_at_start_up_naming_mtu_and_chunk_size() {
+fn mtu_above_a_chain_of_chunks_is_refused_at_start_up() {
     if !privileged() {
         return;
     }
     let net = NetnsPair::new("jumbo");
-    net.set_mtu(9000).unwrap();
+    net.set_mtu(32_239).unwrap();
     let calib = data(CALIB);
     let want = format!(
-        "interface {} has MTU 9000, but an AF_XDP UMEM chunk of 2048 bytes holds frames of at \
-         most 1792 bytes (2048 minus the kernel's 256-byte XDP headroom), so the largest MTU \
-         that fits is 1774",
+        "interface {} has MTU 32239, but a frame may span at most 18 AF_XDP UMEM chunks of \
+         2048 bytes, each holding 1792 bytes (2048 minus the kernel's 256-byte XDP headroom), \
+         so the largest MTU taken is 32238",
         net.host_if
     );
     for mode in ["auto", "native", "generic"] {
@@ -316,69 +315,84 @@ fn jumbo_mtu_is_refused_at_start_up_naming_mtu_and_chunk_size() {
             "--xdp-mode {mode}: no program left attached"
         );
     }
-    // Attaching natively anyway (the library call, past the daemon's check): veth refuses
-    // single-buffer XDP at its peer's MTU 9000 with ERANGE, and the error says why.
-    let iface = net.host_if.clone();
-    let e = in_netns(&net.host_ns, move || {
-        lidarxdp::loader::XdpProgram::load_and_attach(
-            None,
-            &iface,
-            lidarxdp::loader::AttachMode::Native,
-        )
-        .err()
-        .map(|e| e.to_string())
-    })
-    .expect("native attach at MTU 9000 fails");
-    assert_eq!(
-        e,
-        format!(
-            "XDP program attach to {} (native) failed with ERANGE (\"Numerical result out of \
-             range\"): the driver refuses XDP at MTU 9000 (a frame must fit one page with \
-             headroom; veth checks its peer's MTU); lidarxdp's AF_XDP path takes MTU 1774 at \
-             most (see docs/deploy.md, \"MTU\"): lower the MTU on both ends of the link",
-            net.host_if
-        )
-    );
 }
 
-/// At the largest MTU that fits a 2 KiB chunk (1774) the daemon starts, and every fragment of
-/// every Ouster datagram (1,752 payload bytes: 1,786-byte frames) arrives: nothing is dropped
-/// at the socket. One byte more is refused.
+const OS2_128: &str = "ouster/os2-128/OS-2-128-U1_v2.3.0_1024x10";
+
+/// Jumbo frames (issue 26): at MTU 9000, in native and in generic XDP mode, the OS2-128
+/// capture's 24,832-byte lidar datagrams leave the sender as 3 IPv4 fragments of up to 9,014
+/// bytes per frame, each longer than a 2 KiB UMEM chunk: the multi-buffer socket
+/// (`XDP_USE_SG`, program `xdp.frags`) receives every one as a chain of descriptors, the
+/// daemon reassembles the 64 datagrams and decodes the frame equal, point for point, to
+/// offline decoding, and its 10 IMU packets (one chunk each) too. Nothing is lost.
+#[test]
+fn jumbo_mtu_9000_decodes_every_datagram_in_native_and_generic_mode() {
+    if !privileged() {
+        return;
+    }
+    let cfg = lidarxdp_core::sensor::SensorConfig::new(
+        0,
+        lidarxdp_core::sensor::SensorModel::Ouster,
+        data(&format!("{OS2_128}.json")),
+    );
+    let pcap = data(&format!("{OS2_128}.pcap"));
+    let (offline, _) = lidarxdp::offline::decode_pcap(&pcap, &cfg, Some(PORT)).unwrap();
+    assert_eq!(offline.len(), 1, "the capture holds one frame");
+    for (mode, listen) in [("native", 7618u16), ("generic", 7619)] {
+        let net = NetnsPair::new(if mode == "native" { "j9n" } else { "j9g" });
+        net.set_mtu(9000).unwrap();
+        let calib = data(&format!("{OS2_128}.json"));
+        let daemon = Daemon::start_with(
+            &net.host_ns,
+            &net.host_if,
+            listen,
+            &[
+                "--sensor",
+                "ouster",
+                "--calibration",
+                calib.to_str().unwrap(),
+                "--xdp-mode",
+                mode,
+            ],
+        );
+        let subscriber = common::collect_frames(&net.host_ns, listen);
+        std::thread::sleep(Duration::from_millis(200));
+        // Each datagram to its recorded port: 7502 (lidar), 7503 (IMU).
+        let v = common::replay(&net, &format!("{OS2_128}.pcap"), 0, "realtime");
+        assert_eq!(get(&v, &["sent"]), 74, "{v}");
+        std::thread::sleep(Duration::from_millis(300));
+        let stats = daemon.stop();
+        let g = |path: &[&str]| get(&stats, path);
+        // 24,840-byte UDP datagrams in fragments of 8,976 + 8,976 + 6,888 payload bytes.
+        assert_eq!(g(&["xdp", "redirected"]), 64 * 3 + 10, "{mode}: {stats}");
+        assert_eq!(g(&["capture", "rx_frames"]), 64 * 3 + 10, "{mode}: {stats}");
+        assert_eq!(g(&["xsk", "multi_buffer"]), 64 * 3, "{mode}: {stats}");
+        assert_eq!(g(&["xsk", "invalid_descs"]), 0, "{mode}: {stats}");
+        assert_eq!(g(&["reassembly", "completed"]), 64, "{mode}: {stats}");
+        assert_eq!(g(&["sensors", "0", "decoded"]), 64, "{mode}: {stats}");
+        assert_eq!(g(&["sensors", "0", "auxiliary"]), 10, "{mode}: {stats}");
+        common::assert_no_xsk_loss(&stats);
+        let live = subscriber.join().unwrap();
+        assert_eq!(live.len(), 1, "{mode}: frames received");
+        let (h, pts) = &live[0];
+        assert_eq!(h.packets_received, 64, "{mode}");
+        assert_eq!(h.start_ns, offline[0].header.start_ns, "{mode}");
+        assert!(
+            pts == &offline[0].points,
+            "{mode}: live frame differs from offline decoding"
+        );
+    }
+}
+
+/// At the largest MTU that fits a 2 KiB chunk (1774) every fragment of every Ouster datagram
+/// (1,752 payload bytes: 1,786-byte frames) arrives in one descriptor (the socket is not
+/// multi-buffer): nothing is dropped at the socket.
 #[test]
 fn largest_mtu_that_fits_loses_nothing() {
     if !privileged() {
         return;
     }
     let net = NetnsPair::new("mtumax");
-    net.set_mtu(1775).unwrap();
-    let out = NetnsPair::exec(
-        &net.host_ns,
-        &[
-            env!("CARGO_BIN_EXE_lidarxdp"),
-            "run",
-            "--iface",
-            &net.host_if,
-        ],
-    )
-    .args([
-        "--listen",
-        "127.0.0.1:7616",
-        "--sensor",
-        "ouster",
-        "--port",
-        "7502",
-    ])
-    .arg("--calibration")
-    .arg(data(CALIB))
-    .output()
-    .expect("run the daemon");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("has MTU 1775") && stderr.contains("the largest MTU that fits is 1774"),
-        "{stderr}"
-    );
-
     net.set_mtu(1774).unwrap();
     let daemon = start_daemon(&net.host_ns, &net.host_if, 7616);
     let subscriber = common::collect_frames(&net.host_ns, 7616);
@@ -392,6 +406,7 @@ fn largest_mtu_that_fits_loses_nothing() {
     assert_eq!(get(&stats, &["capture", "rx_frames"]), 64 * 4, "{stats}");
     assert_eq!(get(&stats, &["reassembly", "completed"]), 64, "{stats}");
     assert_eq!(get(&stats, &["sensors", "0", "decoded"]), 64, "{stats}");
+    assert_eq!(get(&stats, &["xsk", "multi_buffer"]), 0, "{stats}");
     for field in ["rx_dropped", "rx_invalid_descs", "rx_ring_full"] {
         assert_eq!(get(&stats, &["xsk", field]), 0, "{field}: {stats}");
     }
