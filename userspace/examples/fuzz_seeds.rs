@@ -387,7 +387,7 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
         encode_frame_header_fields(&header, *set, 3, &mut out);
         messages.push((format!("frame-{i}"), out));
         let mut out = Vec::new();
-        encode_subscribed(&[0, 2, 5], *set, &mut out);
+        encode_subscribed(&[0, 2, 5], *set, true, &mut out);
         messages.push((format!("subscribed-{i}"), out));
     }
     for (i, s) in [
@@ -395,6 +395,7 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
         Subscribe {
             sensors: vec!["sensor0".into(), "sensor2".into()],
             fields: vec!["x".into(), "y".into(), "z".into()],
+            ..Subscribe::default()
         },
         Subscribe {
             sensors: Vec::new(),
@@ -402,6 +403,7 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
                 .iter()
                 .map(|f| f.name.into())
                 .collect(),
+            ..Subscribe::default()
         },
     ]
     .iter()
@@ -423,6 +425,17 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
         encode_error(code, "unknown sensor 'rear'", &mut out);
         messages.push((format!("error-{code}"), out));
     }
+    for (i, payload) in [[0u8; 48], [0x5a; 48]].iter().enumerate() {
+        let reading = lidarxdp_core::sensor::ImuReading {
+            sample: lidarxdp_core::sensor::ouster::imu::parse(payload).unwrap(),
+            stamp_ns: 1_700_000_000_000_000_000,
+            host_ns: 1_700_000_000_000_250_000,
+            clock: lidarxdp_core::frame::FrameClock::Sensor,
+        };
+        let mut out = Vec::new();
+        lidarxdp_core::protocol::encode_imu(i as u16, &reading, &mut out);
+        messages.push((format!("imu-{i}"), out));
+    }
     for (name, m) in &messages {
         let mut raw = vec![ProtocolMode::Raw.byte()];
         raw.extend_from_slice(m);
@@ -436,7 +449,7 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
     for (i, set) in sets.iter().enumerate() {
         let mut s = vec![ProtocolMode::Stream.byte()];
         s.extend_from_slice(&hello(3));
-        encode_subscribed(&[0], *set, &mut s);
+        encode_subscribed(&[0], *set, false, &mut s);
         for f in frames.iter().take(3) {
             let points = &f.points[..f.points.len().min(16)];
             if set.is_all() {

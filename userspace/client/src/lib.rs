@@ -25,4 +25,6 @@ pub mod subscriber;
 pub mod zenoh;
 
 pub use reader::{FrameReader, ReadError};
-pub use subscriber::{ClientError, FieldType, FieldView, ReceivedFrame, Subscriber};
+pub use subscriber::{
+    ClientError, FieldType, FieldView, IMU_KEPT, ReceivedFrame, ReceivedImu, Subscriber,
+};

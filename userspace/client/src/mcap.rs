@@ -10,7 +10,9 @@
 //!   (mcap-rs's default), each with its message index; the summary has the schema, channels,
 //!   statistics and chunk indexes, and the summary offsets;
 //! - one schema `sensor_msgs/msg/PointCloud2`, encoding `ros2msg`, the `.msg` text of
-//!   [`POINTCLOUD2_SCHEMA`];
+//!   [`POINTCLOUD2_SCHEMA`], and, once an IMU reading is recorded, `sensor_msgs/msg/Imu`
+//!   ([`lidarxdp_core::ros2::IMU_SCHEMA`]) for the channels [`imu_topic_for`] a sensor
+//!   (`/lidar/<sensor name>/imu`, [`McapRecorder::write_imu`]);
 //! - one channel per topic: a frame received over TCP goes on [`topic_for`] its sensor
 //!   (`/lidar/<sensor name>/points`, the daemon's default ROS 2 topic with `--zenoh`), a
 //!   message read from zenoh on the topic it came from ([`McapRecorder::write_cdr`]); message
@@ -78,9 +80,23 @@ pub fn pointcloud2_cdr(frame: &ReceivedFrame, frame_id: &str) -> Result<Vec<u8>,
 /// no `__`) is made one: every other byte becomes `_`, runs of `_` collapse, and a leading
 /// digit gets an `s` before it (`front-left` -> `/lidar/front_left/points`).
 pub fn topic_for(name: &str) -> String {
+    lidarxdp_core::ros2::default_topic(&topic_token(name))
+}
+
+/// The IMU topic of sensor `name` in a recording: `/lidar/<name>/imu`
+/// ([`lidarxdp_core::ros2::default_imu_topic`], the daemon's default IMU topic), the name made
+/// a valid ROS 2 token as by [`topic_for`].
+pub fn imu_topic_for(name: &str) -> String {
+    lidarxdp_core::ros2::default_imu_topic(&topic_token(name))
+}
+
+/// `name` as a ROS 2 topic token: itself when `/lidar/<name>/points` is a valid topic, else
+/// ASCII alphanumerics with runs of anything else as one `_`, `s` before a leading digit,
+/// `sensor` when nothing is left.
+fn topic_token(name: &str) -> String {
     let topic = lidarxdp_core::ros2::default_topic(name);
     if lidarxdp_core::ros2::validate_topic("topic", &topic).is_ok() {
-        return topic;
+        return name.to_owned();
     }
     let mut token = String::with_capacity(name.len() + 1);
     for c in name.chars() {
@@ -93,7 +109,11 @@ pub fn topic_for(name: &str) -> String {
         token.insert(0, 's');
     }
     let token = token.trim_end_matches('_');
-    lidarxdp_core::ros2::default_topic(if token.is_empty() { "sensor" } else { token })
+    if token.is_empty() {
+        "sensor".to_owned()
+    } else {
+        token.to_owned()
+    }
 }
 
 /// Seconds and nanoseconds of `RMW_DURATION_INFINITE` (ros2/rmw `time.h`), which rosbag2 writes
@@ -237,6 +257,8 @@ struct Part {
     writer: ::mcap::Writer<BufWriter<File>>,
     path: PathBuf,
     schema: u16,
+    /// The `sensor_msgs/msg/Imu` schema, added with the first IMU message.
+    imu_schema: Option<u16>,
     /// Channel id by topic.
     channels: HashMap<String, u16>,
     messages: u64,
@@ -265,6 +287,7 @@ impl Part {
             writer,
             path,
             schema,
+            imu_schema: None,
             channels: HashMap::new(),
             messages: 0,
             bytes: 0,
@@ -295,6 +318,10 @@ pub struct McapRecorder {
     part: Option<Part>,
     done: Vec<RecordedFile>,
     metadata: BTreeMap<String, String>,
+    /// Channel metadata of the IMU channels (the IMU's type hash for Jazzy).
+    imu_metadata: BTreeMap<String, String>,
+    /// IMU messages recorded per topic: their MCAP `sequence`.
+    imu_sequence: HashMap<String, u64>,
 }
 
 impl std::fmt::Debug for McapRecorder {
@@ -325,10 +352,15 @@ impl McapRecorder {
             "offered_qos_profiles".to_owned(),
             offered_qos_profiles(options.distro),
         );
+        let mut imu_metadata = metadata.clone();
         if options.distro == Distro::Jazzy {
             metadata.insert(
                 "topic_type_hash".to_owned(),
                 options.distro.pointcloud2_type_hash().to_owned(),
+            );
+            imu_metadata.insert(
+                "topic_type_hash".to_owned(),
+                lidarxdp_core::ros2::IMU.rihs01.to_owned(),
             );
         }
         Ok(McapRecorder {
@@ -337,6 +369,8 @@ impl McapRecorder {
             part: Some(Part::create(first)?),
             done: Vec::new(),
             metadata,
+            imu_metadata,
+            imu_sequence: HashMap::new(),
         })
     }
 
@@ -380,6 +414,47 @@ impl McapRecorder {
         log_time_ns: u64,
         publish_time_ns: u64,
     ) -> Result<(), McapError> {
+        self.write_on(topic, false, data, sequence, (log_time_ns, publish_time_ns))
+    }
+
+    /// Appends an IMU reading of sensor `sensor_name` (received over TCP,
+    /// [`lidarxdp_core::protocol::MSG_IMU`]) as a CDR `sensor_msgs/msg/Imu`
+    /// ([`lidarxdp_core::ros2::imu_message`]: m/s², rad/s, orientation unknown) on the channel
+    /// [`imu_topic_for`] the sensor, `header.frame_id` `<sensor_name>_imu`, `header.stamp` the
+    /// reading's stamp; `log_time_ns` is the local receive time, the publish time the
+    /// reading's `host_ns`, the MCAP `sequence` the count of IMU messages on that channel.
+    ///
+    /// # Errors
+    /// [`McapError`]: a NUL byte in the name, MCAP encoding or I/O errors.
+    pub fn write_imu(
+        &mut self,
+        imu: &lidarxdp_core::protocol::ImuMessage,
+        sensor_name: &str,
+        log_time_ns: u64,
+    ) -> Result<(), McapError> {
+        let r = &imu.reading;
+        let data = lidarxdp_core::ros2::imu_message(
+            r.stamp_ns,
+            &format!("{sensor_name}_imu"),
+            r.sample.angular_velocity(),
+            r.sample.linear_acceleration(),
+        )?;
+        let topic = imu_topic_for(sensor_name);
+        let seq = self.imu_sequence.entry(topic.clone()).or_default();
+        let sequence = *seq;
+        *seq += 1;
+        self.write_on(&topic, true, &data, sequence, (log_time_ns, r.host_ns))
+    }
+
+    /// Appends one message on `topic`: a PointCloud2 channel, or an Imu one when `imu`.
+    fn write_on(
+        &mut self,
+        topic: &str,
+        imu: bool,
+        data: &[u8],
+        sequence: u64,
+        (log_time_ns, publish_time_ns): (u64, u64),
+    ) -> Result<(), McapError> {
         if self.needs_new_part(data.len() as u64, log_time_ns) {
             self.rotate()?;
         }
@@ -389,9 +464,24 @@ impl McapRecorder {
         let channel = match part.channels.get(topic) {
             Some(&c) => c,
             None => {
-                let c = part
-                    .writer
-                    .add_channel(part.schema, topic, "cdr", &self.metadata)?;
+                let (schema, metadata) = if imu {
+                    let s = match part.imu_schema {
+                        Some(s) => s,
+                        None => {
+                            let s = part.writer.add_schema(
+                                lidarxdp_core::ros2::IMU_SCHEMA_NAME,
+                                "ros2msg",
+                                lidarxdp_core::ros2::IMU_SCHEMA.as_bytes(),
+                            )?;
+                            part.imu_schema = Some(s);
+                            s
+                        }
+                    };
+                    (s, &self.imu_metadata)
+                } else {
+                    (part.schema, &self.metadata)
+                };
+                let c = part.writer.add_channel(schema, topic, "cdr", metadata)?;
                 part.channels.insert(topic.to_owned(), c);
                 c
             }

@@ -18,11 +18,15 @@
 //! # Ok::<(), lidarxdp_client::ClientError>(())
 //! ```
 //!
+//! IMU readings (protocol version 4, [`lidarxdp_core::protocol::MSG_IMU`]) that arrive
+//! between frames are kept, up to [`IMU_KEPT`], for [`Subscriber::take_imu`]; a subscriber
+//! that wants none subscribes with `no_imu`.
+//!
 //! The payload is read straight into a 32-byte-aligned buffer that the returned
 //! [`ReceivedFrame`] owns; [`ReceivedFrame::points`] and [`ReceivedFrame::field`] are views of
 //! it (no copy, no per-point decoding). [`Subscriber::next_frame_into`] reuses that buffer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpStream};
@@ -31,8 +35,21 @@ use std::time::Duration;
 use lidarxdp_core::frame::{Frame, FrameHeader};
 use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT, datatype};
 use lidarxdp_core::protocol::{
-    self, Hello, Message, ProtocolError, Subscribe, SubscribeAck, WireField,
+    self, Hello, ImuMessage, Message, ProtocolError, Subscribe, SubscribeAck, WireField,
 };
+
+/// IMU readings a [`Subscriber`] keeps until [`Subscriber::take_imu`] (10 s of one Ouster's
+/// 100 Hz); past it the oldest is dropped ([`Subscriber::imu_dropped`]).
+pub const IMU_KEPT: usize = 1024;
+
+/// An IMU reading received by a [`Subscriber`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReceivedImu {
+    /// The message: sensor id, the sample (g, °/s, sensor time stamps), its stamp and clock.
+    pub message: ImuMessage,
+    /// Local receive time, ns since the Unix epoch (CLOCK_REALTIME).
+    pub received_ns: u64,
+}
 
 use crate::reader::{FrameReader, ReadError};
 
@@ -51,6 +68,8 @@ pub struct Subscriber {
     ack: Option<SubscribeAck>,
     last_sequence: HashMap<u16, u64>,
     gaps: u64,
+    imu: VecDeque<ReceivedImu>,
+    imu_dropped: u64,
 }
 
 /// A frame received by a [`Subscriber`]: header, layout and the payload, stored in an aligned
@@ -250,6 +269,8 @@ impl Subscriber {
             ack: None,
             last_sequence: HashMap::new(),
             gaps: 0,
+            imu: VecDeque::new(),
+            imu_dropped: 0,
         })
     }
 
@@ -272,7 +293,7 @@ impl Subscriber {
                     self.last_sequence.clear();
                     return Ok(ack);
                 }
-                Message::Frame(_) => continue,
+                Message::Frame(_) | Message::Imu(_) => continue,
                 Message::Error(e) => {
                     return Err(ClientError::Server {
                         code: e.code,
@@ -315,6 +336,31 @@ impl Subscriber {
         self.reader.get_ref().set_read_timeout(timeout)
     }
 
+    /// The IMU readings received since the last call, oldest first (at most [`IMU_KEPT`]).
+    pub fn take_imu(&mut self) -> std::collections::vec_deque::Drain<'_, ReceivedImu> {
+        self.imu.drain(..)
+    }
+
+    /// IMU readings dropped because more than [`IMU_KEPT`] waited for
+    /// [`take_imu`](Self::take_imu).
+    pub fn imu_dropped(&self) -> u64 {
+        self.imu_dropped
+    }
+
+    fn keep_imu(&mut self, message: ImuMessage) {
+        if self.imu.len() >= IMU_KEPT {
+            self.imu.pop_front();
+            self.imu_dropped += 1;
+        }
+        let received_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.imu.push_back(ReceivedImu {
+            message,
+            received_ns,
+        });
+    }
+
     /// Sequence-number gaps seen so far (frames the server dropped for this subscriber, or
     /// never published), counted per sensor id and summed.
     pub fn sequence_gaps(&self) -> u64 {
@@ -342,6 +388,7 @@ impl Subscriber {
             match self.reader.read_message(&mut frame.storage) {
                 Ok(Message::Frame(info)) => break info,
                 Ok(Message::Subscribed(ack)) => self.ack = Some(ack),
+                Ok(Message::Imu(m)) => self.keep_imu(m),
                 Ok(Message::Error(e)) => {
                     return Err(ClientError::Server {
                         code: e.code,

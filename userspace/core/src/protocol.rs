@@ -30,13 +30,14 @@ use crate::point::{POINT_FIELDS, POINT_SIZE, PointField, PointXYZIRCAEDT};
 
 /// Magic bytes at offset 0 of every message.
 pub const MAGIC: [u8; 4] = *b"LXDP";
-/// Wire format version written and accepted by this module. Version 3 added
-/// `frames_lost_before` and `clock` to the frame header (offsets 60 and 64; the field list moved
-/// from 60 to 68). Versions 1 (no handshake, no sensor names) and 2 are no longer spoken: such a
-/// peer gets [`ProtocolError::UnsupportedVersion`].
-pub const VERSION: u16 = 3;
+/// Wire format version written and accepted by this module. Version 4 added the IMU message
+/// ([`MSG_IMU`]) and the subscribe/subscribed `flags` bit 0 (IMU messages or not). Version 3
+/// added `frames_lost_before` and `clock` to the frame header (offsets 60 and 64; the field list
+/// moved from 60 to 68). Versions 1 (no handshake, no sensor names) to 3 are no longer spoken:
+/// such a peer gets [`ProtocolError::UnsupportedVersion`].
+pub const VERSION: u16 = 4;
 /// Oldest version a server of this build accepts in a [`Subscribe`] (announced in the hello).
-pub const MIN_VERSION: u16 = 3;
+pub const MIN_VERSION: u16 = 4;
 /// Message type of the hello (server → subscriber, first message of a connection).
 pub const MSG_HELLO: u16 = 1;
 /// Message type of a frame message (server → subscriber).
@@ -47,6 +48,13 @@ pub const MSG_SUBSCRIBE: u16 = 3;
 pub const MSG_SUBSCRIBED: u16 = 4;
 /// Message type of an error report (server → subscriber, then the server closes).
 pub const MSG_ERROR: u16 = 5;
+/// Message type of an IMU reading (server → subscriber; version 4).
+pub const MSG_IMU: u16 = 6;
+/// Length of an IMU message (header only, no payload), bytes.
+pub const IMU_LEN: usize = 80;
+/// [`Subscribe::flags`] / [`SubscribeAck::flags`] bit 0: no IMU messages (subscribe), IMU
+/// messages follow (subscribed, inverted: bit set when they do).
+pub const FLAG_NO_IMU: u16 = 1;
 /// Length of the common message prefix (magic, version, type, header_len).
 pub const PREFIX_LEN: usize = 12;
 /// Length of the fixed part of a hello header (before the server name).
@@ -118,7 +126,7 @@ pub enum ProtocolError {
         supported: u16,
     },
     /// Unknown message type.
-    #[error("message type (offset 6) is {found}, valid range 1..=5")]
+    #[error("message type (offset 6) is {found}, valid range 1..=6")]
     UnknownMessageType {
         /// Type found.
         found: u16,
@@ -263,6 +271,9 @@ pub struct Subscribe {
     pub sensors: Vec<String>,
     /// Point field names from [`POINT_FIELDS`] (any order, duplicates ignored); empty = all.
     pub fields: Vec<String>,
+    /// No IMU messages ([`MSG_IMU`]) of the chosen sensors: `flags` bit 0 ([`FLAG_NO_IMU`]).
+    /// `false` (the default, also without a subscribe) sends them.
+    pub no_imu: bool,
 }
 
 /// The server's acknowledgement of a [`Subscribe`]: every frame message after it follows the
@@ -275,6 +286,8 @@ pub struct SubscribeAck {
     pub point_step: u32,
     /// Field list of the frames that follow.
     pub fields: Vec<WireField>,
+    /// IMU messages of the subscribed sensors follow (`flags` bit 0 at offset 20).
+    pub imu: bool,
 }
 
 /// An error reported by the server before it closes the connection.
@@ -479,10 +492,25 @@ pub enum Message {
     Subscribed(SubscribeAck),
     /// An error report; no payload; the server closes after it.
     Error(ErrorMessage),
+    /// An IMU reading of a subscribed sensor (version 4); no payload.
+    Imu(ImuMessage),
+}
+
+/// One IMU reading on the wire ([`MSG_IMU`], docs/protocol.md "IMU"): the sample as the
+/// sensor sent it (g, °/s, its own time stamps), so no precision is lost; convert with
+/// [`crate::sensor::ouster::imu::ImuSample::linear_acceleration`] (m/s²) and
+/// [`crate::sensor::ouster::imu::ImuSample::angular_velocity`] (rad/s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ImuMessage {
+    /// The sensor's id, as in the hello.
+    pub sensor_id: u16,
+    /// The reading, its stamp and the clock of that stamp.
+    pub reading: crate::sensor::ImuReading,
 }
 
 impl Message {
-    /// Short name of the message kind (`hello`, `frame`, `subscribe`, `subscribed`, `error`).
+    /// Short name of the message kind (`hello`, `frame`, `subscribe`, `subscribed`, `error`,
+    /// `imu`).
     pub fn kind(&self) -> &'static str {
         match self {
             Message::Hello(_) => "hello",
@@ -490,6 +518,7 @@ impl Message {
             Message::Subscribe(_) => "subscribe",
             Message::Subscribed(_) => "subscribed",
             Message::Error(_) => "error",
+            Message::Imu(_) => "imu",
         }
     }
 }
@@ -547,6 +576,7 @@ fn min_header_len(msg_type: u16) -> usize {
         MSG_FRAME => align8(FRAME_FIXED_LEN + 11), // at least one one-letter field entry
         MSG_SUBSCRIBE => SUBSCRIBE_FIXED_LEN,
         MSG_SUBSCRIBED => align8(SUBSCRIBED_FIXED_LEN + 11),
+        MSG_IMU => IMU_LEN,
         _ => ERROR_FIXED_LEN,
     }
 }
@@ -579,7 +609,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     }
     if buf.len() >= 8 {
         let t = u16_at(buf, 6);
-        if !(MSG_HELLO..=MSG_ERROR).contains(&t) {
+        if !(MSG_HELLO..=MSG_IMU).contains(&t) {
             return Err(ProtocolError::UnknownMessageType { found: t });
         }
     }
@@ -611,6 +641,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Parsed, ProtocolError> {
         }
         MSG_SUBSCRIBE => (Message::Subscribe(parse_subscribe(h)?), 0),
         MSG_SUBSCRIBED => (Message::Subscribed(parse_subscribed(h)?), 0),
+        MSG_IMU => (Message::Imu(parse_imu(h)?), 0),
         _ => (Message::Error(parse_error(h)?), 0),
     };
     Ok(Parsed::Complete {
@@ -875,19 +906,7 @@ fn parse_frame(h: &[u8]) -> Result<FrameInfo, ProtocolError> {
         packets_expected: u32_at(h, 44),
         packets_malformed: u32_at(h, 48),
         frames_lost_before: u32_at(h, 60),
-        clock: match h.get(64).copied().unwrap_or(0) {
-            0 => FrameClock::Sensor,
-            1 => FrameClock::Host,
-            c => {
-                return Err(ProtocolError::OutOfRange {
-                    field: "clock",
-                    offset: 64,
-                    found: c.into(),
-                    min: 0,
-                    max: 1,
-                });
-            }
-        },
+        clock: clock_at(h, 64)?,
     };
     let fields = parse_fields(h, FRAME_FIXED_LEN, field_count as usize, point_step)?;
     Ok(FrameInfo {
@@ -913,7 +932,10 @@ fn parse_subscribe(h: &[u8]) -> Result<Subscribe, ProtocolError> {
         h,
         at: SUBSCRIBE_FIXED_LEN,
     };
-    let mut s = Subscribe::default();
+    let mut s = Subscribe {
+        no_imu: u16_at(h, 12) & FLAG_NO_IMU != 0,
+        ..Subscribe::default()
+    };
     for i in 0..sensor_count {
         s.sensors.push(c.name(
             &format!("sensors[{i}]"),
@@ -966,6 +988,46 @@ fn parse_subscribed(h: &[u8]) -> Result<SubscribeAck, ProtocolError> {
         sensor_ids,
         point_step,
         fields,
+        imu: u32_at(h, 20) & u32::from(FLAG_NO_IMU) != 0,
+    })
+}
+
+fn clock_at(h: &[u8], offset: usize) -> Result<FrameClock, ProtocolError> {
+    match h[offset] {
+        0 => Ok(FrameClock::Sensor),
+        1 => Ok(FrameClock::Host),
+        c => Err(ProtocolError::OutOfRange {
+            field: "clock",
+            offset,
+            found: c.into(),
+            min: 0,
+            max: 1,
+        }),
+    }
+}
+
+fn f32_at(b: &[u8], o: usize) -> f32 {
+    f32::from_bits(u32_at(b, o))
+}
+
+fn parse_imu(h: &[u8]) -> Result<ImuMessage, ProtocolError> {
+    // h.len() == header_len >= IMU_LEN, checked by the caller.
+    let clock = clock_at(h, 14)?;
+    let v3 = |o: usize| [f32_at(h, o), f32_at(h, o + 4), f32_at(h, o + 8)];
+    Ok(ImuMessage {
+        sensor_id: u16_at(h, 12),
+        reading: crate::sensor::ImuReading {
+            sample: crate::sensor::ouster::imu::ImuSample {
+                sys_ts_ns: u64_at(h, 72),
+                accel_ts_ns: u64_at(h, 32),
+                gyro_ts_ns: u64_at(h, 40),
+                accel_g: v3(48),
+                gyro_dps: v3(60),
+            },
+            stamp_ns: u64_at(h, 16),
+            host_ns: u64_at(h, 24),
+            clock,
+        },
     })
 }
 
@@ -1097,7 +1159,8 @@ pub fn encode_subscribe(s: &Subscribe, out: &mut Vec<u8>) {
     let fields = &s.fields[..s.fields.len().min(MAX_FIELDS as usize)];
     let start = out.len();
     put_prefix(out, MSG_SUBSCRIBE, 0);
-    out.extend_from_slice(&0u16.to_le_bytes()); // 12: flags
+    let flags = if s.no_imu { FLAG_NO_IMU } else { 0 };
+    out.extend_from_slice(&flags.to_le_bytes()); // 12: flags
     out.extend_from_slice(&(sensors.len() as u16).to_le_bytes()); // 14
     out.extend_from_slice(&(fields.len() as u16).to_le_bytes()); // 16
     out.extend_from_slice(&[0u8; 6]); // 18: reserved
@@ -1110,20 +1173,40 @@ pub fn encode_subscribe(s: &Subscribe, out: &mut Vec<u8>) {
     finish(out, start);
 }
 
-/// Appends an encoded subscribe acknowledgement for `sensor_ids` and `fields` to `out`.
-pub fn encode_subscribed(sensor_ids: &[u16], fields: FieldSet, out: &mut Vec<u8>) {
+/// Appends an encoded subscribe acknowledgement for `sensor_ids` and `fields` to `out`; `imu`:
+/// IMU messages of those sensors follow.
+pub fn encode_subscribed(sensor_ids: &[u16], fields: FieldSet, imu: bool, out: &mut Vec<u8>) {
     let ids = &sensor_ids[..sensor_ids.len().min(MAX_SENSORS as usize)];
     let start = out.len();
     put_prefix(out, MSG_SUBSCRIBED, 0);
     out.extend_from_slice(&(ids.len() as u16).to_le_bytes()); // 12
     out.extend_from_slice(&(fields.bits().count_ones() as u16).to_le_bytes()); // 14
     out.extend_from_slice(&fields.point_step().to_le_bytes()); // 16
-    out.extend_from_slice(&0u32.to_le_bytes()); // 20: reserved
+    out.extend_from_slice(&u32::from(imu).to_le_bytes()); // 20: flags
     for id in ids {
         out.extend_from_slice(&id.to_le_bytes()); // 24
     }
     put_fields(out, fields);
     finish(out, start);
+}
+
+/// Appends an encoded IMU message ([`MSG_IMU`], [`IMU_LEN`] bytes) of sensor `sensor_id` to
+/// `out` (docs/protocol.md, "IMU").
+pub fn encode_imu(sensor_id: u16, r: &crate::sensor::ImuReading, out: &mut Vec<u8>) {
+    let start = out.len();
+    put_prefix(out, MSG_IMU, IMU_LEN);
+    out.extend_from_slice(&sensor_id.to_le_bytes()); // 12
+    out.push(r.clock as u8); // 14
+    out.push(0); // 15: reserved
+    out.extend_from_slice(&r.stamp_ns.to_le_bytes()); // 16
+    out.extend_from_slice(&r.host_ns.to_le_bytes()); // 24
+    out.extend_from_slice(&r.sample.accel_ts_ns.to_le_bytes()); // 32
+    out.extend_from_slice(&r.sample.gyro_ts_ns.to_le_bytes()); // 40
+    for v in r.sample.accel_g.iter().chain(&r.sample.gyro_dps) {
+        out.extend_from_slice(&v.to_le_bytes()); // 48, 52, 56; 60, 64, 68
+    }
+    out.extend_from_slice(&r.sample.sys_ts_ns.to_le_bytes()); // 72
+    debug_assert_eq!(out.len() - start, IMU_LEN);
 }
 
 /// Appends an encoded error message to `out` (reason truncated to [`MAX_REASON_LEN`] bytes).
@@ -1207,7 +1290,7 @@ mod tests {
         encode_frame_header(&sample_header(), 2, &mut v);
         assert_eq!(v.len(), FRAME_HEADER_LEN);
         assert_eq!(&v[0..4], b"LXDP");
-        assert_eq!(&v[4..12], &[3, 0, 2, 0, 232, 0, 0, 0]);
+        assert_eq!(&v[4..12], &[4, 0, 2, 0, 232, 0, 0, 0]);
         assert_eq!(&v[12..16], &[3, 0, 10, 0]);
         assert_eq!(&v[16..24], &[8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(u32_at(&v, 52), 32);
@@ -1286,7 +1369,7 @@ mod tests {
             with(4, &2u16.to_le_bytes()),
             Err(ProtocolError::UnsupportedVersion {
                 found: 2,
-                supported: 3
+                supported: 4
             })
         );
         assert_eq!(
@@ -1452,7 +1535,7 @@ mod tests {
             }
         }
         dumps.retain(|d| !d.is_empty());
-        assert_eq!(dumps.len(), 6, "hex blocks in docs/protocol.md");
+        assert_eq!(dumps.len(), 7, "hex blocks in docs/protocol.md");
         let mut v = Vec::new();
         encode_hello(&hello(), &mut v);
         assert_eq!(dumps[0], v, "hello");
@@ -1460,12 +1543,13 @@ mod tests {
         let sub = Subscribe {
             sensors: vec!["roof".into()],
             fields: vec!["x".into(), "y".into(), "z".into(), "intensity".into()],
+            no_imu: false,
         };
         encode_subscribe(&sub, &mut v);
         assert_eq!(dumps[1], v, "subscribe");
         let xyzi = FieldSet::from_names(&sub.fields).unwrap();
         v.clear();
-        encode_subscribed(&[1], xyzi, &mut v);
+        encode_subscribed(&[1], xyzi, true, &mut v);
         assert_eq!(dumps[2], v, "subscribed");
         v.clear();
         encode_error(error_code::UNKNOWN_SENSOR, "unknown sensor 'rear'", &mut v);
@@ -1476,6 +1560,60 @@ mod tests {
         encode_frame_header_fields(&h, xyzi, 2, &mut v);
         xyzi.pack(&pts, &mut v);
         assert_eq!(dumps[5], v, "x,y,z,intensity frame");
+        v.clear();
+        encode_imu(1, &example_imu(), &mut v);
+        assert_eq!(dumps[6], v, "imu");
+    }
+
+    /// The IMU example of docs/protocol.md: 1 g up, 0.5 °/s about z, on the sensor clock.
+    fn example_imu() -> crate::sensor::ImuReading {
+        crate::sensor::ImuReading {
+            sample: crate::sensor::ouster::imu::ImuSample {
+                sys_ts_ns: 1_700_000_000_000_000_000,
+                accel_ts_ns: 1_700_000_000_099_000_000,
+                gyro_ts_ns: 1_700_000_000_100_000_000,
+                accel_g: [0.0, 0.0, 1.0],
+                gyro_dps: [0.0, 0.0, 0.5],
+            },
+            stamp_ns: 1_700_000_000_100_000_000,
+            host_ns: 1_700_000_000_100_250_000,
+            clock: FrameClock::Sensor,
+        }
+    }
+
+    #[test]
+    fn imu_round_trips_and_bad_clock_is_refused() {
+        let mut v = Vec::new();
+        let mut r = example_imu();
+        r.clock = FrameClock::Host;
+        r.sample.accel_g = [-0.25, 0.125, f32::MIN_POSITIVE];
+        encode_imu(7, &r, &mut v);
+        assert_eq!(v.len(), IMU_LEN);
+        match parse_header(&v) {
+            Ok(Parsed::Complete {
+                message: Message::Imu(m),
+                header_len: IMU_LEN,
+                payload_len: 0,
+            }) => assert_eq!(
+                m,
+                ImuMessage {
+                    sensor_id: 7,
+                    reading: r
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        v[14] = 2;
+        assert_eq!(
+            parse_header(&v).unwrap_err().to_string(),
+            "clock (offset 14) is 2, valid range 0..=1"
+        );
+        v[14] = 0;
+        v[8] = 72;
+        assert_eq!(
+            parse_header(&v).unwrap_err().to_string(),
+            "header_len (offset 8) is 72, expected a multiple of 8 in 80..=4096 for message type 6"
+        );
     }
 
     #[test]
@@ -1483,6 +1621,7 @@ mod tests {
         let sub = Subscribe {
             sensors: vec!["front".into(), "roof".into()],
             fields: vec!["z".into(), "x".into()],
+            no_imu: true,
         };
         let mut v = Vec::new();
         encode_subscribe(&sub, &mut v);
@@ -1499,12 +1638,13 @@ mod tests {
         assert_eq!(fs.bits(), 0b101);
         assert_eq!(fs.point_step(), 8);
         v.clear();
-        encode_subscribed(&[0, 1], fs, &mut v);
+        encode_subscribed(&[0, 1], fs, false, &mut v);
         match parse_header(&v) {
             Ok(Parsed::Complete {
                 message: Message::Subscribed(a),
                 ..
             }) => {
+                assert!(!a.imu);
                 assert_eq!(a.sensor_ids, vec![0, 1]);
                 assert_eq!(a.point_step, 8);
                 assert_eq!(a.fields.len(), 2);
@@ -1587,10 +1727,12 @@ mod tests {
             &Subscribe {
                 sensors: vec!["front".into()],
                 fields: vec!["x".into()],
+                no_imu: true,
             },
             &mut sb,
         );
-        encode_subscribed(&[3, 4], FieldSet::ALL, &mut sb);
+        encode_subscribed(&[3, 4], FieldSet::ALL, true, &mut sb);
+        encode_imu(3, &example_imu(), &mut sb);
         encode_error(1, "reason", &mut sb);
         for i in 0..300_000 {
             let base = match i % 3 {

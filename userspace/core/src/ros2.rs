@@ -341,6 +341,9 @@ pub fn points_prefix(
     )
 }
 
+/// The interface name of `sensor_msgs/msg/Imu` (MCAP and Foxglove schema name).
+pub const IMU_SCHEMA_NAME: &str = "sensor_msgs/msg/Imu";
+
 /// The type name of `sensor_msgs/msg/Imu` in rmw_zenoh keys and DDS (`sensor_msgs::msg::dds_::Imu_`).
 pub const IMU_TYPE_NAME: &str = "sensor_msgs::msg::dds_::Imu_";
 

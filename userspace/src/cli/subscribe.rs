@@ -658,6 +658,7 @@ fn open_tcp(
     let want = Subscribe {
         sensors: a.sensors.clone(),
         fields: a.fields.clone(),
+        ..Subscribe::default()
     };
     let deadline = Instant::now() + Duration::from_millis(a.connect_timeout_ms);
     let stream = loop {
@@ -743,6 +744,24 @@ fn open_zenoh(a: &SubscribeArgs, topic: &str) -> Result<FrameSource> {
 impl FrameSource {
     /// Waits for the next frame: `Err(Ok(why))` when the stream ended or a stop condition
     /// came (signal, `--idle-exit-ms`), `Err(Err(e))` on an error.
+    /// Records the IMU readings received since the last call (TCP: protocol message `imu`)
+    /// on their sensors' IMU channels; returns how many. Nothing for zenoh (one topic).
+    fn record_imu(&mut self, mcap: &mut McapRecorder) -> Result<u64, McapError> {
+        match self {
+            FrameSource::Tcp { sub, names, .. } => {
+                let mut n = 0;
+                for imu in sub.take_imu() {
+                    let name = name_of(names, imu.message.sensor_id);
+                    mcap.write_imu(&imu.message, name, imu.received_ns)?;
+                    n += 1;
+                }
+                Ok(n)
+            }
+            #[cfg(feature = "zenoh")]
+            FrameSource::Zenoh { .. } => Ok(0),
+        }
+    }
+
     fn next(&mut self, stop: &Stop) -> Result<Got<'_>, Result<StopReason, anyhow::Error>> {
         match self {
             FrameSource::Tcp {
@@ -947,6 +966,7 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
     let mut window = Window::default();
     let mut window_start = Instant::now();
     let mut gaps_before = 0;
+    let mut imu_recorded = 0u64;
     let mut error: Option<anyhow::Error> = None;
     let reason = loop {
         if let Some(why) = stop.signal() {
@@ -994,6 +1014,17 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
             break StopReason::Error;
         }
         totals.add(f.key, f.seq, f.points as u64);
+        if let Some(m) = mcap.as_mut() {
+            match src.record_imu(m) {
+                Ok(n) => imu_recorded += n,
+                Err(e) => {
+                    let at = m.current().map(|p| p.display().to_string());
+                    let at = at.unwrap_or_default();
+                    error = Some(anyhow::Error::new(e).context(format!("write MCAP {at}")));
+                    break StopReason::Error;
+                }
+            }
+        }
         if a.frames.is_some_and(|n| totals.sum().frames >= n) {
             break StopReason::Frames;
         }
@@ -1003,6 +1034,15 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
         window.report(&mut out, secs, totals.sum().gaps, &mut gaps_before);
     }
     let mut files = Vec::new();
+    // IMU readings that came after the last frame.
+    if let Some(m) = mcap.as_mut()
+        && error.is_none()
+    {
+        match src.record_imu(m) {
+            Ok(n) => imu_recorded += n,
+            Err(e) => error = Some(anyhow::Error::new(e).context("write MCAP")),
+        }
+    }
     if let Some(m) = mcap {
         match m.finish() {
             Ok(f) => files = f,
@@ -1027,10 +1067,17 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
             .map(|f| serde_json::json!({"path": f.path, "messages": f.messages}))
             .collect::<Vec<_>>()
             .into();
+        summary["imu_recorded"] = imu_recorded.into();
         let messages: u64 = files.iter().map(|f| f.messages).sum();
         if !files.is_empty() {
+            let frames = messages.saturating_sub(imu_recorded);
+            let imu = if imu_recorded > 0 {
+                format!(" and {imu_recorded} IMU readings")
+            } else {
+                String::new()
+            };
             line.push_str(&format!(
-                "; recorded {messages} frames in {}",
+                "; recorded {frames} frames{imu} in {}",
                 files_text(&files)
             ));
         }
@@ -1061,6 +1108,7 @@ mod tests {
         let want = Subscribe {
             sensors: vec!["front".into(), "rear".into()],
             fields: vec!["x".into(), "y".into()],
+            ..Subscribe::default()
         };
         assert_eq!(describe(&want), "sensors front, rear, fields x,y");
         assert_eq!(describe(&Subscribe::default()), "all sensors, all fields");

@@ -126,8 +126,11 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     let worker_stop = Arc::new(AtomicBool::new(false));
     let tap = sinks.record_tap();
     // IMU readings and /diagnostics go to the ROS 2 sinks through one thread of their own.
-    let (aux_thread, aux) = lidarxdp::publish::AuxThread::spawn(sinks.take_aux())
-        .context("start the aux-sink thread")?;
+    // IMU readings also go to the TCP subscribers (protocol message `imu`).
+    let mut aux_sinks = sinks.take_aux();
+    aux_sinks.push(Box::new(sender.imu_sink()));
+    let (aux_thread, aux) =
+        lidarxdp::publish::AuxThread::spawn(aux_sinks).context("start the aux-sink thread")?;
     let outputs = workers::Outputs {
         sender: &sender,
         buffers: &buffers,

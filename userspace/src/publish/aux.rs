@@ -156,6 +156,7 @@ mod tests {
             sample: lidarxdp_core::sensor::ouster::imu::parse(&[0; 48]).unwrap(),
             stamp_ns: 7,
             host_ns: 8,
+            clock: lidarxdp_core::frame::FrameClock::Sensor,
         };
         tx.send(AuxMessage::Imu {
             sensor_id: 3,

@@ -46,6 +46,13 @@ lidarxdp_core::counter_set! {
         frames_alive_high_water: Gauge "frames" "Largest number of frame messages alive at once.",
         /// `<= queue_depth` per sensor.
         queue_high_water: Gauge "frames" "Largest number of frames of one sensor ever waiting in one subscriber's queue.",
+        /// By the [`super::ImuToTcp`] aux sink.
+        imu_queued: Counter "messages" "IMU readings accepted into the publisher's IMU input queue.",
+        /// By the [`super::ImuToTcp`] aux sink.
+        imu_dropped_input_full: Counter "messages" "IMU readings dropped because the publisher's IMU input queue was full.",
+        imu_sent: Counter "messages" "IMU messages completely sent, summed over subscribers.",
+        /// Past [`super::IMU_QUEUE_PER_SUBSCRIBER`].
+        imu_dropped_queue_full: Counter "messages" "IMU messages dropped from a subscriber's full IMU queue, summed over subscribers.",
         /// All messages.
         bytes_sent: Counter "bytes" "Bytes sent to subscribers.",
     }

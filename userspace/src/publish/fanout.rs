@@ -36,7 +36,10 @@ use std::time::{Duration, Instant};
 
 use super::counters::{Counters, add};
 use super::sink::{FrameSink, SharedFrame};
-use super::{BATCH_BYTES, MAX_BATCH, MAX_SNDBUF, SubscriberCounters, SubscriberStats};
+use super::{
+    BATCH_BYTES, IMU_QUEUE_PER_SUBSCRIBER, MAX_BATCH, MAX_SNDBUF, SubscriberCounters,
+    SubscriberStats,
+};
 use lidarxdp_core::protocol::{
     self, FieldSet, Hello, MAX_POINT_COUNT, Message, Parsed, ProtocolError, SensorEntry, Subscribe,
     error_code,
@@ -103,8 +106,10 @@ enum Body {
 pub(crate) struct Outgoing {
     header: Vec<u8>,
     body: Body,
-    /// The frame's sensor; `None` for a control message.
+    /// The frame's sensor; `None` for a control or IMU message.
     sensor: Option<u16>,
+    /// An IMU message.
+    imu: bool,
     counters: Arc<Counters>,
 }
 
@@ -116,6 +121,7 @@ impl Outgoing {
             header,
             body,
             sensor: Some(sensor),
+            imu: false,
             counters: counters.clone(),
         })
     }
@@ -125,6 +131,17 @@ impl Outgoing {
             header,
             body: Body::None,
             sensor: None,
+            imu: false,
+            counters: counters.clone(),
+        })
+    }
+
+    fn imu(header: Vec<u8>, counters: &Arc<Counters>) -> Arc<Self> {
+        Arc::new(Outgoing {
+            header,
+            body: Body::None,
+            sensor: None,
+            imu: true,
             counters: counters.clone(),
         })
     }
@@ -160,6 +177,11 @@ struct Sub {
     control: VecDeque<Arc<Outgoing>>,
     /// Frames waiting behind the batch, in arrival order (at most `queue_depth` per sensor).
     queue: VecDeque<Arc<Outgoing>>,
+    /// IMU messages waiting, in arrival order (at most [`IMU_QUEUE_PER_SUBSCRIBER`]); sent
+    /// before the waiting frames.
+    imu_queue: VecDeque<Arc<Outgoing>>,
+    /// Takes IMU messages (the subscription's `flags` bit 0 clear).
+    imu: bool,
     /// Bytes of an incomplete client message.
     rx_acc: Vec<u8>,
     send_pending: bool,
@@ -293,6 +315,8 @@ impl Fanout {
             written: 0,
             control: VecDeque::from([Outgoing::control(hello, &self.counters)]),
             queue: VecDeque::new(),
+            imu_queue: VecDeque::new(),
+            imu: true,
             rx_acc: Vec::new(),
             send_pending: false,
             recv_pending: false,
@@ -359,8 +383,8 @@ impl Fanout {
     }
 
     /// If the subscriber is idle, moves up to [`MAX_BATCH`] waiting messages (control first,
-    /// then frames in arrival order, while under [`BATCH_BYTES`]) into its batch and asks for
-    /// the send.
+    /// then IMU messages, then frames, each in arrival order, while under [`BATCH_BYTES`]) into
+    /// its batch and asks for the send.
     fn start_batch(&mut self, slot: usize, now: Instant) {
         let Some(sub) = self.subs[slot].as_mut() else {
             return;
@@ -370,7 +394,10 @@ impl Fanout {
         }
         let mut bytes = 0;
         while sub.batch.len() < MAX_BATCH && bytes < BATCH_BYTES {
-            match sub.control.pop_front().or_else(|| sub.queue.pop_front()) {
+            let next = (sub.control.pop_front())
+                .or_else(|| sub.imu_queue.pop_front())
+                .or_else(|| sub.queue.pop_front());
+            match next {
                 Some(m) => {
                     bytes += m.len();
                     sub.batch.push(m);
@@ -448,6 +475,8 @@ impl Fanout {
             if m.sensor.is_some() {
                 sub.frames_sent += 1;
                 add(&self.counters.frames_sent, 1);
+            } else if m.imu {
+                add(&self.counters.imu_sent, 1);
             }
             done += 1;
         }
@@ -457,7 +486,7 @@ impl Fanout {
             self.actions.push(Action::Send(id));
         } else if sub.close_after_send && sub.control.is_empty() {
             self.close(slot);
-        } else if !sub.control.is_empty() || !sub.queue.is_empty() {
+        } else if !sub.control.is_empty() || !sub.queue.is_empty() || !sub.imu_queue.is_empty() {
             self.start_batch(slot, now);
         } else if self.stopping {
             self.close(slot);
@@ -575,6 +604,7 @@ impl Fanout {
         protocol::encode_subscribed(
             if ids.is_empty() { &all_ids } else { &ids },
             fields,
+            !req.no_imu,
             &mut ack,
         );
         let ack = Outgoing::control(ack, &self.counters);
@@ -598,9 +628,11 @@ impl Fanout {
         );
         sub.sensors = (!ids.is_empty()).then_some(ids);
         sub.fields = fields;
+        sub.imu = !req.no_imu;
         // Frames already waiting follow the old choice: drop them; the acknowledgement marks
         // where the new choice starts.
         sub.queue.clear();
+        sub.imu_queue.clear();
         sub.control.push_back(ack);
         add(&self.counters.subscriptions, 1);
         self.start_batch(slot, now);
@@ -622,6 +654,7 @@ impl Fanout {
         );
         add(&self.counters.protocol_errors, 1);
         sub.queue.clear();
+        sub.imu_queue.clear();
         sub.control.clear();
         sub.control.push_back(m);
         sub.close_after_send = true;
@@ -769,6 +802,37 @@ impl Fanout {
             &self.counters,
         );
         self.encodings.push((fields, o));
+    }
+
+    /// Encodes an IMU reading of `sensor` once ([`protocol::encode_imu`]) and queues it for
+    /// every subscriber that takes `sensor` and IMU messages, dropping its oldest waiting IMU
+    /// message past [`IMU_QUEUE_PER_SUBSCRIBER`].
+    pub(crate) fn offer_imu(
+        &mut self,
+        sensor: u16,
+        reading: &lidarxdp_core::sensor::ImuReading,
+        now: Instant,
+    ) {
+        let mut msg = None;
+        for slot in 0..self.subs.len() {
+            let Some(sub) = self.subs[slot]
+                .as_mut()
+                .filter(|s| s.imu && s.takes(sensor))
+            else {
+                continue;
+            };
+            let m = msg.get_or_insert_with(|| {
+                let mut header = Vec::with_capacity(protocol::IMU_LEN);
+                protocol::encode_imu(sensor, reading, &mut header);
+                Outgoing::imu(header, &self.counters)
+            });
+            if sub.imu_queue.len() >= IMU_QUEUE_PER_SUBSCRIBER {
+                sub.imu_queue.pop_front();
+                add(&self.counters.imu_dropped_queue_full, 1);
+            }
+            sub.imu_queue.push_back(m.clone());
+            self.start_batch(slot, now);
+        }
     }
 
     /// Queues `out` (a frame of `sensor`) for the subscriber in `slot`, dropping the oldest
@@ -1046,6 +1110,7 @@ mod tests {
             &Subscribe {
                 sensors: sensors.iter().map(|s| (*s).into()).collect(),
                 fields: fields.iter().map(|s| (*s).into()).collect(),
+                ..Subscribe::default()
             },
             &mut v,
         );
@@ -1349,6 +1414,117 @@ mod tests {
         r.f.check_stalls(r.at(60_000), |_| 0);
         assert_eq!(r.take(), []);
         assert_eq!(r.f.subscriber_stats()[0].slot, idle.slot as usize);
+    }
+
+    /// Every whole message in `bytes` as `frame S:SEQ` or `imu S:GYRO_TS`.
+    fn kinds_in(mut bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(Parsed::Complete {
+            message,
+            header_len,
+            payload_len,
+        }) = protocol::parse_header(bytes)
+        {
+            match message {
+                Message::Frame(f) => out.push(format!(
+                    "frame {}:{}",
+                    f.header.sensor_id, f.header.sequence
+                )),
+                Message::Imu(m) => out.push(format!(
+                    "imu {}:{}",
+                    m.sensor_id, m.reading.sample.gyro_ts_ns
+                )),
+                other => out.push(other.kind().to_owned()),
+            }
+            bytes = &bytes[(header_len + payload_len).min(bytes.len())..];
+        }
+        out
+    }
+
+    fn imu_reading(gyro_ts_ns: u64) -> lidarxdp_core::sensor::ImuReading {
+        let mut sample = lidarxdp_core::sensor::ouster::imu::parse(&[0; 48]).unwrap();
+        sample.gyro_ts_ns = gyro_ts_ns;
+        lidarxdp_core::sensor::ImuReading {
+            sample,
+            stamp_ns: gyro_ts_ns,
+            host_ns: gyro_ts_ns + 1,
+            clock: lidarxdp_core::frame::FrameClock::Sensor,
+        }
+    }
+
+    /// Sends everything the subscriber has, batch by batch; the messages, in order.
+    fn drain_kinds(r: &mut Rig, id: SubId) -> Vec<String> {
+        let mut got = Vec::new();
+        while r.unsent_len(id) > 0 {
+            let bytes: Vec<u8> = r.f.unsent(id).flatten().copied().collect();
+            r.f.on_send(id, r.t0, Ok(bytes.len()));
+            got.extend(kinds_in(&bytes));
+        }
+        r.take();
+        got
+    }
+
+    /// An IMU reading reaches each subscriber of its sensor that did not opt out (`flags`
+    /// bit 0), encoded once, ahead of the frames waiting; at most 64 wait per subscriber.
+    #[test]
+    fn imu_reaches_subscribers_that_take_it_ahead_of_waiting_frames() {
+        let mut r = Rig::new(DEPTH, 2);
+        let all = r.connect();
+        let (quiet, other) = (r.connect(), r.connect());
+        for (id, req) in [
+            (quiet, {
+                let mut v = Vec::new();
+                protocol::encode_subscribe(
+                    &Subscribe {
+                        no_imu: true,
+                        ..Subscribe::default()
+                    },
+                    &mut v,
+                );
+                v
+            }),
+            (other, subscribe_bytes(&["s1"], &[])),
+        ] {
+            r.f.on_recv(id, r.t0, Ok(&req));
+            r.take();
+            let ack: Vec<u8> = r.f.unsent(id).flatten().copied().collect();
+            match protocol::parse_header(&ack).unwrap() {
+                Parsed::Complete {
+                    message: Message::Subscribed(a),
+                    ..
+                } => assert_eq!(a.imu, id == other),
+                x => panic!("{x:?}"),
+            }
+            r.complete(id);
+        }
+        r.take();
+        r.offer(0, 0, 10); // in flight at once
+        r.offer(0, 1, 10); // waits
+        r.f.offer_imu(0, &imu_reading(5), r.t0);
+        assert_eq!(
+            drain_kinds(&mut r, all),
+            ["frame 0:0", "imu 0:5", "frame 0:1"]
+        );
+        assert_eq!(drain_kinds(&mut r, quiet), ["frame 0:0", "frame 0:1"]);
+        assert_eq!(drain_kinds(&mut r, other), Vec::<String>::new());
+        assert_eq!(r.counters.imu_sent.load(Relaxed), 1);
+        assert_eq!(r.counters.frames_sent.load(Relaxed), 4);
+
+        // A subscriber that does not read: 70 readings, the oldest 6 dropped.
+        r.offer(0, 2, 10);
+        for t in 0..70 {
+            r.f.offer_imu(0, &imu_reading(100 + t), r.t0);
+        }
+        assert_eq!(
+            r.counters.imu_dropped_queue_full.load(Relaxed),
+            6,
+            "only `all` takes IMU readings of sensor 0"
+        );
+        let got = drain_kinds(&mut r, all);
+        assert_eq!(got.len(), 1 + IMU_QUEUE_PER_SUBSCRIBER);
+        assert_eq!(got[0], "frame 0:2");
+        assert_eq!(got[1], "imu 0:106");
+        assert_eq!(got[64], "imu 0:169");
     }
 
     #[test]

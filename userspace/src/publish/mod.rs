@@ -78,6 +78,7 @@ use io_uring::IoUring;
 use counters::{Counters, add};
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::protocol::SensorEntry;
+use lidarxdp_core::sensor::ImuReading;
 
 /// Default listen address of the publisher.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
@@ -145,6 +146,16 @@ impl Default for PublisherConfig {
     }
 }
 
+/// IMU readings the publisher's IMU input queue holds (2.5 s of one Ouster's 100 Hz); a
+/// reading sent to a full queue is dropped and counted
+/// ([`PublisherCounters::imu_dropped_input_full`]).
+pub const IMU_INPUT_QUEUE: usize = 256;
+
+/// IMU messages that may wait per subscriber (0.64 s of one Ouster's 100 Hz); past it the
+/// oldest waiting one is dropped ([`PublisherCounters::imu_dropped_queue_full`]). They go out
+/// before the frames waiting beside them.
+pub const IMU_QUEUE_PER_SUBSCRIBER: usize = 64;
+
 /// Default cap of the point-buffer pool a daemon creates ([`BufferPool::new`]), buffers.
 pub const DEFAULT_POOL_CAP: usize = 8;
 
@@ -152,6 +163,8 @@ pub const DEFAULT_POOL_CAP: usize = 8;
 struct Shared {
     /// The input queue.
     frames: ArrayQueue<Frame>,
+    /// The IMU input queue ([`IMU_INPUT_QUEUE`]): sensor id and reading.
+    imu: ArrayQueue<(u16, ImuReading)>,
     counters: Arc<Counters>,
     stop: AtomicBool,
     /// Nonblocking eventfd; a write wakes the publisher thread.
@@ -213,6 +226,31 @@ impl Shared {
     }
 }
 
+/// The TCP publisher as an [`AuxSink`]: queues each IMU reading for the publisher thread
+/// (never blocking: a full [`IMU_INPUT_QUEUE`] drops it, counted) and wakes it; the thread
+/// encodes it once and queues it for every subscriber of its sensor that takes IMU messages.
+/// `/diagnostics` is not carried over TCP.
+pub struct ImuToTcp {
+    shared: Arc<Shared>,
+}
+
+impl AuxSink for ImuToTcp {
+    fn name(&self) -> &str {
+        "tcp"
+    }
+
+    fn imu(&mut self, sensor_id: u16, reading: &ImuReading) {
+        if self.shared.imu.push((sensor_id, *reading)).is_ok() {
+            add(&self.shared.counters.imu_queued, 1);
+            self.shared.notify();
+        } else {
+            add(&self.shared.counters.imu_dropped_input_full, 1);
+        }
+    }
+
+    fn diagnostics(&mut self, _stamp_ns: u64, _status: &[lidarxdp_core::ros2::DiagnosticStatus]) {}
+}
+
 /// The decoder side's handle on the publisher: pushes frames into its input queue without ever
 /// blocking, and wakes it.
 ///
@@ -258,6 +296,14 @@ impl FrameSender {
                 add(&self.shared.counters.frames_dropped_input_full, 1);
                 Err(frame)
             }
+        }
+    }
+
+    /// The aux sink that hands IMU readings to this publisher's subscribers
+    /// ([`lidarxdp_core::protocol::MSG_IMU`], docs/protocol.md "IMU").
+    pub fn imu_sink(&self) -> ImuToTcp {
+        ImuToTcp {
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -323,6 +369,7 @@ impl Publisher {
         let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
             frames: ArrayQueue::new(cfg.frame_queue.max(1)),
+            imu: ArrayQueue::new(IMU_INPUT_QUEUE),
             counters: counters.clone(),
             stop: AtomicBool::new(false),
             wake,

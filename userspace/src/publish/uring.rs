@@ -393,8 +393,12 @@ impl Driver {
         }
     }
 
-    /// Takes every frame waiting in the input queue and offers it to every sink.
+    /// Takes every frame waiting in the input queue and offers it to every sink, then every
+    /// IMU reading waiting to the subscribers.
     fn drain_input(&mut self, now: Instant) {
+        while let Some((sensor, reading)) = self.shared.imu.pop() {
+            self.fanout.offer_imu(sensor, &reading, now);
+        }
         while let Some(frame) = self.shared.frames.pop() {
             add(&self.shared.counters.frames_in, 1);
             let frame = SharedFrame::new(frame, self.shared.pool.clone());

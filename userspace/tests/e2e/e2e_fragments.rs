@@ -324,7 +324,9 @@ const OS2_128: &str = "ouster/os2-128/OS-2-128-U1_v2.3.0_1024x10";
 /// bytes per frame, each longer than a 2 KiB UMEM chunk: the multi-buffer socket
 /// (`XDP_USE_SG`, program `xdp.frags`) receives every one as a chain of descriptors, the
 /// daemon reassembles the 64 datagrams and decodes the frame equal, point for point, to
-/// offline decoding, and its 10 IMU packets (one chunk each) too. Nothing is lost.
+/// offline decoding, and its 10 IMU packets (one chunk each) too. Nothing is lost. The
+/// daemon's `--record-pcap` holds the 64 reassembled lidar datagrams and the 10 IMU datagrams,
+/// byte for byte.
 #[test]
 fn jumbo_mtu_9000_decodes_every_datagram_in_native_and_generic_mode() {
     if !privileged() {
@@ -342,6 +344,8 @@ fn jumbo_mtu_9000_decodes_every_datagram_in_native_and_generic_mode() {
         let net = NetnsPair::new(if mode == "native" { "j9n" } else { "j9g" });
         net.set_mtu(9000).unwrap();
         let calib = data(&format!("{OS2_128}.json"));
+        let rec =
+            std::env::temp_dir().join(format!("lidarxdp-jumbo-{}-{mode}.pcap", std::process::id()));
         let daemon = Daemon::start_with(
             &net.host_ns,
             &net.host_if,
@@ -353,6 +357,8 @@ fn jumbo_mtu_9000_decodes_every_datagram_in_native_and_generic_mode() {
                 calib.to_str().unwrap(),
                 "--xdp-mode",
                 mode,
+                "--record-pcap",
+                rec.to_str().unwrap(),
             ],
         );
         let subscriber = common::collect_frames(&net.host_ns, listen);
@@ -381,6 +387,16 @@ fn jumbo_mtu_9000_decodes_every_datagram_in_native_and_generic_mode() {
             pts == &offline[0].points,
             "{mode}: live frame differs from offline decoding"
         );
+        for port in [7502, 7503] {
+            let (want, _) = read_udp_datagrams(&pcap, Some(port)).unwrap();
+            let (got, _) = read_udp_datagrams(&rec, Some(port)).unwrap();
+            assert_eq!(got.len(), want.len(), "{mode}: port {port} recorded");
+            assert_eq!(want.len(), if port == 7502 { 64 } else { 10 });
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(g.payload == w.payload, "{mode}: port {port} datagram {i}");
+            }
+        }
+        let _ = std::fs::remove_file(&rec);
     }
 }
 

@@ -10,7 +10,8 @@ Per file it checks, and fails (exit 1) otherwise:
   DataEnd), ending with the footer;
 - the indexed reader (`make_reader(..., validate_crcs=True)` on a seekable file) finds the
   summary: statistics, chunk indexes (one per chunk), channels with their schema;
-- every message decodes as a `sensor_msgs/msg/PointCloud2`.
+- every message decodes as its channel's schema: `sensor_msgs/msg/PointCloud2`, or
+  `sensor_msgs/msg/Imu` (IMU readings recorded from the protocol's `imu` messages).
 
 Usage: python mcap_check.py FILE...
 """
@@ -63,8 +64,39 @@ def check(path):
             for c in sorted(summary.channels.values(), key=lambda c: c.id)
         ]
         messages = []
-        for _schema, channel, message, cloud in reader.iter_decoded_messages(log_time_order=False):
+        for schema, channel, message, cloud in reader.iter_decoded_messages(log_time_order=False):
             h = cloud.header
+            if schema.name == "sensor_msgs/msg/Imu":
+                messages.append(
+                    {
+                        "topic": channel.topic,
+                        "sequence": message.sequence,
+                        "log_time": message.log_time,
+                        "publish_time": message.publish_time,
+                        "stamp_ns": h.stamp.sec * 1_000_000_000 + h.stamp.nanosec,
+                        "frame_id": h.frame_id,
+                        "orientation": [
+                            cloud.orientation.x,
+                            cloud.orientation.y,
+                            cloud.orientation.z,
+                            cloud.orientation.w,
+                        ],
+                        "orientation_covariance": list(cloud.orientation_covariance),
+                        "angular_velocity": [
+                            cloud.angular_velocity.x,
+                            cloud.angular_velocity.y,
+                            cloud.angular_velocity.z,
+                        ],
+                        "linear_acceleration": [
+                            cloud.linear_acceleration.x,
+                            cloud.linear_acceleration.y,
+                            cloud.linear_acceleration.z,
+                        ],
+                    }
+                )
+                continue
+            if schema.name != "sensor_msgs/msg/PointCloud2":
+                raise SystemExit(f"{path}: unexpected schema {schema.name}")
             messages.append(
                 {
                     "topic": channel.topic,

@@ -102,12 +102,13 @@ fn sensors_and_fields_by_name() {
     let addr = publisher.local_addr();
     let mut all = Subscriber::connect(addr).unwrap();
     let h = all.hello().clone();
-    assert_eq!(h.min_version, 3);
+    assert_eq!(h.min_version, 4);
     assert_eq!(h.sensors.len(), 2);
     assert_eq!((h.sensors[1].id, h.sensors[1].name.as_str()), (1, "roof"));
     let want = Subscribe {
         sensors: vec!["roof".into()],
         fields: vec!["z".into(), "x".into(), "channel".into()],
+        ..Subscribe::default()
     };
     let mut a = Subscriber::connect_with(addr, &want).unwrap();
     let mut b = Subscriber::connect_with(addr, &want).unwrap();
@@ -119,6 +120,7 @@ fn sensors_and_fields_by_name() {
     let front_only = Subscribe {
         sensors: vec!["front".into()],
         fields: vec![],
+        ..Subscribe::default()
     };
     let mut f = Subscriber::connect_with(addr, &front_only).unwrap();
     assert_eq!(f.subscription().unwrap().point_step, 32);
@@ -186,6 +188,7 @@ fn unknown_sensor_or_field_is_refused_with_reason() {
     let bad = Subscribe {
         sensors: vec!["rear".into()],
         fields: vec![],
+        ..Subscribe::default()
     };
     match Subscriber::connect_with(addr, &bad) {
         Err(ClientError::Server { code, reason }) => {
@@ -200,6 +203,7 @@ fn unknown_sensor_or_field_is_refused_with_reason() {
     let bad = Subscribe {
         sensors: vec![],
         fields: vec!["x".into(), "rgb".into()],
+        ..Subscribe::default()
     };
     match Subscriber::connect_with(addr, &bad) {
         Err(ClientError::Server { code, reason }) => {
@@ -271,7 +275,7 @@ fn garbage_is_disconnected_with_a_logged_reason() {
             assert_eq!(e.code, error_code::UNSUPPORTED_VERSION);
             assert_eq!(
                 e.reason,
-                "version (offset 4) is 1, this decoder supports only 3"
+                "version (offset 4) is 1, this decoder supports only 4"
             );
         }
         other => panic!("{other:?}"),
@@ -299,6 +303,7 @@ fn garbage_is_disconnected_with_a_logged_reason() {
         &Subscribe {
             sensors: vec!["front".into()],
             fields: vec![],
+            ..Subscribe::default()
         },
         &mut m,
     );

@@ -58,6 +58,7 @@ fn frames_record_as_pointcloud2_cdr() {
     let want = Subscribe {
         sensors: vec![],
         fields: vec!["x".into(), "y".into(), "z".into(), "intensity".into()],
+        ..Subscribe::default()
     };
     let mut sub = Subscriber::connect_with(publisher.local_addr(), &want).unwrap();
     sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

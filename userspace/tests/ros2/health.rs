@@ -165,6 +165,26 @@ fn imu_and_diagnostics(via: Via) {
         Via::Dds => args.push("--dds"),
     }
     let daemon = Daemon::start_with(&net.host_ns, &net.host_if, 7711, &args);
+    // A TCP subscriber recording to MCAP (the protocol's `imu` messages on /lidar/os/imu).
+    let mcap = s.path("rec.mcap");
+    let ready = s.path("subscriber-ready");
+    let mut recorder = (via == Via::Zenoh).then(|| {
+        let exe = common::daemon_exe();
+        let mut child = NetnsPair::exec(&net.host_ns, &[exe.to_str().unwrap(), "subscribe"])
+            .args(["127.0.0.1:7711", "--json", "--mcap"])
+            .arg(&mcap)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start lidarxdp subscribe");
+        lidarxdp_testkit::wait_ready(&mut child, "subscriber", Duration::from_secs(30), || {
+            ready.exists()
+        })
+        .unwrap();
+        child
+    });
     let imu = Reader::start(via, &net, &s, "/lidar/os/imu", "imu");
     let diag = Reader::start(via, &net, &s, "/diagnostics", "diagnostics");
     std::thread::sleep(Duration::from_millis(500));
@@ -186,6 +206,49 @@ fn imu_and_diagnostics(via: Via) {
     let stats = daemon.stop();
     let got = imu.finish();
     let diags = diag.finish();
+    let recorded = recorder.take().map(|child| {
+        // The daemon's shutdown ended the connection: the subscriber finishes the file.
+        let out = child
+            .wait_with_output()
+            .expect("wait for lidarxdp subscribe");
+        assert!(
+            out.status.success(),
+            "subscribe: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/publish/mcap_check.py");
+        let r = Command::new(common::python())
+            .arg(script)
+            .arg(&mcap)
+            .output()
+            .expect("run mcap_check.py");
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        let f = &v["files"][0];
+        let imu_channel = f["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["topic"] == "/lidar/os/imu")
+            .cloned()
+            .expect("an IMU channel");
+        assert_eq!(
+            imu_channel["schema"], "sensor_msgs/msg/Imu",
+            "{imu_channel}"
+        );
+        assert_eq!(imu_channel["schema_encoding"], "ros2msg");
+        let imu: Vec<serde_json::Value> = f["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["topic"] == "/lidar/os/imu")
+            .cloned()
+            .collect();
+        for (i, m) in imu.iter().enumerate() {
+            assert_eq!(m["sequence"], i as u64, "{m}");
+        }
+        imu
+    });
     let sink = if via == Via::Zenoh { "zenoh" } else { "dds" };
 
     // The reference: Python's struct at Ouster's offsets, no lidarxdp code.
@@ -203,7 +266,31 @@ fn imu_and_diagnostics(via: Via) {
         10 * LOOPS,
         "{stats}"
     );
-    for (i, m) in got.iter().enumerate() {
+    let mut via_tcp_mcap = Vec::new();
+    if let Some(imu) = recorded {
+        assert_eq!(
+            imu.len() as u64,
+            10 * LOOPS,
+            "IMU messages in the MCAP: {stats}"
+        );
+        assert_eq!(
+            get(&stats, &["publisher", "imu_sent"]),
+            10 * LOOPS,
+            "{stats}"
+        );
+        via_tcp_mcap = imu
+            .into_iter()
+            .map(|mut m| {
+                // mcap_check.py's shape for the checks below.
+                let ns = m["stamp_ns"].as_u64().unwrap();
+                m["sec"] = (ns / 1_000_000_000).into();
+                m["nanosec"] = (ns % 1_000_000_000).into();
+                m
+            })
+            .collect();
+    }
+    for (i, m) in got.iter().chain(&via_tcp_mcap).enumerate() {
+        let i = i % got.len();
         let want = &reference[i % 10];
         assert_eq!(stamp_ns(m), want["gyro_ts"].as_u64().unwrap(), "IMU {i}");
         assert_eq!(m["frame_id"], "os_imu");

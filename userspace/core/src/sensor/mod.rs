@@ -238,6 +238,8 @@ pub struct ImuReading {
     pub stamp_ns: u64,
     /// Host receive time, ns since the Unix epoch (CLOCK_REALTIME).
     pub host_ns: u64,
+    /// The clock of `stamp_ns`.
+    pub clock: crate::frame::FrameClock,
 }
 
 /// A pipeline's clock and sync health ([`ScanPipeline::clock_health`]).
@@ -559,6 +561,10 @@ impl ScanPipeline {
                         Stamp::Host => host.wall_ns,
                     },
                     host_ns: host.wall_ns,
+                    clock: match self.stamp {
+                        Stamp::Sensor => crate::frame::FrameClock::Sensor,
+                        Stamp::Host => crate::frame::FrameClock::Host,
+                    },
                 });
                 true
             }
