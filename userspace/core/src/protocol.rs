@@ -1,4 +1,4 @@
-//! The lidarxdp TCP wire format, version 3 (byte-level reference with an example of every
+//! The lidarxdp TCP wire format, version 4 (byte-level reference with an example of every
 //! message: `docs/protocol.md`).
 //!
 //! Every message, in either direction, starts with the same 12-byte prefix:
@@ -6,13 +6,14 @@
 //! | offset | size | field | value |
 //! |---|---|---|---|
 //! | 0 | 4 | magic | `b"LXDP"` |
-//! | 4 | 2 | version | [`VERSION`] (3), u16 LE |
-//! | 6 | 2 | message type | [`MSG_HELLO`] .. [`MSG_ERROR`], u16 LE |
+//! | 4 | 2 | version | [`VERSION`] (4), u16 LE |
+//! | 6 | 2 | message type | [`MSG_HELLO`] .. [`MSG_IMU`], u16 LE |
 //! | 8 | 4 | header_len | length of this message's header including the prefix, u32 LE, a multiple of 8 |
 //!
 //! Server → subscriber: one [`Hello`] (server name, limits, the sensors by id and name), then
 //! frame messages (a header of `header_len` bytes followed by `point_count * point_step` bytes
-//! of points, packed in field-list order), an optional [`SubscribeAck`] after each
+//! of points, packed in field-list order), IMU messages ([`ImuMessage`], header only) of the
+//! subscribed sensors unless the subscriber opted out, an optional [`SubscribeAck`] after each
 //! [`Subscribe`], and an [`ErrorMessage`] right before the server closes a connection for a
 //! protocol violation. Subscriber → server: nothing (the default subscription: all sensors, all
 //! fields) or [`Subscribe`] messages choosing sensors by name and point fields by name.
@@ -586,7 +587,7 @@ fn min_header_len(msg_type: u16) -> usize {
 /// Returns [`Parsed::Incomplete`] while `buf` is a valid but too short prefix, so it can be
 /// called on a growing buffer. Rejects bad bytes as early as they arrive (magic, version, type,
 /// header_len are checked as soon as they are present). Never panics. Bytes between the end of
-/// the defined fields and `header_len` are ignored (zero padding in version 3; room for
+/// the defined fields and `header_len` are ignored (zero padding in version 4; room for
 /// compatible additions).
 ///
 /// # Errors
