@@ -251,14 +251,6 @@ fn imu_and_diagnostics(via: Via) {
     });
     let sink = if via == Via::Zenoh { "zenoh" } else { "dds" };
 
-    // The reference: Python's struct at Ouster's offsets, no lidarxdp code.
-    let r = Command::new(common::python())
-        .args([SCRIPT, "pcap-imu", pcap.to_str().unwrap()])
-        .output()
-        .expect("run pcap-imu");
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let reference: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
-    assert_eq!(reference.len(), 10);
     assert_eq!(got.len() as u64, 10 * LOOPS, "{stats}");
     assert_eq!(get(&stats, &[sink, "imu"]), 10 * LOOPS, "{stats}");
     assert_eq!(
@@ -266,7 +258,7 @@ fn imu_and_diagnostics(via: Via) {
         10 * LOOPS,
         "{stats}"
     );
-    let mut via_tcp_mcap = Vec::new();
+    check_imu(OS0_32, &got);
     if let Some(imu) = recorded {
         assert_eq!(
             imu.len() as u64,
@@ -278,61 +270,17 @@ fn imu_and_diagnostics(via: Via) {
             10 * LOOPS,
             "{stats}"
         );
-        via_tcp_mcap = imu
+        let imu: Vec<serde_json::Value> = imu
             .into_iter()
             .map(|mut m| {
-                // mcap_check.py's shape for the checks below.
+                // mcap_check.py's stamp in the probe's shape.
                 let ns = m["stamp_ns"].as_u64().unwrap();
                 m["sec"] = (ns / 1_000_000_000).into();
                 m["nanosec"] = (ns % 1_000_000_000).into();
                 m
             })
             .collect();
-    }
-    for (i, m) in got.iter().chain(&via_tcp_mcap).enumerate() {
-        let i = i % got.len();
-        let want = &reference[i % 10];
-        assert_eq!(stamp_ns(m), want["gyro_ts"].as_u64().unwrap(), "IMU {i}");
-        assert_eq!(m["frame_id"], "os_imu");
-        assert_eq!(m["orientation"], serde_json::json!([0.0, 0.0, 0.0, 1.0]));
-        assert_eq!(m["orientation_covariance"][0], -1.0);
-        for field in ["linear_acceleration", "angular_velocity"] {
-            for k in 0..3 {
-                let (a, b) = (
-                    m[field][k].as_f64().unwrap(),
-                    want[field][k].as_f64().unwrap(),
-                );
-                assert!((a - b).abs() <= 1e-12, "IMU {i} {field}[{k}]: {a} vs {b}");
-            }
-        }
-    }
-
-    // The second reference: ouster-sdk's own parse (its values are float32: 1e-6 relative).
-    if let Some(peers) = common::peers_python() {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ros2/ouster_imu_ref.py");
-        let r = Command::new(peers)
-            .args([script, common::data(OS0_32).to_str().unwrap()])
-            .output()
-            .expect("run ouster_imu_ref.py");
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-        let sdk: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
-        assert_eq!(sdk.len(), 10);
-        for (i, m) in got.iter().enumerate() {
-            let want = &sdk[i % 10];
-            assert_eq!(stamp_ns(m), want["gyro_ts"].as_u64().unwrap(), "IMU {i}");
-            for field in ["linear_acceleration", "angular_velocity"] {
-                for k in 0..3 {
-                    let (a, b) = (
-                        m[field][k].as_f64().unwrap(),
-                        want[field][k].as_f64().unwrap(),
-                    );
-                    assert!(
-                        (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-                        "IMU {i} {field}[{k}]: {a} vs ouster-sdk {b}"
-                    );
-                }
-            }
-        }
+        check_imu(OS0_32, &imu);
     }
 
     let statuses: Vec<(u64, u64, String)> = diags
@@ -392,6 +340,131 @@ fn imu_and_diagnostics(via: Via) {
     );
     assert!(get(&stats, &[sink, "diagnostics"]) >= 4, "{stats}");
     assert_eq!(get(&stats, &[sink, "aux_errors"]), 0, "{stats}");
+}
+
+/// Checks IMU messages (as the probe or `mcap_check.py` decoded them, frame `os_imu`) against
+/// the IMU packets of `capture`, repeated: message `i` is packet `i % 10`. References: Python's
+/// `struct` at Ouster's offsets with ouster-ros's conversion (1e-12), and ouster-sdk's parse
+/// (its values are float32: 1e-6 relative), when the peers' venv is there.
+fn check_imu(capture: &str, got: &[serde_json::Value]) {
+    let pcap = common::data(&format!("{capture}.pcap"));
+    let r = Command::new(common::python())
+        .args([SCRIPT, "pcap-imu", pcap.to_str().unwrap()])
+        .output()
+        .expect("run pcap-imu");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let reference: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(reference.len(), 10, "{capture}");
+    assert!(
+        !got.is_empty() && got.len() % 10 == 0,
+        "{capture}: {}",
+        got.len()
+    );
+    let mut refs = vec![(reference, 1e-12, "Python")];
+    if let Some(peers) = common::peers_python() {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ros2/ouster_imu_ref.py");
+        let r = Command::new(peers)
+            .args([script, common::data(capture).to_str().unwrap()])
+            .output()
+            .expect("run ouster_imu_ref.py");
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let sdk: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
+        assert_eq!(sdk.len(), 10, "{capture}");
+        refs.push((sdk, 1e-6, "ouster-sdk"));
+    }
+    for (want, tol, who) in &refs {
+        for (i, m) in got.iter().enumerate() {
+            let want = &want[i % 10];
+            assert_eq!(
+                stamp_ns(m),
+                want["gyro_ts"].as_u64().unwrap(),
+                "{capture} IMU {i}"
+            );
+            assert_eq!(m["frame_id"], "os_imu");
+            assert_eq!(m["orientation"], serde_json::json!([0.0, 0.0, 0.0, 1.0]));
+            assert_eq!(m["orientation_covariance"][0], -1.0);
+            for field in ["linear_acceleration", "angular_velocity"] {
+                for k in 0..3 {
+                    let (a, b) = (
+                        m[field][k].as_f64().unwrap(),
+                        want[field][k].as_f64().unwrap(),
+                    );
+                    assert!(
+                        (a - b).abs() <= tol * b.abs().max(1.0),
+                        "{capture} IMU {i} {field}[{k}]: {a} vs {who} {b}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The other two Ouster captures with IMU packets (OS0-128, OS2-128: 10 each), one pass each,
+/// through zenoh and DDS: every reading arrives and equals Python's and ouster-sdk's.
+fn imu_of_the_other_ouster_captures(via: Via) {
+    let _alone = crate::one_at_a_time();
+    for (i, capture) in [
+        "ouster/os0-128/OS-0-128-U1_v2.3.0_1024x10",
+        "ouster/os2-128/OS-2-128-U1_v2.3.0_1024x10",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tag = format!("{}{i}", if via == Via::Zenoh { "zi" } else { "di" });
+        let net = NetnsPair::new(&tag);
+        let s = Scratch::new(&format!("imu{i}"));
+        let cfg = s.write("zenoh.json5", &peer_config(17451));
+        let json = common::data(&format!("{capture}.json"));
+        let mut args = vec![
+            "--sensor",
+            "ouster",
+            "--calibration",
+            json.to_str().unwrap(),
+            "--name",
+            "os",
+        ];
+        match via {
+            Via::Zenoh => args.extend(["--zenoh", "--zenoh-config", &cfg]),
+            Via::Dds => args.push("--dds"),
+        }
+        let daemon = Daemon::start_with(&net.host_ns, &net.host_if, 7712, &args);
+        let imu = Reader::start(via, &net, &s, "/lidar/os/imu", "imu");
+        std::thread::sleep(Duration::from_millis(500));
+        let exe = common::daemon_exe();
+        let pcap = common::data(&format!("{capture}.pcap"));
+        let out = NetnsPair::exec(&net.sensor_ns, &[exe.to_str().unwrap(), "replay"])
+            .arg(&pcap)
+            .args(["--to", &format!("{}:0", net.host_ip)])
+            .args(["--rate", "realtime", "--json"])
+            .output()
+            .expect("run replay");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let stats = daemon.stop();
+        let got = imu.finish();
+        assert_eq!(got.len(), 10, "{capture}: {stats}");
+        check_imu(capture, &got);
+    }
+}
+
+#[test]
+fn imu_of_the_other_ouster_captures_through_zenoh() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    imu_of_the_other_ouster_captures(Via::Zenoh);
+}
+
+#[test]
+fn imu_of_the_other_ouster_captures_through_dds() {
+    if !privileged() || !python_available() {
+        return;
+    }
+    imu_of_the_other_ouster_captures(Via::Dds);
 }
 
 #[test]
