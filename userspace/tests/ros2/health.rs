@@ -356,7 +356,7 @@ fn check_imu(capture: &str, got: &[serde_json::Value]) {
     let reference: Vec<serde_json::Value> = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!(reference.len(), 10, "{capture}");
     assert!(
-        !got.is_empty() && got.len() % 10 == 0,
+        !got.is_empty() && got.len().is_multiple_of(10),
         "{capture}: {}",
         got.len()
     );
