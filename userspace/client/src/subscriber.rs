@@ -9,7 +9,7 @@
 //!     println!("seq {} with {} points", frame.header().sequence, frame.points().len());
 //! }
 //! // Only sensor "front", only x, y, z: 12-byte points, read through typed field views.
-//! let want = Subscribe { sensors: vec!["front".into()], fields: vec!["x".into(), "y".into(), "z".into()] };
+//! let want = Subscribe { sensors: vec!["front".into()], fields: vec!["x".into(), "y".into(), "z".into()], ..Default::default() };
 //! let mut sub = Subscriber::connect_with("127.0.0.1:7510".parse().unwrap(), &want)?;
 //! if let Some(frame) = sub.next_frame()? {
 //!     let x = frame.field::<f32>("x").expect("subscribed");
