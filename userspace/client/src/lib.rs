@@ -28,6 +28,8 @@ pub mod mcap;
 pub mod offline;
 pub mod pcd;
 pub mod reader;
+#[cfg(feature = "pcap")]
+pub mod settings;
 pub mod subscriber;
 #[cfg(feature = "zenoh")]
 pub mod zenoh;
