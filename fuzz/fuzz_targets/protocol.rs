@@ -1,5 +1,5 @@
 //! The publisher/subscriber wire format: `parse_header` and, through forced valid prefixes,
-//! every message parser (hello, frame, subscribe, subscribed, error) on arbitrary bytes, and
+//! every message parser (hello, frame, subscribe, subscribed, error, imu) on arbitrary bytes, and
 //! walks over arbitrary streams of messages (format: [`lidarxdp_fuzz::shared::ProtocolMode`]).
 //! The blocking reader over a stream (`lidarxdp_client::FrameReader`) is not fuzzed here: the
 //! fuzz crate depends on `lidarxdp-core` alone; the client's unit tests feed it 100,000
@@ -17,9 +17,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use lidarxdp_core::protocol::{
-    FieldSet, MAGIC, MAX_HEADER_LEN, MAX_PAYLOAD_LEN, MSG_FRAME, MSG_HELLO, MSG_SUBSCRIBE,
+    FieldSet, MAGIC, MAX_HEADER_LEN, MAX_PAYLOAD_LEN, MSG_FRAME, MSG_HELLO, MSG_IMU, MSG_SUBSCRIBE,
     MSG_SUBSCRIBED, Message, PREFIX_LEN, Parsed, VERSION, WireField, encode_error,
-    encode_frame_header_fields, encode_hello, encode_subscribe, encode_subscribed, parse_header,
+    encode_frame_header_fields, encode_hello, encode_imu, encode_subscribe, encode_subscribed,
+    parse_header,
 };
 use lidarxdp_fuzz::shared::ProtocolMode;
 
@@ -30,6 +31,7 @@ fn min_header_len(t: u16) -> usize {
         MSG_FRAME => 80,
         MSG_SUBSCRIBE => 24,
         MSG_SUBSCRIBED => 40,
+        MSG_IMU => 80,
         _ => 16,
     }
 }
@@ -74,9 +76,10 @@ fn encode(m: &Message) -> Option<Vec<u8>> {
         Message::Subscribe(s) => encode_subscribe(s, &mut out),
         Message::Subscribed(a) => {
             let set = field_set(&a.fields, a.point_step)?;
-            encode_subscribed(&a.sensor_ids, set, &mut out);
+            encode_subscribed(&a.sensor_ids, set, a.imu, &mut out);
         }
         Message::Error(e) => encode_error(e.code, &e.reason, &mut out),
+        Message::Imu(m) => encode_imu(m.sensor_id, &m.reading, &mut out),
     }
     Some(out)
 }
@@ -108,14 +111,19 @@ fn check_header(buf: &[u8], roundtrip: bool) {
                     other => panic!("prefix of {k} of a {header_len}-byte header: {other:?}"),
                 }
             }
+            // Compared through `Debug`: an IMU message's floats may be NaN, which `==` never
+            // equals (Debug tells every other f32 apart, -0.0 included).
             let exact = parse_header(&buf[..header_len]);
             assert_eq!(
-                exact.as_ref().ok(),
-                Some(&Parsed::Complete {
-                    message: message.clone(),
-                    header_len,
-                    payload_len
-                }),
+                format!("{:?}", exact.as_ref().ok()),
+                format!(
+                    "{:?}",
+                    Some(&Parsed::Complete {
+                        message: message.clone(),
+                        header_len,
+                        payload_len
+                    })
+                ),
                 "bytes after the header changed the result"
             );
             if roundtrip && let Some(bytes) = encode(&message) {
@@ -125,7 +133,11 @@ fn check_header(buf: &[u8], roundtrip: bool) {
                         payload_len: again_len,
                         ..
                     }) => {
-                        assert_eq!(again, message, "re-encoded message differs");
+                        assert_eq!(
+                            format!("{again:?}"),
+                            format!("{message:?}"),
+                            "re-encoded message differs"
+                        );
                         assert_eq!(again_len, payload_len);
                     }
                     other => panic!("re-encoded {message:?} does not parse: {other:?}"),

@@ -341,9 +341,10 @@ pub const REASSEMBLY_KEYS: [lidarxdp_core::reassembly::FragmentKey; 4] = {
 /// First byte of a protocol input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProtocolMode {
-    /// The bytes as they are, to `parse_header` (mode byte `0`, and any value past 6).
+    /// The bytes as they are, to `parse_header` (mode byte `0`, and any value past 7).
     Raw,
-    /// A valid prefix for message type `1..=5` (mode byte = the type) with `header_len` the
+    /// A valid prefix for message type `1..=6` (mode byte = the type for `1..=5`, `7` for the
+    /// IMU message, type 6) with `header_len` the
     /// bytes' length plus 12, rounded up to 8 and at most 4096; the bytes follow it (zero
     /// padded), so the type's own parser runs on them.
     Body(u16),
@@ -357,6 +358,7 @@ impl ProtocolMode {
         match b {
             1..=5 => ProtocolMode::Body(u16::from(b)),
             6 => ProtocolMode::Stream,
+            7 => ProtocolMode::Body(6),
             _ => ProtocolMode::Raw,
         }
     }
@@ -365,6 +367,7 @@ impl ProtocolMode {
     pub fn byte(self) -> u8 {
         match self {
             ProtocolMode::Raw => 0,
+            ProtocolMode::Body(6) => 7,
             ProtocolMode::Body(t) => t as u8,
             ProtocolMode::Stream => 6,
         }
