@@ -9,6 +9,7 @@ The same decoders as the lidarxdp daemon and ``lidarxdp decode``, from Python::
 - ``read_pcap(path, sensor=None, calibration=..., **options)`` yields each frame as it closes;
 - ``Decoder(sensor, calibration, **options).push(payload, host_ns)`` decodes packets from
   anywhere and returns the frames they close;
+- ``subscribe("127.0.0.1:7510")`` iterates over a running daemon's frames (TCP);
 - ``Frame.points`` is a read-only numpy structured array (``POINT_DTYPE``, 32 bytes per
   point) viewing the decoder's buffer, no copy; ``Frame.xyz()`` an ``(N, 3)`` float32 view.
 
@@ -28,7 +29,9 @@ from ._lidarxdp import (  # noqa: F401
     LidarxdpError,
     PcapReader,
     Points,
+    Subscription,
     read_pcap,
+    subscribe,
 )
 
 #: One point, ``PointXYZIRCAEDT`` (Autoware): the layout of ``Frame.points`` and of
@@ -60,5 +63,7 @@ __all__ = [
     "Frame",
     "LidarxdpError",
     "PcapReader",
+    "Subscription",
     "read_pcap",
+    "subscribe",
 ]

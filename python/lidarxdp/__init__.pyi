@@ -115,3 +115,18 @@ class Decoder:
         """``packets``, ``decoded``, ``malformed``, ``ignored``, ``frames``, ``points``, ..."""
     @property
     def sensor(self) -> str: ...
+
+class Subscription(Iterator[Frame]):
+    """A running daemon's frames over its TCP publisher (docs/protocol.md)."""
+
+    def __iter__(self) -> "Subscription": ...
+    def __next__(self) -> Frame:
+        """The next frame; ``StopIteration`` when the daemon closes the connection. Ctrl-C
+        interrupts the wait within 100 ms."""
+    @property
+    def sensors(self) -> dict:
+        """The sensors the daemon announced: ``{id: name}``."""
+
+def subscribe(address: str = "127.0.0.1:7510", *, connect_timeout: float = 5.0) -> Subscription:
+    """Connects to the daemon's publisher at ``"HOST:PORT"`` (every sensor, every field).
+    Raises ``LidarxdpError`` naming the address when it cannot connect."""

@@ -482,6 +482,94 @@ impl Decoder {
     }
 }
 
+/// The frames of a running daemon's TCP publisher ([`subscribe`]).
+#[pyclass(module = "lidarxdp")]
+struct Subscription {
+    sub: Mutex<lidarxdp_client::Subscriber>,
+    names: std::collections::HashMap<u16, String>,
+    addr: String,
+}
+
+#[pymethods]
+impl Subscription {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next frame; `StopIteration` when the daemon closes the connection. Waits in steps
+    /// of 100 ms without the GIL, so Ctrl-C (`KeyboardInterrupt`) is seen between them.
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
+        loop {
+            let ready = py.detach(|| match self.sub.lock() {
+                Ok(s) => s.wait_for_data(std::time::Duration::from_millis(100)),
+                Err(_) => Err(std::io::Error::other("subscription poisoned")),
+            });
+            py.check_signals()?;
+            match ready {
+                Ok(false) => continue,
+                Ok(true) => break,
+                Err(e) => return Err(err(format!("receive from {}: {e}", self.addr))),
+            }
+        }
+        let got = py.detach(|| match self.sub.lock() {
+            Ok(mut s) => s.next_frame(),
+            Err(_) => Err(std::io::Error::other("subscription poisoned").into()),
+        });
+        match got {
+            Ok(None) => Ok(None),
+            Ok(Some(f)) => {
+                let f = f.into_frame();
+                let name = self
+                    .names
+                    .get(&f.header.sensor_id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("sensor{}", f.header.sensor_id));
+                Ok(Some(frame(py, f, &name)?))
+            }
+            Err(e) => Err(err(format!("receive from {}: {e}", self.addr))),
+        }
+    }
+
+    /// The sensors the daemon announced: `{id: name}`.
+    #[getter]
+    fn sensors(&self) -> std::collections::HashMap<u16, String> {
+        self.names.clone()
+    }
+}
+
+/// Subscribes to a running daemon's TCP publisher at `address` (`"HOST:PORT"`, default
+/// `127.0.0.1:7510`) and iterates over its frames, every sensor, every point field.
+#[pyfunction]
+#[pyo3(signature = (address="127.0.0.1:7510", *, connect_timeout=5.0))]
+fn subscribe(py: Python<'_>, address: &str, connect_timeout: f64) -> PyResult<Subscription> {
+    use std::net::ToSocketAddrs;
+    let addr = address
+        .to_socket_addrs()
+        .map_err(|e| err(format!("address: {address:?} is not HOST:PORT ({e})")))?
+        .next()
+        .ok_or_else(|| err(format!("address: {address:?} resolves to nothing")))?;
+    if !(connect_timeout.is_finite() && connect_timeout > 0.0) {
+        return Err(err(format!(
+            "connect_timeout: {connect_timeout} is out of range; valid (0, inf) s"
+        )));
+    }
+    let timeout = std::time::Duration::from_secs_f64(connect_timeout);
+    let sub = py
+        .detach(|| lidarxdp_client::Subscriber::connect_timeout(&addr, timeout))
+        .map_err(|e| err(format!("subscribe {address}: {e}")))?;
+    let names = sub
+        .hello()
+        .sensors
+        .iter()
+        .map(|s| (s.id, s.name.clone()))
+        .collect();
+    Ok(Subscription {
+        sub: Mutex::new(sub),
+        names,
+        addr: address.to_owned(),
+    })
+}
+
 /// The extension module.
 #[pymodule]
 fn _lidarxdp(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -491,6 +579,8 @@ fn _lidarxdp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PcapReader>()?;
     m.add_class::<Decoder>()?;
     m.add_function(wrap_pyfunction!(read_pcap, m)?)?;
+    m.add_function(wrap_pyfunction!(subscribe, m)?)?;
+    m.add_class::<Subscription>()?;
     m.add("POINT_SIZE", POINT_SIZE)?;
     Ok(())
 }

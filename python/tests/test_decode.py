@@ -198,3 +198,62 @@ def test_memory_stays_flat_with_the_recording_length():
     )
     one, six = (int(v) for v in out.stdout.split())
     assert six - one < 8 * 1024, f"max RSS {one} KiB after one pass, {six} KiB after six"
+
+
+def free_port(kind):
+    import socket
+
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_subscribe_receives_a_running_daemons_frames():
+    """A daemon (socket backend on loopback) fed the demo's capture: `subscribe` yields its
+    frames, equal point for point to `read_pcap`'s, named as the daemon names the sensor,
+    and ends when the daemon stops."""
+    import socket
+    import time
+
+    cap, sensor, cal = CAPTURES[0]
+    udp, tcp = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
+    daemon = subprocess.Popen(
+        [EXE, "run", "--backend", "socket", "--bind", "127.0.0.1", "--sensor", sensor, "--port", str(udp),
+         "--calibration", str(DATA / cal), "--listen", f"127.0.0.1:{tcp}", "--name", "front"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sub = lidarxdp.subscribe(f"127.0.0.1:{tcp}", connect_timeout=1.0)
+                break
+            except lidarxdp.LidarxdpError:
+                assert daemon.poll() is None and time.monotonic() < deadline, "daemon did not start"
+                time.sleep(0.1)
+        assert sub.sensors == {0: "front"}
+        subprocess.run([EXE, "replay", str(DATA / cap), "--to", f"127.0.0.1:{udp}", "--rate", "realtime"],
+                       check=True, capture_output=True)
+        want = list(lidarxdp.read_pcap(DATA / cap, sensor, DATA / cal))
+        got = [next(sub) for _ in want]
+        for g, w in zip(got, want):
+            assert (g.sensor, g.seq, g.packets) == ("front", w.seq, w.packets)
+            # A Velodyne's hour comes from the host clock (now, not the record time).
+            hour = 3_600_000_000_000
+            assert g.start_ns % hour == w.start_ns % hour
+            assert g.points.tobytes() == w.points.tobytes()
+        daemon.terminate()
+        assert daemon.wait(timeout=30) == 0
+        with pytest.raises(StopIteration):
+            next(sub)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+
+
+def test_subscribe_to_nothing_names_the_address():
+    port = free_port(__import__("socket").SOCK_STREAM)
+    with pytest.raises(lidarxdp.LidarxdpError, match=f"subscribe 127.0.0.1:{port}: "):
+        lidarxdp.subscribe(f"127.0.0.1:{port}", connect_timeout=1.0)
