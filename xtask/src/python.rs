@@ -115,6 +115,8 @@ pub fn test(wheel: &Path, daemon: &Path) -> Result<()> {
             "-q",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:asyncio",
             "python/tests",
         ])
         .current_dir(&r)
