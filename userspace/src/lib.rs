@@ -23,13 +23,17 @@
 //!   server, latest frame per sensor.
 #![warn(missing_docs)]
 
-pub mod calibration;
+/// Calibration files and building a sensor's pipeline from them (one implementation, in
+/// `lidarxdp-client`, shared with the Python package).
+pub use lidarxdp_client::calibration;
 pub mod capture;
 #[cfg(feature = "foxglove")]
 pub mod foxglove;
 pub mod loader;
 pub mod metrics;
-pub mod offline;
+/// Reading capture files and decoding them offline (one implementation, in `lidarxdp-client`,
+/// shared with the Python package).
+pub use lidarxdp_client::offline;
 pub mod privs;
 pub mod publish;
 pub mod replay;

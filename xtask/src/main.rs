@@ -6,6 +6,7 @@ mod demo;
 mod fuzz;
 mod netns;
 mod peers;
+mod python;
 mod setup;
 
 use std::{
@@ -56,8 +57,11 @@ enum Cmd {
         calibration: Option<PathBuf>,
     },
     /// Run formatting and lint checks, unit tests, the privileged integration tests and a
-    /// quick benchmark suite (smoke test) and a 10 s run of every fuzz target.
+    /// quick benchmark suite (smoke test), a 10 s run of every fuzz target, and the Python
+    /// package's tests against its wheel.
     Test,
+    /// Build the Python package's abi3 wheel (python/, maturin) into target/wheels.
+    Python,
     /// Build everything and run the AF_XDP vs socket benchmark suite (root; see
     /// docs/benchmarks.md).
     Bench {
@@ -332,6 +336,12 @@ fn test(obj: &Path) -> Result<()> {
         .env("LIDARXDP_PYTHON", setup::pyenv_python())
         .env("LIDARXDP_PEERS_PYTHON", &peers_python);
     run(&mut cmd)?;
+    // The Python package, built as its users get it, tested against the CLI the tests above
+    // built.
+    let wheel = python::build_wheel()?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| r.join("target"), PathBuf::from);
+    python::test(&wheel, &target.join("release/lidarxdp"))?;
     // A short run of every fuzz target (seeded from the captures), so a decoder change that
     // panics on the fuzzers' seeds or their first mutations fails here.
     fuzz::fuzz(obj, 10, None)
@@ -400,6 +410,9 @@ fn main() -> Result<()> {
             quick, out, pcap, ..
         } => {
             bench(&tc, quick, out.as_deref(), pcap.as_deref())?;
+        }
+        Cmd::Python => {
+            python::build_wheel()?;
         }
         Cmd::Test => {
             let obj = build_ebpf(&tc)?;

@@ -40,27 +40,33 @@ fn requirements() -> PathBuf {
 }
 
 /// Creates or reuses the peers' venv; returns its Python (also `cargo xtask test`'s: the IMU
-/// test compares with ouster-sdk).
+/// test compares with ouster-sdk, the Python package's tests with both peers).
 pub fn venv() -> Result<PathBuf> {
-    let dir = venv_dir();
+    pinned_venv(&venv_dir(), &requirements(), "bench --peers")
+}
+
+/// Creates (or reuses, while `requirements` is unchanged) a venv in `dir` with exactly the
+/// pinned wheels of `requirements` from PyPI; returns its Python. `what` names the user in
+/// messages.
+pub fn pinned_venv(dir: &Path, requirements: &Path, what: &str) -> Result<PathBuf> {
     let python = dir.join("bin/python");
-    let wanted = fs::read_to_string(requirements())
-        .with_context(|| format!("read {}", requirements().display()))?;
-    let marker = dir.join("lidarxdp-peers-requirements.txt");
+    let wanted = fs::read_to_string(requirements)
+        .with_context(|| format!("read {}", requirements.display()))?;
+    let marker = dir.join("lidarxdp-requirements.txt");
     if python.exists() && fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
         return Ok(python);
     }
     eprintln!(
-        "bench --peers: creating the peers' Python venv {} from {}",
+        "{what}: creating the Python venv {} from {}",
         dir.display(),
-        requirements().display()
+        requirements.display()
     );
     if dir.exists() {
-        fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
+        fs::remove_dir_all(dir).with_context(|| format!("remove {}", dir.display()))?;
     }
     let venv_ok = Command::new("python3")
         .args(["-m", "venv"])
-        .arg(&dir)
+        .arg(dir)
         .status()
         .map(|s| s.success());
     match venv_ok {
@@ -81,14 +87,14 @@ pub fn venv() -> Result<PathBuf> {
             "--only-binary=:all:",
             "-r",
         ])
-        .arg(requirements())
+        .arg(requirements)
         .status()
         .context("run pip")?;
     if !pip.success() {
         bail!(
-            "pip could not install the pinned peers ({}) from PyPI: is there network access to \
-             pypi.org, and does this Python ({}) have wheels for them (Python 3.11, x86-64)?",
-            requirements().display(),
+            "pip could not install the pinned wheels of {} from PyPI: is there network access \
+             to pypi.org, and does this Python ({}) have wheels for them (Python 3.11, x86-64)?",
+            requirements.display(),
             String::from_utf8_lossy(
                 &Command::new(&python)
                     .arg("--version")

@@ -6,6 +6,8 @@
 //! - [`subscriber`]: [`Subscriber`] (connect over TCP, subscribe by sensor name and point
 //!   fields, read frames) and [`ReceivedFrame`] with its typed zero-copy field views;
 //! - [`pcd`]: writing and reading frames as PCD files (PCL's point cloud format, v0.7);
+//! - `offline` and `calibration` (feature `pcap`): reading pcap/pcapng captures (IPv4
+//!   reassembly included) and decoding them into frames, with the calibration files read;
 //! - `mcap` (feature `mcap`): recording frames as ROS 2 `sensor_msgs/msg/PointCloud2` in MCAP
 //!   files that rosbag2 and Foxglove open, optionally split by size or duration;
 //! - `zenoh` (feature `zenoh`): reading the daemon's ROS 2 topic over zenoh (rmw_zenoh's key
@@ -14,12 +16,20 @@
 //!
 //! A subscriber application depends on this crate and on `lidarxdp-core`.
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+// Only `offline` maps capture files (memmap2); every other module is safe code.
+#![deny(unsafe_code)]
 
+#[cfg(feature = "pcap")]
+pub mod calibration;
 #[cfg(feature = "mcap")]
 pub mod mcap;
+#[cfg(feature = "pcap")]
+#[allow(unsafe_code)]
+pub mod offline;
 pub mod pcd;
 pub mod reader;
+#[cfg(feature = "pcap")]
+pub mod settings;
 pub mod subscriber;
 #[cfg(feature = "zenoh")]
 pub mod zenoh;

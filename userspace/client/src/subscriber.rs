@@ -336,6 +336,35 @@ impl Subscriber {
         self.reader.get_ref().set_read_timeout(timeout)
     }
 
+    /// Waits up to `timeout` for bytes from the server (`MSG_PEEK` under a read timeout, so
+    /// nothing is consumed and a timeout never cuts a message); `Ok(true)` when some arrived
+    /// or the server closed (the next [`next_frame`](Self::next_frame) then does not wait for
+    /// the first byte). For a caller that must stay responsive, e.g. to signals, between
+    /// frames. The read timeout is cleared again before returning.
+    ///
+    /// # Errors
+    /// The socket's error (`setsockopt`, `recv`).
+    pub fn wait_for_data(&self, timeout: Duration) -> io::Result<bool> {
+        let s = self.reader.get_ref();
+        s.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        let r = s.peek(&mut [0u8; 1]);
+        s.set_read_timeout(None)?;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// The IMU readings received since the last call, oldest first (at most [`IMU_KEPT`]).
     pub fn take_imu(&mut self) -> std::collections::vec_deque::Drain<'_, ReceivedImu> {
         self.imu.drain(..)

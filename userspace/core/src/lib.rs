@@ -42,6 +42,7 @@ pub mod sensor;
 #[allow(unsafe_code)]
 mod simd;
 pub mod time;
+pub mod valid;
 pub mod vendor;
 
 pub use time::HostTime;

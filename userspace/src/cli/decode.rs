@@ -5,11 +5,12 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use lidarxdp::offline::{DecodeOptions, DecodeSummary};
+use lidarxdp::offline::DecodeSummary;
 use lidarxdp_core::frame::{Frame, FrameClock};
-use lidarxdp_core::sensor::{SensorConfig, SensorModel, Stamp};
+use lidarxdp_core::sensor::{SensorModel, Stamp};
 
 use crate::daemon::config::valid::{Degrees, Fov, Metres};
+use lidarxdp_client::settings::DecodeSettings;
 
 /// `lidarxdp decode` arguments.
 #[derive(clap::Args)]
@@ -154,43 +155,24 @@ fn summary_line(s: &DecodeSummary) -> String {
 /// PCDs with `--pcd`, and a summary on stderr (and as a last JSON object with `--json`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
     keep_freed_memory();
-    let model = match a.sensor {
-        Some(m) => m,
-        None => {
-            // The calibration's laser count must agree with the product byte (Velodyne).
-            let (m, warning) =
-                lidarxdp::calibration::confirm_detected_model(detect(&a)?, &a.calibration)?;
-            if let Some(w) = warning {
-                eprintln!("decode: warning: {w}");
-            }
-            m
-        }
-    };
-    let (min_range, max_range) = crate::daemon::config::valid::range_gate(
-        model,
-        a.min_range,
-        a.max_range,
-        ("--min-range", "--max-range"),
-    )
-    .map_err(anyhow::Error::msg)?;
-    let cfg = SensorConfig {
-        cut_angle_deg: a.cut_angle.get(),
-        min_range_m: min_range,
-        max_range_m: max_range,
+    let settings = DecodeSettings {
+        sensor: a.sensor,
+        calibration: a.calibration.clone(),
+        cut_angle: a.cut_angle,
+        fov: a.fov,
+        min_range: a.min_range,
+        max_range: a.max_range,
         stamp: a.stamp,
-        ..SensorConfig::new(0, model, &a.calibration)
-    };
-    cfg.validate()
-        .map_err(|e| anyhow::anyhow!("{}", flag_names(&e.to_string())))?;
-    let opts = DecodeOptions {
         port: a.port,
         source: a.source,
-        pipeline: lidarxdp_core::sensor::PipelineOptions {
-            fov_deg: a.fov.map(Fov::degrees),
-            hesai_skip_crc: a.hesai_skip_crc,
-            flavor: lidarxdp_core::sensor::DecodeFlavor::from_nebula_compat(a.nebula_compat),
-        },
+        nebula_compat: a.nebula_compat,
+        hesai_skip_crc: a.hesai_skip_crc,
     };
+    let (model, notes) = settings.model(a.path())?;
+    for n in notes {
+        eprintln!("decode: {n}");
+    }
+    let (cfg, opts) = settings.resolve(model)?;
     if let Some(dir) = &a.pcd {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
@@ -302,50 +284,4 @@ fn progress_bar(path: &Path) -> Option<indicatif::ProgressBar> {
         .ok()?,
     );
     Some(bar)
-}
-
-/// Renames the configuration's field names to the flags of `decode`.
-fn flag_names(msg: &str) -> String {
-    msg.replace("min_range_m", "--min-range")
-        .replace("max_range_m", "--max-range")
-        .replace("cut_angle_deg", "--cut-angle")
-}
-
-/// Datagrams looked at by [`detect`].
-const DETECT_DATAGRAMS: usize = 200;
-
-/// The model most of the capture's first datagrams name ([`lidarxdp_core::sensor::detect_model`]).
-fn detect(a: &DecodeArgs) -> Result<SensorModel> {
-    let mut votes: Vec<(SensorModel, usize)> = Vec::new();
-    let mut seen = 0usize;
-    let filter = lidarxdp::offline::DatagramFilter {
-        port: a.port,
-        source: a.source,
-    };
-    for d in lidarxdp::offline::CaptureReader::open(a.path(), filter)? {
-        let d = d?;
-        seen += 1;
-        if let Some(m) = lidarxdp_core::sensor::detect_model(&d.payload) {
-            match votes.iter_mut().find(|(v, _)| *v == m) {
-                Some((_, n)) => *n += 1,
-                None => votes.push((m, 1)),
-            }
-        }
-        if seen >= DETECT_DATAGRAMS {
-            break;
-        }
-    }
-    let Some(&(model, n)) = votes.iter().max_by_key(|(_, n)| *n) else {
-        bail!(
-            "--sensor: none of the first {seen} datagrams of {} names its model (Ouster and \
-             RoboSense packets never do); give --sensor MODEL",
-            a.path().display()
-        );
-    };
-    eprintln!(
-        "decode: --sensor not given; {n} of the first {seen} datagrams say {} (pass --sensor to \
-         override)",
-        model.name()
-    );
-    Ok(model)
 }

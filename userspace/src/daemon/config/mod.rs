@@ -78,7 +78,26 @@ pub mod plan;
 pub mod sections;
 #[cfg(test)]
 mod tests;
-pub mod valid;
+/// Checked setting values: `lidarxdp_core::valid` (one implementation, shared with the Python
+/// package), and the limits of the daemon's own sinks.
+pub mod valid {
+    pub use lidarxdp_core::valid::*;
+
+    /// The zenoh sink's shared-memory pool, MiB, 0..=[`lidarxdp::ros2_zenoh::MAX_SHM_MB`].
+    pub type ShmMib = Ranged<0, { lidarxdp::ros2_zenoh::MAX_SHM_MB as u64 }>;
+
+    /// A recording part's size limit, MB, in [`lidarxdp::capture::record::SPLIT_SIZE_MB`].
+    pub type SplitSizeMb = Ranged<
+        { *lidarxdp::capture::record::SPLIT_SIZE_MB.start() },
+        { *lidarxdp::capture::record::SPLIT_SIZE_MB.end() },
+    >;
+
+    /// A recording part's duration limit, s, in [`lidarxdp::capture::record::SPLIT_DURATION_S`].
+    pub type SplitDurationS = Ranged<
+        { *lidarxdp::capture::record::SPLIT_DURATION_S.start() },
+        { *lidarxdp::capture::record::SPLIT_DURATION_S.end() },
+    >;
+}
 
 use std::path::Path;
 

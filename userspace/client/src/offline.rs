@@ -828,82 +828,162 @@ where
     F: FnMut(Frame) -> std::io::Result<()>,
     P: FnMut(u64),
 {
-    let mut pipeline = crate::calibration::pipeline_with_options(cfg, opts.pipeline)?;
-    let mut reader = CaptureReader::open(
-        path,
-        DatagramFilter {
-            port: opts.port,
-            source: opts.source,
-        },
-    )?;
-    let mut out: Vec<Frame> = Vec::new();
-    let mut source: Option<Ipv4Addr> = None;
-    // An empty copy of the pipeline that tells whether a datagram from another source is a
-    // data packet of this model (it would be decoded or found damaged) or foreign traffic
-    // (PTP, mDNS, DHCP...: ignored, which leaves a pipeline untouched).
-    let probe = pipeline.clone();
+    let mut frames = PcapFrames::open(path, cfg, opts)?;
     let mut reported = 0;
-    loop {
+    while let Some(f) = frames.next() {
         // Progress in 64 KiB steps (a call per record would cost more than it tells).
-        let read = reader.bytes_read() & !0xffff;
+        let read = frames.bytes_read() & !0xffff;
         if read != reported {
             reported = read;
             on_progress(reported);
         }
-        let d = match reader.next_datagram() {
-            None => break,
-            Some(d) => d?,
-        };
-        match source {
-            None => {
-                let ignored = pipeline.counters().ignored;
-                pipeline.push(d.payload, HostTime::both(d.ts_ns), &mut out);
-                // The stream's source is the first one that sends data packets.
-                if pipeline.counters().ignored == ignored {
-                    source = Some(d.src_ip);
-                }
-                for f in out.drain(..) {
-                    on_frame(f).map_err(OfflineError::Output)?;
-                }
-                continue;
-            }
-            Some(first) if first != d.src_ip && !is_ignored(&probe, d.payload) => {
-                let mut sources = vec![first, d.src_ip];
-                for d in reader.by_ref().map_while(Result::ok) {
-                    if sources.len() >= MAX_LISTED_SOURCES {
-                        break;
-                    }
-                    if !sources.contains(&d.src_ip) {
-                        sources.push(d.src_ip);
-                    }
-                }
-                return Err(OfflineError::MixedSources {
-                    path: path.to_path_buf(),
-                    port: opts.port,
-                    sources,
-                });
-            }
-            Some(_) => {}
+        on_frame(f?).map_err(OfflineError::Output)?;
+    }
+    if frames.bytes_read() != reported {
+        on_progress(frames.bytes_read());
+    }
+    Ok(frames.summary())
+}
+
+/// The frames of a capture, pulled one at a time as each closes (the frame in progress at the
+/// end of the file last): [`decode_pcap_each`] as an iterator, for callers that cannot take a
+/// callback (a Python generator). Same rules, same errors, same memory bound; after an error
+/// the iterator ends.
+pub struct PcapFrames {
+    path: PathBuf,
+    port: Option<u16>,
+    reader: CaptureReader,
+    pipeline: ScanPipeline,
+    /// An empty copy of the pipeline that tells whether a datagram from another source is a
+    /// data packet of this model (it would be decoded or found damaged) or foreign traffic
+    /// (PTP, mDNS, DHCP...: ignored, which leaves a pipeline untouched).
+    probe: ScanPipeline,
+    /// The stream's source: the first one that sends data packets.
+    source: Option<Ipv4Addr>,
+    out: Vec<Frame>,
+    ready: std::collections::VecDeque<Frame>,
+    /// The end of the file was reached (and the frame in progress flushed) or an error ended
+    /// the iteration.
+    done: bool,
+}
+
+impl std::fmt::Debug for PcapFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PcapFrames")
+            .field("path", &self.path)
+            .field("records", &self.reader.records())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PcapFrames {
+    /// Opens the capture at `path` for decoding with `cfg` (its calibration read now) and
+    /// `opts`.
+    ///
+    /// # Errors
+    /// [`OfflineError::Config`] for an invalid configuration or calibration;
+    /// [`OfflineError::Io`] / [`OfflineError::Pcap`] when the file cannot be opened or is not
+    /// a capture.
+    pub fn open(
+        path: &Path,
+        cfg: &SensorConfig,
+        opts: &DecodeOptions,
+    ) -> Result<Self, OfflineError> {
+        let pipeline = crate::calibration::pipeline_with_options(cfg, opts.pipeline)?;
+        let reader = CaptureReader::open(
+            path,
+            DatagramFilter {
+                port: opts.port,
+                source: opts.source,
+            },
+        )?;
+        Ok(PcapFrames {
+            path: path.to_path_buf(),
+            port: opts.port,
+            reader,
+            probe: pipeline.clone(),
+            pipeline,
+            source: None,
+            out: Vec::new(),
+            ready: std::collections::VecDeque::new(),
+            done: false,
+        })
+    }
+
+    /// Bytes of the file read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.reader.bytes_read()
+    }
+
+    /// What was read and decoded so far (all of it once the iterator ended).
+    pub fn summary(&self) -> DecodeSummary {
+        DecodeSummary {
+            records: self.reader.records(),
+            datagrams: self.reader.datagrams(),
+            skipped: *self.reader.skip_counts(),
+            counters: *self.pipeline.counters(),
         }
-        // The record time is both the interval clock and the stamp clock offline.
-        pipeline.push(d.payload, HostTime::both(d.ts_ns), &mut out);
-        for f in out.drain(..) {
-            on_frame(f).map_err(OfflineError::Output)?;
+    }
+
+    /// Reads datagrams until a frame closes or the file ends.
+    fn fill(&mut self) -> Result<(), OfflineError> {
+        while self.ready.is_empty() && !self.done {
+            let Some(d) = self.reader.next_datagram() else {
+                self.pipeline.flush(&mut self.out);
+                self.ready.extend(self.out.drain(..));
+                self.done = true;
+                break;
+            };
+            let d = d?;
+            match self.source {
+                None => {
+                    let ignored = self.pipeline.counters().ignored;
+                    // The record time is both the interval clock and the stamp clock offline.
+                    self.pipeline
+                        .push(d.payload, HostTime::both(d.ts_ns), &mut self.out);
+                    if self.pipeline.counters().ignored == ignored {
+                        self.source = Some(d.src_ip);
+                    }
+                }
+                Some(first) if first != d.src_ip && !is_ignored(&self.probe, d.payload) => {
+                    let mut sources = vec![first, d.src_ip];
+                    for d in self.reader.by_ref().map_while(Result::ok) {
+                        if sources.len() >= MAX_LISTED_SOURCES {
+                            break;
+                        }
+                        if !sources.contains(&d.src_ip) {
+                            sources.push(d.src_ip);
+                        }
+                    }
+                    return Err(OfflineError::MixedSources {
+                        path: self.path.clone(),
+                        port: self.port,
+                        sources,
+                    });
+                }
+                Some(_) => {
+                    self.pipeline
+                        .push(d.payload, HostTime::both(d.ts_ns), &mut self.out);
+                }
+            }
+            self.ready.extend(self.out.drain(..));
         }
+        Ok(())
     }
-    if reader.bytes_read() != reported {
-        on_progress(reader.bytes_read());
+}
+
+impl Iterator for PcapFrames {
+    type Item = Result<Frame, OfflineError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.fill() {
+            self.done = true;
+            self.ready.clear();
+            return Some(Err(e));
+        }
+        self.ready.pop_front().map(Ok)
     }
-    pipeline.flush(&mut out);
-    for f in out.drain(..) {
-        on_frame(f).map_err(OfflineError::Output)?;
-    }
-    Ok(DecodeSummary {
-        records: reader.records(),
-        datagrams: reader.datagrams(),
-        skipped: *reader.skip_counts(),
-        counters: *pipeline.counters(),
-    })
 }
 
 /// Whether `pipeline` (an empty one) counts `payload` as `ignored`: not a data packet of its

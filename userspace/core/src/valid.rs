@@ -4,7 +4,7 @@
 //! line and key (`TOML parse error at line 5, column 13 | cut_angle = 400.0 | ...`).
 //!
 //! The cross-field rules (a minimum range below its maximum, unique names and ports) are in
-//! [`super::plan`]; they name the field themselves.
+//! the daemon's configuration plan; they name the field themselves.
 
 use std::{fmt, str::FromStr};
 
@@ -103,23 +103,8 @@ pub type UdpPort = Ranged<1, 65535>;
 /// XSKMAP has one slot per queue).
 pub type RxQueue = Ranged<0, { lidarxdp_common::XSK_MAP_CAPACITY as u64 - 1 }>;
 
-/// A ROS domain id, 0..=[`lidarxdp_core::ros2::MAX_ROS_DOMAIN_ID`].
-pub type DomainId = Ranged<0, { lidarxdp_core::ros2::MAX_ROS_DOMAIN_ID as u64 }>;
-
-/// The zenoh sink's shared-memory pool, MiB, 0..=[`lidarxdp::ros2_zenoh::MAX_SHM_MB`].
-pub type ShmMib = Ranged<0, { lidarxdp::ros2_zenoh::MAX_SHM_MB as u64 }>;
-
-/// A recording part's size limit, MB, in [`lidarxdp::capture::record::SPLIT_SIZE_MB`].
-pub type SplitSizeMb = Ranged<
-    { *lidarxdp::capture::record::SPLIT_SIZE_MB.start() },
-    { *lidarxdp::capture::record::SPLIT_SIZE_MB.end() },
->;
-
-/// A recording part's duration limit, s, in [`lidarxdp::capture::record::SPLIT_DURATION_S`].
-pub type SplitDurationS = Ranged<
-    { *lidarxdp::capture::record::SPLIT_DURATION_S.start() },
-    { *lidarxdp::capture::record::SPLIT_DURATION_S.end() },
->;
+/// A ROS domain id, 0..=[`crate::ros2::MAX_ROS_DOMAIN_ID`].
+pub type DomainId = Ranged<0, { crate::ros2::MAX_ROS_DOMAIN_ID as u64 }>;
 
 /// A power of two in 64..=65536: the UMEM frames of one AF_XDP socket (2 KiB each, kernel
 /// doc `networking/af_xdp.rst`, "UMEM").
@@ -262,9 +247,9 @@ impl Serialize for Fov {
     }
 }
 
-/// A range gate distance, metres, [0, 1000] ([`lidarxdp_core::sensor::MAX_RANGE_M`]); that a
+/// A range gate distance, metres, [0, 1000] ([`crate::sensor::MAX_RANGE_M`]); that a
 /// minimum lies below its maximum is checked with the model's datasheet range in
-/// [`super::plan`].
+/// the daemon's configuration plan.
 ///
 /// # Errors
 /// [`InvalidValue::OutOfRange`] outside [0, 1000] or not finite; [`InvalidValue::NotA`] for
@@ -274,7 +259,7 @@ pub struct Metres(f32);
 
 impl Metres {
     fn valid() -> String {
-        format!("[0, {}] m", lidarxdp_core::sensor::MAX_RANGE_M)
+        format!("[0, {}] m", crate::sensor::MAX_RANGE_M)
     }
 
     /// `v` metres, checked.
@@ -282,7 +267,7 @@ impl Metres {
     /// # Errors
     /// [`InvalidValue::OutOfRange`] outside [0, 1000] or not finite.
     pub fn new(v: f32) -> Result<Self, InvalidValue> {
-        if v.is_finite() && (0.0..=lidarxdp_core::sensor::MAX_RANGE_M).contains(&v) {
+        if v.is_finite() && (0.0..=crate::sensor::MAX_RANGE_M).contains(&v) {
             Ok(Self(v))
         } else {
             Err(InvalidValue::OutOfRange {
@@ -447,7 +432,7 @@ impl Checked for Metres {
 pub struct RangeGateError(String);
 
 /// A sensor's range gate, metres: `(min, max)`, each defaulting to the model's datasheet
-/// range ([`lidarxdp_core::sensor::SensorModel::datasheet_range_m`]), with `min < max`. The one
+/// range ([`crate::sensor::SensorModel::datasheet_range_m`]), with `min < max`. The one
 /// rule of `run` (flags and `[[sensors]]`) and `decode`; `names` are the two fields as the
 /// caller's source names them (`--min-range`, `sensors[0].max_range`).
 ///
@@ -455,12 +440,12 @@ pub struct RangeGateError(String);
 /// [`RangeGateError`], naming the field at fault, its value and its valid range: the minimum
 /// when it is at or above a maximum that was not given, else the maximum.
 pub fn range_gate(
-    model: lidarxdp_core::sensor::SensorModel,
+    model: crate::sensor::SensorModel,
     min: Option<Metres>,
     max: Option<Metres>,
     names: (&str, &str),
 ) -> Result<(f32, f32), RangeGateError> {
-    use lidarxdp_core::sensor::MAX_RANGE_M;
+    use crate::sensor::MAX_RANGE_M;
     let (dmin, dmax) = model.datasheet_range_m();
     let lo = min.map_or(dmin, Metres::get);
     let hi = max.map_or(dmax, Metres::get);

@@ -1,0 +1,586 @@
+//! `lidarxdp._lidarxdp`: the extension module of the Python package `lidarxdp` (PyO3, abi3
+//! for CPython >= 3.9). A thin layer: the decoders are `lidarxdp-core`'s, the capture reader
+//! and the settings rules `lidarxdp-client`'s (`offline::PcapFrames`,
+//! `settings::DecodeSettings`), so a capture gives the frames `lidarxdp decode` gives, and bad
+//! settings the sentences it prints.
+//!
+//! Points reach numpy without a copy: each frame's point buffer stays in Rust, in a
+//! [`Points`] object that exposes numpy's array interface (version 3: `shape`, the
+//! `PointXYZIRCAEDT` record `descr`, `data` = address and read-only flag); `numpy.asarray`
+//! on it makes an array whose `base` keeps the buffer alive, and which refuses writes.
+//!
+//! Decoding releases the GIL (`Python::detach`): other Python threads run meanwhile.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use lidarxdp_client::offline::{DecodeSummary, PcapFrames};
+use lidarxdp_client::settings::{DecodeSettings, SettingsError};
+use lidarxdp_core::HostTime;
+use lidarxdp_core::counters::CounterSet;
+use lidarxdp_core::frame::{Frame as CoreFrame, FrameClock};
+use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE};
+use lidarxdp_core::point_buf::PointBuf;
+use lidarxdp_core::sensor::{ScanPipeline, SensorModel, Stamp};
+use lidarxdp_core::valid::{Degrees, Fov, Metres, UdpPort};
+
+create_exception!(
+    _lidarxdp,
+    LidarxdpError,
+    PyException,
+    "A refused setting, an unreadable file or a capture that cannot be decoded; the message is \
+     `lidarxdp decode`'s (the field, its value and its valid range, or the file)."
+);
+
+fn err(msg: impl ToString) -> PyErr {
+    LidarxdpError::new_err(msg.to_string())
+}
+
+fn settings_err(e: SettingsError) -> PyErr {
+    err(e)
+}
+
+/// The numpy `descr` of one point: `PointXYZIRCAEDT`, 32 bytes, little-endian, the fields at
+/// the offsets of docs/protocol.md (no padding: the fields fill the 32 bytes).
+fn descr(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for f in POINT_FIELDS {
+        let code = match f.datatype {
+            1 => "|i1",
+            2 => "|u1",
+            3 => "<i2",
+            4 => "<u2",
+            5 => "<i4",
+            6 => "<u4",
+            7 => "<f4",
+            _ => "<f8",
+        };
+        list.append(PyTuple::new(py, [f.name, code])?)?;
+    }
+    Ok(list)
+}
+
+/// One frame's points, owned by Rust and lent to numpy (module documentation).
+#[pyclass(frozen, module = "lidarxdp")]
+struct Points {
+    buf: PointBuf,
+}
+
+#[pymethods]
+impl Points {
+    /// numpy's array interface, version 3: shape `(N,)`, records of 32 bytes
+    /// (`PointXYZIRCAEDT`), data at this buffer's address, read-only.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", (self.buf.len(),))?;
+        d.set_item("typestr", format!("|V{POINT_SIZE}"))?;
+        d.set_item("descr", descr(py)?)?;
+        d.set_item("data", (self.buf.as_ptr() as usize, true))?;
+        Ok(d)
+    }
+
+    fn __len__(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// A frame (scan): its header and its points.
+///
+/// `points`: numpy structured array, shape `(N,)`, fields `x y z` (float32, m), `intensity`
+/// (uint8), `return_type` (uint8), `channel` (uint16, ring), `azimuth` `elevation` (float32,
+/// rad), `distance` (float32, m), `time_stamp` (uint32, ns since `start_ns`); a read-only view
+/// of the decoder's buffer. `xyz()`: the same memory as an `(N, 3)` float32 view.
+#[pyclass(frozen, module = "lidarxdp")]
+struct Frame {
+    /// Per-sensor frame number, +1 per frame.
+    #[pyo3(get)]
+    seq: u64,
+    /// The sensor's id (0 offline).
+    #[pyo3(get)]
+    sensor_id: u16,
+    /// The sensor's name (offline: the model name, e.g. `VLP16`).
+    #[pyo3(get)]
+    sensor: String,
+    /// Frame start, ns since the Unix epoch, on the clock `clock` names.
+    #[pyo3(get)]
+    start_ns: u64,
+    /// Host receive time of the frame's first packet, ns (offline: its pcap record time).
+    #[pyo3(get)]
+    host_ns: u64,
+    /// `"sensor"` or `"host"`.
+    #[pyo3(get)]
+    clock: &'static str,
+    /// Data packets in the frame.
+    #[pyo3(get)]
+    packets: u32,
+    /// Data packets the sensor sent for the frame.
+    #[pyo3(get)]
+    expected_packets: u32,
+    /// Packets rejected as malformed while the frame was built.
+    #[pyo3(get)]
+    malformed: u32,
+    /// Whole frames lost just before this one.
+    #[pyo3(get)]
+    frames_lost_before: u32,
+    points: Py<Points>,
+}
+
+fn clock_name(c: FrameClock) -> &'static str {
+    match c {
+        FrameClock::Sensor => "sensor",
+        FrameClock::Host => "host",
+    }
+}
+
+fn frame(py: Python<'_>, f: CoreFrame, sensor: &str) -> PyResult<Frame> {
+    let h = f.header;
+    Ok(Frame {
+        seq: h.sequence,
+        sensor_id: h.sensor_id,
+        sensor: sensor.to_owned(),
+        start_ns: h.start_ns,
+        host_ns: h.host_ns,
+        clock: clock_name(h.clock),
+        packets: h.packets_received,
+        expected_packets: h.packets_expected,
+        malformed: h.packets_malformed,
+        frames_lost_before: h.frames_lost_before,
+        points: Py::new(py, Points { buf: f.points })?,
+    })
+}
+
+fn frames(py: Python<'_>, fs: Vec<CoreFrame>, sensor: &str) -> PyResult<Vec<Frame>> {
+    fs.into_iter().map(|f| frame(py, f, sensor)).collect()
+}
+
+#[pymethods]
+impl Frame {
+    /// The points: a read-only numpy structured array viewing the Rust buffer (no copy).
+    #[getter]
+    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("numpy")?
+            .getattr("asarray")?
+            .call1((self.points.clone_ref(py),))
+    }
+
+    /// `x`, `y`, `z` as an `(N, 3)` float32 array (m), a read-only view of the same memory
+    /// (row stride 32 bytes).
+    fn xyz<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let points = self.points(py)?;
+        let n = points.len()?;
+        let x = points.get_item("x")?;
+        let kw = PyDict::new(py);
+        kw.set_item("shape", (n, 3))?;
+        kw.set_item("strides", (POINT_SIZE, 4))?;
+        kw.set_item("writeable", false)?;
+        py.import("numpy.lib.stride_tricks")?
+            .getattr("as_strided")?
+            .call((x,), Some(&kw))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.points.borrow(py).buf.len()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Frame(sensor={:?}, seq={}, start_ns={}, clock={:?}, points={}, packets={}/{}, \
+             malformed={}, frames_lost_before={})",
+            self.sensor,
+            self.seq,
+            self.start_ns,
+            self.clock,
+            self.__len__(py),
+            self.packets,
+            self.expected_packets,
+            self.malformed,
+            self.frames_lost_before
+        )
+    }
+}
+
+/// The keyword options every decoding entry point takes (those of `lidarxdp decode`).
+#[allow(clippy::too_many_arguments)]
+fn settings(
+    sensor: Option<&str>,
+    calibration: Option<PathBuf>,
+    cut_angle: f64,
+    fov: Option<&Bound<'_, PyAny>>,
+    min_range: Option<f64>,
+    max_range: Option<f64>,
+    stamp: &str,
+    source: Option<&str>,
+    port: Option<i64>,
+    nebula_compat: bool,
+    hesai_skip_crc: bool,
+) -> PyResult<DecodeSettings> {
+    let Some(calibration) = calibration else {
+        return Err(err(
+            "calibration: required (Velodyne YAML, Hesai CSV or DAT, Ouster metadata JSON, \
+             RoboSense CSV)",
+        ));
+    };
+    let sensor = sensor
+        .map(SensorModel::from_str)
+        .transpose()
+        .map_err(|e| err(format!("sensor: {e}")))?;
+    let cut_angle = Degrees::new(cut_angle).map_err(|e| err(format!("cut_angle: {e}")))?;
+    let fov = match fov {
+        None => None,
+        Some(v) => {
+            let text = match v.extract::<(f64, f64)>() {
+                Ok((a, b)) => format!("{a}:{b}"),
+                Err(_) => v.str()?.to_string(),
+            };
+            Some(Fov::from_str(&text).map_err(|e| err(format!("fov: {e}")))?)
+        }
+    };
+    let metres = |name: &str, v: Option<f64>| {
+        v.map(|m| Metres::new(m as f32).map_err(|e| err(format!("{name}: {e}"))))
+            .transpose()
+    };
+    let stamp = Stamp::from_str(stamp).map_err(|e| err(format!("stamp: {e}")))?;
+    let port = port
+        .map(|p| {
+            UdpPort::from_str(&p.to_string())
+                .map(|p| p.get() as u16)
+                .map_err(|e| err(format!("port: {e}")))
+        })
+        .transpose()?;
+    let source = source
+        .map(|s| {
+            Ipv4Addr::from_str(s)
+                .map_err(|e| err(format!("source: {s:?} is not an IPv4 address ({e})")))
+        })
+        .transpose()?;
+    Ok(DecodeSettings {
+        sensor,
+        calibration,
+        cut_angle,
+        fov,
+        min_range: metres("min_range", min_range)?,
+        max_range: metres("max_range", max_range)?,
+        stamp,
+        port,
+        source,
+        nebula_compat,
+        hesai_skip_crc,
+    })
+}
+
+fn summary_dict<'py>(py: Python<'py>, s: &DecodeSummary) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let mut r = Ok(());
+    s.counters.visit(&mut |desc, v| {
+        if r.is_ok() {
+            r = d.set_item(desc.name, v);
+        }
+    });
+    r?;
+    d.set_item("records", s.records)?;
+    d.set_item("datagrams", s.datagrams)?;
+    d.set_item("skipped_records", s.skipped.total())?;
+    Ok(d)
+}
+
+/// The frames of a capture file, as they close ([`read_pcap`]).
+#[pyclass(module = "lidarxdp")]
+struct PcapReader {
+    frames: Mutex<PcapFrames>,
+    sensor: String,
+}
+
+#[pymethods]
+impl PcapReader {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
+        let next = py.detach(|| match self.frames.lock() {
+            Ok(mut f) => f.next(),
+            Err(_) => None,
+        });
+        match next {
+            None => Ok(None),
+            Some(Ok(f)) => Ok(Some(frame(py, f, &self.sensor)?)),
+            Some(Err(e)) => Err(err(e)),
+        }
+    }
+
+    /// What was read and decoded so far (everything once the iteration ended): `records`,
+    /// `datagrams`, `skipped_records` and every decoder counter (`packets`, `decoded`,
+    /// `malformed`, `ignored`, `frames`, `points`, ...), as `lidarxdp decode --json`'s
+    /// summary.
+    #[getter]
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self
+            .frames
+            .lock()
+            .map_err(|_| err("reader poisoned"))?
+            .summary();
+        summary_dict(py, &s)
+    }
+
+    /// The model decoded (detected when `sensor` was not given), e.g. `"VLP16"`.
+    #[getter]
+    fn sensor(&self) -> &str {
+        &self.sensor
+    }
+}
+
+/// Decodes the capture at `path`, yielding frames as they close.
+#[pyfunction]
+#[pyo3(signature = (path, sensor=None, calibration=None, *, cut_angle=0.0, fov=None,
+    min_range=None, max_range=None, stamp="sensor", source=None, port=None,
+    nebula_compat=false, hesai_skip_crc=false))]
+#[allow(clippy::too_many_arguments)]
+fn read_pcap(
+    path: PathBuf,
+    sensor: Option<&str>,
+    calibration: Option<PathBuf>,
+    cut_angle: f64,
+    fov: Option<&Bound<'_, PyAny>>,
+    min_range: Option<f64>,
+    max_range: Option<f64>,
+    stamp: &str,
+    source: Option<&str>,
+    port: Option<i64>,
+    nebula_compat: bool,
+    hesai_skip_crc: bool,
+) -> PyResult<PcapReader> {
+    let s = settings(
+        sensor,
+        calibration,
+        cut_angle,
+        fov,
+        min_range,
+        max_range,
+        stamp,
+        source,
+        port,
+        nebula_compat,
+        hesai_skip_crc,
+    )?;
+    let (model, notes) = s.model(&path).map_err(settings_err)?;
+    for n in notes {
+        log_note(&n);
+    }
+    let (cfg, opts) = s.resolve(model).map_err(settings_err)?;
+    let frames = PcapFrames::open(&path, &cfg, &opts).map_err(err)?;
+    Ok(PcapReader {
+        frames: Mutex::new(frames),
+        sensor: model.name().to_owned(),
+    })
+}
+
+/// A note for the user (what was detected), on stderr as `lidarxdp decode` prints it.
+fn log_note(n: &str) {
+    eprintln!("lidarxdp: {n}");
+}
+
+/// A decoder for packets from anywhere: a socket, a bag of packets, a custom reader.
+#[pyclass(module = "lidarxdp")]
+struct Decoder {
+    pipeline: Mutex<ScanPipeline>,
+    sensor: String,
+}
+
+#[pymethods]
+impl Decoder {
+    #[new]
+    #[pyo3(signature = (sensor, calibration, *, cut_angle=0.0, fov=None, min_range=None,
+        max_range=None, stamp="sensor", nebula_compat=false, hesai_skip_crc=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        sensor: &str,
+        calibration: PathBuf,
+        cut_angle: f64,
+        fov: Option<&Bound<'_, PyAny>>,
+        min_range: Option<f64>,
+        max_range: Option<f64>,
+        stamp: &str,
+        nebula_compat: bool,
+        hesai_skip_crc: bool,
+    ) -> PyResult<Self> {
+        let s = settings(
+            Some(sensor),
+            Some(calibration),
+            cut_angle,
+            fov,
+            min_range,
+            max_range,
+            stamp,
+            None,
+            None,
+            nebula_compat,
+            hesai_skip_crc,
+        )?;
+        let model = s.sensor.unwrap_or(SensorModel::Vlp16);
+        let (cfg, opts) = s.resolve(model).map_err(settings_err)?;
+        let pipeline = lidarxdp_client::calibration::pipeline_with_options(&cfg, opts.pipeline)
+            .map_err(err)?;
+        Ok(Decoder {
+            pipeline: Mutex::new(pipeline),
+            sensor: model.name().to_owned(),
+        })
+    }
+
+    /// Decodes one UDP payload received at `host_ns` (ns since the Unix epoch); returns the
+    /// frames it closed (usually none). A malformed packet is counted and dropped.
+    fn push(&self, py: Python<'_>, payload: &[u8], host_ns: u64) -> PyResult<Vec<Frame>> {
+        let out = py.detach(|| {
+            let mut out = Vec::new();
+            if let Ok(mut p) = self.pipeline.lock() {
+                p.push(payload, HostTime::both(host_ns), &mut out);
+            }
+            out
+        });
+        frames(py, out, &self.sensor)
+    }
+
+    /// Closes the frame in progress; returns it (if it holds any packet).
+    fn flush(&self, py: Python<'_>) -> PyResult<Vec<Frame>> {
+        let mut out = Vec::new();
+        if let Ok(mut p) = self.pipeline.lock() {
+            p.flush(&mut out);
+        }
+        frames(py, out, &self.sensor)
+    }
+
+    /// The decoder's counters (`packets`, `decoded`, `malformed`, `ignored`, `frames`,
+    /// `points`, ...), as in `lidarxdp decode --json`'s summary.
+    #[getter]
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = *self
+            .pipeline
+            .lock()
+            .map_err(|_| err("decoder poisoned"))?
+            .counters();
+        summary_dict(
+            py,
+            &DecodeSummary {
+                counters: c,
+                ..DecodeSummary::default()
+            },
+        )
+    }
+
+    /// The model, e.g. `"OS-0-32"`'s family `"Ouster"`.
+    #[getter]
+    fn sensor(&self) -> &str {
+        &self.sensor
+    }
+}
+
+/// The frames of a running daemon's TCP publisher ([`subscribe`]).
+#[pyclass(module = "lidarxdp")]
+struct Subscription {
+    sub: Mutex<lidarxdp_client::Subscriber>,
+    names: std::collections::HashMap<u16, String>,
+    addr: String,
+}
+
+#[pymethods]
+impl Subscription {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next frame; `StopIteration` when the daemon closes the connection. Waits in steps
+    /// of 100 ms without the GIL, so Ctrl-C (`KeyboardInterrupt`) is seen between them.
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
+        loop {
+            let ready = py.detach(|| match self.sub.lock() {
+                Ok(s) => s.wait_for_data(std::time::Duration::from_millis(100)),
+                Err(_) => Err(std::io::Error::other("subscription poisoned")),
+            });
+            py.check_signals()?;
+            match ready {
+                Ok(false) => continue,
+                Ok(true) => break,
+                Err(e) => return Err(err(format!("receive from {}: {e}", self.addr))),
+            }
+        }
+        let got = py.detach(|| match self.sub.lock() {
+            Ok(mut s) => s.next_frame(),
+            Err(_) => Err(std::io::Error::other("subscription poisoned").into()),
+        });
+        match got {
+            Ok(None) => Ok(None),
+            Ok(Some(f)) => {
+                let f = f.into_frame();
+                let name = self
+                    .names
+                    .get(&f.header.sensor_id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("sensor{}", f.header.sensor_id));
+                Ok(Some(frame(py, f, &name)?))
+            }
+            Err(e) => Err(err(format!("receive from {}: {e}", self.addr))),
+        }
+    }
+
+    /// The sensors the daemon announced: `{id: name}`.
+    #[getter]
+    fn sensors(&self) -> std::collections::HashMap<u16, String> {
+        self.names.clone()
+    }
+}
+
+/// Subscribes to a running daemon's TCP publisher at `address` (`"HOST:PORT"`, default
+/// `127.0.0.1:7510`) and iterates over its frames, every sensor, every point field.
+#[pyfunction]
+#[pyo3(signature = (address="127.0.0.1:7510", *, connect_timeout=5.0))]
+fn subscribe(py: Python<'_>, address: &str, connect_timeout: f64) -> PyResult<Subscription> {
+    use std::net::ToSocketAddrs;
+    let addr = address
+        .to_socket_addrs()
+        .map_err(|e| err(format!("address: {address:?} is not HOST:PORT ({e})")))?
+        .next()
+        .ok_or_else(|| err(format!("address: {address:?} resolves to nothing")))?;
+    if !(connect_timeout.is_finite() && connect_timeout > 0.0) {
+        return Err(err(format!(
+            "connect_timeout: {connect_timeout} is out of range; valid (0, inf) s"
+        )));
+    }
+    let timeout = std::time::Duration::from_secs_f64(connect_timeout);
+    let sub = py
+        .detach(|| lidarxdp_client::Subscriber::connect_timeout(&addr, timeout))
+        .map_err(|e| err(format!("subscribe {address}: {e}")))?;
+    let names = sub
+        .hello()
+        .sensors
+        .iter()
+        .map(|s| (s.id, s.name.clone()))
+        .collect();
+    Ok(Subscription {
+        sub: Mutex::new(sub),
+        names,
+        addr: address.to_owned(),
+    })
+}
+
+/// The extension module.
+#[pymodule]
+fn _lidarxdp(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("LidarxdpError", m.py().get_type::<LidarxdpError>())?;
+    m.add_class::<Frame>()?;
+    m.add_class::<Points>()?;
+    m.add_class::<PcapReader>()?;
+    m.add_class::<Decoder>()?;
+    m.add_function(wrap_pyfunction!(read_pcap, m)?)?;
+    m.add_function(wrap_pyfunction!(subscribe, m)?)?;
+    m.add_class::<Subscription>()?;
+    m.add("POINT_SIZE", POINT_SIZE)?;
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! `cargo xtask python`: the Python package (python/) as one abi3 wheel, built by maturin
+//! (pinned in python/requirements-build.txt, in a venv of its own), and its tests: a clean
+//! venv that installs nothing but the wheel (numpy comes with it from PyPI) and decodes the
+//! demo's capture, then pytest (python/tests) in the peers' venv, where velodyne-decoder and
+//! ouster-sdk are, against the installed wheel.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::{peers, root, run};
+
+/// Builds the wheel into target/wheels (the older ones removed); returns its path.
+pub fn build_wheel() -> Result<PathBuf> {
+    let r = root();
+    let python = peers::pinned_venv(
+        &r.join("target/pybuild/venv"),
+        &r.join("python/requirements-build.txt"),
+        "python",
+    )?;
+    let maturin = python.with_file_name("maturin");
+    let out = r.join("target/wheels");
+    if out.exists() {
+        fs::remove_dir_all(&out).with_context(|| format!("remove {}", out.display()))?;
+    }
+    run(Command::new(&maturin)
+        .args([
+            "build",
+            "--release",
+            "--manifest-path",
+            "python/Cargo.toml",
+            "--out",
+        ])
+        .arg(&out)
+        .args(["--interpreter", "python3"])
+        .current_dir(&r))?;
+    let wheel = fs::read_dir(&out)
+        .with_context(|| format!("read {}", out.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .with_context(|| format!("maturin wrote no wheel into {}", out.display()))?;
+    eprintln!(
+        "python: {} ({:.1} MB)",
+        wheel.display(),
+        fs::metadata(&wheel)?.len() as f64 / 1e6
+    );
+    Ok(wheel)
+}
+
+/// Installs `wheel` into a fresh venv with nothing else, and decodes the demo's capture there.
+fn clean_install(wheel: &Path) -> Result<()> {
+    let r = root();
+    let dir = r.join("target/pyclean/venv");
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
+    }
+    run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+    run(Command::new(dir.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+        ])
+        .arg(wheel))?;
+    let data = r.join("../shared/data/velodyne/vlp16");
+    let check = "import sys, lidarxdp\n\
+        frames = list(lidarxdp.read_pcap(sys.argv[1], calibration=sys.argv[2]))\n\
+        assert len(frames) == 4, len(frames)\n\
+        assert frames[0].points.dtype == lidarxdp.POINT_DTYPE\n\
+        print('python: a clean venv with only the wheel decodes', len(frames), 'frames,',\n\
+              sum(len(f) for f in frames), 'points')\n";
+    run(Command::new(dir.join("bin/python"))
+        .args(["-c", check])
+        .arg(data.join("vlp16_dual_nebula_603pkt.pcap"))
+        .arg(data.join("calibration/VLP16db.yaml")))
+}
+
+/// What a pytest exit status means (pytest's `ExitCode`).
+fn pytest_failure(code: Option<i32>) -> &'static str {
+    match code {
+        Some(1) => "tests failed",
+        Some(2) => "interrupted",
+        Some(3) => "internal error",
+        Some(4) => "usage error",
+        Some(5) => "no tests were collected",
+        _ => "killed by a signal",
+    }
+}
+
+/// The package's tests: the clean install, then pytest against the installed wheel in the
+/// peers' venv. `daemon` is the `lidarxdp` binary whose `decode --json` the frames must match.
+pub fn test(wheel: &Path, daemon: &Path) -> Result<()> {
+    clean_install(wheel)?;
+    let r = root();
+    let python = peers::venv()?;
+    run(Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--no-deps",
+            "--force-reinstall",
+        ])
+        .arg(wheel))?;
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:asyncio",
+            "python/tests",
+        ])
+        .current_dir(&r)
+        .env("LIDARXDP_DATA", r.join("../shared/data"))
+        .env("LIDARXDP_EXE", daemon)
+        .status()
+        .context("run pytest")?;
+    if !status.success() {
+        bail!(
+            "pytest python/tests: {} (exit status {status})",
+            pytest_failure(status.code())
+        );
+    }
+    Ok(())
+}
