@@ -257,3 +257,38 @@ def test_subscribe_to_nothing_names_the_address():
     port = free_port(__import__("socket").SOCK_STREAM)
     with pytest.raises(lidarxdp.LidarxdpError, match=f"subscribe 127.0.0.1:{port}: "):
         lidarxdp.subscribe(f"127.0.0.1:{port}", connect_timeout=1.0)
+
+
+@pytest.mark.parametrize(
+    "capture,sensor,calibration",
+    [c for c in CAPTURES if c[1] == "ouster"],
+    ids=[Path(c[0]).stem for c in CAPTURES if c[1] == "ouster"],
+)
+def test_ouster_points_equal_ouster_sdk_within_a_millimetre(capture, sensor, calibration):
+    """ouster-sdk (pinned as the peer bench pins it) on the same capture: the same frames;
+    every point of ours sits at a pixel of its frame (row = channel, column = the one whose
+    timestamp is `start_ns + time_stamp`) and lies within 1 mm of `XYZLut` (without
+    extrinsics) at that pixel's RANGE or, for a second return, RANGE2; and the points that
+    match the first return are exactly the pixels with a non-zero RANGE."""
+    core = pytest.importorskip("ouster.sdk.core")
+    opcap = pytest.importorskip("ouster.sdk.pcap")
+    src = opcap.PcapFrameSetSource(str(DATA / capture), meta=[str(DATA / calibration)])
+    lut = core.XYZLut(src.sensor_info[0], use_extrinsics=False)
+    sdk = [f for fs in src for f in fs if f is not None]
+    ours = list(lidarxdp.read_pcap(DATA / capture, sensor, DATA / calibration))
+    assert len(ours) == len(sdk) > 0
+    for o, f in zip(ours, sdk):
+        p = o.points
+        column = {int(t) - o.start_ns: c for c, t in enumerate(f.timestamp) if t}
+        cols = np.array([column.get(int(t), -1) for t in p["time_stamp"]])
+        assert (cols >= 0).all(), f"frame {o.seq}: points at no column's time"
+        rows = p["channel"].astype(int)
+        rng = f.field(core.ChanField.RANGE)
+        mine = o.xyz()
+        first = np.abs(mine - lut(rng)[rows, cols]).max(axis=1)
+        err = first
+        if core.ChanField.RANGE2 in list(f.fields):
+            second = np.abs(mine - lut(f.field(core.ChanField.RANGE2))[rows, cols]).max(axis=1)
+            err = np.minimum(first, second)
+        assert err.max() <= 1e-3, f"frame {o.seq}: {err.max()} m"
+        assert (first <= 1e-3).sum() == (rng > 0).sum(), f"frame {o.seq}"

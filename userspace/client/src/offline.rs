@@ -1060,7 +1060,7 @@ mod tests {
     fn reads_the_vlp16_capture_and_reports_missing_files() {
         let path = Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/data/velodyne/vlp16/vlp16_strongest_prodid0x21_with_position_pkts.pcap"
+            "/../../../shared/data/velodyne/vlp16/vlp16_strongest_prodid0x21_with_position_pkts.pcap"
         ));
         let mut it = udp_payloads(path).unwrap();
         let all: Vec<UdpDatagram> = it.by_ref().map(Result::unwrap).collect();
