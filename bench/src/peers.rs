@@ -344,6 +344,56 @@ impl Args {
         row
     }
 
+    /// lidarxdp's Python package reading a whole file (`py-e2e`: `peer.py lidarxdp e2e`) or
+    /// its imports only (`py-startup`), in the peers' interpreter.
+    fn py_file(&self, round: usize, inp: &Inputs, f: Option<&(PathBuf, u64, f64)>) -> Row {
+        let kind = if f.is_some() { "py-e2e" } else { "py-startup" };
+        let mut row = self.base_row(round, inp, kind, "lidarxdp-python");
+        let mut cmd = Command::new(&self.python);
+        cmd.arg(&self.script)
+            .arg("lidarxdp")
+            .env("PYTHONWARNINGS", "ignore")
+            .env("PYTHONDONTWRITEBYTECODE", "1");
+        match f {
+            Some(f) => {
+                row.loops = f.1;
+                row.input_mb = f.2;
+                cmd.arg("e2e")
+                    .arg("--pcap")
+                    .arg(&f.0)
+                    .arg("--model")
+                    .arg(inp.c.model.name())
+                    .arg("--calibration")
+                    .arg(self.data(inp.c.calibration));
+            }
+            None => {
+                cmd.arg("imports");
+            }
+        }
+        self.python_row(row, measure(&mut cmd))
+    }
+
+    /// Fills `row` from a Python run's process figures and its last JSON line.
+    fn python_row(&self, mut row: Row, p: Result<Proc>) -> Row {
+        match p {
+            Ok(p) => {
+                row.cpu_ns = p.cpu_ns;
+                row.wall_ns = p.wall_ns;
+                row.maxrss_kb = p.maxrss_kb;
+                match (p.ok, last_json(&p.stdout)) {
+                    (true, Some(v)) => {
+                        let g = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+                        row.frames = g("frames");
+                        row.points = g("points");
+                    }
+                    _ => row.error = failure(&p),
+                }
+            }
+            Err(e) => row.error = format!("{e:#}"),
+        }
+        row
+    }
+
     /// The peer's read-and-decode of a whole file (`e2e`) or its imports only (`startup`).
     fn peer_file(
         &self,
@@ -369,23 +419,7 @@ impl Args {
                     .env("PYTHONDONTWRITEBYTECODE", "1"),
             ),
         };
-        match p {
-            Ok(p) => {
-                row.cpu_ns = p.cpu_ns;
-                row.wall_ns = p.wall_ns;
-                row.maxrss_kb = p.maxrss_kb;
-                match (p.ok, last_json(&p.stdout)) {
-                    (true, Some(v)) => {
-                        let g = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
-                        row.frames = g("frames");
-                        row.points = g("points");
-                    }
-                    _ => row.error = failure(&p),
-                }
-            }
-            Err(e) => row.error = format!("{e:#}"),
-        }
-        row
+        self.python_row(row, p)
     }
 }
 
@@ -507,6 +541,8 @@ pub fn run(a: Args) -> Result<()> {
                 push(&mut rows, a.ours_file(round, inp, "e2e", f));
                 push(&mut rows, a.peer_file(round, inp, "e2e", Some(f)));
                 push(&mut rows, a.peer_file(round, inp, "startup", None));
+                push(&mut rows, a.py_file(round, inp, Some(f)));
+                push(&mut rows, a.py_file(round, inp, None));
             }
         }
         eprintln!(

@@ -5,6 +5,8 @@
 //! * Decode only: ns per packet of the timed packets (thread CPU time).
 //! * End to end: process CPU time (user + system); the peer's minus the CPU time of the same
 //!   script doing only its imports in the same round (Python start-up subtracted).
+//! * Python (issue 27): lidarxdp's Python package against the peer, both from Python in the
+//!   peers' interpreter, file to numpy points, each net of its own imports-only run.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,6 +16,9 @@ use anyhow::{Result, bail};
 use plotters::prelude::*;
 
 use crate::peers::Row;
+
+/// The tool name of lidarxdp's Python package rows.
+const PY_TOOL: &str = "lidarxdp-python";
 
 /// Markers of the generated section in docs/benchmarks.md.
 pub const BEGIN: &str = "<!-- peers:begin -->";
@@ -91,6 +96,9 @@ struct Cap {
     e2e_counts: Option<(u64, u64, u64, u64)>,
     ours_rss: Vec<(u64, f64, f64)>,
     peer_rss: Vec<(u64, f64, f64)>,
+    // Python API, end to end, net of start-up
+    py_net_s: Vec<f64>,
+    py_ratio: Vec<f64>,
     errors: usize,
 }
 
@@ -118,7 +126,7 @@ impl Report {
             }
             let c = caps.entry(r.capture.clone()).or_default();
             c.vendor = r.vendor.clone();
-            if r.tool != "lidarxdp" {
+            if r.tool != "lidarxdp" && r.tool != PY_TOOL {
                 c.peer = r.tool.clone();
             }
             if !r.error.is_empty() {
@@ -131,6 +139,15 @@ impl Report {
                     && r.capture == cap
                     && r.kind == kind
                     && (r.tool == "lidarxdp") == ours
+                    && r.error.is_empty()
+            })
+        };
+        let py = |round: usize, cap: &str, kind: &str| {
+            rows.iter().find(|r| {
+                r.round == round
+                    && r.capture == cap
+                    && r.kind == kind
+                    && r.tool == PY_TOOL
                     && r.error.is_empty()
             })
         };
@@ -162,6 +179,16 @@ impl Report {
                     c.peer_mpts.push(p.points as f64 / p.cpu_ns as f64 * 1e3);
                     c.dec_ratio.push(pn / on);
                     c.dec_counts = Some((o.packets, o.frames, o.points, p.frames, p.points));
+                }
+                if let (Some(o), Some(os), Some(p), Some(s)) = (
+                    py(round, name, "py-e2e"),
+                    py(round, name, "py-startup"),
+                    find(round, name, "e2e", false),
+                    find(round, name, "startup", false),
+                ) {
+                    let net = |a: &Row, b: &Row| (a.cpu_ns as f64 - b.cpu_ns as f64) / 1e9;
+                    c.py_net_s.push(net(o, os));
+                    c.py_ratio.push(net(p, s) / net(o, os));
                 }
                 if let (Some(o), Some(p), Some(s)) = (
                     find(round, name, "e2e", true),
@@ -229,10 +256,10 @@ impl Report {
             let mut any = false;
             let mut parts = Vec::new();
             for (n, c) in self.vendor_caps(vendor) {
-                let r = if kind == "e2e" {
-                    &c.e2e_ratio
-                } else {
-                    &c.dec_ratio
+                let r = match kind {
+                    "e2e" => &c.e2e_ratio,
+                    "py" => &c.py_ratio,
+                    _ => &c.dec_ratio,
                 };
                 match med(r) {
                     Some(m) => {
@@ -268,6 +295,18 @@ impl Report {
             "e2e",
             3.0,
             "every Ouster capture ≥ 3× ouster-sdk end to end (start-up subtracted)".into(),
+        ));
+        t.push(ratio_target(
+            "velodyne",
+            "py",
+            4.0,
+            "every Velodyne capture ≥ 4× velodyne-decoder, both from Python (issue 27)".into(),
+        ));
+        t.push(ratio_target(
+            "ouster",
+            "py",
+            3.0,
+            "every Ouster capture ≥ 3× ouster-sdk, both from Python (issue 27)".into(),
         ));
         let ours: Vec<(String, RssSamples)> = self
             .caps
@@ -379,6 +418,30 @@ impl Report {
         }
     }
 
+    fn python_table(&self, s: &mut String) {
+        let _ = writeln!(
+            s,
+            "| capture | recording | lidarxdp (Python) net CPU s | peer | peer net CPU s | peer ÷ lidarxdp (Python) |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for (n, c) in &self.caps {
+            if c.py_net_s.is_empty() {
+                continue;
+            }
+            let m = |v: &[f64]| med(v).map_or("–".into(), |x| format!("{x:.2}"));
+            let _ = writeln!(
+                s,
+                "| {n} | {} loops, {:.0} MB | {} | {} | {} | {} |",
+                c.e2e_loops,
+                c.e2e_mb,
+                m(&c.py_net_s),
+                c.peer,
+                m(&c.peer_net_s),
+                fmt_ratio(spread(&c.py_ratio)),
+            );
+        }
+    }
+
     fn memory_table(&self, s: &mut String) {
         let _ = writeln!(
             s,
@@ -441,6 +504,12 @@ impl Report {
             "\n### End to end from the file (whole process CPU time, medians)\n"
         );
         self.e2e_table(s);
+        let _ = writeln!(
+            s,
+            "\n### Python: file to numpy points, both from Python (process CPU time net of each \
+             one's imports, medians)\n"
+        );
+        self.python_table(s);
         let _ = writeln!(s, "\n### Peak memory (max RSS of the process)\n");
         self.memory_table(s);
         let _ = writeln!(s, "\n### Inputs\n");

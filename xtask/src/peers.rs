@@ -220,6 +220,9 @@ pub fn peers(
             .with_context(|| format!("copy {} to {}", from.display(), to.display()))?;
     }
     let python = venv()?;
+    // The Python rows: lidarxdp's own wheel, in the same interpreter as the peers.
+    let wheel = crate::python::build_wheel()?;
+    crate::python::install(&python, &wheel)?;
     let hesai = hesai_harness(hesai_sdk)?;
     let out = match out {
         Some(o) => o.to_path_buf(),

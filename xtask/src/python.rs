@@ -78,6 +78,22 @@ fn clean_install(wheel: &Path) -> Result<()> {
         .arg(data.join("calibration/VLP16db.yaml")))
 }
 
+/// Installs `wheel` (alone: its numpy is already there) into the venv of `python`.
+pub fn install(python: &Path, wheel: &Path) -> Result<()> {
+    run(Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--no-deps",
+            "--force-reinstall",
+        ])
+        .arg(wheel))
+}
+
 /// What a pytest exit status means (pytest's `ExitCode`).
 fn pytest_failure(code: Option<i32>) -> &'static str {
     match code {
@@ -96,18 +112,7 @@ pub fn test(wheel: &Path, daemon: &Path) -> Result<()> {
     clean_install(wheel)?;
     let r = root();
     let python = peers::venv()?;
-    run(Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--no-deps",
-            "--force-reinstall",
-        ])
-        .arg(wheel))?;
+    install(&python, wheel)?;
     let status = Command::new(&python)
         .args([
             "-m",

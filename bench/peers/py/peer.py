@@ -22,6 +22,11 @@ requirements.txt next to this file). Prints one JSON object on stdout.
         read_pcap; ouster-sdk's PcapFrameSetSource and XYZLut per frame. The bench measures
         the whole process (CPU time and peak RSS from wait4); frames and points are printed so
         the bench can check every frame was decoded.
+    peer.py lidarxdp imports
+    peer.py lidarxdp e2e --pcap F --model MODEL --calibration FILE
+        The Python rows: lidarxdp's own Python package (the wheel of `cargo xtask python`,
+        installed in this venv) the way its users read a file: read_pcap, and per frame the
+        (N, 3) float32 xyz() array and the structured points array.
 """
 
 import argparse
@@ -37,6 +42,8 @@ elif LIB == "ouster":
     import numpy as np  # noqa: E402
     from ouster.sdk import core  # noqa: E402
     from ouster.sdk import pcap as opcap  # noqa: E402
+elif LIB == "lidarxdp":
+    import lidarxdp  # noqa: E402
 else:
     sys.exit(f"peer.py: unknown library {LIB!r}")
 
@@ -166,7 +173,18 @@ def ouster_e2e():
     out(frames=frames, points=points)
 
 
+def lidarxdp_e2e():
+    frames = points = 0
+    for f in lidarxdp.read_pcap(args.pcap, args.model, args.calibration):
+        xyz = f.xyz()
+        f.points
+        frames += 1
+        points += xyz.shape[0]
+    out(frames=frames, points=points)
+
+
 {
+    ("lidarxdp", "e2e"): lidarxdp_e2e,
     ("velodyne", "decode"): velodyne_decode,
     ("velodyne", "e2e"): velodyne_e2e,
     ("ouster", "decode"): ouster_decode,
