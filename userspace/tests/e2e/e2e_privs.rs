@@ -284,9 +284,9 @@ fn zenoh_daemon(net: &NetnsPair, listen_port: u16, zenoh_port: u16, shm_mb: &str
     )
 }
 
-/// The threads of `pid` once there is one named each of `names` (the daemon's TCP listener accepts before
-/// the start-up ends, so readiness alone does not mean every thread exists yet). Panics after
-/// 20 s.
+/// The threads of `pid` once there is one named each of `names` (the daemon's TCP listener
+/// accepts before the start-up ends, so readiness alone does not mean every thread exists
+/// yet). Panics after 20 s.
 fn threads_once(pid: u32, names: &[&str]) -> Vec<(String, CapState)> {
     let t = std::time::Instant::now();
     loop {
