@@ -292,3 +292,54 @@ def test_ouster_points_equal_ouster_sdk_within_a_millimetre(capture, sensor, cal
             err = np.minimum(first, second)
         assert err.max() <= 1e-3, f"frame {o.seq}: {err.max()} m"
         assert (first <= 1e-3).sum() == (rng > 0).sum(), f"frame {o.seq}"
+
+
+#: The fuzz targets' decoder inputs (`fuzz/corpus/<target>`, written by `cargo xtask fuzz` and
+#: grown by its runs), by target: the family's sensors from CAPTURES.
+FUZZ_TARGETS = {
+    "velodyne": ["vlp16", "vlp32c", "vls128"],
+    "hesai": ["pandar40p", "pandar64", "pandarqt64", "pandarqt128", "pandarxt32", "pandarxt32m"],
+    "ouster": ["ouster"],
+    "robosense": ["helios16p"],
+}
+
+
+def fuzz_records(data):
+    """The `(gap, payload)` records of a decoder fuzz input (fuzz/src/shared.rs: a selector
+    byte, then `len: u16 LE, gap: u16 LE, len bytes` each; a short last record as it is)."""
+    at = 1
+    while at + 4 <= len(data):
+        n = int.from_bytes(data[at : at + 2], "little")
+        gap = int.from_bytes(data[at + 2 : at + 4], "little")
+        yield gap, data[at + 4 : at + 4 + n]
+        at += 4 + n
+
+
+def test_the_fuzz_corpus_never_crashes_the_interpreter():
+    """Every input of the decoder fuzz targets' corpus, pushed through `Decoder.push` of each
+    sensor of its family (every calibration of CAPTURES): no exception, no crash, and every
+    datagram accounted for exactly once (decoded, malformed, ignored or auxiliary)."""
+    corpus = os.environ.get("LIDARXDP_FUZZ_CORPUS")
+    if corpus is None:
+        pytest.skip("LIDARXDP_FUZZ_CORPUS not set (cargo xtask test sets it after its fuzz run)")
+    corpus = Path(corpus)
+    pushed = 0
+    for target, sensors in FUZZ_TARGETS.items():
+        files = sorted((corpus / target).iterdir())
+        assert files, f"no corpus for {target} in {corpus}"
+        for sensor in sensors:
+            cal = next(c for _, s, c in CAPTURES if s == sensor)
+            for f in files:
+                dec = lidarxdp.Decoder(sensor, DATA / cal)
+                t, n = 1_700_000_000_000_000_000, 0
+                for gap, payload in fuzz_records(f.read_bytes()):
+                    t += gap * 10_000
+                    for frame in dec.push(payload, t):
+                        assert frame.points.shape == (len(frame),)
+                    n += 1
+                dec.flush()
+                c = dec.counters
+                assert c["packets"] == n, f
+                assert c["decoded"] + c["malformed"] + c["ignored"] + c["auxiliary"] == n, (f, c)
+                pushed += n
+    assert pushed > 0

@@ -336,15 +336,15 @@ fn test(obj: &Path) -> Result<()> {
         .env("LIDARXDP_PYTHON", setup::pyenv_python())
         .env("LIDARXDP_PEERS_PYTHON", &peers_python);
     run(&mut cmd)?;
+    // A short run of every fuzz target (seeded from the captures), so a decoder change that
+    // panics on the fuzzers' seeds or their first mutations fails here.
+    fuzz::fuzz(obj, 10, None)?;
     // The Python package, built as its users get it, tested against the CLI the tests above
-    // built.
+    // built, and fed the fuzz corpus just grown.
     let wheel = python::build_wheel()?;
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| r.join("target"), PathBuf::from);
-    python::test(&wheel, &target.join("release/lidarxdp"))?;
-    // A short run of every fuzz target (seeded from the captures), so a decoder change that
-    // panics on the fuzzers' seeds or their first mutations fails here.
-    fuzz::fuzz(obj, 10, None)
+    python::test(&wheel, &target.join("release/lidarxdp"))
 }
 
 fn main() -> Result<()> {

@@ -2,7 +2,8 @@
 //! (pinned in python/requirements-build.txt, in a venv of its own), and its tests: a clean
 //! venv that installs nothing but the wheel (numpy comes with it from PyPI) and decodes the
 //! demo's capture, then pytest (python/tests) in the peers' venv, where velodyne-decoder and
-//! ouster-sdk are, against the installed wheel.
+//! ouster-sdk are, against the installed wheel (after `cargo xtask test`'s fuzz run, whose
+//! corpus the tests push through `Decoder`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -127,6 +128,7 @@ pub fn test(wheel: &Path, daemon: &Path) -> Result<()> {
         .current_dir(&r)
         .env("LIDARXDP_DATA", r.join("../shared/data"))
         .env("LIDARXDP_EXE", daemon)
+        .env("LIDARXDP_FUZZ_CORPUS", r.join("fuzz/corpus"))
         .status()
         .context("run pytest")?;
     if !status.success() {
