@@ -30,6 +30,7 @@ pub fn build_wheel() -> Result<PathBuf> {
         .args([
             "build",
             "--release",
+            "--strip",
             "--manifest-path",
             "python/Cargo.toml",
             "--out",
