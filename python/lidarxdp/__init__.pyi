@@ -112,7 +112,9 @@ class Decoder:
         """Closes the frame in progress and returns it."""
     @property
     def counters(self) -> dict:
-        """``packets``, ``decoded``, ``malformed``, ``ignored``, ``frames``, ``points``, ..."""
+        """``packets``, ``decoded``, ``malformed``, ``ignored``, ``frames``, ``points``, ...
+        and ``held``; ``packets == decoded + malformed + ignored + auxiliary + time_jumps +
+        duplicates + late + held``."""
     @property
     def sensor(self) -> str: ...
 

@@ -458,21 +458,22 @@ impl Decoder {
     }
 
     /// The decoder's counters (`packets`, `decoded`, `malformed`, `ignored`, `frames`,
-    /// `points`, ...), as in `lidarxdp decode --json`'s summary.
+    /// `points`, ...), as in `lidarxdp decode --json`'s summary, and `held`: data packets
+    /// after a time jump waiting to be judged a sensor restart. Every datagram is counted once:
+    /// `packets == decoded + malformed + ignored + auxiliary + time_jumps + duplicates + late +
+    /// held`.
     #[getter]
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = *self
-            .pipeline
-            .lock()
-            .map_err(|_| err("decoder poisoned"))?
-            .counters();
-        summary_dict(
+        let p = self.pipeline.lock().map_err(|_| err("decoder poisoned"))?;
+        let d = summary_dict(
             py,
             &DecodeSummary {
-                counters: c,
+                counters: *p.counters(),
                 ..DecodeSummary::default()
             },
-        )
+        )?;
+        d.set_item("held", p.held())?;
+        Ok(d)
     }
 
     /// The model, e.g. `"OS-0-32"`'s family `"Ouster"`.
