@@ -9,7 +9,8 @@ The same decoders as the lidarxdp daemon and ``lidarxdp decode``, from Python::
 - ``read_pcap(path, sensor=None, calibration=..., **options)`` yields each frame as it closes;
 - ``Decoder(sensor, calibration, **options).push(payload, host_ns)`` decodes packets from
   anywhere and returns the frames they close;
-- ``subscribe("127.0.0.1:7510")`` iterates over a running daemon's frames (TCP);
+- ``subscribe("127.0.0.1:7510")`` iterates over a running daemon's frames (TCP), and
+  ``subscribe("zenoh:/lidar/NAME/points")`` over its ROS 2 topic (zenoh, shared memory);
 - ``Frame.points`` is a read-only numpy structured array (``POINT_DTYPE``, 32 bytes per
   point) viewing the decoder's buffer, no copy; ``Frame.xyz()`` an ``(N, 3)`` float32 view.
 
@@ -30,6 +31,7 @@ from ._lidarxdp import (  # noqa: F401
     PcapReader,
     Points,
     Subscription,
+    ZenohSubscription,
     read_pcap,
     subscribe,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "LidarxdpError",
     "PcapReader",
     "Subscription",
+    "ZenohSubscription",
     "read_pcap",
     "subscribe",
 ]

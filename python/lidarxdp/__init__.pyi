@@ -129,6 +129,26 @@ class Subscription(Iterator[Frame]):
     def sensors(self) -> dict:
         """The sensors the daemon announced: ``{id: name}``."""
 
-def subscribe(address: str = "127.0.0.1:7510", *, connect_timeout: float = 5.0) -> Subscription:
-    """Connects to the daemon's publisher at ``"HOST:PORT"`` (every sensor, every field).
-    Raises ``LidarxdpError`` naming the address when it cannot connect."""
+class ZenohSubscription(Iterator[Frame]):
+    """A daemon's ROS 2 ``PointCloud2`` topic over zenoh, read in place (shared memory on the
+    same host). ``seq`` is the publisher's sequence number, ``start_ns`` ``header.stamp``,
+    ``host_ns`` the publication time, ``sensor`` ``header.frame_id``; the packet counts are 0
+    (a ``PointCloud2`` does not carry them)."""
+
+    def __iter__(self) -> "ZenohSubscription": ...
+    def __next__(self) -> Frame:
+        """The next message; a topic never ends. Ctrl-C interrupts the wait within 100 ms."""
+
+def subscribe(
+    address: str = "127.0.0.1:7510",
+    *,
+    connect_timeout: float = 5.0,
+    domain_id: Optional[int] = None,
+    zenoh_config: Optional[_Path] = None,
+    distro: str = "jazzy",
+) -> Union[Subscription, ZenohSubscription]:
+    """``"HOST:PORT"``: the daemon's TCP publisher (every sensor, every field).
+    ``"zenoh:/TOPIC"``: its ROS 2 topic over zenoh, in ROS domain ``domain_id`` (default
+    ``$ROS_DOMAIN_ID``, else 0), the session configured by ``zenoh_config`` (default rmw_zenoh's
+    environment variables), with ``distro``'s key expressions (``"jazzy"`` or ``"humble"``).
+    Raises ``LidarxdpError`` naming the address or the setting."""

@@ -67,10 +67,33 @@ fn descr(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     Ok(list)
 }
 
+/// Where a frame's points live: the decoder's buffer, or a message read from zenoh (in the
+/// publisher's shared memory, or joined from fragments), kept whole while numpy views it.
+enum Store {
+    Buf(PointBuf),
+    Zenoh(Box<Mutex<lidarxdp_client::zenoh::ZenohFrame>>),
+}
+
 /// One frame's points, owned by Rust and lent to numpy (module documentation).
 #[pyclass(frozen, module = "lidarxdp")]
 struct Points {
-    buf: PointBuf,
+    store: Store,
+}
+
+impl Points {
+    /// Address and count of the points. A zenoh message was checked to hold lidarxdp's
+    /// layout when it was received; its bytes never move while it is held.
+    fn slice(&self) -> (usize, usize) {
+        match &self.store {
+            Store::Buf(b) => (b.as_ptr() as usize, b.len()),
+            Store::Zenoh(m) => match m.lock() {
+                Ok(f) => f
+                    .points()
+                    .map_or((0, 0), |p| (p.as_ptr() as usize, p.len())),
+                Err(_) => (0, 0),
+            },
+        }
+    }
 }
 
 #[pymethods]
@@ -79,17 +102,18 @@ impl Points {
     /// (`PointXYZIRCAEDT`), data at this buffer's address, read-only.
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (addr, len) = self.slice();
         let d = PyDict::new(py);
         d.set_item("version", 3)?;
-        d.set_item("shape", (self.buf.len(),))?;
+        d.set_item("shape", (len,))?;
         d.set_item("typestr", format!("|V{POINT_SIZE}"))?;
         d.set_item("descr", descr(py)?)?;
-        d.set_item("data", (self.buf.as_ptr() as usize, true))?;
+        d.set_item("data", (addr, true))?;
         Ok(d)
     }
 
     fn __len__(&self) -> usize {
-        self.buf.len()
+        self.slice().1
     }
 }
 
@@ -154,7 +178,12 @@ fn frame(py: Python<'_>, f: CoreFrame, sensor: &str) -> PyResult<Frame> {
         expected_packets: h.packets_expected,
         malformed: h.packets_malformed,
         frames_lost_before: h.frames_lost_before,
-        points: Py::new(py, Points { buf: f.points })?,
+        points: Py::new(
+            py,
+            Points {
+                store: Store::Buf(f.points),
+            },
+        )?,
     })
 }
 
@@ -188,7 +217,7 @@ impl Frame {
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
-        self.points.borrow(py).buf.len()
+        self.points.borrow(py).slice().1
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -538,11 +567,113 @@ impl Subscription {
     }
 }
 
-/// Subscribes to a running daemon's TCP publisher at `address` (`"HOST:PORT"`, default
-/// `127.0.0.1:7510`) and iterates over its frames, every sensor, every point field.
+/// A ROS 2 `PointCloud2` topic of the daemon over zenoh ([`subscribe`] with `zenoh:/TOPIC`).
+#[pyclass(module = "lidarxdp")]
+struct ZenohSubscription {
+    sub: Mutex<lidarxdp_client::zenoh::ZenohSubscriber>,
+    topic: String,
+}
+
+#[pymethods]
+impl ZenohSubscription {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next message of the topic, waiting without the GIL in steps of 100 ms (Ctrl-C is
+    /// seen between them); a topic never ends. A message that is not a cloud of lidarxdp's
+    /// layout raises `LidarxdpError`. `seq` is the publisher's sequence number, `start_ns`
+    /// `header.stamp`, `host_ns` the publication time, `sensor` `header.frame_id`; the packet
+    /// counts are not in a `PointCloud2` (0).
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
+        let msg = loop {
+            let got = py.detach(|| match self.sub.lock() {
+                Ok(s) => s.recv_timeout(std::time::Duration::from_millis(100)),
+                Err(_) => None,
+            });
+            py.check_signals()?;
+            if let Some(m) = got {
+                break m;
+            }
+        };
+        let view = msg
+            .view()
+            .map_err(|e| err(format!("{}: not a PointCloud2: {e}", self.topic)))?;
+        lidarxdp_client::zenoh::points_of(&view)
+            .map_err(|e| err(format!("{}: {e}", self.topic)))?;
+        let (stamp, sensor) = (view.stamp_ns, view.frame_id.to_owned());
+        let att = msg.attachment();
+        Ok(Some(Frame {
+            seq: att.map_or(0, |a| a.sequence_number.max(0) as u64),
+            sensor_id: 0,
+            sensor,
+            start_ns: stamp,
+            host_ns: att.map_or(0, |a| a.source_timestamp_ns.max(0) as u64),
+            clock: "sensor",
+            packets: 0,
+            expected_packets: 0,
+            malformed: 0,
+            frames_lost_before: 0,
+            points: Py::new(
+                py,
+                Points {
+                    store: Store::Zenoh(Box::new(Mutex::new(msg))),
+                },
+            )?,
+        }))
+    }
+}
+
+/// `subscribe("zenoh:/TOPIC", ...)`.
+fn subscribe_zenoh(
+    py: Python<'_>,
+    topic: &str,
+    domain_id: Option<u32>,
+    zenoh_config: Option<PathBuf>,
+    distro: &str,
+) -> PyResult<ZenohSubscription> {
+    lidarxdp_core::ros2::validate_topic("topic", topic).map_err(err)?;
+    let domain =
+        lidarxdp_core::ros2::domain_id(domain_id, std::env::var("ROS_DOMAIN_ID").ok().as_deref())
+            .map_err(err)?;
+    let distro =
+        lidarxdp_core::ros2::Distro::from_str(distro).map_err(|e| err(format!("distro: {e}")))?;
+    let source =
+        lidarxdp_client::zenoh::SessionConfig::from_env(zenoh_config.as_deref()).map_err(err)?;
+    let sub = py
+        .detach(|| lidarxdp_client::zenoh::ZenohSubscriber::open(&source, domain, topic, distro))
+        .map_err(|e| err(format!("subscribe zenoh:{topic}: {e}")))?;
+    Ok(ZenohSubscription {
+        sub: Mutex::new(sub),
+        topic: topic.to_owned(),
+    })
+}
+
+/// Subscribes to a running daemon and iterates over its frames: `"HOST:PORT"` (default
+/// `127.0.0.1:7510`) its TCP publisher, every sensor, every point field; `"zenoh:/TOPIC"` its
+/// ROS 2 topic over zenoh (`--zenoh`), read in place from shared memory on the same host, in
+/// ROS domain `domain_id` (default `$ROS_DOMAIN_ID`, else 0), the session configured by
+/// `zenoh_config` (default rmw_zenoh's environment variables), keys of `distro`.
 #[pyfunction]
-#[pyo3(signature = (address="127.0.0.1:7510", *, connect_timeout=5.0))]
-fn subscribe(py: Python<'_>, address: &str, connect_timeout: f64) -> PyResult<Subscription> {
+#[pyo3(signature = (address="127.0.0.1:7510", *, connect_timeout=5.0, domain_id=None,
+    zenoh_config=None, distro="jazzy"))]
+fn subscribe(
+    py: Python<'_>,
+    address: &str,
+    connect_timeout: f64,
+    domain_id: Option<u32>,
+    zenoh_config: Option<PathBuf>,
+    distro: &str,
+) -> PyResult<Py<PyAny>> {
+    if let Some(topic) = address.strip_prefix("zenoh:") {
+        let s = subscribe_zenoh(py, topic, domain_id, zenoh_config, distro)?;
+        return Ok(Py::new(py, s)?.into_any());
+    }
+    Ok(Py::new(py, subscribe_tcp(py, address, connect_timeout)?)?.into_any())
+}
+
+/// `subscribe("HOST:PORT")`.
+fn subscribe_tcp(py: Python<'_>, address: &str, connect_timeout: f64) -> PyResult<Subscription> {
     use std::net::ToSocketAddrs;
     let addr = address
         .to_socket_addrs()
@@ -582,6 +713,7 @@ fn _lidarxdp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_pcap, m)?)?;
     m.add_function(wrap_pyfunction!(subscribe, m)?)?;
     m.add_class::<Subscription>()?;
+    m.add_class::<ZenohSubscription>()?;
     m.add("POINT_SIZE", POINT_SIZE)?;
     Ok(())
 }

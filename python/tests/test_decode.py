@@ -346,3 +346,59 @@ def test_the_fuzz_corpus_never_crashes_the_interpreter():
                 assert sum(c[k] for k in fates) == n, (f, c)
                 pushed += n
     assert pushed > 0
+
+
+def test_subscribe_over_zenoh_reads_the_daemons_topic(tmp_path):
+    """A daemon publishing on zenoh (`--zenoh`, its peer listening on loopback): `subscribe`
+    with `zenoh:/lidar/front/points` yields its PointCloud2 messages as frames, points equal
+    to `read_pcap`'s, named by `header.frame_id`, with the publisher's sequence numbers."""
+    import socket
+    import threading
+    import time
+
+    cap, sensor, cal = CAPTURES[0]
+    udp, tcp, zport = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM), free_port(socket.SOCK_STREAM)
+    listen = tmp_path / "daemon.json5"
+    listen.write_text(
+        '{ mode: "peer", listen: { endpoints: ["tcp/127.0.0.1:%d"] }, '
+        "scouting: { multicast: { enabled: false } } }" % zport
+    )
+    connect = tmp_path / "sub.json5"
+    connect.write_text(
+        '{ mode: "peer", connect: { endpoints: ["tcp/127.0.0.1:%d"] }, '
+        "scouting: { multicast: { enabled: false } } }" % zport
+    )
+    daemon = subprocess.Popen(
+        [EXE, "run", "--backend", "socket", "--bind", "127.0.0.1", "--sensor", sensor, "--port", str(udp),
+         "--calibration", str(DATA / cal), "--listen", f"127.0.0.1:{tcp}", "--name", "front",
+         "--zenoh", "--zenoh-config", str(listen), "--ros-domain-id", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the daemon is up once its TCP publisher accepts
+            try:
+                lidarxdp.subscribe(f"127.0.0.1:{tcp}", connect_timeout=1.0)
+                break
+            except lidarxdp.LidarxdpError:
+                assert daemon.poll() is None and time.monotonic() < deadline, "daemon did not start"
+                time.sleep(0.1)
+        sub = lidarxdp.subscribe("zenoh:/lidar/front/points", zenoh_config=connect, domain_id=0)
+        time.sleep(1.0)
+        subprocess.run([EXE, "replay", str(DATA / cap), "--to", f"127.0.0.1:{udp}", "--rate", "realtime"],
+                       check=True, capture_output=True)
+        want = list(lidarxdp.read_pcap(DATA / cap, sensor, DATA / cal))
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(next(sub) for _ in want), daemon=True)
+        reader.start()
+        reader.join(30)  # a topic never ends: bound the wait, never hang the suite
+        assert len(got) == len(want), f"{len(got)} of {len(want)} frames over zenoh in 30 s"
+        for g, w in zip(got, want):
+            assert g.sensor == "front"
+            assert g.points.tobytes() == w.points.tobytes()
+            assert not g.points.flags.writeable
+        assert [g.seq for g in got] == list(range(got[0].seq, got[0].seq + len(got)))
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
