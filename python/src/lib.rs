@@ -69,30 +69,48 @@ fn descr(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 
 /// Where a frame's points live: the decoder's buffer, or a message read from zenoh (in the
 /// publisher's shared memory, or joined from fragments), kept whole while numpy views it.
+/// Never read once [`Points`] took the address and count: it only keeps the memory alive.
+#[expect(
+    dead_code,
+    reason = "held only to keep the points' memory alive, never read"
+)]
 enum Store {
     Buf(PointBuf),
+    /// Behind a `Mutex` only because a pyclass must be `Sync`.
     Zenoh(Box<Mutex<lidarxdp_client::zenoh::ZenohFrame>>),
 }
 
 /// One frame's points, owned by Rust and lent to numpy (module documentation).
 #[pyclass(frozen, module = "lidarxdp")]
 struct Points {
-    store: Store,
+    /// Address of the first point: the bytes do not move while `_store` holds them.
+    addr: usize,
+    /// Points.
+    len: usize,
+    _store: Store,
 }
 
 impl Points {
-    /// Address and count of the points. A zenoh message was checked to hold lidarxdp's
-    /// layout when it was received; its bytes never move while it is held.
-    fn slice(&self) -> (usize, usize) {
-        match &self.store {
-            Store::Buf(b) => (b.as_ptr() as usize, b.len()),
-            Store::Zenoh(m) => match m.lock() {
-                Ok(f) => f
-                    .points()
-                    .map_or((0, 0), |p| (p.as_ptr() as usize, p.len())),
-                Err(_) => (0, 0),
-            },
+    fn buf(buf: PointBuf) -> Self {
+        Points {
+            addr: buf.as_ptr() as usize,
+            len: buf.len(),
+            _store: Store::Buf(buf),
         }
+    }
+
+    /// The points of a zenoh message, taken from `points` (its points, found in place when
+    /// the message was checked).
+    fn zenoh(msg: lidarxdp_client::zenoh::ZenohFrame, points: (usize, usize)) -> Self {
+        Points {
+            addr: points.0,
+            len: points.1,
+            _store: Store::Zenoh(Box::new(Mutex::new(msg))),
+        }
+    }
+
+    fn slice(&self) -> (usize, usize) {
+        (self.addr, self.len)
     }
 }
 
@@ -178,12 +196,7 @@ fn frame(py: Python<'_>, f: CoreFrame, sensor: &str) -> PyResult<Frame> {
         expected_packets: h.packets_expected,
         malformed: h.packets_malformed,
         frames_lost_before: h.frames_lost_before,
-        points: Py::new(
-            py,
-            Points {
-                store: Store::Buf(f.points),
-            },
-        )?,
+        points: Py::new(py, Points::buf(f.points))?,
     })
 }
 
@@ -599,8 +612,9 @@ impl ZenohSubscription {
         let view = msg
             .view()
             .map_err(|e| err(format!("{}: not a PointCloud2: {e}", self.topic)))?;
-        lidarxdp_client::zenoh::points_of(&view)
+        let pts = lidarxdp_client::zenoh::points_of(&view)
             .map_err(|e| err(format!("{}: {e}", self.topic)))?;
+        let points = (pts.as_ptr() as usize, pts.len());
         let (stamp, sensor) = (view.stamp_ns, view.frame_id.to_owned());
         let att = msg.attachment();
         Ok(Some(Frame {
@@ -614,12 +628,7 @@ impl ZenohSubscription {
             expected_packets: 0,
             malformed: 0,
             frames_lost_before: 0,
-            points: Py::new(
-                py,
-                Points {
-                    store: Store::Zenoh(Box::new(Mutex::new(msg))),
-                },
-            )?,
+            points: Py::new(py, Points::zenoh(msg, points))?,
         }))
     }
 }

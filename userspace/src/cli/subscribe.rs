@@ -937,6 +937,12 @@ impl Got<'_> {
     }
 }
 
+/// A write error of the MCAP recording, naming the file being written.
+fn mcap_error(m: &McapRecorder, e: McapError) -> anyhow::Error {
+    let at = m.current().map(|p| p.display().to_string());
+    anyhow::Error::new(e).context(format!("write MCAP {}", at.unwrap_or_default()))
+}
+
 /// Prints, counts and writes every frame of `src` until it ends, `--frames` frames arrived,
 /// or a signal; then finishes the MCAP recording and reports the summary (`from` names the
 /// source in it).
@@ -1008,9 +1014,7 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
         if let Some(m) = mcap.as_mut()
             && let Err(e) = f.record(m)
         {
-            let at = m.current().map(|p| p.display().to_string());
-            let at = at.unwrap_or_default();
-            error = Some(anyhow::Error::new(e).context(format!("write MCAP {at}")));
+            error = Some(mcap_error(m, e));
             break StopReason::Error;
         }
         totals.add(f.key, f.seq, f.points as u64);
@@ -1018,9 +1022,7 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
             match src.record_imu(m) {
                 Ok(n) => imu_recorded += n,
                 Err(e) => {
-                    let at = m.current().map(|p| p.display().to_string());
-                    let at = at.unwrap_or_default();
-                    error = Some(anyhow::Error::new(e).context(format!("write MCAP {at}")));
+                    error = Some(mcap_error(m, e));
                     break StopReason::Error;
                 }
             }

@@ -126,24 +126,19 @@ impl Outgoing {
         })
     }
 
-    fn control(header: Vec<u8>, counters: &Arc<Counters>) -> Arc<Self> {
+    /// A header-only message: a control message, or an IMU message when `imu`.
+    fn header_only(header: Vec<u8>, imu: bool, counters: &Arc<Counters>) -> Arc<Self> {
         Arc::new(Outgoing {
             header,
             body: Body::None,
             sensor: None,
-            imu: false,
+            imu,
             counters: counters.clone(),
         })
     }
 
-    fn imu(header: Vec<u8>, counters: &Arc<Counters>) -> Arc<Self> {
-        Arc::new(Outgoing {
-            header,
-            body: Body::None,
-            sensor: None,
-            imu: true,
-            counters: counters.clone(),
-        })
+    fn control(header: Vec<u8>, counters: &Arc<Counters>) -> Arc<Self> {
+        Self::header_only(header, false, counters)
     }
 
     fn payload(&self) -> &[u8] {
@@ -824,7 +819,7 @@ impl Fanout {
             let m = msg.get_or_insert_with(|| {
                 let mut header = Vec::with_capacity(protocol::IMU_LEN);
                 protocol::encode_imu(sensor, reading, &mut header);
-                Outgoing::imu(header, &self.counters)
+                Outgoing::header_only(header, true, &self.counters)
             });
             if sub.imu_queue.len() >= IMU_QUEUE_PER_SUBSCRIBER {
                 sub.imu_queue.pop_front();

@@ -66,15 +66,18 @@ def check(path):
         messages = []
         for schema, channel, message, cloud in reader.iter_decoded_messages(log_time_order=False):
             h = cloud.header
+            record = {
+                "topic": channel.topic,
+                "sequence": message.sequence,
+                "log_time": message.log_time,
+                "publish_time": message.publish_time,
+                "stamp_ns": h.stamp.sec * 1_000_000_000 + h.stamp.nanosec,
+                "frame_id": h.frame_id,
+            }
             if schema.name == "sensor_msgs/msg/Imu":
                 messages.append(
                     {
-                        "topic": channel.topic,
-                        "sequence": message.sequence,
-                        "log_time": message.log_time,
-                        "publish_time": message.publish_time,
-                        "stamp_ns": h.stamp.sec * 1_000_000_000 + h.stamp.nanosec,
-                        "frame_id": h.frame_id,
+                        **record,
                         "orientation": [
                             cloud.orientation.x,
                             cloud.orientation.y,
@@ -99,12 +102,7 @@ def check(path):
                 raise SystemExit(f"{path}: unexpected schema {schema.name}")
             messages.append(
                 {
-                    "topic": channel.topic,
-                    "sequence": message.sequence,
-                    "log_time": message.log_time,
-                    "publish_time": message.publish_time,
-                    "stamp_ns": h.stamp.sec * 1_000_000_000 + h.stamp.nanosec,
-                    "frame_id": h.frame_id,
+                    **record,
                     "height": cloud.height,
                     "width": cloud.width,
                     "point_step": cloud.point_step,
