@@ -251,8 +251,50 @@ pub(crate) struct CompactIn<'a> {
     pub channel: &'a [u16; BLOCK_SLOTS],
 }
 
+/// Rows an Ouster column can have (metadata `pixels_per_column`, validated to 1..=256).
+pub(crate) const OUSTER_MAX_ROWS: usize = 256;
+
+/// One Ouster column for [`ouster_column_points`] (and its portable equivalent,
+/// `sensor::ouster::column_points_portable`): the column's returns, extracted from its pixels,
+/// and its row of the XYZ table (`sensor::ouster::lut`).
+pub(crate) struct OusterColumnIn<'a> {
+    /// Rows (beams) of the column, `<= OUSTER_MAX_ROWS`.
+    pub rows: usize,
+    /// Range per row of the first (`[0]`) and second (`[1]`, dual-return profiles) return, mm;
+    /// 0 for none, for a row outside the field of view, and past `rows`.
+    pub range: &'a [[u32; OUSTER_MAX_ROWS]; 2],
+    /// Reflectivity per row of each return.
+    pub intensity: &'a [[u8; OUSTER_MAX_ROWS]; 2],
+    /// Two returns per pixel (the second is emitted only when it differs from the first,
+    /// which is then `Identical`).
+    pub dual: bool,
+    /// Table column: direction × 0.001 (x, y, z), azimuth and elevation (rad) per row, at
+    /// least `rows` rounded up to 4 long (zero padded).
+    pub dx: &'a [f32],
+    /// See `dx`.
+    pub dy: &'a [f32],
+    /// See `dx`.
+    pub dz: &'a [f32],
+    /// See `dx`.
+    pub azimuth: &'a [f32],
+    /// See `dx`.
+    pub elevation: &'a [f32],
+    /// Column offset `C/1000`, m.
+    pub offset: [f32; 3],
+    /// Beam-origin distance, mm.
+    pub n_mm: f32,
+    /// The column's `time_stamp`, ns after the frame start.
+    pub t: u32,
+    /// Kept ranges: `lo <= range < hi`, mm.
+    pub lo: u32,
+    /// See `lo`.
+    pub hi: u32,
+}
+
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{compact_block_points, velodyne_dense_fill, velodyne_slot_mask};
+pub(crate) use x86::{
+    compact_block_points, ouster_column_points, velodyne_dense_fill, velodyne_slot_mask,
+};
 
 /// Folds the whole 16-byte blocks at the start of `data` into one 128-bit residue for a
 /// most-significant-bit-first CRC-32 whose register starts at `init`: returns `(residue,
@@ -381,9 +423,16 @@ mod x86 {
         _mm_subs_epu16, _mm_unpackhi_epi64, _mm_unpackhi_ps, _mm_unpacklo_epi8, _mm_unpacklo_epi16,
         _mm_unpacklo_epi64, _mm_unpacklo_ps, _mm_xor_ps,
     };
+    use core::arch::x86_64::{
+        _mm_add_epi32, _mm_cmpeq_epi32, _mm_cmplt_epi32, _mm_div_ps, _mm_movemask_ps,
+        _mm_slli_epi32, _mm_sub_ps,
+    };
 
-    use super::{BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut};
-    use crate::point::PointXYZIRCAEDT;
+    use super::{
+        BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut, OUSTER_MAX_ROWS,
+        OusterColumnIn,
+    };
+    use crate::point::{PointXYZIRCAEDT, ReturnType};
 
     // The point stores below write a point as two 16-byte halves.
     const _: () = assert!(std::mem::size_of::<PointXYZIRCAEDT>() == 32);
@@ -623,6 +672,131 @@ mod x86 {
                     _mm_storeu_ps(p, lo[j]);
                     _mm_storeu_ps(p.add(4), hi[j]);
                     n += ((mask >> (k + j)) & 1) as usize;
+                }
+            }
+        }
+        out.written = n;
+    }
+
+    /// The candidate points of one Ouster column, four rows at a time, written at the
+    /// compactor's write position, which advances past the kept ones: per row the first
+    /// return (kept when `lo <= range < hi`; `Identical` when a dual profile's second return
+    /// has the same range, else `Strongest`), then, for a dual profile, the second
+    /// (`SecondStrongest`, kept when in the window and not identical). x y z are
+    /// `(range − n)·d + C` and `distance` `range / 1000`, each operation rounded to f32 as the
+    /// portable code rounds it, so the two agree bit for bit; the two 16-byte halves of each
+    /// point come from two 4×4 transposes, as in [`compact_block_points`]. Rows past `rows` up
+    /// to the next multiple of 4 are written and never kept. Writes nothing unless `out` has
+    /// room for every candidate and the table columns are long enough (the caller reserves
+    /// `rows` rounded up to 4, times 2 for a dual profile).
+    #[inline(always)]
+    pub(crate) fn ouster_column_points(
+        c: &OusterColumnIn<'_>,
+        out: &mut Compactor<'_, PointXYZIRCAEDT>,
+    ) {
+        let groups = c.rows.min(OUSTER_MAX_ROWS).div_ceil(4);
+        let need = groups * 4 * if c.dual { 2 } else { 1 };
+        let table = [c.dx, c.dy, c.dz, c.azimuth, c.elevation];
+        let mut n = out.written;
+        if table.iter().any(|v| v.len() < groups * 4) || out.spare.len().saturating_sub(n) < need {
+            return;
+        }
+        let dst = out.spare.as_mut_ptr();
+        let strongest = (ReturnType::Strongest as i32) << 8;
+        let identical = (ReturnType::Identical as i32) << 8;
+        let second = (ReturnType::SecondStrongest as i32) << 8;
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. For
+        // group `g < groups`, `k = 4·g <= OUSTER_MAX_ROWS − 4` (groups <= 64): the loads read
+        // elements `k..k + 4` of the 256-element range and intensity arrays and of the table
+        // columns, whose length is at least `4·groups` (checked above); `loadu`/`storeu` need
+        // no alignment. Each pair of stores goes to `p`, slot `n` of the compactor's `spare`:
+        // `n` is `written` plus the kept candidates before this one, below `written + need <=
+        // spare.len()` (checked above). Each slot is one `MaybeUninit<PointXYZIRCAEDT>` of 32
+        // writable bytes, and the two stores fill it whole with f32/u32 lanes, which make a
+        // valid point (`Pod`), so the slot is initialised before the write position moves past
+        // it.
+        unsafe {
+            let transpose = |a: __m128, b: __m128, e: __m128, f: __m128| {
+                let t0 = _mm_unpacklo_ps(a, b);
+                let t1 = _mm_unpacklo_ps(e, f);
+                let t2 = _mm_unpackhi_ps(a, b);
+                let t3 = _mm_unpackhi_ps(e, f);
+                [
+                    _mm_movelh_ps(t0, t1),
+                    _mm_movehl_ps(t1, t0),
+                    _mm_movelh_ps(t2, t3),
+                    _mm_movehl_ps(t3, t2),
+                ]
+            };
+            let n_mm = _mm_set1_ps(c.n_mm);
+            let [ox, oy, oz] = c.offset.map(|v| _mm_set1_ps(v));
+            let thousand = _mm_set1_ps(1000.0);
+            let t = _mm_castsi128_ps(_mm_set1_epi32(c.t as i32));
+            // `lo <= r` as `r > lo − 1` (signed; ranges are below 2^20, and `lo = 0` gives −1).
+            let lo_m1 = _mm_set1_epi32((c.lo as i32).wrapping_sub(1));
+            let hi = _mm_set1_epi32(c.hi.min(i32::MAX as u32) as i32);
+            let lanes = _mm_set_epi32(3, 2, 1, 0);
+            let zero = _mm_setzero_si128();
+            for g in 0..groups {
+                let k = 4 * g;
+                let ld = |v: &[f32]| _mm_loadu_ps(v.as_ptr().add(k));
+                let (dx, dy, dz, az, el) =
+                    (ld(c.dx), ld(c.dy), ld(c.dz), ld(c.azimuth), ld(c.elevation));
+                let channel = _mm_slli_epi32(_mm_add_epi32(_mm_set1_epi32(k as i32), lanes), 16);
+                let range =
+                    |ret: usize| _mm_loadu_si128(c.range[ret].as_ptr().add(k).cast::<__m128i>());
+                // The two 16-byte halves of the four rows' points of return `ret` with the
+                // return types `rt` (already << 8), and the in-window lanes.
+                let points = |ret: usize, r: __m128i, rt: __m128i| {
+                    let window = _mm_and_si128(_mm_cmpgt_epi32(r, lo_m1), _mm_cmplt_epi32(r, hi));
+                    let rf = _mm_cvtepi32_ps(r);
+                    let rr = _mm_sub_ps(rf, n_mm);
+                    let x = _mm_add_ps(_mm_mul_ps(rr, dx), ox);
+                    let y = _mm_add_ps(_mm_mul_ps(rr, dy), oy);
+                    let z = _mm_add_ps(_mm_mul_ps(rr, dz), oz);
+                    let distance = _mm_div_ps(rf, thousand);
+                    let bytes =
+                        i32::from_le_bytes(c.intensity[ret][k..k + 4].try_into().unwrap_or([0; 4]));
+                    let inten =
+                        _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
+                    let packed = _mm_castsi128_ps(_mm_or_si128(_mm_or_si128(inten, rt), channel));
+                    (
+                        transpose(x, y, z, packed),
+                        transpose(az, el, distance, t),
+                        window,
+                    )
+                };
+                let r1 = range(0);
+                if c.dual {
+                    let r2 = range(1);
+                    let same = _mm_cmpeq_epi32(r1, r2);
+                    let rt1 = _mm_or_si128(
+                        _mm_and_si128(same, _mm_set1_epi32(identical)),
+                        _mm_andnot_si128(same, _mm_set1_epi32(strongest)),
+                    );
+                    let (lo1, hi1, w1) = points(0, r1, rt1);
+                    let (lo2, hi2, w2) = points(1, r2, _mm_set1_epi32(second));
+                    let keep1 = _mm_movemask_ps(_mm_castsi128_ps(w1));
+                    let keep2 = _mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(same, w2)));
+                    for j in 0..4 {
+                        let p = dst.add(n).cast::<f32>();
+                        _mm_storeu_ps(p, lo1[j]);
+                        _mm_storeu_ps(p.add(4), hi1[j]);
+                        n += ((keep1 >> j) & 1) as usize;
+                        let p = dst.add(n).cast::<f32>();
+                        _mm_storeu_ps(p, lo2[j]);
+                        _mm_storeu_ps(p.add(4), hi2[j]);
+                        n += ((keep2 >> j) & 1) as usize;
+                    }
+                } else {
+                    let (lo1, hi1, w1) = points(0, r1, _mm_set1_epi32(strongest));
+                    let keep1 = _mm_movemask_ps(_mm_castsi128_ps(w1));
+                    for j in 0..4 {
+                        let p = dst.add(n).cast::<f32>();
+                        _mm_storeu_ps(p, lo1[j]);
+                        _mm_storeu_ps(p.add(4), hi1[j]);
+                        n += ((keep1 >> j) & 1) as usize;
+                    }
                 }
             }
         }
