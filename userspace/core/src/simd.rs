@@ -291,9 +291,28 @@ pub(crate) struct OusterColumnIn<'a> {
     pub hi: u32,
 }
 
+/// How an Ouster profile lays out the first two 32-bit words of a pixel, the ones holding its
+/// ranges and reflectivities (`sensor::ouster::packet`, the firmware user manual's "lidar
+/// data packet format").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OusterLayout {
+    /// `RNG15_RFL8_NIR8` (4 bytes): range in 8 mm units in bits 0..15 of word 0, reflectivity
+    /// in byte 2.
+    Rng15,
+    /// `RNG19_RFL8_SIG16_NIR16` (12 bytes): range bits 0..19 of word 0, reflectivity byte 4.
+    Rng19,
+    /// Legacy (12 bytes): range bits 0..20 of word 0, reflectivity the u16 at byte 4, capped
+    /// at 255.
+    Legacy,
+    /// `RNG19_RFL8_SIG16_NIR16_DUAL` (16 bytes) and `FIVE_WORD_PIXEL` (20 bytes): first and
+    /// second range in bits 0..19 of words 0 and 1, their reflectivities in bytes 3 and 7.
+    Dual,
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
-    compact_block_points, ouster_column_points, velodyne_dense_fill, velodyne_slot_mask,
+    compact_block_points, ouster_column_points, ouster_extract, velodyne_dense_fill,
+    velodyne_slot_mask,
 };
 
 /// Folds the whole 16-byte blocks at the start of `data` into one 128-bit residue for a
@@ -424,13 +443,13 @@ mod x86 {
         _mm_unpacklo_epi64, _mm_unpacklo_ps, _mm_xor_ps,
     };
     use core::arch::x86_64::{
-        _mm_add_epi32, _mm_cmpeq_epi32, _mm_cmplt_epi32, _mm_div_ps, _mm_movemask_ps,
-        _mm_slli_epi32, _mm_sub_ps,
+        _mm_add_epi32, _mm_castps_si128, _mm_cmpeq_epi32, _mm_cmplt_epi32, _mm_div_ps,
+        _mm_movemask_ps, _mm_slli_epi32, _mm_sub_ps,
     };
 
     use super::{
         BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut, OUSTER_MAX_ROWS,
-        OusterColumnIn,
+        OusterColumnIn, OusterLayout,
     };
     use crate::point::{PointXYZIRCAEDT, ReturnType};
 
@@ -801,5 +820,96 @@ mod x86 {
             }
         }
         out.written = n;
+    }
+
+    /// Reads the ranges (mm) and reflectivities of an Ouster column's pixels (`pb` bytes each,
+    /// laid out as `layout`), four rows at a time, into `range` and `intensity` (`[1]` only
+    /// for [`OusterLayout::Dual`]), exactly as the portable extractors of
+    /// `sensor::ouster::decode_column` read them. Each group of four rows is four 16-byte loads
+    /// (one for 4-byte pixels) and half a 4×4 transpose into the rows' words 0 and 1. Returns the rows
+    /// read: the groups of four whose loads stay inside `pixels` (`rows` rounded down to 4, or
+    /// fewer near its end); the caller reads the rest.
+    #[inline(always)]
+    pub(crate) fn ouster_extract(
+        pixels: &[u8],
+        pb: usize,
+        layout: OusterLayout,
+        rows: usize,
+        range: &mut [[u32; OUSTER_MAX_ROWS]; 2],
+        intensity: &mut [[u8; OUSTER_MAX_ROWS]; 2],
+    ) -> usize {
+        let rows = rows.min(OUSTER_MAX_ROWS);
+        let pb = pb.max(4);
+        // A group's last load starts at the first byte of its fourth row (of its only row of 4
+        // bytes for 4-byte pixels).
+        let last_load = |g: usize| if pb == 4 { 16 * g } else { (4 * g + 3) * pb };
+        let mut groups = rows / 4;
+        while groups > 0 && last_load(groups - 1) + 16 > pixels.len() {
+            groups -= 1;
+        }
+        let p = pixels.as_ptr();
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. For
+        // `g < groups` every load reads 16 bytes at an offset `<= last_load(g)` and
+        // `last_load(g) + 16 <= pixels.len()` (the loop above; `last_load` grows with `g`), so
+        // all loads are inside `pixels`; `loadu`/`storeu` need no alignment. The stores write
+        // elements `4g..4g + 4` of the 256-element arrays, in bounds since `4g + 4 <= rows <=
+        // 256`.
+        unsafe {
+            let ld = |o: usize| _mm_loadu_si128(p.add(o).cast::<__m128i>());
+            let zero = _mm_setzero_si128();
+            let bytes = |v: __m128i| {
+                _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(v, zero), zero)).to_le_bytes()
+            };
+            for g in 0..groups {
+                let k = 4 * g;
+                let [w0, w1] = if pb == 4 {
+                    [ld(16 * g), zero]
+                } else {
+                    let row = |j: usize| _mm_castsi128_ps(ld((k + j) * pb));
+                    let (a, b, c, d) = (row(0), row(1), row(2), row(3));
+                    // Words 0 and 1 of the four rows (the first half of a 4×4 transpose).
+                    let t0 = _mm_unpacklo_ps(a, b);
+                    let t1 = _mm_unpacklo_ps(c, d);
+                    [
+                        _mm_castps_si128(_mm_movelh_ps(t0, t1)),
+                        _mm_castps_si128(_mm_movehl_ps(t1, t0)),
+                    ]
+                };
+                let mask = |m: i32| _mm_set1_epi32(m);
+                let (r1, i1, second) = match layout {
+                    OusterLayout::Rng15 => (
+                        _mm_slli_epi32(_mm_and_si128(w0, mask(0x7FFF)), 3),
+                        _mm_and_si128(_mm_srli_epi32(w0, 16), mask(0xFF)),
+                        None,
+                    ),
+                    OusterLayout::Rng19 => (
+                        _mm_and_si128(w0, mask(0x7_FFFF)),
+                        _mm_and_si128(w1, mask(0xFF)),
+                        None,
+                    ),
+                    OusterLayout::Legacy => {
+                        let v = _mm_and_si128(w1, mask(0xFFFF));
+                        let over = _mm_cmpgt_epi32(v, mask(255));
+                        (
+                            _mm_and_si128(w0, mask(0xF_FFFF)),
+                            _mm_or_si128(_mm_and_si128(over, mask(255)), _mm_andnot_si128(over, v)),
+                            None,
+                        )
+                    }
+                    OusterLayout::Dual => (
+                        _mm_and_si128(w0, mask(0x7_FFFF)),
+                        _mm_srli_epi32(w0, 24),
+                        Some((_mm_and_si128(w1, mask(0x7_FFFF)), _mm_srli_epi32(w1, 24))),
+                    ),
+                };
+                _mm_storeu_si128(range[0].as_mut_ptr().add(k).cast::<__m128i>(), r1);
+                intensity[0][k..k + 4].copy_from_slice(&bytes(i1));
+                if let Some((r2, i2)) = second {
+                    _mm_storeu_si128(range[1].as_mut_ptr().add(k).cast::<__m128i>(), r2);
+                    intensity[1][k..k + 4].copy_from_slice(&bytes(i2));
+                }
+            }
+        }
+        4 * groups
     }
 }
