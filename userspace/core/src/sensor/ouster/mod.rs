@@ -707,10 +707,15 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
         }
     }
     if let Some(k) = keep {
-        for row in 0..rows {
+        let [first, second] = range;
+        for (row, (r1, r2)) in first
+            .iter_mut()
+            .zip(second.iter_mut())
+            .take(rows)
+            .enumerate()
+        {
             if !k.get(row).copied().unwrap_or(false) {
-                range[0][row] = 0;
-                range[1][row] = 0;
+                (*r1, *r2) = (0, 0);
             }
         }
     }
@@ -1106,7 +1111,7 @@ mod tests {
             // As the decoder calls it: only whole pixels are rows.
             let rows = rows.min(len / pb);
             let done = crate::simd::ouster_extract(&bytes, pb, layout, rows, &mut range, &mut intensity);
-            prop_assert!(done % 4 == 0 && done <= rows);
+            prop_assert!(done.is_multiple_of(4) && done <= rows);
             let load_end = |g: usize| if pb == 4 { 16 * g + 16 } else { (4 * g + 3) * pb + 16 };
             // Every group read, and the next one (if whole) would read past the bytes.
             prop_assert!(done == 0 || load_end(done / 4 - 1) <= len);
