@@ -268,21 +268,9 @@ pub(crate) struct OusterColumnIn<'a> {
     /// Two returns per pixel (the second is emitted only when it differs from the first,
     /// which is then `Identical`).
     pub dual: bool,
-    /// Table column: direction × 0.001 (x, y, z), azimuth and elevation (rad) per row, at
-    /// least `rows` rounded up to 4 long (zero padded).
-    pub dx: &'a [f32],
-    /// See `dx`.
-    pub dy: &'a [f32],
-    /// See `dx`.
-    pub dz: &'a [f32],
-    /// See `dx`.
-    pub azimuth: &'a [f32],
-    /// See `dx`.
-    pub elevation: &'a [f32],
-    /// Column offset `C/1000`, m.
-    pub offset: [f32; 3],
-    /// Beam-origin distance, mm.
-    pub n_mm: f32,
+    /// The column of the XYZ table, its arrays at least `rows` rounded up to 4 long (zero
+    /// padded).
+    pub lut: crate::sensor::ouster::lut::Column<'a>,
     /// The column's `time_stamp`, ns after the frame start.
     pub t: u32,
     /// Kept ranges: `lo <= range < hi`, mm.
@@ -628,6 +616,25 @@ mod x86 {
         }
     }
 
+    /// The 4×4 transpose of the rows `a`, `b`, `c`, `d`: element `j` of the result is
+    /// `[a[j], b[j], c[j], d[j]]`.
+    #[inline(always)]
+    fn transpose4(a: __m128, b: __m128, c: __m128, d: __m128) -> [__m128; 4] {
+        // SAFETY: SSE is part of the x86-64 baseline; the intrinsics only move register lanes.
+        unsafe {
+            let t0 = _mm_unpacklo_ps(a, b);
+            let t1 = _mm_unpacklo_ps(c, d);
+            let t2 = _mm_unpackhi_ps(a, b);
+            let t3 = _mm_unpackhi_ps(c, d);
+            [
+                _mm_movelh_ps(t0, t1),
+                _mm_movehl_ps(t1, t0),
+                _mm_movelh_ps(t2, t3),
+                _mm_movehl_ps(t3, t2),
+            ]
+        }
+    }
+
     /// Dense compaction of a Velodyne block's kept slots (bit `k` of `bp.mask`) into `out`,
     /// in slot order, `time_stamp` from `times` (0 without): per four slots, the two 16-byte
     /// halves of their points (`x y z [intensity return_type channel]` and
@@ -659,18 +666,6 @@ mod x86 {
         // stores fill it whole with f32/u32 lanes, which make a valid point (`Pod`), so the
         // slot is initialised before the write position moves past it.
         unsafe {
-            let transpose = |a: __m128, b: __m128, c: __m128, e: __m128| {
-                let t0 = _mm_unpacklo_ps(a, b);
-                let t1 = _mm_unpacklo_ps(c, e);
-                let t2 = _mm_unpackhi_ps(a, b);
-                let t3 = _mm_unpackhi_ps(c, e);
-                [
-                    _mm_movelh_ps(t0, t1),
-                    _mm_movehl_ps(t1, t0),
-                    _mm_movelh_ps(t2, t3),
-                    _mm_movehl_ps(t3, t2),
-                ]
-            };
             for k in (0..SLOTS_PER_BLOCK).step_by(4) {
                 let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
                 let t = _mm_castsi128_ps(_mm_loadu_si128(times.as_ptr().add(k).cast::<__m128i>()));
@@ -684,8 +679,8 @@ mod x86 {
                 let ir = _mm_unpacklo_epi8(int4, rt4);
                 let ch = _mm_loadl_epi64(bp.channel.as_ptr().add(k).cast::<__m128i>());
                 let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
-                let lo = transpose(ld(bp.x), ld(bp.y), ld(bp.z), packed);
-                let hi = transpose(ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t);
+                let lo = transpose4(ld(bp.x), ld(bp.y), ld(bp.z), packed);
+                let hi = transpose4(ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t);
                 for j in 0..4 {
                     let p = dst.add(n).cast::<f32>();
                     _mm_storeu_ps(p, lo[j]);
@@ -715,7 +710,8 @@ mod x86 {
     ) {
         let groups = c.rows.min(OUSTER_MAX_ROWS).div_ceil(4);
         let need = groups * 4 * if c.dual { 2 } else { 1 };
-        let table = [c.dx, c.dy, c.dz, c.azimuth, c.elevation];
+        let l = &c.lut;
+        let table = [l.dx, l.dy, l.dz, l.azimuth, l.elevation];
         let mut n = out.written;
         if table.iter().any(|v| v.len() < groups * 4) || out.spare.len().saturating_sub(n) < need {
             return;
@@ -735,20 +731,8 @@ mod x86 {
         // valid point (`Pod`), so the slot is initialised before the write position moves past
         // it.
         unsafe {
-            let transpose = |a: __m128, b: __m128, e: __m128, f: __m128| {
-                let t0 = _mm_unpacklo_ps(a, b);
-                let t1 = _mm_unpacklo_ps(e, f);
-                let t2 = _mm_unpackhi_ps(a, b);
-                let t3 = _mm_unpackhi_ps(e, f);
-                [
-                    _mm_movelh_ps(t0, t1),
-                    _mm_movehl_ps(t1, t0),
-                    _mm_movelh_ps(t2, t3),
-                    _mm_movehl_ps(t3, t2),
-                ]
-            };
-            let n_mm = _mm_set1_ps(c.n_mm);
-            let [ox, oy, oz] = c.offset.map(|v| _mm_set1_ps(v));
+            let n_mm = _mm_set1_ps(l.n_mm);
+            let [ox, oy, oz] = l.offset.map(|v| _mm_set1_ps(v));
             let thousand = _mm_set1_ps(1000.0);
             let t = _mm_castsi128_ps(_mm_set1_epi32(c.t as i32));
             // `lo <= r` as `r > lo − 1` (signed; ranges are below 2^20, and `lo = 0` gives −1).
@@ -760,7 +744,7 @@ mod x86 {
                 let k = 4 * g;
                 let ld = |v: &[f32]| _mm_loadu_ps(v.as_ptr().add(k));
                 let (dx, dy, dz, az, el) =
-                    (ld(c.dx), ld(c.dy), ld(c.dz), ld(c.azimuth), ld(c.elevation));
+                    (ld(l.dx), ld(l.dy), ld(l.dz), ld(l.azimuth), ld(l.elevation));
                 let channel = _mm_slli_epi32(_mm_add_epi32(_mm_set1_epi32(k as i32), lanes), 16);
                 let range =
                     |ret: usize| _mm_loadu_si128(c.range[ret].as_ptr().add(k).cast::<__m128i>());
@@ -780,8 +764,8 @@ mod x86 {
                         _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
                     let packed = _mm_castsi128_ps(_mm_or_si128(_mm_or_si128(inten, rt), channel));
                     (
-                        transpose(x, y, z, packed),
-                        transpose(az, el, distance, t),
+                        transpose4(x, y, z, packed),
+                        transpose4(az, el, distance, t),
                         window,
                     )
                 };

@@ -81,6 +81,26 @@ fn decode_dual(opts: PipelineOptions) -> Vec<Frame> {
     frames
 }
 
+/// The packet decoder of [`cfg`] (its calibration and range gate) with `fov` and `flavor`, for
+/// re-decoding packets point by point.
+fn packet_decoder(fov: Option<FovCdeg>, flavor: DecodeFlavor) -> Vlp16Decoder {
+    let calib = VelodyneCalibration::from_bytes(
+        &lidarxdp::calibration::read(&cfg().calibration).unwrap(),
+        16,
+        &cfg().calibration,
+    )
+    .unwrap();
+    Vlp16Decoder::new(
+        calib,
+        DecoderSettings {
+            min_range_m: 0.3,
+            max_range_m: 300.0,
+            fov,
+            flavor,
+        },
+    )
+}
+
 fn ground_truth() -> Vec<PointXYZIRCAEDT> {
     read_points(Path::new(&data(
         "vlp16_dual_nebula_groundtruth_1673400472138016708.pcd",
@@ -157,23 +177,12 @@ fn ground_truth_time_stamps() {
     let gt = ground_truth();
 
     // Re-decode packets 452..=602 point by point to know each point's packet, block and slot.
-    let calib = VelodyneCalibration::from_bytes(
-        &lidarxdp::calibration::read(&cfg().calibration).unwrap(),
-        16,
-        &cfg().calibration,
-    )
-    .unwrap();
-    let dec = Vlp16Decoder::new(
-        calib,
-        DecoderSettings {
-            min_range_m: 0.3,
-            max_range_m: 300.0,
-            fov: Some(FovCdeg {
-                min: 0,
-                max: 35_900,
-            }),
-            flavor: DecodeFlavor::Nebula,
-        },
+    let dec = packet_decoder(
+        Some(FovCdeg {
+            min: 0,
+            max: 35_900,
+        }),
+        DecodeFlavor::Nebula,
     );
     let mut stream: Vec<(u32, DecodedPoint)> = Vec::new();
     for (i, d) in udp_payloads(Path::new(&data("vlp16_dual_nebula_603pkt.pcap")))
@@ -235,21 +244,7 @@ fn ground_truth_time_stamps() {
 #[test]
 fn carried_points_keep_their_firing_time() {
     let frames = decode_dual(PipelineOptions::default());
-    let calib = VelodyneCalibration::from_bytes(
-        &lidarxdp::calibration::read(&cfg().calibration).unwrap(),
-        16,
-        &cfg().calibration,
-    )
-    .unwrap();
-    let dec = Vlp16Decoder::new(
-        calib,
-        DecoderSettings {
-            min_range_m: 0.3,
-            max_range_m: 300.0,
-            fov: None,
-            flavor: DecodeFlavor::Manual,
-        },
-    );
+    let dec = packet_decoder(None, DecodeFlavor::Manual);
     // (firing time within the hour, ns; point) in stream order.
     let mut stream: Vec<(u64, DecodedPoint)> = Vec::new();
     for d in udp_payloads(Path::new(&data("vlp16_dual_nebula_603pkt.pcap"))).unwrap() {
