@@ -20,7 +20,8 @@ range. Then, for every point:
   (`_interpolation`, 0.01°); our azimuth may differ from velodyne-decoder's by the rules'
   difference plus both roundings to 0.01°;
 * x, y, z within 1 mm once velodyne-decoder's point is turned about z by that azimuth
-  difference.
+  difference (the turn removes the azimuth difference, so this compares horizontal range and
+  z; the azimuth is held by the previous bound, at least 0.0102°).
 
 Every packet's points match, except that the capture's last packet may hold points past the
 last cut, which open a frame that never gets a packet of its own and `flush` drops.

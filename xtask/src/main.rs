@@ -345,9 +345,7 @@ fn test(obj: &Path) -> Result<()> {
     // The Python package, built as its users get it, tested against the CLI the tests above
     // built, and fed the fuzz corpus just grown.
     let wheel = python::build_wheel(obj)?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| r.join("target"), PathBuf::from);
-    python::test(&wheel, &target.join("release/lidarxdp"))
+    python::test(&wheel, &target_dir().join("release/lidarxdp"))
 }
 
 /// Removes what `cargo run` told xtask about itself (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...)

@@ -273,7 +273,8 @@ pub(crate) struct OusterColumnIn<'a> {
     pub lut: crate::sensor::ouster::lut::Column<'a>,
     /// The column's `time_stamp`, ns after the frame start.
     pub t: u32,
-    /// Kept ranges: `lo <= range < hi`, mm.
+    /// Kept ranges: `lo <= range < hi`, mm; a range of 0 (no return, outside the field of
+    /// view, past `rows`) is never kept, whatever `lo`.
     pub lo: u32,
     /// See `lo`.
     pub hi: u32,
@@ -713,6 +714,10 @@ mod x86 {
         let l = &c.lut;
         let table = [l.dx, l.dy, l.dz, l.azimuth, l.elevation];
         let mut n = out.written;
+        debug_assert!(
+            table.iter().all(|v| v.len() >= groups * 4),
+            "short table column"
+        );
         if table.iter().any(|v| v.len() < groups * 4) || out.spare.len().saturating_sub(n) < need {
             return;
         }
@@ -735,8 +740,8 @@ mod x86 {
             let [ox, oy, oz] = l.offset.map(|v| _mm_set1_ps(v));
             let thousand = _mm_set1_ps(1000.0);
             let t = _mm_castsi128_ps(_mm_set1_epi32(c.t as i32));
-            // `lo <= r` as `r > lo − 1` (signed; ranges are below 2^20, and `lo = 0` gives −1).
-            let lo_m1 = _mm_set1_epi32((c.lo as i32).wrapping_sub(1));
+            // `max(lo, 1) <= r` as `r > max(lo, 1) − 1` (signed; ranges are below 2^20).
+            let lo_m1 = _mm_set1_epi32(c.lo.max(1) as i32 - 1);
             let hi = _mm_set1_epi32(c.hi.min(i32::MAX as u32) as i32);
             let lanes = _mm_set_epi32(3, 2, 1, 0);
             let zero = _mm_setzero_si128();

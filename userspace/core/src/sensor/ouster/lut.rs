@@ -64,7 +64,7 @@ impl Column<'_> {
     /// The point of row `row` of this column with range `range_mm` (mm, > 0), m, sensor frame:
     /// `(range_mm − n)·d + C`, each product and sum rounded to f32 in that order (the SIMD
     /// kernel, `simd::ouster_column_points`, does the same operations, so both agree bit for
-    /// bit). Zero outside the column.
+    /// bit). A row outside the column has direction 0: the column offset `C`.
     #[inline]
     pub fn xyz(&self, row: usize, range_mm: u32) -> [f32; 3] {
         let r = range_mm as f32 - self.n_mm;

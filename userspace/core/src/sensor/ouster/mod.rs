@@ -638,12 +638,12 @@ fn point(
 
 /// The candidate points of a column (the portable form of `simd::ouster_column_points`, which
 /// x86-64 uses; a test holds them equal bit for bit): per row the first return, kept when
-/// `lo <= range < hi` (`Identical` when a dual profile's second return has the same range,
+/// `max(lo, 1) <= range < hi` (`Identical` when a dual profile's second return has the same range,
 /// else `Strongest`), then for a dual profile the second (`SecondStrongest`, kept when in the
 /// window and not identical), written at the write position, which advances past kept ones.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn column_points_portable(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, PointXYZIRCAEDT>) {
-    let window = |r: u32| c.lo <= r && r < c.hi;
+    let window = |r: u32| c.lo.max(1) <= r && r < c.hi;
     for row in 0..c.rows.min(OUSTER_MAX_ROWS) {
         let (r1, r2) = (c.range[0][row], c.range[1][row]);
         let identical = c.dual && r1 == r2;
@@ -687,9 +687,13 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
     let (chunks, _) = pixels.as_chunks::<PB>();
     let rows = chunks.len().min(lut.dx.len()).min(OUSTER_MAX_ROWS);
     let ColumnReturns { range, intensity } = returns;
-    // Rows past `rows` keep their zero: a stream's columns all have the same rows. SSE2 reads
+    // The rows the kernel reads past `rows` (up to a multiple of 4) hold no return, whatever
+    // an earlier column of another row count left there (a recalibration). SSE2 reads
     // the rows in groups of four as far as it can (`simd::ouster_extract`, equal to `extract`
     // by a test), `extract` the rest.
+    for r in &mut range[..] {
+        r[rows..rows.next_multiple_of(4).min(OUSTER_MAX_ROWS)].fill(0);
+    }
     #[cfg(target_arch = "x86_64")]
     let done = crate::simd::ouster_extract(pixels, PB, layout, rows, range, intensity);
     #[cfg(not(target_arch = "x86_64"))]
@@ -1119,6 +1123,60 @@ mod tests {
                     prop_assert_eq!((range[1][row], intensity[1][row]), (r2, i2), "row {}", row);
                 }
             }
+        }
+    }
+
+    /// The rows the kernel reads past a column's (up to a multiple of 4) make no point, even
+    /// when a column with more rows (before a recalibration) left returns there.
+    #[test]
+    fn rows_past_the_column_make_no_point_whatever_was_left_there() {
+        let rows: usize = 30;
+        let table = vec![0.001f32; rows.next_multiple_of(4)];
+        let lut = Column {
+            dx: &table,
+            dy: &table,
+            dz: &table,
+            azimuth: &table,
+            elevation: &table,
+            offset: [0.0; 3],
+            n_mm: 0.0,
+        };
+        // Every row of this column has range 0: no return.
+        let pixels = vec![0u8; rows * 16];
+        for is_dual in [false, true] {
+            let mut returns = ColumnReturns {
+                range: [[5000; OUSTER_MAX_ROWS]; 2],
+                intensity: [[7; OUSTER_MAX_ROWS]; 2],
+            };
+            let mut out = PointBuf::default();
+            let window = (1, 1 << 20);
+            if is_dual {
+                let read = (OusterLayout::Dual, dual::<16>);
+                decode_column_with::<16, true>(
+                    &pixels,
+                    lut,
+                    None,
+                    0,
+                    window,
+                    &mut returns,
+                    &mut out,
+                    read,
+                );
+            } else {
+                let read = (OusterLayout::Rng19, rng19);
+                let px = &pixels[..rows * 12];
+                decode_column_with::<12, false>(
+                    px,
+                    lut,
+                    None,
+                    0,
+                    window,
+                    &mut returns,
+                    &mut out,
+                    read,
+                );
+            }
+            assert_eq!(out.len(), 0, "dual {is_dual}");
         }
     }
 
