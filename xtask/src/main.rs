@@ -60,7 +60,7 @@ enum Cmd {
     /// quick benchmark suite (smoke test), a 10 s run of every fuzz target, and the Python
     /// package's tests against its wheel.
     Test,
-    /// Build the Python package's abi3 wheel (python/, maturin) into target/wheels.
+    /// Build the Python package's abi3 wheel (python/) into target/wheels.
     Python,
     /// Build everything and run the AF_XDP vs socket benchmark suite (root; see
     /// docs/benchmarks.md).
@@ -213,20 +213,23 @@ fn megabytes(p: &Path) -> Result<f64> {
     Ok(len as f64 / 1e6)
 }
 
-/// Builds the release daemon and the bench harness (`lidarxdp-bench`) against the XDP object
-/// `obj`; returns their paths `(daemon, bench)`.
+/// Builds the release daemon, the bench harness (`lidarxdp-bench`) and every library, the
+/// Python extension module (`lib_lidarxdp.so`) among them, against the XDP object `obj`;
+/// returns the paths `(daemon, bench)`.
 ///
 /// One `cargo build --workspace` that also names an example: an example needs the
 /// dev-dependencies, so cargo resolves the dependencies' features exactly as `cargo test
-/// --workspace --release` does, and after `cargo xtask test` nothing but the harness is
-/// compiled. Built with `-p`, the features came out otherwise and the library and its
-/// dependencies were compiled twice more (14 min of a CI run).
-fn build_bench(obj: &Path) -> Result<(PathBuf, PathBuf)> {
+/// --workspace --release` does, and after `cargo xtask test` nothing but the harness and the
+/// extension module is compiled. Built with `-p`, the features came out otherwise and the
+/// library and its dependencies were compiled twice more (14 min of a CI run; the wheel,
+/// built by maturin with `-p`, cost 4 min more).
+pub fn build_release(obj: &Path) -> Result<(PathBuf, PathBuf)> {
     run(Command::new("cargo")
         .args([
             "build",
             "--release",
             "--workspace",
+            "--lib",
             "--bin",
             "lidarxdp",
             "--bin",
@@ -250,7 +253,7 @@ fn bench(
     pcap: Option<&Path>,
 ) -> Result<()> {
     let obj = build_ebpf(tc)?;
-    let (daemon, bench) = build_bench(&obj)?;
+    let (daemon, bench) = build_release(&obj)?;
     let mut cmd = Command::new(bench);
     cmd.arg("suite")
         .arg("--daemon")
@@ -341,13 +344,35 @@ fn test(obj: &Path) -> Result<()> {
     fuzz::fuzz(obj, 10, None)?;
     // The Python package, built as its users get it, tested against the CLI the tests above
     // built, and fed the fuzz corpus just grown.
-    let wheel = python::build_wheel()?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| r.join("target"), PathBuf::from);
-    python::test(&wheel, &target.join("release/lidarxdp"))
+    let wheel = python::build_wheel(obj)?;
+    python::test(&wheel, &target_dir().join("release/lidarxdp"))
+}
+
+/// Removes what `cargo run` told xtask about itself (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...)
+/// before xtask runs cargo: inherited, it reaches the build scripts of the builds xtask starts,
+/// and a build script that reruns when one of them changes (ring's, on `CARGO_MANIFEST_DIR`)
+/// makes those builds differ from a plain `cargo build`, which then compiles ring, rustls and
+/// zenoh again (4 min), and back.
+fn forget_cargo_run_env() {
+    const SET_BY_CARGO_RUN: [&str; 5] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+    ];
+    for (key, _) in std::env::vars_os() {
+        let Some(k) = key.to_str() else { continue };
+        if SET_BY_CARGO_RUN.contains(&k) || k.starts_with("CARGO_PKG_") {
+            // SAFETY: called first thing in `main`, before xtask starts any thread, so no other
+            // thread reads or writes the environment concurrently.
+            unsafe { std::env::remove_var(&key) };
+        }
+    }
 }
 
 fn main() -> Result<()> {
+    forget_cargo_run_env();
     let cli = Cli::parse();
     let t = Instant::now();
     let purpose = match cli.cmd {
@@ -412,7 +437,7 @@ fn main() -> Result<()> {
             bench(&tc, quick, out.as_deref(), pcap.as_deref())?;
         }
         Cmd::Python => {
-            python::build_wheel()?;
+            python::build_wheel(&build_ebpf(&tc)?)?;
         }
         Cmd::Test => {
             let obj = build_ebpf(&tc)?;

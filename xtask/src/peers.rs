@@ -27,7 +27,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::{build_bench, build_ebpf, root, run, setup::BpfToolchain};
+use crate::{build_ebpf, build_release, root, run, setup::BpfToolchain};
 
 /// The peers' venv, `<root>/target/peers/venv`.
 fn venv_dir() -> PathBuf {
@@ -208,7 +208,7 @@ pub fn peers(
         );
     }
     let obj = build_ebpf(tc)?;
-    let (daemon, bench) = build_bench(&obj)?;
+    let (daemon, bench) = build_release(&obj)?;
     // Run copies: other builds in this tree must not swap the binaries between rounds.
     let bin = root().join("target/peers/bin");
     fs::create_dir_all(&bin).with_context(|| format!("create {}", bin.display()))?;
@@ -221,7 +221,7 @@ pub fn peers(
     }
     let python = venv()?;
     // The Python rows: lidarxdp's own wheel, in the same interpreter as the peers.
-    let wheel = crate::python::build_wheel()?;
+    let wheel = crate::python::build_wheel(&obj)?;
     crate::python::install(&python, &wheel)?;
     let hesai = hesai_harness(hesai_sdk)?;
     let out = match out {

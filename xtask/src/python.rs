@@ -1,5 +1,6 @@
-//! `cargo xtask python`: the Python package (python/) as one abi3 wheel, built by maturin
-//! (pinned in python/requirements-build.txt, in a venv of its own), and its tests: a clean
+//! `cargo xtask python`: the Python package (python/) as one abi3 wheel, its extension module
+//! from the workspace's one cargo build, packed by python/pack_wheel.py (pypa's `wheel`,
+//! pinned in python/requirements-build.txt, in a venv of its own), and its tests: a clean
 //! venv that installs nothing but the wheel (numpy comes with it from PyPI) and decodes the
 //! demo's capture, then pytest (python/tests) in the peers' venv, where velodyne-decoder and
 //! ouster-sdk are, against the installed wheel (after `cargo xtask test`'s fuzz run, whose
@@ -11,38 +12,47 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{peers, root, run};
+use crate::{build_release, peers, root, run, target_dir};
 
-/// Builds the wheel into target/wheels (the older ones removed); returns its path.
-pub fn build_wheel() -> Result<PathBuf> {
+/// Builds the wheel into `<target>/wheels` (the older ones removed); returns its path.
+///
+/// The extension module is the one [`build_release`] compiles with everything else (so its
+/// dependencies are compiled once, with the features the tests use), stripped of its symbol
+/// table (`objcopy --strip-all`; the dynamic symbols Python loads it by stay).
+/// python/pack_wheel.py, in a venv of pinned packaging tools (python/requirements-build.txt),
+/// lays it out with python/lidarxdp and the metadata of python/pyproject.toml.
+///
+/// Errors: the build, `objcopy` (GNU binutils), the venv or the packing failing.
+pub fn build_wheel(obj: &Path) -> Result<PathBuf> {
     let r = root();
     let python = peers::pinned_venv(
         &r.join("target/pybuild/venv"),
         &r.join("python/requirements-build.txt"),
         "python",
     )?;
-    let maturin = python.with_file_name("maturin");
-    let out = r.join("target/wheels");
+    build_release(obj)?;
+    let release = target_dir().join("release");
+    let module = release.join("pywheel/_lidarxdp.abi3.so");
+    fs::create_dir_all(release.join("pywheel"))?;
+    run(Command::new("objcopy")
+        .arg("--strip-all")
+        .arg(release.join("lib_lidarxdp.so"))
+        .arg(&module))?;
+    let out = target_dir().join("wheels");
     if out.exists() {
         fs::remove_dir_all(&out).with_context(|| format!("remove {}", out.display()))?;
     }
-    run(Command::new(&maturin)
-        .args([
-            "build",
-            "--release",
-            "--strip",
-            "--manifest-path",
-            "python/Cargo.toml",
-            "--out",
-        ])
-        .arg(&out)
-        .args(["--interpreter", "python3"])
-        .current_dir(&r))?;
+    run(Command::new(&python)
+        .arg(r.join("python/pack_wheel.py"))
+        .arg("--module")
+        .arg(&module)
+        .args(["--version", env!("CARGO_PKG_VERSION"), "--out"])
+        .arg(&out))?;
     let wheel = fs::read_dir(&out)
         .with_context(|| format!("read {}", out.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .with_context(|| format!("maturin wrote no wheel into {}", out.display()))?;
+        .with_context(|| format!("pack_wheel.py wrote no wheel into {}", out.display()))?;
     eprintln!(
         "python: {} ({:.1} MB)",
         wheel.display(),

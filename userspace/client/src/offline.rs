@@ -35,6 +35,7 @@ use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::net::{self, LinkType, NetError, TotalLength};
 use lidarxdp_core::reassembly::{Fragment, Reassembler, ReassemblyConfig};
+use lidarxdp_core::scan::BufferSource;
 use lidarxdp_core::sensor::{
     ConfigError, DecodeCounters, PipelineOptions, ScanPipeline, SensorConfig,
 };
@@ -909,6 +910,12 @@ impl PcapFrames {
             ready: std::collections::VecDeque::new(),
             done: false,
         })
+    }
+
+    /// Takes the next frames' point buffers from `source` (e.g. buffers a consumer is done
+    /// with) instead of allocating them.
+    pub fn set_buffer_source(&mut self, source: std::sync::Arc<dyn BufferSource>) {
+        self.pipeline.set_buffer_source(source);
     }
 
     /// Bytes of the file read so far.

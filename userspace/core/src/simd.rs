@@ -251,8 +251,58 @@ pub(crate) struct CompactIn<'a> {
     pub channel: &'a [u16; BLOCK_SLOTS],
 }
 
+/// Rows an Ouster column can have (metadata `pixels_per_column`, validated to 1..=256).
+pub(crate) const OUSTER_MAX_ROWS: usize = 256;
+
+/// One Ouster column for [`ouster_column_points`] (and its portable equivalent,
+/// `sensor::ouster::column_points_portable`): the column's returns, extracted from its pixels,
+/// and its row of the XYZ table (`sensor::ouster::lut`).
+pub(crate) struct OusterColumnIn<'a> {
+    /// Rows (beams) of the column, `<= OUSTER_MAX_ROWS`.
+    pub rows: usize,
+    /// Range per row of the first (`[0]`) and second (`[1]`, dual-return profiles) return, mm;
+    /// 0 for none, for a row outside the field of view, and past `rows`.
+    pub range: &'a [[u32; OUSTER_MAX_ROWS]; 2],
+    /// Reflectivity per row of each return.
+    pub intensity: &'a [[u8; OUSTER_MAX_ROWS]; 2],
+    /// Two returns per pixel (the second is emitted only when it differs from the first,
+    /// which is then `Identical`).
+    pub dual: bool,
+    /// The column of the XYZ table, its arrays at least `rows` rounded up to 4 long (zero
+    /// padded).
+    pub lut: crate::sensor::ouster::lut::Column<'a>,
+    /// The column's `time_stamp`, ns after the frame start.
+    pub t: u32,
+    /// Kept ranges: `lo <= range < hi`, mm; a range of 0 (no return, outside the field of
+    /// view, past `rows`) is never kept, whatever `lo`.
+    pub lo: u32,
+    /// See `lo`.
+    pub hi: u32,
+}
+
+/// How an Ouster profile lays out the first two 32-bit words of a pixel, the ones holding its
+/// ranges and reflectivities (`sensor::ouster::packet`, the firmware user manual's "lidar
+/// data packet format").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OusterLayout {
+    /// `RNG15_RFL8_NIR8` (4 bytes): range in 8 mm units in bits 0..15 of word 0, reflectivity
+    /// in byte 2.
+    Rng15,
+    /// `RNG19_RFL8_SIG16_NIR16` (12 bytes): range bits 0..19 of word 0, reflectivity byte 4.
+    Rng19,
+    /// Legacy (12 bytes): range bits 0..20 of word 0, reflectivity the u16 at byte 4, capped
+    /// at 255.
+    Legacy,
+    /// `RNG19_RFL8_SIG16_NIR16_DUAL` (16 bytes) and `FIVE_WORD_PIXEL` (20 bytes): first and
+    /// second range in bits 0..19 of words 0 and 1, their reflectivities in bytes 3 and 7.
+    Dual,
+}
+
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{compact_block_points, velodyne_dense_fill, velodyne_slot_mask};
+pub(crate) use x86::{
+    compact_block_points, ouster_column_points, ouster_extract, velodyne_dense_fill,
+    velodyne_slot_mask,
+};
 
 /// Folds the whole 16-byte blocks at the start of `data` into one 128-bit residue for a
 /// most-significant-bit-first CRC-32 whose register starts at `init`: returns `(residue,
@@ -381,9 +431,16 @@ mod x86 {
         _mm_subs_epu16, _mm_unpackhi_epi64, _mm_unpackhi_ps, _mm_unpacklo_epi8, _mm_unpacklo_epi16,
         _mm_unpacklo_epi64, _mm_unpacklo_ps, _mm_xor_ps,
     };
+    use core::arch::x86_64::{
+        _mm_add_epi32, _mm_castps_si128, _mm_cmpeq_epi32, _mm_cmplt_epi32, _mm_div_ps,
+        _mm_movemask_ps, _mm_slli_epi32, _mm_sub_ps,
+    };
 
-    use super::{BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut};
-    use crate::point::PointXYZIRCAEDT;
+    use super::{
+        BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut, OUSTER_MAX_ROWS,
+        OusterColumnIn, OusterLayout,
+    };
+    use crate::point::{PointXYZIRCAEDT, ReturnType};
 
     // The point stores below write a point as two 16-byte halves.
     const _: () = assert!(std::mem::size_of::<PointXYZIRCAEDT>() == 32);
@@ -560,6 +617,25 @@ mod x86 {
         }
     }
 
+    /// The 4×4 transpose of the rows `a`, `b`, `c`, `d`: element `j` of the result is
+    /// `[a[j], b[j], c[j], d[j]]`.
+    #[inline(always)]
+    fn transpose4(a: __m128, b: __m128, c: __m128, d: __m128) -> [__m128; 4] {
+        // SAFETY: SSE is part of the x86-64 baseline; the intrinsics only move register lanes.
+        unsafe {
+            let t0 = _mm_unpacklo_ps(a, b);
+            let t1 = _mm_unpacklo_ps(c, d);
+            let t2 = _mm_unpackhi_ps(a, b);
+            let t3 = _mm_unpackhi_ps(c, d);
+            [
+                _mm_movelh_ps(t0, t1),
+                _mm_movehl_ps(t1, t0),
+                _mm_movelh_ps(t2, t3),
+                _mm_movehl_ps(t3, t2),
+            ]
+        }
+    }
+
     /// Dense compaction of a Velodyne block's kept slots (bit `k` of `bp.mask`) into `out`,
     /// in slot order, `time_stamp` from `times` (0 without): per four slots, the two 16-byte
     /// halves of their points (`x y z [intensity return_type channel]` and
@@ -591,18 +667,6 @@ mod x86 {
         // stores fill it whole with f32/u32 lanes, which make a valid point (`Pod`), so the
         // slot is initialised before the write position moves past it.
         unsafe {
-            let transpose = |a: __m128, b: __m128, c: __m128, e: __m128| {
-                let t0 = _mm_unpacklo_ps(a, b);
-                let t1 = _mm_unpacklo_ps(c, e);
-                let t2 = _mm_unpackhi_ps(a, b);
-                let t3 = _mm_unpackhi_ps(c, e);
-                [
-                    _mm_movelh_ps(t0, t1),
-                    _mm_movehl_ps(t1, t0),
-                    _mm_movelh_ps(t2, t3),
-                    _mm_movehl_ps(t3, t2),
-                ]
-            };
             for k in (0..SLOTS_PER_BLOCK).step_by(4) {
                 let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
                 let t = _mm_castsi128_ps(_mm_loadu_si128(times.as_ptr().add(k).cast::<__m128i>()));
@@ -616,8 +680,8 @@ mod x86 {
                 let ir = _mm_unpacklo_epi8(int4, rt4);
                 let ch = _mm_loadl_epi64(bp.channel.as_ptr().add(k).cast::<__m128i>());
                 let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
-                let lo = transpose(ld(bp.x), ld(bp.y), ld(bp.z), packed);
-                let hi = transpose(ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t);
+                let lo = transpose4(ld(bp.x), ld(bp.y), ld(bp.z), packed);
+                let hi = transpose4(ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t);
                 for j in 0..4 {
                     let p = dst.add(n).cast::<f32>();
                     _mm_storeu_ps(p, lo[j]);
@@ -627,5 +691,214 @@ mod x86 {
             }
         }
         out.written = n;
+    }
+
+    /// The candidate points of one Ouster column, four rows at a time, written at the
+    /// compactor's write position, which advances past the kept ones: per row the first
+    /// return (kept when `lo <= range < hi`; `Identical` when a dual profile's second return
+    /// has the same range, else `Strongest`), then, for a dual profile, the second
+    /// (`SecondStrongest`, kept when in the window and not identical). x y z are
+    /// `(range − n)·d + C` and `distance` `range / 1000`, each operation rounded to f32 as the
+    /// portable code rounds it, so the two agree bit for bit; the two 16-byte halves of each
+    /// point come from two 4×4 transposes, as in [`compact_block_points`]. Rows past `rows` up
+    /// to the next multiple of 4 are written and never kept. Writes nothing unless `out` has
+    /// room for every candidate and the table columns are long enough (the caller reserves
+    /// `rows` rounded up to 4, times 2 for a dual profile).
+    #[inline(always)]
+    pub(crate) fn ouster_column_points(
+        c: &OusterColumnIn<'_>,
+        out: &mut Compactor<'_, PointXYZIRCAEDT>,
+    ) {
+        let groups = c.rows.min(OUSTER_MAX_ROWS).div_ceil(4);
+        let need = groups * 4 * if c.dual { 2 } else { 1 };
+        let l = &c.lut;
+        let table = [l.dx, l.dy, l.dz, l.azimuth, l.elevation];
+        let mut n = out.written;
+        debug_assert!(
+            table.iter().all(|v| v.len() >= groups * 4),
+            "short table column"
+        );
+        if table.iter().any(|v| v.len() < groups * 4) || out.spare.len().saturating_sub(n) < need {
+            return;
+        }
+        let dst = out.spare.as_mut_ptr();
+        let strongest = (ReturnType::Strongest as i32) << 8;
+        let identical = (ReturnType::Identical as i32) << 8;
+        let second = (ReturnType::SecondStrongest as i32) << 8;
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. For
+        // group `g < groups`, `k = 4·g <= OUSTER_MAX_ROWS − 4` (groups <= 64): the loads read
+        // elements `k..k + 4` of the 256-element range and intensity arrays and of the table
+        // columns, whose length is at least `4·groups` (checked above); `loadu`/`storeu` need
+        // no alignment. Each pair of stores goes to `p`, slot `n` of the compactor's `spare`:
+        // `n` is `written` plus the kept candidates before this one, below `written + need <=
+        // spare.len()` (checked above). Each slot is one `MaybeUninit<PointXYZIRCAEDT>` of 32
+        // writable bytes, and the two stores fill it whole with f32/u32 lanes, which make a
+        // valid point (`Pod`), so the slot is initialised before the write position moves past
+        // it.
+        unsafe {
+            let n_mm = _mm_set1_ps(l.n_mm);
+            let [ox, oy, oz] = l.offset.map(|v| _mm_set1_ps(v));
+            let thousand = _mm_set1_ps(1000.0);
+            let t = _mm_castsi128_ps(_mm_set1_epi32(c.t as i32));
+            // `max(lo, 1) <= r` as `r > max(lo, 1) − 1` (signed; ranges are below 2^20).
+            let lo_m1 = _mm_set1_epi32(c.lo.max(1) as i32 - 1);
+            let hi = _mm_set1_epi32(c.hi.min(i32::MAX as u32) as i32);
+            let lanes = _mm_set_epi32(3, 2, 1, 0);
+            let zero = _mm_setzero_si128();
+            for g in 0..groups {
+                let k = 4 * g;
+                let ld = |v: &[f32]| _mm_loadu_ps(v.as_ptr().add(k));
+                let (dx, dy, dz, az, el) =
+                    (ld(l.dx), ld(l.dy), ld(l.dz), ld(l.azimuth), ld(l.elevation));
+                let channel = _mm_slli_epi32(_mm_add_epi32(_mm_set1_epi32(k as i32), lanes), 16);
+                let range =
+                    |ret: usize| _mm_loadu_si128(c.range[ret].as_ptr().add(k).cast::<__m128i>());
+                // The two 16-byte halves of the four rows' points of return `ret` with the
+                // return types `rt` (already << 8), and the in-window lanes.
+                let points = |ret: usize, r: __m128i, rt: __m128i| {
+                    let window = _mm_and_si128(_mm_cmpgt_epi32(r, lo_m1), _mm_cmplt_epi32(r, hi));
+                    let rf = _mm_cvtepi32_ps(r);
+                    let rr = _mm_sub_ps(rf, n_mm);
+                    let x = _mm_add_ps(_mm_mul_ps(rr, dx), ox);
+                    let y = _mm_add_ps(_mm_mul_ps(rr, dy), oy);
+                    let z = _mm_add_ps(_mm_mul_ps(rr, dz), oz);
+                    let distance = _mm_div_ps(rf, thousand);
+                    let bytes =
+                        i32::from_le_bytes(c.intensity[ret][k..k + 4].try_into().unwrap_or([0; 4]));
+                    let inten =
+                        _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
+                    let packed = _mm_castsi128_ps(_mm_or_si128(_mm_or_si128(inten, rt), channel));
+                    (
+                        transpose4(x, y, z, packed),
+                        transpose4(az, el, distance, t),
+                        window,
+                    )
+                };
+                let r1 = range(0);
+                if c.dual {
+                    let r2 = range(1);
+                    let same = _mm_cmpeq_epi32(r1, r2);
+                    let rt1 = _mm_or_si128(
+                        _mm_and_si128(same, _mm_set1_epi32(identical)),
+                        _mm_andnot_si128(same, _mm_set1_epi32(strongest)),
+                    );
+                    let (lo1, hi1, w1) = points(0, r1, rt1);
+                    let (lo2, hi2, w2) = points(1, r2, _mm_set1_epi32(second));
+                    let keep1 = _mm_movemask_ps(_mm_castsi128_ps(w1));
+                    let keep2 = _mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(same, w2)));
+                    for j in 0..4 {
+                        let p = dst.add(n).cast::<f32>();
+                        _mm_storeu_ps(p, lo1[j]);
+                        _mm_storeu_ps(p.add(4), hi1[j]);
+                        n += ((keep1 >> j) & 1) as usize;
+                        let p = dst.add(n).cast::<f32>();
+                        _mm_storeu_ps(p, lo2[j]);
+                        _mm_storeu_ps(p.add(4), hi2[j]);
+                        n += ((keep2 >> j) & 1) as usize;
+                    }
+                } else {
+                    let (lo1, hi1, w1) = points(0, r1, _mm_set1_epi32(strongest));
+                    let keep1 = _mm_movemask_ps(_mm_castsi128_ps(w1));
+                    for j in 0..4 {
+                        let p = dst.add(n).cast::<f32>();
+                        _mm_storeu_ps(p, lo1[j]);
+                        _mm_storeu_ps(p.add(4), hi1[j]);
+                        n += ((keep1 >> j) & 1) as usize;
+                    }
+                }
+            }
+        }
+        out.written = n;
+    }
+
+    /// Reads the ranges (mm) and reflectivities of an Ouster column's pixels (`pb` bytes each,
+    /// laid out as `layout`), four rows at a time, into `range` and `intensity` (`[1]` only
+    /// for [`OusterLayout::Dual`]), exactly as the portable extractors of
+    /// `sensor::ouster::decode_column` read them. Each group of four rows is four 16-byte loads
+    /// (one for 4-byte pixels) and half a 4×4 transpose into the rows' words 0 and 1. Returns the rows
+    /// read: the groups of four whose loads stay inside `pixels` (`rows` rounded down to 4, or
+    /// fewer near its end); the caller reads the rest.
+    #[inline(always)]
+    pub(crate) fn ouster_extract(
+        pixels: &[u8],
+        pb: usize,
+        layout: OusterLayout,
+        rows: usize,
+        range: &mut [[u32; OUSTER_MAX_ROWS]; 2],
+        intensity: &mut [[u8; OUSTER_MAX_ROWS]; 2],
+    ) -> usize {
+        let rows = rows.min(OUSTER_MAX_ROWS);
+        let pb = pb.max(4);
+        // A group's last load starts at the first byte of its fourth row (of its only row of 4
+        // bytes for 4-byte pixels).
+        let last_load = |g: usize| if pb == 4 { 16 * g } else { (4 * g + 3) * pb };
+        let mut groups = rows / 4;
+        while groups > 0 && last_load(groups - 1) + 16 > pixels.len() {
+            groups -= 1;
+        }
+        let p = pixels.as_ptr();
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. For
+        // `g < groups` every load reads 16 bytes at an offset `<= last_load(g)` and
+        // `last_load(g) + 16 <= pixels.len()` (the loop above; `last_load` grows with `g`), so
+        // all loads are inside `pixels`; `loadu`/`storeu` need no alignment. The stores write
+        // elements `4g..4g + 4` of the 256-element arrays, in bounds since `4g + 4 <= rows <=
+        // 256`.
+        unsafe {
+            let ld = |o: usize| _mm_loadu_si128(p.add(o).cast::<__m128i>());
+            let zero = _mm_setzero_si128();
+            let bytes = |v: __m128i| {
+                _mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(v, zero), zero)).to_le_bytes()
+            };
+            for g in 0..groups {
+                let k = 4 * g;
+                let [w0, w1] = if pb == 4 {
+                    [ld(16 * g), zero]
+                } else {
+                    let row = |j: usize| _mm_castsi128_ps(ld((k + j) * pb));
+                    let (a, b, c, d) = (row(0), row(1), row(2), row(3));
+                    // Words 0 and 1 of the four rows (the first half of a 4×4 transpose).
+                    let t0 = _mm_unpacklo_ps(a, b);
+                    let t1 = _mm_unpacklo_ps(c, d);
+                    [
+                        _mm_castps_si128(_mm_movelh_ps(t0, t1)),
+                        _mm_castps_si128(_mm_movehl_ps(t1, t0)),
+                    ]
+                };
+                let mask = |m: i32| _mm_set1_epi32(m);
+                let (r1, i1, second) = match layout {
+                    OusterLayout::Rng15 => (
+                        _mm_slli_epi32(_mm_and_si128(w0, mask(0x7FFF)), 3),
+                        _mm_and_si128(_mm_srli_epi32(w0, 16), mask(0xFF)),
+                        None,
+                    ),
+                    OusterLayout::Rng19 => (
+                        _mm_and_si128(w0, mask(0x7_FFFF)),
+                        _mm_and_si128(w1, mask(0xFF)),
+                        None,
+                    ),
+                    OusterLayout::Legacy => {
+                        let v = _mm_and_si128(w1, mask(0xFFFF));
+                        let over = _mm_cmpgt_epi32(v, mask(255));
+                        (
+                            _mm_and_si128(w0, mask(0xF_FFFF)),
+                            _mm_or_si128(_mm_and_si128(over, mask(255)), _mm_andnot_si128(over, v)),
+                            None,
+                        )
+                    }
+                    OusterLayout::Dual => (
+                        _mm_and_si128(w0, mask(0x7_FFFF)),
+                        _mm_srli_epi32(w0, 24),
+                        Some((_mm_and_si128(w1, mask(0x7_FFFF)), _mm_srli_epi32(w1, 24))),
+                    ),
+                };
+                _mm_storeu_si128(range[0].as_mut_ptr().add(k).cast::<__m128i>(), r1);
+                intensity[0][k..k + 4].copy_from_slice(&bytes(i1));
+                if let Some((r2, i2)) = second {
+                    _mm_storeu_si128(range[1].as_mut_ptr().add(k).cast::<__m128i>(), r2);
+                    intensity[1][k..k + 4].copy_from_slice(&bytes(i2));
+                }
+            }
+        }
+        4 * groups
     }
 }

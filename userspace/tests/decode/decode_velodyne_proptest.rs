@@ -140,9 +140,14 @@ proptest! {
     fn packet_shaped_bytes_never_panic(
         payloads in prop::collection::vec(shaped(), 1..6),
         manual in any::<bool>(),
-        fov in prop::option::of((0.0f64..=360.0, 0.0f64..=360.0)),
+        // A field of view from `min` over `width` 0.01° (never empty nor the full circle, which
+        // the settings refuse).
+        fov in prop::option::of((0u32..36_000, 1u32..36_000)),
     ) {
         let flavor = if manual { DecodeFlavor::Manual } else { DecodeFlavor::Nebula };
+        let fov = fov.map(|(min, width)| {
+            (f64::from(min) / 100.0, f64::from((min + width) % 36_000) / 100.0)
+        });
         check(&payloads, flavor, fov);
     }
 }

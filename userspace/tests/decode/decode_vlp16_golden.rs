@@ -81,6 +81,26 @@ fn decode_dual(opts: PipelineOptions) -> Vec<Frame> {
     frames
 }
 
+/// The packet decoder of [`cfg`] (its calibration and range gate) with `fov` and `flavor`, for
+/// re-decoding packets point by point.
+fn packet_decoder(fov: Option<FovCdeg>, flavor: DecodeFlavor) -> Vlp16Decoder {
+    let calib = VelodyneCalibration::from_bytes(
+        &lidarxdp::calibration::read(&cfg().calibration).unwrap(),
+        16,
+        &cfg().calibration,
+    )
+    .unwrap();
+    Vlp16Decoder::new(
+        calib,
+        DecoderSettings {
+            min_range_m: 0.3,
+            max_range_m: 300.0,
+            fov,
+            flavor,
+        },
+    )
+}
+
 fn ground_truth() -> Vec<PointXYZIRCAEDT> {
     read_points(Path::new(&data(
         "vlp16_dual_nebula_groundtruth_1673400472138016708.pcd",
@@ -157,23 +177,12 @@ fn ground_truth_time_stamps() {
     let gt = ground_truth();
 
     // Re-decode packets 452..=602 point by point to know each point's packet, block and slot.
-    let calib = VelodyneCalibration::from_bytes(
-        &lidarxdp::calibration::read(&cfg().calibration).unwrap(),
-        16,
-        &cfg().calibration,
-    )
-    .unwrap();
-    let dec = Vlp16Decoder::new(
-        calib,
-        DecoderSettings {
-            min_range_m: 0.3,
-            max_range_m: 300.0,
-            fov: Some(FovCdeg {
-                min: 0,
-                max: 35_900,
-            }),
-            flavor: DecodeFlavor::Nebula,
-        },
+    let dec = packet_decoder(
+        Some(FovCdeg {
+            min: 0,
+            max: 35_900,
+        }),
+        DecodeFlavor::Nebula,
     );
     let mut stream: Vec<(u32, DecodedPoint)> = Vec::new();
     for (i, d) in udp_payloads(Path::new(&data("vlp16_dual_nebula_603pkt.pcap")))
@@ -225,6 +234,55 @@ fn ground_truth_time_stamps() {
         );
     }
     assert!(stream.len() >= k + f.points.len());
+}
+
+/// Under the manual rule the last firing sequence of a dual-return packet is interpolated from
+/// its block azimuth plus the advance, so some of its points fall past the cut that only the
+/// next packet completes. Those points are carried into the next frame, and they fire before
+/// that packet: the next frame must start no later than its first firing, so that every point
+/// keeps its own time (`start_ns + time_stamp` = packet time + firing offset), carried or not.
+#[test]
+fn carried_points_keep_their_firing_time() {
+    let frames = decode_dual(PipelineOptions::default());
+    let dec = packet_decoder(None, DecodeFlavor::Manual);
+    // (firing time within the hour, ns; point) in stream order.
+    let mut stream: Vec<(u64, DecodedPoint)> = Vec::new();
+    for d in udp_payloads(Path::new(&data("vlp16_dual_nebula_603pkt.pcap"))).unwrap() {
+        let d = d.unwrap();
+        let p = velodyne::classify(&d.payload).unwrap();
+        let us = u64::from(p.timestamp_us());
+        dec.decode(&p, |dp| {
+            let t = us * 1000
+                + u64::from(velodyne::firing_offset_ns(
+                    lidarxdp_core::sensor::ReturnMode::Dual,
+                    usize::from(dp.block),
+                    usize::from(dp.slot),
+                ));
+            stream.push((t, dp))
+        });
+    }
+    let ours: Vec<(u64, &PointXYZIRCAEDT)> = frames
+        .iter()
+        .flat_map(|f| {
+            f.points.iter().map(move |p| {
+                (
+                    f.header.start_ns % 3_600_000_000_000 + u64::from(p.time_stamp),
+                    p,
+                )
+            })
+        })
+        .collect();
+    // Only the points past the last cut (a frame with no packet of its own) are not emitted.
+    assert_eq!(ours.len(), 59_374);
+    assert_eq!(stream.len() - ours.len(), 40);
+    for (i, ((t, p), (want, d))) in ours.iter().zip(&stream).enumerate() {
+        let untimed = |q: &PointXYZIRCAEDT| PointXYZIRCAEDT {
+            time_stamp: 0,
+            ..*q
+        };
+        assert_eq!(untimed(p), untimed(&d.point), "point {i}");
+        assert_eq!(t, want, "point {i}: firing time");
+    }
 }
 
 #[test]

@@ -419,10 +419,18 @@ impl ScanAssembler {
             .iter()
             .rposition(|&a| phased(u32::from(a), cut) >= self.carry_limit_cdeg)
             .map_or(0, |i| i + 1);
-        let (new_start, new_host) = match self.last {
+        let (packet_start, new_host) = match self.last {
             Some(i) => (i.sensor_ns, i.host.wall_ns),
             None => (self.cur.acct.start_ns, self.cur.acct.host_ns),
         };
+        // The next frame starts at the completing packet, or at its earliest carried firing if
+        // that is earlier: the previous packet's last firings can be interpolated past the cut
+        // (a VLP-16 dual-return packet's last sequence, from its block azimuth plus the advance),
+        // and a point's `time_stamp` cannot be negative.
+        let new_start = self.cur.points[split..]
+            .iter()
+            .map(|p| self.cur.acct.start_ns + u64::from(p.time_stamp))
+            .fold(packet_start, u64::min);
         let mut azimuths = std::mem::take(&mut self.spare_azimuths);
         azimuths.reserve(self.cur.azimuths.len() + self.cur.azimuths.len() / 8);
         let mut next = Building {

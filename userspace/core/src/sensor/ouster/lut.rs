@@ -17,9 +17,9 @@
 //! Storage (the decode loop is memory-bound): since
 //! `o = b[0][3]·(cos θe, sin θe, 0) − n·d + (0, 0, b[2][3])`, the rotated offset is
 //! `o' = C(c) − n·d'` with a per-column term `C(c) = b[0][3]·R·(cos θe, sin θe, 0) + R·(0, 0, b[2][3]) + t`,
-//! so a point is `(R_mm − n)·d'/1000 + C(c)/1000`. The table keeps 16 bytes per pixel ([`Beam`]:
-//! `d'/1000` and the azimuth, f32), the elevation per pixel (f32) and `C/1000` per column; the
-//! f32 arithmetic stays within 0.1 mm of the SDK's f64 up to 500 m.
+//! so a point is `(R_mm − n)·d'/1000 + C(c)/1000`. The table keeps 20 bytes per pixel (`d'/1000`,
+//! the azimuth and the elevation, f32, one array each) and `C/1000` per column; the f32
+//! arithmetic stays within 0.1 mm of the SDK's f64 up to 500 m.
 
 use std::f64::consts::PI;
 
@@ -39,22 +39,20 @@ pub struct LutEntry {
     pub elevation: f32,
 }
 
-/// Per-pixel part of the table: direction × 0.001 and beam azimuth (16 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Beam {
-    /// Direction × 0.001 (m per mm of range).
-    pub dir: [f32; 3],
-    /// Beam azimuth in the sensor frame, rad, [0, 2π).
-    pub azimuth: f32,
-}
-
-/// One column of the table, as the decoder walks it.
+/// One column of the table, as the decoder walks it: per row, structure of arrays, each
+/// [`XyzLut::stride`] long (rows `h..stride` are zero padding, so a kernel can read rows in
+/// groups of four; empty slices outside the table).
 #[derive(Clone, Copy, Debug)]
 pub struct Column<'a> {
-    /// Beams of the column, rows 0..h (empty outside the table).
-    pub beams: &'a [Beam],
-    /// Elevation of each row, rad.
+    /// Direction × 0.001 (m per mm of range), x.
+    pub dx: &'a [f32],
+    /// Direction × 0.001, y.
+    pub dy: &'a [f32],
+    /// Direction × 0.001, z.
+    pub dz: &'a [f32],
+    /// Beam azimuth in the sensor frame, rad, [0, 2π).
+    pub azimuth: &'a [f32],
+    /// Beam elevation, rad.
     pub elevation: &'a [f32],
     /// Column offset `C/1000`, m.
     pub offset: [f32; 3],
@@ -63,30 +61,45 @@ pub struct Column<'a> {
 }
 
 impl Column<'_> {
-    /// The point of a pixel of this column with range `range_mm` (mm, > 0), m, sensor frame.
+    /// The point of row `row` of this column with range `range_mm` (mm, > 0), m, sensor frame:
+    /// `(range_mm − n)·d + C`, each product and sum rounded to f32 in that order (the SIMD
+    /// kernel, `simd::ouster_column_points`, does the same operations, so both agree bit for
+    /// bit). A row outside the column has direction 0: the column offset `C`.
     #[inline]
-    pub fn xyz(&self, beam: &Beam, range_mm: u32) -> [f32; 3] {
+    pub fn xyz(&self, row: usize, range_mm: u32) -> [f32; 3] {
         let r = range_mm as f32 - self.n_mm;
+        let d = |v: &[f32]| v.get(row).copied().unwrap_or(0.0);
         [
-            r * beam.dir[0] + self.offset[0],
-            r * beam.dir[1] + self.offset[1],
-            r * beam.dir[2] + self.offset[2],
+            r * d(self.dx) + self.offset[0],
+            r * d(self.dy) + self.offset[1],
+            r * d(self.dz) + self.offset[2],
         ]
     }
 }
 
 /// The table for one metadata: `columns_per_frame × pixels_per_column` pixels, column-major
-/// (`index = column·h + row`), the order packets deliver pixels in.
+/// (`index = column·stride + row`), the order packets deliver pixels in; one array per
+/// quantity (x, y, z direction, azimuth, elevation).
 #[derive(Clone, Debug)]
 pub struct XyzLut {
     /// Columns per frame.
     pub w: usize,
     /// Rows (beams).
     pub h: usize,
-    beams: Vec<Beam>,
+    /// Rows stored per column: `h` rounded up to a multiple of 4, the rows past `h` zero.
+    pub stride: usize,
+    dx: Vec<f32>,
+    dy: Vec<f32>,
+    dz: Vec<f32>,
+    azimuth: Vec<f32>,
     elevation: Vec<f32>,
     col_offset: Vec<[f32; 3]>,
     n_mm: f32,
+}
+
+/// `v[range]`, or empty when out of bounds.
+fn part<'a>(v: &'a [f32], range: &std::ops::Range<usize>) -> &'a [f32] {
+    v.get(range.clone()).unwrap_or(&[])
 }
 
 impl XyzLut {
@@ -104,8 +117,12 @@ impl XyzLut {
         };
         let rot =
             |v: [f64; 3], i: usize| t[4 * i] * v[0] + t[4 * i + 1] * v[1] + t[4 * i + 2] * v[2];
-        let mut beams = Vec::with_capacity(w * h);
-        let mut elevation = Vec::with_capacity(w * h);
+        let stride = h.next_multiple_of(4);
+        let mut dx = vec![0.0; w * stride];
+        let mut dy = vec![0.0; w * stride];
+        let mut dz = vec![0.0; w * stride];
+        let mut azimuths = vec![0.0; w * stride];
+        let mut elevation = vec![0.0; w * stride];
         let mut col_offset = Vec::with_capacity(w);
         for c in 0..w {
             let enc = 2.0 * PI - (c as f64) * (2.0 * PI / w as f64);
@@ -127,35 +144,43 @@ impl XyzLut {
                 } else {
                     0.0
                 };
-                beams.push(Beam {
-                    dir: ds.map(|x| (x * 0.001) as f32),
-                    // rem_euclid can round up to exactly 2π in f32.
-                    azimuth: if (azimuth as f32) >= std::f32::consts::TAU {
-                        0.0
-                    } else {
-                        azimuth as f32
-                    },
-                });
-                elevation.push(el as f32);
+                let i = c * stride + r;
+                dx[i] = (ds[0] * 0.001) as f32;
+                dy[i] = (ds[1] * 0.001) as f32;
+                dz[i] = (ds[2] * 0.001) as f32;
+                // rem_euclid can round up to exactly 2π in f32.
+                azimuths[i] = if (azimuth as f32) >= std::f32::consts::TAU {
+                    0.0
+                } else {
+                    azimuth as f32
+                };
+                elevation[i] = el as f32;
             }
         }
         Self {
             w,
             h,
-            beams,
+            stride,
+            dx,
+            dy,
+            dz,
+            azimuth: azimuths,
             elevation,
             col_offset,
             n_mm: n as f32,
         }
     }
 
-    /// Column `col` of the table (empty slices if `col >= w`).
+    /// Column `col` of the table, `stride` rows (empty slices if `col >= w`).
     #[inline]
     pub fn column(&self, col: usize) -> Column<'_> {
-        let range = col * self.h..(col + 1) * self.h;
+        let range = col * self.stride..(col + 1) * self.stride;
         Column {
-            beams: self.beams.get(range.clone()).unwrap_or(&[]),
-            elevation: self.elevation.get(range).unwrap_or(&[]),
+            dx: part(&self.dx, &range),
+            dy: part(&self.dy, &range),
+            dz: part(&self.dz, &range),
+            azimuth: part(&self.azimuth, &range),
+            elevation: part(&self.elevation, &range),
             offset: self.col_offset.get(col).copied().unwrap_or_default(),
             n_mm: self.n_mm,
         }
@@ -166,21 +191,20 @@ impl XyzLut {
         if row >= self.h {
             return None;
         }
-        let i = col * self.h + row;
-        let b = self.beams.get(i)?;
+        let i = col * self.stride + row;
+        let dir = [*self.dx.get(i)?, *self.dy.get(i)?, *self.dz.get(i)?];
         let c = self.col_offset.get(col)?;
         Some(LutEntry {
-            dir: b.dir,
-            offset: [0, 1, 2].map(|k| c[k] - self.n_mm * b.dir[k]),
-            azimuth: b.azimuth,
-            elevation: self.elevation.get(i).copied().unwrap_or(0.0),
+            dir,
+            offset: [0, 1, 2].map(|k| c[k] - self.n_mm * dir[k]),
+            azimuth: *self.azimuth.get(i)?,
+            elevation: *self.elevation.get(i)?,
         })
     }
 
     /// The point (m, sensor frame) of pixel (`col`, `row`) with range `range_mm` (mm, > 0),
     /// computed exactly as the decoder does; `None` outside the table.
     pub fn point(&self, col: usize, row: usize, range_mm: u32) -> Option<[f32; 3]> {
-        let c = self.column(col);
-        Some(c.xyz(c.beams.get(row)?, range_mm))
+        (col < self.w && row < self.h).then(|| self.column(col).xyz(row, range_mm))
     }
 }

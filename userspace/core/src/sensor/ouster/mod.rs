@@ -89,12 +89,13 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::point_buf::PointBuf;
+use crate::simd::{Compactor, OUSTER_MAX_ROWS, OusterColumnIn, OusterLayout};
 
 use crate::scan::{FrameAccount, FrameBuilder, RESTART_AGREE};
 use crate::vendor::{
     ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder,
 };
-use lut::{Beam, Column, XyzLut};
+use lut::{Column, XyzLut};
 use metadata::OusterMetadata;
 use packet::{Packet, PacketFormat, Profile};
 
@@ -183,6 +184,8 @@ pub struct OusterStream {
     format: PacketFormat,
     lut: XyzLut,
     keep: Option<Vec<bool>>,
+    /// The column kernel's input, reused from column to column.
+    returns: Box<ColumnReturns>,
     /// Sequence, silence, buffers, the frame header.
     builder: FrameBuilder,
     /// Kept ranges, mm: `lo <= r < hi` ⇔ `min_range_m < r/1000 < max_range_m` (f32).
@@ -256,12 +259,12 @@ impl OusterStream {
         let keep = opts.fov_deg.map(|(min, max)| {
             let (min, max) = (min.to_radians() as f32, max.to_radians() as f32);
             (0..lut.w)
-                .flat_map(|c| lut.column(c).beams.iter())
-                .map(|e| {
+                .flat_map(|c| lut.column(c).azimuth.iter().take(lut.h))
+                .map(|&a| {
                     if min <= max {
-                        e.azimuth >= min && e.azimuth <= max
+                        a >= min && a <= max
                     } else {
-                        e.azimuth >= min || e.azimuth <= max
+                        a >= min || a <= max
                     }
                 })
                 .collect()
@@ -296,6 +299,10 @@ impl OusterStream {
             spare_seen: Vec::new(),
             decoded_any: false,
             stats: OusterStats::default(),
+            returns: Box::new(ColumnReturns {
+                range: [[0; OUSTER_MAX_ROWS]; 2],
+                intensity: [[0; OUSTER_MAX_ROWS]; 2],
+            }),
             meta,
         })
     }
@@ -549,7 +556,17 @@ impl OusterStream {
                 .keep
                 .as_deref()
                 .and_then(|k| k.get(m_id * h..(m_id + 1) * h));
-            decode_column(f.profile, pixels, lut, keep, t, range_mm, &mut b.points);
+            let returns = &mut self.returns;
+            decode_column(
+                f.profile,
+                pixels,
+                lut,
+                keep,
+                t,
+                range_mm,
+                returns,
+                &mut b.points,
+            );
         }
     }
 }
@@ -585,17 +602,26 @@ fn le32(px: &[u8], o: usize) -> u32 {
     }
 }
 
+/// One column's returns, extracted from its pixels, as the column kernel reads them: range
+/// (mm) and reflectivity of the first (`[0]`) and second (`[1]`, dual profiles) return per
+/// row; 0 for none, outside the field of view and past the column's rows.
+#[derive(Clone, Debug)]
+struct ColumnReturns {
+    range: [[u32; OUSTER_MAX_ROWS]; 2],
+    intensity: [[u8; OUSTER_MAX_ROWS]; 2],
+}
+
+/// One candidate point of `c`'s row `row`: range `range_mm` (mm), reflectivity `intensity`.
 #[inline(always)]
 fn point(
-    col: &Column<'_>,
-    beam: &Beam,
-    elevation: f32,
+    c: &OusterColumnIn<'_>,
     row: usize,
-    (range_mm, intensity): (u32, u8),
+    range_mm: u32,
+    intensity: u8,
     return_type: ReturnType,
-    t: u32,
 ) -> PointXYZIRCAEDT {
-    let [x, y, z] = col.xyz(beam, range_mm);
+    let [x, y, z] = c.lut.xyz(row, range_mm);
+    let at = |v: &[f32]| v.get(row).copied().unwrap_or(0.0);
     PointXYZIRCAEDT {
         x,
         y,
@@ -603,17 +629,50 @@ fn point(
         intensity,
         return_type: return_type as u8,
         channel: row as u16,
-        azimuth: beam.azimuth,
-        elevation,
+        azimuth: at(c.lut.azimuth),
+        elevation: at(c.lut.elevation),
         distance: range_mm as f32 / 1000.0,
-        time_stamp: t,
+        time_stamp: c.t,
     }
 }
 
-/// Decodes one column's pixels (`h × PB` bytes) with its table column, branch-free on the
-/// returns: every pixel's point(s) are written into slots reserved at the end of `out` and the
-/// write position advances only for kept ones (range in `lo..hi`, inside the field of view; a
-/// second return only if it differs from the first, which then becomes `identical`).
+/// The candidate points of a column (the portable form of `simd::ouster_column_points`, which
+/// x86-64 uses; a test holds them equal bit for bit): per row the first return, kept when
+/// `max(lo, 1) <= range < hi` (`Identical` when a dual profile's second return has the same range,
+/// else `Strongest`), then for a dual profile the second (`SecondStrongest`, kept when in the
+/// window and not identical), written at the write position, which advances past kept ones.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn column_points_portable(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, PointXYZIRCAEDT>) {
+    let window = |r: u32| c.lo.max(1) <= r && r < c.hi;
+    for row in 0..c.rows.min(OUSTER_MAX_ROWS) {
+        let (r1, r2) = (c.range[0][row], c.range[1][row]);
+        let identical = c.dual && r1 == r2;
+        let rt1 = if identical {
+            ReturnType::Identical
+        } else {
+            ReturnType::Strongest
+        };
+        out.put(point(c, row, r1, c.intensity[0][row], rt1), window(r1));
+        if c.dual {
+            let p = point(c, row, r2, c.intensity[1][row], ReturnType::SecondStrongest);
+            out.put(p, !identical && window(r2));
+        }
+    }
+}
+
+/// The candidate points of a column: SSE2 on x86-64, portable elsewhere.
+#[inline(always)]
+fn column_points(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, PointXYZIRCAEDT>) {
+    #[cfg(target_arch = "x86_64")]
+    crate::simd::ouster_column_points(c, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    column_points_portable(c, out);
+}
+
+/// Decodes one column's pixels (`h × PB` bytes) with its table column: `extract` reads each
+/// pixel's returns into the column's arrays (a row outside the field of view gets none), then
+/// [`column_points`] writes every row's candidate point(s) into slots reserved at the end of
+/// `out`, of which only the kept ones stay.
 #[allow(clippy::too_many_arguments)]
 fn decode_column_with<const PB: usize, const DUAL: bool>(
     pixels: &[u8],
@@ -621,36 +680,94 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
     keep: Option<&[bool]>,
     t: u32,
     (lo, hi): (u32, u32),
+    returns: &mut ColumnReturns,
     out: &mut PointBuf,
-    extract: impl Fn(&[u8; PB]) -> Returns,
+    (layout, extract): (OusterLayout, impl Fn(&[u8; PB]) -> Returns),
 ) {
     let (chunks, _) = pixels.as_chunks::<PB>();
-    let slots = chunks.len().min(lut.beams.len()) * if DUAL { 2 } else { 1 };
-    // Written in place, never zero-filled first: every pixel puts its candidate point(s), of
-    // which only the kept ones stay (at most `slots` puts).
-    crate::simd::extend_compacted(out, slots, |out| {
-        let rows = chunks.iter().zip(lut.beams).zip(lut.elevation).enumerate();
-        for (row, ((px, beam), &el)) in rows {
-            let (first, second) = extract(px);
-            let k = keep.is_none_or(|k| k.get(row).copied().unwrap_or(false));
-            let identical = DUAL && first.0 == second.0;
-            let ok1 = k & (lo <= first.0) & (first.0 < hi);
-            let rt1 = if identical {
-                ReturnType::Identical
-            } else {
-                ReturnType::Strongest
-            };
-            out.put(point(&lut, beam, el, row, first, rt1, t), ok1);
-            if DUAL {
-                let ok2 = k & !identical & (lo <= second.0) & (second.0 < hi);
-                let p = point(&lut, beam, el, row, second, ReturnType::SecondStrongest, t);
-                out.put(p, ok2);
+    let rows = chunks.len().min(lut.dx.len()).min(OUSTER_MAX_ROWS);
+    let ColumnReturns { range, intensity } = returns;
+    // The rows the kernel reads past `rows` (up to a multiple of 4) hold no return, whatever
+    // an earlier column of another row count left there (a recalibration). SSE2 reads
+    // the rows in groups of four as far as it can (`simd::ouster_extract`, equal to `extract`
+    // by a test), `extract` the rest.
+    for r in &mut range[..] {
+        r[rows..rows.next_multiple_of(4).min(OUSTER_MAX_ROWS)].fill(0);
+    }
+    #[cfg(target_arch = "x86_64")]
+    let done = crate::simd::ouster_extract(pixels, PB, layout, rows, range, intensity);
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = {
+        let _ = layout;
+        0
+    };
+    for (row, px) in chunks.iter().enumerate().take(rows).skip(done) {
+        let ((r1, i1), (r2, i2)) = extract(px);
+        range[0][row] = r1;
+        intensity[0][row] = i1;
+        if DUAL {
+            range[1][row] = r2;
+            intensity[1][row] = i2;
+        }
+    }
+    if let Some(k) = keep {
+        let [first, second] = range;
+        for (row, (r1, r2)) in first
+            .iter_mut()
+            .zip(second.iter_mut())
+            .take(rows)
+            .enumerate()
+        {
+            if !k.get(row).copied().unwrap_or(false) {
+                (*r1, *r2) = (0, 0);
             }
         }
-    });
+    }
+    let c = OusterColumnIn {
+        rows,
+        range,
+        intensity,
+        dual: DUAL,
+        lut,
+        t,
+        lo,
+        hi,
+    };
+    let slots = rows.next_multiple_of(4) * if DUAL { 2 } else { 1 };
+    crate::simd::extend_compacted(out, slots, |out| column_points(&c, out));
+}
+
+/// The return of a legacy pixel (12 bytes): range bits 0..20 of word 0, reflectivity the u16
+/// at byte 4, capped at 255.
+fn legacy(px: &[u8; 12]) -> Returns {
+    let refl = u16::from_le_bytes([px[4], px[5]]).min(255) as u8;
+    ((le32(px, 0) & 0xF_FFFF, refl), (0, 0))
+}
+
+/// The return of an `RNG19_RFL8_SIG16_NIR16` pixel (12 bytes): range bits 0..19 of word 0,
+/// reflectivity byte 4.
+fn rng19(px: &[u8; 12]) -> Returns {
+    ((le32(px, 0) & 0x7_FFFF, px[4]), (0, 0))
+}
+
+/// The return of an `RNG15_RFL8_NIR8` pixel (4 bytes): range in 8 mm units in bits 0..15,
+/// reflectivity byte 2.
+fn rng15(px: &[u8; 4]) -> Returns {
+    let r = (u32::from(u16::from_le_bytes([px[0], px[1]])) & 0x7FFF) * 8;
+    ((r, px[2]), (0, 0))
+}
+
+/// The returns of a dual-return pixel (`PB` = 16 or 20 bytes): ranges in words 0 and 1,
+/// reflectivities in bytes 3 and 7.
+fn dual<const PB: usize>(px: &[u8; PB]) -> Returns {
+    (
+        (le32(px, 0) & 0x7_FFFF, px[3]),
+        (le32(px, 4) & 0x7_FFFF, px[7]),
+    )
 }
 
 /// Decodes one column's pixels with its table column (profile dispatch, layouts in [`packet`]).
+#[allow(clippy::too_many_arguments)]
 fn decode_column(
     profile: Profile,
     pixels: &[u8],
@@ -658,42 +775,29 @@ fn decode_column(
     keep: Option<&[bool]>,
     t: u32,
     range: (u32, u32),
+    returns: &mut ColumnReturns,
     out: &mut PointBuf,
 ) {
-    let none = (0, 0);
     match profile {
         Profile::Legacy => {
-            decode_column_with::<12, false>(pixels, lut, keep, t, range, out, |px| {
-                let refl = u16::from_le_bytes([px[4], px[5]]).min(255) as u8;
-                ((le32(px, 0) & 0xF_FFFF, refl), none)
-            })
+            let read = (OusterLayout::Legacy, legacy);
+            decode_column_with::<12, false>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::Rng19Rfl8Sig16Nir16 => {
-            decode_column_with::<12, false>(pixels, lut, keep, t, range, out, |px| {
-                ((le32(px, 0) & 0x7_FFFF, px[4]), none)
-            })
+            let read = (OusterLayout::Rng19, rng19);
+            decode_column_with::<12, false>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::Rng15Rfl8Nir8 => {
-            decode_column_with::<4, false>(pixels, lut, keep, t, range, out, |px| {
-                let r = (u32::from(u16::from_le_bytes([px[0], px[1]])) & 0x7FFF) * 8;
-                ((r, px[2]), none)
-            })
+            let read = (OusterLayout::Rng15, rng15);
+            decode_column_with::<4, false>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::Rng19Rfl8Sig16Nir16Dual => {
-            decode_column_with::<16, true>(pixels, lut, keep, t, range, out, |px| {
-                (
-                    (le32(px, 0) & 0x7_FFFF, px[3]),
-                    (le32(px, 4) & 0x7_FFFF, px[7]),
-                )
-            })
+            let read = (OusterLayout::Dual, dual::<16>);
+            decode_column_with::<16, true>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::FiveWordPixel => {
-            decode_column_with::<20, true>(pixels, lut, keep, t, range, out, |px| {
-                (
-                    (le32(px, 0) & 0x7_FFFF, px[3]),
-                    (le32(px, 4) & 0x7_FFFF, px[7]),
-                )
-            })
+            let read = (OusterLayout::Dual, dual::<20>);
+            decode_column_with::<20, true>(pixels, lut, keep, t, range, returns, out, read)
         }
     }
 }
@@ -884,6 +988,197 @@ impl VendorDecoder for OusterStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The candidate points `column_points` keeps for `c` (SSE2 on x86-64), and those of the
+    /// portable form, as bytes.
+    fn both(c: &OusterColumnIn<'_>) -> (Vec<u8>, Vec<u8>) {
+        let slots = c.rows.next_multiple_of(4) * if c.dual { 2 } else { 1 };
+        let run = |f: fn(&OusterColumnIn<'_>, &mut Compactor<'_, PointXYZIRCAEDT>)| {
+            let mut out: Vec<PointXYZIRCAEDT> = Vec::new();
+            crate::simd::extend_compacted(&mut out, slots, |o| f(c, o));
+            bytemuck::cast_slice::<_, u8>(&out).to_vec()
+        };
+        (run(column_points), run(column_points_portable))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// The SIMD column kernel equals the portable code bit for bit: any row count (not
+        /// only multiples of 4), either profile kind, ranges inside and outside the window,
+        /// equal returns, any table.
+        #[test]
+        fn column_kernel_equals_the_portable_code(
+            rows in 1usize..=OUSTER_MAX_ROWS,
+            dual in any::<bool>(),
+            ranges in prop::collection::vec((0u32..(1 << 20), any::<bool>(), any::<bool>()), OUSTER_MAX_ROWS),
+            intensity in prop::collection::vec(any::<[u8; 2]>(), OUSTER_MAX_ROWS),
+            table in prop::collection::vec(-1e-3f32..1e-3, 5 * OUSTER_MAX_ROWS),
+            offset in any::<[i16; 3]>(),
+            n_mm in 0f32..50.0,
+            t in any::<u32>(),
+            (lo, hi) in (0u32..2000, 0u32..(1 << 20)),
+        ) {
+            let mut range = [[0u32; OUSTER_MAX_ROWS]; 2];
+            let mut inten = [[0u8; OUSTER_MAX_ROWS]; 2];
+            for row in 0..rows {
+                let (r, same, none) = ranges[row];
+                range[0][row] = if none { 0 } else { r };
+                range[1][row] = if same { range[0][row] } else { r / 3 };
+                inten[0][row] = intensity[row][0];
+                inten[1][row] = intensity[row][1];
+            }
+            let stride = rows.next_multiple_of(4);
+            let col = |i: usize| {
+                let mut v = table[i * OUSTER_MAX_ROWS..(i + 1) * OUSTER_MAX_ROWS].to_vec();
+                v.truncate(stride);
+                v[rows..].fill(0.0);
+                v
+            };
+            let (dx, dy, dz, az, el) = (col(0), col(1), col(2), col(3), col(4));
+            let c = OusterColumnIn {
+                rows,
+                range: &range,
+                intensity: &inten,
+                dual,
+                lut: Column {
+                    dx: &dx,
+                    dy: &dy,
+                    dz: &dz,
+                    azimuth: &az,
+                    elevation: &el,
+                    offset: offset.map(|o| f32::from(o) * 1e-3),
+                    n_mm,
+                },
+                t,
+                lo,
+                hi,
+            };
+            let (kernel, portable) = both(&c);
+            prop_assert_eq!(kernel.len(), portable.len());
+            prop_assert!(kernel == portable);
+        }
+    }
+
+    /// The returns of `px` read by the profile's reader for `layout` and pixel size `pb`.
+    #[cfg(target_arch = "x86_64")]
+    fn read_pixel(layout: OusterLayout, pb: usize, px: &[u8]) -> Returns {
+        match (layout, pb) {
+            (OusterLayout::Legacy, 12) => legacy(px.try_into().unwrap()),
+            (OusterLayout::Rng19, 12) => rng19(px.try_into().unwrap()),
+            (OusterLayout::Rng15, 4) => rng15(px.try_into().unwrap()),
+            (OusterLayout::Dual, 16) => dual::<16>(px.try_into().unwrap()),
+            (OusterLayout::Dual, 20) => dual::<20>(px.try_into().unwrap()),
+            other => panic!("no profile {other:?}"),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// The SSE2 pixel reader equals each profile's reader on every row it reads, and reads
+        /// every whole group of four rows whose loads stay inside the pixels.
+        #[test]
+        fn simd_pixel_reader_equals_the_profile_readers(
+            profile in 0usize..5,
+            rows in 1usize..=OUSTER_MAX_ROWS,
+            extra in 0usize..24,
+            seed in any::<u64>(),
+        ) {
+            let (layout, pb) = [
+                (OusterLayout::Legacy, 12),
+                (OusterLayout::Rng19, 12),
+                (OusterLayout::Rng15, 4),
+                (OusterLayout::Dual, 16),
+                (OusterLayout::Dual, 20),
+            ][profile];
+            // The column's pixels and `extra` bytes after them (the next column, the footer),
+            // or, one time in three, the last pixel cut short.
+            let len = (rows * pb + extra).saturating_sub(if extra % 3 == 0 { pb / 2 } else { 0 });
+            let mut x = seed | 1;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let mut range = [[0u32; OUSTER_MAX_ROWS]; 2];
+            let mut intensity = [[0u8; OUSTER_MAX_ROWS]; 2];
+            // As the decoder calls it: only whole pixels are rows.
+            let rows = rows.min(len / pb);
+            let done = crate::simd::ouster_extract(&bytes, pb, layout, rows, &mut range, &mut intensity);
+            prop_assert!(done.is_multiple_of(4) && done <= rows);
+            let load_end = |g: usize| if pb == 4 { 16 * g + 16 } else { (4 * g + 3) * pb + 16 };
+            // Every group read, and the next one (if whole) would read past the bytes.
+            prop_assert!(done == 0 || load_end(done / 4 - 1) <= len);
+            prop_assert!(done + 4 > rows || load_end(done / 4) > len);
+            for row in 0..done {
+                let ((r1, i1), (r2, i2)) = read_pixel(layout, pb, &bytes[row * pb..(row + 1) * pb]);
+                prop_assert_eq!((range[0][row], intensity[0][row]), (r1, i1), "row {}", row);
+                if layout == OusterLayout::Dual {
+                    prop_assert_eq!((range[1][row], intensity[1][row]), (r2, i2), "row {}", row);
+                }
+            }
+        }
+    }
+
+    /// The rows the kernel reads past a column's (up to a multiple of 4) make no point, even
+    /// when a column with more rows (before a recalibration) left returns there.
+    #[test]
+    fn rows_past_the_column_make_no_point_whatever_was_left_there() {
+        let rows: usize = 30;
+        let table = vec![0.001f32; rows.next_multiple_of(4)];
+        let lut = Column {
+            dx: &table,
+            dy: &table,
+            dz: &table,
+            azimuth: &table,
+            elevation: &table,
+            offset: [0.0; 3],
+            n_mm: 0.0,
+        };
+        // Every row of this column has range 0: no return.
+        let pixels = vec![0u8; rows * 16];
+        for is_dual in [false, true] {
+            let mut returns = ColumnReturns {
+                range: [[5000; OUSTER_MAX_ROWS]; 2],
+                intensity: [[7; OUSTER_MAX_ROWS]; 2],
+            };
+            let mut out = PointBuf::default();
+            let window = (1, 1 << 20);
+            if is_dual {
+                let read = (OusterLayout::Dual, dual::<16>);
+                decode_column_with::<16, true>(
+                    &pixels,
+                    lut,
+                    None,
+                    0,
+                    window,
+                    &mut returns,
+                    &mut out,
+                    read,
+                );
+            } else {
+                let read = (OusterLayout::Rng19, rng19);
+                let px = &pixels[..rows * 12];
+                decode_column_with::<12, false>(
+                    px,
+                    lut,
+                    None,
+                    0,
+                    window,
+                    &mut returns,
+                    &mut out,
+                    read,
+                );
+            }
+            assert_eq!(out.len(), 0, "dual {is_dual}");
+        }
+    }
 
     #[test]
     fn integer_range_window_matches_the_float_filter() {
