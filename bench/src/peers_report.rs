@@ -66,6 +66,11 @@ fn med(v: &[f64]) -> Option<f64> {
     spread(v).map(|s| s.med)
 }
 
+/// The median of `v` with `digits` decimals, "–" without values.
+fn med_text(v: &[f64], digits: usize) -> String {
+    med(v).map_or("–".into(), |x| format!("{x:.digits$}"))
+}
+
 /// Peak RSS samples: `(loops, MB of input, MiB)`.
 type RssSamples = Vec<(u64, f64, f64)>;
 /// One plotted series: label, colour, x offset, the ratios it takes from a capture.
@@ -360,7 +365,7 @@ impl Report {
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
         for (n, c) in &self.caps {
-            let m = |v: &[f64], d: usize| med(v).map_or("–".into(), |x| format!("{x:.d$}"));
+            let m = med_text;
             let counts = c.dec_counts.map_or("–".into(), |(p, of, op, pf, pp)| {
                 format!("{p}; {of}, {op} / {pf}, {pp}")
             });
@@ -392,7 +397,7 @@ impl Report {
             if c.ours_e2e_s.is_empty() {
                 continue;
             }
-            let m = |v: &[f64]| med(v).map_or("–".into(), |x| format!("{x:.2}"));
+            let m = |v: &[f64]| med_text(v, 2);
             let counts = c.e2e_counts.map_or("–".into(), |(of, op, pf, pp)| {
                 format!("{of}, {op} / {pf}, {pp}")
             });
@@ -428,7 +433,7 @@ impl Report {
             if c.py_net_s.is_empty() {
                 continue;
             }
-            let m = |v: &[f64]| med(v).map_or("–".into(), |x| format!("{x:.2}"));
+            let m = |v: &[f64]| med_text(v, 2);
             let _ = writeln!(
                 s,
                 "| {n} | {} loops, {:.0} MB | {} | {} | {} | {} |",

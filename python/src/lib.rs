@@ -586,6 +586,22 @@ impl Decoder {
     }
 }
 
+/// How long one wait of a subscription lasts without the GIL before Python's signals are
+/// checked (so Ctrl-C raises `KeyboardInterrupt` within it).
+const SIGNAL_STEP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Repeats `step` (a wait of at most [`SIGNAL_STEP`]) without the GIL, checking Python's
+/// signals after each, until it gives a value.
+fn wait_interruptibly<T: Send>(py: Python<'_>, step: impl Fn() -> Option<T> + Sync) -> PyResult<T> {
+    loop {
+        let got = py.detach(&step);
+        py.check_signals()?;
+        if let Some(v) = got {
+            return Ok(v);
+        }
+    }
+}
+
 /// The frames of a running daemon's TCP publisher ([`subscribe`]).
 #[pyclass(module = "lidarxdp")]
 struct Subscription {
@@ -603,18 +619,14 @@ impl Subscription {
     /// The next frame; `StopIteration` when the daemon closes the connection. Waits in steps
     /// of 100 ms without the GIL, so Ctrl-C (`KeyboardInterrupt`) is seen between them.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
-        loop {
-            let ready = py.detach(|| match self.sub.lock() {
-                Ok(s) => s.wait_for_data(std::time::Duration::from_millis(100)),
-                Err(_) => Err(std::io::Error::other("subscription poisoned")),
-            });
-            py.check_signals()?;
-            match ready {
-                Ok(false) => continue,
-                Ok(true) => break,
-                Err(e) => return Err(err(format!("receive from {}: {e}", self.addr))),
-            }
-        }
+        wait_interruptibly(py, || match self.sub.lock() {
+            Ok(s) => s
+                .wait_for_data(SIGNAL_STEP)
+                .map(|ready| ready.then_some(()))
+                .transpose(),
+            Err(_) => Some(Err(std::io::Error::other("subscription poisoned"))),
+        })?
+        .map_err(|e| err(format!("receive from {}: {e}", self.addr)))?;
         let got = py.detach(|| match self.sub.lock() {
             Ok(mut s) => s.next_frame(),
             Err(_) => Err(std::io::Error::other("subscription poisoned").into()),
@@ -660,16 +672,10 @@ impl ZenohSubscription {
     /// `header.stamp`, `host_ns` the publication time, `sensor` `header.frame_id`; the packet
     /// counts are not in a `PointCloud2` (0).
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Frame>> {
-        let msg = loop {
-            let got = py.detach(|| match self.sub.lock() {
-                Ok(s) => s.recv_timeout(std::time::Duration::from_millis(100)),
-                Err(_) => None,
-            });
-            py.check_signals()?;
-            if let Some(m) = got {
-                break m;
-            }
-        };
+        let msg = wait_interruptibly(py, || match self.sub.lock() {
+            Ok(s) => s.recv_timeout(SIGNAL_STEP),
+            Err(_) => None,
+        })?;
         let view = msg
             .view()
             .map_err(|e| err(format!("{}: not a PointCloud2: {e}", self.topic)))?;

@@ -221,7 +221,7 @@ pub fn peers(
     }
     let python = venv()?;
     // The Python rows: lidarxdp's own wheel, in the same interpreter as the peers.
-    let wheel = crate::python::build_wheel(&obj)?;
+    let wheel = crate::python::pack_wheel()?;
     crate::python::install(&python, &wheel)?;
     let hesai = hesai_harness(hesai_sdk)?;
     let out = match out {

@@ -14,23 +14,27 @@ use anyhow::{Context, Result, bail};
 
 use crate::{build_release, peers, root, run, target_dir};
 
-/// Builds the wheel into `<target>/wheels` (the older ones removed); returns its path.
-///
-/// The extension module is the one [`build_release`] compiles with everything else (so its
-/// dependencies are compiled once, with the features the tests use), stripped of its symbol
-/// table (`objcopy --strip-all`; the dynamic symbols Python loads it by stay).
+/// Builds the extension module with everything else ([`build_release`], so its dependencies
+/// are compiled once, with the features the tests use) and packs the wheel ([`pack_wheel`]).
+pub fn build_wheel(obj: &Path) -> Result<PathBuf> {
+    build_release(obj)?;
+    pack_wheel()
+}
+
+/// Packs the extension module [`build_release`] compiled into a wheel in `<target>/wheels`
+/// (the older ones removed); returns its path. The module is stripped of its symbol table
+/// (`objcopy --strip-all`; the dynamic symbols Python loads it by stay), and
 /// python/pack_wheel.py, in a venv of pinned packaging tools (python/requirements-build.txt),
 /// lays it out with python/lidarxdp and the metadata of python/pyproject.toml.
 ///
-/// Errors: the build, `objcopy` (GNU binutils), the venv or the packing failing.
-pub fn build_wheel(obj: &Path) -> Result<PathBuf> {
+/// Errors: `objcopy` (GNU binutils), the venv or the packing failing.
+pub fn pack_wheel() -> Result<PathBuf> {
     let r = root();
     let python = peers::pinned_venv(
         &r.join("target/pybuild/venv"),
         &r.join("python/requirements-build.txt"),
         "python",
     )?;
-    build_release(obj)?;
     let release = target_dir().join("release");
     let module = release.join("pywheel/_lidarxdp.abi3.so");
     fs::create_dir_all(release.join("pywheel"))?;

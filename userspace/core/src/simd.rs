@@ -280,6 +280,14 @@ pub(crate) struct OusterColumnIn<'a> {
     pub hi: u32,
 }
 
+impl OusterColumnIn<'_> {
+    /// Candidate points the column writes: its rows rounded up to 4 (the kernel's groups),
+    /// twice for a dual profile. The room a caller reserves.
+    pub(crate) fn candidates(&self) -> usize {
+        self.rows.min(OUSTER_MAX_ROWS).next_multiple_of(4) * if self.dual { 2 } else { 1 }
+    }
+}
+
 /// How an Ouster profile lays out the first two 32-bit words of a pixel, the ones holding its
 /// ranges and reflectivities (`sensor::ouster::packet`, the firmware user manual's "lidar
 /// data packet format").
@@ -710,7 +718,7 @@ mod x86 {
         out: &mut Compactor<'_, PointXYZIRCAEDT>,
     ) {
         let groups = c.rows.min(OUSTER_MAX_ROWS).div_ceil(4);
-        let need = groups * 4 * if c.dual { 2 } else { 1 };
+        let need = c.candidates();
         let l = &c.lut;
         let table = [l.dx, l.dy, l.dz, l.azimuth, l.elevation];
         let mut n = out.written;
@@ -774,6 +782,13 @@ mod x86 {
                         window,
                     )
                 };
+                // Writes a candidate at the write position; keeps it when `keep` lane `j` is set.
+                let mut put = |lo: &[__m128; 4], hi: &[__m128; 4], keep: i32, j: usize| {
+                    let p = dst.add(n).cast::<f32>();
+                    _mm_storeu_ps(p, lo[j]);
+                    _mm_storeu_ps(p.add(4), hi[j]);
+                    n += ((keep >> j) & 1) as usize;
+                };
                 let r1 = range(0);
                 if c.dual {
                     let r2 = range(1);
@@ -787,23 +802,14 @@ mod x86 {
                     let keep1 = _mm_movemask_ps(_mm_castsi128_ps(w1));
                     let keep2 = _mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(same, w2)));
                     for j in 0..4 {
-                        let p = dst.add(n).cast::<f32>();
-                        _mm_storeu_ps(p, lo1[j]);
-                        _mm_storeu_ps(p.add(4), hi1[j]);
-                        n += ((keep1 >> j) & 1) as usize;
-                        let p = dst.add(n).cast::<f32>();
-                        _mm_storeu_ps(p, lo2[j]);
-                        _mm_storeu_ps(p.add(4), hi2[j]);
-                        n += ((keep2 >> j) & 1) as usize;
+                        put(&lo1, &hi1, keep1, j);
+                        put(&lo2, &hi2, keep2, j);
                     }
                 } else {
                     let (lo1, hi1, w1) = points(0, r1, _mm_set1_epi32(strongest));
                     let keep1 = _mm_movemask_ps(_mm_castsi128_ps(w1));
                     for j in 0..4 {
-                        let p = dst.add(n).cast::<f32>();
-                        _mm_storeu_ps(p, lo1[j]);
-                        _mm_storeu_ps(p.add(4), hi1[j]);
-                        n += ((keep1 >> j) & 1) as usize;
+                        put(&lo1, &hi1, keep1, j);
                     }
                 }
             }
@@ -815,7 +821,7 @@ mod x86 {
     /// laid out as `layout`), four rows at a time, into `range` and `intensity` (`[1]` only
     /// for [`OusterLayout::Dual`]), exactly as the portable extractors of
     /// `sensor::ouster::decode_column` read them. Each group of four rows is four 16-byte loads
-    /// (one for 4-byte pixels) and half a 4×4 transpose into the rows' words 0 and 1. Returns the rows
+    /// (one for 4-byte pixels) and a 4×4 transpose into the rows' words 0 and 1. Returns the rows
     /// read: the groups of four whose loads stay inside `pixels` (`rows` rounded down to 4, or
     /// fewer near its end); the caller reads the rest.
     #[inline(always)]
@@ -855,14 +861,9 @@ mod x86 {
                     [ld(16 * g), zero]
                 } else {
                     let row = |j: usize| _mm_castsi128_ps(ld((k + j) * pb));
-                    let (a, b, c, d) = (row(0), row(1), row(2), row(3));
-                    // Words 0 and 1 of the four rows (the first half of a 4×4 transpose).
-                    let t0 = _mm_unpacklo_ps(a, b);
-                    let t1 = _mm_unpacklo_ps(c, d);
-                    [
-                        _mm_castps_si128(_mm_movelh_ps(t0, t1)),
-                        _mm_castps_si128(_mm_movehl_ps(t1, t0)),
-                    ]
+                    // Words 0 and 1 of the four rows (the compiler drops the unused half).
+                    let [w0, w1, _, _] = transpose4(row(0), row(1), row(2), row(3));
+                    [_mm_castps_si128(w0), _mm_castps_si128(w1)]
                 };
                 let mask = |m: i32| _mm_set1_epi32(m);
                 let (r1, i1, second) = match layout {

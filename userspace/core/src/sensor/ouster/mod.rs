@@ -733,8 +733,7 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
         lo,
         hi,
     };
-    let slots = rows.next_multiple_of(4) * if DUAL { 2 } else { 1 };
-    crate::simd::extend_compacted(out, slots, |out| column_points(&c, out));
+    crate::simd::extend_compacted(out, c.candidates(), |out| column_points(&c, out));
 }
 
 /// The return of a legacy pixel (12 bytes): range bits 0..20 of word 0, reflectivity the u16
@@ -993,10 +992,9 @@ mod tests {
     /// The candidate points `column_points` keeps for `c` (SSE2 on x86-64), and those of the
     /// portable form, as bytes.
     fn both(c: &OusterColumnIn<'_>) -> (Vec<u8>, Vec<u8>) {
-        let slots = c.rows.next_multiple_of(4) * if c.dual { 2 } else { 1 };
         let run = |f: fn(&OusterColumnIn<'_>, &mut Compactor<'_, PointXYZIRCAEDT>)| {
             let mut out: Vec<PointXYZIRCAEDT> = Vec::new();
-            crate::simd::extend_compacted(&mut out, slots, |o| f(c, o));
+            crate::simd::extend_compacted(&mut out, c.candidates(), |o| f(c, o));
             bytemuck::cast_slice::<_, u8>(&out).to_vec()
         };
         (run(column_points), run(column_points_portable))
@@ -1143,40 +1141,19 @@ mod tests {
         };
         // Every row of this column has range 0: no return.
         let pixels = vec![0u8; rows * 16];
-        for is_dual in [false, true] {
+        for (profile, pb) in [
+            (Profile::Rng19Rfl8Sig16Nir16, 12),
+            (Profile::Rng19Rfl8Sig16Nir16Dual, 16),
+        ] {
             let mut returns = ColumnReturns {
                 range: [[5000; OUSTER_MAX_ROWS]; 2],
                 intensity: [[7; OUSTER_MAX_ROWS]; 2],
             };
             let mut out = PointBuf::default();
+            let px = &pixels[..rows * pb];
             let window = (1, 1 << 20);
-            if is_dual {
-                let read = (OusterLayout::Dual, dual::<16>);
-                decode_column_with::<16, true>(
-                    &pixels,
-                    lut,
-                    None,
-                    0,
-                    window,
-                    &mut returns,
-                    &mut out,
-                    read,
-                );
-            } else {
-                let read = (OusterLayout::Rng19, rng19);
-                let px = &pixels[..rows * 12];
-                decode_column_with::<12, false>(
-                    px,
-                    lut,
-                    None,
-                    0,
-                    window,
-                    &mut returns,
-                    &mut out,
-                    read,
-                );
-            }
-            assert_eq!(out.len(), 0, "dual {is_dual}");
+            decode_column(profile, px, lut, None, 0, window, &mut returns, &mut out);
+            assert_eq!(out.len(), 0, "{profile:?}");
         }
     }
 
