@@ -226,9 +226,27 @@ impl Args {
         }
     }
 
-    fn peer_cmd(&self, c: &Capture, mode: &str) -> Command {
+    /// `peer.py LIB` in the peers' interpreter, in the environment every Python run shares:
+    /// no stray warnings in the measured output, no byte-code written next to the script, and
+    /// one OpenBLAS thread. numpy starts OpenBLAS's thread pool at import, and an idle pool
+    /// thread spins on the other core for about 0.1 s before it sleeps; neither decoder calls
+    /// BLAS, so that spin would only add CPU time to every run (0.08–0.11 s of an import-only
+    /// run on the 2-core machine of docs/benchmarks.md), and not the same amount to a short
+    /// import-only run as to a long decoding one (OpenBLAS reads `OPENBLAS_NUM_THREADS`; 1
+    /// starts no pool thread).
+    fn python_cmd(&self, lib: &str) -> Command {
         let mut cmd = Command::new(&self.python);
-        cmd.arg(&self.script).arg(c.vendor.name()).arg(mode);
+        cmd.arg(&self.script)
+            .arg(lib)
+            .env("PYTHONWARNINGS", "ignore")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("OPENBLAS_NUM_THREADS", "1");
+        cmd
+    }
+
+    fn peer_cmd(&self, c: &Capture, mode: &str) -> Command {
+        let mut cmd = self.python_cmd(c.vendor.name());
+        cmd.arg(mode);
         match c.vendor {
             Vendor::Velodyne => {
                 cmd.arg("--model")
@@ -240,9 +258,6 @@ impl Args {
                 cmd.arg("--meta").arg(self.data(c.calibration));
             }
         }
-        // No stray warnings in the measured output; no byte-code written next to the script.
-        cmd.env("PYTHONWARNINGS", "ignore")
-            .env("PYTHONDONTWRITEBYTECODE", "1");
         cmd
     }
 
@@ -349,11 +364,7 @@ impl Args {
     fn py_file(&self, round: usize, inp: &Inputs, f: Option<&(PathBuf, u64, f64)>) -> Row {
         let kind = if f.is_some() { "py-e2e" } else { "py-startup" };
         let mut row = self.base_row(round, inp, kind, "lidarxdp-python");
-        let mut cmd = Command::new(&self.python);
-        cmd.arg(&self.script)
-            .arg("lidarxdp")
-            .env("PYTHONWARNINGS", "ignore")
-            .env("PYTHONDONTWRITEBYTECODE", "1");
+        let mut cmd = self.python_cmd("lidarxdp");
         match f {
             Some(f) => {
                 row.loops = f.1;
@@ -410,14 +421,7 @@ impl Args {
                 row.input_mb = f.2;
                 measure(self.peer_cmd(c, "e2e").arg("--pcap").arg(&f.0))
             }
-            None => measure(
-                Command::new(&self.python)
-                    .arg(&self.script)
-                    .arg(c.vendor.name())
-                    .arg("imports")
-                    .env("PYTHONWARNINGS", "ignore")
-                    .env("PYTHONDONTWRITEBYTECODE", "1"),
-            ),
+            None => measure(self.python_cmd(c.vendor.name()).arg("imports")),
         };
         self.python_row(row, p)
     }
