@@ -228,12 +228,12 @@ impl Args {
 
     /// `peer.py LIB` in the peers' interpreter, in the environment every Python run shares:
     /// no stray warnings in the measured output, no byte-code written next to the script, and
-    /// one OpenBLAS thread. numpy starts OpenBLAS's thread pool at import, and an idle pool
-    /// thread spins on the other core for about 0.1 s before it sleeps; neither decoder calls
-    /// BLAS, so that spin would only add CPU time to every run (0.08–0.11 s of an import-only
-    /// run on the 2-core machine of docs/benchmarks.md), and not the same amount to a short
-    /// import-only run as to a long decoding one (OpenBLAS reads `OPENBLAS_NUM_THREADS`; 1
-    /// starts no pool thread).
+    /// one OpenBLAS thread (`OPENBLAS_NUM_THREADS=1` starts no pool thread). numpy starts
+    /// OpenBLAS's thread pool at import, and an idle pool thread spins on the other core for
+    /// about 0.1 s before it sleeps. Neither decoder calls BLAS, so the spin measures numpy,
+    /// not the decoder, and the subtraction of the import-only run does not cancel it: it
+    /// cost an import-only run 0.08–0.11 s and a decoding run 0.12–0.14 s (the 2-core machine
+    /// of docs/benchmarks.md), which left 0.03–0.04 s of it in each net time.
     fn python_cmd(&self, lib: &str) -> Command {
         let mut cmd = Command::new(&self.python);
         cmd.arg(&self.script)
