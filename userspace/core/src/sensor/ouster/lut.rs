@@ -68,13 +68,18 @@ impl Column<'_> {
     #[inline]
     pub fn xyz(&self, row: usize, range_mm: u32) -> [f32; 3] {
         let r = range_mm as f32 - self.n_mm;
-        let d = |v: &[f32]| v.get(row).copied().unwrap_or(0.0);
         [
-            r * d(self.dx) + self.offset[0],
-            r * d(self.dy) + self.offset[1],
-            r * d(self.dz) + self.offset[2],
+            r * at(self.dx, row) + self.offset[0],
+            r * at(self.dy, row) + self.offset[1],
+            r * at(self.dz, row) + self.offset[2],
         ]
     }
+}
+
+/// Row `row` of one of a [`Column`]'s arrays; 0 outside it.
+#[inline(always)]
+pub(crate) fn at(v: &[f32], row: usize) -> f32 {
+    v.get(row).copied().unwrap_or(0.0)
 }
 
 /// The table for one metadata: `columns_per_frame × pixels_per_column` pixels, column-major

@@ -621,7 +621,6 @@ fn point(
     return_type: ReturnType,
 ) -> PointXYZIRCAEDT {
     let [x, y, z] = c.lut.xyz(row, range_mm);
-    let at = |v: &[f32]| v.get(row).copied().unwrap_or(0.0);
     PointXYZIRCAEDT {
         x,
         y,
@@ -629,8 +628,8 @@ fn point(
         intensity,
         return_type: return_type as u8,
         channel: row as u16,
-        azimuth: at(c.lut.azimuth),
-        elevation: at(c.lut.elevation),
+        azimuth: lut::at(c.lut.azimuth, row),
+        elevation: lut::at(c.lut.elevation, row),
         distance: range_mm as f32 / 1000.0,
         time_stamp: c.t,
     }
