@@ -2,7 +2,8 @@
 //! no files, no threads, no system calls.
 //!
 //! Layers, bottom-up (see `docs/architecture.md`):
-//! - [`point`], [`frame`]: the published data types (Autoware's PointXYZIRCAEDT, 32 bytes);
+//! - [`point`], [`layout`], [`frame`]: the published data types (Autoware's PointXYZIRCAEDT,
+//!   32 bytes, the decoders' product; the layouts a sensor can publish, [`layout::PointType`]);
 //! - [`point_buf`]: a frame's point buffer, on the heap or in memory lent by a pool (the
 //!   daemon's shared memory), written once by the decoder;
 //! - [`net`]: Ethernet/VLAN/SLL/IPv4/UDP header parsing of received frames (RFC 791, RFC 768);
@@ -30,6 +31,7 @@
 pub mod counters;
 pub mod frame;
 pub mod health;
+pub mod layout;
 pub mod net;
 pub mod point;
 #[allow(unsafe_code)]

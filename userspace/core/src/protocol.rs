@@ -27,7 +27,8 @@
 use thiserror::Error;
 
 use crate::frame::{FrameClock, FrameHeader};
-use crate::point::{POINT_FIELDS, POINT_SIZE, PointField, PointXYZIRCAEDT};
+use crate::layout::PointType;
+use crate::point::{POINT_FIELDS, POINT_SIZE, PointField};
 
 /// Magic bytes at offset 0 of every message.
 pub const MAGIC: [u8; 4] = *b"LXDP";
@@ -212,7 +213,7 @@ pub enum ProtocolError {
         /// Kind received.
         found: &'static str,
     },
-    /// The frame is valid but its point layout is not all of [`PointXYZIRCAEDT`]
+    /// The frame is valid but its point layout is not all of [`crate::point::PointXYZIRCAEDT`]
     /// ([`POINT_FIELDS`], `point_step` 32), so it cannot be viewed as that struct.
     #[error("point layout is not PointXYZIRCAEDT: {detail}")]
     UnsupportedLayout {
@@ -323,92 +324,150 @@ impl WireField {
     }
 }
 
-/// A point field name that is not in [`POINT_FIELDS`] ([`FieldSet::from_names`]).
+/// A point field name that the layout does not have ([`FieldSet::from_names`]).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("unknown field '{name}'")]
+#[error("unknown field '{name}' for point_type {point_type}; valid: {valid}")]
 pub struct UnknownField {
     /// The name as given.
     pub name: String,
+    /// The layout asked.
+    pub point_type: PointType,
+    /// The layout's field names, comma separated.
+    pub valid: String,
 }
 
-/// A subset of the [`PointXYZIRCAEDT`] fields: bit `i` selects [`POINT_FIELDS`]`[i]`.
+/// A subset of the fields of a point layout ([`PointType::fields`]): bit `i` selects field
+/// `i` of the layout.
 ///
-/// The wire layout of a set is its fields in [`POINT_FIELDS`] order, packed without padding
-/// (e.g. `x,y,z` = 12-byte points). [`FieldSet::ALL`] is exactly the 32-byte struct, sent from
-/// the decoder's buffer without any copy; any other set is packed once per frame and shared by
-/// every subscriber that chose that set (see `lidarxdp::publish`).
+/// The wire layout of a set is its fields in the layout's order, packed without padding (e.g.
+/// `x,y,z` = 12-byte points). The set of all fields ([`FieldSet::all`]) is exactly the layout's
+/// struct, padding included, sent from the decoder's buffer without any copy; any other set
+/// is packed once per frame and shared by every subscriber that chose that set (see
+/// `lidarxdp::publish`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FieldSet(u16);
+pub struct FieldSet {
+    point_type: PointType,
+    bits: u16,
+}
 
-const FIELD_SIZES: [u32; 10] = [4, 4, 4, 1, 1, 2, 4, 4, 4, 4];
+/// Bytes of one value of PointField datatype `d` (1 to 8; 0 for an unknown code).
+pub const fn datatype_size(d: u8) -> u32 {
+    match d {
+        crate::point::datatype::INT8 | crate::point::datatype::UINT8 => 1,
+        crate::point::datatype::INT16 | crate::point::datatype::UINT16 => 2,
+        crate::point::datatype::INT32
+        | crate::point::datatype::UINT32
+        | crate::point::datatype::FLOAT32 => 4,
+        crate::point::datatype::FLOAT64 => 8,
+        _ => 0,
+    }
+}
+
+fn field_size(f: &PointField) -> u32 {
+    datatype_size(f.datatype) * f.count
+}
 
 impl FieldSet {
-    /// All ten fields (the default).
-    pub const ALL: FieldSet = FieldSet(0x3ff);
+    /// Every field of `point_type` (the default subscription).
+    pub const fn all(point_type: PointType) -> FieldSet {
+        let n = point_type.fields().len();
+        FieldSet {
+            point_type,
+            bits: ((1u32 << n) - 1) as u16,
+        }
+    }
 
-    /// The set with these bits (bit `i` = [`POINT_FIELDS`]`[i]`); `None` if empty or a bit
-    /// above 9 is set.
-    pub fn from_bits(bits: u16) -> Option<FieldSet> {
-        (bits != 0 && bits & !0x3ff == 0).then_some(FieldSet(bits))
+    /// The set of `point_type`'s fields with these bits (bit `i` = field `i`); `None` if empty
+    /// or a bit past the layout's fields is set.
+    pub fn from_bits(point_type: PointType, bits: u16) -> Option<FieldSet> {
+        let all = Self::all(point_type).bits;
+        (bits != 0 && bits & !all == 0).then_some(FieldSet { point_type, bits })
+    }
+
+    /// The layout the set selects from.
+    pub fn point_type(self) -> PointType {
+        self.point_type
     }
 
     /// The bits.
     pub fn bits(self) -> u16 {
-        self.0
+        self.bits
     }
 
-    /// The set of these field names; an empty list is [`FieldSet::ALL`].
+    /// The set of these field names of `point_type`; an empty list is all of them.
     ///
     /// # Errors
-    /// [`UnknownField`]: the first name that is not in [`POINT_FIELDS`].
-    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<FieldSet, UnknownField> {
+    /// [`UnknownField`]: the first name the layout does not have, with the valid names.
+    pub fn from_names<S: AsRef<str>>(
+        point_type: PointType,
+        names: &[S],
+    ) -> Result<FieldSet, UnknownField> {
         if names.is_empty() {
-            return Ok(FieldSet::ALL);
+            return Ok(FieldSet::all(point_type));
         }
         let mut bits = 0u16;
         for n in names {
             let n = n.as_ref();
-            match POINT_FIELDS.iter().position(|f| f.name == n) {
+            match point_type.fields().iter().position(|f| f.name == n) {
                 Some(i) => bits |= 1 << i,
-                None => return Err(UnknownField { name: n.to_owned() }),
+                None => {
+                    return Err(UnknownField {
+                        name: n.to_owned(),
+                        point_type,
+                        valid: point_type.field_names(),
+                    });
+                }
             }
         }
-        Ok(FieldSet(bits))
+        Ok(FieldSet { point_type, bits })
     }
 
-    /// Whether this is [`FieldSet::ALL`].
+    /// Whether this is every field of the layout (sent as the layout itself, padding
+    /// included).
     pub fn is_all(self) -> bool {
-        self == FieldSet::ALL
+        self == FieldSet::all(self.point_type)
     }
 
-    /// Bytes per packed point.
+    fn selected(self) -> impl Iterator<Item = &'static PointField> {
+        self.point_type
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| self.bits & (1 << i) != 0)
+            .map(|(_, f)| f)
+    }
+
+    /// Bytes per point on the wire: the layout's `point_step` for all fields, else the packed
+    /// sizes of the chosen fields.
     pub fn point_step(self) -> u32 {
-        (0..10)
-            .filter(|i| self.0 & (1 << i) != 0)
-            .map(|i| FIELD_SIZES[i])
-            .sum()
+        if self.is_all() {
+            return self.point_type.point_step() as u32;
+        }
+        self.selected().map(field_size).sum()
     }
 
-    /// The packed field list: (source field, packed offset).
+    /// The wire field list: the layout's own for all fields, else the chosen fields at their
+    /// packed offsets.
     pub fn fields(self) -> impl Iterator<Item = PointField> {
+        let all = self.is_all();
         let mut off = 0;
-        (0..10usize)
-            .filter(move |i| self.0 & (1 << i) != 0)
-            .map(move |i| {
-                let f = PointField {
-                    offset: off,
-                    ..POINT_FIELDS[i]
-                };
-                off += FIELD_SIZES[i];
-                f
-            })
+        self.selected().map(move |f| {
+            let packed = PointField {
+                offset: if all { f.offset } else { off },
+                ..*f
+            };
+            off += field_size(f);
+            packed
+        })
     }
 
-    /// Appends the packed encoding of `points` to `out`: `points.len() * point_step()` bytes.
-    pub fn pack(self, points: &[PointXYZIRCAEDT], out: &mut Vec<u8>) {
+    /// Appends the packed encoding of `points` (bytes in the layout, `point_step` each) to
+    /// `out`: `points.len() / point_step * self.point_step()` bytes.
+    pub fn pack(self, points: &[u8], out: &mut Vec<u8>) {
+        let step = self.point_type.point_step();
         let runs = self.runs();
-        out.reserve(points.len() * self.point_step() as usize);
-        for p in bytemuck::cast_slice::<_, [u8; POINT_SIZE]>(points) {
+        out.reserve(points.len() / step * self.point_step() as usize);
+        for p in points.chunks_exact(step) {
             for &(from, len) in &runs {
                 out.extend_from_slice(&p[from..from + len]);
             }
@@ -418,8 +477,8 @@ impl FieldSet {
     /// Contiguous source byte runs (offset, length) of the selected fields, merged.
     fn runs(self) -> Vec<(usize, usize)> {
         let mut runs: Vec<(usize, usize)> = Vec::new();
-        for i in (0..10).filter(|i| self.0 & (1 << i) != 0) {
-            let (o, l) = (POINT_FIELDS[i].offset as usize, FIELD_SIZES[i] as usize);
+        for f in self.selected() {
+            let (o, l) = (f.offset as usize, field_size(f) as usize);
             match runs.last_mut() {
                 Some(r) if r.0 + r.1 == o => r.1 += l,
                 _ => runs.push((o, l)),
@@ -443,12 +502,23 @@ pub struct FrameInfo {
 }
 
 impl FrameInfo {
-    /// Whether the layout is exactly [`PointXYZIRCAEDT`] ([`POINT_FIELDS`], step 32).
+    /// Whether the layout is exactly [`crate::point::PointXYZIRCAEDT`] ([`POINT_FIELDS`], step 32).
     ///
     /// # Errors
     /// [`ProtocolError::UnsupportedLayout`] saying what differs.
     pub fn check_layout(&self) -> Result<(), ProtocolError> {
         check_full_layout(self.point_step, &self.fields)
+    }
+
+    /// The point layout whose field list and `point_step` these are exactly, if any (every
+    /// frame of a lidarxdp server has one; a subset of fields has none).
+    pub fn point_type(&self) -> Option<PointType> {
+        PointType::from_fields(
+            self.point_step,
+            self.fields
+                .iter()
+                .map(|f| (f.name.as_str(), f.offset, f.datatype, f.count)),
+        )
     }
 
     /// Payload length in bytes.
@@ -457,7 +527,7 @@ impl FrameInfo {
     }
 }
 
-/// Whether `point_step` and `fields` are exactly the [`PointXYZIRCAEDT`] layout.
+/// Whether `point_step` and `fields` are exactly the [`crate::point::PointXYZIRCAEDT`] layout.
 ///
 /// # Errors
 /// [`ProtocolError::UnsupportedLayout`] saying what differs.
@@ -554,16 +624,6 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[o..o + 8]);
     u64::from_le_bytes(a)
-}
-
-fn datatype_size(dt: u8) -> Option<u32> {
-    Some(match dt {
-        1 | 2 => 1,
-        3 | 4 => 2,
-        5..=7 => 4,
-        8 => 8,
-        _ => return None,
-    })
 }
 
 fn align8(n: usize) -> usize {
@@ -828,7 +888,7 @@ fn parse_fields(
         let offset = u32_at(h, rest_at);
         let datatype = h[rest_at + 4];
         let count = u32_at(h, rest_at + 5);
-        let Some(size) = datatype_size(datatype) else {
+        let Some(size) = Some(datatype_size(datatype)).filter(|&n| n > 0) else {
             return Err(ProtocolError::BadField {
                 index,
                 field: "datatype",
@@ -1114,12 +1174,17 @@ fn put_fields(out: &mut Vec<u8>, fields: FieldSet) {
     }
 }
 
-/// Appends the header of a frame message for `point_count` [`PointXYZIRCAEDT`] points (all
-/// fields) to `out`: exactly [`FRAME_HEADER_LEN`] bytes. The `point_count * 32` payload bytes
-/// (`bytemuck::cast_slice(&frame.points)`) are not written, so they can be sent as a second
-/// iovec without copying.
-pub fn encode_frame_header(header: &FrameHeader, point_count: u32, out: &mut Vec<u8>) {
-    encode_frame_header_fields(header, FieldSet::ALL, point_count, out);
+/// Appends the header of a frame message for `point_count` points of layout `point_type`
+/// (all fields) to `out`: [`FRAME_HEADER_LEN`] bytes for `autoware`. The `point_count *
+/// point_step` payload bytes (`frame.points.as_bytes()`) are not written, so they can be sent
+/// as a second iovec without copying.
+pub fn encode_frame_header(
+    header: &FrameHeader,
+    point_type: PointType,
+    point_count: u32,
+    out: &mut Vec<u8>,
+) {
+    encode_frame_header_fields(header, FieldSet::all(point_type), point_count, out);
 }
 
 /// Appends the header of a frame message whose payload is `point_count` points packed as
@@ -1224,6 +1289,8 @@ pub fn encode_error(code: u16, reason: &str, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::point::PointXYZIRCAEDT;
+    const AW: PointType = PointType::Autoware;
 
     fn sample_header() -> FrameHeader {
         FrameHeader {
@@ -1258,7 +1325,7 @@ mod tests {
 
     fn frame_bytes(h: &FrameHeader, pts: &[PointXYZIRCAEDT]) -> Vec<u8> {
         let mut v = Vec::new();
-        encode_frame_header(h, pts.len() as u32, &mut v);
+        encode_frame_header(h, AW, pts.len() as u32, &mut v);
         v.extend_from_slice(bytemuck::cast_slice(pts));
         v
     }
@@ -1288,7 +1355,7 @@ mod tests {
     #[test]
     fn frame_header_layout_is_stable() {
         let mut v = Vec::new();
-        encode_frame_header(&sample_header(), 2, &mut v);
+        encode_frame_header(&sample_header(), AW, 2, &mut v);
         assert_eq!(v.len(), FRAME_HEADER_LEN);
         assert_eq!(&v[0..4], b"LXDP");
         assert_eq!(&v[4..12], &[4, 0, 2, 0, 232, 0, 0, 0]);
@@ -1548,7 +1615,7 @@ mod tests {
         };
         encode_subscribe(&sub, &mut v);
         assert_eq!(dumps[1], v, "subscribe");
-        let xyzi = FieldSet::from_names(&sub.fields).unwrap();
+        let xyzi = FieldSet::from_names(AW, &sub.fields).unwrap();
         v.clear();
         encode_subscribed(&[1], xyzi, true, &mut v);
         assert_eq!(dumps[2], v, "subscribed");
@@ -1559,7 +1626,7 @@ mod tests {
         assert_eq!(dumps[4], frame_bytes(&h, &pts), "full frame");
         v.clear();
         encode_frame_header_fields(&h, xyzi, 2, &mut v);
-        xyzi.pack(&pts, &mut v);
+        xyzi.pack(bytemuck::cast_slice(&pts), &mut v);
         assert_eq!(dumps[5], v, "x,y,z,intensity frame");
         v.clear();
         encode_imu(1, &example_imu(), &mut v);
@@ -1635,7 +1702,7 @@ mod tests {
             }) => assert_eq!(s, sub),
             other => panic!("{other:?}"),
         }
-        let fs = FieldSet::from_names(&sub.fields).unwrap();
+        let fs = FieldSet::from_names(AW, &sub.fields).unwrap();
         assert_eq!(fs.bits(), 0b101);
         assert_eq!(fs.point_step(), 8);
         v.clear();
@@ -1670,25 +1737,36 @@ mod tests {
             ));
         }
         assert_eq!(
-            FieldSet::from_names(&["x", "colour"]),
+            FieldSet::from_names(AW, &["x", "colour"]),
             Err(UnknownField {
-                name: "colour".to_string()
+                name: "colour".to_string(),
+                point_type: AW,
+                valid: "x, y, z, intensity, return_type, channel, azimuth, elevation, distance, \
+                        time_stamp"
+                    .to_string(),
             })
         );
-        assert_eq!(FieldSet::from_names::<&str>(&[]), Ok(FieldSet::ALL));
+        assert_eq!(FieldSet::from_names::<&str>(AW, &[]), Ok(FieldSet::all(AW)));
+        // A field of another layout is unknown to this one, and named with the valid set.
+        let e = FieldSet::from_names(PointType::Xyzi, &["ring"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown field 'ring' for point_type xyzi; valid: x, y, z, intensity"
+        );
     }
 
     #[test]
     fn field_sets_pack_exact_bytes() {
         let pts = points(3);
-        assert_eq!(FieldSet::ALL.point_step(), 32);
+        let bytes = bytemuck::cast_slice::<_, u8>(&pts);
+        assert_eq!(FieldSet::all(AW).point_step(), 32);
         let mut all = Vec::new();
-        FieldSet::ALL.pack(&pts, &mut all);
-        assert_eq!(all, bytemuck::cast_slice::<_, u8>(&pts));
-        let fs = FieldSet::from_names(&["channel", "x", "time_stamp"]).unwrap();
+        FieldSet::all(AW).pack(bytes, &mut all);
+        assert_eq!(all, bytes);
+        let fs = FieldSet::from_names(AW, &["channel", "x", "time_stamp"]).unwrap();
         assert_eq!(fs.point_step(), 10);
         let mut v = Vec::new();
-        fs.pack(&pts, &mut v);
+        fs.pack(bytes, &mut v);
         assert_eq!(v.len(), 30);
         // point 2: x = 1.0, channel = 2, time_stamp = 110.
         assert_eq!(&v[20..30], &[0, 0, 0x80, 0x3f, 2, 0, 110, 0, 0, 0]);
@@ -1732,7 +1810,7 @@ mod tests {
             },
             &mut sb,
         );
-        encode_subscribed(&[3, 4], FieldSet::ALL, true, &mut sb);
+        encode_subscribed(&[3, 4], FieldSet::all(AW), true, &mut sb);
         encode_imu(3, &example_imu(), &mut sb);
         encode_error(1, "reason", &mut sb);
         for i in 0..300_000 {

@@ -315,10 +315,11 @@ impl PointCloud2Prefix {
     }
 }
 
-/// The prefix of a frame of `points` lidarxdp points ([`crate::point::POINT_FIELDS`], 32-byte
-/// `point_step`) stamped `stamp_ns` (the frame's `start_ns`) in frame `frame_id`: the one
-/// prefix every sink and the shared-memory loan write. Its length depends on `frame_id` alone
-/// (a multiple of 4: the `data` bytes start 4-aligned), not on the stamp or the count.
+/// The prefix of a frame of `points` points of layout `point_type` (its field list and
+/// `point_step`, [`crate::layout`]) stamped `stamp_ns` (the frame's `start_ns`) in frame
+/// `frame_id`: the one prefix every sink and the shared-memory loan write. Its length depends
+/// on `frame_id` and the layout alone (a multiple of 4: the `data` bytes start 4-aligned), not
+/// on the stamp or the count.
 ///
 /// # Errors
 /// [`CdrError::DataTooLong`] above `u32::MAX` bytes of points; [`CdrError::NulInString`] for a
@@ -326,17 +327,18 @@ impl PointCloud2Prefix {
 pub fn points_prefix(
     stamp_ns: u64,
     frame_id: &str,
+    point_type: crate::layout::PointType,
     points: usize,
 ) -> Result<PointCloud2Prefix, CdrError> {
-    use crate::point::{POINT_FIELDS, POINT_SIZE};
+    let step = point_type.point_step();
     let count = u32::try_from(points).map_err(|_| CdrError::DataTooLong {
-        bytes: (points as u64).saturating_mul(POINT_SIZE as u64),
+        bytes: (points as u64).saturating_mul(step as u64),
     })?;
     PointCloud2Prefix::new(
         stamp_ns,
         frame_id,
-        POINT_FIELDS.iter().map(FieldRef::from),
-        POINT_SIZE as u32,
+        point_type.fields().iter().map(FieldRef::from),
+        step as u32,
         count,
     )
 }

@@ -26,8 +26,6 @@
 //! may call only in `unsafe` even though every x86-64 target enables SSE2; so each kernel is
 //! one block, whose comment covers the feature and every pointer load and store.
 
-use crate::point::PointXYZIRCAEDT;
-use crate::point_buf::PointBuf;
 use std::mem::MaybeUninit;
 
 /// A write cursor over `n >= 1` uninitialised slots at the end of a `Vec` (its spare
@@ -62,7 +60,8 @@ impl<T> Compactor<'_, T> {
 }
 
 /// A growable buffer whose spare capacity [`extend_compacted`] and [`extend_masked`] write
-/// into: `Vec<T>` and the frames' [`PointBuf`].
+/// into: `Vec<T>`, and the frames' `PointBuf` (directly for `autoware`, else its staging
+/// block).
 pub(crate) trait SpareRoom<T> {
     /// Values written.
     fn len(&self) -> usize;
@@ -94,26 +93,6 @@ impl<T> SpareRoom<T> for Vec<T> {
     unsafe fn set_len(&mut self, len: usize) {
         // SAFETY: the caller's contract is `Vec::set_len`'s.
         unsafe { Vec::set_len(self, len) }
-    }
-}
-
-impl SpareRoom<PointXYZIRCAEDT> for PointBuf {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        PointBuf::len(self)
-    }
-    #[inline(always)]
-    fn reserve(&mut self, n: usize) {
-        PointBuf::reserve(self, n);
-    }
-    #[inline(always)]
-    fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<PointXYZIRCAEDT>] {
-        PointBuf::spare_capacity_mut(self)
-    }
-    #[inline(always)]
-    unsafe fn set_len(&mut self, len: usize) {
-        // SAFETY: the caller's contract is `PointBuf::set_len`'s.
-        unsafe { PointBuf::set_len(self, len) }
     }
 }
 

@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 use crate::HostTime;
 use crate::frame::Frame;
+use crate::layout::PointType;
 pub use crate::scan::Rejection;
 
 /// Sensor families; each has its own decoder module.
@@ -427,6 +428,9 @@ pub struct SensorConfig {
     pub max_range_m: f32,
     /// Clock of the frames' `start_ns`; default [`Stamp::Sensor`].
     pub stamp: Stamp,
+    /// The layout the decoder writes the points in ([`crate::layout`]); default
+    /// [`PointType::Autoware`].
+    pub point_type: PointType,
 }
 
 impl SensorConfig {
@@ -442,6 +446,7 @@ impl SensorConfig {
             min_range_m: model.datasheet_range_m().0,
             max_range_m: model.datasheet_range_m().1,
             stamp: Stamp::Sensor,
+            point_type: PointType::Autoware,
         }
     }
 
@@ -689,6 +694,9 @@ pub trait VendorDecoder: Send + fmt::Debug {
     fn clone_box(&self) -> Box<dyn VendorDecoder>;
     /// Takes new frames' point buffers from `source` from now on (instead of allocating).
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>);
+    /// Writes the points in layout `point_type` from the next frame on (the frames in
+    /// progress too while they hold no point).
+    fn set_point_type(&mut self, point_type: PointType);
     /// Data packets whose model byte names another model than the configured one
     /// ([`DecodeCounters::product_mismatches`]); 0 where the format has no such byte.
     fn product_mismatches(&self) -> u64 {

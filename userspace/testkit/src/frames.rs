@@ -36,7 +36,7 @@ pub fn assert_frames_equal(live: &[ReceivedFrame], offline: &[Frame]) {
         assert_eq!(h.packets_received, off.header.packets_received, "frame {i}");
         assert_eq!(pts.len(), off.points.len(), "frame {i} point count");
         assert!(
-            pts[..] == off.points[..],
+            pts[..] == off.points.autoware()[..],
             "frame {i}: points differ from offline decoding"
         );
     }

@@ -180,7 +180,7 @@ fn header(f: &Frame) -> (u64, u64, u32, u32, u32) {
 
 /// A frame's points in a canonical order (arrival order differs for a late packet).
 fn sorted(f: &Frame) -> Vec<PointXYZIRCAEDT> {
-    let mut v = f.points.to_vec();
+    let mut v = f.points.autoware().to_vec();
     v.sort_by_key(|p| {
         (
             p.time_stamp,

@@ -197,7 +197,7 @@ fn xt16_exact_point_values() {
         (f.header.packets_received, f.header.packets_expected),
         (1, 1)
     );
-    let p0 = f.points[0];
+    let p0 = f.points.autoware()[0];
     let el = 15f64.to_radians();
     assert!(close(p0.x, 10.0 * el.cos()), "{p0:?}"); // sin(90°) = 1
     assert!(close(p0.y, 0.0));
@@ -207,7 +207,7 @@ fn xt16_exact_point_values() {
     assert!(close(p0.distance, 10.0));
     assert!(close(p0.azimuth, 90f64.to_radians()));
     // Channel 1: azimuth offset +1°, elevation 13°, fired 3024 ns after channel 0.
-    let p1 = f.points[1];
+    let p1 = f.points.autoware()[1];
     assert!(close(p1.azimuth, 91f64.to_radians()));
     assert!(close(p1.elevation, 13f64.to_radians()));
     assert!(close(
@@ -216,7 +216,7 @@ fn xt16_exact_point_values() {
     ));
     assert_eq!(p1.time_stamp, 3024);
     // Last point: block 7, channel 15: 5632 + 368 + 15·3024 ns after the packet time.
-    let last = f.points[127];
+    let last = f.points.autoware()[127];
     assert_eq!(
         (last.channel, last.time_stamp),
         (15, 344_000 + 6000 + 45_360)
@@ -231,15 +231,18 @@ fn azimuth_wraps_inside_packet() {
     p.push(&xt16(35_902, 1, 0), 0, &mut out);
     assert_eq!(out.len(), 1, "first (partial) frame published at the wrap");
     assert_eq!(out[0].points.len(), 3 * 16);
-    assert!(close(out[0].points[47].azimuth, 359.82f64.to_radians()));
+    assert!(close(
+        out[0].points.autoware()[47].azimuth,
+        359.82f64.to_radians()
+    ));
     p.flush(&mut out);
     assert_eq!(out.len(), 2);
     let g = &out[1];
     assert_eq!(g.points.len(), 5 * 16);
-    assert!(close(g.points[0].azimuth, 0.22f64.to_radians()));
+    assert!(close(g.points.autoware()[0].azimuth, 0.22f64.to_radians()));
     // Starts at block 3's earliest firing: 5632 - 4·50000 + 368 ns after the packet time.
     assert_eq!(g.header.start_ns, DATE_S * 1_000_000_000 - 194_000);
-    assert_eq!(g.points[0].time_stamp, 0);
+    assert_eq!(g.points.autoware()[0].time_stamp, 0);
     assert_eq!(out[0].header.packets_received, 1);
     assert_eq!(g.header.packets_received, 1);
     assert_eq!((out[0].header.sequence, g.header.sequence), (0, 1));
@@ -512,9 +515,12 @@ fn dual_return_rules() {
     assert_eq!(ty(&f, 1), [LastStrongest as u8, SecondStrongest as u8]);
     assert_eq!(ty(&f, 2), [Last as u8, Strongest as u8]);
     assert_eq!(ty(&f, 3), [Strongest as u8]);
-    assert!(close(f.points[5].distance, 10.04));
+    assert!(close(f.points.autoware()[5].distance, 10.04));
     // Both returns of a firing share its time.
-    assert_eq!(f.points[1].time_stamp, f.points[2].time_stamp);
+    assert_eq!(
+        f.points.autoware()[1].time_stamp,
+        f.points.autoware()[2].time_stamp
+    );
     let f = run(return_mode::FIRST_LAST);
     assert_eq!(ty(&f, 1), [Last as u8, First as u8]);
     let f = run(return_mode::FIRST_STRONGEST);
@@ -549,11 +555,17 @@ fn cut_angle_0_360_and_first_frame() {
     // Block k is at 200.00° + 0.40°·k. A block exactly at the cut belongs to the frame before
     // (Nebula: `last <= cut < current`): k = 0..=400 (up to 360.00°), then 900 per turn.
     assert_eq!(n, [401, 900, 900, 199]);
-    assert!(close(a[1].points[0].azimuth, 0.4f64.to_radians()));
+    assert!(close(
+        a[1].points.autoware()[0].azimuth,
+        0.4f64.to_radians()
+    ));
     let b = run(90.0);
     let n: Vec<usize> = b.iter().map(|f| f.points.len() / 16).collect();
     assert_eq!(n, [626, 900, 874]);
-    assert!(close(b[1].points[0].azimuth, 90.4f64.to_radians()));
+    assert!(close(
+        b[1].points.autoware()[0].azimuth,
+        90.4f64.to_radians()
+    ));
 }
 
 /// OT128: exact values on a synthetic dual-return packet; CRC check and its switch.
@@ -588,7 +600,7 @@ fn ot128_exact_values_and_crc() {
     let f = &out[0];
     // Two returns 4 mm apart (< 0.1 m): only the second is kept, strongest (equal reflectivity).
     assert_eq!(f.points.len(), 1);
-    let q = f.points[0];
+    let q = f.points.autoware()[0];
     assert_eq!(q.return_type, ReturnType::Strongest as u8);
     assert!(close(q.distance, 20.004));
     assert!(close(q.azimuth, 182.5f64.to_radians()));
@@ -753,7 +765,7 @@ mod properties {
                 }
                 p.flush(&mut out);
                 for f in &out {
-                    for q in &f.points {
+                    for q in &f.points.autoware() {
                         prop_assert!(q.x.is_finite() && q.y.is_finite() && q.z.is_finite());
                         prop_assert!((0.0..std::f32::consts::TAU).contains(&q.azimuth));
                     }
@@ -792,26 +804,33 @@ fn at128_exact_values() {
     assert_eq!(f.points.len(), 4);
     // Block 0 at 20°: channel 0 at (20°−0)·2 = 40°, elevation 5°.
     let (az, el) = (40f64.to_radians(), 5f64.to_radians());
-    let q = f.points[0];
+    let q = f.points.autoware()[0];
     assert!(close(q.azimuth, az) && close(q.elevation, el));
     assert!(close(q.x, 10.0 * el.cos() * az.sin()));
     assert!(close(q.y, 10.0 * el.cos() * az.cos()));
     assert!(close(q.z, 10.0 * el.sin()));
     // Channel 1: −1° channel azimuth, +0.10° adjustment, elevation 4°.
-    assert!(close(f.points[1].azimuth, 39.1f64.to_radians()));
-    assert!(close(f.points[1].elevation, 4f64.to_radians()));
+    assert!(close(f.points.autoware()[1].azimuth, 39.1f64.to_radians()));
+    assert!(close(f.points.autoware()[1].elevation, 4f64.to_radians()));
     // Block 1 at 20.105°: 40.21°.
-    assert!(close(f.points[2].azimuth, 40.21f64.to_radians()));
+    assert!(close(f.points.autoware()[2].azimuth, 40.21f64.to_radians()));
     // Single return: block b fires at −9249 − 41666·(2 − b) ns; channels 0 and 1 at +0.
     assert_eq!(
         f.header.start_ns,
         DATE_S * 1_000_000_000 + 125_000_000 - 92_581
     );
     assert_eq!(
-        f.points.iter().map(|q| q.time_stamp).collect::<Vec<_>>(),
+        f.points
+            .autoware()
+            .iter()
+            .map(|q| q.time_stamp)
+            .collect::<Vec<_>>(),
         [0, 0, 41_666, 41_666]
     );
-    assert_eq!(f.points[0].return_type, ReturnType::Strongest as u8);
+    assert_eq!(
+        f.points.autoware()[0].return_type,
+        ReturnType::Strongest as u8
+    );
 }
 
 /// AT128 over one encoder turn with Nebula's settings (FoV 30°–150°, cut 150°): one frame per
@@ -843,8 +862,8 @@ fn at128_field_of_view_frames() {
     let n: Vec<usize> = out.iter().map(|f| f.points.len()).collect();
     assert_eq!(n, [601, 601, 601]);
     for f in &out {
-        let first = f.points[0].azimuth;
-        let last = f.points[600].azimuth;
+        let first = f.points.autoware()[0].azimuth;
+        let last = f.points.autoware()[600].azimuth;
         assert!(close(first, 30f64.to_radians()) && close(last, 150f64.to_radians()));
     }
 }
@@ -884,7 +903,7 @@ fn packets_lost_at_the_cut() {
         DATE_S * 1_000_000_000 + 1_500_000 - 344_000
     );
     assert_eq!(g.header.host_ns, 1_500_000);
-    assert_eq!(g.points[0].time_stamp, 0);
+    assert_eq!(g.points.autoware()[0].time_stamp, 0);
     // 5 packets received; the 3 lost ones are counted against the frame that got packet 5;
     // flushed at 27.6°, it misses the 104 packets to the next cut as well.
     assert_eq!(

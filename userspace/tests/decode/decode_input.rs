@@ -629,11 +629,11 @@ fn every_vendor_honours_the_configured_range() {
         };
         let all: Vec<f32> = decode(&data(pcap), &wide, port)
             .iter()
-            .flat_map(|f| f.points.iter().map(|p| p.distance))
+            .flat_map(|f| f.points.autoware().iter().map(|p| p.distance))
             .collect();
         let kept: Vec<f32> = decode(&data(pcap), &narrow, port)
             .iter()
-            .flat_map(|f| f.points.iter().map(|p| p.distance))
+            .flat_map(|f| f.points.autoware().iter().map(|p| p.distance))
             .collect();
         assert!(!kept.is_empty(), "{model}");
         assert!(kept.len() < all.len(), "{model}");
@@ -1030,8 +1030,8 @@ fn simple_packet_blocks_take_the_last_time_stamp() {
     assert_eq!(frames.len(), want.len());
     for (f, w) in frames.iter().zip(&want) {
         assert_eq!(
-            (f.header.start_ns, &f.points),
-            (w.header.start_ns, &w.points)
+            (f.header.start_ns, &f.points.autoware()),
+            (w.header.start_ns, &w.points.autoware())
         );
     }
 }

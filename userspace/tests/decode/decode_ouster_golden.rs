@@ -262,7 +262,7 @@ fn check_points(c: &Capture, im: &Images, dual: bool) -> Frame {
     }
     assert_eq!(fr.points.len(), want);
     let mut last_t = vec![0u32; im.h];
-    for p in &fr.points {
+    for p in &fr.points.autoware() {
         let m = col_of[&u64::from(p.time_stamp)];
         let row = usize::from(p.channel);
         let i = row * im.w + m;
@@ -310,7 +310,7 @@ fn check_xyz(c: &Capture, fr: &Frame, samples: &[Sample], sum: [f64; 3]) {
     }
     let mut acc = [0f64; 3];
     let mut found = 0;
-    for p in fr.points.iter().filter(|p| p.return_type != 8) {
+    for p in fr.points.autoware().iter().filter(|p| p.return_type != 8) {
         for (a, v) in acc.iter_mut().zip([p.x, p.y, p.z]) {
             *a += f64::from(v);
         }
@@ -357,8 +357,18 @@ fn os0_128_rng15_matches_sdk_digest_and_xyz() {
 fn os0_32_dual_matches_sdk_digest_and_xyz() {
     let (c, im) = check_digest("os0-32/OS-0-32-U1_v2.2.0_1024x10", 1453);
     let fr = check_points(&c, &im, true);
-    let second = fr.points.iter().filter(|p| p.return_type == 8).count();
-    let identical = fr.points.iter().filter(|p| p.return_type == 6).count();
+    let second = fr
+        .points
+        .autoware()
+        .iter()
+        .filter(|p| p.return_type == 8)
+        .count();
+    let identical = fr
+        .points
+        .autoware()
+        .iter()
+        .filter(|p| p.return_type == 6)
+        .count();
     assert_eq!((fr.points.len(), second, identical), (21_631 + 172, 172, 0));
     assert_eq!(fr.header.start_ns, 515_816_892_860);
     check_xyz(&c, &fr, SAMPLES_OS0_32, SUM_OS0_32);
@@ -403,7 +413,7 @@ fn os1_64_legacy_fw1_three_partial_and_complete_frames() {
     let cols: Vec<usize> = frames
         .iter()
         .map(|f| {
-            let mut t: Vec<u32> = f.points.iter().map(|p| p.time_stamp).collect();
+            let mut t: Vec<u32> = f.points.autoware().iter().map(|p| p.time_stamp).collect();
             t.sort_unstable();
             t.dedup();
             t.len()
@@ -453,7 +463,7 @@ fn os1_64_legacy_fw1_three_partial_and_complete_frames() {
         );
     }
     for f in &frames {
-        for p in &f.points {
+        for p in &f.points.autoware() {
             assert!(p.distance > 0.0 && p.distance < 200.0);
             assert!(p.channel < 64);
             assert!((0.0..std::f32::consts::TAU).contains(&p.azimuth));

@@ -235,7 +235,7 @@ fn reordered_packets_give_the_same_points_in_time_order() {
     b.sort_by_key(key);
     assert_eq!(a, b);
     let mut last = [0u32; 128];
-    for p in &f.points {
+    for p in &f.points.autoware() {
         assert!(p.time_stamp >= last[usize::from(p.channel)]);
         last[usize::from(p.channel)] = p.time_stamp;
     }
@@ -256,7 +256,15 @@ fn partial_frames_lost_start_timeouts_and_late_packets() {
     assert_eq!(frames[1].header.start_ns, col80);
     assert_eq!(frames[1].header.start_ns, 1_561_675_845_279_951_616);
     assert_eq!(frames[1].header.host_ns, all[19].1);
-    assert_eq!(frames[1].points.iter().map(|p| p.time_stamp).min(), Some(0));
+    assert_eq!(
+        frames[1]
+            .points
+            .autoware()
+            .iter()
+            .map(|p| p.time_stamp)
+            .min(),
+        Some(0)
+    );
 
     // Timeout: silence longer than 200 ms of host time closes the partial first frame; a late
     // packet of that frame afterwards is stale.
@@ -544,7 +552,7 @@ fn dual_returns_merge_identical_and_label_second_strongest() {
         assert_eq!(f.header.start_ns, 1_000_000_000);
         // Per column: identical (6), strongest (3) + second strongest (8), strongest (3).
         assert_eq!(f.points.len(), 16 * 4, "{profile}");
-        let col0: Vec<(u16, u8, f32, u8)> = f.points[..4]
+        let col0: Vec<(u16, u8, f32, u8)> = f.points.autoware()[..4]
             .iter()
             .map(|p| (p.channel, p.return_type, p.distance, p.intensity))
             .collect();
@@ -559,7 +567,7 @@ fn dual_returns_merge_identical_and_label_second_strongest() {
         );
         // Column 0 with zero beam offsets and identity transform: x = -r·cos(alt) (encoder
         // angle 2π maps column 0 to +x... rotated by the identity), y = 0, z = r·sin(alt).
-        let p = f.points[0];
+        let p = f.points.autoware()[0];
         assert!(
             (p.x - 5.0 * 7f32.to_radians().cos()).abs() < 1e-5,
             "{}",
@@ -567,7 +575,7 @@ fn dual_returns_merge_identical_and_label_second_strongest() {
         );
         assert!(p.y.abs() < 1e-5);
         assert!((p.z - 5.0 * 7f32.to_radians().sin()).abs() < 1e-5);
-        assert_eq!(f.points[4].time_stamp, 195_312);
+        assert_eq!(f.points.autoware()[4].time_stamp, 195_312);
         assert_eq!(s.return_mode(), Some(ReturnMode::Dual));
     }
 }
@@ -593,7 +601,7 @@ fn low_data_rate_and_window_columns() {
             .iter()
             .all(|p| p.distance == 8.0 && p.intensity == 77)
     );
-    assert_eq!(out[0].points[0].return_type, 3);
+    assert_eq!(out[0].points.autoware()[0].return_type, 3);
     assert_eq!(s.stats().invalid_columns, 1);
 }
 
@@ -630,7 +638,13 @@ fn columns_with_far_time_stamps_are_skipped_and_counted() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].header.start_ns, clean[0].header.start_ns);
     assert_eq!(out[0].points.len(), clean[0].points.len() - 2 * 8);
-    assert!(out[0].points.iter().all(|p| p.time_stamp < 16 * 195_312));
+    assert!(
+        out[0]
+            .points
+            .autoware()
+            .iter()
+            .all(|p| p.time_stamp < 16 * 195_312)
+    );
     // Exactly the clean frame without columns 3 and 7.
     let keep: Vec<_> = clean[0]
         .points

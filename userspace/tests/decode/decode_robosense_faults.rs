@@ -114,7 +114,7 @@ fn azimuth_wrap_inside_a_packet_splits_at_the_block() {
     assert_eq!(f.header.host_ns, host(0));
     // Block 5 (359.82°) stays in frame 0 although its channels with a +2.5° offset lie past
     // 0°: channel 31 at 359.82° + trunc(40 · 46.08/55.52) + 2.50° = 2.65°.
-    let last = f.points.last().unwrap();
+    let last = f.points.autoware().last().unwrap();
     assert_eq!((last.azimuth.to_degrees() * 100.0).round(), 265.0);
     // 75 packets per turn: packet 85 holds the next cut.
     feed(&mut p, 11..86, AZ0, &mut out);
@@ -122,7 +122,7 @@ fn azimuth_wrap_inside_a_packet_splits_at_the_block() {
     let g = &out[1];
     // Frame 1 begins at packet 10 (its sensor time) with blocks 6..11 carried over.
     assert_eq!(g.header.start_ns, BASE_NS + 10 * PACKET_US * 1000);
-    assert_eq!(g.points[0].time_stamp, 6 * 55_520);
+    assert_eq!(g.points.autoware()[0].time_stamp, 6 * 55_520);
     assert_eq!(g.points.len(), (6 + 74 * 12 + 6) * 32);
     assert_eq!(
         (g.header.packets_received, g.header.packets_expected),
@@ -131,7 +131,7 @@ fn azimuth_wrap_inside_a_packet_splits_at_the_block() {
     // Time stamps per channel never decrease; every point in exactly one frame.
     for fr in &out {
         let mut last = [0u32; 32];
-        for pt in &fr.points {
+        for pt in &fr.points.autoware() {
             let c = usize::from(pt.channel);
             assert!(pt.time_stamp >= last[c]);
             last[c] = pt.time_stamp;
@@ -216,7 +216,7 @@ fn lost_frame_start_takes_the_time_of_the_next_packet() {
     assert_eq!(out.len(), 2);
     assert_eq!(out[0].points.len(), 10 * 12 * 32);
     assert_eq!(out[1].header.start_ns, BASE_NS + 11 * PACKET_US * 1000);
-    assert_eq!(out[1].points[0].time_stamp, 0);
+    assert_eq!(out[1].points.autoware()[0].time_stamp, 0);
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn field_of_view_wraps_through_zero() {
     assert_eq!(out.len(), 2);
     let f = &out[1];
     assert!(!f.points.is_empty());
-    for pt in &f.points {
+    for pt in &f.points.autoware() {
         let cdeg = (pt.azimuth.to_degrees() * 100.0).round() as i32;
         assert!(cdeg >= 35_000 || cdeg <= 1000, "{cdeg}");
     }
@@ -345,7 +345,13 @@ fn dual_return_stream_has_no_duplicate_identical_returns() {
     let f = &out[1];
     // Frame 1: 75 packets' worth of blocks (6 + 74·12 + 6), 16 + 8 points per block.
     assert_eq!(f.points.len(), 900 * 24);
-    let count = |t: u8| f.points.iter().filter(|p| p.return_type == t).count();
+    let count = |t: u8| {
+        f.points
+            .autoware()
+            .iter()
+            .filter(|p| p.return_type == t)
+            .count()
+    };
     assert_eq!(count(6), 900 * 8); // identical, merged
     assert_eq!(count(9), 900 * 8); // odd lasers: first (5 m) and, equal intensity, strongest
     assert_eq!(count(5), 900 * 8); // odd lasers: last (6 m), weak

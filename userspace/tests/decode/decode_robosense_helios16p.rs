@@ -159,12 +159,18 @@ fn frames_counts_and_times() {
     // Per-channel time stamps never decrease, and the frame spans one turn (0.1 s at 600 rpm).
     for (k, f) in frames[..5].iter().enumerate() {
         let mut last = [0u32; 16];
-        for p in &f.points {
+        for p in &f.points.autoware() {
             let c = usize::from(p.channel);
             assert!(p.time_stamp >= last[c]);
             last[c] = p.time_stamp;
         }
-        let max = f.points.iter().map(|p| p.time_stamp).max().unwrap();
+        let max = f
+            .points
+            .autoware()
+            .iter()
+            .map(|p| p.time_stamp)
+            .max()
+            .unwrap();
         // Frame 0 begins 4.73° past the cut: 1777 blocks of 55.56 µs.
         let turn = if k == 0 {
             98_000_000..99_000_000
@@ -187,7 +193,7 @@ fn against_nebula_pr79_reference() {
         let gt = read_ascii_pcd(&data(name));
         let after_difop = name == REFS[3];
         assert_eq!(f.points.len(), gt.len(), "{name}");
-        for (i, (o, g)) in f.points.iter().zip(&gt).enumerate() {
+        for (i, (o, g)) in f.points.autoware().iter().zip(&gt).enumerate() {
             let ctx = || format!("{name} point {i}: {o:?} vs {g:?}");
             // The PCD is ASCII with 8 significant digits.
             let tol = 1e-6 + 1e-7 * g.p.distance;

@@ -407,7 +407,7 @@ fn bpearl_v4_firmware_variant_is_detected_from_the_header() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].header.start_ns, 1_700_000_000_000_005_000);
     assert_eq!(out[0].points.len(), 384);
-    assert!(out[0].points.iter().all(|p| p.distance == 10.0));
+    assert!(out[0].points.autoware().iter().all(|p| p.distance == 10.0));
     // A DIFOP with the reversal flag (byte 337) mirrors azimuths. Its (all-zero, valid) angle
     // table replaces the CSV, so channel 0 of block 1 (h = 0.20°) lands at 359.80°.
     let mut difop = difop_v1(1, 600);
@@ -423,7 +423,7 @@ fn bpearl_v4_firmware_variant_is_detected_from_the_header() {
     pl.push(&difop, 1, &mut out);
     pl.push(&pkt, 42, &mut out);
     pl.flush(&mut out);
-    let az = (out[0].points[32].azimuth.to_degrees() * 100.0).round();
+    let az = (out[0].points.autoware()[32].azimuth.to_degrees() * 100.0).round();
     assert_eq!(az, 35_980.0);
     let _ = std::fs::remove_file(csv);
 }

@@ -155,7 +155,12 @@ fn velodyne_sustained_jump_is_a_restart() {
         .unwrap();
     assert!(step >= 1);
     for f in &got {
-        assert!(f.points.iter().all(|p| p.time_stamp < 200_000_000));
+        assert!(
+            f.points
+                .autoware()
+                .iter()
+                .all(|p| p.time_stamp < 200_000_000)
+        );
     }
 }
 
@@ -218,7 +223,12 @@ fn velodyne_lost_turn_shows_and_no_frame_spans_two_turns() {
     assert_eq!(c.frames_lost, 0);
     // No frame holds more than one turn of sensor time (100 ms at 600 rpm).
     for f in &got {
-        assert!(f.points.iter().all(|p| p.time_stamp < 101_000_000));
+        assert!(
+            f.points
+                .autoware()
+                .iter()
+                .all(|p| p.time_stamp < 101_000_000)
+        );
     }
 }
 
@@ -234,8 +244,13 @@ fn velodyne_fov_first_frame_has_a_start_and_no_saturated_stamp() {
     assert!(got.len() >= 4);
     for f in &got {
         assert_ne!(f.header.start_ns, 0);
-        assert!(f.points.iter().all(|p| p.time_stamp != u32::MAX));
-        assert!(f.points.iter().all(|p| p.time_stamp < 110_000_000));
+        assert!(f.points.autoware().iter().all(|p| p.time_stamp != u32::MAX));
+        assert!(
+            f.points
+                .autoware()
+                .iter()
+                .all(|p| p.time_stamp < 110_000_000)
+        );
     }
 }
 
@@ -413,8 +428,13 @@ fn hesai_fov_first_frame_has_a_start_and_no_saturated_stamp() {
     let start_min = all.iter().map(|f| f.header.start_ns).min().unwrap();
     for f in &got {
         assert!(f.header.start_ns >= start_min, "{}", f.header.start_ns);
-        assert!(f.points.iter().all(|p| p.time_stamp != u32::MAX));
-        assert!(f.points.iter().all(|p| p.time_stamp < 110_000_000));
+        assert!(f.points.autoware().iter().all(|p| p.time_stamp != u32::MAX));
+        assert!(
+            f.points
+                .autoware()
+                .iter()
+                .all(|p| p.time_stamp < 110_000_000)
+        );
     }
 }
 
@@ -473,7 +493,12 @@ fn hesai_lost_turn_shows() {
     );
     assert_eq!(c.frames_lost, 1);
     for f in &got {
-        assert!(f.points.iter().all(|p| p.time_stamp < 104_000_000));
+        assert!(
+            f.points
+                .autoware()
+                .iter()
+                .all(|p| p.time_stamp < 104_000_000)
+        );
     }
 }
 

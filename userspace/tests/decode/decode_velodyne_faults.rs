@@ -127,7 +127,7 @@ fn wrap_inside_packet_cut_0_and_360_first_partial_frame() {
     assert_eq!(f.header.host_ns, host(0));
     assert_eq!(f.header.sequence, 0);
     // Every point before the cut: the last one is block 5 laser 21 at 359.99°.
-    let last = f.points.last().unwrap();
+    let last = f.points.autoware().last().unwrap();
     assert_eq!(last.channel, 21);
     assert_eq!(
         last.azimuth,
@@ -155,8 +155,8 @@ fn wrap_inside_packet_cut_0_and_360_first_partial_frame() {
     // Flushed after packet 19 (31.42°): 68 more packets to the next cut were never seen.
     assert_eq!(hdr(g), (8, 8 + 68, 0));
     // First carried point: block 5, laser 22 = 5·55.296 µs + 11·2.304 µs after packet 12.
-    assert_eq!(g.points[0].time_stamp, 5 * 55_296 + 11 * 2_304);
-    assert_eq!(g.points[0].channel, 22);
+    assert_eq!(g.points.autoware()[0].time_stamp, 5 * 55_296 + 11 * 2_304);
+    assert_eq!(g.points.autoware()[0].channel, 22);
     // Every point in exactly one frame.
     assert_eq!(out[0].points.len() + g.points.len(), 20 * 384);
     // Nebula flavour keeps the whole completing packet (no carry).
@@ -273,7 +273,7 @@ fn lost_frame_start() {
     assert_eq!(hdr(&out[0]), (13, 13 + 63 + 1, 0));
     assert_eq!(out[1].header.start_ns, sensor_ns(13));
     assert_eq!(out[1].points.len(), 7 * 384);
-    assert_eq!(out[1].points[0].time_stamp, 0);
+    assert_eq!(out[1].points.autoware()[0].time_stamp, 0);
     // Flushed partial: 68 packets after packet 19 up to the next cut not seen.
     assert_eq!(hdr(&out[1]), (7, 7 + 68, 0));
     // Nebula flavour (no carry): frame 1 opens at packet 14, its own first packet.
@@ -292,7 +292,7 @@ fn dual_identical_returns_not_duplicated() {
     p.flush(&mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].points.len(), 4 * 6 * 32);
-    assert!(out[0].points.iter().all(|p| p.return_type == 6));
+    assert!(out[0].points.autoware().iter().all(|p| p.return_type == 6));
     // Dual: 6 firing sequences per packet, 331.776 µs apart.
-    assert_eq!(out[0].points[32].time_stamp, 55_296);
+    assert_eq!(out[0].points.autoware()[32].time_stamp, 55_296);
 }

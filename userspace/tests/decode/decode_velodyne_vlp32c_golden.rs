@@ -96,12 +96,12 @@ fn first_frame_matches_nebula_ground_truth() {
     // Per-point time: packet µs offset + block·55.296 µs + (laser/2)·2.304 µs; the last point
     // of frame 0 is in packet 75 (50,360 µs after packet 0), block 11, laser 31.
     assert_eq!(
-        frames[0].points.last().unwrap().time_stamp,
+        frames[0].points.autoware().last().unwrap().time_stamp,
         49_766_000 + 11 * 55_296 + 15 * 2_304
     );
     for f in &frames {
         let mut last = [0u32; 32];
-        for p in &f.points {
+        for p in &f.points.autoware() {
             let c = usize::from(p.channel);
             assert!(
                 p.time_stamp >= last[c],
@@ -120,7 +120,7 @@ fn first_frame_matches_nebula_ground_truth() {
     let f = &frames[0];
     assert_eq!(f.points.len(), gt.len());
     let mut max_err = 0f32;
-    for (i, (o, g)) in f.points.iter().zip(&gt).enumerate() {
+    for (i, (o, g)) in f.points.autoware().iter().zip(&gt).enumerate() {
         let err = [(o.x - g.x).abs(), (o.y - g.y).abs(), (o.z - g.z).abs()]
             .into_iter()
             .fold(0f32, f32::max);

@@ -64,7 +64,7 @@ fn second_frame_matches_nebula_ground_truth() {
     assert_eq!(frames[0].header.start_ns, 1_585_897_255_311_567_000 - 8_700);
     for f in &frames {
         let mut last = [0u32; 128];
-        for p in &f.points {
+        for p in &f.points.autoware() {
             let c = usize::from(p.channel);
             assert!(
                 p.time_stamp >= last[c],
@@ -81,7 +81,7 @@ fn second_frame_matches_nebula_ground_truth() {
     assert_eq!(gt.len(), 208_680);
     let f = &frames[1];
     assert_eq!(f.points.len(), gt.len());
-    let max_err = max_error(&f.points, &gt);
+    let max_err = max_error(&f.points.autoware(), &gt);
     // Exact: same f32 arithmetic as Nebula.
     assert_eq!(max_err, 0.0);
 }

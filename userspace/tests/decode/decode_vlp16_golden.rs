@@ -134,7 +134,7 @@ fn whole_pcap_yields_nebula_ground_truth_as_fourth_frame() {
     assert_eq!(f.points.len(), gt.len());
     assert_eq!(gt.len(), 14_831);
     let mut max_err = 0f32;
-    for (i, (o, g)) in f.points.iter().zip(&gt).enumerate() {
+    for (i, (o, g)) in f.points.autoware().iter().zip(&gt).enumerate() {
         let err = [
             (o.x - g.x).abs(),
             (o.y - g.y).abs(),
@@ -208,7 +208,7 @@ fn ground_truth_time_stamps() {
     };
     let k = stream
         .iter()
-        .position(|(_, d)| same(&d.point, &f.points[0]))
+        .position(|(_, d)| same(&d.point, &f.points.autoware()[0]))
         .unwrap();
     let first_us = stream[0].0;
     // The frame starts at packet 452, the packet that completed the previous frame.
@@ -216,7 +216,11 @@ fn ground_truth_time_stamps() {
         f.header.start_ns % 3_600_000_000_000,
         u64::from(first_us) * 1000
     );
-    for (i, ((us, d), (o, g))) in stream[k..].iter().zip(f.points.iter().zip(&gt)).enumerate() {
+    for (i, ((us, d), (o, g))) in stream[k..]
+        .iter()
+        .zip(f.points.autoware().iter().zip(&gt))
+        .enumerate()
+    {
         assert!(same(&d.point, o), "stream point {i}");
         let (block, slot) = (usize::from(d.block), usize::from(d.slot));
         // Ours: sensor clock, dual-return timing table.
@@ -264,7 +268,7 @@ fn carried_points_keep_their_firing_time() {
     let ours: Vec<(u64, &PointXYZIRCAEDT)> = frames
         .iter()
         .flat_map(|f| {
-            f.points.iter().map(move |p| {
+            f.points.autoware().iter().map(move |p| {
                 (
                     f.header.start_ns % 3_600_000_000_000 + u64::from(p.time_stamp),
                     p,

@@ -62,11 +62,17 @@ fn strongest_84pkt() {
                 .all(|p| p.distance > 0.3 && p.distance < 300.0)
         );
         // Channel = ring 0..15.
-        assert!(f.points.iter().all(|p| p.channel < 16));
+        assert!(f.points.autoware().iter().all(|p| p.channel < 16));
     }
     // Frame 0 ends just before 360°, frame 1 starts just after 0°.
-    let last = frames[0].points.last().unwrap().azimuth.to_degrees();
-    let first = frames[1].points[0].azimuth.to_degrees();
+    let last = frames[0]
+        .points
+        .autoware()
+        .last()
+        .unwrap()
+        .azimuth
+        .to_degrees();
+    let first = frames[1].points.autoware()[0].azimuth.to_degrees();
     assert!(last > 359.0 && first < 1.0, "{last} {first}");
     // Packets: frame 0 got packets 0..=26 (27), starting at 234.24° with 4.76° per packet,
     // so ceil(234.24 / 4.76) = 50 packets before it are missing; frame 1 got packets 26..=83
@@ -82,12 +88,13 @@ fn strongest_84pkt() {
         frames[1].header.start_ns % 3_600_000_000_000,
         596_414_510_000
     );
-    assert!(
-        frames
+    assert!(frames.iter().all(|f| {
+        f.points
+            .autoware()
             .iter()
-            .all(|f| f.points.iter().all(|p| p.time_stamp < 110_000_000))
-    );
-    let t_last = frames[1].points.last().unwrap().time_stamp;
+            .all(|p| p.time_stamp < 110_000_000)
+    }));
+    let t_last = frames[1].points.autoware().last().unwrap().time_stamp;
     // Packet 83 is 57 packets after packet 26: 57·1327.1 µs + its last firing 1306.4 µs.
     assert!((75_000_000..77_000_000).contains(&t_last), "{t_last}");
 }
@@ -115,7 +122,7 @@ fn strongest_with_wrong_product_id_and_position_packets() {
     assert!(
         frames
             .iter()
-            .all(|f| f.points.iter().all(|p| p.channel < 16))
+            .all(|f| f.points.autoware().iter().all(|p| p.channel < 16))
     );
     // Filtering on the data port gives the same frames without the ignored packets.
     let (frames2, c2) = decode_pcap(Path::new(&path), &cfg(), Some(2368)).unwrap();

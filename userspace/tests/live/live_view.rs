@@ -234,7 +234,7 @@ fn parse_frame(b: &[u8]) -> Parsed {
 /// channel).
 fn same_points(p: &Parsed, f: &Frame) -> bool {
     p.3.len() == f.points.len()
-        && p.3.iter().zip(&f.points).all(|(a, q)| {
+        && p.3.iter().zip(&f.points.autoware()).all(|(a, q)| {
             a.0.to_bits() == q.x.to_bits()
                 && a.1.to_bits() == q.y.to_bits()
                 && a.2.to_bits() == q.z.to_bits()

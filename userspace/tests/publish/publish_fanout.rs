@@ -52,7 +52,7 @@ fn wire_hash(f: &Frame) -> u64 {
     let mut hdr = Vec::new();
     protocol::encode_frame_header(&f.header, f.points.len() as u32, &mut hdr);
     fnv(
-        bytemuck::cast_slice(&f.points),
+        bytemuck::cast_slice(&f.points.autoware()),
         fnv(&hdr, 0xcbf2_9ce4_8422_2325),
     )
 }

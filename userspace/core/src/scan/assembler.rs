@@ -10,6 +10,7 @@ use super::{
 };
 use crate::HostTime;
 use crate::frame::Frame;
+use crate::layout::{PointType, TimeField};
 use crate::point::PointXYZIRCAEDT;
 use crate::point_buf::PointBuf;
 
@@ -36,6 +37,10 @@ pub struct PacketInfo {
 struct Building {
     points: PointBuf,
     azimuths: Vec<u16>,
+    /// Each point's `time_stamp`, ns after the frame start, for a layout that keeps none or
+    /// keeps it inexactly (f32 or absolute f64 seconds): the carry across a cut moves
+    /// them exactly. Empty for `autoware` and `ouster` (u32 ns in the point).
+    times: Vec<u32>,
     /// Start, host time and packet counts (see [`FrameAccount`]).
     acct: FrameAccount,
     /// A start time is set (a packet or a carry has opened the frame).
@@ -52,6 +57,9 @@ pub struct PointBatch<'a> {
     pub points: &'a mut PointBuf,
     /// Corrected azimuth of each point, 0.01°.
     pub azimuths: &'a mut Vec<u16>,
+    /// Each point's `time_stamp`, when the layout needs them kept beside the points (one per
+    /// point then).
+    pub times: Option<&'a mut Vec<u32>>,
     /// Sensor time of the current packet, ns.
     pub packet_ns: u64,
     /// Start time of the frame in progress, ns.
@@ -85,6 +93,10 @@ pub struct ScanAssembler {
     at_cut: bool,
     /// Azimuth table of the last emitted frame, reused by the next one (no allocation).
     spare_azimuths: Vec<u16>,
+    /// Time table of the last emitted frame, reused likewise.
+    spare_times: Vec<u32>,
+    /// The layout needs the points' times kept beside them ([`Building::times`]).
+    keep_times: bool,
     /// Smallest sensor-time step between consecutive packets in the current / previous block
     /// of [`INTERVAL_BLOCK`] steps, ns (`u64::MAX`: none yet).
     dt_min: [u64; 2],
@@ -126,6 +138,8 @@ impl ScanAssembler {
             carry_limit_cdeg: CARRY_LIMIT_CDEG,
             at_cut: false,
             spare_azimuths: Vec::new(),
+            spare_times: Vec::new(),
+            keep_times: false,
             dt_min: [u64::MAX; 2],
             dt_count: 0,
             adv_q8: 0,
@@ -144,9 +158,15 @@ impl ScanAssembler {
     /// the frame in progress's too while it holds no point.
     pub fn set_buffer_source(&mut self, source: Arc<dyn BufferSource>) {
         self.builder.set_buffer_source(source);
-        if self.cur.points.is_empty() {
-            self.cur.points = self.builder.take_points(self.cur.points.capacity());
-        }
+        self.builder.renew_if_empty(&mut self.cur.points);
+    }
+
+    /// Writes the points in layout `point_type` from the next frame on (the frame in progress
+    /// too while it holds no point).
+    pub fn set_point_type(&mut self, point_type: PointType) {
+        self.builder.set_point_type(point_type);
+        self.keep_times = !matches!(point_type.time(), TimeField::RelativeNs);
+        self.builder.renew_if_empty(&mut self.cur.points);
     }
 
     /// The packet interval in use for the loss estimate, ns: the larger of the nominal one
@@ -274,6 +294,7 @@ impl ScanAssembler {
                 }
                 self.cur.acct.found_late();
                 self.packet_sensor_ns = info.sensor_ns;
+                self.cur.points.set_packet_ns(info.sensor_ns);
                 self.late = true;
                 return Ok(());
             }
@@ -363,6 +384,7 @@ impl ScanAssembler {
             // A frame that does not begin at a cut: estimate the packets between the cut and us.
             self.cur.open = true;
             self.cur.acct.start_ns = info.sensor_ns;
+            self.cur.points.set_start_ns(info.sensor_ns);
             self.cur.acct.host_ns = info.host.wall_ns;
             let adv = info.advance_cdeg.max(1);
             if first + adv <= AZIMUTH_UNITS && !self.at_cut {
@@ -376,6 +398,7 @@ impl ScanAssembler {
         self.last_in_view = in_view;
         self.last_sensor_ns = Some(info.sensor_ns);
         self.packet_sensor_ns = info.sensor_ns;
+        self.cur.points.set_packet_ns(info.sensor_ns);
         self.last = Some(info);
         Ok(())
     }
@@ -390,6 +413,9 @@ impl ScanAssembler {
         point.time_stamp = t.min(u64::from(u32::MAX)) as u32;
         self.cur.points.push(point);
         self.cur.azimuths.push(azimuth_cdeg);
+        if self.keep_times {
+            self.cur.times.push(point.time_stamp);
+        }
     }
 
     /// The current frame's buffers, for a decoder that appends many points of the current
@@ -401,6 +427,7 @@ impl ScanAssembler {
         PointBatch {
             points: &mut self.cur.points,
             azimuths: &mut self.cur.azimuths,
+            times: self.keep_times.then_some(&mut self.cur.times),
             packet_ns: self.packet_sensor_ns,
             start_ns: self.cur.acct.start_ns,
         }
@@ -427,17 +454,30 @@ impl ScanAssembler {
         // that is earlier: the previous packet's last firings can be interpolated past the cut
         // (a VLP-16 dual-return packet's last sequence, from its block azimuth plus the advance),
         // and a point's `time_stamp` cannot be negative.
-        let new_start = self.cur.points[split..]
-            .iter()
-            .map(|p| self.cur.acct.start_ns + u64::from(p.time_stamp))
-            .fold(packet_start, u64::min);
+        let start = self.cur.acct.start_ns;
+        let new_start = if self.keep_times {
+            self.cur.times[split.min(self.cur.times.len())..]
+                .iter()
+                .map(|&t| start + u64::from(t))
+                .fold(packet_start, u64::min)
+        } else {
+            (split..self.cur.points.len())
+                .filter_map(|i| self.cur.points.time_ns(i))
+                .map(|t| start + t)
+                .fold(packet_start, u64::min)
+        };
         let mut azimuths = std::mem::take(&mut self.spare_azimuths);
         azimuths.reserve(self.cur.azimuths.len() + self.cur.azimuths.len() / 8);
+        let mut times = std::mem::take(&mut self.spare_times);
+        if self.keep_times {
+            times.reserve(self.cur.times.len() + self.cur.times.len() / 8);
+        }
         let mut next = Building {
             points: self
                 .builder
                 .take_points(self.cur.points.len() + self.cur.points.len() / 8),
             azimuths,
+            times,
             acct: FrameAccount {
                 received: u32::from(self.last_in_view),
                 ..FrameAccount::open(new_start, new_host)
@@ -446,12 +486,16 @@ impl ScanAssembler {
             own_packet: false,
         };
         let shift = new_start.saturating_sub(self.cur.acct.start_ns);
-        next.points
-            .extend(self.cur.points[split..].iter().map(|&p| PointXYZIRCAEDT {
-                time_stamp: (u64::from(p.time_stamp).saturating_sub(shift)) as u32,
-                ..p
-            }));
-        self.cur.points.truncate(split);
+        next.points.set_start_ns(new_start);
+        let carried = self
+            .keep_times
+            .then(|| &self.cur.times[split.min(self.cur.times.len())..]);
+        self.cur.points.move_tail(split, &mut next.points, carried);
+        if self.keep_times {
+            let tail = self.cur.times.drain(split.min(self.cur.times.len())..);
+            next.times
+                .extend(tail.map(|t| (u64::from(t).saturating_sub(shift)) as u32));
+        }
         next.azimuths.extend(self.cur.azimuths.drain(split..));
         if self.carry_limit_cdeg == 0 {
             // Nothing carried: the next frame opens at its own first packet.
@@ -506,12 +550,15 @@ impl ScanAssembler {
             self.emit(cur, tail, out);
             self.cur.points = self.builder.take_points(hint);
             self.cur.azimuths = std::mem::take(&mut self.spare_azimuths);
+            self.cur.times = std::mem::take(&mut self.spare_times);
         } else {
             // A dropped carry-only frame: keep its buffers for the next one.
             self.cur.points = cur.points;
             self.cur.points.clear();
             self.cur.azimuths = cur.azimuths;
             self.cur.azimuths.clear();
+            self.cur.times = cur.times;
+            self.cur.times.clear();
         }
         self.packets_since_cut = 0;
         self.prev_first_phased = 0;
@@ -523,6 +570,9 @@ impl ScanAssembler {
         let mut azimuths = b.azimuths;
         azimuths.clear();
         self.spare_azimuths = azimuths;
+        let mut times = b.times;
+        times.clear();
+        self.spare_times = times;
         self.builder.emit(&b.acct, extra_lost, b.points, out);
     }
 }
@@ -576,7 +626,7 @@ mod tests {
         let f = &out[0];
         // 29 packets × 12 points + the 6 points of packet 29 before 360°.
         assert_eq!(f.points.len(), 29 * 12 + 6);
-        assert_eq!(f.points.last().unwrap().azimuth, 35900.0);
+        assert_eq!(f.points.autoware().last().unwrap().azimuth, 35900.0);
         assert_eq!(f.header.sensor_id, 7);
         assert_eq!(f.header.packets_received, 30);
         // First frame began 6° after the cut: one packet (354°..6°) missing.
@@ -588,8 +638,8 @@ mod tests {
         let g = &out[1];
         assert_eq!(g.header.sequence, 1);
         assert_eq!(g.header.start_ns, 5_000_000_000 + 29 * 1_000_000);
-        assert_eq!(g.points[0].azimuth, 0.0);
-        assert_eq!(g.points[0].time_stamp, 6000);
+        assert_eq!(g.points.autoware()[0].azimuth, 0.0);
+        assert_eq!(g.points.autoware()[0].time_stamp, 6000);
         assert_eq!(g.points.len(), 360);
         assert_eq!(
             (g.header.packets_received, g.header.packets_expected),

@@ -33,6 +33,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::frame::{Frame, FrameClock, FrameHeader};
+use crate::layout::PointType;
 use crate::point_buf::PointBuf;
 
 use super::StreamClock;
@@ -41,10 +42,16 @@ use super::StreamClock;
 /// `lidarxdp::publish::BufferPool` of heap buffers whose frames have been sent, or the
 /// daemon's shared-memory pool, which lends each frame a chunk ([`crate::point_buf`]).
 pub trait BufferSource: Send + Sync {
-    /// An empty buffer for a frame of sensor `sensor_id` (the filter map's id) with room for
-    /// about `capacity` points, or `None` to make the decoder allocate on the heap. Must not
-    /// block: it is called on the decoder's hot path, once per frame.
-    fn take_buffer(&self, sensor_id: u16, capacity: usize) -> Option<PointBuf>;
+    /// An empty buffer for a frame of sensor `sensor_id` (the filter map's id) in layout
+    /// `point_type` with room for about `capacity` points, or `None` to make the decoder
+    /// allocate on the heap. Must not block: it is called on the decoder's hot path, once per
+    /// frame.
+    fn take_buffer(
+        &self,
+        sensor_id: u16,
+        point_type: PointType,
+        capacity: usize,
+    ) -> Option<PointBuf>;
 }
 
 /// Where a decoder takes its new frames' point buffers: a [`BufferSource`] given with
@@ -67,21 +74,23 @@ impl PointBuffers {
         PointBuffers(Some(source))
     }
 
-    /// An empty point buffer for sensor `sensor_id` with room for `capacity` points: from the
-    /// source if it has one, else freshly allocated. Every vendor decoder takes its frame
-    /// buffers here so a warm decoder does not allocate.
-    pub fn take(&self, sensor_id: u16, capacity: usize) -> PointBuf {
+    /// An empty point buffer for sensor `sensor_id` in layout `point_type` with room for
+    /// `capacity` points: from the source if it has one (and it gave that layout), else freshly
+    /// allocated. Every vendor decoder takes its frame buffers here so a warm decoder does not
+    /// allocate.
+    pub fn take(&self, sensor_id: u16, point_type: PointType, capacity: usize) -> PointBuf {
         match self
             .0
             .as_ref()
-            .and_then(|s| s.take_buffer(sensor_id, capacity))
+            .and_then(|s| s.take_buffer(sensor_id, point_type, capacity))
+            .filter(|v| v.point_type() == point_type)
         {
             Some(mut v) => {
                 v.clear();
                 v.reserve(capacity);
                 v
             }
-            None => PointBuf::with_capacity(capacity),
+            None => PointBuf::with_type(point_type, capacity),
         }
     }
 }
@@ -137,6 +146,7 @@ pub struct FrameBuilder {
     sequence: u64,
     frame_timeout_ns: u64,
     buffers: PointBuffers,
+    point_type: PointType,
     clock: StreamClock,
     pending_lost_frames: u32,
     /// Host monotonic time (CLOCK_MONOTONIC, ns) of the last data packet seen (accepted or
@@ -153,6 +163,7 @@ impl FrameBuilder {
             sequence: 0,
             frame_timeout_ns: frame_timeout_ns.max(1),
             buffers: PointBuffers::default(),
+            point_type: PointType::Autoware,
             clock: StreamClock::default(),
             pending_lost_frames: 0,
             last_mono_ns: None,
@@ -184,9 +195,29 @@ impl FrameBuilder {
         self.buffers = PointBuffers::new(source);
     }
 
-    /// An empty point buffer with room for `capacity` points, from the pool if there is one.
+    /// Writes new frames' points in layout `point_type` from now on.
+    pub fn set_point_type(&mut self, point_type: PointType) {
+        self.point_type = point_type;
+    }
+
+    /// The layout new frames' points are written in.
+    pub fn point_type(&self) -> PointType {
+        self.point_type
+    }
+
+    /// An empty point buffer in the sensor's layout with room for `capacity` points, from the
+    /// pool if there is one.
     pub fn take_points(&self, capacity: usize) -> PointBuf {
-        self.buffers.take(self.sensor_id, capacity)
+        self.buffers.take(self.sensor_id, self.point_type, capacity)
+    }
+
+    /// `points` if it is empty and in the sensor's layout, else a new buffer of its capacity
+    /// from [`Self::take_points`]: a vendor's frame in progress after the source or the layout
+    /// changed.
+    pub fn renew_if_empty(&self, points: &mut PointBuf) {
+        if points.is_empty() {
+            *points = self.take_points(points.capacity());
+        }
     }
 
     /// Records `n` whole frames (turns) lost, for the next emitted frame's

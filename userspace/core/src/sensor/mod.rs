@@ -313,6 +313,8 @@ impl ScanPipeline {
             Family::Ouster => ouster::build(cfg, calibration, opts)?,
             Family::Robosense => robosense::build(cfg, calibration, opts)?,
         };
+        let mut decoder = decoder;
+        decoder.set_point_type(cfg.point_type);
         Ok(Self {
             model: cfg.model,
             sensor_id: cfg.sensor_id,

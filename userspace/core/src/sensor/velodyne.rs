@@ -1395,9 +1395,8 @@ impl VendorDecoder for VelodyneStream {
             },
             out,
         )?;
-        let b = self.assembler.batch();
-        let sink =
-            |blk: &BlockPoints<'_>| blk.append_timed(b.points, b.azimuths, b.packet_ns, b.start_ns);
+        let mut b = self.assembler.batch();
+        let sink = |blk: &BlockPoints<'_>| blk.append_timed(&mut b);
         match &self.engine {
             Engine::Vlp16(d) => d.decode_blocks(&packet, sink),
             Engine::Multi(d) => d.decode_blocks(&packet, sink),
@@ -1424,6 +1423,10 @@ impl VendorDecoder for VelodyneStream {
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
         self.assembler.set_buffer_source(source);
+    }
+
+    fn set_point_type(&mut self, point_type: crate::layout::PointType) {
+        self.assembler.set_point_type(point_type);
     }
 
     fn product_mismatches(&self) -> u64 {

@@ -1170,6 +1170,7 @@ impl HesaiStream {
                 for (i, r) in act.reset.iter().enumerate() {
                     if *r {
                         self.bufs[i].start_ns = group_start;
+                        self.bufs[i].points.set_start_ns(group_start.max(0) as u64);
                         self.bufs[i].host_ns = host_ns;
                         self.bufs[i].started = true;
                     }
@@ -1188,6 +1189,7 @@ impl HesaiStream {
                     // the frame starts at its first block group.
                     buf.started = true;
                     buf.start_ns = group_start;
+                    buf.points.set_start_ns(group_start.max(0) as u64);
                     buf.host_ns = host_ns;
                 }
                 buf.host_clock |= host_clock;
@@ -1204,6 +1206,9 @@ impl HesaiStream {
             }
             if !self.cutter.block_in_fov() {
                 continue;
+            }
+            for b in &mut self.bufs {
+                b.points.set_packet_ns(packet_ns.max(0) as u64);
             }
             if !self.convert_fast(p, group, n, packet_ns) {
                 if self.at128.is_none() && self.scratch_raw != Some(raw_az) {
@@ -1570,7 +1575,6 @@ struct Tables<'a> {
 /// on the data). Same arithmetic as [`HesaiStream::convert_group`], so the same bits.
 mod fast {
     use super::{Group, PointBuf, PointXYZIRCAEDT, ReturnType, TAU_F32, Tables};
-    use crate::simd::extend_compacted;
 
     /// `normalize(blk + off)` for `blk` in [0, 2π) and `off` in [−π, π] (always its single
     /// add / subtract case).
@@ -1725,7 +1729,7 @@ mod fast {
         ab.fill(g, t);
         s.fill::<UL>(g, t, ab, b0);
         let rt = g.rt[0];
-        extend_compacted(points, c, |out| {
+        points.extend_compacted(c, |out| {
             for ch in 0..c {
                 let off = t.off0[ch];
                 let keep =
@@ -1751,7 +1755,7 @@ mod fast {
         ab.fill(g, t);
         s0.fill::<UL>(g, t, ab, b0);
         s1.fill::<UL>(g, t, ab, b1);
-        extend_compacted(points, 2 * c, |out| {
+        points.extend_compacted(2 * c, |out| {
             for ch in 0..c {
                 let (r0, f0, r1, f1) = (s0.r[ch], s0.f[ch], s1.r[ch], s1.f[ch]);
                 let (d0, d1) = (s0.d[ch], s1.d[ch]);
@@ -2011,9 +2015,15 @@ impl VendorDecoder for HesaiStream {
         self.builder.set_buffer_source(source);
         // The frames in progress that hold no point yet take theirs from the source too.
         for b in &mut self.bufs {
-            if b.points.is_empty() {
-                b.points = self.builder.take_points(b.points.capacity());
-            }
+            self.builder.renew_if_empty(&mut b.points);
+        }
+    }
+
+    fn set_point_type(&mut self, point_type: crate::layout::PointType) {
+        self.builder.set_point_type(point_type);
+        for b in &mut self.bufs {
+            self.builder.renew_if_empty(&mut b.points);
+            b.points.set_start_ns(b.start_ns.max(0) as u64);
         }
     }
 

@@ -374,7 +374,7 @@ impl OusterStream {
 
     fn publish_building(&mut self, mut b: Building, out: &mut Vec<Frame>) {
         if b.unordered {
-            b.points.sort_by_key(|p| p.time_stamp);
+            b.points.sort_by_time();
         }
         self.point_capacity = self.point_capacity.max(b.points.len());
         self.last_published = Some(b.frame_id);
@@ -532,13 +532,11 @@ impl OusterStream {
             }
             if !b.has_time {
                 b.start_ns = ts;
+                b.points.set_start_ns(ts);
                 b.first_col_ns = ts;
                 b.has_time = true;
             } else if ts < b.start_ns {
-                let delta = u32::try_from(b.start_ns - ts).unwrap_or(u32::MAX);
-                for pt in &mut b.points {
-                    pt.time_stamp = pt.time_stamp.saturating_add(delta);
-                }
+                b.points.rebase(ts);
                 b.start_ns = ts;
                 b.unordered = true;
             }
@@ -547,6 +545,7 @@ impl OusterStream {
             }
             b.last_col_ns = ts;
             let t = u32::try_from(ts - b.start_ns).unwrap_or(u32::MAX);
+            b.points.set_packet_ns(ts);
             let start = p.col_offset(col) + f.col_header_len();
             let Some(pixels) = bytes.get(start..start + h * pb) else {
                 continue;
@@ -732,7 +731,7 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
         lo,
         hi,
     };
-    crate::simd::extend_compacted(out, c.candidates(), |out| column_points(&c, out));
+    out.extend_compacted(c.candidates(), |out| column_points(&c, out));
 }
 
 /// The return of a legacy pixel (12 bytes): range bits 0..20 of word 0, reflectivity the u16
@@ -965,6 +964,17 @@ impl VendorDecoder for OusterStream {
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
         self.builder.set_buffer_source(source);
+    }
+
+    fn set_point_type(&mut self, point_type: crate::layout::PointType) {
+        self.builder.set_point_type(point_type);
+        for b in self
+            .cur
+            .iter_mut()
+            .chain(self.prev.iter_mut().map(|(b, _)| b))
+        {
+            self.builder.renew_if_empty(&mut b.points);
+        }
     }
 
     fn time_faults(&self) -> crate::vendor::TimeFaults {

@@ -1273,6 +1273,10 @@ impl VendorDecoder for RobosenseStream {
         self.assembler.set_buffer_source(source);
     }
 
+    fn set_point_type(&mut self, point_type: crate::layout::PointType) {
+        self.assembler.set_point_type(point_type);
+    }
+
     fn time_faults(&self) -> crate::vendor::TimeFaults {
         crate::vendor::TimeFaults {
             restarts: self.assembler.stream_clock().restarts(),

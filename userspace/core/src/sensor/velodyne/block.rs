@@ -130,17 +130,12 @@ impl<'a> BlockPoints<'a> {
         self.append_points(out, None);
     }
 
-    /// Appends the kept slots' points to `points` and their azimuths (0.01°) to `azimuths`,
-    /// in slot order, with `time_stamp = packet_ns + offset − start_ns` (ns, saturating at 0
+    /// Appends the kept slots' points to the batch's `points`, their azimuths (0.01°) to its
+    /// `azimuths` and, when it keeps them, their times to its `times`, in slot order, with `time_stamp = packet_ns + offset − start_ns` (ns, saturating at 0
     /// and at `u32::MAX`): the scan assembler's rule ([`crate::scan::ScanAssembler::add_point`]).
     #[inline]
-    pub fn append_timed(
-        &self,
-        points: &mut PointBuf,
-        azimuths: &mut Vec<u16>,
-        packet_ns: u64,
-        start_ns: u64,
-    ) {
+    pub fn append_timed(&self, b: &mut crate::scan::PointBatch<'_>) {
+        let (packet_ns, start_ns) = (b.packet_ns, b.start_ns);
         let mask = self.mask;
         if mask == 0 {
             return;
@@ -160,8 +155,11 @@ impl<'a> BlockPoints<'a> {
                 t.min(u64::from(u32::MAX)) as u32
             })
         };
-        self.append_points(points, Some(&times));
-        crate::simd::extend_masked(azimuths, mask, |k| self.azimuth_cdeg[k] as u16);
+        self.append_points(b.points, Some(&times));
+        crate::simd::extend_masked(b.azimuths, mask, |k| self.azimuth_cdeg[k] as u16);
+        if let Some(kept) = b.times.as_deref_mut() {
+            crate::simd::extend_masked(kept, mask, |k| times[k]);
+        }
     }
 
     /// The shared compaction of the kept slots' points into `out` (`times`: the points'
@@ -176,7 +174,7 @@ impl<'a> BlockPoints<'a> {
         }
         let time = |k: usize| times.map_or(0, |t| t[k]);
         if mask.count_ones() >= DENSE_FROM {
-            crate::simd::extend_compacted(out, SLOTS_PER_BLOCK, |out| {
+            out.extend_compacted(SLOTS_PER_BLOCK, |out| {
                 #[cfg(target_arch = "x86_64")]
                 crate::simd::compact_block_points(
                     crate::simd::CompactIn {
@@ -202,7 +200,7 @@ impl<'a> BlockPoints<'a> {
                 }
             });
         } else {
-            crate::simd::extend_masked(out, mask, |k| {
+            out.extend_masked(mask, |k| {
                 let mut p = self.point(k);
                 p.time_stamp = time(k);
                 p
