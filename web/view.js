@@ -8,9 +8,10 @@ const params = new URLSearchParams(location.search);
 const bare = params.get('bare') === '1';
 if (bare) document.body.classList.add('bare');
 
-// Frame format (wire.rs): 32-byte header, then 16 bytes a point (x, y, z f32, intensity u8).
-const MAGIC = 0x3156584c; // "LXV1" read as a little-endian u32
-const HEADER_LEN = 32;
+// Frame format (wire.rs): 40-byte header (flags u32 at 32: bit 0 the layout has an intensity),
+// then 16 bytes a point (x, y, z f32, intensity u8).
+const MAGIC = 0x3256584c; // "LXV2" read as a little-endian u32
+const HEADER_LEN = 40;
 const STRIDE = 16;
 
 // What the browser test reads back (document.body.dataset too).
@@ -115,6 +116,10 @@ function draw(buf) {
   if (buf.byteLength < HEADER_LEN || dv.getUint32(0, true) !== MAGIC) return;
   const n = dv.getUint32(16, true);
   if (buf.byteLength !== HEADER_LEN + n * STRIDE) return;
+  // A layout without an intensity is coloured by height, whatever the button says.
+  const hasIntensity = (dv.getUint32(32, true) & 1) === 1;
+  document.getElementById('by-intensity').disabled = !hasIntensity;
+  const mode = hasIntensity ? colorMode : 'height';
   lastFrame = buf;
   ensureCapacity(n);
   const f = new Float32Array(buf, HEADER_LEN, n * 4);
@@ -129,7 +134,7 @@ function draw(buf) {
   let lo = 0;
   let hi = 1;
   let unit = '';
-  if (n > 0 && colorMode === 'height') {
+  if (n > 0 && mode === 'height') {
     [lo, hi] = quantiles(n, (i) => f[4 * i + 2], [0.02, 0.98]);
     unit = ' m';
   } else if (n > 0) {
@@ -139,11 +144,11 @@ function draw(buf) {
   }
   const span = hi - lo || 1;
   for (let i = 0; i < n; i++) {
-    const v = colorMode === 'height' ? f[4 * i + 2] : b[STRIDE * i + 12];
+    const v = mode === 'height' ? f[4 * i + 2] : b[STRIDE * i + 12];
     ramp((v - lo) / span, col, 3 * i);
   }
-  document.getElementById('legend-min').textContent = lo.toFixed(colorMode === 'height' ? 1 : 0) + unit;
-  document.getElementById('legend-max').textContent = hi.toFixed(colorMode === 'height' ? 1 : 0) + unit;
+  document.getElementById('legend-min').textContent = lo.toFixed(mode === 'height' ? 1 : 0) + unit;
+  document.getElementById('legend-max').textContent = hi.toFixed(mode === 'height' ? 1 : 0) + unit;
   geometry.attributes.position.needsUpdate = true;
   geometry.attributes.color.needsUpdate = true;
   geometry.setDrawRange(0, n);

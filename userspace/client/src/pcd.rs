@@ -1,4 +1,5 @@
-//! PCD (Point Cloud Library format v0.7) files of [`PointXYZIRCAEDT`] frames.
+//! PCD (Point Cloud Library format v0.7) files of frames in any point layout
+//! ([`lidarxdp_core::layout::PointType`]); the header below is the `autoware` one.
 //!
 //! The writer produces exactly the header shape of Tier IV Nebula's ground-truth PCDs:
 //!
@@ -28,9 +29,9 @@ use std::io::{self, BufRead, Read, Write};
 use std::path::Path;
 
 use lidarxdp_core::frame::Frame;
-#[cfg(not(target_endian = "little"))]
-use lidarxdp_core::point::POINT_SIZE;
-use lidarxdp_core::point::{POINT_FIELDS, PointXYZIRCAEDT};
+use lidarxdp_core::layout::PointType;
+use lidarxdp_core::point::{PointField, PointXYZIRCAEDT};
+use lidarxdp_core::protocol::datatype_size;
 
 /// PCD read errors.
 #[derive(Debug, thiserror::Error)]
@@ -47,44 +48,70 @@ pub enum PcdError {
 ///
 /// # Errors
 /// Any error of `w`.
-pub fn write_points<W: Write>(mut w: W, points: &[PointXYZIRCAEDT]) -> io::Result<()> {
-    let names: Vec<&str> = POINT_FIELDS.iter().map(|f| f.name).collect();
-    let sizes = ["4", "4", "4", "1", "1", "2", "4", "4", "4", "4"];
-    let types = ["F", "F", "F", "U", "U", "U", "F", "F", "F", "U"];
-    let n = points.len();
+pub fn write_points<W: Write>(w: W, points: &[PointXYZIRCAEDT]) -> io::Result<()> {
+    write_layout(w, PointType::Autoware, bytemuck::cast_slice(points))
+}
+
+/// The PCD `TYPE` letter of a PointField datatype.
+fn pcd_type(datatype: u8) -> &'static str {
+    use lidarxdp_core::point::datatype as d;
+    match datatype {
+        d::FLOAT32 | d::FLOAT64 => "F",
+        d::INT8 | d::INT16 | d::INT32 => "I",
+        _ => "U",
+    }
+}
+
+/// Writes `points`, the bytes of points in layout `point_type` (`point_step` each, as
+/// [`lidarxdp_core::point_buf::PointBuf::as_bytes`] gives them), as a binary PCD v0.7 whose
+/// `FIELDS`, `SIZE`, `TYPE` and `COUNT` are the layout's fields (the header above is the
+/// `autoware` one). A record holds the fields in order without the layout's padding (PCL's
+/// reader takes records as the header declares them). A trailing partial point is ignored.
+///
+/// # Errors
+/// Any error of `w`.
+pub fn write_layout<W: Write>(mut w: W, point_type: PointType, points: &[u8]) -> io::Result<()> {
+    let fields = point_type.fields();
+    let step = point_type.point_step();
+    let n = points.len() / step;
+    let join = |f: &dyn Fn(&PointField) -> String| {
+        fields.iter().map(f).collect::<Vec<_>>().join(" ")
+    };
     write!(
         w,
         "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS {}\nSIZE {}\nTYPE {}\n\
-         COUNT 1 1 1 1 1 1 1 1 1 1\nWIDTH {n}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {n}\nDATA binary\n",
-        names.join(" "),
-        sizes.join(" "),
-        types.join(" "),
+         COUNT {}\nWIDTH {n}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {n}\nDATA binary\n",
+        join(&|f| f.name.to_owned()),
+        join(&|f| datatype_size(f.datatype).to_string()),
+        join(&|f| pcd_type(f.datatype).to_owned()),
+        join(&|f| f.count.to_string()),
     )?;
-    // The struct is #[repr(C)], 32 bytes, no padding, and every field is little-endian on
-    // the targets we support (x86_64, aarch64); bytemuck checks the Pod invariants.
-    #[cfg(target_endian = "little")]
-    w.write_all(bytemuck::cast_slice(points))?;
-    #[cfg(not(target_endian = "little"))]
-    for p in points {
-        w.write_all(&encode(p))?;
+    let runs: Vec<(usize, usize)> = fields
+        .iter()
+        .map(|f| {
+            (
+                f.offset as usize,
+                (datatype_size(f.datatype) * f.count) as usize,
+            )
+        })
+        .collect();
+    let packed: usize = runs.iter().map(|r| r.1).sum();
+    // Every field is little-endian on the targets we support (x86_64, aarch64).
+    if packed == step {
+        w.write_all(&points[..n * step])?;
+    } else {
+        let mut rec = Vec::with_capacity(packed * n.min(4096));
+        for chunk in points.chunks_exact(step).collect::<Vec<_>>().chunks(4096) {
+            rec.clear();
+            for p in chunk {
+                for &(o, l) in &runs {
+                    rec.extend_from_slice(&p[o..o + l]);
+                }
+            }
+            w.write_all(&rec)?;
+        }
     }
     w.flush()
-}
-
-#[cfg(not(target_endian = "little"))]
-fn encode(p: &PointXYZIRCAEDT) -> [u8; POINT_SIZE] {
-    let mut b = [0u8; POINT_SIZE];
-    b[0..4].copy_from_slice(&p.x.to_le_bytes());
-    b[4..8].copy_from_slice(&p.y.to_le_bytes());
-    b[8..12].copy_from_slice(&p.z.to_le_bytes());
-    b[12] = p.intensity;
-    b[13] = p.return_type;
-    b[14..16].copy_from_slice(&p.channel.to_le_bytes());
-    b[16..20].copy_from_slice(&p.azimuth.to_le_bytes());
-    b[20..24].copy_from_slice(&p.elevation.to_le_bytes());
-    b[24..28].copy_from_slice(&p.distance.to_le_bytes());
-    b[28..32].copy_from_slice(&p.time_stamp.to_le_bytes());
-    b
 }
 
 /// Writes `points` to the file `path` (created or truncated) as a binary PCD v0.7
@@ -102,7 +129,12 @@ pub fn write_pcd(path: &Path, points: &[PointXYZIRCAEDT]) -> io::Result<()> {
 /// # Errors
 /// File creation or write errors.
 pub fn write_frame(path: &Path, frame: &Frame) -> io::Result<()> {
-    write_pcd(path, &frame.points)
+    let f = std::fs::File::create(path)?;
+    write_layout(
+        io::BufWriter::new(f),
+        frame.points.point_type(),
+        frame.points.as_bytes(),
+    )
 }
 
 /// Reads a binary PCD file into points (see the module docs for what is accepted).

@@ -4,6 +4,7 @@
 //! its value and its valid range).
 
 use std::net::Ipv4Addr;
+use lidarxdp_core::layout::PointType;
 use std::path::{Path, PathBuf};
 
 use lidarxdp_core::sensor::{
@@ -53,6 +54,8 @@ pub struct DecodeSettings {
     pub nebula_compat: bool,
     /// Hesai: do not check the packets' CRCs.
     pub hesai_skip_crc: bool,
+    /// The layout of the frames' points ([`lidarxdp_core::layout::PointType`]).
+    pub point_type: PointType,
 }
 
 impl DecodeSettings {
@@ -71,6 +74,7 @@ impl DecodeSettings {
             source: None,
             nebula_compat: false,
             hesai_skip_crc: false,
+            point_type: PointType::Autoware,
         }
     }
 
@@ -115,6 +119,7 @@ impl DecodeSettings {
             min_range_m: min_range,
             max_range_m: max_range,
             stamp: self.stamp,
+            point_type: self.point_type,
             ..SensorConfig::new(0, model, &self.calibration)
         };
         cfg.validate()

@@ -191,6 +191,21 @@ impl fmt::Display for PointType {
     }
 }
 
+impl serde::Serialize for PointType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PointType {
+    /// # Errors
+    /// [`UnknownPointType`] (naming the valid set) as the deserializer's error.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for PointType {
     type Err = UnknownPointType;
 

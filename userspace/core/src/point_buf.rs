@@ -172,6 +172,20 @@ impl PointBuf {
         self.step
     }
 
+    /// Makes this empty buffer hold layout `point_type` (its room in bytes stays, so its
+    /// capacity in points changes); a pooled buffer is reused for any sensor this way. A
+    /// buffer that holds points keeps its layout and returns `false`.
+    pub fn set_point_type(&mut self, point_type: PointType) -> bool {
+        if !self.is_empty() {
+            return self.point_type == point_type;
+        }
+        let bytes = self.cap * self.step;
+        self.point_type = point_type;
+        self.step = point_type.point_step();
+        self.cap = bytes / self.step;
+        true
+    }
+
     /// Points written.
     #[inline(always)]
     pub fn len(&self) -> usize {

@@ -79,6 +79,10 @@ pub struct DecodeArgs {
     /// firing timing (docs/sensors.md, "Velodyne firing timing").
     #[arg(long)]
     nebula_compat: bool,
+    /// The layout of the points (PCD fields): autoware (default), autoware_xyzirc, xyzi,
+    /// velodyne, ouster, ouster_xyzir, hesai or robosense (docs/sensors.md, "Point layouts").
+    #[arg(long, value_name = "NAME", default_value = "autoware")]
+    point_type: lidarxdp_core::layout::PointType,
 }
 
 impl DecodeArgs {
@@ -167,6 +171,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         source: a.source,
         nebula_compat: a.nebula_compat,
         hesai_skip_crc: a.hesai_skip_crc,
+        point_type: a.point_type,
     };
     let (model, notes) = settings.model(a.path())?;
     for n in notes {
@@ -223,7 +228,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
             }
             if let Some(dir) = &a.pcd {
                 let path = dir.join(format!("{:06}.pcd", h.sequence));
-                lidarxdp_client::pcd::write_pcd(&path, &f.points).map_err(|e| {
+                lidarxdp_client::pcd::write_frame(&path, &f).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("write {}: {e}", path.display()))
                 })?;
             }

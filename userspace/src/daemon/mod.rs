@@ -117,6 +117,7 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
                     model: s.model.name().to_owned(),
                 })
                 .collect(),
+            point_types: plan.sensors().map(|s| (s.id, s.point_type)).collect(),
             ..PublisherConfig::default()
         },
         pool.clone(),

@@ -42,6 +42,7 @@ pub(crate) fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
         min_range_m: s.min_range,
         max_range_m: s.max_range,
         stamp: s.stamp,
+        point_type: s.point_type,
         frame_timeout_ns: s.settings.frame_timeout_ms.map_or(200, |v| v.get()) * 1_000_000,
         ..SensorConfig::new(s.id, s.model, &s.calibration)
     };

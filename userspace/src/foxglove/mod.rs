@@ -516,7 +516,7 @@ impl Worker {
             self.counters.unwatched.fetch_add(1, Relaxed);
             return;
         }
-        let points: &[u8] = bytemuck::cast_slice(frame.points());
+        let points: &[u8] = frame.points().as_bytes();
         let encoded = frame.pointcloud2_prefix(&p.frame_id).and_then(|prefix| {
             self.buf.clear();
             prefix.write_message(points, &mut self.buf)

@@ -40,6 +40,7 @@ use super::{
     BATCH_BYTES, IMU_QUEUE_PER_SUBSCRIBER, MAX_BATCH, MAX_SNDBUF, SubscriberCounters,
     SubscriberStats,
 };
+use lidarxdp_core::layout::PointType;
 use lidarxdp_core::protocol::{
     self, FieldSet, Hello, MAX_POINT_COUNT, Message, Parsed, ProtocolError, SensorEntry, Subscribe,
     error_code,
@@ -58,6 +59,9 @@ pub(crate) struct FanoutConfig {
     pub sndbuf: usize,
     /// Sensors announced in the hello.
     pub sensors: Vec<SensorEntry>,
+    /// Each sensor's point layout by id (a sensor not listed: `autoware`): the fields a
+    /// subscriber may choose.
+    pub point_types: Vec<(u16, PointType)>,
 }
 
 /// A subscriber: its slot (reused after a release) and the slot's generation (24 bits).
@@ -144,7 +148,7 @@ impl Outgoing {
     fn payload(&self) -> &[u8] {
         match &self.body {
             Body::None => &[],
-            Body::Points(f) => bytemuck::cast_slice(f.points()),
+            Body::Points(f) => f.points().as_bytes(),
             Body::Packed(b) => b,
         }
     }
@@ -190,12 +194,23 @@ struct Sub {
     outq: usize,
     /// Subscribed sensor ids, ascending; `None` = all.
     sensors: Option<Vec<u16>>,
-    fields: FieldSet,
+    /// The chosen fields, resolved for each layout among the subscribed sensors; empty = all
+    /// fields of whatever layout.
+    fields: Vec<FieldSet>,
     dropped: u64,
     frames_sent: u64,
 }
 
 impl Sub {
+    /// The fields this subscriber takes of a frame in layout `t`.
+    fn fields_of(&self, t: PointType) -> FieldSet {
+        self.fields
+            .iter()
+            .find(|f| f.point_type() == t)
+            .copied()
+            .unwrap_or(FieldSet::all(t))
+    }
+
     /// Takes new frames of `sensor`.
     fn takes(&self, sensor: u16) -> bool {
         !self.closing
@@ -320,7 +335,7 @@ impl Fanout {
             last_progress: now,
             outq: 0,
             sensors: None,
-            fields: FieldSet::ALL,
+            fields: Vec::new(),
             dropped: 0,
             frames_sent: 0,
         };
@@ -580,28 +595,35 @@ impl Fanout {
                 }
             }
         }
-        let fields = match FieldSet::from_names(&req.fields) {
-            Ok(f) => f,
-            Err(protocol::UnknownField { name }) => {
-                let valid: Vec<&str> = lidarxdp_core::point::POINT_FIELDS
-                    .iter()
-                    .map(|f| f.name)
-                    .collect();
-                let reason = format!("unknown field '{name}'; valid: {}", valid.join(", "));
-                self.reject(slot, error_code::UNKNOWN_FIELD, &reason, now);
-                return false;
-            }
-        };
         ids.sort_unstable();
         ids.dedup();
-        let mut ack = Vec::with_capacity(256);
         let all_ids: Vec<u16> = self.cfg.sensors.iter().map(|s| s.id).collect();
-        protocol::encode_subscribed(
-            if ids.is_empty() { &all_ids } else { &ids },
-            fields,
-            !req.no_imu,
-            &mut ack,
-        );
+        let chosen = if ids.is_empty() { &all_ids } else { &ids };
+        // Every field asked must be one of every chosen sensor's layout.
+        let mut sets: Vec<FieldSet> = Vec::new();
+        for &id in chosen {
+            let t = self.point_type_of(id);
+            match FieldSet::from_names(t, &req.fields) {
+                Ok(f) if !sets.contains(&f) => sets.push(f),
+                Ok(_) => {}
+                Err(e) => {
+                    let name = self.cfg.sensors.iter().find(|s| s.id == id);
+                    let reason = format!(
+                        "sensor '{}': {e}",
+                        name.map_or(String::new(), |s| s.name.clone())
+                    );
+                    self.reject(slot, error_code::UNKNOWN_FIELD, &reason, now);
+                    return false;
+                }
+            }
+        }
+        let first = chosen.first().map_or(PointType::Autoware, |&id| self.point_type_of(id));
+        let ack_fields = sets
+            .first()
+            .copied()
+            .unwrap_or(FieldSet::all(first));
+        let mut ack = Vec::with_capacity(256);
+        protocol::encode_subscribed(chosen, ack_fields, !req.no_imu, &mut ack);
         let ack = Outgoing::control(ack, &self.counters);
         let Some(sub) = self.subs[slot].as_mut() else {
             return false;
@@ -622,7 +644,7 @@ impl Fanout {
             }
         );
         sub.sensors = (!ids.is_empty()).then_some(ids);
-        sub.fields = fields;
+        sub.fields = if req.fields.is_empty() { Vec::new() } else { sets };
         sub.imu = !req.no_imu;
         // Frames already waiting follow the old choice: drop them; the acknowledgement marks
         // where the new choice starts.
@@ -632,6 +654,15 @@ impl Fanout {
         add(&self.counters.subscriptions, 1);
         self.start_batch(slot, now);
         true
+    }
+
+    /// The point layout of sensor `id` (`autoware` when not configured).
+    fn point_type_of(&self, id: u16) -> PointType {
+        self.cfg
+            .point_types
+            .iter()
+            .find(|(s, _)| *s == id)
+            .map_or(PointType::Autoware, |&(_, t)| t)
     }
 
     /// Logs a protocol violation, queues an error message and closes the connection once it
@@ -788,7 +819,7 @@ impl Fanout {
             &mut header,
         );
         let mut packed = Vec::with_capacity(points.len() * fields.point_step() as usize);
-        fields.pack(points, &mut packed);
+        fields.pack(points.as_bytes(), &mut packed);
         add(&self.counters.packed_encodings, 1);
         let o = Outgoing::frame(
             header,
@@ -914,11 +945,12 @@ impl FrameSink for Fanout {
             return;
         }
         let sensor = frame.header().sensor_id;
+        let point_type = frame.points().point_type();
         self.encodings.clear();
         let mut wants_all = false;
         for slot in 0..self.subs.len() {
             let fields = match self.subs[slot].as_ref() {
-                Some(sub) if sub.takes(sensor) => sub.fields,
+                Some(sub) if sub.takes(sensor) => sub.fields_of(point_type),
                 _ => continue,
             };
             if fields.is_all() {
@@ -928,7 +960,7 @@ impl FrameSink for Fanout {
             }
         }
         if wants_all {
-            let msg_len = protocol::FRAME_HEADER_LEN + points * 32;
+            let msg_len = protocol::FRAME_HEADER_LEN + points * point_type.point_step();
             if self.sndbuf > 0 && msg_len > self.sndbuf && self.sndbuf < MAX_SNDBUF {
                 self.sndbuf = msg_len.next_power_of_two().min(MAX_SNDBUF);
                 for (slot, s) in self.subs.iter().enumerate() {
@@ -939,16 +971,16 @@ impl FrameSink for Fanout {
                 }
             }
             let mut header = Vec::with_capacity(protocol::FRAME_HEADER_LEN);
-            protocol::encode_frame_header(frame.header(), points as u32, &mut header);
+            protocol::encode_frame_header(frame.header(), point_type, points as u32, &mut header);
             let o = Outgoing::frame(header, Body::Points(frame.clone()), sensor, &self.counters);
-            self.encodings.push((FieldSet::ALL, o));
+            self.encodings.push((FieldSet::all(point_type), o));
         }
         for slot in 0..self.subs.len() {
             let out = match self.subs[slot].as_ref() {
                 Some(sub) if sub.takes(sensor) => self
                     .encodings
                     .iter()
-                    .find(|(f, _)| *f == sub.fields)
+                    .find(|(f, _)| *f == sub.fields_of(point_type))
                     .map(|(_, o)| o.clone()),
                 _ => None,
             };

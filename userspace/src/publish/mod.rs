@@ -125,6 +125,9 @@ pub struct PublisherConfig {
     /// The sensors announced in the hello; subscribers choose among them by name. Default:
     /// none announced (subscribers can still take the default "all sensors" subscription).
     pub sensors: Vec<SensorEntry>,
+    /// Each sensor's point layout by id ([`lidarxdp_core::layout::PointType`]); a sensor not
+    /// listed is `autoware`. A subscriber's fields must be fields of its sensors' layouts.
+    pub point_types: Vec<(u16, lidarxdp_core::layout::PointType)>,
     /// Minimum `SO_SNDBUF` of subscriber sockets, bytes (default 4 MiB); raised to the largest
     /// frame message seen, up to [`MAX_SNDBUF`]. `SO_SNDBUFFORCE` is tried first (root), else
     /// `SO_SNDBUF` (capped by `net.core.wmem_max`). 0 leaves the kernel's autotuning alone.
@@ -141,6 +144,7 @@ impl Default for PublisherConfig {
             linger: Duration::from_secs(2),
             stall_timeout: Duration::from_secs(5),
             sensors: Vec::new(),
+            point_types: Vec::new(),
             sndbuf: 4 << 20,
         }
     }
@@ -383,6 +387,7 @@ impl Publisher {
                 stall_timeout: cfg.stall_timeout,
                 sndbuf: cfg.sndbuf,
                 sensors: cfg.sensors.clone(),
+                point_types: cfg.point_types.clone(),
             },
             counters,
         );

@@ -157,7 +157,12 @@ impl BufferPool {
 }
 
 impl lidarxdp_core::scan::BufferSource for BufferPool {
-    fn take_buffer(&self, _sensor_id: u16, _capacity: usize) -> Option<PointBuf> {
+    fn take_buffer(
+        &self,
+        _sensor_id: u16,
+        _point_type: lidarxdp_core::layout::PointType,
+        _capacity: usize,
+    ) -> Option<PointBuf> {
         self.take()
     }
 }

@@ -9,8 +9,7 @@ use std::time::Instant;
 
 use super::BufferPool;
 use lidarxdp_core::frame::{Frame, FrameHeader};
-use lidarxdp_core::point::PointXYZIRCAEDT;
-use lidarxdp_core::point_buf::{PointMemory, SealedPoints};
+use lidarxdp_core::point_buf::{PointBuf, PointMemory, SealedPoints};
 use lidarxdp_core::ros2::{CdrError, PointCloud2Prefix};
 
 /// Frames per sensor a sink thread's queue holds: one being sent and one waiting.
@@ -61,9 +60,10 @@ impl SharedFrame {
         &self.header
     }
 
-    /// The points (Autoware `PointXYZIRCAEDT`, 32 bytes each).
-    pub fn points(&self) -> &[PointXYZIRCAEDT] {
-        self.points.as_ref().map_or(&[], |p| p.points())
+    /// The points, in the sensor's layout ([`PointBuf::point_type`]).
+    pub fn points(&self) -> &PointBuf {
+        static EMPTY: PointBuf = PointBuf::new();
+        self.points.as_ref().map_or(&EMPTY, |p| p.buf())
     }
 
     /// The shared-memory loan the points live in (`None` on the heap): the zenoh sink puts its
@@ -73,14 +73,15 @@ impl SharedFrame {
     }
 
     /// The CDR prefix of this frame as a ROS 2 `sensor_msgs/msg/PointCloud2` with `frame_id`
-    /// (stamp = `start_ns`, the full 32-byte point layout), for the sinks that publish it
+    /// (stamp = `start_ns`, the sensor's point layout), for the sinks that publish it
     /// (zenoh, Foxglove); the points follow it unchanged ([`lidarxdp_core::ros2`]).
     ///
     /// # Errors
     /// [`CdrError::DataTooLong`] above `u32::MAX` points or bytes; [`CdrError::NulInString`]
     /// for a NUL in `frame_id`.
     pub fn pointcloud2_prefix(&self, frame_id: &str) -> Result<PointCloud2Prefix, CdrError> {
-        lidarxdp_core::ros2::points_prefix(self.header.start_ns, frame_id, self.points().len())
+        let p = self.points();
+        lidarxdp_core::ros2::points_prefix(self.header.start_ns, frame_id, p.point_type(), p.len())
     }
 }
 

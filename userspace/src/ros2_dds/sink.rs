@@ -400,7 +400,7 @@ impl Worker {
             return Err(PublishError::NoTopic(h.sensor_id));
         };
         let prefix = frame.pointcloud2_prefix(&topic.frame_id)?;
-        let points: &[u8] = bytemuck::cast_slice(frame.points());
+        let points: &[u8] = frame.points().as_bytes();
         topic
             .writer
             .write_cdr(&[prefix.as_bytes(), points, &POINTCLOUD2_SUFFIX])?;

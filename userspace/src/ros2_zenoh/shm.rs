@@ -36,7 +36,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 use lidarxdp_core::frame::FrameHeader;
-use lidarxdp_core::point::{POINT_SIZE, PointXYZIRCAEDT};
+use lidarxdp_core::layout::{POINT_TYPES, PointType};
 use lidarxdp_core::point_buf::{MIN_LOAN_POINTS, PointBuf, PointMemory};
 use lidarxdp_core::ros2::{POINTCLOUD2_SUFFIX, points_prefix};
 use lidarxdp_core::scan::BufferSource;
@@ -186,26 +186,35 @@ impl ShmPool {
 }
 
 /// Chunks are aligned to 8 bytes (2^3), so the points, at a multiple of 4 after the start
-/// ([`lidarxdp_core::ros2::points_prefix`]), are aligned for [`PointXYZIRCAEDT`].
+/// ([`lidarxdp_core::ros2::points_prefix`]), are aligned to
+/// [`lidarxdp_core::point_buf::POINT_ALIGN`] for every layout.
 const CHUNK_ALIGN_POW: u8 = 3;
 
 /// What one sensor's chunks look like: its message's `frame_id` and the prefix length in front
-/// of the points, bytes.
+/// of the points, bytes, for each point layout (the field list is part of the prefix).
 #[derive(Debug)]
 pub(super) struct ChunkLayout {
     pub(super) frame_id: String,
-    pub(super) headroom: usize,
+    headroom: [usize; POINT_TYPES.len()],
 }
 
 impl ChunkLayout {
     /// The layout of `frame_id`'s messages, `None` for a `frame_id` no message can carry (a
     /// NUL byte).
     pub(super) fn new(frame_id: &str) -> Option<Self> {
-        let headroom = points_prefix(0, frame_id, 0).ok()?.len();
+        let mut headroom = [0; POINT_TYPES.len()];
+        for t in POINT_TYPES {
+            headroom[t as usize] = points_prefix(0, frame_id, t, 0).ok()?.len();
+        }
         Some(ChunkLayout {
             frame_id: frame_id.to_owned(),
             headroom,
         })
+    }
+
+    /// The prefix length in front of points of layout `t`, bytes.
+    pub(super) fn headroom(&self, t: PointType) -> usize {
+        self.headroom[t as usize]
     }
 }
 
@@ -239,13 +248,20 @@ impl ShmFrames {
 }
 
 impl BufferSource for ShmFrames {
-    fn take_buffer(&self, sensor_id: u16, capacity: usize) -> Option<PointBuf> {
+    fn take_buffer(
+        &self,
+        sensor_id: u16,
+        point_type: PointType,
+        capacity: usize,
+    ) -> Option<PointBuf> {
         let Some((_, layout)) = self.layouts.iter().find(|(s, _)| *s == sensor_id) else {
             return self.heap.take();
         };
-        let points = capacity.max(MIN_LOAN_POINTS);
-        match ShmPoints::alloc(&self.pool, layout, points, &self.counters) {
-            Some(m) => Some(PointBuf::in_memory(Box::new(m))),
+        let bytes = capacity
+            .max(MIN_LOAN_POINTS)
+            .saturating_mul(point_type.point_step());
+        match ShmPoints::alloc(&self.pool, layout, point_type, bytes, &self.counters) {
+            Some(m) => Some(PointBuf::in_memory(Box::new(m), point_type)),
             None => {
                 self.counters.loans_refused.fetch_add(1, Relaxed);
                 self.heap.take()
@@ -274,9 +290,12 @@ pub struct ShmPoints {
     /// it, so that no reference to the whole chunk is made while `points` is in use.
     base: NonNull<u8>,
     len: usize,
-    /// The first point, `layout.headroom` bytes into the chunk.
-    points: NonNull<PointXYZIRCAEDT>,
+    /// The first point, `layout.headroom(point_type)` bytes into the chunk.
+    points: NonNull<u8>,
+    /// Bytes of points the chunk holds.
     capacity: usize,
+    /// The layout the chunk was laid out for (its prefix length).
+    point_type: PointType,
     layout: Arc<ChunkLayout>,
     pool: ShmPool,
     counters: Arc<SharedZenohCounters>,
@@ -290,17 +309,19 @@ unsafe impl Send for ShmPoints {}
 unsafe impl Sync for ShmPoints {}
 
 impl ShmPoints {
-    /// A chunk for `points` points of `layout`'s sensor, or `None` when the pool has no room
-    /// (after a garbage collection of the chunks every reader let go).
+    /// A chunk for `points` bytes of points of layout `point_type` of `layout`'s sensor, or
+    /// `None` when the pool has no room (after a garbage collection of the chunks every reader
+    /// let go).
     fn alloc(
         pool: &ShmPool,
         layout: &Arc<ChunkLayout>,
+        point_type: PointType,
         points: usize,
         counters: &Arc<SharedZenohCounters>,
     ) -> Option<Self> {
+        let headroom = layout.headroom(point_type);
         let bytes = points
-            .checked_mul(POINT_SIZE)?
-            .checked_add(layout.headroom + POINTCLOUD2_SUFFIX.len())?
+            .checked_add(headroom + POINTCLOUD2_SUFFIX.len())?
             // zenoh's layouts are whole multiples of their alignment.
             .checked_next_multiple_of(1 << CHUNK_ALIGN_POW)?;
         let align = AllocAlignment::new(CHUNK_ALIGN_POW).ok()?;
@@ -314,8 +335,8 @@ impl ShmPoints {
         let base = chunk.as_mut_ptr();
         // The points start `headroom` (a multiple of 4) bytes into an 8-aligned chunk.
         // SAFETY: `headroom < bytes`, the chunk's length, so the offset stays inside it.
-        let first = unsafe { base.add(layout.headroom) };
-        if !(first as usize).is_multiple_of(std::mem::align_of::<PointXYZIRCAEDT>()) {
+        let first = unsafe { base.add(headroom) };
+        if !(first as usize).is_multiple_of(lidarxdp_core::point_buf::POINT_ALIGN) {
             return None;
         }
         counters.loans.fetch_add(1, Relaxed);
@@ -323,8 +344,9 @@ impl ShmPoints {
             chunk: Some(Chunk::Writing(chunk)),
             base: NonNull::new(base)?,
             len,
-            points: NonNull::new(first.cast())?,
+            points: NonNull::new(first)?,
             capacity: points,
+            point_type,
             layout: layout.clone(),
             pool: pool.clone(),
             counters: counters.clone(),
@@ -341,31 +363,40 @@ impl ShmPoints {
     }
 }
 
-// SAFETY: `points` is 4-aligned (checked in `alloc`) and `capacity` points long inside the
-// chunk (`alloc` sized it `headroom + capacity * 32 + 1`), which this value owns and keeps
+// SAFETY: `points` is 4-aligned (checked in `alloc`) and `capacity` bytes long inside the
+// chunk (`alloc` sized it `headroom + capacity + 1`), which this value owns and keeps
 // alive; zenoh shares the chunk with no one before `seal` makes it a `ZShm`, and the chunk's
 // memory stays mapped until it is dropped. `seal` writes only outside the points.
 unsafe impl PointMemory for ShmPoints {
-    fn region(&mut self) -> (NonNull<PointXYZIRCAEDT>, usize) {
+    fn region(&mut self) -> (NonNull<u8>, usize) {
         (self.points, self.capacity)
     }
 
-    fn grow(&self, points: usize) -> Option<Box<dyn PointMemory>> {
+    fn grow(&self, bytes: usize) -> Option<Box<dyn PointMemory>> {
         self.counters.grown.fetch_add(1, Relaxed);
-        let next = ShmPoints::alloc(&self.pool, &self.layout, points, &self.counters);
+        let next = ShmPoints::alloc(
+            &self.pool,
+            &self.layout,
+            self.point_type,
+            bytes,
+            &self.counters,
+        );
         if next.is_none() {
             self.counters.loans_refused.fetch_add(1, Relaxed);
         }
         next.map(|m| Box::new(m) as Box<dyn PointMemory>)
     }
 
-    fn seal(&mut self, header: &FrameHeader, points: usize) {
+    fn seal(&mut self, header: &FrameHeader, point_type: PointType, points: usize) {
         let Some(Chunk::Writing(mut chunk)) = self.chunk.take() else {
             return;
         };
-        let h = self.layout.headroom;
-        let end = h + points.min(self.capacity) * POINT_SIZE;
-        let sealed = match points_prefix(header.start_ns, &self.layout.frame_id, points) {
+        let h = self.layout.headroom(self.point_type);
+        let end = h + points
+            .saturating_mul(point_type.point_step())
+            .min(self.capacity);
+        let prefix = points_prefix(header.start_ns, &self.layout.frame_id, point_type, points);
+        let sealed = match prefix {
             Ok(prefix) if prefix.len() == h && end + POINTCLOUD2_SUFFIX.len() <= self.len => {
                 // SAFETY: `base` is the chunk's first byte and the chunk is `len` bytes long,
                 // owned by this value and not yet shared (`Writing`); the prefix goes to

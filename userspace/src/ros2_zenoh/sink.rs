@@ -400,7 +400,7 @@ impl Worker {
         frame: &SharedFrame,
         frame_id: &str,
     ) -> Result<(ZBytes, usize), PublishError> {
-        let points: &[u8] = bytemuck::cast_slice(frame.points());
+        let points: &[u8] = frame.points().as_bytes();
         let prefix = frame.pointcloud2_prefix(frame_id)?;
         let len = prefix.message_len();
         let chunk = self

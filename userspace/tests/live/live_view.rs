@@ -207,16 +207,17 @@ type Parsed = (u64, u32, u32, Vec<(f32, f32, f32, u8, u8, u16)>);
 fn parse_frame(b: &[u8]) -> Parsed {
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
     let f32_at = |o: usize| f32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-    assert!(b.len() >= 32, "frame response of {} bytes", b.len());
-    assert_eq!(&b[0..4], b"LXV1");
-    assert_eq!(u16::from_le_bytes([b[4], b[5]]), 32, "header length");
+    assert!(b.len() >= 40, "frame response of {} bytes", b.len());
+    assert_eq!(&b[0..4], b"LXV2");
+    assert_eq!(u16::from_le_bytes([b[4], b[5]]), 40, "header length");
+    assert_eq!(u32_at(32), 1, "flags: the layout has an intensity");
     assert_eq!(u16::from_le_bytes([b[6], b[7]]), 16, "stride");
     let seq = u64::from_le_bytes(b[8..16].try_into().unwrap());
     let n = u32_at(16) as usize;
-    assert_eq!(b.len(), 32 + n * 16, "header + points * stride");
+    assert_eq!(b.len(), 40 + n * 16, "header + points * stride");
     let points = (0..n)
         .map(|i| {
-            let o = 32 + 16 * i;
+            let o = 40 + 16 * i;
             (
                 f32_at(o),
                 f32_at(o + 4),
@@ -234,7 +235,7 @@ fn parse_frame(b: &[u8]) -> Parsed {
 /// channel).
 fn same_points(p: &Parsed, f: &Frame) -> bool {
     p.3.len() == f.points.len()
-        && p.3.iter().zip(&f.points.autoware()).all(|(a, q)| {
+        && p.3.iter().zip(f.points.autoware()).all(|(a, q)| {
             a.0.to_bits() == q.x.to_bits()
                 && a.1.to_bits() == q.y.to_bits()
                 && a.2.to_bits() == q.z.to_bits()

@@ -83,10 +83,11 @@ impl PointBuffers {
             .0
             .as_ref()
             .and_then(|s| s.take_buffer(sensor_id, point_type, capacity))
-            .filter(|v| v.point_type() == point_type)
+            .filter(|v| v.point_type() == point_type || v.memory().is_none())
         {
             Some(mut v) => {
                 v.clear();
+                v.set_point_type(point_type);
                 v.reserve(capacity);
                 v
             }

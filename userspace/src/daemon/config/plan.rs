@@ -54,6 +54,9 @@ pub struct SensorPlan {
     pub stamp: Stamp,
     /// Velodyne decoded with Nebula's rules (`nebula_compat`).
     pub nebula_compat: bool,
+    /// The layout of its points (`point_type`, default `autoware`).
+    #[serde(serialize_with = "ser_display")]
+    pub point_type: lidarxdp_core::layout::PointType,
     /// ROS 2 topic over zenoh and DDS, a valid fully qualified name when either is on.
     pub topic: String,
     /// `header.frame_id`, 1..=255 bytes without NUL.
@@ -882,6 +885,7 @@ fn sensor_plan(
         max_range,
         stamp: x.stamp.unwrap_or_default(),
         nebula_compat: x.nebula_compat.unwrap_or(false),
+        point_type: x.point_type.unwrap_or_default(),
         topic,
         frame_id,
         imu_topic,

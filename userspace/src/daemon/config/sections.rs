@@ -195,6 +195,11 @@ section! {
         /// firing timing (default false).
         #[arg(long, num_args = 0..=1, default_missing_value = "true")]
         pub nebula_compat: Option<bool>,
+        /// The layout of its points on every output: autoware (default), autoware_xyzirc,
+        /// xyzi, velodyne, ouster, ouster_xyzir, hesai or robosense (docs/sensors.md, "Point
+        /// layouts").
+        #[arg(long, value_name = "NAME")]
+        pub point_type: Option<lidarxdp_core::layout::PointType>,
         /// ROS 2 topic of its frames over zenoh and DDS (default `/lidar/<name>/points`).
         #[arg(long, value_name = "TOPIC")]
         pub topic: Option<String>,
