@@ -299,7 +299,7 @@ impl Ports {
 
     /// Loan, one copy of the points, send, wake.
     fn publish(&self, frame: &SharedFrame) -> Result<()> {
-        let words: &[Word] = bytemuck::cast_slice(frame.points());
+        let words: &[Word] = bytemuck::cast_slice(frame.points().as_bytes());
         let mut s = self
             .publisher
             .loan_slice_uninit(words.len())

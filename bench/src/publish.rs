@@ -181,7 +181,7 @@ pub(crate) fn produce(
         }
         let mut v = take();
         v.resize(points, PointXYZIRCAEDT::default());
-        v[0].time_stamp = seq as u32;
+        v.autoware_mut()[0].time_stamp = seq as u32;
         let f = Frame {
             header: FrameHeader {
                 sequence: seq,
@@ -230,7 +230,9 @@ pub(crate) fn produce_through(
         hz,
         secs,
         || match source {
-            Some(s) => s.take_buffer(0, points).unwrap_or_default(),
+            Some(s) => s
+                .take_buffer(0, lidarxdp_core::layout::PointType::Autoware, points)
+                .unwrap_or_default(),
             None => sender.recycled_buffer().unwrap_or_default(),
         },
         || sender.queued() == 0 && p.counters().frames_alive < 4,
@@ -329,8 +331,13 @@ fn run_baseline(
         |f| {
             // The baseline: copy the frame into one Vec, one blocking write() per subscriber.
             buf.clear();
-            protocol::encode_frame_header(&f.header, f.points.len() as u32, &mut buf);
-            buf.extend_from_slice(bytemuck::cast_slice(&f.points));
+            protocol::encode_frame_header(
+                &f.header,
+                lidarxdp_core::layout::PointType::Autoware,
+                f.points.len() as u32,
+                &mut buf,
+            );
+            buf.extend_from_slice(f.points.as_bytes());
             for s in &mut streams {
                 let _ = s.write_all(&buf);
             }

@@ -118,7 +118,7 @@ pub fn check_output(t: &Template, p: &ScanPipeline, pushed: u64, out: &[Frame]) 
         assert_eq!(h.sensor_id, SENSOR_ID, "{h:?}");
         assert_eq!(h.sequence, i as u64, "{h:?}");
         assert!(h.packets_received <= h.packets_expected, "{h:?}");
-        for pt in &f.points.autoware() {
+        for pt in f.points.autoware() {
             let finite = [pt.x, pt.y, pt.z, pt.azimuth, pt.elevation, pt.distance]
                 .iter()
                 .all(|v| v.is_finite());

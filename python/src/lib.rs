@@ -26,7 +26,8 @@ use lidarxdp_client::settings::{DecodeSettings, SettingsError};
 use lidarxdp_core::HostTime;
 use lidarxdp_core::counters::CounterSet;
 use lidarxdp_core::frame::{Frame as CoreFrame, FrameClock};
-use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE};
+use lidarxdp_core::layout::{POINT_TYPE_NAMES, POINT_TYPES, PointType};
+use lidarxdp_core::point::POINT_SIZE;
 use lidarxdp_core::point_buf::PointBuf;
 use lidarxdp_core::scan::BufferSource;
 use lidarxdp_core::sensor::{ScanPipeline, SensorModel, Stamp};
@@ -48,22 +49,35 @@ fn settings_err(e: SettingsError) -> PyErr {
     err(e)
 }
 
-/// The numpy `descr` of one point: `PointXYZIRCAEDT`, 32 bytes, little-endian, the fields at
-/// the offsets of docs/protocol.md (no padding: the fields fill the 32 bytes).
-fn descr(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+/// The numpy `descr` of one point of layout `t` (docs/sensors.md, "Point layouts"):
+/// its fields in offset order, little-endian, and the layout's padding as unnamed `|V<n>`
+/// entries (numpy's array interface, version 3), so the record is `point_step` bytes.
+fn descr(py: Python<'_>, t: PointType) -> PyResult<Bound<'_, PyList>> {
     let list = PyList::empty(py);
-    for f in POINT_FIELDS {
-        let code = match f.datatype {
-            1 => "|i1",
-            2 => "|u1",
-            3 => "<i2",
-            4 => "<u2",
-            5 => "<i4",
-            6 => "<u4",
-            7 => "<f4",
-            _ => "<f8",
+    let mut at = 0u32;
+    let pad = |list: &Bound<'_, PyList>, n: u32| -> PyResult<()> {
+        list.append(PyTuple::new(py, ["", &format!("|V{n}")])?)
+    };
+    for f in t.fields() {
+        if f.offset > at {
+            pad(&list, f.offset - at)?;
+        }
+        let (code, size) = match f.datatype {
+            1 => ("|i1", 1),
+            2 => ("|u1", 1),
+            3 => ("<i2", 2),
+            4 => ("<u2", 2),
+            5 => ("<i4", 4),
+            6 => ("<u4", 4),
+            7 => ("<f4", 4),
+            _ => ("<f8", 8),
         };
         list.append(PyTuple::new(py, [f.name, code])?)?;
+        at = f.offset + size;
+    }
+    let step = t.point_step() as u32;
+    if step > at {
+        pad(&list, step - at)?;
     }
     Ok(list)
 }
@@ -104,7 +118,12 @@ impl Recycled {
 }
 
 impl BufferSource for Recycled {
-    fn take_buffer(&self, _sensor_id: u16, _capacity: usize) -> Option<PointBuf> {
+    fn take_buffer(
+        &self,
+        _sensor_id: u16,
+        _point_type: PointType,
+        _capacity: usize,
+    ) -> Option<PointBuf> {
         self.0.lock().ok()?.pop()
     }
 }
@@ -116,6 +135,8 @@ struct Points {
     addr: usize,
     /// Points.
     len: usize,
+    /// Their layout.
+    point_type: PointType,
     _store: Store,
     /// Where the buffer goes when the points are dropped (decoded frames).
     recycle: Option<Arc<Recycled>>,
@@ -132,8 +153,9 @@ impl Drop for Points {
 impl Points {
     fn buf(buf: PointBuf, recycle: Option<Arc<Recycled>>) -> Self {
         Points {
-            addr: buf.as_ptr() as usize,
+            addr: buf.as_bytes().as_ptr() as usize,
             len: buf.len(),
+            point_type: buf.point_type(),
             _store: Store::Buf(buf),
             recycle,
         }
@@ -141,10 +163,15 @@ impl Points {
 
     /// The points of a zenoh message, taken from `points` (its points, found in place when
     /// the message was checked).
-    fn zenoh(msg: lidarxdp_client::zenoh::ZenohFrame, points: (usize, usize)) -> Self {
+    fn zenoh(
+        msg: lidarxdp_client::zenoh::ZenohFrame,
+        points: (usize, usize),
+        point_type: PointType,
+    ) -> Self {
         Points {
             addr: points.0,
             len: points.1,
+            point_type,
             _store: Store::Zenoh(Box::new(Mutex::new(msg))),
             recycle: None,
         }
@@ -157,22 +184,29 @@ impl Points {
 
 #[pymethods]
 impl Points {
-    /// numpy's array interface, version 3: shape `(N,)`, records of 32 bytes
-    /// (`PointXYZIRCAEDT`), data at this buffer's address, read-only.
+    /// numpy's array interface, version 3: shape `(N,)`, records of the layout's
+    /// `point_step` bytes whose fields are the layout's (`point_type`), data at this buffer's
+    /// address, read-only.
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let (addr, len) = self.slice();
         let d = PyDict::new(py);
         d.set_item("version", 3)?;
         d.set_item("shape", (len,))?;
-        d.set_item("typestr", format!("|V{POINT_SIZE}"))?;
-        d.set_item("descr", descr(py)?)?;
+        d.set_item("typestr", format!("|V{}", self.point_type.point_step()))?;
+        d.set_item("descr", descr(py, self.point_type)?)?;
         d.set_item("data", (addr, true))?;
         Ok(d)
     }
 
     fn __len__(&self) -> usize {
         self.slice().1
+    }
+
+    /// The layout's name (`autoware`, `xyzi`, ...).
+    #[getter]
+    fn point_type(&self) -> &'static str {
+        self.point_type.name()
     }
 }
 
@@ -317,7 +351,10 @@ fn settings(
     port: Option<i64>,
     nebula_compat: bool,
     hesai_skip_crc: bool,
+    point_type: &str,
 ) -> PyResult<DecodeSettings> {
+    let point_type =
+        PointType::from_str(point_type).map_err(|e| err(format!("point_type: {e}")))?;
     let Some(calibration) = calibration else {
         return Err(err(
             "calibration: required (Velodyne YAML, Hesai CSV or DAT, Ouster metadata JSON, \
@@ -369,6 +406,7 @@ fn settings(
         source,
         nebula_compat,
         hesai_skip_crc,
+        point_type,
     })
 }
 
@@ -438,7 +476,7 @@ impl PcapReader {
 #[pyfunction]
 #[pyo3(signature = (path, sensor=None, calibration=None, *, cut_angle=0.0, fov=None,
     min_range=None, max_range=None, stamp="sensor", source=None, port=None,
-    nebula_compat=false, hesai_skip_crc=false))]
+    nebula_compat=false, hesai_skip_crc=false, point_type="autoware"))]
 #[allow(clippy::too_many_arguments)]
 fn read_pcap(
     path: PathBuf,
@@ -453,6 +491,7 @@ fn read_pcap(
     port: Option<i64>,
     nebula_compat: bool,
     hesai_skip_crc: bool,
+    point_type: &str,
 ) -> PyResult<PcapReader> {
     let s = settings(
         sensor,
@@ -466,6 +505,7 @@ fn read_pcap(
         port,
         nebula_compat,
         hesai_skip_crc,
+        point_type,
     )?;
     let (model, notes) = s.model(&path).map_err(settings_err)?;
     for n in notes {
@@ -499,7 +539,8 @@ struct Decoder {
 impl Decoder {
     #[new]
     #[pyo3(signature = (sensor, calibration, *, cut_angle=0.0, fov=None, min_range=None,
-        max_range=None, stamp="sensor", nebula_compat=false, hesai_skip_crc=false))]
+        max_range=None, stamp="sensor", nebula_compat=false, hesai_skip_crc=false,
+        point_type="autoware"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         sensor: &str,
@@ -511,6 +552,7 @@ impl Decoder {
         stamp: &str,
         nebula_compat: bool,
         hesai_skip_crc: bool,
+        point_type: &str,
     ) -> PyResult<Self> {
         let s = settings(
             Some(sensor),
@@ -524,6 +566,7 @@ impl Decoder {
             None,
             nebula_compat,
             hesai_skip_crc,
+            point_type,
         )?;
         let model = s.sensor.unwrap_or(SensorModel::Vlp16);
         let (cfg, opts) = s.resolve(model).map_err(settings_err)?;
@@ -679,9 +722,9 @@ impl ZenohSubscription {
         let view = msg
             .view()
             .map_err(|e| err(format!("{}: not a PointCloud2: {e}", self.topic)))?;
-        let pts = lidarxdp_client::zenoh::points_of(&view)
+        let (point_type, pts) = lidarxdp_client::zenoh::layout_points_of(&view)
             .map_err(|e| err(format!("{}: {e}", self.topic)))?;
-        let points = (pts.as_ptr() as usize, pts.len());
+        let points = (pts.as_ptr() as usize, pts.len() / point_type.point_step());
         let (stamp, sensor) = (view.stamp_ns, view.frame_id.to_owned());
         let att = msg.attachment();
         Ok(Some(Frame {
@@ -695,7 +738,7 @@ impl ZenohSubscription {
             expected_packets: 0,
             malformed: 0,
             frames_lost_before: 0,
-            points: Py::new(py, Points::zenoh(msg, points))?,
+            points: Py::new(py, Points::zenoh(msg, points, point_type))?,
         }))
     }
 }
@@ -791,5 +834,10 @@ fn _lidarxdp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Subscription>()?;
     m.add_class::<ZenohSubscription>()?;
     m.add("POINT_SIZE", POINT_SIZE)?;
+    m.add(
+        "POINT_TYPES",
+        POINT_TYPES.iter().map(|t| t.name()).collect::<Vec<_>>(),
+    )?;
+    let _ = POINT_TYPE_NAMES;
     Ok(())
 }

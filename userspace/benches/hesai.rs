@@ -114,7 +114,7 @@ fn digest(frames: &[Frame]) -> u64 {
     for f in frames {
         format!("{:?}", f.header).hash(&mut s);
         f.points.len().hash(&mut s);
-        for q in &f.points.autoware() {
+        for q in f.points.autoware() {
             (q.x.to_bits(), q.y.to_bits(), q.z.to_bits()).hash(&mut s);
             (q.intensity, q.return_type, q.channel).hash(&mut s);
             (q.azimuth.to_bits(), q.elevation.to_bits()).hash(&mut s);

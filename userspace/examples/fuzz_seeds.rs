@@ -371,7 +371,7 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
     };
     let sets: Vec<FieldSet> = [0x3ff, 0x007, 0x00f, 0x001, 0x200, 0x155, 0x2aa]
         .iter()
-        .filter_map(|&b| FieldSet::from_bits(b))
+        .filter_map(|&b| FieldSet::from_bits(lidarxdp_core::layout::PointType::Autoware, b))
         .collect();
     let header = frames
         .first()
@@ -451,13 +451,18 @@ fn protocol_seeds(root: &Path) -> Result<usize> {
         s.extend_from_slice(&hello(3));
         encode_subscribed(&[0], *set, false, &mut s);
         for f in frames.iter().take(3) {
-            let points = &f.points[..f.points.len().min(16)];
+            let points = &f.points.autoware()[..f.points.len().min(16)];
             if set.is_all() {
-                encode_frame_header(&f.header, points.len() as u32, &mut s);
+                encode_frame_header(
+                    &f.header,
+                    lidarxdp_core::layout::PointType::Autoware,
+                    points.len() as u32,
+                    &mut s,
+                );
                 s.extend_from_slice(bytemuck::cast_slice(points));
             } else {
                 encode_frame_header_fields(&f.header, *set, points.len() as u32, &mut s);
-                set.pack(points, &mut s);
+                set.pack(bytemuck::cast_slice(points), &mut s);
             }
         }
         if i % 2 == 0 {

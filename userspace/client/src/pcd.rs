@@ -74,9 +74,8 @@ pub fn write_layout<W: Write>(mut w: W, point_type: PointType, points: &[u8]) ->
     let fields = point_type.fields();
     let step = point_type.point_step();
     let n = points.len() / step;
-    let join = |f: &dyn Fn(&PointField) -> String| {
-        fields.iter().map(f).collect::<Vec<_>>().join(" ")
-    };
+    let join =
+        |f: &dyn Fn(&PointField) -> String| fields.iter().map(f).collect::<Vec<_>>().join(" ");
     write!(
         w,
         "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS {}\nSIZE {}\nTYPE {}\n\

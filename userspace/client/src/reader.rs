@@ -243,7 +243,12 @@ mod tests {
 
     fn frame_bytes(h: &FrameHeader, pts: &[PointXYZIRCAEDT]) -> Vec<u8> {
         let mut v = Vec::new();
-        encode_frame_header(h, pts.len() as u32, &mut v);
+        encode_frame_header(
+            h,
+            lidarxdp_core::layout::PointType::Autoware,
+            pts.len() as u32,
+            &mut v,
+        );
         v.extend_from_slice(bytemuck::cast_slice(pts));
         v
     }

@@ -3,8 +3,8 @@
 //! `read_pcap` / `Decoder`, so both refuse the same input with the same sentence (the field,
 //! its value and its valid range).
 
-use std::net::Ipv4Addr;
 use lidarxdp_core::layout::PointType;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use lidarxdp_core::sensor::{

@@ -573,9 +573,11 @@ pub enum ZenohFrameError {
     /// Not a readable `PointCloud2`.
     #[error(transparent)]
     Cdr(#[from] CdrReadError),
-    /// A `PointCloud2` with other point fields than lidarxdp's 32-byte `PointXYZIRCAEDT`.
+    /// A `PointCloud2` with other point fields than the layout asked (`PointXYZIRCAEDT` for
+    /// [`points_of`], any lidarxdp layout for [`layout_points_of`]).
     #[error(
-        "PointCloud2 fields are not PointXYZIRCAEDT (point_step {point_step}, {fields} fields)"
+        "PointCloud2 fields are not a lidarxdp point layout of the kind asked (point_step \
+         {point_step}, {fields} fields)"
     )]
     Layout {
         /// Its `point_step`.
@@ -674,6 +676,34 @@ pub fn points_of<'a>(v: &PointCloud2View<'a>) -> Result<&'a [PointXYZIRCAEDT], Z
         point_step: v.point_step,
         fields: v.fields.len(),
     })
+}
+
+/// The layout and the `data` bytes of a parsed message, in place, when the cloud is one of
+/// the point layouts lidarxdp publishes ([`lidarxdp_core::layout::PointType::from_fields`]:
+/// exactly its field list and `point_step`, little-endian).
+///
+/// # Errors
+/// [`ZenohFrameError::Layout`]: fields of no lidarxdp layout, or `data` not a whole number
+/// of points.
+pub fn layout_points_of<'a>(
+    v: &PointCloud2View<'a>,
+) -> Result<(lidarxdp_core::layout::PointType, &'a [u8]), ZenohFrameError> {
+    let bad = || ZenohFrameError::Layout {
+        point_step: v.point_step,
+        fields: v.fields.len(),
+    };
+    let t = lidarxdp_core::layout::PointType::from_fields(
+        v.point_step,
+        v.fields
+            .iter()
+            .map(|f| (f.name, f.offset, f.datatype, f.count)),
+    )
+    .filter(|_| !v.is_bigendian)
+    .ok_or_else(bad)?;
+    if !v.data.len().is_multiple_of(t.point_step()) {
+        return Err(bad());
+    }
+    Ok((t, v.data))
 }
 
 #[cfg(test)]

@@ -85,9 +85,8 @@ pub struct PointBuf {
     len: usize,
     /// Points the region holds.
     cap: usize,
-    /// The layout and its `point_step`.
+    /// The layout (its `point_step` is [`PointType::point_step`]).
     point_type: PointType,
-    step: usize,
     /// The frame's start and the current packet's time (ns since the Unix epoch), the
     /// references of the layouts' stored times.
     time: TimeBase,
@@ -117,7 +116,6 @@ impl PointBuf {
             len: 0,
             cap: 0,
             point_type,
-            step: point_type.point_step(),
             time: TimeBase {
                 start_ns: 0,
                 packet_ns: 0,
@@ -149,7 +147,6 @@ impl PointBuf {
             len: 0,
             cap: bytes / step,
             point_type,
-            step,
             time: TimeBase {
                 start_ns: 0,
                 packet_ns: 0,
@@ -169,7 +166,12 @@ impl PointBuf {
     /// Bytes per point (the layout's `point_step`).
     #[inline(always)]
     pub fn point_step(&self) -> usize {
-        self.step
+        self.step()
+    }
+
+    #[inline(always)]
+    fn step(&self) -> usize {
+        self.point_type.point_step()
     }
 
     /// Makes this empty buffer hold layout `point_type` (its room in bytes stays, so its
@@ -179,10 +181,9 @@ impl PointBuf {
         if !self.is_empty() {
             return self.point_type == point_type;
         }
-        let bytes = self.cap * self.step;
+        let bytes = self.cap * self.step();
         self.point_type = point_type;
-        self.step = point_type.point_step();
-        self.cap = bytes / self.step;
+        self.cap = bytes / self.step();
         true
     }
 
@@ -284,7 +285,7 @@ impl PointBuf {
         unsafe {
             self.ptr
                 .as_ptr()
-                .add(self.len * self.step)
+                .add(self.len * size_of::<L>())
                 .cast::<L>()
                 .write_unaligned(v)
         };
@@ -339,6 +340,24 @@ impl PointBuf {
         }
     }
 
+    /// Sets the number of points to `len`: new points are copies of `value` (stored in the
+    /// layout), extra points are removed.
+    pub fn resize(&mut self, len: usize, value: PointXYZIRCAEDT) {
+        if len <= self.len {
+            self.len = len;
+            return;
+        }
+        let n = len - self.len;
+        self.reserve(n);
+        with_layout!(self.point_type, L => {
+            let v = L::from_point(&value, &self.time);
+            for slot in &mut self.spare_typed::<L>()[..n] {
+                slot.write(v);
+            }
+        });
+        self.len = len;
+    }
+
     /// Removes every point (the capacity stays).
     pub fn clear(&mut self) {
         self.len = 0;
@@ -361,7 +380,7 @@ impl PointBuf {
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: the first `len * step` bytes of the region are initialised and valid for
         // reads while `self` lives.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len * self.step) }
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len * self.step()) }
     }
 
     /// The points as layout `L`, `None` when the buffer has another layout.
@@ -415,7 +434,7 @@ impl PointBuf {
             return None;
         }
         with_layout!(self.point_type, L => {
-            let p: L = bytemuck::pod_read_unaligned(&self.as_bytes()[i * self.step..][..self.step]);
+            let p: L = bytemuck::pod_read_unaligned(&self.as_bytes()[i * self.step()..][..self.step()]);
             p.time_ns(self.time.start_ns)
         })
     }
@@ -481,7 +500,7 @@ impl PointBuf {
     /// The points as `L` without checking the layout (the caller dispatched on it).
     fn typed_mut_unchecked<L: Layout>(&mut self) -> &mut [L] {
         debug_assert_eq!(L::TYPE, self.point_type);
-        assert_eq!(size_of::<L>(), self.step, "point layout");
+        assert_eq!(size_of::<L>(), self.step(), "point layout");
         // SAFETY: `step == size_of::<L>()` (asserted), the first `len` points are initialised
         // and ours alone for writes until sealed (a sealed buffer is a `SealedPoints`, which
         // gives no `&mut`); the region is aligned to `POINT_ALIGN >= align_of::<L>()`.
@@ -491,7 +510,7 @@ impl PointBuf {
     /// The uninitialised room after the points as `L` slots (`capacity - len`).
     #[inline(always)]
     fn spare_typed<L: Layout>(&mut self) -> &mut [MaybeUninit<L>] {
-        assert_eq!(size_of::<L>(), self.step, "point layout");
+        assert_eq!(size_of::<L>(), self.step(), "point layout");
         // SAFETY: slots `len..cap` lie in the region (valid for writes, ours alone), `step ==
         // size_of::<L>()` (asserted) and the region is aligned for `L`; as `MaybeUninit` they
         // need no initialisation.
@@ -499,7 +518,7 @@ impl PointBuf {
             std::slice::from_raw_parts_mut(
                 self.ptr
                     .as_ptr()
-                    .add(self.len * self.step)
+                    .add(self.len * self.step())
                     .cast::<MaybeUninit<L>>(),
                 self.cap - self.len,
             )
@@ -517,11 +536,11 @@ impl PointBuf {
             .expect("point buffer capacity overflow");
         let want = need.max(self.cap.saturating_mul(2));
         let bigger = match &self.loan {
-            Some(m) => m.grow(want.max(MIN_LOAN_POINTS).saturating_mul(self.step)),
+            Some(m) => m.grow(want.max(MIN_LOAN_POINTS).saturating_mul(self.step())),
             None => {
                 let len = self.len;
                 let mut v = self.take_heap_vec();
-                let words = (want * self.step).div_ceil(8);
+                let words = (want * self.step()).div_ceil(8);
                 v.reserve_exact(words - v.len());
                 self.set_heap_vec(v);
                 self.len = len;
@@ -543,7 +562,7 @@ impl PointBuf {
 
     /// Appends a copy of `other`'s points (same layout, room reserved by the caller or here).
     fn copy_from(&mut self, other: &PointBuf) {
-        debug_assert_eq!(self.step, other.step);
+        debug_assert_eq!(self.step(), other.step());
         self.reserve(other.len);
         let bytes = other.as_bytes();
         // SAFETY: `reserve` made room for `other.len` more points (`bytes.len()` bytes) after
@@ -552,7 +571,7 @@ impl PointBuf {
         unsafe {
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
-                self.ptr.as_ptr().add(self.len * self.step),
+                self.ptr.as_ptr().add(self.len * self.step()),
                 bytes.len(),
             );
         }
@@ -563,7 +582,7 @@ impl PointBuf {
     /// region); its length is the words the points fill.
     fn take_heap_vec(&mut self) -> Vec<MaybeUninit<u64>> {
         debug_assert!(self.loan.is_none());
-        let words = (self.len * self.step).div_ceil(8);
+        let words = (self.len * self.step()).div_ceil(8);
         // SAFETY: with no loan, `ptr` is the buffer of a `Vec<MaybeUninit<u64>>` of
         // `heap_words` capacity we own (or dangling with 0), and `words <= heap_words` (the
         // points fit in it); `MaybeUninit` words need no initialisation. `self` forgets the
@@ -588,8 +607,8 @@ impl PointBuf {
         let mut v = ManuallyDrop::new(v);
         // `Vec::as_mut_ptr` is never null (dangling when unallocated).
         self.ptr = NonNull::new(v.as_mut_ptr().cast::<u8>()).unwrap_or(NonNull::dangling());
-        self.len = v.len() * 8 / self.step;
-        self.cap = v.capacity() * 8 / self.step;
+        self.len = v.len() * 8 / self.step();
+        self.cap = v.capacity() * 8 / self.step();
         self.heap_words = v.capacity();
     }
 }

@@ -1010,9 +1010,10 @@ mod tests {
         assert_eq!(got[2].header, new[2].header);
         let suffix = got[2]
             .points
+            .autoware()
             .iter()
             .rev()
-            .zip(new[2].points.iter().rev())
+            .zip(new[2].points.autoware().iter().rev())
             .take_while(|(a, b)| a == b)
             .count();
         // All but the points carried past the cut (at most one packet: 384) are the new ones'.

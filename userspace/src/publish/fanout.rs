@@ -617,11 +617,10 @@ impl Fanout {
                 }
             }
         }
-        let first = chosen.first().map_or(PointType::Autoware, |&id| self.point_type_of(id));
-        let ack_fields = sets
+        let first = chosen
             .first()
-            .copied()
-            .unwrap_or(FieldSet::all(first));
+            .map_or(PointType::Autoware, |&id| self.point_type_of(id));
+        let ack_fields = sets.first().copied().unwrap_or(FieldSet::all(first));
         let mut ack = Vec::with_capacity(256);
         protocol::encode_subscribed(chosen, ack_fields, !req.no_imu, &mut ack);
         let ack = Outgoing::control(ack, &self.counters);
@@ -644,7 +643,11 @@ impl Fanout {
             }
         );
         sub.sensors = (!ids.is_empty()).then_some(ids);
-        sub.fields = if req.fields.is_empty() { Vec::new() } else { sets };
+        sub.fields = if req.fields.is_empty() {
+            Vec::new()
+        } else {
+            sets
+        };
         sub.imu = !req.no_imu;
         // Frames already waiting follow the old choice: drop them; the acknowledgement marks
         // where the new choice starts.
@@ -1025,6 +1028,7 @@ mod tests {
                         model: "VLP16".into(),
                     })
                     .collect(),
+                point_types: Vec::new(),
             };
             Rig {
                 f: Fanout::new(cfg, counters.clone()),

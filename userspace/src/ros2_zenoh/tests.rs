@@ -194,15 +194,20 @@ fn the_subscriber_reads_the_bytes_the_decoder_wrote() {
     // A sensor without a topic gets heap buffers.
     assert!(
         frames
-            .take_buffer(4, 10)
+            .take_buffer(4, lidarxdp_core::layout::PointType::Autoware, 10)
             .is_none_or(|b| b.memory().is_none())
     );
 
     const N: u32 = 1_000;
     let data_len = N as usize * POINT_SIZE;
-    let headroom = lidarxdp_core::ros2::points_prefix(0, "zc", N as usize)
-        .unwrap()
-        .len();
+    let headroom = lidarxdp_core::ros2::points_prefix(
+        0,
+        "zc",
+        lidarxdp_core::layout::PointType::Autoware,
+        N as usize,
+    )
+    .unwrap()
+    .len();
     // Where each frame's points were written: (segment file, offset), by frame number.
     let mut written_at = std::collections::HashMap::new();
     let mut seq = 0u64;
@@ -215,7 +220,9 @@ fn the_subscriber_reads_the_bytes_the_decoder_wrote() {
             t0.elapsed() < Duration::from_secs(30),
             "{got} of 3 frames arrived"
         );
-        let mut points = frames.take_buffer(3, N as usize).expect("a lent buffer");
+        let mut points = frames
+            .take_buffer(3, lidarxdp_core::layout::PointType::Autoware, N as usize)
+            .expect("a lent buffer");
         assert!(
             points.memory().is_some(),
             "lent from the shared-memory pool"
@@ -224,7 +231,8 @@ fn the_subscriber_reads_the_bytes_the_decoder_wrote() {
             points.push(pt(seq as u32, i));
         }
         assert_eq!(points.moves(), 0, "written where it was lent");
-        let written = file_offset(points.as_ptr() as usize).expect("the decoder's mapping");
+        let written =
+            file_offset(points.as_bytes().as_ptr() as usize).expect("the decoder's mapping");
         assert!(
             written.0.ends_with(".zenoh"),
             "a zenoh segment: {}",
@@ -322,7 +330,9 @@ fn a_subscriber_maps_the_pool_when_it_subscribes() {
     let t0 = Instant::now();
     let frame = loop {
         assert!(t0.elapsed() < Duration::from_secs(20), "no frame arrived");
-        let mut points = frames.take_buffer(0, 100).expect("a lent buffer");
+        let mut points = frames
+            .take_buffer(0, lidarxdp_core::layout::PointType::Autoware, 100)
+            .expect("a lent buffer");
         points.extend((0..100).map(|i| pt(0, i)));
         assert!(sender.send(Frame {
             header: FrameHeader::default(),

@@ -88,7 +88,11 @@ pub fn encode(header: &FrameHeader, points: &PointBuf, cap: usize) -> Vec<u8> {
         .packets_expected
         .saturating_sub(header.packets_received);
     out.extend_from_slice(&missing.to_le_bytes());
-    let flags = if intensity.is_some() { FLAG_INTENSITY } else { 0 };
+    let flags = if intensity.is_some() {
+        FLAG_INTENSITY
+    } else {
+        0
+    };
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     let get = |p: &[u8], f: Option<PointField>| f.map_or(0.0, |f| value(p, &f));
@@ -136,7 +140,9 @@ mod tests {
         assert_eq!(&b[8..16], &[8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(
             &b[16..40],
-            &[3, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
+            &[
+                3, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0
+            ]
         );
         // Point 2: x 2.25, y -2, z 1.5, intensity 2, return type 2, channel 2.
         let p = &b[72..88];
@@ -155,7 +161,11 @@ mod tests {
         v.extend((0..3).map(pt));
         let b = encode(&h, &v, 10);
         assert_eq!(&b[32..36], &[1, 0, 0, 0]);
-        assert_eq!(&b[72..88][12..16], &[2, 0, 2, 0], "intensity 2.0, no return type, ring 2");
+        assert_eq!(
+            &b[72..88][12..16],
+            &[2, 0, 2, 0],
+            "intensity 2.0, no return type, ring 2"
+        );
         let mut c = PointBuf::with_type(PointType::AutowareXyzirc, 3);
         c.extend((0..3).map(pt));
         let b = encode(&h, &c, 10);

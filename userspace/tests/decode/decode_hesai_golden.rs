@@ -70,7 +70,7 @@ fn check(c: &Case) -> Vec<(usize, Frame)> {
     assert_eq!(gt.len(), c.points);
     assert_eq!(ours.len(), gt.len(), "point count");
     let mut worst = 0f32;
-    for (k, (a, b)) in ours.iter().zip(&gt).enumerate() {
+    for (k, (a, b)) in ours.autoware().iter().zip(&gt).enumerate() {
         let e = (a.x - b.x)
             .abs()
             .max((a.y - b.y).abs())
@@ -92,7 +92,7 @@ fn check(c: &Case) -> Vec<(usize, Frame)> {
 fn invariants(f: &Frame) {
     let mut last = vec![0u32; 128];
     let mut seen = std::collections::HashSet::new();
-    for q in &f.points.autoware() {
+    for q in f.points.autoware() {
         let c = usize::from(q.channel);
         assert!(q.time_stamp >= last[c], "channel {c} time goes back");
         last[c] = q.time_stamp;
@@ -116,7 +116,7 @@ fn summary(frames: &[(usize, Frame)]) -> Vec<(usize, usize, u32, u32)> {
 /// Points per [`ReturnType`] code 0..=10.
 fn types(f: &Frame) -> [usize; 11] {
     let mut t = [0; 11];
-    for q in &f.points.autoware() {
+    for q in f.points.autoware() {
         t[usize::from(q.return_type)] += 1;
     }
     t

@@ -364,6 +364,7 @@ fn pandar40p_variants() {
     assert!(
         out[0]
             .points
+            .autoware()
             .iter()
             .all(|q| q.return_type == ReturnType::Identical as u8 && close(q.distance, 4.0))
     );
@@ -502,6 +503,7 @@ fn dual_return_rules() {
     };
     let ty = |f: &Frame, ch: u16| -> Vec<u8> {
         f.points
+            .autoware()
             .iter()
             .take_while(|q| q.azimuth < 0.876) // first block pair only (50°)
             .filter(|q| q.channel == ch)
@@ -765,7 +767,7 @@ mod properties {
                 }
                 p.flush(&mut out);
                 for f in &out {
-                    for q in &f.points.autoware() {
+                    for q in f.points.autoware() {
                         prop_assert!(q.x.is_finite() && q.y.is_finite() && q.z.is_finite());
                         prop_assert!((0.0..std::f32::consts::TAU).contains(&q.azimuth));
                     }

@@ -1030,8 +1030,8 @@ fn simple_packet_blocks_take_the_last_time_stamp() {
     assert_eq!(frames.len(), want.len());
     for (f, w) in frames.iter().zip(&want) {
         assert_eq!(
-            (f.header.start_ns, &f.points.autoware()),
-            (w.header.start_ns, &w.points.autoware())
+            (f.header.start_ns, f.points.autoware()),
+            (w.header.start_ns, w.points.autoware())
         );
     }
 }

@@ -262,7 +262,7 @@ fn check_points(c: &Capture, im: &Images, dual: bool) -> Frame {
     }
     assert_eq!(fr.points.len(), want);
     let mut last_t = vec![0u32; im.h];
-    for p in &fr.points.autoware() {
+    for p in fr.points.autoware() {
         let m = col_of[&u64::from(p.time_stamp)];
         let row = usize::from(p.channel);
         let i = row * im.w + m;
@@ -434,7 +434,7 @@ fn os1_64_legacy_fw1_three_partial_and_complete_frames() {
     // XYZ of the complete frame against ouster-sdk (default fw 1.1x intrinsics: 12.163 mm
     // beam offset, lidar_to_sensor diag(-1, -1, 1) + 36.18 mm).
     let mut acc = [0f64; 3];
-    for p in &frames[1].points {
+    for p in frames[1].points.autoware() {
         for (a, v) in acc.iter_mut().zip([p.x, p.y, p.z]) {
             *a += f64::from(v);
         }
@@ -458,12 +458,13 @@ fn os1_64_legacy_fw1_three_partial_and_complete_frames() {
         assert!(
             frames[1]
                 .points
+                .autoware()
                 .iter()
                 .any(|q| q.x == got[0] && q.channel == row as u16)
         );
     }
     for f in &frames {
-        for p in &f.points.autoware() {
+        for p in f.points.autoware() {
             assert!(p.distance > 0.0 && p.distance < 200.0);
             assert!(p.channel < 64);
             assert!((0.0..std::f32::consts::TAU).contains(&p.azimuth));

@@ -92,7 +92,7 @@ fn first_packet(i: usize) -> Vec<u8> {
 fn check(meta: &OusterMetadata, frames: &[Frame]) {
     for f in frames {
         assert!(f.header.packets_received <= f.header.packets_expected);
-        for p in &f.points.autoware() {
+        for p in f.points.autoware() {
             assert!(p.x.is_finite() && p.y.is_finite() && p.z.is_finite());
             assert!(usize::from(p.channel) < meta.format.pixels_per_column);
             assert!(p.distance > 0.3 && p.distance < 300.0);

@@ -200,12 +200,14 @@ fn lost_packets_are_reported_and_duplicates_dropped() {
     // Exactly the clean frame minus the lost columns: nothing duplicated.
     let t_lo = good[0]
         .points
+        .autoware()
         .iter()
         .map(|p| p.time_stamp)
         .collect::<Vec<_>>();
     let col_ns = 97_656; // 100 ms / 1024 columns, rounded
     let lost: Vec<_> = good[0]
         .points
+        .autoware()
         .iter()
         .filter(|p| {
             let col = (p.time_stamp + col_ns / 2) / col_ns;
@@ -228,14 +230,14 @@ fn reordered_packets_give_the_same_points_in_time_order() {
     let f = &frames[0];
     assert_eq!(f.header.start_ns, good[0].header.start_ns);
     assert_eq!(f.points.len(), good[0].points.len());
-    let mut a = f.points.clone();
-    let mut b = good[0].points.clone();
+    let mut a = f.points.autoware().to_vec();
+    let mut b = good[0].points.autoware().to_vec();
     let key = |p: &lidarxdp_core::point::PointXYZIRCAEDT| (p.time_stamp, p.channel, p.return_type);
     a.sort_by_key(key);
     b.sort_by_key(key);
     assert_eq!(a, b);
     let mut last = [0u32; 128];
-    for p in &f.points.autoware() {
+    for p in f.points.autoware() {
         assert!(p.time_stamp >= last[usize::from(p.channel)]);
         last[usize::from(p.channel)] = p.time_stamp;
     }
@@ -405,7 +407,7 @@ fn cut_angle_fov_and_range_settings() {
             p.push(d, *t, &mut out);
         }
         p.flush(&mut out);
-        out.remove(0).points
+        out.remove(0).points.into_vec()
     };
     let all = decode(PipelineOptions::default(), &cfg(OS2));
     // The range limits of `cfg`, (0.3, 300) m: everything inside, nothing at or beyond.
@@ -598,6 +600,7 @@ fn low_data_rate_and_window_columns() {
     assert!(
         out[0]
             .points
+            .autoware()
             .iter()
             .all(|p| p.distance == 8.0 && p.intensity == 77)
     );
@@ -648,6 +651,7 @@ fn columns_with_far_time_stamps_are_skipped_and_counted() {
     // Exactly the clean frame without columns 3 and 7.
     let keep: Vec<_> = clean[0]
         .points
+        .autoware()
         .iter()
         .filter(|p| ![3u32, 7].contains(&(p.time_stamp / 195_312)))
         .copied()

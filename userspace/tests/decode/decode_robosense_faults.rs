@@ -131,7 +131,7 @@ fn azimuth_wrap_inside_a_packet_splits_at_the_block() {
     // Time stamps per channel never decrease; every point in exactly one frame.
     for fr in &out {
         let mut last = [0u32; 32];
-        for pt in &fr.points.autoware() {
+        for pt in fr.points.autoware() {
             let c = usize::from(pt.channel);
             assert!(pt.time_stamp >= last[c]);
             last[c] = pt.time_stamp;
@@ -275,7 +275,7 @@ fn field_of_view_wraps_through_zero() {
     assert_eq!(out.len(), 2);
     let f = &out[1];
     assert!(!f.points.is_empty());
-    for pt in &f.points.autoware() {
+    for pt in f.points.autoware() {
         let cdeg = (pt.azimuth.to_degrees() * 100.0).round() as i32;
         assert!(cdeg >= 35_000 || cdeg <= 1000, "{cdeg}");
     }

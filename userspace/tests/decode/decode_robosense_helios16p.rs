@@ -159,7 +159,7 @@ fn frames_counts_and_times() {
     // Per-channel time stamps never decrease, and the frame spans one turn (0.1 s at 600 rpm).
     for (k, f) in frames[..5].iter().enumerate() {
         let mut last = [0u32; 16];
-        for p in &f.points.autoware() {
+        for p in f.points.autoware() {
             let c = usize::from(p.channel);
             assert!(p.time_stamp >= last[c]);
             last[c] = p.time_stamp;

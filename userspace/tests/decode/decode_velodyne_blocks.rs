@@ -14,6 +14,7 @@ use std::path::Path;
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::point_buf::PointBuf;
+use lidarxdp_core::scan::PointBatch;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
 use lidarxdp_core::sensor::velodyne::{
@@ -139,9 +140,14 @@ fn for_each_append_and_append_timed_agree_on_every_capture() {
                         1 => packet_ns + 20_000,
                         _ => 0,
                     };
-                    dec.blocks(&packet, |b| {
-                        b.append_timed(&mut timed, &mut azimuths, packet_ns, start_ns)
-                    });
+                    let mut batch = PointBatch {
+                        points: &mut timed,
+                        azimuths: &mut azimuths,
+                        times: None,
+                        packet_ns,
+                        start_ns,
+                    };
+                    dec.blocks(&packet, |b| b.append_timed(&mut batch));
                     expected_times.extend(reference[before..].iter().map(|d| {
                         (packet_ns + u64::from(d.offset_ns))
                             .saturating_sub(start_ns)
@@ -151,13 +157,16 @@ fn for_each_append_and_append_timed_agree_on_every_capture() {
                 let points: Vec<PointXYZIRCAEDT> = reference.iter().map(|d| d.point).collect();
                 let what = format!("{pcap} {flavor:?} {fov:?}");
                 assert!(!points.is_empty(), "{what}: no points");
-                assert!(same_bits(&points, &appended), "{what}: append differs");
+                assert!(
+                    same_bits(&points, appended.autoware()),
+                    "{what}: append differs"
+                );
                 let mut with_times = points.clone();
                 for (p, &t) in with_times.iter_mut().zip(&expected_times) {
                     p.time_stamp = t;
                 }
                 assert!(
-                    same_bits(&with_times, &timed),
+                    same_bits(&with_times, timed.autoware()),
                     "{what}: append_timed differs"
                 );
                 let ref_az: Vec<u16> = reference.iter().map(|d| d.azimuth_cdeg).collect();

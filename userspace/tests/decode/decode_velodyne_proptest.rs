@@ -119,7 +119,7 @@ fn check(payloads: &[Vec<u8>], flavor: DecodeFlavor, fov: Option<(f64, f64)>) {
         assert_eq!(c.packets, payloads.len() as u64);
         assert_eq!(c.packets, c.accounted());
         for f in &out {
-            for pt in &f.points.autoware() {
+            for pt in f.points.autoware() {
                 assert!(pt.x.is_finite() && pt.y.is_finite() && pt.z.is_finite());
                 assert!(pt.distance > cfg.min_range_m && pt.distance < cfg.max_range_m);
                 assert!((0.0..std::f32::consts::TAU).contains(&pt.azimuth));

@@ -286,7 +286,7 @@ fn fov_pipeline_frames_hold_only_points_inside() {
             assert!(pts > 0, "{model} {fov:?}");
             let fc = ((fov.0 * 100.0) as u32, (fov.1 * 100.0) as u32);
             for f in &frames {
-                for p in &f.points.autoware() {
+                for p in f.points.autoware() {
                     assert!(fov_contains(fc, cdeg(p)), "{model} {fov:?}: {p:?}");
                 }
             }
@@ -360,7 +360,7 @@ fn dual_return_channel_time_stamps_never_decrease() {
         let mut dual_pairs = 0usize;
         for f in &frames {
             let mut last = std::collections::HashMap::<u16, u32>::new();
-            for p in &f.points.autoware() {
+            for p in f.points.autoware() {
                 if let Some(&t) = last.get(&p.channel) {
                     assert!(
                         p.time_stamp >= t,
@@ -394,6 +394,7 @@ fn dual_return_channel_time_stamps_never_decrease() {
         .flat_map(|f| {
             let mut last = std::collections::HashMap::<u16, u32>::new();
             f.points
+                .autoware()
                 .iter()
                 .filter(|p| {
                     let back = last.get(&p.channel).is_some_and(|&t| p.time_stamp < t);
@@ -657,7 +658,7 @@ fn range_gate_is_honoured_by_every_model() {
             p.push(payload, *t, &mut out);
         }
         p.flush(&mut out);
-        let pts: Vec<&PointXYZIRCAEDT> = out.iter().flat_map(|f| &f.points.autoware()).collect();
+        let pts: Vec<&PointXYZIRCAEDT> = out.iter().flat_map(|f| f.points.autoware()).collect();
         assert!(pts.len() > 1_000, "{model}");
         for q in pts {
             assert!(q.distance > 2.5 && q.distance < 12.0, "{model}: {q:?}");

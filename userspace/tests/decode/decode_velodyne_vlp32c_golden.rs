@@ -101,7 +101,7 @@ fn first_frame_matches_nebula_ground_truth() {
     );
     for f in &frames {
         let mut last = [0u32; 32];
-        for p in &f.points.autoware() {
+        for p in f.points.autoware() {
             let c = usize::from(p.channel);
             assert!(
                 p.time_stamp >= last[c],

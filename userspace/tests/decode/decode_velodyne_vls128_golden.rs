@@ -64,7 +64,7 @@ fn second_frame_matches_nebula_ground_truth() {
     assert_eq!(frames[0].header.start_ns, 1_585_897_255_311_567_000 - 8_700);
     for f in &frames {
         let mut last = [0u32; 128];
-        for p in &f.points.autoware() {
+        for p in f.points.autoware() {
             let c = usize::from(p.channel);
             assert!(
                 p.time_stamp >= last[c],
@@ -81,7 +81,7 @@ fn second_frame_matches_nebula_ground_truth() {
     assert_eq!(gt.len(), 208_680);
     let f = &frames[1];
     assert_eq!(f.points.len(), gt.len());
-    let max_err = max_error(&f.points.autoware(), &gt);
+    let max_err = max_error(f.points.autoware(), &gt);
     // Exact: same f32 arithmetic as Nebula.
     assert_eq!(max_err, 0.0);
 }
@@ -118,7 +118,7 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
     )))
     .unwrap();
     assert_eq!(frames[1].points.len(), gt.len());
-    assert!(max_error(&frames[1].points, &gt) < 1e-5);
+    assert!(max_error(frames[1].points.autoware(), &gt) < 1e-5);
     // The table says 7 mm; the decoder uses 4 mm.
     let calib = lidarxdp_core::sensor::calibration::VelodyneCalibration::from_bytes(
         &lidarxdp::calibration::read(Path::new(&format!("{DIR}calibration/VLS128.yaml"))).unwrap(),
@@ -139,7 +139,7 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
     );
     assert_eq!(d.distance_unit_m(), 0.004);
     // Every distance is a multiple of 4 mm (no dist_correction in the table).
-    for p in &frames[1].points {
+    for p in frames[1].points.autoware() {
         // f32 distances: about 6e-8 relative error, < 0.01 of a 4 mm unit up to 300 m.
         let units = f64::from(p.distance) / 0.004;
         assert!((units - units.round()).abs() < 1e-2, "{}", p.distance);
@@ -194,6 +194,7 @@ fn firmware_timing_variant_from_packet_spacing() {
     // Block 4 (sequence 1), laser 0 (group 0) of packet 0: 55.296 µs after the first firing.
     let p = frames[0]
         .points
+        .autoware()
         .iter()
         .find(|p| p.time_stamp >= 50_000)
         .unwrap();
@@ -205,12 +206,14 @@ fn firmware_timing_variant_from_packet_spacing() {
     assert!(
         frames[0]
             .points
+            .autoware()
             .iter()
             .any(|p| p.time_stamp == 160_000 + 53_300)
     );
     assert!(
         !frames[0]
             .points
+            .autoware()
             .iter()
             .any(|p| p.time_stamp == 160_000 + 55_296)
     );

@@ -310,8 +310,9 @@ fn defaults_and_manual_flavor_differ_from_nebula_as_documented() {
     let nebula = decode_dual(nebula_opts());
     let moved = manual[3]
         .points
+        .autoware()
         .iter()
-        .zip(&nebula[3].points)
+        .zip(nebula[3].points.autoware())
         .filter(|(a, b)| a.azimuth != b.azimuth)
         .count();
     assert!(moved > 0);

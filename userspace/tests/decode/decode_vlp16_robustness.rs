@@ -124,6 +124,7 @@ fn fuzzed_packets_never_panic() {
     let (min, max) = SensorModel::Vlp16.datasheet_range_m();
     assert!(out.iter().all(|f| {
         f.points
+            .autoware()
             .iter()
             .all(|p| p.distance > min && p.distance < max)
     }));

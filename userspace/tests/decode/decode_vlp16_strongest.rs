@@ -53,11 +53,13 @@ fn strongest_84pkt() {
         assert_eq!((f.header.sensor_id, f.header.sequence), (5, i as u64));
         assert!(
             f.points
+                .autoware()
                 .iter()
                 .all(|p| p.return_type == ReturnType::Strongest as u8)
         );
         assert!(
             f.points
+                .autoware()
                 .iter()
                 .all(|p| p.distance > 0.3 && p.distance < 300.0)
         );

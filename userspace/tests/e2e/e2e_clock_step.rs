@@ -187,7 +187,7 @@ fn wall_clock_steps_cut_and_lose_no_frame() {
         );
         assert_eq!(pts.len(), off.points.len(), "frame {i} point count");
         assert!(
-            pts == &off.points.autoware(),
+            pts == off.points.autoware(),
             "frame {i}: points differ from offline"
         );
     }

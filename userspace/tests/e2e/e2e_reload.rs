@@ -165,7 +165,7 @@ fn sighup_reloads_the_calibration_and_keeps_a_good_one_on_error() {
         );
         assert_eq!(pts.len(), off.points.len(), "frame {i} point count");
         assert!(
-            pts == &off.points.autoware(),
+            pts == off.points.autoware(),
             "frame {i}: points differ from offline decoding"
         );
     }

@@ -307,7 +307,7 @@ fn assert_clouds(result: &Value, bin: &[u8], tcp: &[ReceivedFrame], offline: &[F
         assert_eq!(Value::Object(got), want, "cloud {i}");
         let at = c["data_offset"].as_u64().expect("offset") as usize;
         assert!(
-            bin[at..at + 32 * n as usize] == point_bytes(&off.points.autoware())[..],
+            bin[at..at + 32 * n as usize] == point_bytes(off.points.autoware())[..],
             "cloud {i}: points differ from offline decoding"
         );
     }

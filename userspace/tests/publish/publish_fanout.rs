@@ -50,9 +50,14 @@ fn voluntary_switches() -> i64 {
 
 fn wire_hash(f: &Frame) -> u64 {
     let mut hdr = Vec::new();
-    protocol::encode_frame_header(&f.header, f.points.len() as u32, &mut hdr);
+    protocol::encode_frame_header(
+        &f.header,
+        lidarxdp_core::layout::PointType::Autoware,
+        f.points.len() as u32,
+        &mut hdr,
+    );
     fnv(
-        bytemuck::cast_slice(&f.points.autoware()),
+        bytemuck::cast_slice(f.points.autoware()),
         fnv(&hdr, 0xcbf2_9ce4_8422_2325),
     )
 }
@@ -102,7 +107,12 @@ fn sixteen_subscribers_one_stalled_one_slow() {
                 let mut got = Vec::new();
                 while let Some(f) = s.next_frame().expect("fast subscriber read") {
                     let mut hdr = Vec::new();
-                    protocol::encode_frame_header(f.header(), f.points().len() as u32, &mut hdr);
+                    protocol::encode_frame_header(
+                        f.header(),
+                        lidarxdp_core::layout::PointType::Autoware,
+                        f.points().len() as u32,
+                        &mut hdr,
+                    );
                     let h = fnv(f.payload_bytes(), fnv(&hdr, 0xcbf2_9ce4_8422_2325));
                     got.push((f.header().sequence, h));
                 }

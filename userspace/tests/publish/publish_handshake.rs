@@ -139,7 +139,7 @@ fn sensors_and_fields_by_name() {
             let got = all.next_frame().unwrap().unwrap();
             let want = frame(sensor, seq, if sensor == 0 { 50 } else { 70 });
             assert_eq!(got.header(), &want.header);
-            assert_eq!(got.points(), &want.points.autoware()[..]);
+            assert_eq!(got.points(), want.points.autoware());
         }
     }
     // Field subset of "roof": 10-byte packed points, read through typed views.
@@ -171,7 +171,7 @@ fn sensors_and_fields_by_name() {
     for seq in 0..3 {
         let got = f.next_frame().unwrap().unwrap();
         assert_eq!((got.header().sensor_id, got.header().sequence), (0, seq));
-        assert_eq!(got.points(), &frame(0, seq, 50).points.autoware()[..]);
+        assert_eq!(got.points(), frame(0, seq, 50).points.autoware());
     }
     let c = publisher.shutdown().unwrap();
     assert_eq!(c.subscriptions, 3);

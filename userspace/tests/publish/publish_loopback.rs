@@ -52,8 +52,13 @@ fn frame(seq: u64, n: usize) -> Frame {
 
 fn wire_bytes(f: &Frame) -> Vec<u8> {
     let mut v = Vec::new();
-    protocol::encode_frame_header(&f.header, f.points.len() as u32, &mut v);
-    v.extend_from_slice(bytemuck::cast_slice(&f.points.autoware()));
+    protocol::encode_frame_header(
+        &f.header,
+        lidarxdp_core::layout::PointType::Autoware,
+        f.points.len() as u32,
+        &mut v,
+    );
+    v.extend_from_slice(bytemuck::cast_slice(f.points.autoware()));
     v
 }
 
@@ -120,9 +125,9 @@ fn three_subscribers_receive_every_frame_in_order_byte_exact() {
                     assert_eq!(got.points().len(), want.points.len());
                     assert_eq!(
                         got.payload_bytes(),
-                        bytemuck::cast_slice::<_, u8>(&want.points.autoware())
+                        bytemuck::cast_slice::<_, u8>(want.points.autoware())
                     );
-                    assert_eq!(got.points(), &want.points.autoware()[..]);
+                    assert_eq!(got.points(), want.points.autoware());
                 }
                 assert_eq!(s.sequence_gaps(), 0);
                 // After shutdown: clean end of stream.
@@ -320,7 +325,7 @@ fn disconnects_are_noticed_and_limits_enforced() {
     assert!(sender.send(frame(0, 10)));
     a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let f = a.next_frame().unwrap().unwrap();
-    assert_eq!(f.points(), &frame(0, 10).points.autoware()[..]);
+    assert_eq!(f.points(), frame(0, 10).points.autoware());
 
     // The freed slot can be used again.
     let mut c2 = Subscriber::connect(addr).unwrap();

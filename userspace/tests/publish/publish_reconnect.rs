@@ -72,7 +72,7 @@ fn disconnect_mid_frame_then_reconnect() {
     assert_eq!(&part[..4], b"LXDP");
     drop(leaving);
     let got = steady.next_frame().unwrap().unwrap();
-    assert_eq!(got.points(), &frame(0, N).points.autoware()[..]);
+    assert_eq!(got.points(), frame(0, N).points.autoware());
     wait_for("disconnect noticed", || {
         publisher.counters().subscribers_disconnected == 1
     });
@@ -92,7 +92,7 @@ fn disconnect_mid_frame_then_reconnect() {
         for s in [&mut steady, &mut back] {
             let got = s.next_frame().unwrap().unwrap();
             assert_eq!(got.header(), &want.header);
-            assert_eq!(got.points(), &want.points.autoware()[..]);
+            assert_eq!(got.points(), want.points.autoware());
         }
     }
     assert_eq!(back.sequence_gaps(), 0);

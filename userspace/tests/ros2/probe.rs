@@ -474,7 +474,7 @@ pub fn assert_pointcloud2_equal(i: usize, m: &Msg, off: &Frame, start_ns: u64, f
         pointcloud2_len(frame_id, 32 * n as usize),
         "message {i} payload length"
     );
-    let want = point_bytes(&off.points.autoware());
+    let want = point_bytes(off.points.autoware());
     if m.data != want {
         let p = (0..off.points.len())
             .find(|&p| m.data.get(p * 32..p * 32 + 32) != Some(&want[p * 32..p * 32 + 32]))

@@ -35,7 +35,7 @@ fn assert_whole_frames(msgs: &[Msg], offline: &[Frame]) {
         let off = &offline[seq as usize - 1];
         assert_eq!(m.width, off.points.len() as u64, "sequence {seq} width");
         assert!(
-            m.data == point_bytes(&off.points.autoware()),
+            m.data == point_bytes(off.points.autoware()),
             "stopped subscriber's sequence {seq}: data differs from offline decoding"
         );
     }
