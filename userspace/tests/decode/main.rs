@@ -11,6 +11,7 @@ mod decode_ouster_golden;
 mod decode_ouster_imu;
 mod decode_ouster_proptest;
 mod decode_ouster_robustness;
+mod decode_point_types;
 mod decode_robosense_faults;
 mod decode_robosense_helios16p;
 mod decode_robosense_proptest;

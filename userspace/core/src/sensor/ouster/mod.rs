@@ -37,6 +37,17 @@
 //!   returns; Ouster's pair is strongest + second strongest, not last + strongest).
 //! * `time_stamp`: the column timestamp minus the frame start, ns.
 //!
+//! In the ouster-ros layouts ([`crate::layout::PointType::Ouster`] and
+//! [`crate::layout::PointType::OusterXyzir`]) each point holds what ouster-ros fills from its
+//! pixel: `intensity` = SIGNAL (0 in RNG15_RFL8_NIR8, which has none), and in `ouster` also
+//! `reflectivity` = REFLECTIVITY and `ambient` = NEAR_IR (RNG15's 8 bits × 16); a dual
+//! profile's second return takes SIGNAL2 and REFLECTIVITY2 (NEAR_IR is shared), an
+//! `identical` point the first return's. Each channel is read as ouster-sdk 1.0.1 reads it
+//! (LEGACY REFLECTIVITY: the byte at 4, also on fw 1.1x where the sensor sent 16 bits, which
+//! `intensity` above saturates instead). x, y, z, `t`, `ring` and `range` are those of the
+//! generic conversion ([`crate::layout::Layout::from_point`]). Every other layout is written
+//! straight from the column kernel, without this pass.
+//!
 //! ## Frames
 //! A frame is all packets of one `frame_id` (LEGACY: the first column's frame_id). It is
 //! published as soon as all packets the column window implies have arrived
@@ -87,6 +98,7 @@ pub mod packet;
 
 use crate::HostTime;
 use crate::frame::Frame;
+use crate::layout::{Layout, OusterPoint, OusterXYZIR, PointType, TimeBase};
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::point_buf::PointBuf;
 use crate::simd::{Compactor, OUSTER_MAX_ROWS, OusterColumnIn, OusterLayout};
@@ -299,10 +311,7 @@ impl OusterStream {
             spare_seen: Vec::new(),
             decoded_any: false,
             stats: OusterStats::default(),
-            returns: Box::new(ColumnReturns {
-                range: [[0; OUSTER_MAX_ROWS]; 2],
-                intensity: [[0; OUSTER_MAX_ROWS]; 2],
-            }),
+            returns: Box::new(ColumnReturns::new()),
             meta,
         })
     }
@@ -608,6 +617,137 @@ fn le32(px: &[u8], o: usize) -> u32 {
 struct ColumnReturns {
     range: [[u32; OUSTER_MAX_ROWS]; 2],
     intensity: [[u8; OUSTER_MAX_ROWS]; 2],
+    /// The column's kept points, staged before they are written in an ouster-ros layout
+    /// ([`push_ouster_points`]); reused from column to column (empty until the first such
+    /// column, then at most two points per row).
+    stage: Vec<PointXYZIRCAEDT>,
+}
+
+impl ColumnReturns {
+    fn new() -> Self {
+        ColumnReturns {
+            range: [[0; OUSTER_MAX_ROWS]; 2],
+            intensity: [[0; OUSTER_MAX_ROWS]; 2],
+            stage: Vec::new(),
+        }
+    }
+}
+
+/// The channels of one return of a pixel that ouster-ros's points carry besides the range, as
+/// ouster-sdk 1.0.1 decodes them (`ouster_core/src/parsing.cpp`, the per-profile
+/// `FieldDecodeInfo` tables; bit layouts in [`packet`]) and ouster-ros copies them into its
+/// `ouster_ros::Point` (`src/point_transform.h`: `intensity` ← SIGNAL, `ambient` ← NEAR_IR,
+/// `reflectivity` ← REFLECTIVITY; the second return of a dual profile takes SIGNAL2 and
+/// REFLECTIVITY2 and the shared NEAR_IR, `Profile_*_DUAL_2ND_RETURN` in
+/// `include/ouster_ros/sensor_point_types.h`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PixelChannels {
+    /// SIGNAL (SIGNAL2), photons, 0..=65535; 0 for a profile without it (RNG15_RFL8_NIR8).
+    signal: u16,
+    /// REFLECTIVITY (REFLECTIVITY2), the calibrated reflectivity, 0..=255 (ouster-sdk reads 8
+    /// bits in every profile, LEGACY included).
+    reflectivity: u8,
+    /// NEAR_IR, photons (RNG15_RFL8_NIR8: its 8 bits × 16, as ouster-sdk scales them).
+    near_ir: u16,
+}
+
+/// An ouster-ros layout whose signal, reflectivity and near-IR the decoder fills from the
+/// pixel ([`push_ouster_points`]).
+trait OusterRosPoint: Layout {
+    /// Overwrites the generic conversion's intensity-derived fields with `ch`.
+    fn set_channels(&mut self, ch: PixelChannels);
+}
+
+impl OusterRosPoint for OusterPoint {
+    #[inline(always)]
+    fn set_channels(&mut self, ch: PixelChannels) {
+        self.intensity = f32::from(ch.signal);
+        self.reflectivity = u16::from(ch.reflectivity);
+        self.ambient = ch.near_ir;
+    }
+}
+
+impl OusterRosPoint for OusterXYZIR {
+    #[inline(always)]
+    fn set_channels(&mut self, ch: PixelChannels) {
+        self.intensity = f32::from(ch.signal);
+    }
+}
+
+#[inline(always)]
+fn le16(px: &[u8], o: usize) -> u16 {
+    match px.get(o..o + 2) {
+        Some(&[a, b]) => u16::from_le_bytes([a, b]),
+        _ => 0,
+    }
+}
+
+/// The channels of a LEGACY or `RNG19_RFL8_SIG16_NIR16` pixel (12 bytes, one return):
+/// REFLECTIVITY byte 4, SIGNAL u16 at byte 6, NEAR_IR u16 at byte 8. (LEGACY on fw 1.1x sent a
+/// 16-bit reflectivity at byte 4; ouster-sdk 1.0.1 and ouster-ros read its low byte.)
+fn channels_sig16(px: &[u8; 12], _second: bool) -> PixelChannels {
+    PixelChannels {
+        signal: le16(px, 6),
+        reflectivity: px[4],
+        near_ir: le16(px, 8),
+    }
+}
+
+/// The channels of an `RNG15_RFL8_NIR8` pixel (4 bytes): no SIGNAL (0), REFLECTIVITY byte 2,
+/// NEAR_IR byte 3 × 16.
+fn channels_rng15(px: &[u8; 4], _second: bool) -> PixelChannels {
+    PixelChannels {
+        signal: 0,
+        reflectivity: px[2],
+        near_ir: u16::from(px[3]) << 4,
+    }
+}
+
+/// The channels of a dual-return pixel (`RNG19_RFL8_SIG16_NIR16_DUAL`, 16 bytes, and
+/// `FIVE_WORD_PIXEL`, 20 bytes, the same fields in bytes 0..14): the first return's
+/// REFLECTIVITY byte 3 and SIGNAL u16 at byte 8, the second's REFLECTIVITY2 byte 7 and SIGNAL2
+/// u16 at byte 10; NEAR_IR u16 at byte 12 for both.
+fn channels_dual<const PB: usize>(px: &[u8; PB], second: bool) -> PixelChannels {
+    let (refl, sig) = if second { (7, 10) } else { (3, 8) };
+    PixelChannels {
+        signal: le16(px, sig),
+        reflectivity: px.get(refl).copied().unwrap_or(0),
+        near_ir: le16(px, 12),
+    }
+}
+
+/// Writes the kept points of column `c` in the ouster-ros layout `L`: each point is the
+/// generic conversion ([`Layout::from_point`]) of the candidate point the other layouts
+/// store, with the signal, reflectivity and near-IR of its own pixel (row `channel`) and
+/// return (the second iff `return_type` is `SecondStrongest`) read by `channels`. The points
+/// are staged in `stage` (reused, no allocation once it has grown to a column).
+#[inline(never)]
+fn push_ouster_points<const PB: usize, L: OusterRosPoint>(
+    c: &OusterColumnIn<'_>,
+    pixels: &[[u8; PB]],
+    stage: &mut Vec<PointXYZIRCAEDT>,
+    out: &mut PointBuf,
+    channels: impl Fn(&[u8; PB], bool) -> PixelChannels,
+) {
+    stage.clear();
+    crate::simd::extend_compacted(stage, c.candidates(), |o| column_points(c, o));
+    // Neither ouster-ros layout reads the time base (relative `t`, or none); it is the
+    // buffer's all the same.
+    let start_ns = out.start_ns();
+    let time = TimeBase {
+        start_ns,
+        packet_ns: start_ns.saturating_add(u64::from(c.t)),
+    };
+    out.reserve(stage.len());
+    for p in stage.iter() {
+        let second = p.return_type == ReturnType::SecondStrongest as u8;
+        let ch = pixels
+            .get(usize::from(p.channel))
+            .map_or(PixelChannels::default(), |px| channels(px, second));
+        let mut v = L::from_point(p, &time);
+        v.set_channels(ch);
+        out.push_as(v);
+    }
 }
 
 /// One candidate point of `c`'s row `row`: range `range_mm` (mm), reflectivity `intensity`.
@@ -680,11 +820,19 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
     (lo, hi): (u32, u32),
     returns: &mut ColumnReturns,
     out: &mut PointBuf,
-    (layout, extract): (OusterLayout, impl Fn(&[u8; PB]) -> Returns),
+    (layout, extract, channels): (
+        OusterLayout,
+        impl Fn(&[u8; PB]) -> Returns,
+        impl Fn(&[u8; PB], bool) -> PixelChannels,
+    ),
 ) {
     let (chunks, _) = pixels.as_chunks::<PB>();
     let rows = chunks.len().min(lut.dx.len()).min(OUSTER_MAX_ROWS);
-    let ColumnReturns { range, intensity } = returns;
+    let ColumnReturns {
+        range,
+        intensity,
+        stage,
+    } = returns;
     // The rows the kernel reads past `rows` (up to a multiple of 4) hold no return, whatever
     // an earlier column of another row count left there (a recalibration). SSE2 reads
     // the rows in groups of four as far as it can (`simd::ouster_extract`, equal to `extract`
@@ -731,7 +879,15 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
         lo,
         hi,
     };
-    out.extend_compacted(c.candidates(), |out| column_points(&c, out));
+    match out.point_type() {
+        PointType::Ouster => {
+            push_ouster_points::<PB, OusterPoint>(&c, chunks, stage, out, channels)
+        }
+        PointType::OusterXyzir => {
+            push_ouster_points::<PB, OusterXYZIR>(&c, chunks, stage, out, channels)
+        }
+        _ => out.extend_compacted(c.candidates(), |out| column_points(&c, out)),
+    }
 }
 
 /// The return of a legacy pixel (12 bytes): range bits 0..20 of word 0, reflectivity the u16
@@ -777,23 +933,23 @@ fn decode_column(
 ) {
     match profile {
         Profile::Legacy => {
-            let read = (OusterLayout::Legacy, legacy);
+            let read = (OusterLayout::Legacy, legacy, channels_sig16);
             decode_column_with::<12, false>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::Rng19Rfl8Sig16Nir16 => {
-            let read = (OusterLayout::Rng19, rng19);
+            let read = (OusterLayout::Rng19, rng19, channels_sig16);
             decode_column_with::<12, false>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::Rng15Rfl8Nir8 => {
-            let read = (OusterLayout::Rng15, rng15);
+            let read = (OusterLayout::Rng15, rng15, channels_rng15);
             decode_column_with::<4, false>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::Rng19Rfl8Sig16Nir16Dual => {
-            let read = (OusterLayout::Dual, dual::<16>);
+            let read = (OusterLayout::Dual, dual::<16>, channels_dual::<16>);
             decode_column_with::<16, true>(pixels, lut, keep, t, range, returns, out, read)
         }
         Profile::FiveWordPixel => {
-            let read = (OusterLayout::Dual, dual::<20>);
+            let read = (OusterLayout::Dual, dual::<20>, channels_dual::<20>);
             decode_column_with::<20, true>(pixels, lut, keep, t, range, returns, out, read)
         }
     }
@@ -1133,6 +1289,137 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Each profile's channel reader reads what `packet::field_spec` (the field tables the
+        /// goldens check against ouster-sdk's digests) reads, for either return: SIGNAL(2)
+        /// (0 where the profile has none), REFLECTIVITY(2), NEAR_IR.
+        #[test]
+        fn channel_readers_equal_the_field_specs(
+            profile in 0usize..5,
+            px in any::<[u8; 20]>(),
+            second in any::<bool>(),
+        ) {
+            use packet::{ChanField, field_spec};
+            let profile = Profile::ALL[profile];
+            let second = second && profile.returns() == 2;
+            let got = match profile {
+                Profile::Legacy | Profile::Rng19Rfl8Sig16Nir16 => {
+                    channels_sig16(px[..12].try_into().unwrap(), second)
+                }
+                Profile::Rng15Rfl8Nir8 => channels_rng15(px[..4].try_into().unwrap(), second),
+                Profile::Rng19Rfl8Sig16Nir16Dual => {
+                    channels_dual::<16>(px[..16].try_into().unwrap(), second)
+                }
+                Profile::FiveWordPixel => channels_dual::<20>(&px, second),
+            };
+            let pixel = &px[..profile.pixel_bytes()];
+            let get = |f| field_spec(profile, f).map_or(0, |s| s.get(pixel));
+            let (sig, refl) = if second {
+                (ChanField::Signal2, ChanField::Reflectivity2)
+            } else {
+                (ChanField::Signal, ChanField::Reflectivity)
+            };
+            let want = PixelChannels {
+                signal: get(sig) as u16,
+                reflectivity: get(refl) as u8,
+                near_ir: get(ChanField::NearIr) as u16,
+            };
+            prop_assert_eq!(got, want, "{:?} second {}", profile, second);
+        }
+    }
+
+    /// In the ouster-ros layouts a column's points are the generic conversion of the same
+    /// points with their own pixel's signal, reflectivity and near-IR (per return); the other
+    /// layouts are the generic conversion.
+    #[test]
+    fn ouster_layouts_take_each_pixels_channels() {
+        let rows: usize = 8;
+        let table = vec![0.001f32; rows];
+        let lut = Column {
+            dx: &table,
+            dy: &table,
+            dz: &table,
+            azimuth: &table,
+            elevation: &table,
+            offset: [0.0; 3],
+            n_mm: 0.0,
+        };
+        for profile in Profile::ALL {
+            let pb = profile.pixel_bytes();
+            // Row r: ranges 1000 + r (second: 2000 + r, equal to the first in row 3, none in
+            // row 5), every other byte distinct.
+            let mut px = vec![0u8; rows * pb];
+            for (row, p) in px.chunks_mut(pb).enumerate() {
+                for (i, b) in p.iter_mut().enumerate() {
+                    *b = (17 * row + 5 * i + 1) as u8;
+                }
+                let r = 1000 + row as u32 * 8;
+                let r2 = match row {
+                    3 => r,
+                    5 => 0,
+                    _ => 2000 + row as u32 * 8,
+                };
+                match profile {
+                    Profile::Legacy => p[..4].copy_from_slice(&r.to_le_bytes()),
+                    Profile::Rng19Rfl8Sig16Nir16 => p[..4].copy_from_slice(&r.to_le_bytes()),
+                    Profile::Rng15Rfl8Nir8 => {
+                        p[..2].copy_from_slice(&((r / 8) as u16).to_le_bytes())
+                    }
+                    Profile::Rng19Rfl8Sig16Nir16Dual | Profile::FiveWordPixel => {
+                        p[..3].copy_from_slice(&r.to_le_bytes()[..3]);
+                        p[4..7].copy_from_slice(&r2.to_le_bytes()[..3]);
+                    }
+                }
+            }
+            let mut generic = PointBuf::with_type(PointType::Autoware, 0);
+            let mut returns = ColumnReturns::new();
+            let window = (1, 1 << 20);
+            decode_column(
+                profile,
+                &px,
+                lut,
+                None,
+                9,
+                window,
+                &mut returns,
+                &mut generic,
+            );
+            let pts = generic.autoware().to_vec();
+            assert!(pts.len() >= rows, "{profile:?}");
+            for t in [PointType::Ouster, PointType::OusterXyzir] {
+                let mut out = PointBuf::with_type(t, 0);
+                decode_column(profile, &px, lut, None, 9, window, &mut returns, &mut out);
+                assert_eq!(out.len(), pts.len(), "{profile:?} {t}");
+                for (k, p) in pts.iter().enumerate() {
+                    let row = usize::from(p.channel);
+                    let pixel = &px[row * pb..(row + 1) * pb];
+                    let second = p.return_type == ReturnType::SecondStrongest as u8;
+                    let field = |f| packet::field_spec(profile, f).map_or(0, |s| s.get(pixel));
+                    use packet::ChanField::*;
+                    let (sig, refl) = if second {
+                        (field(Signal2), field(Reflectivity2))
+                    } else {
+                        (field(Signal), field(Reflectivity))
+                    };
+                    let tb = TimeBase::default();
+                    if t == PointType::Ouster {
+                        let mut want = OusterPoint::from_point(p, &tb);
+                        want.intensity = sig as f32;
+                        want.reflectivity = refl as u16;
+                        want.ambient = field(NearIr) as u16;
+                        assert_eq!(out.typed::<OusterPoint>().unwrap()[k], want, "{profile:?}");
+                    } else {
+                        let mut want = OusterXYZIR::from_point(p, &tb);
+                        want.intensity = sig as f32;
+                        assert_eq!(out.typed::<OusterXYZIR>().unwrap()[k], want, "{profile:?}");
+                    }
+                }
+            }
+        }
+    }
+
     /// The rows the kernel reads past a column's (up to a multiple of 4) make no point, even
     /// when a column with more rows (before a recalibration) left returns there.
     #[test]
@@ -1157,6 +1444,7 @@ mod tests {
             let mut returns = ColumnReturns {
                 range: [[5000; OUSTER_MAX_ROWS]; 2],
                 intensity: [[7; OUSTER_MAX_ROWS]; 2],
+                stage: Vec::new(),
             };
             let mut out = PointBuf::default();
             let px = &pixels[..rows * pb];
