@@ -168,6 +168,18 @@ impl ReceivedFrame {
         self.full
     }
 
+    /// The point layout of the payload when it is a whole layout
+    /// ([`lidarxdp_core::layout::PointType::from_fields`]; `hesai` for the bytes `hesai` and
+    /// `robosense` share), `None` for a subset of fields.
+    pub fn point_type(&self) -> Option<lidarxdp_core::layout::PointType> {
+        lidarxdp_core::layout::PointType::from_fields(
+            self.point_step,
+            self.fields
+                .iter()
+                .map(|f| (f.name.as_str(), f.offset, f.datatype, f.count)),
+        )
+    }
+
     /// Number of points.
     pub fn point_count(&self) -> usize {
         self.point_count as usize

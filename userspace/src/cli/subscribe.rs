@@ -24,11 +24,11 @@ use anyhow::{Context, Result, bail};
 use lidarxdp_client::mcap::{McapError, McapOptions, McapRecorder, RecordedFile};
 #[cfg(feature = "zenoh")]
 use lidarxdp_client::zenoh::{
-    SessionConfig, ZenohFrame, ZenohFrameError, ZenohSubscriber, points_of,
+    SessionConfig, ZenohFrame, ZenohFrameError, ZenohSubscriber, layout_points_of,
 };
 use lidarxdp_client::{ReceivedFrame, Subscriber};
 use lidarxdp_core::frame::{FrameClock, FrameHeader};
-use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::layout::PointType;
 use lidarxdp_core::protocol::Subscribe;
 #[cfg(feature = "zenoh")]
 use lidarxdp_core::ros2::PointCloud2View;
@@ -62,7 +62,8 @@ pub struct SubscribeArgs {
     /// `latency_us`), then one `{"summary": {...}}` object (docs/seeing-and-recording.md).
     #[arg(long, conflicts_with = "stats")]
     json: bool,
-    /// Write every frame as `<DIR>/<sensor name>_<sequence, 6 digits>.pcd` (needs all fields;
+    /// Write every frame as `<DIR>/<sensor name>_<sequence, 6 digits>.pcd` with its layout's
+    /// fields (needs all fields;
     /// `zenoh:`: the message's `frame_id` and rmw_zenoh sequence number).
     #[arg(long, value_name = "DIR")]
     pcd: Option<PathBuf>,
@@ -220,11 +221,13 @@ fn check_flags(a: &SubscribeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Whether `fields` names every point field in the full layout's order (the only subset
-/// request that still delivers [`lidarxdp_core::point::PointXYZIRCAEDT`] records).
+/// Whether `fields` names every point field of some layout in its order (the only subset
+/// request that still delivers that layout's records).
 fn all_fields(fields: &[String]) -> bool {
-    let all = lidarxdp_core::point::POINT_FIELDS;
-    fields.len() == all.len() && fields.iter().zip(all.iter()).all(|(f, p)| f == p.name)
+    lidarxdp_core::layout::POINT_TYPES.iter().any(|t| {
+        let all = t.fields();
+        fields.len() == all.len() && fields.iter().zip(all.iter()).all(|(f, p)| f == p.name)
+    })
 }
 
 /// SIGINT/SIGTERM handling: a flag the loops poll, and a thread that shuts the TCP stream
@@ -640,7 +643,8 @@ enum GotFrom<'a> {
     Zenoh {
         msg: &'a ZenohFrame,
         view: PointCloud2View<'a>,
-        points: &'a [PointXYZIRCAEDT],
+        /// The cloud's layout and its `data` bytes.
+        points: (PointType, &'a [u8]),
         /// rmw_zenoh's sequence number (0 without an attachment).
         seq: i64,
         /// The publisher's put time, ns (the attachment's; else the receive time).
@@ -824,7 +828,7 @@ impl FrameSource {
                     )
                 };
                 let view = msg.view().map_err(|e| on(e.into()))?;
-                let points = points_of(&view).map_err(on)?;
+                let points = layout_points_of(&view).map_err(on)?;
                 let att = msg.attachment();
                 let publish_ns = att.map_or(received_ns, |t| t.source_timestamp_ns.max(0) as u64);
                 let seq = att.map_or(0, |t| t.sequence_number);
@@ -835,7 +839,7 @@ impl FrameSource {
                 Ok(Got {
                     key: topic.as_str(),
                     seq: seq.max(0) as u64,
-                    points: points.len(),
+                    points: points.1.len() / points.0.point_step(),
                     bytes: msg.bytes().len(),
                     latency_us,
                     received_ns,
@@ -904,11 +908,11 @@ impl Got<'_> {
         }
     }
 
-    /// The PCD file of the frame in `dir` and its points, `None` without the full layout:
-    /// `<sensor name or frame_id>_<sequence>.pcd`.
-    fn pcd(&self, dir: &Path) -> Option<(PathBuf, &[PointXYZIRCAEDT])> {
+    /// The PCD file of the frame in `dir`, its layout and its points' bytes, `None` without a
+    /// whole layout (a subset of fields): `<sensor name or frame_id>_<sequence>.pcd`.
+    fn pcd(&self, dir: &Path) -> Option<(PathBuf, (PointType, &[u8]))> {
         let (name, points) = match &self.from {
-            GotFrom::Tcp(f) => (self.key, f.is_full_layout().then(|| f.points())?),
+            GotFrom::Tcp(f) => (self.key, (f.point_type()?, f.payload_bytes())),
             #[cfg(feature = "zenoh")]
             GotFrom::Zenoh { view, points, .. } => (view.frame_id, *points),
         };
@@ -1006,7 +1010,14 @@ fn run(a: &SubscribeArgs, src: &mut FrameSource, from: &str, stop: &Stop) -> Res
                 ));
                 break StopReason::Error;
             };
-            if let Err(e) = lidarxdp_client::pcd::write_pcd(&path, points) {
+            let written = std::fs::File::create(&path).and_then(|file| {
+                lidarxdp_client::pcd::write_layout(
+                    std::io::BufWriter::new(file),
+                    points.0,
+                    points.1,
+                )
+            });
+            if let Err(e) = written {
                 error = Some(anyhow::Error::new(e).context(format!("write {}", path.display())));
                 break StopReason::Error;
             }

@@ -1000,6 +1000,7 @@ mod tests {
     use super::*;
     use crate::publish::BufferPool;
     use lidarxdp_core::frame::{Frame, FrameHeader};
+    use lidarxdp_core::layout::PointType;
     use lidarxdp_core::point::PointXYZIRCAEDT;
 
     const DEPTH: usize = 3;
@@ -1631,6 +1632,111 @@ mod tests {
             );
             assert_eq!(r.counters.protocol_errors.load(Relaxed), 1);
         }
+    }
+
+    /// A frame of sensor `sensor` in layout `t` with `points` points.
+    fn frame_as(r: &Rig, sensor: u16, t: PointType, points: usize) -> Arc<SharedFrame> {
+        let mut b = lidarxdp_core::point_buf::PointBuf::with_type(t, points);
+        b.extend((0..points).map(|i| PointXYZIRCAEDT {
+            x: i as f32,
+            intensity: 7,
+            channel: 3,
+            time_stamp: 1_000,
+            ..Default::default()
+        }));
+        SharedFrame::new(
+            Frame {
+                header: FrameHeader {
+                    sensor_id: sensor,
+                    ..Default::default()
+                },
+                points: b,
+            },
+            r.pool.clone(),
+        )
+    }
+
+    /// Each sensor's frames go out in its own layout: the whole layout from the decoder's
+    /// buffer, a field subset packed from it; a field one chosen sensor's layout lacks is
+    /// refused with UNKNOWN_FIELD naming the sensor, its layout and its fields.
+    #[test]
+    fn frames_carry_their_sensors_layout() {
+        let mut r = Rig::new(DEPTH, 2);
+        r.f.cfg.point_types = vec![(1, PointType::Velodyne)];
+        // All fields of both sensors.
+        let all = r.connect();
+        // `x,intensity` exists in both layouts (u8 in autoware, f32 in velodyne).
+        let sub = r.connect();
+        r.f.on_recv(sub, r.t0, Ok(&subscribe_bytes(&[], &["x", "intensity"])));
+        r.drain(sub);
+        r.f.offer(&frame_as(&r, 1, PointType::Velodyne, 3), r.t0);
+        assert_eq!(r.take(), [Action::Send(all), Action::Send(sub)]);
+        let bytes: Vec<u8> = r.f.unsent(all).flatten().copied().collect();
+        let Parsed::Complete {
+            message: Message::Frame(info),
+            header_len,
+            payload_len,
+        } = protocol::parse_header(&bytes).unwrap()
+        else {
+            panic!("a frame message");
+        };
+        assert_eq!(info.point_type(), Some(PointType::Velodyne));
+        assert_eq!((info.point_step, payload_len), (22, 66));
+        // Point 2: x 2.0, intensity 7.0, ring 3, time 1 µs.
+        let p = &bytes[header_len + 44..header_len + 66];
+        assert_eq!(&p[0..4], &2.0f32.to_le_bytes());
+        assert_eq!(&p[12..16], &7.0f32.to_le_bytes());
+        assert_eq!(&p[16..18], &[3, 0]);
+        assert_eq!(&p[18..22], &1e-6f32.to_le_bytes());
+        let packed: Vec<u8> = r.f.unsent(sub).flatten().copied().collect();
+        let Parsed::Complete {
+            message: Message::Frame(info),
+            header_len,
+            ..
+        } = protocol::parse_header(&packed).unwrap()
+        else {
+            panic!("a frame message");
+        };
+        let f: Vec<(String, u32, u8)> = info
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), f.offset, f.datatype))
+            .collect();
+        assert_eq!(f, [("x".into(), 0, 7), ("intensity".into(), 4, 7)]);
+        assert_eq!(
+            &packed[header_len + 16..header_len + 24],
+            &[0, 0, 0, 0x40, 0, 0, 0xe0, 0x40]
+        );
+        // `ring` is velodyne's, not autoware's: refused for all sensors, accepted for s1.
+        let bad = r.connect();
+        r.f.on_recv(bad, r.t0, Ok(&subscribe_bytes(&[], &["ring"])));
+        assert_eq!(r.take(), [Action::Send(bad)]);
+        let msg: Vec<u8> = r.f.unsent(bad).flatten().copied().collect();
+        match protocol::parse_header(&msg).unwrap() {
+            Parsed::Complete {
+                message: Message::Error(e),
+                ..
+            } => {
+                assert_eq!(e.code, error_code::UNKNOWN_FIELD);
+                assert_eq!(
+                    e.reason,
+                    "sensor 's0': unknown field 'ring' for point_type autoware; valid: x, y, \
+                     z, intensity, return_type, channel, azimuth, elevation, distance, \
+                     time_stamp"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let ok = r.connect();
+        r.f.on_recv(ok, r.t0, Ok(&subscribe_bytes(&["s1"], &["ring"])));
+        let ack: Vec<u8> = r.f.unsent(ok).flatten().copied().collect();
+        assert!(matches!(
+            protocol::parse_header(&ack).unwrap(),
+            Parsed::Complete {
+                message: Message::Subscribed(_),
+                ..
+            }
+        ));
     }
 
     #[test]

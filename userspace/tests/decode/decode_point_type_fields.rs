@@ -167,6 +167,9 @@ fn field_lists_are_the_drivers() {
         // A field list identifies its layout's bytes (hesai and robosense share theirs: their
         // time fields differ in meaning only).
         let back = PointType::from_fields(step, fields.iter().copied()).unwrap();
-        assert_eq!((back.fields(), back.point_step()), (t.fields(), t.point_step()));
+        assert_eq!(
+            (back.fields(), back.point_step()),
+            (t.fields(), t.point_step())
+        );
     }
 }

@@ -156,13 +156,21 @@ fn check(t: PointType, family: Family, p: &[u8], r: &PointXYZIRCAEDT, start_ns: 
             let (x, y, z, i, ring, time) = (q.x, q.y, q.z, q.intensity, q.ring, q.time);
             xyz(x, y, z);
             assert_eq!((i, ring), (inten, r.channel), "{at}");
-            assert_eq!(time, (f64::from(r.time_stamp) * 1e-9) as f32, "{at}: time, s");
+            assert_eq!(
+                time,
+                (f64::from(r.time_stamp) * 1e-9) as f32,
+                "{at}: time, s"
+            );
         }
         PointType::Ouster => {
             let q = read::<OusterPoint>(p);
             xyz(q.x, q.y, q.z);
             let range = (f64::from(r.distance) * 1000.0).round() as u32;
-            assert_eq!((q.t, q.ring, q.range), (r.time_stamp, r.channel, range), "{at}");
+            assert_eq!(
+                (q.t, q.ring, q.range),
+                (r.time_stamp, r.channel, range),
+                "{at}"
+            );
             if family != Family::Ouster {
                 // Other vendors have no signal or near-infrared channel.
                 assert_eq!(
@@ -220,7 +228,11 @@ fn every_layout_on_every_capture() {
                 assert_eq!(f.points.point_type(), t);
                 let step = t.point_step();
                 let bytes = f.points.as_bytes();
-                assert_eq!(bytes.len(), r.points.len() * step, "{capture} as {t}: bytes");
+                assert_eq!(
+                    bytes.len(),
+                    r.points.len() * step,
+                    "{capture} as {t}: bytes"
+                );
                 for (k, (p, q)) in bytes
                     .chunks_exact(step)
                     .zip(r.points.autoware())
