@@ -26,6 +26,11 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::peers_input::{self, Capture, Loaded, Vendor};
+use lidarxdp_core::layout::{POINT_TYPES, PointType};
+
+/// Tool-name prefix of lidarxdp's decode-only rows in a layout other than `autoware`
+/// (`lidarxdp:xyzi`, ...).
+pub const LAYOUT_TOOL: &str = "lidarxdp:";
 use crate::peers_report;
 
 /// `peers` arguments.
@@ -286,7 +291,9 @@ impl Args {
         row
     }
 
-    fn ours_decode(&self, round: usize, inp: &Inputs) -> Row {
+    /// lidarxdp's decode only into layout `t`: tool `lidarxdp` for `autoware` (the row
+    /// compared with the peer), `lidarxdp:<layout>` for the others (compared with it).
+    fn ours_decode(&self, round: usize, inp: &Inputs, t: PointType) -> Row {
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("lidarxdp-bench"));
         let p = measure(
             Command::new(exe)
@@ -298,9 +305,15 @@ impl Args {
                 .arg("--sensor")
                 .arg(inp.c.model.name())
                 .arg("--calibration")
-                .arg(self.data(inp.c.calibration)),
+                .arg(self.data(inp.c.calibration))
+                .arg("--point-type")
+                .arg(t.name()),
         );
-        self.decode_row(self.base_row(round, inp, "decode", "lidarxdp"), p, inp)
+        let tool = match t {
+            PointType::Autoware => "lidarxdp".to_owned(),
+            _ => format!("{LAYOUT_TOOL}{t}"),
+        };
+        self.decode_row(self.base_row(round, inp, "decode", &tool), p, inp)
     }
 
     fn peer_decode(&self, round: usize, inp: &Inputs) -> Option<Row> {
@@ -537,7 +550,10 @@ pub fn run(a: Args) -> Result<()> {
     for round in 0..rounds {
         let t = Instant::now();
         for inp in &inputs {
-            push(&mut rows, a.ours_decode(round, inp));
+            // Every layout, autoware first, back to back in the round (issue 37's table).
+            for t in POINT_TYPES {
+                push(&mut rows, a.ours_decode(round, inp, t));
+            }
             if let Some(r) = a.peer_decode(round, inp) {
                 push(&mut rows, r);
             }

@@ -7,7 +7,8 @@
 //! frame assembly with time stamps) with this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
 //! as `userspace/benches/{velodyne,ouster,hesai}.rs` do. The last, open frame is not
 //! flushed (the peers do not flush theirs either). Prints one JSON object: timed `packets`,
-//! `frames` completed, `points` published and `ns`; and `copy_gbs`, the memory copy
+//! `frames` completed, `points` published and `ns` (in the `--point-type` layout, default
+//! `autoware`); and `copy_gbs`, the memory copy
 //! bandwidth measured right after in the same thread ([`copy_bandwidth`]), the write bound of
 //! 32-byte points on this machine in this run.
 
@@ -31,6 +32,9 @@ pub struct Args {
     /// Calibration (as `lidarxdp decode --calibration`).
     #[arg(long)]
     calibration: PathBuf,
+    /// The point layout the decoder writes (as `lidarxdp decode --point-type`).
+    #[arg(long, default_value = "autoware")]
+    point_type: lidarxdp_core::layout::PointType,
 }
 
 /// Reads a payload file: `(pcap time ns, payload)` per record.
@@ -68,6 +72,7 @@ pub fn run(a: Args) -> Result<()> {
     let cfg = SensorConfig {
         min_range_m: min,
         max_range_m: max,
+        point_type: a.point_type,
         ..SensorConfig::new(0, a.sensor, &a.calibration)
     };
     let mut p = lidarxdp::calibration::pipeline(&cfg)

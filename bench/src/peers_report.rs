@@ -15,7 +15,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use plotters::prelude::*;
 
-use crate::peers::Row;
+use crate::peers::{LAYOUT_TOOL, Row};
 
 /// The tool name of lidarxdp's Python package rows.
 const PY_TOOL: &str = "lidarxdp-python";
@@ -24,6 +24,12 @@ const PY_TOOL: &str = "lidarxdp-python";
 pub const BEGIN: &str = "<!-- peers:begin -->";
 /// End marker.
 pub const END: &str = "<!-- peers:end -->";
+
+/// The `point_step` of the layout called `name`, 0 for none.
+fn layout_step(name: &str) -> usize {
+    name.parse::<lidarxdp_core::layout::PointType>()
+        .map_or(0, |t| t.point_step())
+}
 
 /// Median, min, max.
 #[derive(Clone, Copy, Debug)]
@@ -90,6 +96,10 @@ struct Cap {
     peer_mpts: Vec<f64>,
     dec_ratio: Vec<f64>,
     dec_counts: Option<(u64, u64, u64, u64, u64)>,
+    /// Decode only into each point layout: M points/s, and its ratio to `autoware` in the
+    /// same round (> 1: faster), by layout name.
+    layout_mpts: BTreeMap<String, Vec<f64>>,
+    layout_ratio: BTreeMap<String, Vec<f64>>,
     // end to end
     ours_e2e_s: Vec<f64>,
     peer_raw_s: Vec<f64>,
@@ -131,7 +141,7 @@ impl Report {
             }
             let c = caps.entry(r.capture.clone()).or_default();
             c.vendor = r.vendor.clone();
-            if r.tool != "lidarxdp" && r.tool != PY_TOOL {
+            if r.tool != "lidarxdp" && r.tool != PY_TOOL && !r.tool.starts_with(LAYOUT_TOOL) {
                 c.peer = r.tool.clone();
             }
             if !r.error.is_empty() {
@@ -144,6 +154,7 @@ impl Report {
                     && r.capture == cap
                     && r.kind == kind
                     && (r.tool == "lidarxdp") == ours
+                    && !r.tool.starts_with(LAYOUT_TOOL)
                     && r.error.is_empty()
             })
         };
@@ -184,6 +195,28 @@ impl Report {
                     c.peer_mpts.push(p.points as f64 / p.cpu_ns as f64 * 1e3);
                     c.dec_ratio.push(pn / on);
                     c.dec_counts = Some((o.packets, o.frames, o.points, p.frames, p.points));
+                }
+                let mpts = |r: &Row| r.points as f64 / r.cpu_ns.max(1) as f64 * 1e3;
+                if let Some(aw) = find(round, name, "decode", true).filter(|o| o.cpu_ns > 0) {
+                    c.layout_mpts
+                        .entry("autoware".into())
+                        .or_default()
+                        .push(mpts(aw));
+                    for r in rows.iter().filter(|r| {
+                        r.round == round
+                            && r.capture == *name
+                            && r.kind == "decode"
+                            && r.tool.starts_with(LAYOUT_TOOL)
+                            && r.error.is_empty()
+                            && r.cpu_ns > 0
+                    }) {
+                        let t = r.tool[LAYOUT_TOOL.len()..].to_owned();
+                        c.layout_mpts.entry(t.clone()).or_default().push(mpts(r));
+                        c.layout_ratio
+                            .entry(t)
+                            .or_default()
+                            .push(mpts(r) / mpts(aw));
+                    }
                 }
                 if let (Some(o), Some(os), Some(p), Some(s)) = (
                     py(round, name, "py-e2e"),
@@ -355,6 +388,57 @@ impl Report {
             4.0,
             "Hesai ≥ 4× the vendor SDK per packet (decode only)".into(),
         ));
+        // Issue 37: a smaller layout writes fewer bytes, so it decodes faster.
+        let layout = |caps: &[&str], layouts: &[&str], min: f64, what: String| {
+            let mut parts = Vec::new();
+            let mut all = true;
+            let mut any = false;
+            for (n, c) in self.caps.iter().filter(|(n, _)| caps.contains(&n.as_str())) {
+                for l in layouts {
+                    match c.layout_ratio.get(*l).and_then(|v| med(v)) {
+                        Some(m) => {
+                            any = true;
+                            all &= m >= min;
+                            if m < min || layouts.len() == 1 {
+                                parts.push(format!("{n} {l} {m:.2}×"));
+                            }
+                        }
+                        None => {
+                            all = false;
+                            parts.push(format!("{n} {l} not measured"));
+                        }
+                    }
+                }
+            }
+            let verdict = match (any, all) {
+                (false, _) => "not measured",
+                (true, true) => "**held**",
+                (true, false) => "**not held**",
+            };
+            let basis = if parts.is_empty() {
+                "every median at or above".to_owned()
+            } else {
+                format!("medians: {}", parts.join(", "))
+            };
+            (what, verdict.to_owned(), basis)
+        };
+        t.push(layout(
+            &["os2-128", "os0-128"],
+            &["xyzi"],
+            1.5,
+            "`xyzi` ≥ 1.5× `autoware` points/s decoding OS2-128 and OS0-128".into(),
+        ));
+        let others: Vec<&str> = lidarxdp_core::layout::POINT_TYPES[1..]
+            .iter()
+            .map(|t| t.name())
+            .collect();
+        let caps: Vec<&str> = self.caps.iter().map(|(n, _)| n.as_str()).collect();
+        t.push(layout(
+            &caps,
+            &others,
+            1.0,
+            "no layout decodes slower than `autoware` (points/s, every capture)".into(),
+        ));
         t
     }
 
@@ -384,6 +468,37 @@ impl Report {
                 m(&c.peer_mpts, 1),
                 fmt_ratio(spread(&c.dec_ratio)),
             );
+        }
+    }
+
+    /// Decode only into each point layout: M points/s and the ratio to `autoware`.
+    fn layout_table(&self, s: &mut String) {
+        let names: Vec<&str> = lidarxdp_core::layout::POINT_TYPES
+            .iter()
+            .map(|t| t.name())
+            .collect();
+        let _ = writeln!(
+            s,
+            "| capture | {} |",
+            names
+                .iter()
+                .map(|n| format!("{n} ({} B)", layout_step(n)))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        let _ = writeln!(s, "|---|{}", "---|".repeat(names.len()));
+        for (n, c) in &self.caps {
+            let cells: Vec<String> = names
+                .iter()
+                .map(|t| {
+                    let m = c.layout_mpts.get(*t).map_or("–".into(), |v| med_text(v, 1));
+                    match c.layout_ratio.get(*t).and_then(|v| spread(v)) {
+                        Some(r) => format!("{m} ({:.2}× [{:.2}–{:.2}])", r.med, r.min, r.max),
+                        None => m,
+                    }
+                })
+                .collect();
+            let _ = writeln!(s, "| {n} | {} |", cells.join(" | "));
         }
     }
 
@@ -504,6 +619,12 @@ impl Report {
             "\n### Decode only (payloads in memory, one thread, thread CPU time)\n"
         );
         self.decode_table(s);
+        let _ = writeln!(
+            s,
+            "\n### Decode only into each point layout (issue 37; M points/s, medians; in \
+             brackets the ratio to `autoware` in the same round, median [min–max])\n"
+        );
+        self.layout_table(s);
         let _ = writeln!(
             s,
             "\n### End to end from the file (whole process CPU time, medians)\n"

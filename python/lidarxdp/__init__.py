@@ -17,7 +17,9 @@ The same decoders as the lidarxdp daemon and ``lidarxdp decode``, from Python::
 Options (those of ``lidarxdp decode``): ``cut_angle`` (deg, [0, 360]), ``fov`` (``(min, max)``
 deg or ``"MIN:MAX"``), ``min_range``/``max_range`` (m), ``stamp`` (``"sensor"`` or
 ``"host"``), ``source`` (IPv4 address), ``port`` (UDP destination port), ``nebula_compat``
-(Velodyne: decode as Tier IV Nebula), ``hesai_skip_crc``. A refused option or an unreadable
+(Velodyne: decode as Tier IV Nebula), ``hesai_skip_crc``, ``point_type`` (the points' layout,
+one of ``POINT_TYPES``: ``"autoware"`` by default, ``"velodyne"``, ``"ouster"``, ...; the
+dtype of ``Frame.points`` is the layout's). A refused option or an unreadable
 file raises ``LidarxdpError`` with the CLI's message.
 """
 
@@ -25,6 +27,7 @@ import numpy as _np
 
 from ._lidarxdp import (  # noqa: F401
     POINT_SIZE,
+    POINT_TYPES,
     Decoder,
     Frame,
     LidarxdpError,
@@ -61,6 +64,7 @@ POINT_DTYPE = _np.dtype(
 __all__ = [
     "POINT_DTYPE",
     "POINT_SIZE",
+    "POINT_TYPES",
     "Decoder",
     "Frame",
     "LidarxdpError",

@@ -12,6 +12,10 @@ POINT_SIZE: int
 #: channel (uint16, ring), azimuth, elevation (float32, rad), distance (float32, m),
 #: time_stamp (uint32, ns since ``Frame.start_ns``).
 POINT_DTYPE: np.dtype
+#: The ``point_type`` names: autoware, autoware_xyzirc, xyzi, velodyne, ouster, ouster_xyzir,
+#: hesai, robosense (docs/sensors.md, "Point layouts"); ``Frame.points``'s dtype is the
+#: layout's fields at their offsets, ``itemsize`` its ``point_step``.
+POINT_TYPES: List[str]
 
 _Path = Union[str, "PathLike[str]"]
 _Fov = Union[Tuple[float, float], str]
@@ -82,6 +86,7 @@ def read_pcap(
     port: Optional[int] = None,
     nebula_compat: bool = False,
     hesai_skip_crc: bool = False,
+    point_type: str = "autoware",
 ) -> PcapReader:
     """Decodes the pcap/pcapng capture at ``path``, yielding each frame as it closes.
 
@@ -104,6 +109,7 @@ class Decoder:
         stamp: str = "sensor",
         nebula_compat: bool = False,
         hesai_skip_crc: bool = False,
+        point_type: str = "autoware",
     ) -> None: ...
     def push(self, payload: bytes, host_ns: int) -> List[Frame]:
         """Decodes one UDP payload received at ``host_ns`` (ns since the Unix epoch); returns

@@ -304,12 +304,13 @@ impl Frame {
     /// `x`, `y`, `z` as an `(N, 3)` float32 array (m), a read-only view of the same memory
     /// (row stride 32 bytes).
     fn xyz<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let step = self.points.borrow(py).point_type.point_step();
         let points = self.points(py)?;
         let n = points.len()?;
         let x = points.get_item("x")?;
         let kw = PyDict::new(py);
         kw.set_item("shape", (n, 3))?;
-        kw.set_item("strides", (POINT_SIZE, 4))?;
+        kw.set_item("strides", (step, 4))?;
         kw.set_item("writeable", false)?;
         py.import("numpy.lib.stride_tricks")?
             .getattr("as_strided")?

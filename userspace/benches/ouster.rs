@@ -1,7 +1,7 @@
 //! Ouster decode throughput on the shared captures (decode + frame assembly, no I/O).
 //!
 //! One iteration pushes every lidar packet of a capture's frame through an [`OusterStream`] and
-//! flushes it. Throughput is reported in pixels (`pixels_per_column × columns`, every pixel
+//! flushes it, once per point layout (`_xyzi`, ...; none: `autoware`). Throughput is reported in pixels (`pixels_per_column × columns`, every pixel
 //! whether or not it holds a return); divide the time by the packet count for ns/packet.
 //! Time is the decoding thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, as the Velodyne
 //! benchmark). Run: `cargo bench -p lidarxdp --bench ouster`. Figures: docs/benchmarks.md,
@@ -16,6 +16,7 @@ use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::HostTime;
+use lidarxdp_core::layout::{POINT_TYPES, PointType};
 use lidarxdp_core::sensor::ouster::OusterStream;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
@@ -65,17 +66,25 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
         .unwrap();
         let mut out = Vec::with_capacity(4);
         g.throughput(Throughput::Elements(pixels));
-        g.bench_function(format!("{name}_{}pkts", packets.len()), |b| {
-            b.iter(|| {
-                out.clear();
-                s.reset();
-                for (p, t) in &packets {
-                    let _ = s.push(black_box(p), HostTime::both(*t), &mut out);
-                }
-                s.flush(&mut out);
-                black_box(out.len())
-            })
-        });
+        // Every point layout (issue 37): `autoware` keeps the historical name.
+        for t in POINT_TYPES {
+            s.set_point_type(t);
+            let layout = match t {
+                PointType::Autoware => String::new(),
+                _ => format!("_{t}"),
+            };
+            g.bench_function(format!("{name}_{}pkts{layout}", packets.len()), |b| {
+                b.iter(|| {
+                    out.clear();
+                    s.reset();
+                    for (p, t) in &packets {
+                        let _ = s.push(black_box(p), HostTime::both(*t), &mut out);
+                    }
+                    s.flush(&mut out);
+                    black_box(out.len())
+                })
+            });
+        }
     }
     g.finish();
 }

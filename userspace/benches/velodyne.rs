@@ -29,6 +29,7 @@ use criterion::measurement::WallTime;
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::HostTime;
+use lidarxdp_core::layout::{POINT_TYPES, PointType};
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::VelodyneStream;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
@@ -188,18 +189,26 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
         let mut frames = Vec::new();
         let mut hour = 0u64;
         g.throughput(Throughput::Elements(points));
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                hour += 1;
-                let shift = hour * 3_600_000_000_000;
-                frames.clear();
-                for (ts, p) in black_box(&pkts) {
-                    let _ = stream.push(p, HostTime::both(ts + shift), &mut frames);
-                }
-                stream.flush(&mut frames);
-                black_box(frames.len())
-            })
-        });
+        // Every point layout (issue 37): `autoware` keeps the historical name.
+        for t in POINT_TYPES {
+            stream.set_point_type(t);
+            let layout = match t {
+                PointType::Autoware => String::new(),
+                _ => format!("_{t}"),
+            };
+            g.bench_function(format!("{name}{layout}"), |b| {
+                b.iter(|| {
+                    hour += 1;
+                    let shift = hour * 3_600_000_000_000;
+                    frames.clear();
+                    for (ts, p) in black_box(&pkts) {
+                        let _ = stream.push(p, HostTime::both(ts + shift), &mut frames);
+                    }
+                    stream.flush(&mut frames);
+                    black_box(frames.len())
+                })
+            });
+        }
     }
     g.finish();
 }

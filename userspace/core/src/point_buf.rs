@@ -31,7 +31,7 @@ use std::ptr::NonNull;
 use crate::frame::FrameHeader;
 use crate::layout::{Layout, PointType, TimeBase, TimeField};
 use crate::point::PointXYZIRCAEDT;
-use crate::simd::{Compactor, SpareRoom};
+use crate::simd::{Compactor, FillPoints, SpareRoom};
 use crate::with_layout;
 
 /// The smallest capacity, in points, a loaned buffer grows to: one allocation from the pool
@@ -327,17 +327,31 @@ impl PointBuf {
         }
     }
 
-    /// Appends `value(k)` for every set bit `k` of `mask`, in bit order, stored in the
-    /// buffer's layout (`autoware` straight into the buffer).
+    /// Reserves room for `n` more points and lets `f` write them, each built in registers and
+    /// stored once in the buffer's layout (monomorphised per layout: [`FillPoints`]); keeps
+    /// the ones it kept (at most `n`).
     #[inline(always)]
-    pub(crate) fn extend_masked(&mut self, mask: u32, value: impl FnMut(usize) -> PointXYZIRCAEDT) {
-        if self.point_type == PointType::Autoware {
-            crate::simd::extend_masked(&mut Direct(self), mask, value);
-        } else {
-            let mut stage = Stage::new();
-            crate::simd::extend_masked(&mut stage, mask, value);
-            self.extend_points(stage.points());
-        }
+    pub(crate) fn extend_compacted_with<F: FillPoints>(&mut self, n: usize, f: F) {
+        let time = self.time;
+        with_layout!(self.point_type, L => {
+            crate::simd::extend_compacted_at(&mut Typed::<L>::new(self), n, time, |c| f.fill(c))
+        })
+    }
+
+    /// Appends `value(k)` for every set bit `k` of `mask`, in bit order, each stored once in
+    /// the buffer's layout.
+    #[inline(always)]
+    pub(crate) fn extend_masked(
+        &mut self,
+        mask: u32,
+        mut value: impl FnMut(usize) -> PointXYZIRCAEDT,
+    ) {
+        let time = self.time;
+        with_layout!(self.point_type, L => {
+            crate::simd::extend_masked(&mut Typed::<L>::new(self), mask, |k| {
+                L::from_point(&value(k), &time)
+            })
+        })
     }
 
     /// Sets the number of points to `len`: new points are copies of `value` (stored in the
@@ -610,6 +624,38 @@ impl PointBuf {
         self.len = v.len() * 8 / self.step();
         self.cap = v.capacity() * 8 / self.step();
         self.heap_words = v.capacity();
+    }
+}
+
+/// The buffer as the spare room of the block writers in its layout `L`.
+struct Typed<'a, L>(&'a mut PointBuf, std::marker::PhantomData<L>);
+
+impl<'a, L: Layout> Typed<'a, L> {
+    /// The buffer, whose layout must be `L` (the caller dispatched on it).
+    #[inline(always)]
+    fn new(b: &'a mut PointBuf) -> Self {
+        debug_assert_eq!(L::TYPE, b.point_type);
+        Typed(b, std::marker::PhantomData)
+    }
+}
+
+impl<L: Layout> SpareRoom<L> for Typed<'_, L> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.0.len
+    }
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) {
+        self.0.reserve(n);
+    }
+    #[inline(always)]
+    fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<L>] {
+        self.0.spare_typed::<L>()
+    }
+    #[inline(always)]
+    unsafe fn set_len(&mut self, len: usize) {
+        debug_assert!(len <= self.0.cap);
+        self.0.len = len;
     }
 }
 

@@ -26,6 +26,8 @@
 //! may call only in `unsafe` even though every x86-64 target enables SSE2; so each kernel is
 //! one block, whose comment covers the feature and every pointer load and store.
 
+use crate::layout::{Layout, TimeBase};
+use crate::point::PointXYZIRCAEDT;
 use std::mem::MaybeUninit;
 
 /// A write cursor over `n >= 1` uninitialised slots at the end of a `Vec` (its spare
@@ -39,6 +41,9 @@ use std::mem::MaybeUninit;
 pub(crate) struct Compactor<'a, T> {
     spare: &'a mut [MaybeUninit<T>],
     written: usize,
+    /// The frame start and packet time that a point layout's time field refers to
+    /// ([`Compactor::put_point`]).
+    time: TimeBase,
 }
 
 impl<T> Compactor<'_, T> {
@@ -57,6 +62,24 @@ impl<T> Compactor<'_, T> {
         self.slot().write(v);
         self.written += usize::from(keep);
     }
+}
+
+impl<L: Layout> Compactor<'_, L> {
+    /// [`Compactor::put`] of the return `p` stored in layout `L` ([`Layout::from_point`]):
+    /// built in registers, only the layout's bytes are written.
+    #[inline(always)]
+    pub(crate) fn put_point(&mut self, p: PointXYZIRCAEDT, keep: bool) {
+        let v = L::from_point(&p, &self.time);
+        self.put(v, keep);
+    }
+}
+
+/// A block writer that writes its candidate points in any layout: the Velodyne, Hesai and
+/// Ouster block kernels, handed to `PointBuf::extend_compacted_with`, which monomorphises
+/// [`FillPoints::fill`] for the buffer's layout.
+pub(crate) trait FillPoints {
+    /// Writes the block's candidates through `out` (as many as were reserved at most).
+    fn fill<L: Layout>(self, out: &mut Compactor<'_, L>);
 }
 
 /// A growable buffer whose spare capacity [`extend_compacted`] and [`extend_masked`] write
@@ -105,6 +128,18 @@ pub(crate) fn extend_compacted<T, O: SpareRoom<T> + ?Sized>(
     n: usize,
     fill: impl FnOnce(&mut Compactor<'_, T>),
 ) {
+    extend_compacted_at(out, n, TimeBase::default(), fill);
+}
+
+/// [`extend_compacted`] with the compactor's [`TimeBase`] (the times a layout's time field
+/// refers to).
+#[inline(always)]
+pub(crate) fn extend_compacted_at<T, O: SpareRoom<T> + ?Sized>(
+    out: &mut O,
+    n: usize,
+    time: TimeBase,
+    fill: impl FnOnce(&mut Compactor<'_, T>),
+) {
     if n == 0 {
         return;
     }
@@ -113,7 +148,11 @@ pub(crate) fn extend_compacted<T, O: SpareRoom<T> + ?Sized>(
     let Some(spare) = out.spare_capacity_mut().get_mut(..n) else {
         return;
     };
-    let mut c = Compactor { spare, written: 0 };
+    let mut c = Compactor {
+        spare,
+        written: 0,
+        time,
+    };
     fill(&mut c);
     let kept = c.written.min(n);
     // SAFETY: `reserve(n)` made the capacity at least `base + n` and `kept <= n`; the first
@@ -287,8 +326,8 @@ pub(crate) enum OusterLayout {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
-    compact_block_points, ouster_column_points, ouster_extract, velodyne_dense_fill,
-    velodyne_slot_mask,
+    compact_block_points, ouster_column_points, ouster_extract, stores_with_sse,
+    velodyne_dense_fill, velodyne_slot_mask,
 };
 
 /// Folds the whole 16-byte blocks at the start of `data` into one 128-bit residue for a
@@ -427,10 +466,15 @@ mod x86 {
         BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut, OUSTER_MAX_ROWS,
         OusterColumnIn, OusterLayout,
     };
+    use crate::layout::{Layout, PointType};
     use crate::point::{PointXYZIRCAEDT, ReturnType};
+    use std::mem::MaybeUninit;
 
-    // The point stores below write a point as two 16-byte halves.
+    // The point stores below write an `autoware` point as two 16-byte halves, the
+    // `autoware_xyzirc` and `xyzi` points as one.
     const _: () = assert!(std::mem::size_of::<PointXYZIRCAEDT>() == 32);
+    const _: () = assert!(std::mem::size_of::<crate::layout::PointXYZIRC>() == 16);
+    const _: () = assert!(std::mem::size_of::<crate::layout::PointXYZI>() == 16);
 
     /// Velodyne stage 1 (`sensor::velodyne::slot_mask`): bit `k` set when slot `k`'s raw range
     /// (bytes 0-1 of `[distance lo, distance hi, reflectivity]`) lies in `[lo[k], hi[k]]` and,
@@ -623,19 +667,75 @@ mod x86 {
         }
     }
 
-    /// Dense compaction of a Velodyne block's kept slots (bit `k` of `bp.mask`) into `out`,
-    /// in slot order, `time_stamp` from `times` (0 without): per four slots, the two 16-byte
-    /// halves of their points (`x y z [intensity return_type channel]` and
-    /// `azimuth elevation distance time_stamp`, [`PointXYZIRCAEDT`] byte offsets 0 and 16) are
-    /// built by two 4×4 transposes and written at the write position, which advances by the
-    /// slot's mask bit (every slot is written, only kept ones stay). Writes nothing unless
-    /// `out` has 32 free slots (the caller reserves 32 per block).
+    /// Whether the block kernels store layout `t` with SSE2 ([`store_lane`]); the other layouts
+    /// go through the portable per-point writers.
+    pub(crate) const fn stores_with_sse(t: PointType) -> bool {
+        matches!(
+            t,
+            PointType::Autoware | PointType::AutowareXyzirc | PointType::Xyzi
+        )
+    }
+
+    /// The register halves of four points in layout `L` (one of [`stores_with_sse`]), from
+    /// `lo = [x, y, z, intensity | return_type << 8 | channel << 16]` and `hi = [azimuth,
+    /// elevation, distance, time_stamp]`, four lanes each: element `j` of the first array is
+    /// point `j`'s bytes 0..16, of the second its bytes 16..32 (`autoware` only). `autoware`:
+    /// both transposed; `autoware_xyzirc`: `lo` transposed; `xyzi`: x y z and the intensity as
+    /// f32, transposed.
     #[inline(always)]
-    pub(crate) fn compact_block_points(
+    fn lanes4<L: Layout>(lo: [__m128; 4], hi: [__m128; 4]) -> ([__m128; 4], [__m128; 4]) {
+        // SAFETY: SSE2 is part of the x86-64 baseline; the intrinsics only move and convert
+        // register lanes.
+        unsafe {
+            match L::TYPE {
+                PointType::Autoware => (
+                    transpose4(lo[0], lo[1], lo[2], lo[3]),
+                    transpose4(hi[0], hi[1], hi[2], hi[3]),
+                ),
+                PointType::AutowareXyzirc => (transpose4(lo[0], lo[1], lo[2], lo[3]), hi),
+                _ => {
+                    let i = _mm_and_si128(_mm_castps_si128(lo[3]), _mm_set1_epi32(0xff));
+                    (transpose4(lo[0], lo[1], lo[2], _mm_cvtepi32_ps(i)), hi)
+                }
+            }
+        }
+    }
+
+    /// Writes one point of [`lanes4`] (`a` its bytes 0..16, `b` its bytes 16..32 for
+    /// `autoware`) at `p`.
+    ///
+    /// # Safety
+    /// `stores_with_sse(L::TYPE)`; `p` is a writable slot of `size_of::<L>()` bytes (32 for
+    /// `autoware`, 16 for the other two) that no one else reads or writes.
+    #[inline(always)]
+    unsafe fn store_lane<L: Layout>(p: *mut MaybeUninit<L>, a: __m128, b: __m128) {
+        // SAFETY: the caller's contract; `storeu` needs no alignment. The lanes are f32/u32
+        // data, a valid value of the layout (`Pod`), so the slot is initialised whole.
+        unsafe {
+            let p = p.cast::<f32>();
+            _mm_storeu_ps(p, a);
+            if L::TYPE == PointType::Autoware {
+                _mm_storeu_ps(p.add(4), b);
+            }
+        }
+    }
+
+    /// Dense compaction of a Velodyne block's kept slots (bit `k` of `bp.mask`) into `out`,
+    /// in slot order, `time_stamp` from `times` (0 without), in layout `L` (one of
+    /// [`stores_with_sse`]): per four slots, the lanes of `x y z [intensity return_type
+    /// channel]` and `azimuth elevation distance time_stamp` are stored by [`store_lane`] at the
+    /// write position, which advances by the slot's mask bit (every slot is written, only kept
+    /// ones stay). Writes nothing unless `out` has 32 free slots (the caller reserves 32 per
+    /// block) and `L` is one of those layouts.
+    #[inline(always)]
+    pub(crate) fn compact_block_points<L: Layout>(
         bp: CompactIn<'_>,
         times: Option<&[u32; SLOTS_PER_BLOCK]>,
-        out: &mut Compactor<'_, PointXYZIRCAEDT>,
+        out: &mut Compactor<'_, L>,
     ) {
+        if !stores_with_sse(L::TYPE) {
+            return;
+        }
         let mask = bp.mask;
         let zeros = [0u32; SLOTS_PER_BLOCK];
         let times = times.unwrap_or(&zeros);
@@ -647,12 +747,10 @@ mod x86 {
         // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k` is
         // 0, 4, .., 28: the loads read elements `k..k + 4` of the 32-element `f32`/`u32`
         // arrays (16 bytes) and of the `[u16; 32]` channels (8 bytes), all in bounds;
-        // `loadu`/`loadl_epi64`/`storeu` need no alignment. Each pair of stores goes to `p`,
-        // slot `n` of the compactor's `spare`: `n` is `written` plus the kept slots before
-        // `k + j`, so `n <= written + 31 < spare.len()` (checked above). Each slot is one
-        // `MaybeUninit<PointXYZIRCAEDT>` of 32 writable bytes (size asserted above), and the two
-        // stores fill it whole with f32/u32 lanes, which make a valid point (`Pod`), so the
-        // slot is initialised before the write position moves past it.
+        // `loadu`/`loadl_epi64` need no alignment. `store_lane` writes slot `n` of the
+        // compactor's `spare`, where `n` is `written` plus the kept slots before `k + j`, so
+        // `n <= written + 31 < spare.len()` (checked above); `L` is one of its layouts
+        // (checked above).
         unsafe {
             for k in (0..SLOTS_PER_BLOCK).step_by(4) {
                 let ld = |a: &[f32; SLOTS_PER_BLOCK]| _mm_loadu_ps(a.as_ptr().add(k));
@@ -667,12 +765,12 @@ mod x86 {
                 let ir = _mm_unpacklo_epi8(int4, rt4);
                 let ch = _mm_loadl_epi64(bp.channel.as_ptr().add(k).cast::<__m128i>());
                 let packed = _mm_castsi128_ps(_mm_unpacklo_epi16(ir, ch));
-                let lo = transpose4(ld(bp.x), ld(bp.y), ld(bp.z), packed);
-                let hi = transpose4(ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t);
+                let (a, b) = lanes4::<L>(
+                    [ld(bp.x), ld(bp.y), ld(bp.z), packed],
+                    [ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t],
+                );
                 for j in 0..4 {
-                    let p = dst.add(n).cast::<f32>();
-                    _mm_storeu_ps(p, lo[j]);
-                    _mm_storeu_ps(p.add(4), hi[j]);
+                    store_lane(dst.add(n), a[j], b[j]);
                     n += ((mask >> (k + j)) & 1) as usize;
                 }
             }
@@ -692,10 +790,13 @@ mod x86 {
     /// room for every candidate and the table columns are long enough (the caller reserves
     /// `rows` rounded up to 4, times 2 for a dual profile).
     #[inline(always)]
-    pub(crate) fn ouster_column_points(
+    pub(crate) fn ouster_column_points<L: Layout>(
         c: &OusterColumnIn<'_>,
-        out: &mut Compactor<'_, PointXYZIRCAEDT>,
+        out: &mut Compactor<'_, L>,
     ) {
+        if !stores_with_sse(L::TYPE) {
+            return;
+        }
         let groups = c.rows.min(OUSTER_MAX_ROWS).div_ceil(4);
         let need = c.candidates();
         let l = &c.lut;
@@ -755,17 +856,12 @@ mod x86 {
                     let inten =
                         _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
                     let packed = _mm_castsi128_ps(_mm_or_si128(_mm_or_si128(inten, rt), channel));
-                    (
-                        transpose4(x, y, z, packed),
-                        transpose4(az, el, distance, t),
-                        window,
-                    )
+                    let (lo, hi) = lanes4::<L>([x, y, z, packed], [az, el, distance, t]);
+                    (lo, hi, window)
                 };
                 // Writes a candidate at the write position; keeps it when `keep` lane `j` is set.
                 let mut put = |lo: &[__m128; 4], hi: &[__m128; 4], keep: i32, j: usize| {
-                    let p = dst.add(n).cast::<f32>();
-                    _mm_storeu_ps(p, lo[j]);
-                    _mm_storeu_ps(p.add(4), hi[j]);
+                    store_lane(dst.add(n), lo[j], hi[j]);
                     n += ((keep >> j) & 1) as usize;
                 };
                 let r1 = range(0);

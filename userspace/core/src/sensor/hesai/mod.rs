@@ -1575,6 +1575,8 @@ struct Tables<'a> {
 /// on the data). Same arithmetic as [`HesaiStream::convert_group`], so the same bits.
 mod fast {
     use super::{Group, PointBuf, PointXYZIRCAEDT, ReturnType, TAU_F32, Tables};
+    use crate::layout::Layout;
+    use crate::simd::{Compactor, FillPoints};
 
     /// `normalize(blk + off)` for `blk` in [0, 2π) and `off` in [−π, π] (always its single
     /// add / subtract case).
@@ -1728,16 +1730,31 @@ mod fast {
         let Scratch { az: ab, s0: s, .. } = scratch;
         ab.fill(g, t);
         s.fill::<UL>(g, t, ab, b0);
-        let rt = g.rt[0];
-        points.extend_compacted(c, |out| {
+        points.extend_compacted_with(c, Single { g, t, ab, s, c });
+    }
+
+    /// The channels of a single-return block as a [`FillPoints`] writer (any layout).
+    struct Single<'a> {
+        g: &'a Group,
+        t: &'a Tables<'a>,
+        ab: &'a Azimuths,
+        s: &'a Soa,
+        c: usize,
+    }
+
+    impl FillPoints for Single<'_> {
+        #[inline(always)]
+        fn fill<L: Layout>(self, out: &mut Compactor<'_, L>) {
+            let Single { g, t, ab, s, c } = self;
+            let rt = g.rt[0];
             for ch in 0..c {
                 let off = t.off0[ch];
                 let keep =
                     u32::from(s.r[ch]).wrapping_sub(g.window.0) < g.window.1 && off != i64::MIN;
                 let p = s.point(ch, rt, ab.az[ch], t.el_rad[ch], time(g.base_ns, off));
-                out.put(p, keep);
+                out.put_point(p, keep);
             }
-        });
+        }
     }
 
     /// Dual return: blocks `b0` (k = 0) and `b1` (k = 1, the last) of the group, per channel
@@ -1755,7 +1772,40 @@ mod fast {
         ab.fill(g, t);
         s0.fill::<UL>(g, t, ab, b0);
         s1.fill::<UL>(g, t, ab, b1);
-        points.extend_compacted(2 * c, |out| {
+        points.extend_compacted_with(
+            2 * c,
+            Dual {
+                g,
+                t,
+                ab,
+                s0,
+                s1,
+                c,
+            },
+        );
+    }
+
+    /// The channels of a dual-return block pair as a [`FillPoints`] writer (any layout).
+    struct Dual<'a> {
+        g: &'a Group,
+        t: &'a Tables<'a>,
+        ab: &'a Azimuths,
+        s0: &'a Soa,
+        s1: &'a Soa,
+        c: usize,
+    }
+
+    impl FillPoints for Dual<'_> {
+        #[inline(always)]
+        fn fill<L: Layout>(self, out: &mut Compactor<'_, L>) {
+            let Dual {
+                g,
+                t,
+                ab,
+                s0,
+                s1,
+                c,
+            } = self;
             for ch in 0..c {
                 let (r0, f0, r1, f1) = (s0.r[ch], s0.f[ch], s1.r[ch], s1.f[ch]);
                 let (d0, d1) = (s0.d[ch], s1.d[ch]);
@@ -1773,10 +1823,10 @@ mod fast {
                     g.rt[3 + usize::from(f0 <= f1)]
                 };
                 let (az, el) = (ab.az[ch], t.el_rad[ch]);
-                out.put(s0.point(ch, rt0, az, el, time(g.base_ns, off0)), keep0);
-                out.put(s1.point(ch, rt1, az, el, time(g.base_ns, off1)), keep1);
+                out.put_point(s0.point(ch, rt0, az, el, time(g.base_ns, off0)), keep0);
+                out.put_point(s1.point(ch, rt1, az, el, time(g.base_ns, off1)), keep1);
             }
-        });
+        }
     }
 }
 

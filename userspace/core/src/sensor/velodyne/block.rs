@@ -8,8 +8,10 @@
 //! without a branch per slot ([`BlockPoints::append`], [`BlockPoints::append_timed`]) or one
 //! at a time with their block and slot ([`BlockPoints::for_each`]).
 
+use crate::layout::Layout;
 use crate::point::PointXYZIRCAEDT;
 use crate::point_buf::PointBuf;
+use crate::simd::{Compactor, FillPoints};
 
 use super::{DecodedPoint, SLOTS_PER_BLOCK};
 
@@ -163,9 +165,10 @@ impl<'a> BlockPoints<'a> {
     }
 
     /// The shared compaction of the kept slots' points into `out` (`times`: the points'
-    /// `time_stamp`, else 0). Dense blocks write every slot at the current output position and
-    /// advance only past kept ones (no branch per slot; x86-64: two 4×4 SSE2 transposes per
-    /// four slots); sparse blocks walk the mask's set bits.
+    /// `time_stamp`, else 0), in its layout. Dense blocks write every slot at the current
+    /// output position and advance only past kept ones (no branch per slot; x86-64: SSE2 4×4
+    /// transposes per four slots for the layouts it stores, `simd::stores_with_sse`); sparse
+    /// blocks walk the mask's set bits.
     #[inline(always)]
     fn append_points(&self, out: &mut PointBuf, times: Option<&[u32; SLOTS_PER_BLOCK]>) {
         let mask = self.mask;
@@ -174,37 +177,52 @@ impl<'a> BlockPoints<'a> {
         }
         let time = |k: usize| times.map_or(0, |t| t[k]);
         if mask.count_ones() >= DENSE_FROM {
-            out.extend_compacted(SLOTS_PER_BLOCK, |out| {
-                #[cfg(target_arch = "x86_64")]
-                crate::simd::compact_block_points(
-                    crate::simd::CompactIn {
-                        mask,
-                        x: &self.x,
-                        y: &self.y,
-                        z: &self.z,
-                        azimuth: &self.azimuth,
-                        elevation: self.elevation,
-                        distance: &self.distance,
-                        intensity: &self.intensity,
-                        return_type: &self.return_type,
-                        channel: self.channel,
-                    },
-                    times,
-                    out,
-                );
-                #[cfg(not(target_arch = "x86_64"))]
-                for k in 0..SLOTS_PER_BLOCK {
-                    let mut p = self.point(k);
-                    p.time_stamp = time(k);
-                    out.put(p, (mask >> k) & 1 == 1);
-                }
-            });
+            out.extend_compacted_with(SLOTS_PER_BLOCK, DenseBlock { bp: self, times });
         } else {
             out.extend_masked(mask, |k| {
                 let mut p = self.point(k);
                 p.time_stamp = time(k);
                 p
             });
+        }
+    }
+}
+
+/// A dense block's slots as a [`FillPoints`] writer: every slot written at the write
+/// position, kept ones by the block's mask, in the buffer's layout.
+struct DenseBlock<'a, 'b> {
+    bp: &'a BlockPoints<'b>,
+    times: Option<&'a [u32; SLOTS_PER_BLOCK]>,
+}
+
+impl FillPoints for DenseBlock<'_, '_> {
+    #[inline(always)]
+    fn fill<L: Layout>(self, out: &mut Compactor<'_, L>) {
+        let (bp, mask) = (self.bp, self.bp.mask);
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::stores_with_sse(L::TYPE) {
+            crate::simd::compact_block_points(
+                crate::simd::CompactIn {
+                    mask,
+                    x: &bp.x,
+                    y: &bp.y,
+                    z: &bp.z,
+                    azimuth: &bp.azimuth,
+                    elevation: bp.elevation,
+                    distance: &bp.distance,
+                    intensity: &bp.intensity,
+                    return_type: &bp.return_type,
+                    channel: bp.channel,
+                },
+                self.times,
+                out,
+            );
+            return;
+        }
+        for k in 0..SLOTS_PER_BLOCK {
+            let mut p = bp.point(k);
+            p.time_stamp = self.times.map_or(0, |t| t[k]);
+            out.put_point(p, (mask >> k) & 1 == 1);
         }
     }
 }
