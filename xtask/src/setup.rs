@@ -82,6 +82,13 @@ pub const PYTHON_REQUIREMENTS: &[&str] = &[
     "zstandard==0.25.0",
     // The Foxglove WebSocket protocol test's independent client.
     "websockets==17.4",
+    // The point layout tests' independent PCD reader, with its dependencies.
+    "pypcd4==1.5.1",
+    "pydantic==2.14.4",
+    "pydantic_core==2.50.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
+    "python-neo-lzf==0.3.5",
 ];
 /// File in the environment holding the requirement list it was built from, written last.
 const PYENV_MARKER: &str = "lidarxdp-requirements.txt";

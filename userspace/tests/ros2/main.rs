@@ -29,6 +29,9 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
 
 mod dds;
 mod health;
+#[path = "../publish/layout_check.rs"]
+mod layout_check;
+mod point_types;
 mod probe;
 mod zenoh_frames;
 mod zenoh_liveliness;
