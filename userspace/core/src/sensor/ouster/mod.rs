@@ -98,7 +98,7 @@ pub mod packet;
 
 use crate::HostTime;
 use crate::frame::Frame;
-use crate::layout::{Layout, OusterPoint, OusterXYZIR, PointType, TimeBase};
+use crate::layout::{Layout, OusterPoint, OusterXYZIR, PointType};
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::point_buf::PointBuf;
 use crate::simd::{Compactor, OUSTER_MAX_ROWS, OusterColumnIn, OusterLayout};
@@ -717,10 +717,11 @@ fn channels_dual<const PB: usize>(px: &[u8; PB], second: bool) -> PixelChannels 
 }
 
 /// Writes the kept points of column `c` in the ouster-ros layout `L`: each point is the
-/// generic conversion ([`Layout::from_point`]) of the candidate point the other layouts
-/// store, with the signal, reflectivity and near-IR of its own pixel (row `channel`) and
-/// return (the second iff `return_type` is `SecondStrongest`) read by `channels`. The points
-/// are staged in `stage` (reused, no allocation once it has grown to a column).
+/// generic conversion ([`PointBuf::extend_points`], [`Layout::from_point`]) of the candidate
+/// point the other layouts store, then given the signal, reflectivity and near-IR of its own
+/// pixel (row `channel`) and return (the second iff `return_type` is `SecondStrongest`), read
+/// by `channels`. The points are staged in `stage` (reused, no allocation once it has grown to
+/// a column) and patched in the buffer while the column is still in cache.
 #[inline(never)]
 fn push_ouster_points<const PB: usize, L: OusterRosPoint>(
     c: &OusterColumnIn<'_>,
@@ -731,22 +732,17 @@ fn push_ouster_points<const PB: usize, L: OusterRosPoint>(
 ) {
     stage.clear();
     crate::simd::extend_compacted(stage, c.candidates(), |o| column_points(c, o));
-    // Neither ouster-ros layout reads the time base (relative `t`, or none); it is the
-    // buffer's all the same.
-    let start_ns = out.start_ns();
-    let time = TimeBase {
-        start_ns,
-        packet_ns: start_ns.saturating_add(u64::from(c.t)),
+    let first = out.len();
+    out.extend_points(stage);
+    let Some(written) = out.typed_mut::<L>() else {
+        return;
     };
-    out.reserve(stage.len());
-    for p in stage.iter() {
+    for (v, p) in written[first..].iter_mut().zip(stage.iter()) {
         let second = p.return_type == ReturnType::SecondStrongest as u8;
         let ch = pixels
             .get(usize::from(p.channel))
             .map_or(PixelChannels::default(), |px| channels(px, second));
-        let mut v = L::from_point(p, &time);
         v.set_channels(ch);
-        out.push_as(v);
     }
 }
 
@@ -1403,7 +1399,7 @@ mod tests {
                     } else {
                         (field(Signal), field(Reflectivity))
                     };
-                    let tb = TimeBase::default();
+                    let tb = crate::layout::TimeBase::default();
                     if t == PointType::Ouster {
                         let mut want = OusterPoint::from_point(p, &tb);
                         want.intensity = sig as f32;
