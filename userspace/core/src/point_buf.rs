@@ -11,12 +11,13 @@
 //! is, the TCP publisher `writev`s the same bytes, the DDS sink hands the same bytes to its DDS
 //! implementation. Nothing copies the points after the decoder wrote them.
 //!
-//! Layouts: a decoder hands each return as a [`PointXYZIRCAEDT`] (by value, or a block at a
-//! time through a staging array of at most [`STAGE_POINTS`] points on the stack) and the
-//! buffer stores it in its layout ([`Layout::from_point`]), `point_step` bytes per point,
-//! little-endian, packed exactly as the layout's field list says: [`PointBuf::as_bytes`] is the
-//! PointCloud2 `data` of the frame. The default layout, `autoware`, is written in place with no
-//! staging at all.
+//! Layouts: a decoder hands each return as a [`PointXYZIRCAEDT`] built in registers (by value
+//! to [`PointBuf::push`], or a block at a time through a block writer monomorphised for the
+//! buffer's layout, `FillPoints`) and the buffer stores it once in its layout
+//! ([`Layout::from_point`]; the SSE2 block kernels store `autoware`, `autoware_xyzirc` and
+//! `xyzi` straight from their registers), `point_step` bytes per point, little-endian, packed
+//! exactly as the layout's field list says: [`PointBuf::as_bytes`] is the PointCloud2 `data`
+//! of the frame.
 //!
 //! Growth: a buffer that runs out of room grows like a `Vec` (at least doubling). A loan asks
 //! its pool for a bigger region ([`PointMemory::grow`]) and moves the points written so far
@@ -31,18 +32,13 @@ use std::ptr::NonNull;
 use crate::frame::FrameHeader;
 use crate::layout::{Layout, PointType, TimeBase, TimeField};
 use crate::point::PointXYZIRCAEDT;
-use crate::simd::{Compactor, FillPoints, SpareRoom};
+use crate::simd::{FillPoints, SpareRoom};
 use crate::with_layout;
 
 /// The smallest capacity, in points, a loaned buffer grows to: one allocation from the pool
 /// per 32 KiB of `autoware` points at most while a first frame finds its size (later frames
 /// start with the previous frame's size).
 pub const MIN_LOAN_POINTS: usize = 1024;
-
-/// The points a block writer stages on the stack before they are stored in a layout other
-/// than `autoware` (16 KiB): an Ouster column of 256 rows with two returns, the largest block
-/// a decoder writes at once.
-pub const STAGE_POINTS: usize = 512;
 
 /// The alignment, bytes, of a buffer's first point: every layout's fields are aligned to it
 /// (packed layouts need none), and a loan's region must be.
@@ -303,28 +299,6 @@ impl PointBuf {
             }
         });
         self.len += points.len();
-    }
-
-    /// Reserves room for `n` more points, lets `fill` write them through a [`Compactor`], and
-    /// keeps the ones it kept (at most `n`), stored in the buffer's layout. `autoware` writes
-    /// straight into the buffer; other layouts stage the block on the stack.
-    #[inline(always)]
-    pub(crate) fn extend_compacted(
-        &mut self,
-        n: usize,
-        fill: impl FnOnce(&mut Compactor<'_, PointXYZIRCAEDT>),
-    ) {
-        if self.point_type == PointType::Autoware {
-            crate::simd::extend_compacted(&mut Direct(self), n, fill);
-        } else if n <= STAGE_POINTS {
-            let mut stage = Stage::new();
-            crate::simd::extend_compacted(&mut stage, n, fill);
-            self.extend_points(stage.points());
-        } else {
-            let mut stage = Vec::with_capacity(n);
-            crate::simd::extend_compacted(&mut stage, n, fill);
-            self.extend_points(&stage);
-        }
     }
 
     /// Reserves room for `n` more points and lets `f` write them, each built in registers and
@@ -659,70 +633,6 @@ impl<L: Layout> SpareRoom<L> for Typed<'_, L> {
     }
 }
 
-/// The `autoware` buffer itself as the spare room of the block writers.
-struct Direct<'a>(&'a mut PointBuf);
-
-impl SpareRoom<PointXYZIRCAEDT> for Direct<'_> {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.0.len
-    }
-    #[inline(always)]
-    fn reserve(&mut self, n: usize) {
-        self.0.reserve(n);
-    }
-    #[inline(always)]
-    fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<PointXYZIRCAEDT>] {
-        self.0.spare_typed::<PointXYZIRCAEDT>()
-    }
-    #[inline(always)]
-    unsafe fn set_len(&mut self, len: usize) {
-        debug_assert!(len <= self.0.cap);
-        self.0.len = len;
-    }
-}
-
-/// A block of at most [`STAGE_POINTS`] points on the stack, for the layouts other than
-/// `autoware`.
-struct Stage {
-    buf: [MaybeUninit<PointXYZIRCAEDT>; STAGE_POINTS],
-    len: usize,
-}
-
-impl Stage {
-    #[inline(always)]
-    fn new() -> Self {
-        Stage {
-            buf: [const { MaybeUninit::uninit() }; STAGE_POINTS],
-            len: 0,
-        }
-    }
-
-    #[inline(always)]
-    fn points(&self) -> &[PointXYZIRCAEDT] {
-        // SAFETY: the first `len` slots are initialised (the `SpareRoom::set_len` contract).
-        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast(), self.len) }
-    }
-}
-
-impl SpareRoom<PointXYZIRCAEDT> for Stage {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.len
-    }
-    #[inline(always)]
-    fn reserve(&mut self, _: usize) {}
-    #[inline(always)]
-    fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<PointXYZIRCAEDT>] {
-        &mut self.buf[self.len..]
-    }
-    #[inline(always)]
-    unsafe fn set_len(&mut self, len: usize) {
-        debug_assert!(len <= STAGE_POINTS);
-        self.len = len.min(STAGE_POINTS);
-    }
-}
-
 impl Drop for PointBuf {
     fn drop(&mut self) {
         if self.loan.is_none() {
@@ -854,6 +764,7 @@ impl fmt::Debug for SealedPoints {
 mod tests {
     use super::*;
     use crate::layout::{HesaiPoint, POINT_TYPES, PointXYZI, VelodynePoint};
+    use crate::simd::Compactor;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -976,21 +887,39 @@ mod tests {
         }
     }
 
+    /// A block writer that puts `n` candidates and keeps those `keep` says.
+    struct Candidates {
+        n: u32,
+        keep: fn(u32) -> bool,
+    }
+
+    impl FillPoints for Candidates {
+        fn fill<L: Layout>(self, out: &mut Compactor<'_, L>) {
+            for i in 0..self.n {
+                out.put_point(pt(i), (self.keep)(i));
+            }
+        }
+    }
+
     /// The compacted block writer keeps exactly the points `put` kept, in every layout.
     #[test]
     fn compacted_blocks_keep_the_kept_points() {
         for t in [PointType::Autoware, PointType::Xyzi] {
             let mut b = PointBuf::with_type(t, 0);
-            b.extend_compacted(600, |c| {
-                for i in 0..600 {
-                    c.put(pt(i), i % 3 == 0);
-                }
-            });
-            b.extend_compacted(10, |c| {
-                for i in 0..10 {
-                    c.put(pt(i), i % 2 == 1);
-                }
-            });
+            b.extend_compacted_with(
+                600,
+                Candidates {
+                    n: 600,
+                    keep: |i| i % 3 == 0,
+                },
+            );
+            b.extend_compacted_with(
+                10,
+                Candidates {
+                    n: 10,
+                    keep: |i| i % 2 == 1,
+                },
+            );
             let kept: Vec<u32> = (0..600)
                 .filter(|i| i % 3 == 0)
                 .chain([1, 3, 5, 7, 9])

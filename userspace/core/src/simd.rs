@@ -466,7 +466,7 @@ mod x86 {
         BLOCK_SLOTS as SLOTS_PER_BLOCK, CompactIn, Compactor, DenseIn, DenseOut, OUSTER_MAX_ROWS,
         OusterColumnIn, OusterLayout,
     };
-    use crate::layout::{Layout, PointType};
+    use crate::layout::{Layout, PointType, TimeBase};
     use crate::point::{PointXYZIRCAEDT, ReturnType};
     use std::mem::MaybeUninit;
 
@@ -667,55 +667,66 @@ mod x86 {
         }
     }
 
-    /// Whether the block kernels store layout `t` with SSE2 ([`store_lane`]); the other layouts
-    /// go through the portable per-point writers.
+    /// Whether the block kernels store layout `t` from their registers ([`store_lane`]):
+    /// every layout (`autoware`, `autoware_xyzirc` and `xyzi` by SSE2 stores, the others
+    /// point by point from the same registers).
     pub(crate) const fn stores_with_sse(t: PointType) -> bool {
-        matches!(
-            t,
-            PointType::Autoware | PointType::AutowareXyzirc | PointType::Xyzi
-        )
+        let _ = t;
+        true
     }
 
-    /// The register halves of four points in layout `L` (one of [`stores_with_sse`]), from
-    /// `lo = [x, y, z, intensity | return_type << 8 | channel << 16]` and `hi = [azimuth,
-    /// elevation, distance, time_stamp]`, four lanes each: element `j` of the first array is
-    /// point `j`'s bytes 0..16, of the second its bytes 16..32 (`autoware` only). `autoware`:
-    /// both transposed; `autoware_xyzirc`: `lo` transposed; `xyzi`: x y z and the intensity as
-    /// f32, transposed.
+    /// The register halves of four points in layout `L`, from `lo = [x, y, z, intensity |
+    /// return_type << 8 | channel << 16]` and `hi = [azimuth, elevation, distance,
+    /// time_stamp]`, four lanes each: element `j` of the first array is point `j`'s bytes
+    /// 0..16, of the second its bytes 16..32 (the `autoware` point's halves). `autoware` and
+    /// the layouts written point by point: both transposed; `autoware_xyzirc`: `lo`
+    /// transposed; `xyzi`: x y z and the intensity as f32, transposed.
     #[inline(always)]
     fn lanes4<L: Layout>(lo: [__m128; 4], hi: [__m128; 4]) -> ([__m128; 4], [__m128; 4]) {
         // SAFETY: SSE2 is part of the x86-64 baseline; the intrinsics only move and convert
         // register lanes.
         unsafe {
             match L::TYPE {
-                PointType::Autoware => (
-                    transpose4(lo[0], lo[1], lo[2], lo[3]),
-                    transpose4(hi[0], hi[1], hi[2], hi[3]),
-                ),
                 PointType::AutowareXyzirc => (transpose4(lo[0], lo[1], lo[2], lo[3]), hi),
-                _ => {
+                PointType::Xyzi => {
                     let i = _mm_and_si128(_mm_castps_si128(lo[3]), _mm_set1_epi32(0xff));
                     (transpose4(lo[0], lo[1], lo[2], _mm_cvtepi32_ps(i)), hi)
                 }
+                _ => (
+                    transpose4(lo[0], lo[1], lo[2], lo[3]),
+                    transpose4(hi[0], hi[1], hi[2], hi[3]),
+                ),
             }
         }
     }
 
-    /// Writes one point of [`lanes4`] (`a` its bytes 0..16, `b` its bytes 16..32 for
-    /// `autoware`) at `p`.
+    /// Writes one point of [`lanes4`] (`a` its bytes 0..16, `b` its bytes 16..32) at `p`:
+    /// `autoware` both halves, `autoware_xyzirc` and `xyzi` the first; any other layout the
+    /// conversion ([`Layout::from_point`], with `time`) of the `autoware` point they make.
     ///
     /// # Safety
-    /// `stores_with_sse(L::TYPE)`; `p` is a writable slot of `size_of::<L>()` bytes (32 for
-    /// `autoware`, 16 for the other two) that no one else reads or writes.
+    /// `p` is a writable slot of `size_of::<L>()` bytes that no one else reads or writes.
     #[inline(always)]
-    unsafe fn store_lane<L: Layout>(p: *mut MaybeUninit<L>, a: __m128, b: __m128) {
-        // SAFETY: the caller's contract; `storeu` needs no alignment. The lanes are f32/u32
-        // data, a valid value of the layout (`Pod`), so the slot is initialised whole.
+    unsafe fn store_lane<L: Layout>(p: *mut MaybeUninit<L>, a: __m128, b: __m128, time: &TimeBase) {
+        // SAFETY: the caller's contract; `storeu` needs no alignment; `autoware` slots are 32
+        // bytes, `autoware_xyzirc` and `xyzi` 16 (asserted at the top of the module). The
+        // lanes are f32/u32 data, a valid value of the layout (`Pod`), so the slot is
+        // initialised whole; another layout's slot is written whole by `write`.
         unsafe {
-            let p = p.cast::<f32>();
-            _mm_storeu_ps(p, a);
-            if L::TYPE == PointType::Autoware {
-                _mm_storeu_ps(p.add(4), b);
+            match L::TYPE {
+                PointType::Autoware => {
+                    let p = p.cast::<f32>();
+                    _mm_storeu_ps(p, a);
+                    _mm_storeu_ps(p.add(4), b);
+                }
+                PointType::AutowareXyzirc | PointType::Xyzi => _mm_storeu_ps(p.cast::<f32>(), a),
+                _ => {
+                    let mut q = [0f32; 8];
+                    _mm_storeu_ps(q.as_mut_ptr(), a);
+                    _mm_storeu_ps(q.as_mut_ptr().add(4), b);
+                    let point: PointXYZIRCAEDT = bytemuck::cast(q);
+                    (*p).write(L::from_point(&point, time));
+                }
             }
         }
     }
@@ -744,6 +755,7 @@ mod x86 {
             return;
         }
         let dst = out.spare.as_mut_ptr();
+        let time = out.time;
         // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k` is
         // 0, 4, .., 28: the loads read elements `k..k + 4` of the 32-element `f32`/`u32`
         // arrays (16 bytes) and of the `[u16; 32]` channels (8 bytes), all in bounds;
@@ -770,7 +782,7 @@ mod x86 {
                     [ld(bp.azimuth), ld(bp.elevation), ld(bp.distance), t],
                 );
                 for j in 0..4 {
-                    store_lane(dst.add(n), a[j], b[j]);
+                    store_lane(dst.add(n), a[j], b[j], &time);
                     n += ((mask >> (k + j)) & 1) as usize;
                 }
             }
@@ -810,6 +822,7 @@ mod x86 {
             return;
         }
         let dst = out.spare.as_mut_ptr();
+        let time = out.time;
         let strongest = (ReturnType::Strongest as i32) << 8;
         let identical = (ReturnType::Identical as i32) << 8;
         let second = (ReturnType::SecondStrongest as i32) << 8;
@@ -861,7 +874,7 @@ mod x86 {
                 };
                 // Writes a candidate at the write position; keeps it when `keep` lane `j` is set.
                 let mut put = |lo: &[__m128; 4], hi: &[__m128; 4], keep: i32, j: usize| {
-                    store_lane(dst.add(n), lo[j], hi[j]);
+                    store_lane(dst.add(n), lo[j], hi[j], &time);
                     n += ((keep >> j) & 1) as usize;
                 };
                 let r1 = range(0);

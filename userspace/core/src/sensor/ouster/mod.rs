@@ -101,7 +101,7 @@ use crate::frame::Frame;
 use crate::layout::{Layout, OusterPoint, OusterXYZIR, PointType};
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::point_buf::PointBuf;
-use crate::simd::{Compactor, OUSTER_MAX_ROWS, OusterColumnIn, OusterLayout};
+use crate::simd::{Compactor, FillPoints, OUSTER_MAX_ROWS, OusterColumnIn, OusterLayout};
 
 use crate::scan::{FrameAccount, FrameBuilder, RESTART_AGREE};
 use crate::vendor::{
@@ -775,8 +775,7 @@ fn point(
 /// `max(lo, 1) <= range < hi` (`Identical` when a dual profile's second return has the same range,
 /// else `Strongest`), then for a dual profile the second (`SecondStrongest`, kept when in the
 /// window and not identical), written at the write position, which advances past kept ones.
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn column_points_portable(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, PointXYZIRCAEDT>) {
+fn column_points_portable<L: Layout>(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, L>) {
     let window = |r: u32| c.lo.max(1) <= r && r < c.hi;
     for row in 0..c.rows.min(OUSTER_MAX_ROWS) {
         let (r1, r2) = (c.range[0][row], c.range[1][row]);
@@ -786,21 +785,36 @@ fn column_points_portable(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, PointX
         } else {
             ReturnType::Strongest
         };
-        out.put(point(c, row, r1, c.intensity[0][row], rt1), window(r1));
+        out.put_point(point(c, row, r1, c.intensity[0][row], rt1), window(r1));
         if c.dual {
             let p = point(c, row, r2, c.intensity[1][row], ReturnType::SecondStrongest);
-            out.put(p, !identical && window(r2));
+            out.put_point(p, !identical && window(r2));
         }
     }
 }
 
-/// The candidate points of a column: SSE2 on x86-64, portable elsewhere.
+/// The candidate points of a column in layout `L`: SSE2 on x86-64 for the layouts its
+/// kernel stores (`simd::stores_with_sse`), portable otherwise, each point built in registers
+/// and written once.
 #[inline(always)]
-fn column_points(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, PointXYZIRCAEDT>) {
+fn column_points<L: Layout>(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, L>) {
     #[cfg(target_arch = "x86_64")]
-    crate::simd::ouster_column_points(c, out);
-    #[cfg(not(target_arch = "x86_64"))]
+    if crate::simd::stores_with_sse(L::TYPE) {
+        crate::simd::ouster_column_points(c, out);
+        return;
+    }
     column_points_portable(c, out);
+}
+
+/// A column's candidates as a [`FillPoints`] writer, for the layouts without Ouster's own
+/// channels.
+struct ColumnFill<'a, 'b>(&'a OusterColumnIn<'b>);
+
+impl FillPoints for ColumnFill<'_, '_> {
+    #[inline(always)]
+    fn fill<L: Layout>(self, out: &mut Compactor<'_, L>) {
+        column_points(self.0, out);
+    }
 }
 
 /// Decodes one column's pixels (`h × PB` bytes) with its table column: `extract` reads each
@@ -882,7 +896,7 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
         PointType::OusterXyzir => {
             push_ouster_points::<PB, OusterXYZIR>(&c, chunks, stage, out, channels)
         }
-        _ => out.extend_compacted(c.candidates(), |out| column_points(&c, out)),
+        _ => out.extend_compacted_with(c.candidates(), ColumnFill(&c)),
     }
 }
 
