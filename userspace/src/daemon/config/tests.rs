@@ -482,3 +482,28 @@ fn nebula_compat_is_a_per_sensor_key() {
     assert_eq!(flags, [true, false]);
     assert!(toml::from_str::<SensorSettings>("nebula_compat = 1").is_err());
 }
+
+/// `point_type` is per sensor, default `autoware`, read from the TOML key of that name; an
+/// unknown name is refused naming the key and the valid set.
+#[test]
+fn point_type_is_a_per_sensor_key() {
+    use lidarxdp_core::layout::PointType;
+    let a = toml_sensor(
+        "name = \"a\"\nmodel = \"vlp16\"\ncalibration = \"c.yaml\"\nport = 2368\n\
+         point_type = \"velodyne\"\n",
+    );
+    assert_eq!(a.point_type, Some(PointType::Velodyne));
+    let p = plan(settings(vec![a, sensor("b", 2369)])).unwrap();
+    let types: Vec<PointType> = p.sensors().map(|s| s.point_type).collect();
+    assert_eq!(types, [PointType::Velodyne, PointType::Autoware]);
+    let e = toml::from_str::<SensorSettings>("point_type = \"pcl\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "unknown point_type 'pcl'; valid: autoware, autoware_xyzirc, xyzi, velodyne, \
+             ouster, ouster_xyzir, hesai, robosense"
+        ) && e.contains("point_type"),
+        "{e}"
+    );
+}
