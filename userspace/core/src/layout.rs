@@ -506,12 +506,11 @@ pub const OUSTER_FIELDS: [PointField; 9] = [
     f("range", 32, datatype::UINT32),
 ];
 
-/// Range in mm of `distance` m, rounded (saturating at u32).
+/// Range in mm of `distance` m, rounded half up (`round` for the non-negative ranges;
+/// without SSE4.1's `roundsd`, `f64::round` is a library call), saturating at 0 and u32::MAX.
 #[inline(always)]
 fn range_mm(distance: f32) -> u32 {
-    (f64::from(distance) * 1000.0)
-        .round()
-        .clamp(0.0, f64::from(u32::MAX)) as u32
+    (f64::from(distance) * 1000.0 + 0.5) as u32
 }
 
 impl Layout for OusterPoint {

@@ -617,10 +617,6 @@ fn le32(px: &[u8], o: usize) -> u32 {
 struct ColumnReturns {
     range: [[u32; OUSTER_MAX_ROWS]; 2],
     intensity: [[u8; OUSTER_MAX_ROWS]; 2],
-    /// The column's kept points, staged before they are written in an ouster-ros layout
-    /// ([`push_ouster_points`]); reused from column to column (empty until the first such
-    /// column, then at most two points per row).
-    stage: Vec<PointXYZIRCAEDT>,
 }
 
 impl ColumnReturns {
@@ -628,7 +624,6 @@ impl ColumnReturns {
         ColumnReturns {
             range: [[0; OUSTER_MAX_ROWS]; 2],
             intensity: [[0; OUSTER_MAX_ROWS]; 2],
-            stage: Vec::new(),
         }
     }
 }
@@ -716,33 +711,41 @@ fn channels_dual<const PB: usize>(px: &[u8; PB], second: bool) -> PixelChannels 
     }
 }
 
-/// Writes the kept points of column `c` in the ouster-ros layout `L`: each point is the
-/// generic conversion ([`PointBuf::extend_points`], [`Layout::from_point`]) of the candidate
-/// point the other layouts store, then given the signal, reflectivity and near-IR of its own
-/// pixel (row `channel`) and return (the second iff `return_type` is `SecondStrongest`), read
-/// by `channels`. The points are staged in `stage` (reused, no allocation once it has grown to
-/// a column) and patched in the buffer while the column is still in cache.
+/// Writes the kept points of column `c` in the ouster-ros layout `L`: the column kernel
+/// stores each kept candidate straight into the buffer (the generic conversion,
+/// [`Layout::from_point`], of the point the other layouts store), then each point just written
+/// takes the signal, reflectivity and near-IR of its own pixel and return, read by `channels`.
+/// The kept candidates are walked in the kernel's order (per row the first return, then a dual
+/// profile's second unless identical, each when its range is in the window), so the `k`-th
+/// kept candidate is the `k`-th point written.
 #[inline(never)]
 fn push_ouster_points<const PB: usize, L: OusterRosPoint>(
     c: &OusterColumnIn<'_>,
     pixels: &[[u8; PB]],
-    stage: &mut Vec<PointXYZIRCAEDT>,
     out: &mut PointBuf,
     channels: impl Fn(&[u8; PB], bool) -> PixelChannels,
 ) {
-    stage.clear();
-    crate::simd::extend_compacted(stage, c.candidates(), |o| column_points(c, o));
     let first = out.len();
-    out.extend_points(stage);
-    let Some(written) = out.typed_mut::<L>() else {
+    out.extend_compacted_with(c.candidates(), ColumnFill(c));
+    let Some(written) = out.typed_mut::<L>().and_then(|w| w.get_mut(first..)) else {
         return;
     };
-    for (v, p) in written[first..].iter_mut().zip(stage.iter()) {
-        let second = p.return_type == ReturnType::SecondStrongest as u8;
-        let ch = pixels
-            .get(usize::from(p.channel))
-            .map_or(PixelChannels::default(), |px| channels(px, second));
-        v.set_channels(ch);
+    let window = |r: u32| c.lo.max(1) <= r && r < c.hi;
+    let mut points = written.iter_mut();
+    for row in 0..c.rows.min(OUSTER_MAX_ROWS) {
+        let (r1, r2) = (c.range[0][row], c.range[1][row]);
+        let px = pixels.get(row);
+        let mut set = |second: bool| {
+            if let Some(p) = points.next() {
+                p.set_channels(px.map_or(PixelChannels::default(), |px| channels(px, second)));
+            }
+        };
+        if window(r1) {
+            set(false);
+        }
+        if c.dual && r1 != r2 && window(r2) {
+            set(true);
+        }
     }
 }
 
@@ -838,11 +841,7 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
 ) {
     let (chunks, _) = pixels.as_chunks::<PB>();
     let rows = chunks.len().min(lut.dx.len()).min(OUSTER_MAX_ROWS);
-    let ColumnReturns {
-        range,
-        intensity,
-        stage,
-    } = returns;
+    let ColumnReturns { range, intensity } = returns;
     // The rows the kernel reads past `rows` (up to a multiple of 4) hold no return, whatever
     // an earlier column of another row count left there (a recalibration). SSE2 reads
     // the rows in groups of four as far as it can (`simd::ouster_extract`, equal to `extract`
@@ -890,12 +889,8 @@ fn decode_column_with<const PB: usize, const DUAL: bool>(
         hi,
     };
     match out.point_type() {
-        PointType::Ouster => {
-            push_ouster_points::<PB, OusterPoint>(&c, chunks, stage, out, channels)
-        }
-        PointType::OusterXyzir => {
-            push_ouster_points::<PB, OusterXYZIR>(&c, chunks, stage, out, channels)
-        }
+        PointType::Ouster => push_ouster_points::<PB, OusterPoint>(&c, chunks, out, channels),
+        PointType::OusterXyzir => push_ouster_points::<PB, OusterXYZIR>(&c, chunks, out, channels),
         _ => out.extend_compacted_with(c.candidates(), ColumnFill(&c)),
     }
 }
@@ -1454,7 +1449,6 @@ mod tests {
             let mut returns = ColumnReturns {
                 range: [[5000; OUSTER_MAX_ROWS]; 2],
                 intensity: [[7; OUSTER_MAX_ROWS]; 2],
-                stage: Vec::new(),
             };
             let mut out = PointBuf::default();
             let px = &pixels[..rows * pb];
