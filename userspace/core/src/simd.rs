@@ -122,6 +122,7 @@ impl<T> SpareRoom<T> for Vec<T> {
 /// Reserves room for `n` more values in `out`, lets `fill` write them through a
 /// [`Compactor`] over that spare capacity, and grows `out` by the number of values the
 /// compactor kept (at most `n`). Nothing is done, and `fill` is not called, when `n` is 0.
+#[cfg(test)]
 #[inline(always)]
 pub(crate) fn extend_compacted<T, O: SpareRoom<T> + ?Sized>(
     out: &mut O,
