@@ -58,13 +58,15 @@ fn with_prefix(t: u16, body: &[u8]) -> Vec<u8> {
 /// `point_step`, if any.
 fn field_set(fields: &[WireField], point_step: u32) -> Option<FieldSet> {
     let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-    lidarxdp_core::layout::POINT_TYPES.into_iter().find_map(|t| {
-        let set = FieldSet::from_names(t, &names).ok()?;
-        let same = set.point_step() == point_step
-            && set.fields().count() == fields.len()
-            && set.fields().zip(fields).all(|(p, w)| w.matches(&p));
-        same.then_some(set)
-    })
+    lidarxdp_core::layout::POINT_TYPES
+        .into_iter()
+        .find_map(|t| {
+            let set = FieldSet::from_names(t, &names).ok()?;
+            let same = set.point_step() == point_step
+                && set.fields().count() == fields.len()
+                && set.fields().zip(fields).all(|(p, w)| w.matches(&p));
+            same.then_some(set)
+        })
 }
 
 /// `m` encoded by the library's encoder, when it has one for `m`'s content.
