@@ -649,8 +649,9 @@ impl Default for PointBuf {
 }
 
 impl From<Vec<PointXYZIRCAEDT>> for PointBuf {
+    /// An `autoware` heap buffer of `v`'s points, with at least `v`'s capacity.
     fn from(v: Vec<PointXYZIRCAEDT>) -> Self {
-        let mut b = PointBuf::with_capacity(v.len());
+        let mut b = PointBuf::with_capacity(v.capacity());
         b.extend_points(&v);
         b
     }

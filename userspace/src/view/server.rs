@@ -276,7 +276,7 @@ mod tests {
         let (st, body) = get(addr, "/api/frame?sensor=front%20lidar");
         assert_eq!(st, 200);
         assert_eq!(body, wire::encode(f.header(), f.points(), MAX_POINTS));
-        assert_eq!(body.len(), 32 + 100 * 16);
+        assert_eq!(body.len(), 40 + 100 * 16);
         assert_eq!(get(addr, "/api/frame?sensor=front+lidar&after=7").0, 204);
         assert_eq!(get(addr, "/api/frame?sensor=front+lidar&after=6").0, 200);
 
