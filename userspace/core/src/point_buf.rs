@@ -40,6 +40,10 @@ use crate::with_layout;
 /// start with the previous frame's size).
 pub const MIN_LOAN_POINTS: usize = 1024;
 
+/// The first point of a buffer without a region: dangling but aligned to 8 (a `u64`'s), so
+/// that the empty slice of any layout made from it is aligned ([`PointBuf::typed`]).
+const DANGLING: NonNull<u8> = NonNull::<u64>::dangling().cast::<u8>();
+
 /// The alignment, bytes, of a buffer's first point: every layout's fields are aligned to it
 /// (packed layouts need none), and a loan's region must be.
 pub const POINT_ALIGN: usize = 4;
@@ -108,7 +112,7 @@ impl PointBuf {
 
     const fn empty(point_type: PointType) -> Self {
         PointBuf {
-            ptr: NonNull::dangling(),
+            ptr: DANGLING,
             len: 0,
             cap: 0,
             point_type,
@@ -582,7 +586,7 @@ impl PointBuf {
                 self.heap_words,
             )
         };
-        self.ptr = NonNull::dangling();
+        self.ptr = DANGLING;
         self.len = 0;
         self.cap = 0;
         self.heap_words = 0;
@@ -594,7 +598,7 @@ impl PointBuf {
     fn set_heap_vec(&mut self, v: Vec<MaybeUninit<u64>>) {
         let mut v = ManuallyDrop::new(v);
         // `Vec::as_mut_ptr` is never null (dangling when unallocated).
-        self.ptr = NonNull::new(v.as_mut_ptr().cast::<u8>()).unwrap_or(NonNull::dangling());
+        self.ptr = NonNull::new(v.as_mut_ptr().cast::<u8>()).unwrap_or(DANGLING);
         self.len = v.len() * 8 / self.step();
         self.cap = v.capacity() * 8 / self.step();
         self.heap_words = v.capacity();
@@ -825,6 +829,26 @@ mod tests {
             }),
             t,
         )
+    }
+
+    /// An empty buffer of any layout, made or emptied, views as an aligned empty slice (its
+    /// dangling pointer is 8-aligned).
+    #[test]
+    fn empty_buffers_view_aligned() {
+        for t in POINT_TYPES {
+            let mut b = PointBuf::with_type(t, 0);
+            with_layout!(t, L => {
+                let v = b.typed::<L>().unwrap();
+                assert!(v.is_empty());
+                assert_eq!(v.as_ptr() as usize % align_of::<L>(), 0, "{t}");
+            });
+            b.reserve(3);
+            let mut w = b.clone();
+            w.truncate(0);
+            let _ = b.take_heap_vec();
+            assert_eq!(b.as_bytes().as_ptr() as usize % 8, 0, "{t}");
+            assert_eq!(w.as_bytes().as_ptr() as usize % 4, 0, "{t}");
+        }
     }
 
     /// Heap buffers behave as `Vec`: push, extend, clear, truncate, into_vec, growth.
