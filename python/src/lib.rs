@@ -49,6 +49,35 @@ fn settings_err(e: SettingsError) -> PyErr {
     err(e)
 }
 
+/// The numpy dtype of one point of layout `t`: its fields (names, little-endian types, offsets)
+/// and `itemsize` its `point_step`, the padding unnamed.
+fn layout_dtype(py: Python<'_>, t: PointType) -> PyResult<Bound<'_, PyAny>> {
+    let d = PyDict::new(py);
+    let fields = t.fields();
+    d.set_item("names", fields.iter().map(|f| f.name).collect::<Vec<_>>())?;
+    d.set_item(
+        "formats",
+        fields.iter().map(|f| numpy_code(f.datatype)).collect::<Vec<_>>(),
+    )?;
+    d.set_item("offsets", fields.iter().map(|f| f.offset).collect::<Vec<_>>())?;
+    d.set_item("itemsize", t.point_step())?;
+    py.import("numpy")?.getattr("dtype")?.call1((d,))
+}
+
+/// The numpy type code of a PointField datatype (little-endian).
+fn numpy_code(datatype: u8) -> &'static str {
+    match datatype {
+        1 => "|i1",
+        2 => "|u1",
+        3 => "<i2",
+        4 => "<u2",
+        5 => "<i4",
+        6 => "<u4",
+        7 => "<f4",
+        _ => "<f8",
+    }
+}
+
 /// The numpy `descr` of one point of layout `t` (docs/sensors.md, "Point layouts"):
 /// its fields in offset order, little-endian, and the layout's padding as unnamed `|V<n>`
 /// entries (numpy's array interface, version 3), so the record is `point_step` bytes.
@@ -62,18 +91,9 @@ fn descr(py: Python<'_>, t: PointType) -> PyResult<Bound<'_, PyList>> {
         if f.offset > at {
             pad(&list, f.offset - at)?;
         }
-        let (code, size) = match f.datatype {
-            1 => ("|i1", 1),
-            2 => ("|u1", 1),
-            3 => ("<i2", 2),
-            4 => ("<u2", 2),
-            5 => ("<i4", 4),
-            6 => ("<u4", 4),
-            7 => ("<f4", 4),
-            _ => ("<f8", 8),
-        };
+        let code = numpy_code(f.datatype);
         list.append(PyTuple::new(py, [f.name, code])?)?;
-        at = f.offset + size;
+        at = f.offset + lidarxdp_core::protocol::datatype_size(f.datatype) * f.count;
     }
     let step = t.point_step() as u32;
     if step > at {
@@ -296,9 +316,14 @@ impl Frame {
     /// The points: a read-only numpy structured array viewing the Rust buffer (no copy).
     #[getter]
     fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        py.import("numpy")?
+        let np = py.import("numpy")?;
+        let arr = np
             .getattr("asarray")?
-            .call1((self.points.clone_ref(py),))
+            .call1((self.points.clone_ref(py),))?;
+        // The array interface names a layout's padding `f3`, ...: view it as the layout's own
+        // fields at their offsets (no copy), as `POINT_DTYPE` does for `autoware`.
+        let t = self.points.borrow(py).point_type;
+        arr.call_method1("view", (layout_dtype(py, t)?,))
     }
 
     /// `x`, `y`, `z` as an `(N, 3)` float32 array (m), a read-only view of the same memory
