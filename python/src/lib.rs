@@ -57,9 +57,15 @@ fn layout_dtype(py: Python<'_>, t: PointType) -> PyResult<Bound<'_, PyAny>> {
     d.set_item("names", fields.iter().map(|f| f.name).collect::<Vec<_>>())?;
     d.set_item(
         "formats",
-        fields.iter().map(|f| numpy_code(f.datatype)).collect::<Vec<_>>(),
+        fields
+            .iter()
+            .map(|f| numpy_code(f.datatype))
+            .collect::<Vec<_>>(),
     )?;
-    d.set_item("offsets", fields.iter().map(|f| f.offset).collect::<Vec<_>>())?;
+    d.set_item(
+        "offsets",
+        fields.iter().map(|f| f.offset).collect::<Vec<_>>(),
+    )?;
     d.set_item("itemsize", t.point_step())?;
     py.import("numpy")?.getattr("dtype")?.call1((d,))
 }
@@ -317,9 +323,7 @@ impl Frame {
     #[getter]
     fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let np = py.import("numpy")?;
-        let arr = np
-            .getattr("asarray")?
-            .call1((self.points.clone_ref(py),))?;
+        let arr = np.getattr("asarray")?.call1((self.points.clone_ref(py),))?;
         // The array interface names a layout's padding `f3`, ...: view it as the layout's own
         // fields at their offsets (no copy), as `POINT_DTYPE` does for `autoware`.
         let t = self.points.borrow(py).point_type;
