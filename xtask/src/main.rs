@@ -137,7 +137,10 @@ fn build_ebpf(tc: &setup::BpfToolchain) -> Result<PathBuf> {
         .env("RUSTC_BOOTSTRAP", "1")
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS"))?;
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        // The XDP crate has its own compiler and its own target folder (`ebpf_object`), even
+        // when the workspace's is moved with CARGO_TARGET_DIR.
+        .env_remove("CARGO_TARGET_DIR"))?;
     eprintln!(
         "build-ebpf: {} in {:.1} s",
         ebpf_object().display(),
