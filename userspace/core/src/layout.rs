@@ -4,10 +4,10 @@
 //! `point_step`, units, and the reference instant of its time field). The sources, file and
 //! commit, are in `docs/sensors.md` ("Point layouts") and beside each field list below.
 //!
-//! The decoders produce each return as a [`PointXYZIRCAEDT`] value (in registers or in a
-//! block-sized staging array in L1) and [`crate::point_buf::PointBuf`] stores it once, in the
-//! chosen layout, into the frame's buffer ([`Layout::from_point`]): there is no pass over the
-//! finished frame and no second buffer per frame, and a smaller layout writes fewer bytes.
+//! The decoders produce each return as a [`PointXYZIRCAEDT`] value in registers, and the
+//! frame's buffer (`crate::point_buf::PointBuf`) stores it once, in the chosen layout
+//! ([`Layout::from_point`]): there is no pass over the finished frame and no second buffer per
+//! frame, and a smaller layout writes fewer bytes.
 //!
 //! Time fields, for a frame whose header stamp is its `start_ns` (the first firing, the
 //! stamp of every lidarxdp output):
@@ -171,10 +171,13 @@ impl PointType {
     }
 }
 
-// Every layout's alignment is at most `POINT_ALIGN`, the alignment of a buffer's first point
-// (`crate::point_buf`), so a buffer's bytes can be viewed as a slice of the layout.
+/// The alignment, bytes, of the first point of a frame's buffer (`crate::point_buf`): every
+/// layout's fields are aligned to it (packed layouts need none), and a loaned region must be.
+pub const POINT_ALIGN: usize = 4;
+
+// Every layout's alignment is at most `POINT_ALIGN`, so a buffer's bytes can be viewed as a
+// slice of the layout.
 const _: () = {
-    use crate::point_buf::POINT_ALIGN;
     assert!(align_of::<PointXYZIRCAEDT>() <= POINT_ALIGN);
     assert!(align_of::<PointXYZIRC>() <= POINT_ALIGN);
     assert!(align_of::<PointXYZI>() <= POINT_ALIGN);

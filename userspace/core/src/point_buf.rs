@@ -44,16 +44,12 @@ pub const MIN_LOAN_POINTS: usize = 1024;
 /// that the empty slice of any layout made from it is aligned ([`PointBuf::typed`]).
 const DANGLING: NonNull<u8> = NonNull::<u64>::dangling().cast::<u8>();
 
-/// The alignment, bytes, of a buffer's first point: every layout's fields are aligned to it
-/// (packed layouts need none), and a loan's region must be.
-pub const POINT_ALIGN: usize = 4;
-
 /// Memory lent to a [`PointBuf`] by a pool outside this crate (the daemon's zenoh
 /// shared-memory pool).
 ///
 /// # Safety
 /// An implementation guarantees that [`PointMemory::region`] returns the same pointer and
-/// length for the life of the value, and that the pointer is aligned to [`POINT_ALIGN`] and
+/// length for the life of the value, and that the pointer is aligned to [`crate::layout::POINT_ALIGN`] and
 /// valid for reads and writes of that many bytes that no one else reads or writes until
 /// [`PointMemory::seal`] is called; after `seal`, valid for reads of the sealed points until
 /// the value is dropped.

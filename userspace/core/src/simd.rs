@@ -327,8 +327,8 @@ pub(crate) enum OusterLayout {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
-    compact_block_points, ouster_column_points, ouster_extract, stores_with_sse,
-    velodyne_dense_fill, velodyne_slot_mask,
+    compact_block_points, ouster_column_points, ouster_extract, velodyne_dense_fill,
+    velodyne_slot_mask,
 };
 
 /// Folds the whole 16-byte blocks at the start of `data` into one 128-bit residue for a
@@ -668,14 +668,6 @@ mod x86 {
         }
     }
 
-    /// Whether the block kernels store layout `t` from their registers ([`store_lane`]):
-    /// every layout (`autoware`, `autoware_xyzirc` and `xyzi` by SSE2 stores, the others
-    /// point by point from the same registers).
-    pub(crate) const fn stores_with_sse(t: PointType) -> bool {
-        let _ = t;
-        true
-    }
-
     /// The register halves of four points in layout `L`, from `lo = [x, y, z, intensity |
     /// return_type << 8 | channel << 16]` and `hi = [azimuth, elevation, distance,
     /// time_stamp]`, four lanes each: element `j` of the first array is point `j`'s bytes
@@ -733,21 +725,17 @@ mod x86 {
     }
 
     /// Dense compaction of a Velodyne block's kept slots (bit `k` of `bp.mask`) into `out`,
-    /// in slot order, `time_stamp` from `times` (0 without), in layout `L` (one of
-    /// [`stores_with_sse`]): per four slots, the lanes of `x y z [intensity return_type
-    /// channel]` and `azimuth elevation distance time_stamp` are stored by [`store_lane`] at the
-    /// write position, which advances by the slot's mask bit (every slot is written, only kept
-    /// ones stay). Writes nothing unless `out` has 32 free slots (the caller reserves 32 per
-    /// block) and `L` is one of those layouts.
+    /// in slot order, `time_stamp` from `times` (0 without), in layout `L`: per four slots,
+    /// the lanes of `x y z [intensity return_type channel]` and `azimuth elevation distance
+    /// time_stamp` are stored by [`store_lane`] at the write position, which advances by the
+    /// slot's mask bit (every slot is written, only kept ones stay). Writes nothing unless
+    /// `out` has 32 free slots (the caller reserves 32 per block).
     #[inline(always)]
     pub(crate) fn compact_block_points<L: Layout>(
         bp: CompactIn<'_>,
         times: Option<&[u32; SLOTS_PER_BLOCK]>,
         out: &mut Compactor<'_, L>,
     ) {
-        if !stores_with_sse(L::TYPE) {
-            return;
-        }
         let mask = bp.mask;
         let zeros = [0u32; SLOTS_PER_BLOCK];
         let times = times.unwrap_or(&zeros);
@@ -807,9 +795,6 @@ mod x86 {
         c: &OusterColumnIn<'_>,
         out: &mut Compactor<'_, L>,
     ) {
-        if !stores_with_sse(L::TYPE) {
-            return;
-        }
         let groups = c.rows.min(OUSTER_MAX_ROWS).div_ceil(4);
         let need = c.candidates();
         let l = &c.lut;

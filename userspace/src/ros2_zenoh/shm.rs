@@ -187,7 +187,7 @@ impl ShmPool {
 
 /// Chunks are aligned to 8 bytes (2^3), so the points, at a multiple of 4 after the start
 /// ([`lidarxdp_core::ros2::points_prefix`]), are aligned to
-/// [`lidarxdp_core::point_buf::POINT_ALIGN`] for every layout.
+/// [`lidarxdp_core::layout::POINT_ALIGN`] for every layout.
 const CHUNK_ALIGN_POW: u8 = 3;
 
 /// What one sensor's chunks look like: its message's `frame_id` and the prefix length in front
@@ -336,7 +336,7 @@ impl ShmPoints {
         // The points start `headroom` (a multiple of 4) bytes into an 8-aligned chunk.
         // SAFETY: `headroom < bytes`, the chunk's length, so the offset stays inside it.
         let first = unsafe { base.add(headroom) };
-        if !(first as usize).is_multiple_of(lidarxdp_core::point_buf::POINT_ALIGN) {
+        if !(first as usize).is_multiple_of(lidarxdp_core::layout::POINT_ALIGN) {
             return None;
         }
         counters.loans.fetch_add(1, Relaxed);

@@ -778,6 +778,7 @@ fn point(
 /// `max(lo, 1) <= range < hi` (`Identical` when a dual profile's second return has the same range,
 /// else `Strongest`), then for a dual profile the second (`SecondStrongest`, kept when in the
 /// window and not identical), written at the write position, which advances past kept ones.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn column_points_portable<L: Layout>(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, L>) {
     let window = |r: u32| c.lo.max(1) <= r && r < c.hi;
     for row in 0..c.rows.min(OUSTER_MAX_ROWS) {
@@ -796,16 +797,13 @@ fn column_points_portable<L: Layout>(c: &OusterColumnIn<'_>, out: &mut Compactor
     }
 }
 
-/// The candidate points of a column in layout `L`: SSE2 on x86-64 for the layouts its
-/// kernel stores (`simd::stores_with_sse`), portable otherwise, each point built in registers
-/// and written once.
+/// The candidate points of a column in layout `L`: SSE2 on x86-64, portable elsewhere, each
+/// point built in registers and written once.
 #[inline(always)]
 fn column_points<L: Layout>(c: &OusterColumnIn<'_>, out: &mut Compactor<'_, L>) {
     #[cfg(target_arch = "x86_64")]
-    if crate::simd::stores_with_sse(L::TYPE) {
-        crate::simd::ouster_column_points(c, out);
-        return;
-    }
+    crate::simd::ouster_column_points(c, out);
+    #[cfg(not(target_arch = "x86_64"))]
     column_points_portable(c, out);
 }
 

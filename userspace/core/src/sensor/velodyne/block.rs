@@ -167,7 +167,7 @@ impl<'a> BlockPoints<'a> {
     /// The shared compaction of the kept slots' points into `out` (`times`: the points'
     /// `time_stamp`, else 0), in its layout. Dense blocks write every slot at the current
     /// output position and advance only past kept ones (no branch per slot; x86-64: SSE2 4×4
-    /// transposes per four slots for the layouts it stores, `simd::stores_with_sse`); sparse
+    /// transposes per four slots, every layout stored from the registers); sparse
     /// blocks walk the mask's set bits.
     #[inline(always)]
     fn append_points(&self, out: &mut PointBuf, times: Option<&[u32; SLOTS_PER_BLOCK]>) {
@@ -200,7 +200,7 @@ impl FillPoints for DenseBlock<'_, '_> {
     fn fill<L: Layout>(self, out: &mut Compactor<'_, L>) {
         let (bp, mask) = (self.bp, self.bp.mask);
         #[cfg(target_arch = "x86_64")]
-        if crate::simd::stores_with_sse(L::TYPE) {
+        {
             crate::simd::compact_block_points(
                 crate::simd::CompactIn {
                     mask,
@@ -217,8 +217,8 @@ impl FillPoints for DenseBlock<'_, '_> {
                 self.times,
                 out,
             );
-            return;
         }
+        #[cfg(not(target_arch = "x86_64"))]
         for k in 0..SLOTS_PER_BLOCK {
             let mut p = bp.point(k);
             p.time_stamp = self.times.map_or(0, |t| t[k]);
