@@ -43,10 +43,8 @@ use ::zenoh::sample::Sample;
 use ::zenoh::shm::{
     PosixShmClient, ProtocolID, SegmentID, ShmClient, ShmClientStorage, ShmSegment, WithProtocolID,
 };
-use lidarxdp_core::point::{POINT_FIELDS, POINT_SIZE, PointXYZIRCAEDT};
-use lidarxdp_core::ros2::{
-    Attachment, CdrReadError, Distro, FieldRef, PointCloud2View, topic_key_expr,
-};
+use lidarxdp_core::point::PointXYZIRCAEDT;
+use lidarxdp_core::ros2::{Attachment, CdrReadError, Distro, PointCloud2View, topic_key_expr};
 
 /// Largest `--zenoh-config` file read, bytes (1 MiB): zenoh configurations are a few KB, so a
 /// larger file is refused before it is read.
@@ -656,23 +654,19 @@ impl ZenohFrame {
 /// # Errors
 /// [`ZenohFrameError::Layout`]: other fields than `PointXYZIRCAEDT`, or misaligned data.
 pub fn points_of<'a>(v: &PointCloud2View<'a>) -> Result<&'a [PointXYZIRCAEDT], ZenohFrameError> {
-    let ours = v.point_step as usize == POINT_SIZE
-        && !v.is_bigendian
-        && v.fields.len() == POINT_FIELDS.len()
-        && v.fields
-            .iter()
-            .zip(POINT_FIELDS.iter())
-            .all(|(a, b)| *a == FieldRef::from(b));
-    if !ours {
-        return Err(ZenohFrameError::Layout {
-            point_step: v.point_step,
-            fields: v.fields.len(),
-        });
-    }
+    let data = match layout_points_of(v)? {
+        (lidarxdp_core::layout::PointType::Autoware, data) => data,
+        _ => {
+            return Err(ZenohFrameError::Layout {
+                point_step: v.point_step,
+                fields: v.fields.len(),
+            });
+        }
+    };
     // `data` starts at a multiple of 4 in the message (its length word is 4-aligned), and
     // zenoh's buffers start 8-aligned, so the cast to 4-aligned points holds; a buffer
     // that breaks this would be refused here rather than misread.
-    bytemuck::try_cast_slice(v.data).map_err(|_| ZenohFrameError::Layout {
+    bytemuck::try_cast_slice(data).map_err(|_| ZenohFrameError::Layout {
         point_step: v.point_step,
         fields: v.fields.len(),
     })

@@ -26,10 +26,14 @@ import argparse
 import json
 import sys
 
+from pathlib import Path
+
 from mcap.reader import make_reader
-from mcap.records import DataEnd, Footer, Header
-from mcap.stream_reader import StreamReader
 from mcap_ros2.decoder import DecoderFactory
+
+# The recordings' whole-file check (every record's CRC, a complete file) is the publish tests'.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publish"))
+from mcap_check import stream_pass  # noqa: E402
 
 
 def fail(msg):
@@ -38,24 +42,10 @@ def fail(msg):
     sys.exit(1)
 
 
-def stream_pass(path):
-    """Every record of `path` in file order with CRC checks; returns the header record."""
-    header = None
-    kinds = []
-    with open(path, "rb") as f:
-        for record in StreamReader(f, validate_crcs=True).records:
-            kinds.append(type(record).__name__)
-            if isinstance(record, Header):
-                header = record
-    if header is None or DataEnd.__name__ not in kinds or kinds[-1] != Footer.__name__:
-        fail(f"{path}: incomplete MCAP, last records {kinds[-3:]}")
-    return header
-
-
 def dump(path, js, bins, offset):
     """Writes every message of `path` to `js`/`bins` from byte `offset` of the .bin; returns
     (the file's description, the next offset)."""
-    header = stream_pass(path)
+    header, _ = stream_pass(path)
     with open(path, "rb") as f:
         reader = make_reader(f, validate_crcs=True, decoder_factories=[DecoderFactory()])
         summary = reader.get_summary()
