@@ -29,10 +29,10 @@ use std::fmt;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::NonNull;
 
-use crate::frame::FrameHeader;
+use crate::compact::{FillPoints, SpareRoom};
+use crate::header::FrameHeader;
 use crate::layout::{Layout, PointType, TimeBase, TimeField};
 use crate::point::PointXYZIRCAEDT;
-use crate::simd::{FillPoints, SpareRoom};
 use crate::with_layout;
 
 /// The smallest capacity, in points, a loaned buffer grows to: one allocation from the pool
@@ -308,7 +308,7 @@ impl PointBuf {
     pub(crate) fn extend_compacted_with<F: FillPoints>(&mut self, n: usize, f: F) {
         let time = self.time;
         with_layout!(self.point_type, L => {
-            crate::simd::extend_compacted_at(&mut Typed::<L>::new(self), n, time, |c| f.fill(c))
+            crate::compact::extend_compacted_at(&mut Typed::<L>::new(self), n, time, |c| f.fill(c))
         })
     }
 
@@ -322,7 +322,7 @@ impl PointBuf {
     ) {
         let time = self.time;
         with_layout!(self.point_type, L => {
-            crate::simd::extend_masked(&mut Typed::<L>::new(self), mask, |k| {
+            crate::compact::extend_masked(&mut Typed::<L>::new(self), mask, |k| {
                 L::from_point(&value(k), &time)
             })
         })
@@ -764,8 +764,8 @@ impl fmt::Debug for SealedPoints {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compact::Compactor;
     use crate::layout::{HesaiPoint, POINT_TYPES, PointXYZI, VelodynePoint};
-    use crate::simd::Compactor;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 

@@ -569,14 +569,14 @@ pub enum Message {
 
 /// One IMU reading on the wire ([`MSG_IMU`], docs/protocol.md "IMU"): the sample as the
 /// sensor sent it (g, °/s, its own time stamps), so no precision is lost; convert with
-/// [`crate::sensor::ouster::imu::ImuSample::linear_acceleration`] (m/s²) and
-/// [`crate::sensor::ouster::imu::ImuSample::angular_velocity`] (rad/s).
+/// [`crate::msg::ImuSample::linear_acceleration`] (m/s²) and
+/// [`crate::msg::ImuSample::angular_velocity`] (rad/s).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ImuMessage {
     /// The sensor's id, as in the hello.
     pub sensor_id: u16,
     /// The reading, its stamp and the clock of that stamp.
-    pub reading: crate::sensor::ImuReading,
+    pub reading: crate::msg::ImuReading,
 }
 
 impl Message {
@@ -1077,8 +1077,8 @@ fn parse_imu(h: &[u8]) -> Result<ImuMessage, ProtocolError> {
     let v3 = |o: usize| [f32_at(h, o), f32_at(h, o + 4), f32_at(h, o + 8)];
     Ok(ImuMessage {
         sensor_id: u16_at(h, 12),
-        reading: crate::sensor::ImuReading {
-            sample: crate::sensor::ouster::imu::ImuSample {
+        reading: crate::msg::ImuReading {
+            sample: crate::msg::ImuSample {
                 sys_ts_ns: u64_at(h, 72),
                 accel_ts_ns: u64_at(h, 32),
                 gyro_ts_ns: u64_at(h, 40),
@@ -1258,7 +1258,7 @@ pub fn encode_subscribed(sensor_ids: &[u16], fields: FieldSet, imu: bool, out: &
 
 /// Appends an encoded IMU message ([`MSG_IMU`], [`IMU_LEN`] bytes) of sensor `sensor_id` to
 /// `out` (docs/protocol.md, "IMU").
-pub fn encode_imu(sensor_id: u16, r: &crate::sensor::ImuReading, out: &mut Vec<u8>) {
+pub fn encode_imu(sensor_id: u16, r: &crate::msg::ImuReading, out: &mut Vec<u8>) {
     let start = out.len();
     put_prefix(out, MSG_IMU, IMU_LEN);
     out.extend_from_slice(&sensor_id.to_le_bytes()); // 12
@@ -1634,9 +1634,9 @@ mod tests {
     }
 
     /// The IMU example of docs/protocol.md: 1 g up, 0.5 °/s about z, on the sensor clock.
-    fn example_imu() -> crate::sensor::ImuReading {
-        crate::sensor::ImuReading {
-            sample: crate::sensor::ouster::imu::ImuSample {
+    fn example_imu() -> crate::msg::ImuReading {
+        crate::msg::ImuReading {
+            sample: crate::msg::ImuSample {
                 sys_ts_ns: 1_700_000_000_000_000_000,
                 accel_ts_ns: 1_700_000_000_099_000_000,
                 gyro_ts_ns: 1_700_000_000_100_000_000,

@@ -24,6 +24,7 @@
 //!   Name Constraints".
 #![forbid(unsafe_code)]
 
+pub use crate::msg::{DiagnosticLevel, DiagnosticStatus};
 use crate::point::PointField;
 use crate::protocol::WireField;
 
@@ -388,36 +389,6 @@ pub fn imu_message(
 
 /// The type name of `diagnostic_msgs/msg/DiagnosticArray` in rmw_zenoh keys and DDS.
 pub const DIAGNOSTIC_ARRAY_TYPE_NAME: &str = "diagnostic_msgs::msg::dds_::DiagnosticArray_";
-
-/// `diagnostic_msgs/msg/DiagnosticStatus` levels (the message's `byte` constants).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum DiagnosticLevel {
-    /// `OK` = 0.
-    Ok = 0,
-    /// `WARN` = 1.
-    Warn = 1,
-    /// `ERROR` = 2.
-    Error = 2,
-    /// `STALE` = 3.
-    Stale = 3,
-}
-
-/// One `diagnostic_msgs/msg/DiagnosticStatus`: a level, a name (`lidarxdp: <sensor>`), a
-/// message, a hardware id and key/value pairs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DiagnosticStatus {
-    /// The level.
-    pub level: DiagnosticLevel,
-    /// What it is about, e.g. `lidarxdp: front`.
-    pub name: String,
-    /// One line for a person.
-    pub message: String,
-    /// The hardware it describes (a serial number, or the sensor's model and address).
-    pub hardware_id: String,
-    /// `diagnostic_msgs/msg/KeyValue` pairs, in order.
-    pub values: Vec<(String, String)>,
-}
 
 /// A `diagnostic_msgs/msg/DiagnosticArray` message, CDR little-endian with its encapsulation
 /// header, stamped `stamp_ns` (ns since the Unix epoch) with an empty `frame_id`: the header,

@@ -711,9 +711,9 @@ pub trait VendorDecoder: Send + fmt::Debug {
     /// Calls `f` with each of [`Self::counter_descs`] and its value, in that order.
     fn visit_counters(&self, _f: &mut dyn FnMut(&'static crate::counters::CounterDesc, u64)) {}
     /// What the sensor's clock follows, as its calibration or metadata says (Ouster's
-    /// `timestamp_mode`); [`crate::health::SyncSource::Unknown`] by default.
-    fn sync_source(&self) -> crate::health::SyncSource {
-        crate::health::SyncSource::Unknown
+    /// `timestamp_mode`); [`crate::msg::SyncSource::Unknown`] by default.
+    fn sync_source(&self) -> crate::msg::SyncSource {
+        crate::msg::SyncSource::Unknown
     }
     /// Restarts and date fallbacks counted so far (monotonic); none by default.
     fn time_faults(&self) -> TimeFaults {

@@ -25,6 +25,7 @@
 
 pub mod calibration;
 pub mod hesai;
+pub mod nmea;
 pub mod ouster;
 pub mod robosense;
 pub mod velodyne;
@@ -213,10 +214,10 @@ pub struct ScanPipeline {
     pending: Option<Calibration>,
     /// Calibrations applied ([`ScanPipeline::reload`]).
     reloads: u64,
-    /// Sensor-minus-host offset of the emitted frames ([`crate::health`]).
-    clock: crate::health::ClockOffset,
+    /// Sensor-minus-host offset of the emitted frames ([`crate::time::ClockOffset`]).
+    clock: crate::time::ClockOffset,
     /// The sensor's time sync as its packets or metadata say it.
-    sync: crate::health::SyncState,
+    sync: crate::msg::SyncState,
     /// IMU readings decoded and not yet taken ([`ScanPipeline::take_imu`]), at most
     /// [`IMU_QUEUE`].
     imu: std::collections::VecDeque<ImuReading>,
@@ -228,31 +229,19 @@ pub struct ScanPipeline {
 /// more than half a second of Ouster IMU packets (100 Hz). The oldest is dropped beyond it.
 pub const IMU_QUEUE: usize = 64;
 
-/// One IMU sample and the stamp it is published with.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ImuReading {
-    /// The sample as the sensor sent it ([`ouster::imu`]).
-    pub sample: ouster::imu::ImuSample,
-    /// `header.stamp`, ns: the gyroscope read time on the sensor clock with
-    /// [`Stamp::Sensor`], the host receive time (CLOCK_REALTIME) with [`Stamp::Host`].
-    pub stamp_ns: u64,
-    /// Host receive time, ns since the Unix epoch (CLOCK_REALTIME).
-    pub host_ns: u64,
-    /// The clock of `stamp_ns`.
-    pub clock: crate::frame::FrameClock,
-}
+pub use crate::msg::ImuReading;
 
 /// A pipeline's clock and sync health ([`ScanPipeline::clock_health`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ClockHealth {
-    /// Median sensor-minus-host offset, ns ([`crate::health::ClockOffset::offset_ns`]).
+    /// Median sensor-minus-host offset, ns ([`crate::time::ClockOffset::offset_ns`]).
     pub offset_ns: Option<i64>,
-    /// Its drift, ppm ([`crate::health::ClockOffset::drift_ppm`]).
+    /// Its drift, ppm ([`crate::time::ClockOffset::drift_ppm`]).
     pub drift_ppm: Option<f64>,
     /// The last frame was stamped on the sensor clock (not the host's).
     pub sensor_clock: bool,
     /// The sync state.
-    pub sync: crate::health::SyncState,
+    pub sync: crate::msg::SyncState,
 }
 
 impl Clone for ScanPipeline {
@@ -329,8 +318,8 @@ impl ScanPipeline {
             spare_held: Vec::new(),
             pending: None,
             reloads: 0,
-            clock: crate::health::ClockOffset::default(),
-            sync: crate::health::SyncState {
+            clock: crate::time::ClockOffset::default(),
+            sync: crate::msg::SyncState {
                 source: decoder.sync_source(),
                 ..Default::default()
             },
@@ -389,7 +378,7 @@ impl ScanPipeline {
             self.decoder.recalibrate(c.decoder);
             self.reloads += 1;
             let source = self.decoder.sync_source();
-            if source != crate::health::SyncSource::Unknown {
+            if source != crate::msg::SyncSource::Unknown {
                 self.sync.source = source;
             }
         }
@@ -527,7 +516,7 @@ impl ScanPipeline {
     /// PPS state and the `$GPRMC` sentence) or an Ouster IMU packet (48 bytes,
     /// [`ouster::imu`]). `false` for anything else, which goes to the decoder.
     fn auxiliary(&mut self, payload: &[u8], host: HostTime) -> bool {
-        use crate::health::{SyncLock, SyncSource};
+        use crate::msg::{SyncLock, SyncSource};
         match self.model.family() {
             Family::Velodyne => {
                 let Ok(p) = velodyne::position::parse(payload) else {
@@ -546,7 +535,7 @@ impl ScanPipeline {
                 };
                 self.sync.source = source;
                 self.sync.set_lock(lock);
-                self.sync.nmea_valid = crate::health::rmc_valid(p.nmea);
+                self.sync.nmea_valid = nmea::rmc_valid(p.nmea);
                 true
             }
             Family::Ouster if payload.len() == ouster::imu::IMU_PACKET_LEN => {

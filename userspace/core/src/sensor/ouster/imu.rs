@@ -16,35 +16,7 @@
 /// Length of an IMU packet, bytes.
 pub const IMU_PACKET_LEN: usize = 48;
 
-/// Standard gravity, m/s² per g (ISO 80000-3; the conversion ouster-ros applies).
-pub const STANDARD_GRAVITY: f64 = 9.806_65;
-
-/// One IMU sample as the sensor sends it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ImuSample {
-    /// Diagnostic system time stamp, ns.
-    pub sys_ts_ns: u64,
-    /// Accelerometer read time, ns on the sensor clock.
-    pub accel_ts_ns: u64,
-    /// Gyroscope read time, ns on the sensor clock.
-    pub gyro_ts_ns: u64,
-    /// Linear acceleration x, y, z, g (sensor frame).
-    pub accel_g: [f32; 3],
-    /// Angular velocity x, y, z, °/s (sensor frame).
-    pub gyro_dps: [f32; 3],
-}
-
-impl ImuSample {
-    /// Linear acceleration, m/s² (× [`STANDARD_GRAVITY`]).
-    pub fn linear_acceleration(&self) -> [f64; 3] {
-        self.accel_g.map(|g| f64::from(g) * STANDARD_GRAVITY)
-    }
-
-    /// Angular velocity, rad/s.
-    pub fn angular_velocity(&self) -> [f64; 3] {
-        self.gyro_dps.map(|d| f64::from(d).to_radians())
-    }
-}
+pub use crate::msg::{ImuSample, STANDARD_GRAVITY};
 
 /// Why bytes are not an Ouster IMU packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -39,26 +39,7 @@ pub struct LutEntry {
     pub elevation: f32,
 }
 
-/// One column of the table, as the decoder walks it: per row, structure of arrays, each
-/// [`XyzLut::stride`] long (rows `h..stride` are zero padding, so a kernel can read rows in
-/// groups of four; empty slices outside the table).
-#[derive(Clone, Copy, Debug)]
-pub struct Column<'a> {
-    /// Direction × 0.001 (m per mm of range), x.
-    pub dx: &'a [f32],
-    /// Direction × 0.001, y.
-    pub dy: &'a [f32],
-    /// Direction × 0.001, z.
-    pub dz: &'a [f32],
-    /// Beam azimuth in the sensor frame, rad, [0, 2π).
-    pub azimuth: &'a [f32],
-    /// Beam elevation, rad.
-    pub elevation: &'a [f32],
-    /// Column offset `C/1000`, m.
-    pub offset: [f32; 3],
-    /// Beam-origin distance `n`, mm.
-    pub n_mm: f32,
-}
+pub use crate::simd::Column;
 
 impl Column<'_> {
     /// The point of row `row` of this column with range `range_mm` (mm, > 0), m, sensor frame:

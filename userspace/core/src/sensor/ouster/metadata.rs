@@ -147,8 +147,8 @@ impl<'a> Doc<'a> {
 impl OusterMetadata {
     /// What the sensor's clock follows, from [`Self::timestamp_mode`]: internal oscillator,
     /// sync pulse in (PPS) or PTP; [`SyncSource::Unknown`] without it or for another value.
-    pub fn sync_source(&self) -> crate::health::SyncSource {
-        use crate::health::SyncSource;
+    pub fn sync_source(&self) -> crate::msg::SyncSource {
+        use crate::msg::SyncSource;
         match self.timestamp_mode.as_deref() {
             Some("TIME_FROM_INTERNAL_OSC") => SyncSource::Internal,
             Some("TIME_FROM_SYNC_PULSE_IN") => SyncSource::Pps,

@@ -959,7 +959,7 @@ fn decode_column(
 }
 
 impl VendorDecoder for OusterStream {
-    fn sync_source(&self) -> crate::health::SyncSource {
+    fn sync_source(&self) -> crate::msg::SyncSource {
         self.meta.sync_source()
     }
 
