@@ -31,7 +31,7 @@ use lidarxdp_core::point::POINT_SIZE;
 use lidarxdp_core::point_buf::PointBuf;
 use lidarxdp_core::scan::BufferSource;
 use lidarxdp_core::sensor::{ScanPipeline, SensorModel, Stamp};
-use lidarxdp_core::valid::{Degrees, Fov, Metres, UdpPort};
+use lidarxdp_core::valid::{Degrees, Fov, InvalidValue, Metres, UdpPort};
 
 create_exception!(
     _lidarxdp,
@@ -399,11 +399,14 @@ fn settings(
     let fov = match fov {
         None => None,
         Some(v) => {
-            let text = match v.extract::<(f64, f64)>() {
-                Ok((a, b)) => format!("{a}:{b}"),
-                Err(_) => v.str()?.to_string(),
-            };
-            Some(Fov::from_str(&text).map_err(|e| err(format!("fov: {e}")))?)
+            let fov_err = |e: InvalidValue| err(format!("fov: {e}"));
+            Some(match v.extract::<(f64, f64)>() {
+                Ok((a, b)) => Fov {
+                    min: Degrees::new(a).map_err(fov_err)?,
+                    max: Degrees::new(b).map_err(fov_err)?,
+                },
+                Err(_) => Fov::from_str(&v.str()?.to_string()).map_err(fov_err)?,
+            })
         }
     };
     let metres = |name: &str, v: Option<f64>| {
@@ -413,7 +416,7 @@ fn settings(
     let stamp = Stamp::from_str(stamp).map_err(|e| err(format!("stamp: {e}")))?;
     let port = port
         .map(|p| {
-            UdpPort::from_str(&p.to_string())
+            UdpPort::from_i64(p)
                 .map(|p| p.get() as u16)
                 .map_err(|e| err(format!("port: {e}")))
         })

@@ -410,8 +410,8 @@ impl PremappedPosixClient {
     /// # Errors
     /// zenoh's message: the segment does not exist, or cannot be mapped or locked
     /// (`RLIMIT_MEMLOCK`).
-    pub fn premap(&self, segment: SegmentID) -> Result<(), String> {
-        self.attach(segment).map(|_| ()).map_err(|e| e.to_string())
+    pub fn premap(&self, segment: SegmentID) -> ::zenoh::Result<()> {
+        self.attach(segment).map(|_| ())
     }
 
     /// Segments mapped so far (and not forgotten).

@@ -48,6 +48,13 @@ pub enum MetadataError {
     Invalid(String),
 }
 
+/// [`MetadataError::Invalid`] with a formatted message.
+macro_rules! invalid {
+    ($($t:tt)*) => {
+        MetadataError::Invalid(format!($($t)*))
+    };
+}
+
 /// Default lidar-to-sensor transform (row-major 4×4, translation in mm): a 180° turn about z
 /// and the lidar origin 36.18 mm above the sensor's base.
 pub const DEFAULT_LIDAR_TO_SENSOR: [f64; 16] = [
@@ -184,15 +191,17 @@ impl OusterMetadata {
     /// other than `0 0 0 1`. Each message names the field and its index.
     pub fn from_json(text: &str) -> Result<Self, MetadataError> {
         let root: Value = serde_json::from_str(text)?;
-        let meta = Self::from_value(&root).map_err(MetadataError::Invalid)?;
+        let meta = Self::from_value(&root)?;
         meta.validate()?;
         Ok(meta)
     }
 
     /// [`OusterMetadata::from_json`] after the JSON parse, before [`OusterMetadata::validate`].
-    fn from_value(root: &Value) -> Result<Self, String> {
+    fn from_value(root: &Value) -> Result<Self, MetadataError> {
         if !root.is_object() {
-            return Err("top level is not a JSON object".into());
+            return Err(MetadataError::Invalid(
+                "top level is not a JSON object".into(),
+            ));
         }
         let nested = root.get("beam_intrinsics").is_some() && root.get("sensor_info").is_some();
         let d = Doc { root, nested };
@@ -214,13 +223,13 @@ impl OusterMetadata {
             .and_then(Value::as_u64)
             .and_then(|v| u16::try_from(v).ok());
 
-        let uint = |name: &str, v: Option<&Value>| -> Result<Option<usize>, String> {
+        let uint = |name: &str, v: Option<&Value>| -> Result<Option<usize>, MetadataError> {
             match v {
                 None => Ok(None),
                 Some(v) => v
                     .as_u64()
                     .map(|n| Some(n as usize))
-                    .ok_or_else(|| format!("{name} is not an unsigned integer: {v}")),
+                    .ok_or_else(|| invalid!("{name} is not an unsigned integer: {v}")),
             }
         };
         let columns_per_frame = match uint(
@@ -232,14 +241,14 @@ impl OusterMetadata {
                 .as_deref()
                 .and_then(mode_columns)
                 .ok_or_else(|| {
-                    format!(
+                    invalid!(
                         "neither data_format.columns_per_frame nor a valid lidar_mode (got {:?})",
                         lidar_mode
                     )
                 })?,
         };
         if !matches!(columns_per_frame, 512 | 1024 | 2048 | 4096) {
-            return Err(format!(
+            return Err(invalid!(
                 "columns_per_frame = {columns_per_frame}; valid: 512, 1024, 2048, 4096"
             ));
         }
@@ -249,7 +258,7 @@ impl OusterMetadata {
         )?
         .unwrap_or(16);
         if !(1..=64).contains(&columns_per_packet) {
-            return Err(format!(
+            return Err(invalid!(
                 "columns_per_packet = {columns_per_packet}; valid: 1..=64"
             ));
         }
@@ -263,7 +272,7 @@ impl OusterMetadata {
             None => prod_line_beams(&prod_line).unwrap_or(altitude.len()),
         };
         if !(1..=256).contains(&pixels_per_column) {
-            return Err(format!(
+            return Err(invalid!(
                 "pixels_per_column = {pixels_per_column}; valid: 1..=256"
             ));
         }
@@ -272,7 +281,7 @@ impl OusterMetadata {
             ("beam_azimuth_angles", &azimuth),
         ] {
             if v.len() != pixels_per_column {
-                return Err(format!(
+                return Err(invalid!(
                     "{name} has {} entries; pixels_per_column is {pixels_per_column}",
                     v.len()
                 ));
@@ -283,7 +292,7 @@ impl OusterMetadata {
             Some(v) => {
                 let s = v.as_str().unwrap_or_default();
                 Profile::from_name(s).ok_or_else(|| {
-                    format!(
+                    invalid!(
                         "udp_profile_lidar {v} is not supported; valid: LEGACY, \
                          RNG19_RFL8_SIG16_NIR16, RNG19_RFL8_SIG16_NIR16_DUAL, RNG15_RFL8_NIR8, \
                          FIVE_WORD_PIXEL"
@@ -298,7 +307,7 @@ impl OusterMetadata {
             columns_per_frame,
         };
         if format.packet_len() > 65_507 {
-            return Err(format!(
+            return Err(invalid!(
                 "packet of {} bytes exceeds a UDP datagram (columns_per_packet {columns_per_packet} \
                  × pixels_per_column {pixels_per_column})",
                 format.packet_len()
@@ -318,7 +327,7 @@ impl OusterMetadata {
                         (a as u16, b as u16)
                     }
                     _ => {
-                        return Err(format!(
+                        return Err(invalid!(
                             "data_format.column_window {v} is not two columns in 0..{columns_per_frame}"
                         ));
                     }
@@ -340,7 +349,7 @@ impl OusterMetadata {
             match d.get("beam_intrinsics", "lidar_origin_to_beam_origin_mm") {
                 None => default_beam_origin_mm(&prod_line),
                 Some(v) => v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| {
-                    format!("lidar_origin_to_beam_origin_mm is not a number: {v}")
+                    invalid!("lidar_origin_to_beam_origin_mm is not a number: {v}")
                 })?,
             };
         let beam_to_lidar_transform = match transform(
@@ -541,30 +550,30 @@ fn identity() -> [f64; 16] {
     t
 }
 
-fn angles(d: &Doc<'_>, key: &str) -> Result<Vec<f64>, String> {
+fn angles(d: &Doc<'_>, key: &str) -> Result<Vec<f64>, MetadataError> {
     let v = d
         .get("beam_intrinsics", key)
-        .ok_or_else(|| format!("{key} is missing"))?;
+        .ok_or_else(|| invalid!("{key} is missing"))?;
     let a = v
         .as_array()
-        .ok_or_else(|| format!("{key} is not an array"))?;
+        .ok_or_else(|| invalid!("{key} is not an array"))?;
     a.iter()
         .enumerate()
         .map(|(i, x)| {
             x.as_f64()
                 .filter(|f| f.is_finite() && f.abs() <= 360.0)
-                .ok_or_else(|| format!("{key}[{i}] = {x} is not an angle in [-360, 360] deg"))
+                .ok_or_else(|| invalid!("{key}[{i}] = {x} is not an angle in [-360, 360] deg"))
         })
         .collect()
 }
 
-fn transform(v: Option<&Value>, name: &str) -> Result<Option<[f64; 16]>, String> {
+fn transform(v: Option<&Value>, name: &str) -> Result<Option<[f64; 16]>, MetadataError> {
     let Some(v) = v else { return Ok(None) };
     let a = v
         .as_array()
-        .ok_or_else(|| format!("{name} is not an array"))?;
+        .ok_or_else(|| invalid!("{name} is not an array"))?;
     if a.len() != 16 {
-        return Err(format!(
+        return Err(invalid!(
             "{name} has {} numbers, needs 16 (4×4 row-major)",
             a.len()
         ));
@@ -574,7 +583,7 @@ fn transform(v: Option<&Value>, name: &str) -> Result<Option<[f64; 16]>, String>
         t[i] = x
             .as_f64()
             .filter(|f| f.is_finite())
-            .ok_or_else(|| format!("{name}[{i}] = {x} is not a number"))?;
+            .ok_or_else(|| invalid!("{name}[{i}] = {x} is not a number"))?;
     }
     Ok(Some(t))
 }
