@@ -44,3 +44,13 @@ pub enum FrameClock {
     /// implausible.
     Host = 1,
 }
+
+/// Packet loss, %: `100 (expected − received) / expected` over frames' summed
+/// [`FrameHeader::packets_expected`] and [`FrameHeader::packets_received`]; 0 when nothing was
+/// expected, and a sum with more packets received than expected counts as no loss.
+pub fn loss_percent(expected: u64, received: u64) -> f64 {
+    if expected == 0 {
+        return 0.0;
+    }
+    100.0 * expected.saturating_sub(received) as f64 / expected as f64
+}

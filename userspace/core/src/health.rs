@@ -74,17 +74,10 @@ pub struct HealthInputs {
     pub sync: SyncState,
 }
 
-/// Packet loss of `inputs`, %: `100 (expected − received) / expected`, 0 when nothing was
-/// expected (a frame with more packets than expected counts as no loss).
+/// Packet loss of `inputs`, % ([`crate::header::loss_percent`] of its `packets_expected` and
+/// `packets_received`).
 pub fn loss_percent(inputs: &HealthInputs) -> f64 {
-    if inputs.packets_expected == 0 {
-        return 0.0;
-    }
-    100.0
-        * inputs
-            .packets_expected
-            .saturating_sub(inputs.packets_received) as f64
-        / inputs.packets_expected as f64
+    crate::header::loss_percent(inputs.packets_expected, inputs.packets_received)
 }
 
 /// One sensor's `DiagnosticStatus`, named `lidarxdp: <name>`. Its level is the worst of:

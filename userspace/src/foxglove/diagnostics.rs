@@ -93,13 +93,9 @@ impl Sums {
         self.lost += u64::from(h.frames_lost_before);
     }
 
-    /// `100 (expected - received) / expected` (0 when nothing was expected; a frame that got
-    /// more packets than expected counts as no loss).
+    /// Packet loss, % ([`lidarxdp_core::header::loss_percent`]).
     fn loss_percent(&self) -> f64 {
-        if self.expected == 0 {
-            return 0.0;
-        }
-        100.0 * self.expected.saturating_sub(self.received) as f64 / self.expected as f64
+        lidarxdp_core::header::loss_percent(self.expected, self.received)
     }
 }
 
