@@ -1,9 +1,12 @@
 //! Exact-value tests of the Hesai calibration parsers, firing times, return types and the
 //! cutter's angle helpers (the parts that do not depend on how frames are cut or counted).
 
+use std::path::Path;
+
+use super::cutter::{TAU_F32, between, normalize};
 use super::layout::{
-    AT128, PANDAR40P, PANDAR64, PANDAR128E4X, PANDARQT64, PANDARQT128, PANDARXT16, PANDARXT32,
-    PANDARXT32M,
+    AT128, Layout, PANDAR40P, PANDAR64, PANDAR128E4X, PANDARQT64, PANDARQT128, PANDARXT16,
+    PANDARXT32, PANDARXT32M,
 };
 use super::*;
 

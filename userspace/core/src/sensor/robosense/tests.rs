@@ -1,7 +1,11 @@
 //! Exact-value tests of the RoboSense packet views, classification, model constants, angle
 //! tables and the point decoder (the parts that do not depend on how frames are cut).
 
+use std::path::Path;
+
 use super::*;
+use crate::point::ReturnType;
+use crate::vendor::{Rejection, ReturnMode, SensorModel};
 
 /// The Helios-16P angle CSV shipped with the capture.
 const HELIOS16P_CSV: &str = concat!(
