@@ -515,3 +515,380 @@ pub fn policy_name(id: u32) -> &'static str {
         _ => "another policy",
     }
 }
+
+/// A reader of serialised samples on a blob topic, for the tests' read-back: like a [`Writer`],
+/// it holds its participant's guard and returns [`CycloneError::Closed`] once it is dropped.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Reader {
+    entities: Arc<Entities>,
+    handle: c::dds_entity_t,
+}
+
+#[cfg(test)]
+impl Participant {
+    /// Creates a blob topic `topic` of type `type_name` (the same sertype as a writer's of that
+    /// name and type) and a reader on it: best effort, volatile, keep last 16, XCDR1.
+    pub(crate) fn reader(&self, topic: &str, type_name: &str) -> Result<Reader, CycloneError> {
+        let t = cstring("topic name", topic)?;
+        let ty = cstring("type name", type_name)?;
+        let q = Qos::new();
+        let xcdr1 = [c::DDS_DATA_REPRESENTATION_XCDR1 as c::dds_data_representation_id_t];
+        // SAFETY: q.0 is a live QoS object we own; the values are valid enumerators; `xcdr1`
+        // outlives the call, which copies it.
+        unsafe {
+            c::dds_qset_history(q.0, c::dds_history_kind_DDS_HISTORY_KEEP_LAST, 16);
+            c::dds_qset_data_representation(q.0, 1, xcdr1.as_ptr());
+        }
+        self.entities.with(|l| {
+            // SAFETY: as in `Participant::writer`.
+            let topic_h = check("cdds_create_blob_topic", unsafe {
+                c::cdds_create_blob_topic(
+                    l.participant,
+                    t.as_ptr().cast_mut(),
+                    ty.as_ptr().cast_mut(),
+                    true,
+                )
+            })?;
+            // SAFETY: l.participant and topic_h are live (guard held), q.0 a live QoS; NULL
+            // listener.
+            let handle = check("dds_create_reader", unsafe {
+                c::dds_create_reader(l.participant, topic_h, q.0, std::ptr::null())
+            })?;
+            Ok(Reader {
+                entities: self.entities.clone(),
+                handle,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+impl Reader {
+    /// Takes the oldest sample there is: its serialised bytes, encapsulation header included
+    /// (`dds_takecdr`, then `ddsi_serdata_to_ser_ref` of the blob serdata); `None` when the
+    /// reader holds none.
+    pub(crate) fn take(&self) -> Result<Option<Vec<u8>>, CycloneError> {
+        self.entities.with(|_| {
+            let mut sd: *mut c::ddsi_serdata = std::ptr::null_mut();
+            // SAFETY: all-zero is a valid value of this plain C struct (integers, a bool).
+            let mut si: c::dds_sample_info_t = unsafe { std::mem::zeroed() };
+            // SAFETY: self.handle is a live reader (guard held); `sd` and `si` are valid
+            // out-pointers for one sample each (maxs 1).
+            let n = check("dds_takecdr", unsafe {
+                c::dds_takecdr(self.handle, &mut sd, 1, &mut si, c::DDS_ANY_STATE)
+            })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            // SAFETY: dds_takecdr returned one sample, so `sd` is a serdata we hold one
+            // reference to.
+            let size = unsafe { c::ddsi_serdata_size(sd) } as usize;
+            let mut iov = c::ddsrt_iovec_t {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            };
+            // SAFETY: `sd` is a live serdata of `size` serialised bytes; `iov` is a valid
+            // out-pointer. The blob serdata points `iov` at its payload and returns a new
+            // reference to itself, which keeps the payload alive until the unref below.
+            let r = unsafe { c::ddsi_serdata_to_ser_ref(sd, 0, size, &mut iov) };
+            // SAFETY: `iov` describes `iov_len` readable bytes of the payload, alive while `r`
+            // is referenced.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(iov.iov_base.cast::<u8>(), iov.iov_len) }
+                    .to_vec();
+            // SAFETY: `r` and `iov` are what ddsi_serdata_to_ser_ref returned, released once;
+            // `sd` is the reference dds_takecdr gave us, released once. Neither is used after.
+            unsafe {
+                c::ddsi_serdata_to_ser_unref(r, &iov);
+                c::ddsi_serdata_unref(sd);
+            }
+            Ok(Some(bytes))
+        })
+    }
+}
+
+/// What the tests of this layer and of the sink use to run Cyclone DDS in the test process
+/// without reaching anything outside it.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+    /// A Cyclone fragment that puts the domain on the loopback interface alone, with no
+    /// multicast. With [`crate::ros2_dds::DiscoveryRange::Off`] (no peers, participant index
+    /// `none`, a domain tag of this process) nothing is sent to any address.
+    pub(crate) const LOOPBACK_ONLY: &str = "<CycloneDDS><Domain id=\"any\"><General><Interfaces>\
+<NetworkInterface address=\"127.0.0.1\"/></Interfaces><AllowMulticast>false</AllowMulticast>\
+</General></Domain></CycloneDDS>";
+
+    /// A domain id no other test of this process uses (a domain id exists once per process),
+    /// from 160 up (at most 232, the largest Cyclone's port mapping takes; there are far fewer
+    /// tests).
+    pub(crate) fn domain_id() -> u32 {
+        static NEXT: AtomicU32 = AtomicU32::new(160);
+        let id = NEXT.fetch_add(1, Relaxed);
+        assert!(id <= 232, "out of test domain ids");
+        id
+    }
+
+    /// The configuration of a test domain: discovery off as rmw_cyclonedds configures it for
+    /// `ROS_AUTOMATIC_DISCOVERY_RANGE=OFF`, then [`LOOPBACK_ONLY`].
+    pub(crate) fn config() -> String {
+        let off = crate::ros2_dds::Discovery {
+            range: crate::ros2_dds::DiscoveryRange::Off,
+            static_peers: vec![],
+        }
+        .cyclone_fragment(std::process::id())
+        .expect("OFF has a fragment");
+        format!("{off},{LOOPBACK_ONLY}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    const TOPIC: &str = "rt/lidarxdp_unit";
+    const TYPE: &str = "lidarxdp::msg::dds_::Unit_";
+    /// A sample: the XCDR1 little-endian encapsulation header, then 4 payload bytes.
+    const SAMPLE: [&[u8]; 2] = [&[0, 1, 0, 0], &[0xde, 0xad, 0xbe, 0xef]];
+
+    fn participant(id: u32) -> Participant {
+        Participant::create(id, &testing::config(), &Qos::participant("enclave=/;"))
+            .expect("participant on a loopback-only test domain")
+    }
+
+    fn best_effort() -> Qos {
+        Qos::writer(&WriterQos {
+            reliability: Reliability::BestEffort,
+            durability: Durability::Volatile,
+            depth: 5,
+            user_data: None,
+        })
+    }
+
+    fn writer(p: &Participant) -> Writer {
+        p.writer(TOPIC, TYPE, &best_effort()).expect("writer")
+    }
+
+    /// Creating the domain again succeeds only once the previous one is deleted: the proof
+    /// that dropping the participant deleted its domain.
+    fn assert_domain_deleted(id: u32) {
+        drop(participant(id));
+    }
+
+    #[test]
+    fn a_writer_used_after_its_participant_is_dropped_gets_closed() {
+        let id = testing::domain_id();
+        let p = participant(id);
+        let w = writer(&p);
+        assert_eq!(w.write_cdr(&SAMPLE), Ok(()));
+        assert_eq!(w.status().map(|s| s.matched), Ok(0));
+        assert_eq!(w.guid().map(|g| g.len()), Ok(16));
+        drop(p);
+        assert_eq!(w.write_cdr(&SAMPLE), Err(CycloneError::Closed));
+        assert_eq!(w.status(), Err(CycloneError::Closed));
+        assert_eq!(w.guid(), Err(CycloneError::Closed));
+        assert_eq!(
+            CycloneError::Closed.to_string(),
+            "the DDS participant is closed (its sink has stopped)"
+        );
+        // The domain is gone even though `w` still holds the guard, and a new domain of the
+        // same id does not revive the old writer.
+        let p2 = participant(id);
+        assert_eq!(w.write_cdr(&SAMPLE), Err(CycloneError::Closed));
+        drop(p2);
+        drop(w);
+        assert_domain_deleted(id);
+    }
+
+    #[test]
+    fn a_writer_moved_to_another_thread_gets_closed_after_the_participant_is_dropped() {
+        let id = testing::domain_id();
+        let p = participant(id);
+        let w = writer(&p);
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let before = w.write_cdr(&SAMPLE);
+            go_rx.recv().expect("the test thread signals");
+            (before, w.write_cdr(&SAMPLE), w.status())
+        });
+        drop(p);
+        go_tx.send(()).unwrap();
+        let (before, after, status) = t.join().expect("the writer thread does not panic");
+        // `before` ran either before or after the drop (no order is forced between them).
+        assert!(
+            before == Ok(()) || before == Err(CycloneError::Closed),
+            "{before:?}"
+        );
+        assert_eq!(after, Err(CycloneError::Closed));
+        assert_eq!(status, Err(CycloneError::Closed));
+        assert_domain_deleted(id);
+    }
+
+    #[test]
+    fn writes_racing_the_drop_of_the_participant_end_closed() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let id = testing::domain_id();
+        let p = participant(id);
+        let w = writer(&p);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let (first_tx, first_rx) = mpsc::channel::<()>();
+        let t = std::thread::spawn({
+            let dropped = dropped.clone();
+            move || {
+                let mut ok = 0u64;
+                loop {
+                    // Read before the write: when true, the drop has returned already.
+                    let after_drop = dropped.load(SeqCst);
+                    match w.write_cdr(&SAMPLE) {
+                        Ok(()) if after_drop => return Err(ok),
+                        Ok(()) => ok += 1,
+                        Err(e) => return Ok((ok, e, w.write_cdr(&SAMPLE))),
+                    }
+                    if ok == 1 {
+                        first_tx.send(()).unwrap();
+                    }
+                }
+            }
+        });
+        first_rx.recv().unwrap();
+        drop(p);
+        dropped.store(true, SeqCst);
+        let r = t.join().expect("the writer thread does not panic");
+        let Ok((ok, first_err, next)) = r else {
+            panic!("a write succeeded after the participant was dropped: {r:?}");
+        };
+        assert!(ok >= 1);
+        // Once closed, closed for good: no write reaches a deleted writer.
+        assert_eq!(first_err, CycloneError::Closed);
+        assert_eq!(next, Err(CycloneError::Closed));
+        assert_domain_deleted(id);
+    }
+
+    #[test]
+    fn a_panic_on_the_participant_thread_closes_its_writers() {
+        let id = testing::domain_id();
+        let p = participant(id);
+        let w = writer(&p);
+        let t = std::thread::spawn(move || {
+            let _owned = p;
+            panic!("the sink thread panics (expected by the test)");
+        });
+        assert!(t.join().is_err());
+        assert_eq!(w.write_cdr(&SAMPLE), Err(CycloneError::Closed));
+        drop(w);
+        assert_domain_deleted(id);
+    }
+
+    #[test]
+    fn every_drop_order_runs_clean() {
+        // Writer first, then participant.
+        let id = testing::domain_id();
+        let p = participant(id);
+        let w = writer(&p);
+        drop(w);
+        // The participant is still open after its writer went.
+        let w2 = writer(&p);
+        assert_eq!(w2.write_cdr(&SAMPLE), Ok(()));
+        drop(w2);
+        drop(p);
+        assert_domain_deleted(id);
+
+        // Participant first, then the writers (one of them on another thread).
+        let id = testing::domain_id();
+        let p = participant(id);
+        let (w, other) = (writer(&p), writer(&p));
+        drop(p);
+        std::thread::spawn(move || drop(other)).join().unwrap();
+        drop(w);
+        assert_domain_deleted(id);
+
+        // A writer that outlives everything else, including a later domain of the same id.
+        let id = testing::domain_id();
+        let p = participant(id);
+        let w = writer(&p);
+        drop(p);
+        let p2 = participant(id);
+        let w_new = writer(&p2);
+        assert_eq!(w_new.write_cdr(&SAMPLE), Ok(()));
+        drop(p2);
+        assert_eq!(w_new.write_cdr(&SAMPLE), Err(CycloneError::Closed));
+        drop(w);
+        drop(w_new);
+        assert_domain_deleted(id);
+    }
+
+    #[test]
+    fn a_reader_in_the_process_gets_the_exact_bytes_written() {
+        let id = testing::domain_id();
+        let p = participant(id);
+        let w = writer(&p);
+        let r = p.reader(TOPIC, TYPE).expect("reader");
+        // Local readers match at creation and get samples during the write (Cyclone's
+        // `ddsi_match_reader_with_local_writers`, `ddsi_deliver_locally_allinsync`).
+        assert_eq!(w.status().map(|s| s.matched), Ok(1));
+        assert_eq!(r.take(), Ok(None));
+        assert_eq!(w.write_cdr(&SAMPLE), Ok(()));
+        let payload: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+        assert_eq!(
+            w.write_cdr(&[&[0, 1, 0, 0], &payload[..3], &payload[3..]]),
+            Ok(())
+        );
+        assert_eq!(r.take(), Ok(Some(vec![0, 1, 0, 0, 0xde, 0xad, 0xbe, 0xef])));
+        let mut big = vec![0, 1, 0, 0];
+        big.extend_from_slice(&payload);
+        assert_eq!(r.take(), Ok(Some(big)));
+        assert_eq!(r.take(), Ok(None));
+        drop(p);
+        assert_eq!(r.take(), Err(CycloneError::Closed));
+        drop((w, r));
+        assert_domain_deleted(id);
+    }
+
+    #[test]
+    fn refusals_name_the_call_and_the_reason() {
+        let id = testing::domain_id();
+        let p = participant(id);
+        assert_eq!(
+            p.writer("rt/a\0b", TYPE, &best_effort()).unwrap_err(),
+            CycloneError::Nul {
+                what: "topic name",
+                value: "rt/a\0b".into()
+            }
+        );
+        // A history of depth 0 is not a QoS.
+        let bad = Qos::writer(&WriterQos {
+            reliability: Reliability::BestEffort,
+            durability: Durability::Volatile,
+            depth: 0,
+            user_data: None,
+        });
+        let e = p.writer(TOPIC, TYPE, &bad).unwrap_err();
+        assert_eq!(
+            e,
+            CycloneError::Call {
+                call: "dds_create_writer",
+                code: -3,
+                text: "Bad Parameter".into()
+            },
+            "{e}"
+        );
+        // A second domain of an id this process already has.
+        let e = Participant::create(id, &testing::config(), &Qos::participant("")).unwrap_err();
+        assert_eq!(
+            e,
+            CycloneError::Call {
+                call: "dds_create_domain",
+                code: -4,
+                text: "Precondition Not Met".into()
+            },
+            "{e}"
+        );
+        assert_eq!(policy_name(11), "RELIABILITY");
+        assert_eq!(policy_name(2), "DURABILITY");
+        assert_eq!(policy_name(99), "another policy");
+    }
+}

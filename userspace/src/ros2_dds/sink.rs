@@ -443,3 +443,174 @@ impl Worker {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use lidarxdp_core::ros2::{
+        DIAGNOSTIC_ARRAY, DIAGNOSTICS_TOPIC, DiagnosticLevel, DiagnosticStatus, Distro, IMU,
+    };
+    use lidarxdp_core::sensor::{ImuReading, ouster::imu::ImuSample};
+
+    use super::super::cyclone::testing;
+    use super::*;
+    use crate::publish::{AuxMessage, AuxSink, AuxThread};
+    use crate::ros2_dds::{Discovery, DiscoveryRange};
+    use crate::ros2_zenoh::TopicPlan;
+
+    /// One sensor (id 3) with an IMU topic, on a test domain of its own: discovery off, the
+    /// loopback interface alone ([`testing`]).
+    fn settings() -> DdsSettings {
+        DdsSettings {
+            config_file: None,
+            cyclonedds_uri: Some(testing::LOOPBACK_ONLY.into()),
+            domain_id: testing::domain_id(),
+            distro: Distro::Jazzy,
+            discovery: Discovery {
+                range: DiscoveryRange::Off,
+                static_peers: vec![],
+            },
+            queue: 4,
+            topics: vec![TopicPlan {
+                sensor_id: 3,
+                topic: "/lidar/front/points".into(),
+                frame_id: "front".into(),
+                imu_topic: Some("/lidar/front/imu".into()),
+                imu_frame_id: "front_imu".into(),
+            }],
+        }
+    }
+
+    fn status() -> Vec<DiagnosticStatus> {
+        vec![DiagnosticStatus {
+            level: DiagnosticLevel::Warn,
+            name: "lidarxdp: front".into(),
+            message: "frames late".into(),
+            hardware_id: "OS-1-64 192.0.2.10".into(),
+            values: vec![("frames".into(), "10".into())],
+        }]
+    }
+
+    fn reading() -> ImuReading {
+        ImuReading {
+            sample: ImuSample {
+                sys_ts_ns: 1,
+                accel_ts_ns: 2,
+                gyro_ts_ns: 3,
+                accel_g: [0.0, 0.0, 1.0],
+                gyro_dps: [90.0, 0.0, 0.0],
+            },
+            stamp_ns: 1_700_000_000_000_000_003,
+            host_ns: 1_700_000_000_000_000_004,
+            clock: lidarxdp_core::frame::FrameClock::Sensor,
+        }
+    }
+
+    /// (diagnostics, imu, aux_errors).
+    fn aux_counts(h: &DdsHandle) -> (u64, u64, u64) {
+        let c = h.counters();
+        (c.diagnostics, c.imu, c.aux_errors)
+    }
+
+    #[test]
+    fn aux_writes_after_the_sink_stopped_fail_closed_and_are_counted() {
+        let (mut sink, handle) = DdsSink::start(&settings()).expect("sink on a test domain");
+        let mut aux = sink.take_aux().expect("the aux writers, once");
+        assert!(sink.take_aux().is_none());
+        aux.diagnostics(1_700_000_000_123_456_789, &status());
+        aux.imu(3, &reading());
+        aux.imu(9, &reading()); // no IMU topic: not written, not counted
+        assert_eq!(aux_counts(&handle), (1, 1, 0));
+
+        drop(sink);
+        let r = aux.write_diagnostics(1, &status());
+        assert!(
+            matches!(r, Err(PublishError::Write(CycloneError::Closed))),
+            "{r:?}"
+        );
+        let r = aux.write_imu(3, &reading());
+        assert!(
+            matches!(r, Some(Err(PublishError::Write(CycloneError::Closed)))),
+            "{r:?}"
+        );
+        assert!(aux.write_imu(9, &reading()).is_none());
+        aux.diagnostics(2, &status());
+        aux.imu(3, &reading());
+        assert_eq!(aux_counts(&handle), (1, 1, 2));
+    }
+
+    #[test]
+    fn aux_writers_on_the_aux_thread_after_the_sink_stopped_count_errors() {
+        let (mut sink, handle) = DdsSink::start(&settings()).expect("sink on a test domain");
+        let aux = sink.take_aux().expect("the aux writers");
+        let (thread, tx) = AuxThread::spawn(vec![Box::new(aux)]).expect("aux thread");
+        drop(sink);
+        tx.send(AuxMessage::Diagnostics {
+            stamp_ns: 5,
+            status: status().into(),
+        });
+        tx.send(AuxMessage::Imu {
+            sensor_id: 3,
+            reading: reading(),
+        });
+        assert_eq!(tx.dropped(), 0);
+        drop(tx);
+        thread.join();
+        assert_eq!(aux_counts(&handle), (0, 0, 2));
+    }
+
+    #[test]
+    fn a_panic_on_the_sink_thread_closes_the_aux_writers() {
+        let s = settings();
+        let (worker, aux, gid) = open(&s).expect("sink on a test domain");
+        assert_ne!(gid, [0; 16]);
+        let diagnostics = worker
+            ._participant
+            .reader(&dds::topic_name(DIAGNOSTICS_TOPIC), DIAGNOSTIC_ARRAY.name)
+            .expect("reader");
+        let imu = worker
+            ._participant
+            .reader("rt/lidar/front/imu", IMU.name)
+            .expect("reader");
+        // Read back: the exact CDR of the messages.
+        assert!(matches!(aux.write_diagnostics(7, &status()), Ok(())));
+        assert_eq!(
+            diagnostics.take(),
+            Ok(Some(
+                lidarxdp_core::ros2::diagnostic_array(7, &status()).unwrap()
+            ))
+        );
+        assert!(matches!(aux.write_imu(3, &reading()), Some(Ok(()))));
+        let r = reading();
+        assert_eq!(
+            imu.take(),
+            Ok(Some(
+                lidarxdp_core::ros2::imu_message(
+                    r.stamp_ns,
+                    "front_imu",
+                    r.sample.angular_velocity(),
+                    r.sample.linear_acceleration()
+                )
+                .unwrap()
+            ))
+        );
+
+        let t = SinkThread::spawn("dds-sink", 1, move |_rx| {
+            let _owned = worker;
+            panic!("the DDS sink thread panics (expected by the test)");
+        })
+        .expect("thread");
+        drop(t); // joins, logging the panic
+
+        let r = aux.write_diagnostics(8, &status());
+        assert!(
+            matches!(r, Err(PublishError::Write(CycloneError::Closed))),
+            "{r:?}"
+        );
+        let r = aux.write_imu(3, &reading());
+        assert!(
+            matches!(r, Some(Err(PublishError::Write(CycloneError::Closed)))),
+            "{r:?}"
+        );
+        assert_eq!(diagnostics.take(), Err(CycloneError::Closed));
+    }
+}
