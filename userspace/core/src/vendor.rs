@@ -663,11 +663,20 @@ pub struct TimeFaults {
 }
 
 /// A sans-IO decoder plus scan assembler for one sensor family: UDP payloads in, finished
-/// [`Frame`]s out. Implemented by [`crate::sensor::velodyne::VelodyneStream`] and the other vendor modules.
+/// [`Frame`]s out. Every vendor has the same two parts: its calibration tables
+/// ([`Self::Tables`]: parsed once, immutable, shared by `Arc` between clones and swapped whole
+/// by a reload) and its cut policy, the per-stream state over the one
+/// [`crate::scan::FrameBuilder`]. Implemented by [`crate::sensor::velodyne::VelodyneStream`],
+/// [`crate::sensor::hesai::HesaiStream`], [`crate::sensor::ouster::OusterStream`] and
+/// [`crate::sensor::robosense::RobosenseStream`], held in the closed enum
+/// [`crate::sensor::Decoder`].
 ///
 /// Contract: no method panics or reads out of bounds on any input; no I/O; `push` appends
 /// the frames the payload completed to `out` and nothing else.
-pub trait VendorDecoder: Send + fmt::Debug {
+pub trait VendorDecoder: Clone + Send + fmt::Debug {
+    /// The calibration tables: everything the decoder derives from the calibration file and
+    /// the sensor's configuration, and nothing the stream learns from packets.
+    type Tables: fmt::Debug + Send + Sync;
     /// Decodes one UDP payload received at `host` (both host clocks; offline the pcap record
     /// time on both): every interval (silence, time-jump tolerance, extrapolation) is measured
     /// on [`HostTime::mono_ns`], every stamp (the frame's `host_ns`, a host-clock fallback
@@ -689,9 +698,6 @@ pub trait VendorDecoder: Send + fmt::Debug {
     fn flush(&mut self, out: &mut Vec<Frame>);
     /// Return mode of the last decoded data packet, if any.
     fn return_mode(&self) -> Option<ReturnMode>;
-    /// A boxed copy of this decoder in its current state (calibration tables, frame in
-    /// progress, counters): what [`crate::sensor::ScanPipeline`]'s `Clone` uses.
-    fn clone_box(&self) -> Box<dyn VendorDecoder>;
     /// Takes new frames' point buffers from `source` from now on (instead of allocating).
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>);
     /// Writes the points in layout `point_type` from the next frame on (the frames in
@@ -721,12 +727,10 @@ pub trait VendorDecoder: Send + fmt::Debug {
     }
     /// A frame is in progress (something a flush would publish or drop).
     fn in_progress(&self) -> bool;
-    /// Takes the calibration tables of `fresh`, a decoder of the same model built from new
-    /// calibration contents, in place of this one's; the stream state (frame builder, cut
-    /// state, counters) stays. Called by [`crate::sensor::ScanPipeline`] at a frame boundary. `fresh` of
-    /// another vendor is ignored (the pipeline never passes one).
-    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>);
-    /// This decoder as [`std::any::Any`], for [`Self::recalibrate`] to take a fresh one's
-    /// tables.
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any>;
+    /// The calibration tables in use.
+    fn tables(&self) -> &std::sync::Arc<Self::Tables>;
+    /// Decodes with `tables` (built for the same model from new calibration contents) from
+    /// now on; the stream state (frame builder, cut state, counters, what the stream learned
+    /// from packets) stays. Called by [`crate::sensor::ScanPipeline`] at a frame boundary.
+    fn set_tables(&mut self, tables: std::sync::Arc<Self::Tables>);
 }

@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod calibration;
+mod decoder;
 pub mod hesai;
 pub mod nmea;
 pub mod ouster;
@@ -82,12 +83,14 @@ pub fn describe_payload(payload: &[u8]) -> Option<String> {
     None
 }
 
+pub use decoder::{Decoder, Tables};
+
 /// New calibration tables for a running [`ScanPipeline`] ([`ScanPipeline::reload`]), parsed
 /// off the decoder's thread ([`ScanPipeline::into_calibration`]).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Calibration {
     model: SensorModel,
-    decoder: Box<dyn VendorDecoder>,
+    tables: Tables,
 }
 
 /// A 64-bit digest of a datagram for the duplicate check: its length, its first and last 64
@@ -185,15 +188,16 @@ pub fn apply_stamp(stamp: Stamp, frames: &mut [Frame]) {
 /// Decoder + scan assembler for one sensor: the per-sensor entry point of every capture
 /// backend. Dispatches to the model's [`VendorDecoder`] and keeps the [`DecodeCounters`].
 ///
-/// `Clone` copies the whole state (calibration tables, frame in progress, counters): cloning a
-/// freshly built pipeline is a cheaper way to get another one for the same sensor than
-/// parsing its calibration file again (the fuzz targets in `fuzz/` do it once per input).
-#[derive(Debug)]
+/// `Clone` copies the stream state (frame in progress, counters) and shares the calibration
+/// tables (`Arc`): cloning a freshly built pipeline is a cheaper way to get another one for
+/// the same sensor than parsing its calibration file again (the fuzz targets in `fuzz/` do it
+/// once per input).
+#[derive(Clone, Debug)]
 pub struct ScanPipeline {
     model: SensorModel,
     /// [`SensorConfig::sensor_id`].
     sensor_id: u16,
-    decoder: Box<dyn VendorDecoder>,
+    decoder: Decoder,
     counters: DecodeCounters,
     stamp: Stamp,
     /// An implausible sensor time has been logged.
@@ -244,34 +248,6 @@ pub struct ClockHealth {
     pub sync: crate::msg::SyncState,
 }
 
-impl Clone for ScanPipeline {
-    fn clone(&self) -> Self {
-        Self {
-            model: self.model,
-            sensor_id: self.sensor_id,
-            decoder: self.decoder.clone_box(),
-            counters: self.counters,
-            stamp: self.stamp,
-            warned_time: self.warned_time,
-            diagnosed: self.diagnosed,
-            name: self.name.clone(),
-            frame_timeout_ns: self.frame_timeout_ns,
-            recent: self.recent.clone(),
-            held: self.held.clone(),
-            spare_held: Vec::new(),
-            pending: self.pending.as_ref().map(|c| Calibration {
-                model: c.model,
-                decoder: c.decoder.clone_box(),
-            }),
-            reloads: self.reloads,
-            clock: self.clock.clone(),
-            sync: self.sync,
-            imu: self.imu.clone(),
-            last_sensor_clock: self.last_sensor_clock,
-        }
-    }
-}
-
 impl ScanPipeline {
     /// Builds the pipeline with default [`PipelineOptions`] (manual rules, full field of view)
     /// from `cfg` and `calibration`, the contents of the file `cfg.calibration` names (read by
@@ -296,14 +272,7 @@ impl ScanPipeline {
         opts: PipelineOptions,
     ) -> Result<Self, ConfigError> {
         Self::check(cfg, opts)?;
-        let decoder: Box<dyn VendorDecoder> = match cfg.model.family() {
-            Family::Velodyne => Box::new(velodyne::VelodyneStream::new(cfg, calibration, opts)?),
-            Family::Hesai => hesai::build(cfg, calibration, opts)?,
-            Family::Ouster => ouster::build(cfg, calibration, opts)?,
-            Family::Robosense => robosense::build(cfg, calibration, opts)?,
-        };
-        let mut decoder = decoder;
-        decoder.set_point_type(cfg.point_type);
+        let decoder = Decoder::new(cfg, calibration, opts)?;
         Ok(Self {
             model: cfg.model,
             sensor_id: cfg.sensor_id,
@@ -335,7 +304,7 @@ impl ScanPipeline {
     pub fn into_calibration(self) -> Calibration {
         Calibration {
             model: self.model,
-            decoder: self.decoder,
+            tables: self.decoder.tables(),
         }
     }
 
@@ -375,7 +344,10 @@ impl ScanPipeline {
 
     fn apply_reload(&mut self) {
         if let Some(c) = self.pending.take() {
-            self.decoder.recalibrate(c.decoder);
+            if self.decoder.set_tables(c.tables).is_err() {
+                // `reload` took only tables of this pipeline's model, so of its vendor.
+                return;
+            }
             self.reloads += 1;
             let source = self.decoder.sync_source();
             if source != crate::msg::SyncSource::Unknown {

@@ -51,7 +51,7 @@ impl HesaiStream {
             return false;
         };
         let raw_az = p.azimuth(group);
-        let a = &self.angles;
+        let a = &self.tables.angles;
         let (bs, bc) = a
             .blk_sc
             .get(usize::from(raw_az))
@@ -91,7 +91,7 @@ impl HesaiStream {
     /// Fills `az_scratch`, `at128_trig` and the cutter's min/max channels for AT128 encoder
     /// azimuth `a`; false if `a` lies in no field of the correction file.
     pub(super) fn at128_angles(&mut self, a: u32) -> bool {
-        let Some(c) = self.at128.as_ref() else {
+        let Some(c) = self.tables.at128.as_ref() else {
             return false;
         };
         let n = AT128_UNITS as f32;
@@ -134,6 +134,7 @@ impl HesaiStream {
         let unit = f64::from(p.dis_unit_mm()) / 1000.0;
         let raw_az = usize::from(p.azimuth(group));
         let (bs, bc) = self
+            .tables
             .angles
             .blk_sc
             .get(raw_az)
@@ -178,8 +179,8 @@ impl HesaiStream {
                 if offset == i64::MIN {
                     continue;
                 }
-                let a = &self.angles;
-                let (sin_az, cos_az, el_rad, sin_el, cos_el) = if self.at128.is_some() {
+                let a = &self.tables.angles;
+                let (sin_az, cos_az, el_rad, sin_el, cos_el) = if self.tables.at128.is_some() {
                     let [sa, ca, e, se, ce] = self.at128_trig[ch];
                     (sa, ca, e, se, ce)
                 } else {

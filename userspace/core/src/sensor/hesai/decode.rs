@@ -88,7 +88,7 @@ impl HesaiStream {
             let opening = self.cutter.state.is_none();
             let act = if late {
                 // A late packet joins the buffers as they are: no cutter step.
-                if self.at128.is_some() && !self.at128_angles(p.azimuth_fine(group)) {
+                if self.tables.at128.is_some() && !self.at128_angles(p.azimuth_fine(group)) {
                     continue;
                 }
                 Actions::default()
@@ -98,7 +98,7 @@ impl HesaiStream {
                 self.last_az_stale = true;
                 Actions::default()
             } else {
-                if self.at128.is_some() {
+                if self.tables.at128.is_some() {
                     if !self.at128_angles(p.azimuth_fine(group)) {
                         continue;
                     }
@@ -109,7 +109,7 @@ impl HesaiStream {
                 }
                 self.cutter.step(&self.az_scratch)
             };
-            if opening && !head_known && self.at128.is_none() {
+            if opening && !head_known && self.tables.at128.is_none() {
                 // Both frames the cutter opens began before this packet, not at a cut seen:
                 // buffer 0 (the channels not yet past the cut) mid-turn, buffer 1 (the channels
                 // just past it, when the packet straddles the cut) a little earlier. Each
@@ -168,7 +168,7 @@ impl HesaiStream {
                 b.points.set_packet_ns(packet_ns.max(0) as u64);
             }
             if !self.convert_fast(p, group, n, packet_ns) {
-                if self.at128.is_none() && self.scratch_raw != Some(raw_az) {
+                if self.tables.at128.is_none() && self.scratch_raw != Some(raw_az) {
                     self.fill_az(raw_az);
                 }
                 self.convert_group(p, group, n, rm_byte, packet_ns);
@@ -202,6 +202,7 @@ impl HesaiStream {
     /// Corrected azimuth of every channel (`az_scratch`) for raw block azimuth `raw` (0.01°).
     fn fill_az(&mut self, raw: u16) {
         let blk = self
+            .tables
             .angles
             .blk_rad
             .get(usize::from(raw))
@@ -209,7 +210,8 @@ impl HesaiStream {
             .unwrap_or(0.0);
         self.az_scratch.clear();
         self.az_scratch.extend(
-            self.angles
+            self.tables
+                .angles
                 .off_rad
                 .iter()
                 .map(|&o| normalize(blk + o, TAU_F32)),
@@ -226,12 +228,13 @@ impl HesaiStream {
             return;
         };
         let blk = self
+            .tables
             .angles
             .blk_rad
             .get(usize::from(self.last_raw))
             .copied()
             .unwrap_or(0.0);
-        for (l, &o) in st.last_az.iter_mut().zip(&self.angles.off_rad) {
+        for (l, &o) in st.last_az.iter_mut().zip(&self.tables.angles.off_rad) {
             *l = normalize(blk + o, TAU_F32);
         }
     }
@@ -256,7 +259,7 @@ impl HesaiStream {
         if d > 1_000 {
             return false;
         }
-        let (omin, omax) = self.angles.off_cdeg;
+        let (omin, omax) = self.tables.angles.off_cdeg;
         let start = f64::from(self.last_raw) + omin - 1.0;
         let width = f64::from(d) + (omax - omin) + 2.0;
         let rel = (self.cut_cdeg_f - start).rem_euclid(f64::from(AZIMUTH_UNITS));

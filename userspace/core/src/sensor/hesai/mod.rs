@@ -96,30 +96,14 @@ mod stream;
 mod timing;
 
 pub use calibration::{AT128_UNITS, AngleCorrection, At128Correction, CorrectionError};
-pub use stream::HesaiStream;
+pub use stream::{HesaiStream, HesaiTables};
 
 use self::packet::{Packet, return_mode as rm};
 use crate::point::ReturnType;
-use crate::vendor::{
-    ConfigError, PipelineOptions, ReturnMode, SensorConfig, SensorModel, VendorDecoder,
-};
+use crate::vendor::{ReturnMode, SensorModel};
 
 /// Nebula's default `dual_return_distance_threshold`, m.
 pub const DUAL_RETURN_DISTANCE_THRESHOLD_M: f32 = 0.1;
-
-/// Builds the decoder for a Hesai model.
-///
-/// # Errors
-/// [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an invalid (or not
-/// UTF-8) angle-correction CSV (AT128: correction `.dat`) in `calibration`,
-/// [`ConfigError::OutOfRange`] for a cut angle outside the field of view.
-pub fn build(
-    cfg: &SensorConfig,
-    calibration: &[u8],
-    opts: PipelineOptions,
-) -> Result<Box<dyn VendorDecoder>, ConfigError> {
-    Ok(Box::new(HesaiStream::new(cfg, calibration, opts)?))
-}
 
 // ---------------------------------------------------------------------------------------------
 // Timing

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 use std::f64::consts::PI;
+use std::sync::Arc;
 
 use crate::HostTime;
 use crate::frame::Frame;
@@ -78,8 +79,24 @@ pub(super) struct Buffer {
     pub(super) head_phased: Option<u32>,
 }
 
+/// A Hesai sensor's calibration tables: the angles of its angle-correction CSV (or the
+/// AT128 correction file) and what is derived from them once, immutable and shared (`Arc`) by
+/// every clone of the stream; a reload swaps the whole of it ([`VendorDecoder::set_tables`]).
+#[derive(Debug)]
+pub struct HesaiTables {
+    /// Per-channel and per-azimuth trigonometry.
+    pub(super) angles: Angles,
+    /// AT128 correction file (models with a fine azimuth), else `None`.
+    pub(super) at128: Option<At128Correction>,
+    /// Channels with the smallest and the largest azimuth offset (the cutter's view of a
+    /// block group, models without a fine azimuth).
+    pub(super) min_idx: usize,
+    /// See `min_idx`.
+    pub(super) max_idx: usize,
+}
+
 /// Per-model constants derived from the calibration.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct Angles {
     pub(super) el_rad: Vec<f32>,
     pub(super) cos_el: Vec<f32>,
@@ -110,7 +127,8 @@ pub struct HesaiStream {
     pub(super) range: (f32, f32),
     /// Sequence, time base, timeout, buffers, the frame header.
     builder: FrameBuilder,
-    pub(super) angles: Angles,
+    /// The calibration tables, shared.
+    pub(super) tables: Arc<HesaiTables>,
     pub(super) cutter: Cutter,
     pub(super) bufs: [Buffer; 2],
     pub(super) packet_serial: u64,
@@ -121,8 +139,6 @@ pub struct HesaiStream {
     return_mode: Option<ReturnMode>,
     pub(super) az_scratch: Vec<f32>,
     pub(super) dual_threshold_m: f32,
-    /// AT128 correction file (models with a fine azimuth), else `None`.
-    pub(super) at128: Option<At128Correction>,
     /// AT128 per-channel angles of the current block group: `[sin az, cos az, el rad, sin el,
     /// cos el]`.
     pub(super) at128_trig: Vec<[f32; 5]>,
@@ -176,7 +192,10 @@ impl HesaiStream {
     /// angle-correction CSV (AT128: `.dat`) `cfg.calibration` names.
     ///
     /// # Errors
-    /// As [`build`](super::build).
+    /// [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for an invalid (or not
+    /// UTF-8) angle-correction CSV (AT128: correction `.dat`) in `calibration`,
+    /// [`ConfigError::OutOfRange`] for a cut angle outside the field of view,
+    /// [`ConfigError::Unsupported`] for a model that is not Hesai's.
     pub fn new(
         cfg: &SensorConfig,
         calibration: &[u8],
@@ -241,18 +260,23 @@ impl HesaiStream {
             check_crc: !opts.hesai_skip_crc,
             range: (lo.max(cfg.min_range_m), hi.min(cfg.max_range_m)),
             builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout_ns),
-            angles: Angles {
-                cos_el: el_rad.iter().map(|e| e.cos()).collect(),
-                sin_el: el_rad.iter().map(|e| e.sin()).collect(),
-                el_rad,
-                off_rad,
-                off_sin: off_sc.iter().map(|v: &(f64, f64)| v.0).collect(),
-                off_cos: off_sc.iter().map(|v: &(f64, f64)| v.1).collect(),
-                off_sc,
-                blk_sc,
-                blk_rad,
-                off_cdeg,
-            },
+            tables: Arc::new(HesaiTables {
+                angles: Angles {
+                    cos_el: el_rad.iter().map(|e| e.cos()).collect(),
+                    sin_el: el_rad.iter().map(|e| e.sin()).collect(),
+                    el_rad,
+                    off_rad,
+                    off_sin: off_sc.iter().map(|v: &(f64, f64)| v.0).collect(),
+                    off_cos: off_sc.iter().map(|v: &(f64, f64)| v.1).collect(),
+                    off_sc,
+                    blk_sc,
+                    blk_rad,
+                    off_cdeg,
+                },
+                at128,
+                min_idx,
+                max_idx,
+            }),
             cutter: Cutter {
                 cut,
                 fov,
@@ -268,7 +292,6 @@ impl HesaiStream {
             return_mode: None,
             az_scratch: Vec::with_capacity(layout.channels),
             dual_threshold_m: DUAL_RETURN_DISTANCE_THRESHOLD_M,
-            at128,
             at128_trig: vec![[0.0; 5]; layout.channels],
             offsets: vec![0; layout.blocks * layout.channels],
             offsets_key: None,
@@ -327,7 +350,7 @@ impl HesaiStream {
         self.sync_last_az();
         let step = self.builder.clock().step_cdeg();
         if step > 0
-            && self.at128.is_none()
+            && self.tables.at128.is_none()
             && let Some(st) = &self.cutter.state
         {
             let cut = self.cut_cdeg;
@@ -488,26 +511,23 @@ impl VendorDecoder for HesaiStream {
             .any(|b| !b.points.is_empty() || b.received > 0)
     }
 
-    /// Takes the fresh stream's angle tables (CSV or AT128 correction) and re-derives the
-    /// cutter's view of the last block group from them.
-    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
-        let Ok(f) = fresh.into_any().downcast::<HesaiStream>() else {
-            return;
-        };
-        let f = *f;
-        self.angles = f.angles;
-        self.at128 = f.at128;
-        self.cutter.min_idx = f.cutter.min_idx;
-        self.cutter.max_idx = f.cutter.max_idx;
+    type Tables = HesaiTables;
+
+    fn tables(&self) -> &Arc<HesaiTables> {
+        &self.tables
+    }
+
+    /// Takes `tables` (CSV or AT128 correction) and re-derives the cutter's view of the last
+    /// block group from them.
+    fn set_tables(&mut self, tables: Arc<HesaiTables>) {
+        self.cutter.min_idx = tables.min_idx;
+        self.cutter.max_idx = tables.max_idx;
+        self.tables = tables;
         self.scratch_raw = None;
-        if self.at128.is_none() && self.cutter.state.is_some() {
+        if self.tables.at128.is_none() && self.cutter.state.is_some() {
             self.last_az_stale = true;
             self.sync_last_az();
         }
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
     }
 
     fn flush(&mut self, out: &mut Vec<Frame>) {
@@ -516,10 +536,6 @@ impl VendorDecoder for HesaiStream {
 
     fn return_mode(&self) -> Option<ReturnMode> {
         self.return_mode
-    }
-
-    fn clone_box(&self) -> Box<dyn VendorDecoder> {
-        Box::new(self.clone())
     }
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {

@@ -9,6 +9,7 @@ use super::layout::{
     PANDARXT32, PANDARXT32M,
 };
 use super::*;
+use crate::vendor::ConfigError;
 
 /// The Pandar40P angle-correction CSV shipped with the capture.
 const P40_CSV: &str = concat!(

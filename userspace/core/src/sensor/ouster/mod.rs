@@ -99,6 +99,8 @@ pub mod lut;
 pub mod metadata;
 pub mod packet;
 
+use std::sync::Arc;
+
 use crate::HostTime;
 use crate::frame::Frame;
 use crate::point_buf::PointBuf;
@@ -122,18 +124,6 @@ pub const AHEAD_SLACK_FRAMES: i32 = 1;
 /// Rotation period assumed when the metadata's `lidar_mode` names no rate, ns (20 Hz, the
 /// fastest mode, so the jump rule never rejects a genuine frame).
 const DEFAULT_PERIOD_NS: u64 = 50_000_000;
-
-/// Builds the decoder for an Ouster sensor from its metadata JSON (`cfg.calibration`).
-///
-/// # Errors
-/// See [`OusterStream::new`].
-pub fn build(
-    cfg: &SensorConfig,
-    calibration: &[u8],
-    opts: PipelineOptions,
-) -> Result<Box<dyn VendorDecoder>, ConfigError> {
-    Ok(Box::new(OusterStream::new(cfg, calibration, opts)?))
-}
 
 /// The Ouster decoder's own counters: `lidarxdp_ouster_*{sensor,model}`.
 pub const OUSTER_COUNTERS: crate::counters::Group = crate::counters::Group {
@@ -190,28 +180,44 @@ struct Building {
 /// 2 s and no point `time_stamp` (ns since the frame start, u32) can saturate.
 pub const MAX_COLUMN_SPREAD_NS: u64 = 1_000_000_000;
 
+/// An Ouster sensor's calibration tables: everything derived from its metadata JSON (and the
+/// field of view), immutable and shared (`Arc`) by every clone of the stream; a reload swaps
+/// the whole of it ([`VendorDecoder::set_tables`]).
+#[derive(Debug)]
+pub struct OusterTables {
+    /// The parsed metadata.
+    meta: OusterMetadata,
+    /// The UDP profile's packet format.
+    format: PacketFormat,
+    /// The XYZ lookup table.
+    lut: XyzLut,
+    /// Per pixel (column-major), inside the field of view; `None` without one.
+    keep: Option<Vec<bool>>,
+    /// Packets per frame.
+    expected: u32,
+    /// Packets of the next frame a frame stays open for: `max(2, packets per frame / 8)`.
+    reorder_window: u32,
+    /// Frame period from the metadata's `lidar_mode` (`1024x10` → 100 ms), ns.
+    period_ns: u64,
+    /// Points of a full frame: the buffer capacity a frame starts with.
+    point_capacity: usize,
+}
+
 /// Decoder + frame assembler for one Ouster sensor ([`VendorDecoder`]).
 #[derive(Clone, Debug)]
 pub struct OusterStream {
-    meta: OusterMetadata,
-    format: PacketFormat,
-    lut: XyzLut,
-    keep: Option<Vec<bool>>,
+    /// The calibration tables, shared.
+    tables: Arc<OusterTables>,
     /// The column kernel's input, reused from column to column.
     returns: Box<ColumnReturns>,
     /// Sequence, silence, buffers, the frame header.
     builder: FrameBuilder,
     /// Kept ranges, mm: `lo <= r < hi` ⇔ `min_range_m < r/1000 < max_range_m` (f32).
     range_mm: (u32, u32),
-    expected: u32,
     cur: Option<Building>,
     /// The previous frame, held open after the next one began (reorder window), with the
     /// packets of the current frame it still waits.
     prev: Option<(Building, u32)>,
-    /// Packets of the next frame a frame stays open for: `max(2, packets per frame / 8)`.
-    reorder_window: u32,
-    /// Frame period from the metadata's `lidar_mode` (`1024x10` → 100 ms), ns.
-    period_ns: u64,
     /// Host monotonic time (CLOCK_MONOTONIC ns) of the previous accepted packet.
     last_mono_ns: Option<u64>,
     /// A frame id far from the stream's, and how many consecutive packets agreed with it.
@@ -293,16 +299,20 @@ impl OusterStream {
             .filter(|hz| (1..=100).contains(hz));
         let period_ns = hz.map_or(DEFAULT_PERIOD_NS, |hz| 1_000_000_000 / hz);
         Ok(Self {
-            format,
-            lut,
-            keep,
+            tables: Arc::new(OusterTables {
+                format,
+                lut,
+                keep,
+                expected,
+                reorder_window: (expected / 8).max(2),
+                period_ns,
+                point_capacity,
+                meta,
+            }),
             builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout_ns),
             range_mm: range_window_mm(cfg.min_range_m, cfg.max_range_m),
-            expected,
             cur: None,
             prev: None,
-            reorder_window: (expected / 8).max(2),
-            period_ns,
             last_mono_ns: None,
             candidate: None,
             restarts: 0,
@@ -313,18 +323,17 @@ impl OusterStream {
             decoded_any: false,
             stats: OusterStats::default(),
             returns: Box::new(ColumnReturns::new()),
-            meta,
         })
     }
 
     /// The parsed metadata.
     pub fn metadata(&self) -> &OusterMetadata {
-        &self.meta
+        &self.tables.meta
     }
 
     /// The XYZ table.
     pub fn lut(&self) -> &XyzLut {
-        &self.lut
+        &self.tables.lut
     }
 
     /// Ouster-specific counters.
@@ -349,8 +358,8 @@ impl OusterStream {
     /// # Errors
     /// [`Rejection::Malformed`] or [`Rejection::Ignored`].
     pub fn classify<'a>(&self, payload: &'a [u8]) -> Result<Packet<&'a [u8]>, Rejection> {
-        let expected = self.format.packet_len();
-        match Packet::new_checked(payload, self.format) {
+        let expected = self.tables.format.packet_len();
+        match Packet::new_checked(payload, self.tables.format) {
             Ok(p) => Ok(p),
             Err(packet::PacketError::Length { len, .. }) => {
                 if len.abs_diff(expected) <= expected / 4 {
@@ -394,7 +403,7 @@ impl OusterStream {
             start_ns: if b.has_time { b.start_ns } else { b.host_ns },
             host_ns: b.host_ns,
             received: b.received,
-            lost: self.expected.saturating_sub(b.received),
+            lost: self.tables.expected.saturating_sub(b.received),
             malformed: b.malformed,
             lost_before: b.lost_before,
             host_clock: !b.has_time,
@@ -403,7 +412,7 @@ impl OusterStream {
     }
 
     fn open(&mut self, frame_id: u16, host: HostTime) {
-        let slots = self.format.packets_per_frame().div_ceil(64);
+        let slots = self.tables.format.packets_per_frame().div_ceil(64);
         let mut seen = std::mem::take(&mut self.spare_seen);
         seen.clear();
         seen.resize(slots, 0);
@@ -470,14 +479,15 @@ impl OusterStream {
         let host_dt = self
             .last_mono_ns
             .map_or(0, |h| host.mono_ns.saturating_sub(h));
-        let ahead_max = i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64;
+        let ahead_max =
+            i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.tables.period_ns) as i64;
         if diff >= 1 && i64::from(diff) <= ahead_max {
             self.candidate = None;
             // A newer frame: the current one is held open for the reorder window (an older
             // held one is published first); skipped frame ids are lost frames.
             self.publish_prev(out);
             if let Some(b) = self.cur.take() {
-                self.prev = Some((b, self.reorder_window));
+                self.prev = Some((b, self.tables.reorder_window));
             }
             self.open(frame_id, host);
             if let Some(b) = self.cur.as_mut() {
@@ -524,7 +534,7 @@ impl OusterStream {
             self.cur.as_mut()
         };
         let Some(b) = b else { return };
-        let f = self.format;
+        let f = self.tables.format;
         let h = f.pixels_per_column;
         let pb = f.profile.pixel_bytes();
         let bytes = p.as_bytes();
@@ -560,8 +570,9 @@ impl OusterStream {
             let Some(pixels) = bytes.get(start..start + h * pb) else {
                 continue;
             };
-            let lut = self.lut.column(m_id);
+            let lut = self.tables.lut.column(m_id);
             let keep = self
+                .tables
                 .keep
                 .as_deref()
                 .and_then(|k| k.get(m_id * h..(m_id + 1) * h));
@@ -582,7 +593,7 @@ impl OusterStream {
 
 impl VendorDecoder for OusterStream {
     fn sync_source(&self) -> crate::msg::SyncSource {
-        self.meta.sync_source()
+        self.tables.meta.sync_source()
     }
 
     fn push(
@@ -606,7 +617,7 @@ impl VendorDecoder for OusterStream {
         // with the columns in line is none) publishes the frames in progress, and then any
         // frame id is taken (a sensor or replay that restarted while quiet); skipped ids still
         // count as lost.
-        let col_ns = (0..self.format.columns_per_packet)
+        let col_ns = (0..self.tables.format.columns_per_packet)
             .find(|&c| p.col_status(c) & 1 == 1)
             .map(|c| p.col_timestamp(c));
         let silent = self.builder.silence_before(host.mono_ns, col_ns);
@@ -628,7 +639,8 @@ impl VendorDecoder for OusterStream {
                     .map_or(0, |h| host.mono_ns.saturating_sub(h));
                 d >= -STALE_FRAMES
                     && i64::from(d)
-                        <= i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.period_ns) as i64
+                        <= i64::from(1 + AHEAD_SLACK_FRAMES)
+                            + (host_dt / self.tables.period_ns) as i64
             });
             if !in_window && self.cur.is_none() && self.prev.is_none() {
                 self.last_published = None;
@@ -637,7 +649,7 @@ impl VendorDecoder for OusterStream {
         }
         let into_prev = self.route(frame_id, host, out)?;
         self.last_mono_ns = Some(host.mono_ns);
-        let slot = usize::from(p.col_measurement_id(0)) / self.format.columns_per_packet;
+        let slot = usize::from(p.col_measurement_id(0)) / self.tables.format.columns_per_packet;
         let b = if into_prev {
             self.prev.as_mut().map(|(b, _)| b)
         } else {
@@ -657,11 +669,11 @@ impl VendorDecoder for OusterStream {
         }
         b.received += 1;
         b.last_mono_ns = host.mono_ns;
-        if self.format.profile != Profile::Legacy {
-            if self.meta.prod_sn.is_some_and(|sn| sn != p.prod_sn()) {
+        if self.tables.format.profile != Profile::Legacy {
+            if self.tables.meta.prod_sn.is_some_and(|sn| sn != p.prod_sn()) {
                 self.stats.serial_mismatch += 1;
             }
-            if self.meta.init_id.is_some_and(|id| id != p.init_id()) {
+            if self.tables.meta.init_id.is_some_and(|id| id != p.init_id()) {
                 self.stats.init_id_mismatch += 1;
             }
         }
@@ -672,7 +684,7 @@ impl VendorDecoder for OusterStream {
             if self
                 .prev
                 .as_ref()
-                .is_some_and(|(b, _)| b.received >= self.expected)
+                .is_some_and(|(b, _)| b.received >= self.tables.expected)
             {
                 self.publish_prev(out);
             }
@@ -687,7 +699,7 @@ impl VendorDecoder for OusterStream {
             if self
                 .cur
                 .as_ref()
-                .is_some_and(|b| b.received >= self.expected)
+                .is_some_and(|b| b.received >= self.tables.expected)
             {
                 self.publish(out);
             }
@@ -705,26 +717,18 @@ impl VendorDecoder for OusterStream {
         self.cur.is_some() || self.prev.is_some()
     }
 
-    /// Takes the fresh stream's metadata: packet format, XYZ table, field-of-view table,
-    /// packets per frame, frame period. A frame in progress goes on with the new tables (a
-    /// column the new format does not have makes its packets malformed).
-    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
-        let Ok(f) = fresh.into_any().downcast::<OusterStream>() else {
-            return;
-        };
-        let f = *f;
-        self.meta = f.meta;
-        self.format = f.format;
-        self.lut = f.lut;
-        self.keep = f.keep;
-        self.expected = f.expected;
-        self.reorder_window = f.reorder_window;
-        self.period_ns = f.period_ns;
-        self.point_capacity = self.point_capacity.max(f.point_capacity);
+    type Tables = OusterTables;
+
+    fn tables(&self) -> &Arc<OusterTables> {
+        &self.tables
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
+    /// Takes `tables`: packet format, XYZ table, field-of-view table, packets per frame,
+    /// frame period. A frame in progress goes on with the new tables (a column the new format
+    /// does not have makes its packets malformed).
+    fn set_tables(&mut self, tables: Arc<OusterTables>) {
+        self.point_capacity = self.point_capacity.max(tables.point_capacity);
+        self.tables = tables;
     }
 
     fn flush(&mut self, out: &mut Vec<Frame>) {
@@ -733,14 +737,10 @@ impl VendorDecoder for OusterStream {
 
     fn return_mode(&self) -> Option<ReturnMode> {
         self.decoded_any
-            .then_some(match self.format.profile.returns() {
+            .then_some(match self.tables.format.profile.returns() {
                 2 => ReturnMode::Dual,
                 _ => ReturnMode::Strongest,
             })
-    }
-
-    fn clone_box(&self) -> Box<dyn VendorDecoder> {
-        Box::new(self.clone())
     }
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {

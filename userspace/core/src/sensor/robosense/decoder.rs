@@ -166,6 +166,16 @@ impl RobosenseDecoder {
         self.set_rpm(self.rpm);
     }
 
+    /// Motor speed in use, rpm ([`Self::set_rpm`]).
+    pub fn rpm(&self) -> u16 {
+        self.rpm
+    }
+
+    /// Azimuths are mirrored ([`Self::set_mirrored`]).
+    pub fn mirrored(&self) -> bool {
+        self.mirrored
+    }
+
     /// Sets the motor speed (rpm; below 60 means 600, as rs_driver): the nominal block advance
     /// becomes `round(36000 · rps · T)` 0.01°.
     pub fn set_rpm(&mut self, rpm: u16) {

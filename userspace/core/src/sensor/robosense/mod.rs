@@ -100,9 +100,12 @@ pub use model::{BPEARL_V4, BPEARL_V4_TYPE_MODEL, ModelSpec, spec};
 pub use packet::{DifopPacket, MsopPacket, PacketError, Payload, classify, detect_header};
 pub use stream::{ROBOSENSE_COUNTERS, RobosenseCounters, RobosenseStream};
 
-use std::f64::consts::PI;
+/// A RoboSense sensor's calibration tables ([`crate::vendor::VendorDecoder::Tables`]): the
+/// point decoder built from the model, the angle table (CSV, or the last DIFOP's) and the
+/// range and field-of-view settings.
+pub type RobosenseTables = RobosenseDecoder;
 
-use crate::vendor::{ConfigError, PipelineOptions, SensorConfig, VendorDecoder};
+use std::f64::consts::PI;
 
 /// Size of MSOP and DIFOP packets (UDP payload), bytes.
 pub const PACKET_LEN: usize = 1248;
@@ -151,18 +154,6 @@ impl HeaderKind {
             HeaderKind::Helios => &MSOP_MAGIC_HELIOS,
         }
     }
-}
-
-/// Builds the decoder for a RoboSense model (see [`RobosenseStream::new`]).
-///
-/// # Errors
-/// As [`RobosenseStream::new`].
-pub fn build(
-    cfg: &SensorConfig,
-    calibration: &[u8],
-    opts: PipelineOptions,
-) -> Result<Box<dyn VendorDecoder>, ConfigError> {
-    Ok(Box::new(RobosenseStream::new(cfg, calibration, opts)?))
 }
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,8 @@
 
 #![forbid(unsafe_code)]
 
+use std::sync::Arc;
+
 use crate::HostTime;
 use crate::frame::Frame;
 use crate::scan::{PacketInfo, ScanAssembler};
@@ -13,7 +15,7 @@ use crate::vendor::{
 
 use super::{
     AZIMUTH_UNITS, AngleTable, BLOCKS, BPEARL_V4, BPEARL_V4_TYPE_MODEL, DecoderSettings,
-    DifopPacket, MsopPacket, Payload, RobosenseDecoder, classify, spec,
+    DifopPacket, MsopPacket, Payload, RobosenseDecoder, RobosenseTables, classify, spec,
 };
 
 /// The RoboSense decoder's own counters: `lidarxdp_robosense_*{sensor,model}`.
@@ -39,7 +41,9 @@ crate::counter_set! {
 /// (strongest), as rs_driver's default.
 #[derive(Clone, Debug)]
 pub struct RobosenseStream {
-    decoder: RobosenseDecoder,
+    /// The calibration tables (the point decoder of the CSV's or the last DIFOP's angles),
+    /// shared; what a DIFOP changes is written copy-on-write.
+    decoder: Arc<RobosenseDecoder>,
     assembler: ScanAssembler,
     difop_mode: Option<ReturnMode>,
     return_mode: Option<ReturnMode>,
@@ -80,7 +84,7 @@ impl RobosenseStream {
             ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
         assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
         Ok(Self {
-            decoder: RobosenseDecoder::new(spec, angles, settings),
+            decoder: Arc::new(RobosenseDecoder::new(spec, angles, settings)),
             assembler,
             difop_mode: None,
             return_mode: None,
@@ -105,15 +109,16 @@ impl RobosenseStream {
     pub fn apply_difop(&mut self, d: &DifopPacket<&[u8]>) {
         self.counters.difop_packets += 1;
         let spec = self.decoder.spec();
-        self.decoder.set_rpm(d.rpm());
+        let tables = Arc::make_mut(&mut self.decoder);
+        tables.set_rpm(d.rpm());
         if let Some(m) = spec.return_mode_of(d.return_mode_byte()) {
             self.difop_mode = Some(m);
         }
         if let Some(t) = d.angles(spec) {
-            self.decoder.set_angles(t);
+            tables.set_angles(t);
         }
         if spec.model == SensorModel::Bpearl {
-            self.decoder.set_mirrored(d.bpearl_reversal());
+            tables.set_mirrored(d.bpearl_reversal());
         }
     }
 
@@ -157,7 +162,7 @@ impl VendorDecoder for RobosenseStream {
             // rs_driver decides the Bpearl firmware variant on the first MSOP.
             self.variant_checked = true;
             if spec.model == SensorModel::Bpearl && p.lidar_type_model() == BPEARL_V4_TYPE_MODEL {
-                self.decoder.set_spec(&BPEARL_V4);
+                Arc::make_mut(&mut self.decoder).set_spec(&BPEARL_V4);
             }
         }
         let spec = self.decoder.spec();
@@ -235,10 +240,6 @@ impl VendorDecoder for RobosenseStream {
         self.return_mode
     }
 
-    fn clone_box(&self) -> Box<dyn VendorDecoder> {
-        Box::new(self.clone())
-    }
-
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
         self.assembler.set_buffer_source(source);
     }
@@ -258,16 +259,26 @@ impl VendorDecoder for RobosenseStream {
         self.assembler.in_progress()
     }
 
-    /// Takes the fresh stream's angle table (the CSV; a DIFOP with a valid table still
-    /// overrides it when the next one arrives).
-    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
-        if let Ok(f) = fresh.into_any().downcast::<RobosenseStream>() {
-            self.decoder.set_angles(f.decoder.angles.clone());
-        }
+    type Tables = RobosenseTables;
+
+    fn tables(&self) -> &Arc<RobosenseTables> {
+        &self.decoder
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
+    /// Takes `tables`' angle table (the CSV; a DIFOP with a valid table still overrides it
+    /// when the next one arrives); what the DIFOPs and MSOPs said so far (motor speed, Bpearl
+    /// reversal and firmware variant) stays.
+    fn set_tables(&mut self, tables: Arc<RobosenseTables>) {
+        let old = std::mem::replace(&mut self.decoder, tables);
+        if !std::ptr::eq(old.spec(), self.decoder.spec())
+            || old.rpm() != self.decoder.rpm()
+            || old.mirrored() != self.decoder.mirrored()
+        {
+            let d = Arc::make_mut(&mut self.decoder);
+            d.set_spec(old.spec());
+            d.set_rpm(old.rpm());
+            d.set_mirrored(old.mirrored());
+        }
     }
 
     fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {

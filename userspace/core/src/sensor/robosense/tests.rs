@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::*;
 use crate::point::ReturnType;
+use crate::vendor::ConfigError;
 use crate::vendor::{Rejection, ReturnMode, SensorModel};
 
 /// The Helios-16P angle CSV shipped with the capture.

@@ -54,7 +54,7 @@ pub use model::{
 pub use packet::{
     MALFORMED_LEN_TOLERANCE, Packet, PacketError, Rejection, classify, firing_offset_ns,
 };
-pub use stream::{VELODYNE_COUNTERS, VelodyneCounters, VelodyneStream};
+pub use stream::{VELODYNE_COUNTERS, VelodyneCounters, VelodyneStream, VelodyneTables};
 pub use vlp16::Vlp16Decoder;
 
 use crate::point::PointXYZIRCAEDT;

@@ -389,11 +389,33 @@ pub struct MultiDecoder {
     /// `(cos, sin)` of every azimuth unit, f32, then the azimuth in rad (`cdeg · π/18000`,
     /// f64 rounded to f32) and padding.
     trig: super::TrigTable,
-    /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant).
-    seq_ns: u32,
+    /// The firing state [`Self::decode_blocks`] uses ([`Self::set_sequence_ns`],
+    /// [`Self::set_packet_advance_cdeg`]); a stream keeps its own and passes it to
+    /// [`Self::decode_blocks_with`], so the decoder itself stays immutable and shared.
+    firing: Firing,
+}
+
+/// What a 32/64/128-laser decoder needs besides its calibration tables, learned by the stream
+/// from the packets themselves ([`super::VelodyneStream`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Firing {
+    /// Firing-sequence period in use, ns ([`sequence_ns`], or the VLS-128 firmware variant:
+    /// [`vls128_sequence_from_spacing`]).
+    pub sequence_ns: u32,
     /// Azimuth advance of a packet that holds a single firing sequence (VLS-128 dual return),
-    /// 0.01°: set by the stream from the previous packet ([`Self::set_packet_advance_cdeg`]).
-    packet_advance_cdeg: u16,
+    /// 0.01° ([`MultiDecoder::set_packet_advance_cdeg`]); 0: no interpolation.
+    pub packet_advance_cdeg: u16,
+}
+
+impl Firing {
+    /// The model's nominal firing: its manual's sequence period ([`sequence_ns`]), no packet
+    /// advance.
+    pub fn nominal(model: SensorModel) -> Self {
+        Self {
+            sequence_ns: sequence_ns(model),
+            packet_advance_cdeg: 0,
+        }
+    }
 }
 
 impl std::fmt::Debug for MultiDecoder {
@@ -511,8 +533,7 @@ impl MultiDecoder {
             bank_frac,
             bank_rot,
             trig,
-            seq_ns: sequence_ns(model),
-            packet_advance_cdeg: 0,
+            firing: Firing::nominal(model),
         }
     }
 
@@ -523,12 +544,17 @@ impl MultiDecoder {
     /// packet is the one just before (sensor time one packet interval earlier), else to the
     /// nominal advance at 600 rpm. Default 0 (no interpolation).
     pub fn set_packet_advance_cdeg(&mut self, cdeg: u16) {
-        self.packet_advance_cdeg = cdeg;
+        self.firing.packet_advance_cdeg = cdeg;
+    }
+
+    /// The firing state [`Self::decode_blocks`] uses.
+    pub fn firing(&self) -> Firing {
+        self.firing
     }
 
     /// Firing-sequence period in use, ns.
     pub fn sequence_ns(&self) -> u32 {
-        self.seq_ns
+        self.firing.sequence_ns
     }
 
     /// Selects the firing-sequence period, ns (VLS-128 firmware variants:
@@ -536,12 +562,12 @@ impl MultiDecoder {
     /// [`vls128_sequence_from_spacing`]). Affects `offset_ns` (point times) only; the azimuth
     /// interpolation of the Nebula flavour keeps Nebula's constants.
     pub fn set_sequence_ns(&mut self, ns: u32) {
-        self.seq_ns = ns;
+        self.firing.sequence_ns = ns;
     }
 
     /// Nominal time between two data packets in `mode` with the period in use, ns.
     pub fn packet_interval_ns(&self, mode: ReturnMode) -> u64 {
-        sequences_per_packet(self.model, mode) as u64 * u64::from(self.seq_ns)
+        sequences_per_packet(self.model, mode) as u64 * u64::from(self.firing.sequence_ns)
     }
 
     /// The configured model.
@@ -556,7 +582,12 @@ impl MultiDecoder {
 
     /// Block azimuths and advances of a packet, Nebula's chain (module docs): `(az, diff)` per
     /// block, 0.01° units.
-    fn azimuths(&self, p: &Packet<&[u8]>, mode: ReturnMode) -> [(u16, f32); BLOCKS] {
+    fn azimuths(
+        &self,
+        p: &Packet<&[u8]>,
+        mode: ReturnMode,
+        advance_cdeg: u16,
+    ) -> [(u16, f32); BLOCKS] {
         let dual = mode == ReturnMode::Dual;
         let nblocks = data_blocks(self.model, mode);
         // Only data blocks are read: a VLS-128 dual packet's padding blocks 8..11 never are
@@ -602,7 +633,7 @@ impl MultiDecoder {
                         if s > 0 {
                             Some(diff(rot((s - 1) * bps), az))
                         } else {
-                            (nseq == 1).then_some(f32::from(self.packet_advance_cdeg))
+                            (nseq == 1).then_some(f32::from(advance_cdeg))
                         }
                     };
                     *o = (az, super::pick_advance(fwd, back));
@@ -631,12 +662,23 @@ impl MultiDecoder {
     /// correction and no intensity correction) computes all 32 slots at once
     /// (`velodyne::dense`); otherwise only the kept slots are decoded.
     pub fn decode_blocks(&self, p: &Packet<&[u8]>, sink: impl FnMut(&BlockPoints<'_>)) {
+        self.decode_blocks_with(p, self.firing, sink);
+    }
+
+    /// [`Self::decode_blocks`] with the firing state `firing` instead of the decoder's own (a
+    /// stream's, [`super::VelodyneStream`]).
+    pub fn decode_blocks_with(
+        &self,
+        p: &Packet<&[u8]>,
+        firing: Firing,
+        sink: impl FnMut(&BlockPoints<'_>),
+    ) {
         let mode = return_mode(self.model, p);
         match (self.model == SensorModel::Vls128, mode == ReturnMode::Dual) {
-            (true, false) => self.decode_mode::<true, false>(p, mode, sink),
-            (true, true) => self.decode_mode::<true, true>(p, mode, sink),
-            (false, false) => self.decode_mode::<false, false>(p, mode, sink),
-            (false, true) => self.decode_mode::<false, true>(p, mode, sink),
+            (true, false) => self.decode_mode::<true, false>(p, mode, firing, sink),
+            (true, true) => self.decode_mode::<true, true>(p, mode, firing, sink),
+            (false, false) => self.decode_mode::<false, false>(p, mode, firing, sink),
+            (false, true) => self.decode_mode::<false, true>(p, mode, firing, sink),
         }
     }
 
@@ -645,12 +687,13 @@ impl MultiDecoder {
         &self,
         p: &Packet<&[u8]>,
         mode: ReturnMode,
+        firing: Firing,
         mut sink: impl FnMut(&BlockPoints<'_>),
     ) {
         let model = self.model;
         let s = &self.settings;
         let nblocks = data_blocks(model, mode);
-        let azs = self.azimuths(p, mode);
+        let azs = self.azimuths(p, mode, firing.packet_advance_cdeg);
         let Ok(buf) = <&[u8; DATA_PACKET_LEN]>::try_from(p.as_bytes()) else {
             return;
         };
@@ -713,7 +756,7 @@ impl MultiDecoder {
             bp.slot_ns = ns;
             bp.block = block as u8;
             bp.first_laser = origin as u8;
-            bp.block_ns = sequence_of_block(model, mode, block) as u32 * self.seq_ns;
+            bp.block_ns = sequence_of_block(model, mode, block) as u32 * firing.sequence_ns;
             // Nebula's VLP-32 expression `diff * 2.304f / 55.296f * j`, left to right.
             let step = if nebula_vlp {
                 diff * 2.304f32 / 55.296f32

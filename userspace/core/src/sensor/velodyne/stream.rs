@@ -5,6 +5,8 @@
 
 #![forbid(unsafe_code)]
 
+use std::sync::Arc;
+
 use crate::sensor::calibration::VelodyneCalibration;
 
 use super::{
@@ -43,7 +45,10 @@ fn decimal_f64(v: f32) -> f64 {
 /// step of the host's wall clock (PTP, chrony) makes the stream jump by an hour.
 #[derive(Clone, Debug)]
 pub struct VelodyneStream {
-    engine: Engine,
+    engine: Arc<VelodyneTables>,
+    /// The firing state learned from the packets (VLS-128 firmware period, a single-sequence
+    /// packet's advance), handed to the tables' decoder with each packet.
+    firing: multi::Firing,
     model: SensorModel,
     assembler: ScanAssembler,
     /// Last `(host monotonic ns, sensor ns)` pair, for resolving the hour of the sensor clock.
@@ -108,10 +113,17 @@ fn single_sequence_advance(
     ((u64::from(AZIMUTH_UNITS) * interval_ns + NOMINAL_TURN_NS / 2) / NOMINAL_TURN_NS) as u32
 }
 
-/// The point decoder in use.
-#[derive(Clone, Debug)]
-enum Engine {
-    Vlp16(Box<Vlp16Decoder>),
+/// A Velodyne sensor's calibration tables: the point decoder of its model, built once from
+/// the calibration YAML and the range and field-of-view settings, immutable and shared
+/// (`Arc`) by every clone of the stream; a reload swaps the whole of it
+/// ([`VendorDecoder::set_tables`]).
+#[derive(Debug)]
+// Allocated once, behind an `Arc`: the variants' sizes cost nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum VelodyneTables {
+    /// VLP-16: [`Vlp16Decoder`].
+    Vlp16(Vlp16Decoder),
+    /// The 32/64/128-laser models: [`multi::MultiDecoder`].
     Multi(multi::MultiDecoder),
 }
 
@@ -149,17 +161,18 @@ impl VelodyneStream {
             ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
         assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
         let engine = if cfg.model == SensorModel::Vlp16 {
-            Engine::Vlp16(Box::new(Vlp16Decoder::new(calib, settings)))
+            VelodyneTables::Vlp16(Vlp16Decoder::new(calib, settings))
         } else {
             // Nebula's VLP-32/HDL decoder never carries points past the cut into the next
             // frame (its phase test is not taken modulo 360°): the cut falls between packets.
             if opts.flavor == DecodeFlavor::Nebula && cfg.model != SensorModel::Vls128 {
                 assembler.set_carry_limit_cdeg(0);
             }
-            Engine::Multi(multi::MultiDecoder::new(cfg.model, &calib, settings))
+            VelodyneTables::Multi(multi::MultiDecoder::new(cfg.model, &calib, settings))
         };
         Ok(Self {
-            engine,
+            engine: Arc::new(engine),
+            firing: multi::Firing::nominal(cfg.model),
             model: cfg.model,
             assembler,
             clock: None,
@@ -223,9 +236,9 @@ impl VelodyneStream {
     /// Firing-sequence period in use for the 32/64/128-laser models, ns (for a VLS-128 it
     /// follows the firmware variant detected from the packet spacing); `None` for a VLP-16.
     pub fn firing_sequence_ns(&self) -> Option<u32> {
-        match &self.engine {
-            Engine::Vlp16(_) => None,
-            Engine::Multi(d) => Some(d.sequence_ns()),
+        match *self.engine {
+            VelodyneTables::Vlp16(_) => None,
+            VelodyneTables::Multi(_) => Some(self.firing.sequence_ns),
         }
     }
 
@@ -262,9 +275,9 @@ impl VendorDecoder for VelodyneStream {
         host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), crate::vendor::Rejection> {
-        let classified = match self.engine {
-            Engine::Vlp16(_) => classify(payload),
-            Engine::Multi(_) => multi::classify_model(self.model, payload),
+        let classified = match *self.engine {
+            VelodyneTables::Vlp16(_) => classify(payload),
+            VelodyneTables::Multi(_) => multi::classify_model(self.model, payload),
         };
         let packet: Packet<&[u8]> = match classified {
             Ok(p) => p,
@@ -293,8 +306,8 @@ impl VendorDecoder for VelodyneStream {
                 self.product_mismatches += 1;
             }
         }
-        let (mode, interval, first_block, seqs) = match &self.engine {
-            Engine::Vlp16(_) => {
+        let (mode, interval, first_block, seqs) = match *self.engine {
+            VelodyneTables::Vlp16(_) => {
                 let m = packet.return_mode();
                 let seqs = if m == ReturnMode::Dual { 6 } else { 12 };
                 (
@@ -304,12 +317,13 @@ impl VendorDecoder for VelodyneStream {
                     seqs,
                 )
             }
-            Engine::Multi(d) => {
+            VelodyneTables::Multi(_) => {
                 let m = multi::return_mode(model, &packet);
                 let bps = multi::blocks_per_sequence_in(model, m);
                 (
                     m,
-                    d.packet_interval_ns(m),
+                    multi::sequences_per_packet(model, m) as u64
+                        * u64::from(self.firing.sequence_ns),
                     bps,
                     multi::data_blocks(model, m) / bps,
                 )
@@ -322,11 +336,10 @@ impl VendorDecoder for VelodyneStream {
         // from the spacing of consecutive single-return packets.
         if model == SensorModel::Vls128
             && mode != ReturnMode::Dual
-            && let Engine::Multi(d) = &mut self.engine
             && let Some(prev) = prev_sensor_ns
             && let Some(seq) = multi::vls128_sequence_from_spacing(sensor_ns.saturating_sub(prev))
         {
-            d.set_sequence_ns(seq);
+            self.firing.sequence_ns = seq;
         }
         if let Some(prev) = prev_sensor_ns {
             self.check_packet_rate(sensor_ns.wrapping_sub(prev), interval, mode);
@@ -346,10 +359,8 @@ impl VendorDecoder for VelodyneStream {
             single_sequence_advance(self.prev_packet, az0, sensor_ns, interval)
         };
         self.prev_packet = Some((az0, sensor_ns));
-        if seqs < 2
-            && let Engine::Multi(d) = &mut self.engine
-        {
-            d.set_packet_advance_cdeg(advance.min(u32::from(u16::MAX)) as u16);
+        if seqs < 2 {
+            self.firing.packet_advance_cdeg = advance.min(u32::from(u16::MAX)) as u16;
         }
         // The last block that holds data (a VLS-128 dual packet's padding blocks 8..11 are
         // not looked at).
@@ -367,9 +378,9 @@ impl VendorDecoder for VelodyneStream {
         )?;
         let mut b = self.assembler.batch();
         let sink = |blk: &BlockPoints<'_>| blk.append_timed(&mut b);
-        match &self.engine {
-            Engine::Vlp16(d) => d.decode_blocks(&packet, sink),
-            Engine::Multi(d) => d.decode_blocks(&packet, sink),
+        match &*self.engine {
+            VelodyneTables::Vlp16(d) => d.decode_blocks(&packet, sink),
+            VelodyneTables::Multi(d) => d.decode_blocks_with(&packet, self.firing, sink),
         }
         self.assembler.end_packet(out);
         Ok(())
@@ -385,10 +396,6 @@ impl VendorDecoder for VelodyneStream {
 
     fn return_mode(&self) -> Option<ReturnMode> {
         self.return_mode
-    }
-
-    fn clone_box(&self) -> Box<dyn VendorDecoder> {
-        Box::new(self.clone())
     }
 
     fn set_buffer_source(&mut self, source: std::sync::Arc<dyn crate::scan::BufferSource>) {
@@ -414,15 +421,16 @@ impl VendorDecoder for VelodyneStream {
         self.assembler.in_progress()
     }
 
-    /// Takes the fresh stream's point decoder (calibration, range gates, trig tables).
-    fn recalibrate(&mut self, fresh: Box<dyn VendorDecoder>) {
-        if let Ok(f) = fresh.into_any().downcast::<VelodyneStream>() {
-            self.engine = f.engine;
-        }
+    type Tables = VelodyneTables;
+
+    fn tables(&self) -> &Arc<VelodyneTables> {
+        &self.engine
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
+    /// The point decoder (calibration, range gates, trig tables) of `tables`; the firing
+    /// state learned from the packets stays.
+    fn set_tables(&mut self, tables: Arc<VelodyneTables>) {
+        self.engine = tables;
     }
 
     fn counter_descs(&self) -> &'static [crate::counters::CounterDesc] {
