@@ -126,10 +126,7 @@ impl HesaiStream {
             if act.reset.iter().any(|&r| r) {
                 for (i, r) in act.reset.iter().enumerate() {
                     if *r {
-                        self.bufs[i].start_ns = group_start;
-                        self.bufs[i].points.set_start_ns(group_start.max(0) as u64);
-                        self.bufs[i].host_ns = host_ns;
-                        self.bufs[i].started = true;
+                        self.bufs[i].open(group_start, host_ns);
                     }
                 }
             }
@@ -144,20 +141,17 @@ impl HesaiStream {
                 if !buf.started {
                     // The cutter's reset fell outside the field of view (or before start-up):
                     // the frame starts at its first block group.
-                    buf.started = true;
-                    buf.start_ns = group_start;
-                    buf.points.set_start_ns(group_start.max(0) as u64);
-                    buf.host_ns = host_ns;
+                    buf.open(group_start, host_ns);
                 }
-                buf.host_clock |= host_clock;
+                buf.account.host_clock |= host_clock;
                 // Under a field of view only packets with a block group inside it count.
                 if buf.last_packet != self.packet_serial && self.cutter.block_in_fov() {
                     buf.last_packet = self.packet_serial;
-                    buf.received = buf.received.saturating_add(1);
-                    buf.lost = buf.lost.saturating_add(std::mem::take(&mut lost));
+                    buf.account.received = buf.account.received.saturating_add(1);
+                    buf.account.lost = buf.account.lost.saturating_add(std::mem::take(&mut lost));
                     if late {
                         // Its gap was counted lost when the next packet arrived.
-                        buf.lost = buf.lost.saturating_sub(1);
+                        buf.account.lost = buf.account.lost.saturating_sub(1);
                     }
                 }
             }

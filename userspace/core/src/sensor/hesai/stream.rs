@@ -59,24 +59,33 @@ fn head_missing(head_phased: Option<u32>, step_cdeg: u32, fov: Option<Fov>, cut_
 #[derive(Clone, Debug, Default)]
 pub(super) struct Buffer {
     pub(super) points: PointBuf,
+    /// The frame's account for the builder: its published start (`start_ns` clamped at 0),
+    /// host time, packets received, lost and malformed, host-clock flag.
+    pub(super) account: FrameAccount,
+    /// Sensor time of the frame's first firing, ns since the Unix epoch, signed: the base of
+    /// the points' relative times.
     pub(super) start_ns: i64,
-    /// Host wall time (CLOCK_REALTIME ns) of the frame's first packet: the header's `host_ns`.
-    pub(super) host_ns: u64,
-    pub(super) received: u32,
-    pub(super) lost: u32,
-    malformed: u32,
     /// Serial of the last packet counted in `received`.
     pub(super) last_packet: u64,
     /// `start_ns` is set (by the cutter's reset, or by the first block group that adds to
     /// this buffer when the reset fell outside the field of view).
     pub(super) started: bool,
-    /// A packet of this frame was stamped with host time (invalid date, no valid time in the
-    /// stream before it).
-    pub(super) host_clock: bool,
     /// The frame opened at start-up (or after a timeout or restart), not at the cut: the
     /// phased azimuth (0.01° past the cut) of its first packet, from which the packets missing
     /// between the cut and it are estimated when it is published.
     pub(super) head_phased: Option<u32>,
+}
+
+impl Buffer {
+    /// Opens the frame at the first firing `start_ns` (ns since the Unix epoch) of a packet
+    /// received at host wall time `host_ns` (CLOCK_REALTIME ns).
+    pub(super) fn open(&mut self, start_ns: i64, host_ns: u64) {
+        self.start_ns = start_ns;
+        self.account.start_ns = start_ns.max(0) as u64;
+        self.account.host_ns = host_ns;
+        self.points.set_start_ns(self.account.start_ns);
+        self.started = true;
+    }
 }
 
 /// A Hesai sensor's calibration tables: the angles of its angle-correction CSV (or the
@@ -322,20 +331,12 @@ impl HesaiStream {
 
     pub(super) fn emit(&mut self, b: u8, out: &mut Vec<Frame>) {
         let buf = std::mem::take(&mut self.bufs[usize::from(b)]);
-        if buf.received == 0 && buf.points.is_empty() {
+        if buf.account.received == 0 && buf.points.is_empty() {
             return;
         }
         let cap = buf.points.len() + buf.points.len() / 8;
         self.bufs[usize::from(b)].points = self.builder.take_points(cap);
-        let account = FrameAccount {
-            start_ns: buf.start_ns.max(0) as u64,
-            host_ns: buf.host_ns,
-            received: buf.received,
-            lost: buf.lost,
-            malformed: buf.malformed,
-            lost_before: 0,
-            host_clock: buf.host_clock,
-        };
+        let account = buf.account;
         let step = self.builder.clock().step_cdeg();
         let head = head_missing(buf.head_phased, step, self.fov, self.cut_cdeg);
         self.builder.emit(&account, head, buf.points, out);
@@ -360,7 +361,7 @@ impl HesaiStream {
                     let to_cut =
                         arc_in_view(self.fov, (cut + ph) % AZIMUTH_UNITS, AZIMUTH_UNITS - ph);
                     let tail = to_cut.div_ceil(step).saturating_sub(1);
-                    buf.lost = buf.lost.saturating_add(tail);
+                    buf.account.lost = buf.account.lost.saturating_add(tail);
                 }
             }
         }
@@ -398,7 +399,7 @@ impl VendorDecoder for HesaiStream {
             Err(Rejection::Malformed(_)) => {
                 let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
                 let b = &mut self.bufs[usize::from(cur)];
-                b.malformed = b.malformed.saturating_add(1);
+                b.account.malformed = b.account.malformed.saturating_add(1);
                 return Err(crate::vendor::Rejection::Malformed);
             }
         };
@@ -471,7 +472,7 @@ impl VendorDecoder for HesaiStream {
                     let tail = to_cut.div_ceil(step).saturating_sub(1);
                     let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
                     let b = &mut self.bufs[usize::from(cur)];
-                    b.lost = b.lost.saturating_add(tail);
+                    b.account.lost = b.account.lost.saturating_add(tail);
                 }
                 self.close_all(out);
                 if let (Some(from), Some(to)) = (self.last_phased, phased) {
@@ -508,7 +509,7 @@ impl VendorDecoder for HesaiStream {
     fn in_progress(&self) -> bool {
         self.bufs
             .iter()
-            .any(|b| !b.points.is_empty() || b.received > 0)
+            .any(|b| !b.points.is_empty() || b.account.received > 0)
     }
 
     type Tables = HesaiTables;

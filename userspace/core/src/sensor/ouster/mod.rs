@@ -154,14 +154,13 @@ crate::counter_set! {
 #[derive(Clone, Debug)]
 struct Building {
     frame_id: u16,
-    start_ns: u64,
-    /// Host wall time (CLOCK_REALTIME ns) of the frame's first packet: the header's `host_ns`.
-    host_ns: u64,
+    /// The frame's account for the builder: its sensor start (the earliest column time),
+    /// host time, packets received and malformed, whole frames lost before it; `lost` and
+    /// `host_clock` are set when it is published.
+    account: FrameAccount,
     /// Host monotonic time (CLOCK_MONOTONIC ns) of the frame's last packet.
     last_mono_ns: u64,
     last_col_ns: u64,
-    received: u32,
-    malformed: u32,
     /// One bit per packet slot of the frame (first measurement_id / columns_per_packet).
     seen: Vec<u64>,
     points: PointBuf,
@@ -170,8 +169,6 @@ struct Building {
     /// Time stamp of the frame's first valid column, ns (the reference for
     /// [`MAX_COLUMN_SPREAD_NS`]).
     first_col_ns: u64,
-    /// Whole frames lost (skipped frame ids) right before this one.
-    lost_before: u32,
 }
 
 /// Largest distance of a column's time stamp from the first column time of its frame, ns
@@ -400,13 +397,14 @@ impl OusterStream {
         self.spare_seen = std::mem::take(&mut b.seen);
         // A frame without one valid column has no sensor time: host time, said so.
         let account = FrameAccount {
-            start_ns: if b.has_time { b.start_ns } else { b.host_ns },
-            host_ns: b.host_ns,
-            received: b.received,
-            lost: self.tables.expected.saturating_sub(b.received),
-            malformed: b.malformed,
-            lost_before: b.lost_before,
+            start_ns: if b.has_time {
+                b.account.start_ns
+            } else {
+                b.account.host_ns
+            },
+            lost: self.tables.expected.saturating_sub(b.account.received),
             host_clock: !b.has_time,
+            ..b.account
         };
         self.builder.emit(&account, 0, b.points, out);
     }
@@ -418,18 +416,17 @@ impl OusterStream {
         seen.resize(slots, 0);
         self.cur = Some(Building {
             frame_id,
-            start_ns: 0,
-            host_ns: host.wall_ns,
+            account: FrameAccount {
+                malformed: std::mem::take(&mut self.pending_malformed),
+                ..FrameAccount::open(0, host.wall_ns)
+            },
             last_mono_ns: host.mono_ns,
             last_col_ns: 0,
-            received: 0,
-            malformed: std::mem::take(&mut self.pending_malformed),
             seen,
             points: self.builder.take_points(self.point_capacity),
             unordered: false,
             has_time: false,
             first_col_ns: 0,
-            lost_before: 0,
         });
     }
 
@@ -491,7 +488,7 @@ impl OusterStream {
             }
             self.open(frame_id, host);
             if let Some(b) = self.cur.as_mut() {
-                b.lost_before = (diff - 1) as u32;
+                b.account.lost_before = (diff - 1) as u32;
             }
             return Ok(false);
         }
@@ -551,20 +548,20 @@ impl OusterStream {
                 continue;
             }
             if !b.has_time {
-                b.start_ns = ts;
+                b.account.start_ns = ts;
                 b.points.set_start_ns(ts);
                 b.first_col_ns = ts;
                 b.has_time = true;
-            } else if ts < b.start_ns {
+            } else if ts < b.account.start_ns {
                 b.points.rebase(ts);
-                b.start_ns = ts;
+                b.account.start_ns = ts;
                 b.unordered = true;
             }
             if ts < b.last_col_ns {
                 b.unordered = true;
             }
             b.last_col_ns = ts;
-            let t = u32::try_from(ts - b.start_ns).unwrap_or(u32::MAX);
+            let t = u32::try_from(ts - b.account.start_ns).unwrap_or(u32::MAX);
             b.points.set_packet_ns(ts);
             let start = p.col_offset(col) + f.col_header_len();
             let Some(pixels) = bytes.get(start..start + h * pb) else {
@@ -606,7 +603,7 @@ impl VendorDecoder for OusterStream {
             Ok(p) => p,
             Err(Rejection::Malformed) => {
                 match self.cur.as_mut() {
-                    Some(b) => b.malformed += 1,
+                    Some(b) => b.account.malformed += 1,
                     None => self.pending_malformed += 1,
                 }
                 return Err(Rejection::Malformed);
@@ -667,7 +664,7 @@ impl VendorDecoder for OusterStream {
             Some(w) => *w |= bit,
             None => {}
         }
-        b.received += 1;
+        b.account.received += 1;
         b.last_mono_ns = host.mono_ns;
         if self.tables.format.profile != Profile::Legacy {
             if self.tables.meta.prod_sn.is_some_and(|sn| sn != p.prod_sn()) {
@@ -684,7 +681,7 @@ impl VendorDecoder for OusterStream {
             if self
                 .prev
                 .as_ref()
-                .is_some_and(|(b, _)| b.received >= self.tables.expected)
+                .is_some_and(|(b, _)| b.account.received >= self.tables.expected)
             {
                 self.publish_prev(out);
             }
@@ -699,7 +696,7 @@ impl VendorDecoder for OusterStream {
             if self
                 .cur
                 .as_ref()
-                .is_some_and(|b| b.received >= self.tables.expected)
+                .is_some_and(|b| b.account.received >= self.tables.expected)
             {
                 self.publish(out);
             }
