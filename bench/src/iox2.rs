@@ -152,7 +152,7 @@ impl Iox2Sink {
     /// on the thread that made them) and returns once they exist.
     fn start(base: &str, points: usize, subs: usize) -> Result<(Self, Iox2Handle)> {
         let (tx, rx) = mpsc::sync_channel::<Arc<SharedFrame>>(lidarxdp::ros2_zenoh::SINK_QUEUE);
-        let (up_tx, up_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        let (up_tx, up_rx) = mpsc::sync_channel::<Result<()>>(1);
         let (release_tx, release_rx) = mpsc::sync_channel::<()>(1);
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
@@ -166,7 +166,7 @@ impl Iox2Sink {
                         p
                     }
                     Err(e) => {
-                        let _ = up_tx.send(Err(format!("{e:#}")));
+                        let _ = up_tx.send(Err(e));
                         return Vec::new();
                     }
                 };
@@ -177,7 +177,7 @@ impl Iox2Sink {
         up_rx
             .recv()
             .context("iox2 sink thread")?
-            .map_err(|e| anyhow!("iox2 sink: {e}"))?;
+            .context("iox2 sink")?;
         Ok((
             Iox2Sink {
                 tx: Some(tx),

@@ -181,8 +181,6 @@ pub(super) fn open_zenoh(a: &SubscribeArgs, topic: &str) -> Result<FrameSource> 
 }
 
 impl FrameSource {
-    /// Waits for the next frame: `Err(Ok(why))` when the stream ended or a stop condition
-    /// came (signal, `--idle-exit-ms`), `Err(Err(e))` on an error.
     /// Records the IMU readings received since the last call (TCP: protocol message `imu`)
     /// on their sensors' IMU channels; returns how many. Nothing for zenoh (one topic).
     pub(super) fn record_imu(&mut self, mcap: &mut McapRecorder) -> Result<u64, McapError> {
@@ -201,6 +199,8 @@ impl FrameSource {
         }
     }
 
+    /// Waits for the next frame: `Err(Ok(why))` when the stream ended or a stop condition
+    /// came (signal, `--idle-exit-ms`), `Err(Err(e))` on an error.
     pub(super) fn next(
         &mut self,
         stop: &Stop,
