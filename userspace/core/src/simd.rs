@@ -111,7 +111,7 @@ pub(crate) struct CompactIn<'a> {
 pub(crate) const OUSTER_MAX_ROWS: usize = 256;
 
 /// One column of the table, as the decoder walks it: per row, structure of arrays, each
-/// [`XyzLut::stride`] long (rows `h..stride` are zero padding, so a kernel can read rows in
+/// [`XyzLut::stride`](crate::sensor::ouster::lut::XyzLut::stride) long (rows `h..stride` are zero padding, so a kernel can read rows in
 /// groups of four; empty slices outside the table).
 #[derive(Clone, Copy, Debug)]
 pub struct Column<'a> {

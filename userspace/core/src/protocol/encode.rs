@@ -83,7 +83,7 @@ fn put_fields(out: &mut Vec<u8>, fields: FieldSet) {
 }
 
 /// Appends the header of a frame message for `point_count` points of layout `point_type`
-/// (all fields) to `out`: [`FRAME_HEADER_LEN`] bytes for `autoware`. The `point_count *
+/// (all fields) to `out`: [`FRAME_HEADER_LEN`](super::FRAME_HEADER_LEN) bytes for `autoware`. The `point_count *
 /// point_step` payload bytes (`frame.points.as_bytes()`) are not written, so they can be sent
 /// as a second iovec without copying.
 pub fn encode_frame_header(
@@ -126,7 +126,7 @@ pub fn encode_frame_header_fields(
 /// Appends an encoded subscribe request to `out`.
 ///
 /// Names are truncated to their limits; at most [`MAX_SENSORS`] sensors and [`MAX_FIELDS`]
-/// fields are written. Note that a request longer than [`MAX_HEADER_LEN`] is invalid (the
+/// fields are written. Note that a request longer than [`MAX_HEADER_LEN`](super::MAX_HEADER_LEN) is invalid (the
 /// server rejects it): 256 names of 15 bytes still fit.
 pub fn encode_subscribe(s: &Subscribe, out: &mut Vec<u8>) {
     let sensors = &s.sensors[..s.sensors.len().min(MAX_SENSORS as usize)];

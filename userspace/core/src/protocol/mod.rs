@@ -50,7 +50,7 @@ pub const MSG_ERROR: u16 = 5;
 pub const MSG_IMU: u16 = 6;
 /// Length of an IMU message (header only, no payload), bytes.
 pub const IMU_LEN: usize = 80;
-/// [`Subscribe::flags`] / [`SubscribeAck::flags`] bit 0: no IMU messages (subscribe), IMU
+/// The flags word of [`Subscribe`] / [`SubscribeAck`], bit 0: no IMU messages (subscribe), IMU
 /// messages follow (subscribed, inverted: bit set when they do).
 pub const FLAG_NO_IMU: u16 = 1;
 /// Length of the common message prefix (magic, version, type, header_len).
@@ -85,7 +85,7 @@ pub const MAX_SENSORS: u16 = 256;
 pub const MAX_SENSOR_NAME_LEN: u8 = 64;
 /// Largest accepted error-reason length, bytes.
 pub const MAX_REASON_LEN: u16 = 1024;
-/// `header_len` of a frame message carrying all of [`POINT_FIELDS`] (what
+/// `header_len` of a frame message carrying all of [`POINT_FIELDS`](crate::point::POINT_FIELDS) (what
 /// [`encode_frame_header`] writes): 68 fixed bytes + 164 bytes of field list, a multiple of 8.
 pub const FRAME_HEADER_LEN: usize = 232;
 
@@ -210,7 +210,7 @@ pub enum ProtocolError {
         found: &'static str,
     },
     /// The frame is valid but its point layout is not all of [`crate::point::PointXYZIRCAEDT`]
-    /// ([`POINT_FIELDS`], `point_step` 32), so it cannot be viewed as that struct.
+    /// ([`POINT_FIELDS`](crate::point::POINT_FIELDS), `point_step` 32), so it cannot be viewed as that struct.
     #[error("point layout is not PointXYZIRCAEDT: {detail}")]
     UnsupportedLayout {
         /// What differs.
@@ -232,7 +232,7 @@ impl ProtocolError {
 /// One sensor as announced in a [`Hello`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SensorEntry {
-    /// The id carried by its frames ([`FrameHeader::sensor_id`]).
+    /// The id carried by its frames ([`FrameHeader::sensor_id`](crate::header::FrameHeader::sensor_id)).
     pub id: u16,
     /// Name to subscribe by (UTF-8, 1..=64 bytes), e.g. `front` or `VLP16`.
     pub name: String,
@@ -248,7 +248,7 @@ pub struct Hello {
     /// Maximum number of simultaneous subscribers the server accepts.
     pub max_subscribers: u32,
     /// Per-subscriber queue depth in frames; older frames are dropped for a subscriber that
-    /// falls further behind (visible as gaps in [`FrameHeader::sequence`]).
+    /// falls further behind (visible as gaps in [`FrameHeader::sequence`](crate::header::FrameHeader::sequence)).
     pub queue_depth: u32,
     /// Server wall-clock time when the connection was accepted, ns since the Unix epoch.
     pub server_time_ns: u64,
@@ -267,7 +267,7 @@ pub struct Hello {
 pub struct Subscribe {
     /// Sensor names as announced in the hello (exact, case-sensitive); empty = all sensors.
     pub sensors: Vec<String>,
-    /// Point field names from [`POINT_FIELDS`] (any order, duplicates ignored); empty = all.
+    /// Point field names from [`POINT_FIELDS`](crate::point::POINT_FIELDS) (any order, duplicates ignored); empty = all.
     pub fields: Vec<String>,
     /// No IMU messages ([`MSG_IMU`]) of the chosen sensors: `flags` bit 0 ([`FLAG_NO_IMU`]).
     /// `false` (the default, also without a subscribe) sends them.

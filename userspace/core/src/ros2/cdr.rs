@@ -337,9 +337,9 @@ pub const IMU_TYPE_NAME: &str = "sensor_msgs::msg::dds_::Imu_";
 /// `linear_acceleration` (m/s²) given, their covariances 0 (unknown).
 ///
 /// Layout after the header (offsets from the body start, 4 bytes in; each `float64` aligned to
-/// 8 from there): `orientation` x, y, z, w; `orientation_covariance` [9]; `angular_velocity`
-/// x, y, z; `angular_velocity_covariance` [9]; `linear_acceleration` x, y, z;
-/// `linear_acceleration_covariance` [9].
+/// 8 from there): `orientation` x, y, z, w; `orientation_covariance` \[9\]; `angular_velocity`
+/// x, y, z; `angular_velocity_covariance` \[9\]; `linear_acceleration` x, y, z;
+/// `linear_acceleration_covariance` \[9\].
 ///
 /// # Errors
 /// [`CdrError::NulInString`] for a NUL in `frame_id`.

@@ -4,7 +4,7 @@
 //! - topic: `rt` + the fully qualified ROS name (design.ros2.org "Topic and Service name
 //!   mapping to DDS": prefix `rt` for topics; rmw_cyclonedds `make_fqtopic(ROS_TOPIC_PREFIX,
 //!   ...)`), e.g. `/lidar/front/points` → `rt/lidar/front/points`;
-//! - type: [`POINTCLOUD2_TYPE_NAME`];
+//! - type: [`POINTCLOUD2_TYPE_NAME`](super::POINTCLOUD2_TYPE_NAME);
 //! - participant USER_DATA: `enclave=<enclave>;` (rmw_cyclonedds `rmw_node.cpp`,
 //!   `rmw_context_impl_s::init`; rmw_fastrtps `participant.cpp`, `create_participant`);
 //! - endpoint USER_DATA on Jazzy and later: `typehash=<RIHS01 string>;` (rmw_dds_common

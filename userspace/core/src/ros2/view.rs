@@ -42,7 +42,7 @@ pub enum CdrReadError {
 }
 
 /// A `sensor_msgs/msg/PointCloud2` read in place from little-endian CDR (the layout of
-/// [`PointCloud2Prefix`]): borrowed strings and `data`, no copy.
+/// [`PointCloud2Prefix`](super::PointCloud2Prefix)): borrowed strings and `data`, no copy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PointCloud2View<'a> {
     /// `header.stamp`, ns since the Unix epoch (`sec * 1e9 + nanosec`; negative seconds clamp

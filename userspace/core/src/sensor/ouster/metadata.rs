@@ -153,7 +153,7 @@ impl<'a> Doc<'a> {
 
 impl OusterMetadata {
     /// What the sensor's clock follows, from [`Self::timestamp_mode`]: internal oscillator,
-    /// sync pulse in (PPS) or PTP; [`SyncSource::Unknown`] without it or for another value.
+    /// sync pulse in (PPS) or PTP; [`SyncSource::Unknown`](crate::msg::SyncSource::Unknown) without it or for another value.
     pub fn sync_source(&self) -> crate::msg::SyncSource {
         use crate::msg::SyncSource;
         match self.timestamp_mode.as_deref() {

@@ -1,6 +1,6 @@
 //! RoboSense mechanical LiDARs: RS-LiDAR-16, RS-LiDAR-32, RS-Bpearl, RS-Helios and
 //! RS-Helios-16P. Zero-copy MSOP/DIFOP packet views, a sans-IO point decoder and the RoboSense
-//! [`VendorDecoder`].
+//! [`VendorDecoder`](crate::vendor::VendorDecoder).
 //!
 //! Sources: the RS-LiDAR-16 / RS-LiDAR-32 / RS-Bpearl / RS-Helios user manuals (appendix
 //! "MSOP/DIFOP packet format") as implemented by RoboSense's own SDK `rs_driver` (v1.5,
@@ -54,7 +54,7 @@
 //! ## One pipeline, two ports
 //! The capture thread dispatches by UDP port, so a RoboSense sensor whose DIFOP arrives on its
 //! own port (7788) must be configured with the DIFOP port as a *second port of the same
-//! sensor*: [`RobosenseStream::push`] (and so [`super::ScanPipeline::push`]) accepts both kinds
+//! sensor*: [`RobosenseStream::push`](crate::vendor::VendorDecoder::push) (and so [`super::ScanPipeline::push`]) accepts both kinds
 //! and tells them apart by the magic. A DIFOP updates the angle table and return mode and is
 //! counted `ignored` (it carries no points).
 //!
