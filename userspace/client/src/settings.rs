@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use lidarxdp_core::sensor::{
     DecodeFlavor, PipelineOptions, SensorConfig, SensorModel, Stamp, detect_model,
 };
-use lidarxdp_core::valid::{Degrees, Fov, Metres, range_gate};
+use lidarxdp_core::valid::{Degrees, Fov, Metres};
+use lidarxdp_core::vendor::range_gate;
 
 use crate::offline::{CaptureReader, DatagramFilter, DecodeOptions, OfflineError};
 

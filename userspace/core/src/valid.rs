@@ -3,8 +3,11 @@
 //! the flag (`invalid value '0' for '--port <PORT>': ...`), the TOML reader with the file's
 //! line and key (`TOML parse error at line 5, column 13 | cut_angle = 400.0 | ...`).
 //!
-//! The cross-field rules (a minimum range below its maximum, unique names and ports) are in
-//! the daemon's configuration plan; they name the field themselves.
+//! The bottom layer of the core: it imports no other module of the crate, so every layer (the
+//! core's sensor configuration, the decoders, the daemon, the offline decode, Python) can take
+//! these types as they are. The rules that need a sensor model (its datasheet range:
+//! [`crate::vendor::range_gate`]) or span the whole configuration (unique names and ports, in
+//! the daemon's plan) name the field themselves.
 
 use std::{fmt, str::FromStr};
 
@@ -103,8 +106,16 @@ pub type UdpPort = Ranged<1, 65535>;
 /// XSKMAP has one slot per queue).
 pub type RxQueue = Ranged<0, { lidarxdp_common::XSK_MAP_CAPACITY as u64 - 1 }>;
 
-/// A ROS domain id, 0..=[`crate::ros2::MAX_ROS_DOMAIN_ID`].
-pub type DomainId = Ranged<0, { crate::ros2::MAX_ROS_DOMAIN_ID as u64 }>;
+/// Largest ROS domain id (`--ros-domain-id`, `ROS_DOMAIN_ID`): ROS 2 "The ROS_DOMAIN_ID"
+/// concept page gives 0..=232 as the range every RMW accepts. Re-exported as
+/// [`crate::ros2::MAX_ROS_DOMAIN_ID`].
+pub const MAX_ROS_DOMAIN_ID: u32 = 232;
+
+/// A ROS domain id, 0..=[`MAX_ROS_DOMAIN_ID`].
+pub type DomainId = Ranged<0, { MAX_ROS_DOMAIN_ID as u64 }>;
+
+/// Largest accepted `max_range_m`, m. Re-exported as [`crate::sensor::MAX_RANGE_M`].
+pub const MAX_RANGE_M: f32 = 1000.0;
 
 /// A power of two in 64..=65536: the UMEM frames of one AF_XDP socket (2 KiB each, kernel
 /// doc `networking/af_xdp.rst`, "UMEM").
@@ -247,7 +258,7 @@ impl Serialize for Fov {
     }
 }
 
-/// A range gate distance, metres, [0, 1000] ([`crate::sensor::MAX_RANGE_M`]); that a
+/// A range gate distance, metres, [0, 1000] ([`MAX_RANGE_M`]); that a
 /// minimum lies below its maximum is checked with the model's datasheet range in
 /// the daemon's configuration plan.
 ///
@@ -259,7 +270,7 @@ pub struct Metres(f32);
 
 impl Metres {
     fn valid() -> String {
-        format!("[0, {}] m", crate::sensor::MAX_RANGE_M)
+        format!("[0, {MAX_RANGE_M}] m")
     }
 
     /// `v` metres, checked.
@@ -267,7 +278,7 @@ impl Metres {
     /// # Errors
     /// [`InvalidValue::OutOfRange`] outside [0, 1000] or not finite.
     pub fn new(v: f32) -> Result<Self, InvalidValue> {
-        if v.is_finite() && (0.0..=crate::sensor::MAX_RANGE_M).contains(&v) {
+        if v.is_finite() && (0.0..=MAX_RANGE_M).contains(&v) {
             Ok(Self(v))
         } else {
             Err(InvalidValue::OutOfRange {
@@ -423,51 +434,6 @@ impl Checked for Metres {
     fn check(raw: f32) -> Result<Self, InvalidValue> {
         Self::new(raw)
     }
-}
-
-/// A range gate whose minimum is not below its maximum: the message names the field, its
-/// value, the valid range and the model's datasheet range.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RangeGateError(String);
-
-/// A sensor's range gate, metres: `(min, max)`, each defaulting to the model's datasheet
-/// range ([`crate::sensor::SensorModel::datasheet_range_m`]), with `min < max`. The one
-/// rule of `run` (flags and `[[sensors]]`) and `decode`; `names` are the two fields as the
-/// caller's source names them (`--min-range`, `sensors[0].max_range`).
-///
-/// # Errors
-/// [`RangeGateError`], naming the field at fault, its value and its valid range: the minimum
-/// when it is at or above a maximum that was not given, else the maximum.
-pub fn range_gate(
-    model: crate::sensor::SensorModel,
-    min: Option<Metres>,
-    max: Option<Metres>,
-    names: (&str, &str),
-) -> Result<(f32, f32), RangeGateError> {
-    use crate::sensor::MAX_RANGE_M;
-    let (dmin, dmax) = model.datasheet_range_m();
-    let lo = min.map_or(dmin, Metres::get);
-    let hi = max.map_or(dmax, Metres::get);
-    // A minimum at or above a maximum that was not given is the minimum's fault.
-    let ceiling = if max.is_some() { MAX_RANGE_M } else { hi };
-    if lo >= ceiling {
-        return Err(RangeGateError(format!(
-            "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is {dmin} \
-             to {dmax} m)",
-            names.0,
-            model.name()
-        )));
-    }
-    if hi <= lo {
-        return Err(RangeGateError(format!(
-            "{}: {hi} is out of range; valid (min_range = {lo}, {MAX_RANGE_M}] m (the {} \
-             datasheet range is {dmin} to {dmax} m)",
-            names.1,
-            model.name()
-        )));
-    }
-    Ok((lo, hi))
 }
 
 #[cfg(test)]

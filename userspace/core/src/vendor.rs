@@ -12,6 +12,7 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::layout::PointType;
 pub use crate::scan::Rejection;
+use crate::valid::Metres;
 
 /// Sensor families; each has its own decoder module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -189,8 +190,51 @@ impl SensorModel {
     }
 }
 
-/// Largest accepted `max_range_m`, m.
-pub const MAX_RANGE_M: f32 = 1000.0;
+pub use crate::valid::MAX_RANGE_M;
+
+/// A range gate whose minimum is not below its maximum: the message names the field, its
+/// value, the valid range and the model's datasheet range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RangeGateError(String);
+
+/// A sensor's range gate, metres: `(min, max)`, each defaulting to the model's datasheet
+/// range ([`SensorModel::datasheet_range_m`]), with `min < max`. The one
+/// rule of `run` (flags and `[[sensors]]`) and `decode`; `names` are the two fields as the
+/// caller's source names them (`--min-range`, `sensors[0].max_range`).
+///
+/// # Errors
+/// [`RangeGateError`], naming the field at fault, its value and its valid range: the minimum
+/// when it is at or above a maximum that was not given, else the maximum.
+pub fn range_gate(
+    model: SensorModel,
+    min: Option<Metres>,
+    max: Option<Metres>,
+    names: (&str, &str),
+) -> Result<(f32, f32), RangeGateError> {
+    let (dmin, dmax) = model.datasheet_range_m();
+    let lo = min.map_or(dmin, Metres::get);
+    let hi = max.map_or(dmax, Metres::get);
+    // A minimum at or above a maximum that was not given is the minimum's fault.
+    let ceiling = if max.is_some() { MAX_RANGE_M } else { hi };
+    if lo >= ceiling {
+        return Err(RangeGateError(format!(
+            "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is {dmin} \
+             to {dmax} m)",
+            names.0,
+            model.name()
+        )));
+    }
+    if hi <= lo {
+        return Err(RangeGateError(format!(
+            "{}: {hi} is out of range; valid (min_range = {lo}, {MAX_RANGE_M}] m (the {} \
+             datasheet range is {dmin} to {dmax} m)",
+            names.1,
+            model.name()
+        )));
+    }
+    Ok((lo, hi))
+}
 
 /// A calibration or metadata file's contents as UTF-8 text (`source` names the file in the
 /// error). The bytes come from the caller: core does no I/O (the daemon reads files with

@@ -793,7 +793,7 @@ fn sensor_plan(
         ),
         None => None,
     };
-    let (min_range, max_range) = super::valid::range_gate(
+    let (min_range, max_range) = lidarxdp_core::vendor::range_gate(
         model,
         x.min_range,
         x.max_range,
