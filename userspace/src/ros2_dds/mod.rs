@@ -257,10 +257,10 @@ pub enum DdsError {
     /// Cyclone refused the configuration or an entity (its message names the call).
     #[cfg(feature = "dds")]
     #[error("DDS: {0}")]
-    Dds(#[from] cyclone::DdsCallError),
-    /// A frame_id, topic or node name cannot be encoded.
+    Dds(#[from] cyclone::CycloneError),
+    /// The graph message (`ros_discovery_info`) cannot be encoded.
     #[error("DDS: {0}")]
-    Encode(String),
+    Encode(#[from] lidarxdp_core::ros2::CdrError),
     /// The sink thread could not be started.
     #[error("DDS: spawn the sink thread: {0}")]
     Spawn(std::io::Error),

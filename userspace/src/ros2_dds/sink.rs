@@ -32,23 +32,24 @@ use lidarxdp_core::ros2::{
 };
 
 use super::cyclone::{
-    DdsCallError, Domain, Durability, Participant, Qos, Reliability, Writer, WriterQos, policy_name,
+    CycloneError, Durability, Participant, Qos, Reliability, Writer, WriterQos, policy_name,
 };
 use super::{DdsError, DdsSettings, NODE_NAME, SENSOR_DATA_DEPTH};
 use crate::publish::{FrameSink, SharedFrame, SinkThread};
 
-/// Why one frame was not written (counted in `errors`, logged at debug level).
+/// Why one frame (counted in `errors`) or one IMU or diagnostics message (counted in
+/// `aux_errors`) was not written; logged at debug level.
 #[derive(Debug, thiserror::Error)]
 enum PublishError {
     /// The frame's sensor has no topic.
     #[error("sensor {0} has no topic")]
     NoTopic(u16),
-    /// The frame cannot be encoded (too long, a NUL in its frame_id).
+    /// The message cannot be encoded (too long, a NUL in its frame_id).
     #[error(transparent)]
     Encode(#[from] lidarxdp_core::ros2::CdrError),
-    /// Cyclone refused the write.
+    /// Cyclone refused the write, or the sink has stopped ([`CycloneError::Closed`]).
     #[error(transparent)]
-    Write(#[from] DdsCallError),
+    Write(#[from] CycloneError),
 }
 
 /// The DDS sink's counters: daemon-wide, no labels (`lidarxdp_dds_*`; stats JSON `dds`).
@@ -96,13 +97,13 @@ struct Topic {
     incompatible: u32,
 }
 
-/// What the sink's thread owns. Field order is drop order: writers and the graph writer go
-/// with the participant, then the domain stops its threads.
+/// What the sink's thread owns. When it is dropped (the thread ends, or unwinds from a panic)
+/// its participant is dropped, which deletes the participant, its writers and its domain and
+/// closes the [`DdsAux`] writers (their writes then fail with [`CycloneError::Closed`]).
 struct Worker {
     topics: Vec<Topic>,
     _graph: Writer,
     _participant: Participant,
-    _domain: Domain,
     counters: Arc<SharedDdsCounters>,
 }
 
@@ -140,80 +141,8 @@ impl DdsSink {
     /// [`DdsError`]: `--dds-config`, a configuration Cyclone refused (Cyclone logs the
     /// element on stderr), an entity it could not create, a name that cannot be encoded.
     pub fn start(settings: &DdsSettings) -> Result<(DdsSink, DdsHandle), DdsError> {
-        let config = super::domain_config(settings, std::process::id())?;
-        log::debug!("DDS: domain {} configuration {config}", settings.domain_id);
-        let domain = Domain::create(settings.domain_id, &config)?;
-        let participant = Participant::create(
-            settings.domain_id,
-            &Qos::participant(&dds::participant_user_data("/")),
-        )?;
-        let data_qos = Qos::writer(&WriterQos {
-            reliability: Reliability::BestEffort,
-            durability: Durability::Volatile,
-            depth: SENSOR_DATA_DEPTH,
-            user_data: dds::endpoint_user_data(settings.distro, POINTCLOUD2_TYPE_HASH_RIHS01),
-        });
-        let mut topics = Vec::with_capacity(settings.topics.len());
-        for t in &settings.topics {
-            let name = dds::topic_name(&t.topic);
-            let writer = participant.writer(&name, POINTCLOUD2_TYPE_NAME, &data_qos)?;
-            log::info!(
-                "DDS: sensor {} as {} on DDS topic {name} (writer {})",
-                t.sensor_id,
-                t.topic,
-                hex(&writer.guid()?)
-            );
-            topics.push(Topic {
-                sensor_id: t.sensor_id,
-                name,
-                frame_id: t.frame_id.clone(),
-                writer,
-                incompatible: 0,
-            });
-        }
-        // The graph: rmw's `ros_discovery_info` writer QoS (rmw_cyclonedds `rmw_node.cpp`).
-        let graph = participant.writer(
-            dds::ROS_DISCOVERY_INFO_TOPIC,
-            dds::PARTICIPANT_ENTITIES_INFO_TYPE_NAME,
-            &Qos::writer(&WriterQos {
-                reliability: Reliability::Reliable,
-                durability: Durability::TransientLocal,
-                depth: 1,
-                user_data: dds::endpoint_user_data(
-                    settings.distro,
-                    dds::PARTICIPANT_ENTITIES_INFO_TYPE_HASH_RIHS01,
-                ),
-            }),
-        )?;
-        let counters = Arc::new(SharedDdsCounters::default());
-        let aux = DdsAux::create(&participant, settings, counters.clone())?;
-        let gid = participant.guid()?;
-        let writers = topics
-            .iter()
-            .map(|t| &t.writer)
-            .chain(aux.imu.iter().map(|t| &t.2))
-            .chain(std::iter::once(&aux.diagnostics))
-            .map(Writer::guid)
-            .collect::<Result<Vec<_>, _>>()?;
-        let info = dds::participant_entities_info(
-            &gid,
-            &[NodeEntities {
-                namespace: "/",
-                name: NODE_NAME,
-                readers: &[],
-                writers: &writers,
-            }],
-            settings.distro,
-        )
-        .map_err(|e| DdsError::Encode(e.to_string()))?;
-        graph.write_cdr(&[&info])?;
-        let worker = Worker {
-            topics,
-            _graph: graph,
-            _participant: participant,
-            _domain: domain,
-            counters: counters.clone(),
-        };
+        let (worker, aux, gid) = open(settings)?;
+        let counters = worker.counters.clone();
         let thread = SinkThread::spawn("dds-sink", settings.queue, move |rx| worker.run(rx))
             .map_err(DdsError::Spawn)?;
         log::info!(
@@ -232,6 +161,85 @@ impl DdsSink {
     }
 }
 
+/// [`DdsSink::start`] up to its thread: the domain and participant, the writers, the graph
+/// published; returns what the thread will own, the IMU and diagnostics writers, and the
+/// participant's GUID.
+fn open(settings: &DdsSettings) -> Result<(Worker, DdsAux, [u8; 16]), DdsError> {
+    let config = super::domain_config(settings, std::process::id())?;
+    log::debug!("DDS: domain {} configuration {config}", settings.domain_id);
+    let participant = Participant::create(
+        settings.domain_id,
+        &config,
+        &Qos::participant(&dds::participant_user_data("/")),
+    )?;
+    let data_qos = Qos::writer(&WriterQos {
+        reliability: Reliability::BestEffort,
+        durability: Durability::Volatile,
+        depth: SENSOR_DATA_DEPTH,
+        user_data: dds::endpoint_user_data(settings.distro, POINTCLOUD2_TYPE_HASH_RIHS01),
+    });
+    let mut topics = Vec::with_capacity(settings.topics.len());
+    for t in &settings.topics {
+        let name = dds::topic_name(&t.topic);
+        let writer = participant.writer(&name, POINTCLOUD2_TYPE_NAME, &data_qos)?;
+        log::info!(
+            "DDS: sensor {} as {} on DDS topic {name} (writer {})",
+            t.sensor_id,
+            t.topic,
+            hex(&writer.guid()?)
+        );
+        topics.push(Topic {
+            sensor_id: t.sensor_id,
+            name,
+            frame_id: t.frame_id.clone(),
+            writer,
+            incompatible: 0,
+        });
+    }
+    // The graph: rmw's `ros_discovery_info` writer QoS (rmw_cyclonedds `rmw_node.cpp`).
+    let graph = participant.writer(
+        dds::ROS_DISCOVERY_INFO_TOPIC,
+        dds::PARTICIPANT_ENTITIES_INFO_TYPE_NAME,
+        &Qos::writer(&WriterQos {
+            reliability: Reliability::Reliable,
+            durability: Durability::TransientLocal,
+            depth: 1,
+            user_data: dds::endpoint_user_data(
+                settings.distro,
+                dds::PARTICIPANT_ENTITIES_INFO_TYPE_HASH_RIHS01,
+            ),
+        }),
+    )?;
+    let counters = Arc::new(SharedDdsCounters::default());
+    let aux = DdsAux::create(&participant, settings, counters.clone())?;
+    let gid = participant.guid()?;
+    let writers = topics
+        .iter()
+        .map(|t| &t.writer)
+        .chain(aux.imu.iter().map(|t| &t.2))
+        .chain(std::iter::once(&aux.diagnostics))
+        .map(Writer::guid)
+        .collect::<Result<Vec<_>, _>>()?;
+    let info = dds::participant_entities_info(
+        &gid,
+        &[NodeEntities {
+            namespace: "/",
+            name: NODE_NAME,
+            readers: &[],
+            writers: &writers,
+        }],
+        settings.distro,
+    )?;
+    graph.write_cdr(&[&info])?;
+    let worker = Worker {
+        topics,
+        _graph: graph,
+        _participant: participant,
+        counters,
+    };
+    Ok((worker, aux, gid))
+}
+
 impl DdsSink {
     /// The IMU and `/diagnostics` writers, for the daemon's [`crate::publish::AuxThread`]
     /// (once; `None` after).
@@ -243,7 +251,9 @@ impl DdsSink {
 /// The DDS sink's IMU writers (one per sensor with an IMU topic: best effort, volatile, keep
 /// last 5, as the point clouds) and its `/diagnostics` writer (reliable, volatile, keep last
 /// 10: `diagnostic_aggregator` reads reliably), on the sink's participant and in its graph.
-/// Writes after the sink has stopped fail and are counted in `aux_errors`.
+/// They share the participant's guard ([`super::cyclone`]): once the sink's thread has ended
+/// (stopped, or unwound from a panic), writes fail with [`CycloneError::Closed`] and are counted
+/// in `aux_errors`; they never reach a deleted entity.
 pub struct DdsAux {
     imu: Vec<(u16, String, Writer)>,
     diagnostics: Writer,
@@ -295,7 +305,40 @@ impl DdsAux {
         })
     }
 
-    fn count(&self, r: Result<(), String>, ok: &std::sync::atomic::AtomicU64, what: &str) {
+    /// Writes IMU reading `r` of `sensor_id` on its IMU topic; `None` when the sensor has no
+    /// IMU topic.
+    fn write_imu(
+        &self,
+        sensor_id: u16,
+        r: &lidarxdp_core::sensor::ImuReading,
+    ) -> Option<Result<(), PublishError>> {
+        let (_, frame_id, writer) = self.imu.iter().find(|t| t.0 == sensor_id)?;
+        Some(
+            lidarxdp_core::ros2::imu_message(
+                r.stamp_ns,
+                frame_id,
+                r.sample.angular_velocity(),
+                r.sample.linear_acceleration(),
+            )
+            .map_err(PublishError::from)
+            .and_then(|m| writer.write_cdr(&[&m]).map_err(PublishError::from)),
+        )
+    }
+
+    /// Writes one `diagnostic_msgs/msg/DiagnosticArray` of `status` stamped `stamp_ns` (ns
+    /// since the Unix epoch) on `/diagnostics`.
+    fn write_diagnostics(
+        &self,
+        stamp_ns: u64,
+        status: &[lidarxdp_core::ros2::DiagnosticStatus],
+    ) -> Result<(), PublishError> {
+        let m = lidarxdp_core::ros2::diagnostic_array(stamp_ns, status)?;
+        self.diagnostics.write_cdr(&[&m])?;
+        Ok(())
+    }
+
+    /// Counts a write's outcome: in `ok`, or in `aux_errors` with a debug line naming `what`.
+    fn count(&self, r: Result<(), PublishError>, ok: &std::sync::atomic::AtomicU64, what: &str) {
         match r {
             Ok(()) => ok.fetch_add(1, Relaxed),
             Err(e) => {
@@ -312,24 +355,13 @@ impl crate::publish::AuxSink for DdsAux {
     }
 
     fn imu(&mut self, sensor_id: u16, r: &lidarxdp_core::sensor::ImuReading) {
-        let Some((_, frame_id, writer)) = self.imu.iter().find(|t| t.0 == sensor_id) else {
-            return;
-        };
-        let res = lidarxdp_core::ros2::imu_message(
-            r.stamp_ns,
-            frame_id,
-            r.sample.angular_velocity(),
-            r.sample.linear_acceleration(),
-        )
-        .map_err(|e| e.to_string())
-        .and_then(|m| writer.write_cdr(&[&m]).map_err(|e| e.to_string()));
-        self.count(res, &self.counters.imu, "IMU");
+        if let Some(res) = self.write_imu(sensor_id, r) {
+            self.count(res, &self.counters.imu, "IMU");
+        }
     }
 
     fn diagnostics(&mut self, stamp_ns: u64, status: &[lidarxdp_core::ros2::DiagnosticStatus]) {
-        let res = lidarxdp_core::ros2::diagnostic_array(stamp_ns, status)
-            .map_err(|e| e.to_string())
-            .and_then(|m| self.diagnostics.write_cdr(&[&m]).map_err(|e| e.to_string()));
+        let res = self.write_diagnostics(stamp_ns, status);
         self.count(res, &self.counters.diagnostics, "/diagnostics");
     }
 }
@@ -409,5 +441,176 @@ impl Worker {
             .bytes
             .fetch_add(prefix.message_len() as u64, Relaxed);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lidarxdp_core::ros2::{
+        DIAGNOSTIC_ARRAY, DIAGNOSTICS_TOPIC, DiagnosticLevel, DiagnosticStatus, Distro, IMU,
+    };
+    use lidarxdp_core::sensor::{ImuReading, ouster::imu::ImuSample};
+
+    use super::super::cyclone::testing;
+    use super::*;
+    use crate::publish::{AuxMessage, AuxSink, AuxThread};
+    use crate::ros2_dds::{Discovery, DiscoveryRange};
+    use crate::ros2_zenoh::TopicPlan;
+
+    /// One sensor (id 3) with an IMU topic, on a test domain of its own: discovery off, the
+    /// loopback interface alone ([`testing`]).
+    fn settings() -> DdsSettings {
+        DdsSettings {
+            config_file: None,
+            cyclonedds_uri: Some(testing::LOOPBACK_ONLY.into()),
+            domain_id: testing::domain_id(),
+            distro: Distro::Jazzy,
+            discovery: Discovery {
+                range: DiscoveryRange::Off,
+                static_peers: vec![],
+            },
+            queue: 4,
+            topics: vec![TopicPlan {
+                sensor_id: 3,
+                topic: "/lidar/front/points".into(),
+                frame_id: "front".into(),
+                imu_topic: Some("/lidar/front/imu".into()),
+                imu_frame_id: "front_imu".into(),
+            }],
+        }
+    }
+
+    fn status() -> Vec<DiagnosticStatus> {
+        vec![DiagnosticStatus {
+            level: DiagnosticLevel::Warn,
+            name: "lidarxdp: front".into(),
+            message: "frames late".into(),
+            hardware_id: "OS-1-64 192.0.2.10".into(),
+            values: vec![("frames".into(), "10".into())],
+        }]
+    }
+
+    fn reading() -> ImuReading {
+        ImuReading {
+            sample: ImuSample {
+                sys_ts_ns: 1,
+                accel_ts_ns: 2,
+                gyro_ts_ns: 3,
+                accel_g: [0.0, 0.0, 1.0],
+                gyro_dps: [90.0, 0.0, 0.0],
+            },
+            stamp_ns: 1_700_000_000_000_000_003,
+            host_ns: 1_700_000_000_000_000_004,
+            clock: lidarxdp_core::frame::FrameClock::Sensor,
+        }
+    }
+
+    /// (diagnostics, imu, aux_errors).
+    fn aux_counts(h: &DdsHandle) -> (u64, u64, u64) {
+        let c = h.counters();
+        (c.diagnostics, c.imu, c.aux_errors)
+    }
+
+    #[test]
+    fn aux_writes_after_the_sink_stopped_fail_closed_and_are_counted() {
+        let (mut sink, handle) = DdsSink::start(&settings()).expect("sink on a test domain");
+        let mut aux = sink.take_aux().expect("the aux writers, once");
+        assert!(sink.take_aux().is_none());
+        aux.diagnostics(1_700_000_000_123_456_789, &status());
+        aux.imu(3, &reading());
+        aux.imu(9, &reading()); // no IMU topic: not written, not counted
+        assert_eq!(aux_counts(&handle), (1, 1, 0));
+
+        drop(sink);
+        let r = aux.write_diagnostics(1, &status());
+        assert!(
+            matches!(r, Err(PublishError::Write(CycloneError::Closed))),
+            "{r:?}"
+        );
+        let r = aux.write_imu(3, &reading());
+        assert!(
+            matches!(r, Some(Err(PublishError::Write(CycloneError::Closed)))),
+            "{r:?}"
+        );
+        assert!(aux.write_imu(9, &reading()).is_none());
+        aux.diagnostics(2, &status());
+        aux.imu(3, &reading());
+        assert_eq!(aux_counts(&handle), (1, 1, 2));
+    }
+
+    #[test]
+    fn aux_writers_on_the_aux_thread_after_the_sink_stopped_count_errors() {
+        let (mut sink, handle) = DdsSink::start(&settings()).expect("sink on a test domain");
+        let aux = sink.take_aux().expect("the aux writers");
+        let (thread, tx) = AuxThread::spawn(vec![Box::new(aux)]).expect("aux thread");
+        drop(sink);
+        tx.send(AuxMessage::Diagnostics {
+            stamp_ns: 5,
+            status: status().into(),
+        });
+        tx.send(AuxMessage::Imu {
+            sensor_id: 3,
+            reading: reading(),
+        });
+        assert_eq!(tx.dropped(), 0);
+        drop(tx);
+        thread.join();
+        assert_eq!(aux_counts(&handle), (0, 0, 2));
+    }
+
+    #[test]
+    fn a_panic_on_the_sink_thread_closes_the_aux_writers() {
+        let s = settings();
+        let (worker, aux, gid) = open(&s).expect("sink on a test domain");
+        assert_ne!(gid, [0; 16]);
+        let diagnostics = worker
+            ._participant
+            .reader(&dds::topic_name(DIAGNOSTICS_TOPIC), DIAGNOSTIC_ARRAY.name)
+            .expect("reader");
+        let imu = worker
+            ._participant
+            .reader("rt/lidar/front/imu", IMU.name)
+            .expect("reader");
+        // Read back: the exact CDR of the messages.
+        assert!(matches!(aux.write_diagnostics(7, &status()), Ok(())));
+        assert_eq!(
+            diagnostics.take(),
+            Ok(Some(
+                lidarxdp_core::ros2::diagnostic_array(7, &status()).unwrap()
+            ))
+        );
+        assert!(matches!(aux.write_imu(3, &reading()), Some(Ok(()))));
+        let r = reading();
+        assert_eq!(
+            imu.take(),
+            Ok(Some(
+                lidarxdp_core::ros2::imu_message(
+                    r.stamp_ns,
+                    "front_imu",
+                    r.sample.angular_velocity(),
+                    r.sample.linear_acceleration()
+                )
+                .unwrap()
+            ))
+        );
+
+        let t = SinkThread::spawn("dds-sink", 1, move |_rx| {
+            let _owned = worker;
+            panic!("the DDS sink thread panics (expected by the test)");
+        })
+        .expect("thread");
+        drop(t); // joins, logging the panic
+
+        let r = aux.write_diagnostics(8, &status());
+        assert!(
+            matches!(r, Err(PublishError::Write(CycloneError::Closed))),
+            "{r:?}"
+        );
+        let r = aux.write_imu(3, &reading());
+        assert!(
+            matches!(r, Some(Err(PublishError::Write(CycloneError::Closed)))),
+            "{r:?}"
+        );
+        assert_eq!(diagnostics.take(), Err(CycloneError::Closed));
     }
 }
