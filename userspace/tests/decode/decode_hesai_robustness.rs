@@ -16,6 +16,7 @@ use lidarxdp_core::sensor::hesai::packet::{
     self, PacketError, Rejection, crc32_mpeg2, return_mode,
 };
 use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov};
 
 /// 2024-01-02 03:04:05 UTC, s.
 const DATE_S: u64 = 1_704_164_645;
@@ -142,7 +143,7 @@ fn build(
 
 fn pipeline(model: SensorModel, calib: PathBuf, cut: f64, opts: PipelineOptions) -> ScanPipeline {
     let mut cfg = SensorConfig::new(0, model, calib);
-    cfg.cut_angle_deg = cut;
+    cfg.cut_angle = Degrees::new(cut).unwrap();
     lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap()
 }
 
@@ -699,16 +700,16 @@ fn calibration_errors_name_the_line() {
     assert!(e.contains("no EE FF delimiter"), "{e}");
     // A cut outside the field of view is refused.
     let mut cfg = SensorConfig::new(0, SensorModel::PandarXt16, csv("xt16_fov", 16, |_| 0.0));
-    cfg.cut_angle_deg = 200.0;
+    cfg.cut_angle = Degrees::new(200.0).unwrap();
     let opts = PipelineOptions {
-        fov_deg: Some((30.0, 150.0)),
+        fov: Some(Fov::from_deg(30.0, 150.0).unwrap()),
         ..Default::default()
     };
     assert!(
         lidarxdp::calibration::pipeline_with_options(&cfg, opts)
             .unwrap_err()
             .to_string()
-            .contains("cut_angle_deg")
+            .contains("cut_angle = 200 is out of range")
     );
 }
 
@@ -843,7 +844,7 @@ fn at128_field_of_view_frames() {
     let l = &layout::AT128;
     let dat = at128_dat("at128_fov", |_| 0, 0);
     let opts = PipelineOptions {
-        fov_deg: Some((30.0, 150.0)),
+        fov: Some(Fov::from_deg(30.0, 150.0).unwrap()),
         ..Default::default()
     };
     let mut p = pipeline(SensorModel::At128, dat, 150.0, opts);

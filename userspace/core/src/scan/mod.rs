@@ -31,9 +31,9 @@
 //!   cuts a turn; a silence on both clocks closes the frame, live and offline.
 //! * **Restart**: [`RESTART_AGREE`] packets on a new time base; the first ones are held by the
 //!   pipeline and decoded once the restart is confirmed ([`Rejection::Restart`]).
-//! * **Field of view and range window**: [`crate::sensor::PipelineOptions::fov_deg`] and
-//!   [`crate::sensor::SensorConfig::min_range_m`] / `max_range_m` are checked once
-//!   ([`crate::sensor::ScanPipeline::check`]: `min == max` is refused).
+//! * **Field of view and range window**: [`crate::sensor::PipelineOptions::fov`] and
+//!   [`crate::sensor::SensorConfig::range`] are validated types ([`crate::valid::Fov`]: its
+//!   ends differ; [`crate::valid::RangeGate`]: `min < max`), checked once where they are read.
 //!
 //! ## The block-azimuth cut policy ([`ScanAssembler`], Velodyne and RoboSense)
 //! The decoder hands over packets as three calls: [`ScanAssembler::begin_packet`] with the

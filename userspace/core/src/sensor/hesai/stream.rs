@@ -222,16 +222,16 @@ impl HesaiStream {
             to_cdeg(off_rad.get(max_idx).copied().unwrap_or(0.0)).ceil(),
         );
         let to_rad = |d: f64| normalize((d * (PI / 180.0)) as f32, TAU_F32);
-        let cut = to_rad(cfg.cut_angle_deg);
-        let fov = match opts.fov_deg {
-            Some((a, b)) => (to_rad(a), to_rad(b)),
+        let cut = to_rad(cfg.cut_angle.get());
+        let fov = match opts.fov {
+            Some(f) => (to_rad(f.min().get()), to_rad(f.max().get())),
             None => (0.0, 0.0),
         };
         if fov.0 != fov.1 && (!between(fov.0, fov.1, cut, true, true) || cut == fov.0) {
             return Err(ConfigError::OutOfRange {
-                field: "cut_angle_deg".into(),
-                value: cfg.cut_angle_deg.to_string(),
-                valid: "inside the field of view (fov_deg), not equal to its start".into(),
+                field: "cut_angle".into(),
+                value: cfg.cut_angle.to_string(),
+                valid: "inside the field of view (fov), not equal to its start".into(),
             });
         }
         // The model's own limits (Nebula `SensorT::min_range/max_range`), inclusive.
@@ -239,8 +239,8 @@ impl HesaiStream {
         Ok(Self {
             layout,
             check_crc: !opts.hesai_skip_crc,
-            range: (lo.max(cfg.min_range_m), hi.min(cfg.max_range_m)),
-            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout_ns),
+            range: (lo.max(cfg.range.min().get()), hi.min(cfg.range.max().get())),
+            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout.ns()),
             angles: Angles {
                 cos_el: el_rad.iter().map(|e| e.cos()).collect(),
                 sin_el: el_rad.iter().map(|e| e.sin()).collect(),
@@ -273,10 +273,9 @@ impl HesaiStream {
             offsets: vec![0; layout.blocks * layout.channels],
             offsets_key: None,
             offsets_cache: Vec::new(),
-            cut_cdeg: ((cfg.cut_angle_deg.rem_euclid(360.0) * 100.0).round() as u32)
-                % AZIMUTH_UNITS,
+            cut_cdeg: cfg.cut_angle.cdeg(),
             last_phased: None,
-            fov: Fov::from_deg(opts.fov_deg),
+            fov: opts.fov.map(Fov::from),
             date_fallbacks: 0,
             host_base: false,
             pending_head_lost: 0,

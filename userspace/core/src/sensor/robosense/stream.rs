@@ -72,13 +72,12 @@ impl RobosenseStream {
         })?;
         let angles = AngleTable::from_bytes(calibration, spec.lasers, &cfg.calibration)?;
         let settings = DecoderSettings {
-            min_range_m: cfg.min_range_m,
-            max_range_m: cfg.max_range_m,
-            fov_cdeg: crate::scan::Fov::from_deg(opts.fov_deg),
+            min_range_m: cfg.range.min().get(),
+            max_range_m: cfg.range.max().get(),
+            fov_cdeg: opts.fov.map(crate::scan::Fov::from),
         };
-        let mut assembler =
-            ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
-        assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
+        let mut assembler = ScanAssembler::new(cfg.sensor_id, cfg.cut_angle, cfg.frame_timeout);
+        assembler.set_fov(opts.fov.map(crate::scan::Fov::from));
         Ok(Self {
             decoder: RobosenseDecoder::new(spec, angles, settings),
             assembler,

@@ -134,20 +134,19 @@ impl VelodyneStream {
                 supported: "VLP16, VLP32C, HDL32E, HDL64E_S2, HDL64E_S3, VLS128".into(),
             });
         }
-        let fov = opts.fov_deg.map(|(min, max)| FovCdeg {
-            min: (min * 100.0).round() as u32,
-            max: (max * 100.0).round() as u32,
+        let fov = opts.fov.map(|f| FovCdeg {
+            min: (f.min().get() * 100.0).round() as u32,
+            max: (f.max().get() * 100.0).round() as u32,
         });
         let calib = VelodyneCalibration::from_bytes(calibration, lasers, &cfg.calibration)?;
         let settings = DecoderSettings {
-            min_range_m: decimal_f64(cfg.min_range_m),
-            max_range_m: decimal_f64(cfg.max_range_m),
+            min_range_m: decimal_f64(cfg.range.min().get()),
+            max_range_m: decimal_f64(cfg.range.max().get()),
             fov,
             flavor: opts.flavor,
         };
-        let mut assembler =
-            ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
-        assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
+        let mut assembler = ScanAssembler::new(cfg.sensor_id, cfg.cut_angle, cfg.frame_timeout);
+        assembler.set_fov(opts.fov.map(crate::scan::Fov::from));
         let engine = if cfg.model == SensorModel::Vlp16 {
             Engine::Vlp16(Box::new(Vlp16Decoder::new(calib, settings)))
         } else {
