@@ -15,7 +15,8 @@
 //!   they are read;
 //! - [`counters`]: counter descriptors ([`counter_set!`]), every counter declared once;
 //! - [`time`]: [`HostTime`], the host's monotonic (intervals) and wall (stamps) clocks, and the
-//!   sensor-minus-host [`time::ClockOffset`];
+//!   sensor-minus-host [`time::ClockOffset`], and the calendar of packets' dates
+//!   ([`time::days_from_civil`]);
 //! - [`header`]: a frame's metadata ([`header::FrameHeader`]) and its clock;
 //! - [`msg`]: the neutral messages (an IMU reading, the sensor's sync state, a diagnostic
 //!   status and its level);
