@@ -14,7 +14,7 @@
 //! - [`valid`]: validated configuration values (ranges, angles, names), checked once where
 //!   they are read;
 //! - [`counters`]: counter descriptors ([`counter_set!`]), every counter declared once;
-//! - [`time`]: [`HostTime`], the host's monotonic (intervals) and wall (stamps) clocks, and the
+//! - [`time`]: [`HostTime`], the host's monotonic (intervals) and wall (stamps) clocks, the
 //!   sensor-minus-host [`time::ClockOffset`], and the calendar of packets' dates
 //!   ([`time::days_from_civil`]);
 //! - [`header`]: a frame's metadata ([`header::FrameHeader`]) and its clock;

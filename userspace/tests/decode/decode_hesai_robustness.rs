@@ -11,10 +11,9 @@ use std::path::PathBuf;
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::ReturnType;
+use lidarxdp_core::scan::PacketRejection;
 use lidarxdp_core::sensor::hesai::layout::{self, HeaderKind, Layout};
-use lidarxdp_core::sensor::hesai::packet::{
-    self, PacketError, Rejection, crc32_mpeg2, return_mode,
-};
+use lidarxdp_core::sensor::hesai::packet::{self, PacketError, crc32_mpeg2, return_mode};
 use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
 use lidarxdp_core::valid::{Degrees, Fov};
 
@@ -282,7 +281,7 @@ fn damaged_datagrams_are_counted_never_read_out_of_bounds() {
     pkt[3 * 124] = 0;
     assert_eq!(
         packet::classify(&pkt, l, true).unwrap_err(),
-        Rejection::Malformed(PacketError::Flag { offset: 372 })
+        PacketRejection::Malformed(PacketError::Flag { offset: 372 })
     );
     let mut p = pipeline(
         SensorModel::Pandar40p,
@@ -348,7 +347,7 @@ fn pandar40p_variants() {
         x.resize(n, 0);
         assert!(matches!(
             packet::classify(&x, l, true),
-            Err(Rejection::Malformed(PacketError::Length { .. }))
+            Err(PacketRejection::Malformed(PacketError::Length { .. }))
         ));
     }
     let mut p = pipeline(
@@ -378,7 +377,7 @@ fn header_disagreeing_with_model() {
     pkt[6] = 32; // laser count of an XT32
     assert_eq!(
         packet::classify(&pkt, &layout::PANDARXT16, true).unwrap_err(),
-        Rejection::Malformed(PacketError::Header {
+        PacketRejection::Malformed(PacketError::Header {
             lasers: 32,
             blocks: 8,
             want_lasers: 16,
@@ -396,7 +395,7 @@ fn header_disagreeing_with_model() {
     // A whole XT32 packet on an XT16's port: another model's traffic, ignored.
     assert_eq!(
         packet::classify(&xt32, &layout::PANDARXT16, true).unwrap_err(),
-        Rejection::Ignored
+        PacketRejection::Ignored
     );
     assert_eq!(
         packet::detect_model(&xt16(0, 1, 0)),
@@ -622,13 +621,13 @@ fn ot128_exact_values_and_crc() {
     bad[100] ^= 1;
     assert!(matches!(
         packet::classify(&bad, l, true),
-        Err(Rejection::Malformed(PacketError::BodyCrc { .. }))
+        Err(PacketRejection::Malformed(PacketError::BodyCrc { .. }))
     ));
     let mut bad_tail = pkt.clone();
     bad_tail[l.tail_offset() + 30] ^= 1;
     assert!(matches!(
         packet::classify(&bad_tail, l, true),
-        Err(Rejection::Malformed(PacketError::TailCrc { .. }))
+        Err(PacketRejection::Malformed(PacketError::TailCrc { .. }))
     ));
     let mut p = pipeline(
         SensorModel::Pandar128e4x,
@@ -674,7 +673,7 @@ fn qt128_capture_crc() {
     bad[500] ^= 0x80;
     assert!(matches!(
         packet::classify(&bad, l, true),
-        Err(Rejection::Malformed(PacketError::BodyCrc { .. }))
+        Err(PacketRejection::Malformed(PacketError::BodyCrc { .. }))
     ));
     assert!(packet::classify(&bad, l, false).is_ok());
 }

@@ -1,6 +1,7 @@
 //! Zero-copy view of a Hesai data packet ([`Packet`]), its validation and classification.
 
 use super::layout::{HeaderKind, Layout};
+use crate::scan::PacketRejection;
 use crate::time::days_from_civil;
 use crate::vendor::SensorModel;
 
@@ -106,15 +107,6 @@ pub enum PacketError {
     /// want to reject them ([`Packet::date_seconds`] is `None`).
     #[error("tail date is invalid")]
     Date,
-}
-
-/// How a payload that is not a valid data packet is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    /// Not a data packet of this sensor (foreign traffic): counted `ignored`.
-    Ignored,
-    /// A damaged data packet: counted `malformed`.
-    Malformed(PacketError),
 }
 
 /// Payload lengths within this many bytes of the documented length are damaged data packets.
@@ -415,7 +407,7 @@ pub fn classify<'a>(
     payload: &'a [u8],
     layout: &'static Layout,
     check_crc: bool,
-) -> Result<Packet<&'a [u8]>, Rejection> {
+) -> Result<Packet<&'a [u8]>, PacketRejection<PacketError>> {
     match Packet::new_checked(payload, layout, check_crc) {
         Ok(p) => Ok(p),
         Err(e @ PacketError::Length { len, expected }) => {
@@ -429,12 +421,12 @@ pub fn classify<'a>(
                 }
             };
             if len.abs_diff(expected) <= MALFORMED_LEN_TOLERANCE || looks_like {
-                Err(Rejection::Malformed(e))
+                Err(PacketRejection::Malformed(e))
             } else {
-                Err(Rejection::Ignored)
+                Err(PacketRejection::Ignored)
             }
         }
-        Err(e) => Err(Rejection::Malformed(e)),
+        Err(e) => Err(PacketRejection::Malformed(e)),
     }
 }
 

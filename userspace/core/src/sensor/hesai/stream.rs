@@ -11,14 +11,15 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::point_buf::PointBuf;
 use crate::scan::{
-    AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, TimeVerdict, arc_in_view, turns_lost,
+    AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, PacketRejection, Rejection, TimeVerdict,
+    arc_in_view, turns_lost,
 };
 use crate::vendor::{ConfigError, PipelineOptions, ReturnMode, SensorConfig, VendorDecoder};
 
 use super::convert::fast;
 use super::cutter::{Cutter, TAU_F32, argmin, between, normalize};
 use super::layout::{self, Layout};
-use super::packet::{self, Rejection};
+use super::packet;
 use super::{AngleCorrection, At128Correction, DUAL_RETURN_DISTANCE_THRESHOLD_M, return_mode_of};
 
 // ---------------------------------------------------------------------------------------------
@@ -367,15 +368,15 @@ impl VendorDecoder for HesaiStream {
         payload: &[u8],
         host: HostTime,
         out: &mut Vec<Frame>,
-    ) -> Result<(), crate::vendor::Rejection> {
+    ) -> Result<(), Rejection> {
         let p = match packet::classify(payload, self.layout, self.check_crc) {
             Ok(p) => p,
-            Err(Rejection::Ignored) => return Err(crate::vendor::Rejection::Ignored),
-            Err(Rejection::Malformed(_)) => {
+            Err(PacketRejection::Ignored) => return Err(Rejection::Ignored),
+            Err(PacketRejection::Malformed(_)) => {
                 let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
                 let b = &mut self.bufs[usize::from(cur)];
                 b.malformed = b.malformed.saturating_add(1);
-                return Err(crate::vendor::Rejection::Malformed);
+                return Err(Rejection::Malformed);
             }
         };
         // A packet whose date is no date is stamped on the stream's own time line: the last
@@ -411,11 +412,11 @@ impl VendorDecoder for HesaiStream {
                 if timed_out {
                     self.close_partial(out);
                 }
-                return Err(crate::vendor::Rejection::TimeJump);
+                return Err(Rejection::TimeJump);
             }
             TimeVerdict::Restart => {
                 self.close_all(out);
-                return Err(crate::vendor::Rejection::Restart);
+                return Err(Rejection::Restart);
             }
             TimeVerdict::Late => {
                 // It belongs to the frames in progress if the cut has not passed since its
@@ -425,7 +426,7 @@ impl VendorDecoder for HesaiStream {
                     _ => false,
                 };
                 if !fits || self.cutter.state.is_none() {
-                    return Err(crate::vendor::Rejection::Late);
+                    return Err(Rejection::Late);
                 }
                 self.late = true;
                 self.return_mode = return_mode_of(p.return_mode_byte());

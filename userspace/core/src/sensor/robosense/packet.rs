@@ -11,9 +11,9 @@ use crate::time::days_from_civil;
 use crate::vendor::SensorModel;
 
 use super::{
-    AZIMUTH_UNITS, AngleTable, BLOCK_FLAG, BLOCK_LEN, BLOCKS, DIFOP_MAGIC, HEADER_LEN, HeaderKind,
+    AngleTable, BLOCK_FLAG, BLOCK_LEN, BLOCKS, DIFOP_MAGIC, HEADER_LEN, HeaderKind,
     MALFORMED_LEN_TOLERANCE, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, ModelSpec, PACKET_LEN,
-    TIMESTAMP_OFFSET,
+    TIMESTAMP_OFFSET, TURN_CDEG,
 };
 
 /// Why a payload is not a valid MSOP packet of the configured model.
@@ -91,7 +91,7 @@ impl<T: AsRef<[u8]>> MsopPacket<T> {
                 });
             }
             let azimuth = p.azimuth(block);
-            if i32::from(azimuth) >= AZIMUTH_UNITS {
+            if i32::from(azimuth) >= TURN_CDEG {
                 return Err(PacketError::Azimuth { block, azimuth });
             }
         }

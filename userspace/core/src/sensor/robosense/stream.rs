@@ -12,8 +12,8 @@ use crate::vendor::{
 };
 
 use super::{
-    AZIMUTH_UNITS, AngleTable, BLOCKS, BPEARL_V4, BPEARL_V4_TYPE_MODEL, DecoderSettings,
-    DifopPacket, MsopPacket, Payload, RobosenseDecoder, classify, spec,
+    AngleTable, BLOCKS, BPEARL_V4, BPEARL_V4_TYPE_MODEL, DecoderSettings, DifopPacket, MsopPacket,
+    Payload, RobosenseDecoder, TURN_CDEG, classify, spec,
 };
 
 /// The RoboSense decoder's own counters: `lidarxdp_robosense_*{sensor,model}`.
@@ -182,7 +182,7 @@ impl VendorDecoder for RobosenseStream {
                 .unwrap_or(host.wall_ns),
         };
         let dual = mode.returns() > 1;
-        let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(AZIMUTH_UNITS) as u32;
+        let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(TURN_CDEG) as u32;
         let advance = if dual && !spec.rs16_layout {
             span(p.azimuth(0), p.azimuth(10)) * 6 / 5
         } else {

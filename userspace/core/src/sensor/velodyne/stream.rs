@@ -9,11 +9,11 @@ use crate::sensor::calibration::VelodyneCalibration;
 
 use super::{
     AZIMUTH_UNITS, BLOCKS, BlockPoints, DecoderSettings, FovCdeg, MAX_ADVANCE_CDEG, Packet,
-    Rejection, Vlp16Decoder, classify, multi, packet_interval_ns,
+    Vlp16Decoder, classify, multi, packet_interval_ns,
 };
 use crate::HostTime;
 use crate::frame::Frame;
-use crate::scan::{PacketInfo, ScanAssembler};
+use crate::scan::{PacketInfo, PacketRejection, Rejection, ScanAssembler};
 use crate::vendor::{
     ConfigError, DecodeFlavor, PipelineOptions, ReturnMode, SensorConfig, SensorModel,
     VendorDecoder,
@@ -260,17 +260,17 @@ impl VendorDecoder for VelodyneStream {
         payload: &[u8],
         host: HostTime,
         out: &mut Vec<Frame>,
-    ) -> Result<(), crate::vendor::Rejection> {
+    ) -> Result<(), Rejection> {
         let classified = match self.engine {
             Engine::Vlp16(_) => classify(payload),
             Engine::Multi(_) => multi::classify_model(self.model, payload),
         };
         let packet: Packet<&[u8]> = match classified {
             Ok(p) => p,
-            Err(Rejection::Ignored) => return Err(crate::vendor::Rejection::Ignored),
-            Err(Rejection::Malformed(_)) => {
+            Err(PacketRejection::Ignored) => return Err(Rejection::Ignored),
+            Err(PacketRejection::Malformed(_)) => {
                 self.assembler.note_malformed();
-                return Err(crate::vendor::Rejection::Malformed);
+                return Err(Rejection::Malformed);
             }
         };
         let model = self.model;
