@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::valid::RangeGate;
 
 /// `peers-decode` arguments.
 #[derive(clap::Args)]
@@ -70,8 +71,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let (min, max) = a.sensor.datasheet_range_m();
     let cfg = SensorConfig {
-        min_range_m: min,
-        max_range_m: max,
+        range: RangeGate::from_m(min, max).unwrap(),
         point_type: a.point_type,
         ..SensorConfig::new(0, a.sensor, &a.calibration)
     };

@@ -7,6 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use lidarxdp_core::sensor::hesai::{layout, packet};
 use lidarxdp_core::sensor::{PipelineOptions, SensorConfig};
+use lidarxdp_core::valid::Fov;
 use lidarxdp_fuzz::shared::{HESAI, OPT_A, OPT_B, records};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 
@@ -22,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         let cfg = SensorConfig::new(0, e.model, data_path(e.calibration?));
         let po = PipelineOptions {
             hesai_skip_crc: opts & OPT_A != 0,
-            fov_deg: (opts & OPT_B != 0).then_some((270.0, 90.0)),
+            fov: (opts & OPT_B != 0).then(|| Fov::from_deg(270.0, 90.0).unwrap()),
             ..PipelineOptions::default()
         };
         Template::build(cfg, po, layout::layout(e.model)?.channels)

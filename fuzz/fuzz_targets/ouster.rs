@@ -7,6 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{PipelineOptions, SensorConfig};
+use lidarxdp_core::valid::Fov;
 use lidarxdp_fuzz::shared::{OPT_A, OUSTER};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 
@@ -18,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         let meta = OusterMetadata::from_bytes(&std::fs::read(&path).ok()?, &path).ok()?;
         let cfg = SensorConfig::new(0, e.model, path);
         let po = PipelineOptions {
-            fov_deg: (opts & OPT_A != 0).then_some((270.0, 90.0)),
+            fov: (opts & OPT_A != 0).then(|| Fov::from_deg(270.0, 90.0).unwrap()),
             ..PipelineOptions::default()
         };
         Template::build(cfg, po, meta.format.pixels_per_column)

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use lidarxdp_core::sensor::robosense::{detect_header, spec};
 use lidarxdp_core::sensor::{PipelineOptions, SensorConfig};
+use lidarxdp_core::valid::{Degrees, Fov};
 use lidarxdp_fuzz::shared::{OPT_A, OPT_B, ROBOSENSE, records};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 
@@ -44,10 +45,10 @@ fuzz_target!(|data: &[u8]| {
         };
         let mut cfg = SensorConfig::new(0, e.model, path);
         if opts & OPT_B != 0 {
-            cfg.cut_angle_deg = 180.0;
+            cfg.cut_angle = Degrees::new(180.0).unwrap();
         }
         let po = PipelineOptions {
-            fov_deg: (opts & OPT_A != 0).then_some((270.0, 90.0)),
+            fov: (opts & OPT_A != 0).then(|| Fov::from_deg(270.0, 90.0).unwrap()),
             ..PipelineOptions::default()
         };
         Template::build(cfg, po, spec(e.model)?.lasers)

@@ -7,6 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use lidarxdp_core::sensor::velodyne::multi::laser_count;
 use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig};
+use lidarxdp_core::valid::{Degrees, Fov};
 use lidarxdp_fuzz::shared::{OPT_A, OPT_B, OPT_C, VELODYNE};
 use lidarxdp_fuzz::{Template, Templates, data_path, run_decoder};
 
@@ -21,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         |e, opts| {
             let mut cfg = SensorConfig::new(0, e.model, data_path(e.calibration?));
             if opts & OPT_C != 0 {
-                cfg.cut_angle_deg = 180.0;
+                cfg.cut_angle = Degrees::new(180.0).unwrap();
             }
             let po = PipelineOptions {
                 flavor: if opts & OPT_A != 0 {
@@ -29,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
                 } else {
                     DecodeFlavor::Nebula
                 },
-                fov_deg: (opts & OPT_B != 0).then_some((270.0, 90.0)),
+                fov: (opts & OPT_B != 0).then(|| Fov::from_deg(270.0, 90.0).unwrap()),
                 ..PipelineOptions::default()
             };
             Template::build(cfg, po, laser_count(e.model))

@@ -22,7 +22,7 @@ pub struct Template {
     pub pipeline: ScanPipeline,
     /// Channels of the sensor: every point's `channel` is below.
     pub channels: usize,
-    /// Configured `(min_range_m, max_range_m)`: every point's distance lies inside (inclusive).
+    /// The configured range gate `(min, max)`, m: every point's distance lies inside (inclusive).
     pub range_m: (f32, f32),
 }
 
@@ -40,7 +40,7 @@ impl Template {
         Some(Template {
             pipeline,
             channels,
-            range_m: (cfg.min_range_m, cfg.max_range_m),
+            range_m: (cfg.range.min().get(), cfg.range.max().get()),
         })
     }
 }

@@ -401,11 +401,21 @@ fn settings(
         Some(v) => {
             let fov_err = |e: InvalidValue| err(format!("fov: {e}"));
             Some(match v.extract::<(f64, f64)>() {
-                Ok((a, b)) => Fov {
-                    min: Degrees::new(a).map_err(fov_err)?,
-                    max: Degrees::new(b).map_err(fov_err)?,
+                Ok((a, b)) => Fov::new(
+                    Degrees::new(a).map_err(fov_err)?,
+                    Degrees::new(b).map_err(fov_err)?,
+                )
+                .map_err(fov_err)?,
+                // The caller's own text, "MIN:MAX" as the CLI takes it.
+                Err(_) => match v.extract::<String>() {
+                    Ok(text) => Fov::from_str(&text).map_err(fov_err)?,
+                    Err(_) => {
+                        return Err(err(format!(
+                            "fov: {} is not (min, max) in degrees nor 'MIN:MAX'",
+                            v.repr()?
+                        )));
+                    }
                 },
-                Err(_) => Fov::from_str(&v.str()?.to_string()).map_err(fov_err)?,
             })
         }
     };

@@ -29,6 +29,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::hesai::layout::{self, HeaderKind};
 use lidarxdp_core::sensor::hesai::packet::crc32_mpeg2;
 use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov, RangeGate};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/hesai/");
 
@@ -144,14 +145,14 @@ fn digests() {
             for (name, min, max, fov, cut) in settings {
                 let mut cfg = SensorConfig::new(0, model, format!("{DIR}{dir}/{csv}"));
                 if min >= 0.0 {
-                    cfg.min_range_m = min;
+                    cfg.range = RangeGate::from_m(min, cfg.range.max().get()).unwrap();
                 }
                 if max >= 0.0 {
-                    cfg.max_range_m = max;
+                    cfg.range = RangeGate::from_m(cfg.range.min().get(), max).unwrap();
                 }
-                cfg.cut_angle_deg = cut;
+                cfg.cut_angle = Degrees::new(cut).unwrap();
                 let opts = PipelineOptions {
-                    fov_deg: fov,
+                    fov: fov.map(|(a, b)| Fov::from_deg(a, b).unwrap()),
                     ..Default::default()
                 };
                 let mut p =
@@ -198,7 +199,7 @@ fn bench(c: &mut Criterion) {
                     continue;
                 }
                 let mut cfg = SensorConfig::new(0, model, format!("{DIR}{dir}/{csv}"));
-                cfg.min_range_m = 0.05;
+                cfg.range = RangeGate::from_m(0.05, cfg.range.max().get()).unwrap();
                 let opts = PipelineOptions {
                     hesai_skip_crc: skip_crc,
                     ..Default::default()

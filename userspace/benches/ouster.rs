@@ -20,6 +20,7 @@ use lidarxdp_core::layout::{POINT_TYPES, PointType};
 use lidarxdp_core::sensor::ouster::OusterStream;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{PipelineOptions, SensorConfig, SensorModel, VendorDecoder};
+use lidarxdp_core::valid::RangeGate;
 
 mod common;
 
@@ -54,8 +55,7 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
             (packets.len() * meta.format.columns_per_packet * meta.format.pixels_per_column) as u64;
         // The range filter the figures in docs/benchmarks.md were measured with.
         let cfg = SensorConfig {
-            min_range_m: 0.3,
-            max_range_m: 300.0,
+            range: RangeGate::from_m(0.3, 300.0).unwrap(),
             ..SensorConfig::new(0, SensorModel::Ouster, json)
         };
         let mut s = OusterStream::new(

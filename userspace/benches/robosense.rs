@@ -18,6 +18,7 @@ use lidarxdp_core::sensor::robosense::{
     PACKET_LEN, RobosenseDecoder,
 };
 use lidarxdp_core::sensor::{ReturnMode, SensorConfig, SensorModel};
+use lidarxdp_core::valid::RangeGate;
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -70,8 +71,7 @@ fn helios16p(c: &mut Criterion) {
         })
     });
     let cfg = SensorConfig {
-        min_range_m: 0.2,
-        max_range_m: 200.0,
+        range: RangeGate::from_m(0.2, 200.0).unwrap(),
         ..SensorConfig::new(0, SensorModel::Helios16p, csv)
     };
     // Pipeline construction (CSV read, trig table) is set-up, not measured.

@@ -12,6 +12,7 @@ use std::path::Path;
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::valid::RangeGate;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
 
@@ -59,8 +60,7 @@ fn main() {
         .map(|d| (d.payload, d.ts_ns))
         .collect();
     let mut cfg = SensorConfig::new(0, model, format!("{DATA}{cal}"));
-    cfg.min_range_m = 0.3;
-    cfg.max_range_m = 300.0;
+    cfg.range = RangeGate::from_m(0.3, 300.0).unwrap();
     let proto = lidarxdp::calibration::pipeline(&cfg).expect("pipeline");
     let mut out: Vec<Frame> = Vec::new();
     let mut points = 0usize;

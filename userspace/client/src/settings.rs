@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use lidarxdp_core::sensor::{
     DecodeFlavor, PipelineOptions, SensorConfig, SensorModel, Stamp, detect_model,
 };
-use lidarxdp_core::valid::{Degrees, Fov, Metres, range_gate};
+use lidarxdp_core::valid::{Degrees, Fov, Metres};
 
 use crate::offline::{CaptureReader, DatagramFilter, DecodeOptions, OfflineError};
 
@@ -101,47 +101,37 @@ impl DecodeSettings {
     /// The sensor configuration (id 0) and decode options for `model`.
     ///
     /// # Errors
-    /// [`SettingsError::Invalid`]: a range gate whose minimum is not below its maximum, or a
-    /// configuration the decoder refuses, named by its flag.
+    /// [`SettingsError::Invalid`]: a range gate whose minimum is not below its maximum
+    /// ([`SensorModel::range_gate`]), named by its flag.
     pub fn resolve(
         &self,
         model: SensorModel,
     ) -> Result<(SensorConfig, DecodeOptions), SettingsError> {
-        let (min_range, max_range) = range_gate(
-            model,
-            self.min_range,
-            self.max_range,
-            ("--min-range", "--max-range"),
-        )
-        .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+        let range = model
+            .range_gate(
+                self.min_range,
+                self.max_range,
+                ("--min-range", "--max-range"),
+            )
+            .map_err(|e| SettingsError::Invalid(e.to_string()))?;
         let cfg = SensorConfig {
-            cut_angle_deg: self.cut_angle.get(),
-            min_range_m: min_range,
-            max_range_m: max_range,
+            cut_angle: self.cut_angle,
+            range,
             stamp: self.stamp,
             point_type: self.point_type,
             ..SensorConfig::new(0, model, &self.calibration)
         };
-        cfg.validate()
-            .map_err(|e| SettingsError::Invalid(flag_names(&e.to_string())))?;
         let opts = DecodeOptions {
             port: self.port,
             source: self.source,
             pipeline: PipelineOptions {
-                fov_deg: self.fov.map(Fov::degrees),
+                fov: self.fov,
                 hesai_skip_crc: self.hesai_skip_crc,
                 flavor: DecodeFlavor::from_nebula_compat(self.nebula_compat),
             },
         };
         Ok((cfg, opts))
     }
-}
-
-/// Renames the configuration's field names to the flags of `decode`.
-fn flag_names(msg: &str) -> String {
-    msg.replace("min_range_m", "--min-range")
-        .replace("max_range_m", "--max-range")
-        .replace("cut_angle_deg", "--cut-angle")
 }
 
 /// The model most of the first [`DETECT_DATAGRAMS`] datagrams of `capture` (to `port`, from

@@ -6,14 +6,17 @@
 //! `crate::` paths, and fails on an import that points up or sideways to a later module. See
 //! `docs/architecture.md` for the picture.
 //!
-//! - **bottom**: `counters`, `time`, `header`, `msg`, `point`, `layout`, `compact`, `point_buf`, `frame`
+//! - **bottom**: `valid`, `counters`, `time`, `header`, `msg`, `point`, `layout`, `compact`, `point_buf`, `frame`
 //! - **middle**: `net`, `reassembly`, `simd`, `scan`, `vendor`, `sensor`
-//! - **top**: `protocol`, `ros2`, `health`, `valid`
+//! - **top**: `protocol`, `ros2`, `health`
 //!
 //! Bottom, the data every layer speaks:
+//! - [`valid`]: validated configuration values (ranges, angles, names), checked once where
+//!   they are read;
 //! - [`counters`]: counter descriptors ([`counter_set!`]), every counter declared once;
-//! - [`time`]: [`HostTime`], the host's monotonic (intervals) and wall (stamps) clocks, and the
-//!   sensor-minus-host [`time::ClockOffset`];
+//! - [`time`]: [`HostTime`], the host's monotonic (intervals) and wall (stamps) clocks, the
+//!   sensor-minus-host [`time::ClockOffset`], and the calendar of packets' dates
+//!   ([`time::days_from_civil`]);
 //! - [`header`]: a frame's metadata ([`header::FrameHeader`]) and its clock;
 //! - [`msg`]: the neutral messages (an IMU reading, the sensor's sync state, a diagnostic
 //!   status and its level);
@@ -37,8 +40,7 @@
 //! Top, encoders and judgements:
 //! - [`protocol`]: the lidarxdp TCP wire codec (`docs/protocol.md`);
 //! - [`ros2`]: ROS 2 `sensor_msgs/msg/PointCloud2` CDR encoding and rmw_zenoh naming;
-//! - [`health`]: the per-sensor health assessment published on `/diagnostics`;
-//! - [`valid`]: validated configuration values (ranges, angles, names).
+//! - [`health`]: the per-sensor health assessment published on `/diagnostics`.
 //!
 //! Its dependency tree has no aya, io-uring, libc, clap or mcap (`cargo tree -p lidarxdp-core`).
 //! The daemon (`lidarxdp`) drives it from AF_XDP and socket capture; the client

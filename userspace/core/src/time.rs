@@ -47,6 +47,18 @@ impl From<u64> for HostTime {
     }
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`): the
+/// calendar time stamps of Hesai and RoboSense packets.
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Host time over which [`ClockOffset::offset_ns`] takes its median, ns (10 s).
 pub const OFFSET_WINDOW_NS: u64 = 10_000_000_000;
 /// Host time over which [`ClockOffset::drift_ppm`] fits its line, ns (one minute).
@@ -142,5 +154,17 @@ impl ClockOffset {
     /// Samples kept.
     pub fn samples(&self) -> usize {
         self.samples.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2017, 9, 6), 17_415);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
     }
 }

@@ -3,8 +3,11 @@
 //! the flag (`invalid value '0' for '--port <PORT>': ...`), the TOML reader with the file's
 //! line and key (`TOML parse error at line 5, column 13 | cut_angle = 400.0 | ...`).
 //!
-//! The cross-field rules (a minimum range below its maximum, unique names and ports) are in
-//! the daemon's configuration plan; they name the field themselves.
+//! The bottom layer of the core: it imports no other module of the crate, so every layer (the
+//! core's sensor configuration, the decoders, the daemon, the offline decode, Python) can take
+//! these types as they are. The rules that need a sensor model (its datasheet range:
+//! [`crate::vendor::range_gate`]) or span the whole configuration (unique names and ports, in
+//! the daemon's plan) name the field themselves.
 
 use std::{fmt, str::FromStr};
 
@@ -103,8 +106,16 @@ pub type UdpPort = Ranged<1, 65535>;
 /// XSKMAP has one slot per queue).
 pub type RxQueue = Ranged<0, { lidarxdp_common::XSK_MAP_CAPACITY as u64 - 1 }>;
 
-/// A ROS domain id, 0..=[`crate::ros2::MAX_ROS_DOMAIN_ID`].
-pub type DomainId = Ranged<0, { crate::ros2::MAX_ROS_DOMAIN_ID as u64 }>;
+/// Largest ROS domain id (`--ros-domain-id`, `ROS_DOMAIN_ID`): ROS 2 "The ROS_DOMAIN_ID"
+/// concept page gives 0..=232 as the range every RMW accepts. Re-exported as
+/// [`crate::ros2::MAX_ROS_DOMAIN_ID`].
+pub const MAX_ROS_DOMAIN_ID: u32 = 232;
+
+/// A ROS domain id, 0..=[`MAX_ROS_DOMAIN_ID`].
+pub type DomainId = Ranged<0, { MAX_ROS_DOMAIN_ID as u64 }>;
+
+/// Largest accepted `max_range_m`, m. Re-exported as [`crate::sensor::MAX_RANGE_M`].
+pub const MAX_RANGE_M: f32 = 1000.0;
 
 /// A power of two in 64..=65536: the UMEM frames of one AF_XDP socket (2 KiB each, kernel
 /// doc `networking/af_xdp.rst`, "UMEM").
@@ -174,6 +185,11 @@ impl Degrees {
     pub fn get(self) -> f64 {
         self.0
     }
+
+    /// The angle in 0.01° (the unit of the packets' azimuths), rounded, 0..36000 (360° is 0).
+    pub fn cdeg(self) -> u32 {
+        ((self.0 * 100.0).round() as u32) % 36_000
+    }
 }
 
 impl Default for Degrees {
@@ -195,20 +211,59 @@ impl fmt::Display for Degrees {
 }
 
 /// A field of view: azimuths `min` to `max`, degrees, each in [0, 360]; `min > max` wraps
-/// through 0° (`270:90` keeps the front half). Flag form `MIN:MAX`, TOML form `[min, max]`.
+/// through 0° (`270:90` keeps the front half). Flag form `MIN:MAX`, TOML form `[min, max]`,
+/// Python `(min, max)`. The two ends differ at 0.01° modulo 360° ([`Fov::new`]), so a field of
+/// view always holds more than one azimuth and less than the full circle (no field of view
+/// keeps every azimuth).
 ///
 /// # Errors
-/// Those of [`Degrees`] for either end; [`InvalidValue::NotA`] for text that is not
-/// `MIN:MAX`.
+/// Those of [`Degrees`] for either end and of [`Fov::new`]; [`InvalidValue::NotA`] for text
+/// that is not `MIN:MAX`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Fov {
-    /// Start azimuth, degrees.
-    pub min: Degrees,
-    /// End azimuth, degrees.
-    pub max: Degrees,
+    min: Degrees,
+    max: Degrees,
 }
 
 impl Fov {
+    /// The field of view from `min` to `max`.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] when `max` equals `min` modulo 360° at 0.01°
+    /// ([`Degrees::cdeg`]: `10:10`, `0:360`, `359.999:0`).
+    pub fn new(min: Degrees, max: Degrees) -> Result<Self, InvalidValue> {
+        if min.cdeg() == max.cdeg() {
+            return Err(InvalidValue::OutOfRange {
+                value: format!("{min}:{max}"),
+                valid: format!(
+                    "{}, MAX not equal to MIN modulo 360 at 0.01 deg (MIN > MAX wraps through \
+                     0; omit the field of view for the full circle)",
+                    Degrees::VALID
+                ),
+            });
+        }
+        Ok(Self { min, max })
+    }
+
+    /// The field of view from `min` to `max` degrees: [`Degrees::new`] of each, then
+    /// [`Fov::new`].
+    ///
+    /// # Errors
+    /// Those of [`Degrees::new`] and [`Fov::new`].
+    pub fn from_deg(min: f64, max: f64) -> Result<Self, InvalidValue> {
+        Fov::new(Degrees::new(min)?, Degrees::new(max)?)
+    }
+
+    /// Start azimuth, degrees.
+    pub fn min(self) -> Degrees {
+        self.min
+    }
+
+    /// End azimuth, degrees.
+    pub fn max(self) -> Degrees {
+        self.max
+    }
+
     /// `(min, max)` in degrees.
     pub fn degrees(self) -> (f64, f64) {
         (self.min.get(), self.max.get())
@@ -223,10 +278,7 @@ impl FromStr for Fov {
             expected: "MIN:MAX in degrees (e.g. 270:90)",
             valid: Degrees::VALID.into(),
         })?;
-        Ok(Fov {
-            min: a.parse()?,
-            max: b.parse()?,
-        })
+        Fov::new(a.parse()?, b.parse()?)
     }
 }
 
@@ -234,10 +286,7 @@ impl<'de> Deserialize<'de> for Fov {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let (a, b) = <(f64, f64)>::deserialize(d)?;
         let e = serde::de::Error::custom;
-        Ok(Fov {
-            min: Degrees::new(a).map_err(e)?,
-            max: Degrees::new(b).map_err(e)?,
-        })
+        Fov::new(Degrees::new(a).map_err(e)?, Degrees::new(b).map_err(e)?).map_err(e)
     }
 }
 
@@ -247,7 +296,7 @@ impl Serialize for Fov {
     }
 }
 
-/// A range gate distance, metres, [0, 1000] ([`crate::sensor::MAX_RANGE_M`]); that a
+/// A range gate distance, metres, [0, 1000] ([`MAX_RANGE_M`]); that a
 /// minimum lies below its maximum is checked with the model's datasheet range in
 /// the daemon's configuration plan.
 ///
@@ -259,7 +308,7 @@ pub struct Metres(f32);
 
 impl Metres {
     fn valid() -> String {
-        format!("[0, {}] m", crate::sensor::MAX_RANGE_M)
+        format!("[0, {MAX_RANGE_M}] m")
     }
 
     /// `v` metres, checked.
@@ -267,7 +316,7 @@ impl Metres {
     /// # Errors
     /// [`InvalidValue::OutOfRange`] outside [0, 1000] or not finite.
     pub fn new(v: f32) -> Result<Self, InvalidValue> {
-        if v.is_finite() && (0.0..=crate::sensor::MAX_RANGE_M).contains(&v) {
+        if v.is_finite() && (0.0..=MAX_RANGE_M).contains(&v) {
             Ok(Self(v))
         } else {
             Err(InvalidValue::OutOfRange {
@@ -286,6 +335,124 @@ impl Metres {
 impl Serialize for Metres {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f32(self.0)
+    }
+}
+
+impl fmt::Display for Metres {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A range gate, metres: the points a decoder keeps lie between `min` and `max` (each vendor
+/// says whether a bound itself is kept), with `min < max`. Built by [`RangeGate::new`]; a
+/// sensor's default is its datasheet range (`crate::vendor::SensorModel::range_gate`, which
+/// names the flag or key at fault). Serialized as its two keys, `min_range` and `max_range`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RangeGate {
+    min: Metres,
+    max: Metres,
+}
+
+impl RangeGate {
+    /// Every distance a gate can keep, [0, [`MAX_RANGE_M`]] m.
+    pub const FULL: RangeGate = RangeGate {
+        min: Metres(0.0),
+        max: Metres(MAX_RANGE_M),
+    };
+
+    /// The gate from `min` to `max`.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] naming `max` and its valid range `(min, 1000] m` unless
+    /// `min < max`.
+    pub fn new(min: Metres, max: Metres) -> Result<Self, InvalidValue> {
+        if min < max {
+            Ok(Self { min, max })
+        } else {
+            Err(InvalidValue::OutOfRange {
+                value: max.to_string(),
+                valid: format!("(min_range = {min}, {MAX_RANGE_M}] m"),
+            })
+        }
+    }
+
+    /// The gate from `min` to `max` metres: [`Metres::new`] of each, then [`RangeGate::new`].
+    ///
+    /// # Errors
+    /// Those of [`Metres::new`] and [`RangeGate::new`].
+    pub fn from_m(min: f32, max: f32) -> Result<Self, InvalidValue> {
+        RangeGate::new(Metres::new(min)?, Metres::new(max)?)
+    }
+
+    /// The lower bound, metres.
+    pub fn min(self) -> Metres {
+        self.min
+    }
+
+    /// The upper bound, metres.
+    pub fn max(self) -> Metres {
+        self.max
+    }
+}
+
+impl Serialize for RangeGate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("RangeGate", 2)?;
+        st.serialize_field("min_range", &self.min)?;
+        st.serialize_field("max_range", &self.max)?;
+        st.end()
+    }
+}
+
+/// A frame timeout, ns, 1 ms..=60 s: the host-time silence after which a frame in progress is
+/// published as it is. The daemon's `frame_timeout_ms` ([`FrameTimeoutMs`]) converts without a
+/// check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FrameTimeout(u64);
+
+/// A frame timeout in whole milliseconds, 1..=60000 (the daemon's `frame_timeout_ms`).
+pub type FrameTimeoutMs = Ranged<1, 60_000>;
+
+impl FrameTimeout {
+    /// The default, 200 ms (two turns of a 10 Hz sensor).
+    pub const DEFAULT: FrameTimeout = FrameTimeout(200_000_000);
+    /// The shortest, 1 ms, ns.
+    pub const MIN_NS: u64 = 1_000_000;
+    /// The longest, 60 s, ns.
+    pub const MAX_NS: u64 = 60_000_000_000;
+
+    /// `ns` nanoseconds, checked.
+    ///
+    /// # Errors
+    /// [`InvalidValue::OutOfRange`] outside 1 ms..=60 s.
+    pub fn from_ns(ns: u64) -> Result<Self, InvalidValue> {
+        if (Self::MIN_NS..=Self::MAX_NS).contains(&ns) {
+            Ok(Self(ns))
+        } else {
+            Err(InvalidValue::OutOfRange {
+                value: ns.to_string(),
+                valid: format!("[{}, {}] ns (1 ms to 60 s)", Self::MIN_NS, Self::MAX_NS),
+            })
+        }
+    }
+
+    /// The timeout, ns.
+    pub fn ns(self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for FrameTimeout {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl From<FrameTimeoutMs> for FrameTimeout {
+    fn from(ms: FrameTimeoutMs) -> Self {
+        Self(ms.get() * 1_000_000)
     }
 }
 
@@ -425,51 +592,6 @@ impl Checked for Metres {
     }
 }
 
-/// A range gate whose minimum is not below its maximum: the message names the field, its
-/// value, the valid range and the model's datasheet range.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RangeGateError(String);
-
-/// A sensor's range gate, metres: `(min, max)`, each defaulting to the model's datasheet
-/// range ([`crate::sensor::SensorModel::datasheet_range_m`]), with `min < max`. The one
-/// rule of `run` (flags and `[[sensors]]`) and `decode`; `names` are the two fields as the
-/// caller's source names them (`--min-range`, `sensors[0].max_range`).
-///
-/// # Errors
-/// [`RangeGateError`], naming the field at fault, its value and its valid range: the minimum
-/// when it is at or above a maximum that was not given, else the maximum.
-pub fn range_gate(
-    model: crate::sensor::SensorModel,
-    min: Option<Metres>,
-    max: Option<Metres>,
-    names: (&str, &str),
-) -> Result<(f32, f32), RangeGateError> {
-    use crate::sensor::MAX_RANGE_M;
-    let (dmin, dmax) = model.datasheet_range_m();
-    let lo = min.map_or(dmin, Metres::get);
-    let hi = max.map_or(dmax, Metres::get);
-    // A minimum at or above a maximum that was not given is the minimum's fault.
-    let ceiling = if max.is_some() { MAX_RANGE_M } else { hi };
-    if lo >= ceiling {
-        return Err(RangeGateError(format!(
-            "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is {dmin} \
-             to {dmax} m)",
-            names.0,
-            model.name()
-        )));
-    }
-    if hi <= lo {
-        return Err(RangeGateError(format!(
-            "{}: {hi} is out of range; valid (min_range = {lo}, {MAX_RANGE_M}] m (the {} \
-             datasheet range is {dmin} to {dmax} m)",
-            names.1,
-            model.name()
-        )));
-    }
-    Ok((lo, hi))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,6 +630,39 @@ mod tests {
             "\"270-90\" is not MIN:MAX in degrees (e.g. 270:90); valid [0, 360] deg"
         );
         assert_eq!("270:90".parse::<Fov>().unwrap().degrees(), (270.0, 90.0));
+        for empty in ["10:10", "0:360", "359.999:0"] {
+            let (a, b) = empty.split_once(':').unwrap();
+            assert_eq!(
+                e(empty.parse::<Fov>().map(drop)),
+                format!(
+                    "{a}:{b} is out of range; valid [0, 360] deg, MAX not equal to MIN modulo \
+                     360 at 0.01 deg (MIN > MAX wraps through 0; omit the field of view for \
+                     the full circle)"
+                )
+            );
+        }
+        assert_eq!("10:10.01".parse::<Fov>().unwrap().degrees(), (10.0, 10.01));
+        assert_eq!(Degrees::new(359.996).unwrap().cdeg(), 0);
+        assert_eq!(Degrees::new(90.004).unwrap().cdeg(), 9_000);
+        let m = |v| Metres::new(v).unwrap();
+        assert_eq!(
+            e(RangeGate::new(m(5.0), m(5.0)).map(drop)),
+            "5 is out of range; valid (min_range = 5, 1000] m"
+        );
+        let g = RangeGate::new(m(0.5), m(100.0)).unwrap();
+        assert_eq!((g.min().get(), g.max().get()), (0.5, 100.0));
+        assert_eq!(
+            e(FrameTimeout::from_ns(999_999).map(drop)),
+            "999999 is out of range; valid [1000000, 60000000000] ns (1 ms to 60 s)"
+        );
+        assert_eq!(
+            e(FrameTimeout::from_ns(60_000_000_001).map(drop)),
+            "60000000001 is out of range; valid [1000000, 60000000000] ns (1 ms to 60 s)"
+        );
+        assert_eq!(FrameTimeout::from_ns(1_000_000).unwrap().ns(), 1_000_000);
+        let ms: FrameTimeoutMs = "60000".parse().unwrap();
+        assert_eq!(FrameTimeout::from(ms).ns(), FrameTimeout::MAX_NS);
+        assert_eq!(FrameTimeout::DEFAULT.ns(), 200_000_000);
         assert_eq!(
             e("1001".parse::<Metres>().map(drop)),
             "1001 is out of range; valid [0, 1000] m"

@@ -1,6 +1,6 @@
 //! The neutral types every vendor module shares, below the vendors and the dispatcher
-//! ([`crate::sensor`]): sensor models and families, the per-sensor configuration and its
-//! validation, decoding options, return modes, configuration errors, the decode counters and
+//! ([`crate::sensor`]): sensor models and families, their range gate rule, the per-sensor
+//! configuration (of the validated types of [`crate::valid`]), decoding options, return modes, configuration errors, the decode counters and
 //! the [`VendorDecoder`] contract. Nothing here knows a vendor's packet layout.
 #![forbid(unsafe_code)]
 
@@ -12,6 +12,7 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::layout::PointType;
 pub use crate::scan::Rejection;
+use crate::valid::{Degrees, Fov, FrameTimeout, Metres, RangeGate};
 
 /// Sensor families; each has its own decoder module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -150,7 +151,7 @@ impl SensorModel {
 
 impl SensorModel {
     /// The model's measurement range from its vendor's datasheet / user manual, `(min, max)` in
-    /// metres: the default of [`SensorConfig::min_range_m`] / [`SensorConfig::max_range_m`].
+    /// metres: the default of [`SensorConfig::range`] ([`SensorModel::datasheet_range`]).
     /// Where a datasheet gives no minimum, `min` is 0 (a range of 0 is "no return" and is always
     /// dropped). Sources, per model, in `docs/sensors.md` ("Measurement range"):
     ///
@@ -189,8 +190,61 @@ impl SensorModel {
     }
 }
 
-/// Largest accepted `max_range_m`, m.
-pub const MAX_RANGE_M: f32 = 1000.0;
+pub use crate::valid::MAX_RANGE_M;
+
+/// A range gate whose minimum is not below its maximum: the message names the field, its
+/// value, the valid range and the model's datasheet range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RangeGateError(String);
+
+impl SensorModel {
+    /// The model's datasheet range ([`SensorModel::datasheet_range_m`]) as a gate: the default
+    /// of [`SensorConfig::range`].
+    pub fn datasheet_range(self) -> RangeGate {
+        let (lo, hi) = self.datasheet_range_m();
+        Metres::new(lo)
+            .and_then(|lo| RangeGate::new(lo, Metres::new(hi)?))
+            .unwrap_or(RangeGate::FULL)
+    }
+
+    /// The sensor's range gate from `min` and `max`, each defaulting to the model's datasheet
+    /// range ([`SensorModel::datasheet_range_m`]): the one rule of `run` (flags and
+    /// `[[sensors]]`), `decode` and Python; `names` are the two fields as the caller's source
+    /// names them (`--min-range`, `sensors[0].max_range`).
+    ///
+    /// # Errors
+    /// [`RangeGateError`], naming the field at fault, its value and its valid range: the minimum
+    /// when it is at or above a maximum that was not given, else the maximum.
+    pub fn range_gate(
+        self,
+        min: Option<Metres>,
+        max: Option<Metres>,
+        names: (&str, &str),
+    ) -> Result<RangeGate, RangeGateError> {
+        let (dmin, dmax) = self.datasheet_range_m();
+        let datasheet = self.datasheet_range();
+        let lo = min.unwrap_or(datasheet.min());
+        let hi = max.unwrap_or(datasheet.max());
+        // A minimum at or above a maximum that was not given is the minimum's fault.
+        let ceiling = if max.is_some() { MAX_RANGE_M } else { hi.get() };
+        if lo.get() >= ceiling {
+            return Err(RangeGateError(format!(
+                "{}: {lo} is out of range; valid [0, {ceiling}) m (the {} datasheet range is \
+                 {dmin} to {dmax} m)",
+                names.0,
+                self.name()
+            )));
+        }
+        RangeGate::new(lo, hi).map_err(|e| {
+            RangeGateError(format!(
+                "{}: {e} (the {} datasheet range is {dmin} to {dmax} m)",
+                names.1,
+                self.name()
+            ))
+        })
+    }
+}
 
 /// A calibration or metadata file's contents as UTF-8 text (`source` names the file in the
 /// error). The bytes come from the caller: core does no I/O (the daemon reads files with
@@ -415,17 +469,14 @@ pub struct SensorConfig {
     /// AT128 `.dat`; Ouster metadata JSON; RoboSense CSV). Core never opens it: it names the
     /// file in errors, and the caller passes its contents to [`crate::sensor::ScanPipeline::new`].
     pub calibration: PathBuf,
-    /// Frame boundary azimuth, degrees, valid [0, 360] (360 ≡ 0); default 0.
-    pub cut_angle_deg: f64,
-    /// Host-time silence that closes a frame, ns, valid [1 ms, 60 s]; default 200 ms.
-    pub frame_timeout_ns: u64,
-    /// Points with range <= this are dropped, m, valid [0, max_range_m); default the model's
-    /// [`SensorModel::datasheet_range_m`] minimum.
-    pub min_range_m: f32,
-    /// Points with range >= this are dropped, m, valid (min_range_m, 1000]; default the model's
-    /// [`SensorModel::datasheet_range_m`] maximum. (Hesai keeps both bounds inclusive, as
-    /// Nebula; see [`crate::sensor::hesai`].)
-    pub max_range_m: f32,
+    /// Frame boundary azimuth, degrees, [0, 360] (360 ≡ 0); default 0.
+    pub cut_angle: Degrees,
+    /// Host-time silence that closes a frame, 1 ms..=60 s; default 200 ms.
+    pub frame_timeout: FrameTimeout,
+    /// The range gate, metres: points at its minimum or closer and at its maximum or farther
+    /// are dropped (Hesai keeps both bounds, as Nebula; see [`crate::sensor::hesai`]); default
+    /// the model's datasheet range ([`SensorModel::datasheet_range`]).
+    pub range: RangeGate,
     /// Clock of the frames' `start_ns`; default [`Stamp::Sensor`].
     pub stamp: Stamp,
     /// The layout the decoder writes the points in ([`crate::layout`]); default
@@ -435,68 +486,18 @@ pub struct SensorConfig {
 
 impl SensorConfig {
     /// A configuration with the defaults: cut 0°, timeout 200 ms, the model's datasheet range
-    /// ([`SensorModel::datasheet_range_m`]), sensor-clock stamps.
+    /// ([`SensorModel::datasheet_range`]), sensor-clock stamps.
     pub fn new(sensor_id: u16, model: SensorModel, calibration: impl Into<PathBuf>) -> Self {
         Self {
             sensor_id,
             model,
             calibration: calibration.into(),
-            cut_angle_deg: 0.0,
-            frame_timeout_ns: 200_000_000,
-            min_range_m: model.datasheet_range_m().0,
-            max_range_m: model.datasheet_range_m().1,
+            cut_angle: Degrees::default(),
+            frame_timeout: FrameTimeout::DEFAULT,
+            range: model.datasheet_range(),
             stamp: Stamp::Sensor,
             point_type: PointType::Autoware,
         }
-    }
-
-    /// Checks every numeric field (not the calibration file).
-    ///
-    /// # Errors
-    /// [`ConfigError::OutOfRange`] naming the first invalid field and its valid range.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |field: &str, value: String, valid: &str| {
-            Err(ConfigError::OutOfRange {
-                field: field.into(),
-                value,
-                valid: valid.into(),
-            })
-        };
-        if !(self.cut_angle_deg.is_finite() && (0.0..=360.0).contains(&self.cut_angle_deg)) {
-            return err(
-                "cut_angle_deg",
-                self.cut_angle_deg.to_string(),
-                "[0, 360] deg",
-            );
-        }
-        if !(1_000_000..=60_000_000_000).contains(&self.frame_timeout_ns) {
-            return err(
-                "frame_timeout_ns",
-                self.frame_timeout_ns.to_string(),
-                "[1000000, 60000000000] ns (1 ms to 60 s)",
-            );
-        }
-        if !(self.min_range_m.is_finite()
-            && self.min_range_m >= 0.0
-            && self.min_range_m < MAX_RANGE_M)
-        {
-            return err(
-                "min_range_m",
-                self.min_range_m.to_string(),
-                &format!("[0, max_range_m) m, below {MAX_RANGE_M} m"),
-            );
-        }
-        if !(self.max_range_m.is_finite()
-            && self.max_range_m > self.min_range_m
-            && self.max_range_m <= MAX_RANGE_M)
-        {
-            return err(
-                "max_range_m",
-                self.max_range_m.to_string(),
-                &format!("(min_range_m = {}, {MAX_RANGE_M}] m", self.min_range_m),
-            );
-        }
-        Ok(())
     }
 }
 
@@ -505,11 +506,11 @@ impl SensorConfig {
 pub struct PipelineOptions {
     /// Velodyne: manual (default) or Nebula-compatible (`--nebula-compat`) rules.
     pub flavor: DecodeFlavor,
-    /// Field of view `(min, max)`, degrees in [0, 360], inclusive, on the corrected point
-    /// azimuth; `min > max` wraps through 0° (Nebula `cloud_min_angle`/`cloud_max_angle`).
-    /// `None` (default) keeps all azimuths. With [`DecodeFlavor::Nebula`] the Velodyne
-    /// decoders skip whole blocks outside `[min, max]` as Nebula does (see there).
-    pub fov_deg: Option<(f64, f64)>,
+    /// Field of view, inclusive, on the corrected point azimuth; `min > max` wraps through 0°
+    /// (Nebula `cloud_min_angle`/`cloud_max_angle`). `None` (default) keeps all azimuths. With
+    /// [`DecodeFlavor::Nebula`] the Velodyne decoders skip whole blocks outside `[min, max]`
+    /// as Nebula does (see there).
+    pub fov: Option<Fov>,
     /// Hesai only: skip the body/tail CRC-32 check of models that carry one (QT128, OT128).
     /// Default `false`: a CRC mismatch makes the packet malformed. See [`crate::sensor::hesai`].
     pub hesai_skip_crc: bool,
@@ -733,4 +734,45 @@ pub trait VendorDecoder: Clone + Send + fmt::Debug {
     /// now on; the stream state (frame builder, cut state, counters, what the stream learned
     /// from packets) stays. Called by [`crate::sensor::ScanPipeline`] at a frame boundary.
     fn set_tables(&mut self, tables: std::sync::Arc<Self::Tables>);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every model's datasheet range is a gate as it is; a gate names the field at fault.
+    #[test]
+    fn datasheet_ranges_are_gates_and_the_gate_names_the_field() {
+        for &m in SensorModel::ALL {
+            let g = m.datasheet_range();
+            assert_eq!((g.min().get(), g.max().get()), m.datasheet_range_m(), "{m}");
+        }
+        let metres = |v| Some(Metres::new(v).unwrap());
+        let names = ("--min-range", "--max-range");
+        let g = SensorModel::Vlp16
+            .range_gate(metres(0.5), None, names)
+            .unwrap();
+        assert_eq!((g.min().get(), g.max().get()), (0.5, 100.0));
+        let e = |min, max| {
+            SensorModel::Vlp16
+                .range_gate(min, max, names)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            e(metres(150.0), None),
+            "--min-range: 150 is out of range; valid [0, 100) m (the VLP16 datasheet range is 0 \
+             to 100 m)"
+        );
+        assert_eq!(
+            e(metres(5.0), metres(2.0)),
+            "--max-range: 2 is out of range; valid (min_range = 5, 1000] m (the VLP16 datasheet \
+             range is 0 to 100 m)"
+        );
+        assert_eq!(
+            e(metres(1000.0), metres(1000.0)),
+            "--min-range: 1000 is out of range; valid [0, 1000) m (the VLP16 datasheet range is \
+             0 to 100 m)"
+        );
+    }
 }

@@ -881,6 +881,7 @@ mod tests {
     use lidarxdp_core::frame::Frame;
     use lidarxdp_core::net::UdpDatagram;
     use lidarxdp_core::sensor::{ScanPipeline, SensorConfig, SensorModel};
+    use lidarxdp_core::valid::RangeGate;
 
     #[test]
     fn a_second_source_on_a_sourceless_sensor_is_refused_and_counted_once_warned() {
@@ -922,7 +923,7 @@ mod tests {
                 "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
             ),
         );
-        c.max_range_m = max_range_m;
+        c.range = RangeGate::from_m(c.range.min().get(), max_range_m).unwrap();
         crate::calibration::pipeline(&c).unwrap()
     }
 
@@ -1044,7 +1045,7 @@ mod tests {
                 "/../../shared/data/velodyne/vlp16/calibration/VLP16db.yaml"
             ),
         );
-        c.max_range_m = 100.0;
+        c.range = RangeGate::from_m(c.range.min().get(), 100.0).unwrap();
         if let Ok(other) = crate::calibration::pipeline(&c) {
             let e = slot.pipeline.reload(other.into_calibration()).unwrap_err();
             assert!(e.to_string().contains("VLP16"), "{e}");

@@ -18,6 +18,7 @@ use lidarxdp::{
 };
 use lidarxdp_core::scan::BufferSource;
 use lidarxdp_core::sensor::{ScanPipeline, SensorConfig};
+use lidarxdp_core::valid::FrameTimeout;
 
 use super::config::{Plan, SensorPlan};
 use super::sources::Source;
@@ -38,16 +39,18 @@ pub(super) struct Worker {
 /// Builds a sensor's decoding pipeline (reads its calibration).
 pub(crate) fn pipeline(s: &SensorPlan) -> Result<ScanPipeline> {
     let cfg = SensorConfig {
-        cut_angle_deg: s.cut_angle,
-        min_range_m: s.min_range,
-        max_range_m: s.max_range,
+        cut_angle: s.cut_angle,
+        range: s.range,
         stamp: s.stamp,
         point_type: s.point_type,
-        frame_timeout_ns: s.settings.frame_timeout_ms.map_or(200, |v| v.get()) * 1_000_000,
+        frame_timeout: s
+            .settings
+            .frame_timeout_ms
+            .map_or(FrameTimeout::DEFAULT, FrameTimeout::from),
         ..SensorConfig::new(s.id, s.model, &s.calibration)
     };
     let opts = lidarxdp_core::sensor::PipelineOptions {
-        fov_deg: s.fov,
+        fov: s.fov,
         hesai_skip_crc: s.hesai_skip_crc,
         flavor: lidarxdp_core::sensor::DecodeFlavor::from_nebula_compat(s.nebula_compat),
     };

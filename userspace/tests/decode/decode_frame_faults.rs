@@ -17,6 +17,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::hesai::layout;
 use lidarxdp_core::sensor::{DecodeCounters, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov, RangeGate};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
 
@@ -96,8 +97,7 @@ fn helios16p() -> Stream {
     Stream {
         name: "Helios16P",
         cfg: SensorConfig {
-            min_range_m: 0.2,
-            max_range_m: 200.0,
+            range: RangeGate::from_m(0.2, 200.0).unwrap(),
             ..SensorConfig::new(
                 3,
                 SensorModel::Helios16p,
@@ -375,11 +375,11 @@ fn fov_counts(
     cut: f64,
 ) -> Vec<(u32, u32)> {
     let cfg = SensorConfig {
-        cut_angle_deg: cut,
+        cut_angle: Degrees::new(cut).unwrap(),
         ..cfg
     };
     let opts = PipelineOptions {
-        fov_deg: Some(fov),
+        fov: Some(Fov::from_deg(fov.0, fov.1).unwrap()),
         ..Default::default()
     };
     let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap();

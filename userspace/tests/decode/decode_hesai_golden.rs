@@ -23,6 +23,7 @@ use lidarxdp::offline::udp_payloads;
 use lidarxdp_client::pcd::read_points;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::valid::RangeGate;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/hesai/");
 
@@ -40,8 +41,7 @@ struct Case {
 /// Decodes the capture; returns every frame with the index of the packet that published it.
 fn decode(c: &Case) -> (Vec<(usize, Frame)>, ScanPipeline) {
     let mut cfg = SensorConfig::new(0, c.model, format!("{DIR}{}/{}", c.dir, c.csv));
-    cfg.min_range_m = c.range.0;
-    cfg.max_range_m = c.range.1;
+    cfg.range = RangeGate::from_m(c.range.0, c.range.1).unwrap();
     let mut p =
         lidarxdp::calibration::pipeline_with_options(&cfg, PipelineOptions::default()).unwrap();
     let mut frames = Vec::new();

@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use lidarxdp::offline::udp_payloads;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::ReturnType;
+use lidarxdp_core::scan::PacketRejection;
 use lidarxdp_core::sensor::hesai::layout::{self, HeaderKind, Layout};
-use lidarxdp_core::sensor::hesai::packet::{
-    self, PacketError, Rejection, crc32_mpeg2, return_mode,
-};
+use lidarxdp_core::sensor::hesai::packet::{self, PacketError, crc32_mpeg2, return_mode};
 use lidarxdp_core::sensor::{PipelineOptions, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov};
 
 /// 2024-01-02 03:04:05 UTC, s.
 const DATE_S: u64 = 1_704_164_645;
@@ -142,7 +142,7 @@ fn build(
 
 fn pipeline(model: SensorModel, calib: PathBuf, cut: f64, opts: PipelineOptions) -> ScanPipeline {
     let mut cfg = SensorConfig::new(0, model, calib);
-    cfg.cut_angle_deg = cut;
+    cfg.cut_angle = Degrees::new(cut).unwrap();
     lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap()
 }
 
@@ -281,7 +281,7 @@ fn damaged_datagrams_are_counted_never_read_out_of_bounds() {
     pkt[3 * 124] = 0;
     assert_eq!(
         packet::classify(&pkt, l, true).unwrap_err(),
-        Rejection::Malformed(PacketError::Flag { offset: 372 })
+        PacketRejection::Malformed(PacketError::Flag { offset: 372 })
     );
     let mut p = pipeline(
         SensorModel::Pandar40p,
@@ -347,7 +347,7 @@ fn pandar40p_variants() {
         x.resize(n, 0);
         assert!(matches!(
             packet::classify(&x, l, true),
-            Err(Rejection::Malformed(PacketError::Length { .. }))
+            Err(PacketRejection::Malformed(PacketError::Length { .. }))
         ));
     }
     let mut p = pipeline(
@@ -377,7 +377,7 @@ fn header_disagreeing_with_model() {
     pkt[6] = 32; // laser count of an XT32
     assert_eq!(
         packet::classify(&pkt, &layout::PANDARXT16, true).unwrap_err(),
-        Rejection::Malformed(PacketError::Header {
+        PacketRejection::Malformed(PacketError::Header {
             lasers: 32,
             blocks: 8,
             want_lasers: 16,
@@ -395,7 +395,7 @@ fn header_disagreeing_with_model() {
     // A whole XT32 packet on an XT16's port: another model's traffic, ignored.
     assert_eq!(
         packet::classify(&xt32, &layout::PANDARXT16, true).unwrap_err(),
-        Rejection::Ignored
+        PacketRejection::Ignored
     );
     assert_eq!(
         packet::detect_model(&xt16(0, 1, 0)),
@@ -621,13 +621,13 @@ fn ot128_exact_values_and_crc() {
     bad[100] ^= 1;
     assert!(matches!(
         packet::classify(&bad, l, true),
-        Err(Rejection::Malformed(PacketError::BodyCrc { .. }))
+        Err(PacketRejection::Malformed(PacketError::BodyCrc { .. }))
     ));
     let mut bad_tail = pkt.clone();
     bad_tail[l.tail_offset() + 30] ^= 1;
     assert!(matches!(
         packet::classify(&bad_tail, l, true),
-        Err(Rejection::Malformed(PacketError::TailCrc { .. }))
+        Err(PacketRejection::Malformed(PacketError::TailCrc { .. }))
     ));
     let mut p = pipeline(
         SensorModel::Pandar128e4x,
@@ -673,7 +673,7 @@ fn qt128_capture_crc() {
     bad[500] ^= 0x80;
     assert!(matches!(
         packet::classify(&bad, l, true),
-        Err(Rejection::Malformed(PacketError::BodyCrc { .. }))
+        Err(PacketRejection::Malformed(PacketError::BodyCrc { .. }))
     ));
     assert!(packet::classify(&bad, l, false).is_ok());
 }
@@ -699,16 +699,16 @@ fn calibration_errors_name_the_line() {
     assert!(e.contains("no EE FF delimiter"), "{e}");
     // A cut outside the field of view is refused.
     let mut cfg = SensorConfig::new(0, SensorModel::PandarXt16, csv("xt16_fov", 16, |_| 0.0));
-    cfg.cut_angle_deg = 200.0;
+    cfg.cut_angle = Degrees::new(200.0).unwrap();
     let opts = PipelineOptions {
-        fov_deg: Some((30.0, 150.0)),
+        fov: Some(Fov::from_deg(30.0, 150.0).unwrap()),
         ..Default::default()
     };
     assert!(
         lidarxdp::calibration::pipeline_with_options(&cfg, opts)
             .unwrap_err()
             .to_string()
-            .contains("cut_angle_deg")
+            .contains("cut_angle = 200 is out of range")
     );
 }
 
@@ -843,7 +843,7 @@ fn at128_field_of_view_frames() {
     let l = &layout::AT128;
     let dat = at128_dat("at128_fov", |_| 0, 0);
     let opts = PipelineOptions {
-        fov_deg: Some((30.0, 150.0)),
+        fov: Some(Fov::from_deg(30.0, 150.0).unwrap()),
         ..Default::default()
     };
     let mut p = pipeline(SensorModel::At128, dat, 150.0, opts);

@@ -18,6 +18,7 @@ use lidarxdp::offline::{
 };
 use lidarxdp_core::frame::{Frame, FrameClock};
 use lidarxdp_core::sensor::{SensorConfig, SensorModel, Stamp};
+use lidarxdp_core::valid::RangeGate;
 use pcap_file::DataLink;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::PcapNgWriter;
@@ -596,8 +597,10 @@ fn every_vendor_honours_the_configured_range() {
     assert_eq!(SensorModel::Rs16.datasheet_range_m(), (0.2, 150.0));
     for m in SensorModel::ALL {
         let c = SensorConfig::new(0, *m, "x");
-        assert_eq!((c.min_range_m, c.max_range_m), m.datasheet_range_m());
-        c.validate().unwrap();
+        assert_eq!(
+            (c.range.min().get(), c.range.max().get()),
+            m.datasheet_range_m()
+        );
     }
     let cases: [(SensorModel, &str, &str, Option<u16>); 4] = [
         (SensorModel::Vlp16, VLP16, VLP16_CAL, None),
@@ -623,8 +626,7 @@ fn every_vendor_honours_the_configured_range() {
     for (model, pcap, cal, port) in cases {
         let wide = SensorConfig::new(0, model, data(cal));
         let narrow = SensorConfig {
-            min_range_m: 2.0,
-            max_range_m: 10.0,
+            range: RangeGate::from_m(2.0, 10.0).unwrap(),
             ..wide.clone()
         };
         let all: Vec<f32> = decode(&data(pcap), &wide, port)
@@ -652,16 +654,10 @@ fn every_vendor_honours_the_configured_range() {
             kept.len()
         );
     }
-    let bad = SensorConfig {
-        min_range_m: 5.0,
-        max_range_m: 5.0,
-        ..vlp16_cfg()
-    };
+    // A gate whose minimum is not below its maximum cannot be configured at all.
     assert_eq!(
-        lidarxdp::calibration::pipeline(&bad)
-            .unwrap_err()
-            .to_string(),
-        "max_range_m = 5 is out of range; valid: (min_range_m = 5, 1000] m"
+        RangeGate::from_m(5.0, 5.0).unwrap_err().to_string(),
+        "5 is out of range; valid (min_range = 5, 1000] m"
     );
 }
 

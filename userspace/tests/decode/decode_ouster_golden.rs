@@ -26,6 +26,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::ouster::packet::{ChanField, Packet, field_spec};
 use lidarxdp_core::sensor::{PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::valid::RangeGate;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
 
@@ -57,8 +58,7 @@ fn capture(rel: &str) -> Capture {
 
 fn cfg(c: &Capture) -> SensorConfig {
     SensorConfig {
-        min_range_m: 0.0,
-        max_range_m: 1000.0,
+        range: RangeGate::from_m(0.0, 1000.0).unwrap(),
         ..SensorConfig::new(2, SensorModel::Ouster, format!("{}.json", c.base))
     }
 }

@@ -27,6 +27,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::layout::{OusterPoint, OusterXYZIR, PointType};
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::{SensorConfig, SensorModel};
+use lidarxdp_core::valid::RangeGate;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
 
@@ -57,8 +58,7 @@ fn captures() -> Vec<PathBuf> {
 fn decode(base: &Path, point_type: PointType) -> Vec<Frame> {
     let b = base.to_str().unwrap();
     let cfg = SensorConfig {
-        min_range_m: 0.0,
-        max_range_m: 1000.0,
+        range: RangeGate::from_m(0.0, 1000.0).unwrap(),
         point_type,
         ..SensorConfig::new(2, SensorModel::Ouster, format!("{b}.json"))
     };

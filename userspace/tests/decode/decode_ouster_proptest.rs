@@ -10,6 +10,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::ouster::OusterStream;
 use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{PipelineOptions, Rejection, SensorConfig, SensorModel, VendorDecoder};
+use lidarxdp_core::valid::Fov;
 use proptest::prelude::*;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/ouster/");
@@ -73,7 +74,7 @@ fn hand_built_metadata_is_validated_not_trusted() {
 fn stream(meta: &OusterMetadata) -> OusterStream {
     let cfg = SensorConfig::new(0, SensorModel::Ouster, "unused.json");
     let opts = PipelineOptions {
-        fov_deg: Some((300.0, 60.0)),
+        fov: Some(Fov::from_deg(300.0, 60.0).unwrap()),
         ..Default::default()
     };
     OusterStream::with_metadata(&cfg, opts, meta.clone()).unwrap()

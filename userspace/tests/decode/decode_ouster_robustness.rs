@@ -12,6 +12,7 @@ use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
 use lidarxdp_core::sensor::{
     ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, SensorModel, VendorDecoder,
 };
+use lidarxdp_core::valid::{Degrees, Fov, RangeGate};
 
 const OS2: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -26,8 +27,7 @@ const OS1_64: &str = concat!(
 /// ranges; the Ouster default is now (0, 400) m).
 fn cfg(base: &str) -> SensorConfig {
     SensorConfig {
-        min_range_m: 0.3,
-        max_range_m: 300.0,
+        range: RangeGate::from_m(0.3, 300.0).unwrap(),
         ..SensorConfig::new(5, SensorModel::Ouster, format!("{base}.json"))
     }
 }
@@ -121,7 +121,7 @@ fn damaged_and_foreign_datagrams_are_counted_and_leave_the_frame_intact() {
             late: 0
         }
     );
-    // 3 pixels have a range >= 300 m (the max_range_m of `cfg`).
+    // 3 pixels have a range >= 300 m (the range gate's maximum in `cfg`).
     assert_eq!(header(&good[0]), (64, 64, 0, 119_679));
 
     let src = &clean[20].0;
@@ -368,18 +368,18 @@ fn frame_id_wraps_and_header_mismatches_are_counted() {
 fn cut_angle_fov_and_range_settings() {
     for cut in [0.0, 360.0] {
         let c = SensorConfig {
-            cut_angle_deg: cut,
+            cut_angle: Degrees::new(cut).unwrap(),
             ..cfg(OS2)
         };
         assert!(lidarxdp::calibration::pipeline(&c).is_ok(), "{cut}");
     }
     let c = SensorConfig {
-        cut_angle_deg: 90.0,
+        cut_angle: Degrees::new(90.0).unwrap(),
         ..cfg(OS2)
     };
     let e = lidarxdp::calibration::pipeline(&c).unwrap_err();
     assert!(
-        matches!(&e, ConfigError::OutOfRange { field, .. } if field == "cut_angle_deg"),
+        matches!(&e, ConfigError::OutOfRange { field, .. } if field == "cut_angle"),
         "{e}"
     );
     let c = SensorConfig {
@@ -413,8 +413,7 @@ fn cut_angle_fov_and_range_settings() {
     // The range limits of `cfg`, (0.3, 300) m: everything inside, nothing at or beyond.
     assert!(all.iter().all(|p| p.distance > 0.3 && p.distance < 300.0));
     let wide = SensorConfig {
-        min_range_m: 0.0,
-        max_range_m: 1000.0,
+        range: RangeGate::from_m(0.0, 1000.0).unwrap(),
         ..cfg(OS2)
     };
     let n_all = decode(PipelineOptions::default(), &wide).len();
@@ -423,7 +422,7 @@ fn cut_angle_fov_and_range_settings() {
     assert_eq!(all.len(), 119_679);
     for (min, max) in [(0.0, 90.0), (270.0, 90.0), (359.0, 1.0)] {
         let opts = PipelineOptions {
-            fov_deg: Some((min, max)),
+            fov: Some(Fov::from_deg(min, max).unwrap()),
             ..Default::default()
         };
         let pts = decode(opts, &wide);
@@ -523,8 +522,7 @@ fn synth_packet(
 
 fn stream(meta: OusterMetadata) -> OusterStream {
     let c = SensorConfig {
-        min_range_m: 0.0,
-        max_range_m: 1000.0,
+        range: RangeGate::from_m(0.0, 1000.0).unwrap(),
         ..SensorConfig::new(1, SensorModel::Ouster, "unused.json")
     };
     OusterStream::with_metadata(&c, PipelineOptions::default(), meta).unwrap()

@@ -10,6 +10,7 @@ use lidarxdp_core::sensor::robosense::{
     BLOCK_LEN, DIFOP_MAGIC, HEADER_LEN, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, PACKET_LEN,
 };
 use lidarxdp_core::sensor::{DecodeCounters, ScanPipeline, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov};
 
 const PACKET_US: u64 = 666; // 666.24 µs, rounded to the clock's µs
 const STEP: u32 = 40;
@@ -31,7 +32,7 @@ fn csv() -> PathBuf {
 
 fn pipeline(cut: f64) -> ScanPipeline {
     let cfg = SensorConfig {
-        cut_angle_deg: cut,
+        cut_angle: Degrees::new(cut).unwrap(),
         ..SensorConfig::new(1, SensorModel::Rs32, csv())
     };
     lidarxdp::calibration::pipeline(&cfg).unwrap()
@@ -266,7 +267,7 @@ fn host_silence_closes_the_frame() {
 fn field_of_view_wraps_through_zero() {
     let cfg = SensorConfig::new(1, SensorModel::Rs32, csv());
     let opts = lidarxdp_core::sensor::PipelineOptions {
-        fov_deg: Some((350.0, 10.0)),
+        fov: Some(Fov::from_deg(350.0, 10.0).unwrap()),
         ..Default::default()
     };
     let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap();

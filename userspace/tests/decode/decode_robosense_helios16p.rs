@@ -29,6 +29,7 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::robosense::{self, AngleTable, DifopPacket, HeaderKind, MsopPacket};
 use lidarxdp_core::sensor::{PipelineOptions, ReturnMode, SensorConfig, SensorModel};
+use lidarxdp_core::valid::RangeGate;
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -41,8 +42,7 @@ fn data(name: &str) -> String {
 
 fn cfg() -> SensorConfig {
     SensorConfig {
-        min_range_m: 0.2,
-        max_range_m: 200.0,
+        range: RangeGate::from_m(0.2, 200.0).unwrap(),
         ..SensorConfig::new(0, SensorModel::Helios16p, data("RobosenseHelios16P.csv"))
     }
 }

@@ -11,6 +11,7 @@ use std::path::Path;
 use lidarxdp::replay::read_udp_datagrams;
 use lidarxdp_core::frame::{Frame, FrameClock};
 use lidarxdp_core::sensor::{DecodeCounters, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov, RangeGate};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
 
@@ -237,7 +238,7 @@ fn velodyne_fov_first_frame_has_a_start_and_no_saturated_stamp() {
     let clean = capture(VLP16_DUAL, 2368);
     // The capture starts near 200°: a field of view of 300°..100° excludes its first packets.
     let opts = PipelineOptions {
-        fov_deg: Some((300.0, 100.0)),
+        fov: Some(Fov::from_deg(300.0, 100.0).unwrap()),
         ..Default::default()
     };
     let (got, _) = run(&vlp16(), opts, &clean);
@@ -306,8 +307,7 @@ fn p64() -> SensorConfig {
         SensorModel::Pandar64,
         format!("{DATA}hesai/pandar64/Pandar64.csv"),
     );
-    c.min_range_m = 0.3;
-    c.max_range_m = 200.0;
+    c.range = RangeGate::from_m(0.3, 200.0).unwrap();
     c
 }
 
@@ -418,11 +418,11 @@ fn hesai_fov_first_frame_has_a_start_and_no_saturated_stamp() {
     let lo = (f64::from(first_az) / 100.0 + 60.0) % 360.0;
     let hi = (lo + 180.0) % 360.0;
     let opts = PipelineOptions {
-        fov_deg: Some((lo, hi)),
+        fov: Some(Fov::from_deg(lo, hi).unwrap()),
         ..Default::default()
     };
     let mut cfg = p64();
-    cfg.cut_angle_deg = (lo + 90.0) % 360.0;
+    cfg.cut_angle = Degrees::new((lo + 90.0) % 360.0).unwrap();
     let (got, _) = run(&cfg, opts, &clean);
     assert!(got.len() >= 2, "{}", got.len());
     let start_min = all.iter().map(|f| f.header.start_ns).min().unwrap();

@@ -13,6 +13,7 @@ use lidarxdp_core::sensor::velodyne::VelodyneStream;
 use lidarxdp_core::sensor::{
     DecodeFlavor, PipelineOptions, ScanPipeline, SensorConfig, SensorModel, VendorDecoder,
 };
+use lidarxdp_core::valid::Degrees;
 
 const HOUR_NS: u64 = 3_600_000_000_000;
 /// Host time of packet 0: 1 s past an hour boundary (2026-11-29 21:00 UTC).
@@ -41,7 +42,7 @@ fn write_calib() -> PathBuf {
 
 fn cfg(cut: f64) -> SensorConfig {
     let mut c = SensorConfig::new(1, SensorModel::Vlp32c, calib_file());
-    c.cut_angle_deg = cut;
+    c.cut_angle = Degrees::new(cut).unwrap();
     c
 }
 
@@ -89,7 +90,7 @@ fn run(
         &cfg(cut),
         PipelineOptions {
             flavor,
-            fov_deg: None,
+            fov: None,
             ..Default::default()
         },
     )
@@ -138,7 +139,7 @@ fn wrap_inside_packet_cut_0_and_360_first_partial_frame() {
         &cfg(0.0),
         PipelineOptions {
             flavor: DecodeFlavor::Manual,
-            fov_deg: None,
+            fov: None,
             ..Default::default()
         },
     )
@@ -173,7 +174,7 @@ fn damaged_and_foreign_datagrams() {
         &cfg(0.0),
         PipelineOptions {
             flavor: DecodeFlavor::Manual,
-            fov_deg: None,
+            fov: None,
             ..Default::default()
         },
     )
@@ -257,7 +258,7 @@ fn lost_frame_start() {
         &cfg(0.0),
         PipelineOptions {
             flavor: DecodeFlavor::Manual,
-            fov_deg: None,
+            fov: None,
             ..Default::default()
         },
     )

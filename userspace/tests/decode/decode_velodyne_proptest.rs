@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use proptest::prelude::*;
 
 use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 
@@ -57,8 +58,8 @@ fn models() -> Vec<SensorConfig> {
         SensorConfig::new(0, SensorModel::Hdl64eS2, flat_table(64)),
         SensorConfig::new(0, SensorModel::Hdl64eS3, flat_table(64)),
     ];
-    v[0].cut_angle_deg = 360.0;
-    v[1].cut_angle_deg = 180.0;
+    v[0].cut_angle = Degrees::new(360.0).unwrap();
+    v[1].cut_angle = Degrees::new(180.0).unwrap();
     v
 }
 
@@ -104,7 +105,7 @@ fn check(payloads: &[Vec<u8>], flavor: DecodeFlavor, fov: Option<(f64, f64)>) {
             &cfg,
             PipelineOptions {
                 flavor,
-                fov_deg: fov,
+                fov: fov.map(|(a, b)| Fov::from_deg(a, b).unwrap()),
                 ..Default::default()
             },
         )
@@ -121,7 +122,7 @@ fn check(payloads: &[Vec<u8>], flavor: DecodeFlavor, fov: Option<(f64, f64)>) {
         for f in &out {
             for pt in f.points.autoware() {
                 assert!(pt.x.is_finite() && pt.y.is_finite() && pt.z.is_finite());
-                assert!(pt.distance > cfg.min_range_m && pt.distance < cfg.max_range_m);
+                assert!(pt.distance > cfg.range.min().get() && pt.distance < cfg.range.max().get());
                 assert!((0.0..std::f32::consts::TAU).contains(&pt.azimuth));
             }
         }

@@ -9,7 +9,7 @@
 //!   azimuth, cut and accounting.
 //! * Model detection: the calibration's laser count against the product byte and the
 //!   configured model.
-//! * The range gate `SensorConfig::min_range_m < d < max_range_m` on every model.
+//! * The range gate `min < d < max` of `SensorConfig::range` on every model.
 //!
 //! Data: `shared/data/velodyne/` (README of each folder). HDL-32E and HDL-64E streams are built
 //! from the VLP-32C capture: product byte 0x21 (HDL-32E); odd blocks flagged `FF DD` (the
@@ -27,6 +27,7 @@ use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCd
 use lidarxdp_core::sensor::{
     ConfigError, DecodeFlavor, PipelineOptions, SensorConfig, SensorModel,
 };
+use lidarxdp_core::valid::{Fov, RangeGate};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 
@@ -304,7 +305,7 @@ fn pipeline_frames(
     let cfg = SensorConfig::new(0, model, cal);
     let opts = PipelineOptions {
         flavor,
-        fov_deg: fov,
+        fov: fov.map(|(a, b)| Fov::from_deg(a, b).unwrap()),
         ..Default::default()
     };
     let mut p = lidarxdp::calibration::pipeline_with_options(&cfg, opts).unwrap();
@@ -644,14 +645,13 @@ fn decode_cli_nebula_compat_flag() {
     assert_eq!(points(&["--nebula-compat"]), [5_602, 13_975]);
 }
 
-/// The range gate `min_range_m < d < max_range_m` (exclusive, on the corrected range) holds
+/// The range gate `min < d < max` of `SensorConfig::range` (exclusive, on the corrected range) holds
 /// on every model, for a gate narrower than the defaults.
 #[test]
 fn range_gate_is_honoured_by_every_model() {
     for (model, cal, payloads) in streams() {
         let mut cfg = SensorConfig::new(0, model, &cal);
-        cfg.min_range_m = 2.5;
-        cfg.max_range_m = 12.0;
+        cfg.range = RangeGate::from_m(2.5, 12.0).unwrap();
         let mut p = lidarxdp::calibration::pipeline(&cfg).unwrap();
         let mut out = Vec::new();
         for (payload, t) in &payloads {

@@ -16,6 +16,7 @@ use lidarxdp::offline::decode_pcap_with_options;
 use lidarxdp_client::pcd::read_points;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Degrees, Fov, RangeGate};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -28,9 +29,8 @@ fn cfg() -> SensorConfig {
         SensorModel::Vlp32c,
         format!("{DIR}calibration/VLP32_nebula.yaml"),
     );
-    c.cut_angle_deg = 180.0;
-    c.min_range_m = 0.4;
-    c.max_range_m = 50.0;
+    c.cut_angle = Degrees::new(180.0).unwrap();
+    c.range = RangeGate::from_m(0.4, 50.0).unwrap();
     c
 }
 
@@ -55,7 +55,7 @@ fn decode(opts: PipelineOptions) -> Vec<Frame> {
 fn first_frame_matches_nebula_ground_truth() {
     let frames = decode(PipelineOptions {
         flavor: DecodeFlavor::Nebula,
-        fov_deg: Some((270.0, 90.0)),
+        fov: Some(Fov::from_deg(270.0, 90.0).unwrap()),
         ..Default::default()
     });
     let sizes: Vec<usize> = frames.iter().map(|f| f.points.len()).collect();
@@ -135,12 +135,12 @@ fn first_frame_matches_nebula_ground_truth() {
 fn manual_flavor_carries_points_past_the_cut_and_keeps_every_point_once() {
     let nebula = decode(PipelineOptions {
         flavor: DecodeFlavor::Nebula,
-        fov_deg: None,
+        fov: None,
         ..Default::default()
     });
     let manual = decode(PipelineOptions {
         flavor: DecodeFlavor::Manual,
-        fov_deg: None,
+        fov: None,
         ..Default::default()
     });
     let total = |f: &[Frame]| f.iter().map(|f| f.points.len()).sum::<usize>();

@@ -13,6 +13,7 @@ use lidarxdp_client::pcd::read_points;
 use lidarxdp_core::HostTime;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Fov, RangeGate};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -22,8 +23,7 @@ const DIR: &str = concat!(
 fn decode(cal: &str, opts: PipelineOptions) -> Vec<Frame> {
     // Nebula's VLS-128 range gate (0.3 m, 300 m), not the datasheet default.
     let cfg = SensorConfig {
-        min_range_m: 0.3,
-        max_range_m: 300.0,
+        range: RangeGate::from_m(0.3, 300.0).unwrap(),
         ..SensorConfig::new(0, SensorModel::Vls128, format!("{DIR}calibration/{cal}"))
     };
     let (frames, c) = decode_pcap_with_options(
@@ -46,7 +46,7 @@ fn second_frame_matches_nebula_ground_truth() {
         "VLS128_nebula.yaml",
         PipelineOptions {
             flavor: DecodeFlavor::Nebula,
-            fov_deg: Some((0.0, 359.0)),
+            fov: Some(Fov::from_deg(0.0, 359.0).unwrap()),
             ..Default::default()
         },
     );
@@ -109,7 +109,7 @@ fn ros_drivers_table_and_yaml_resolution_ignored() {
         "VLS128.yaml",
         PipelineOptions {
             flavor: DecodeFlavor::Nebula,
-            fov_deg: Some((0.0, 359.0)),
+            fov: Some(Fov::from_deg(0.0, 359.0).unwrap()),
             ..Default::default()
         },
     );

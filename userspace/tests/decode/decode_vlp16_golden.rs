@@ -34,6 +34,7 @@ use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
 use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::valid::{Fov, RangeGate};
 
 const DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -47,8 +48,7 @@ fn data(name: &str) -> String {
 /// Nebula's VLP-16 parameters, range gate included (0.3 m, 300 m), not the datasheet default.
 fn cfg() -> SensorConfig {
     SensorConfig {
-        min_range_m: 0.3,
-        max_range_m: 300.0,
+        range: RangeGate::from_m(0.3, 300.0).unwrap(),
         ..SensorConfig::new(0, SensorModel::Vlp16, data("calibration/VLP16_nebula.yaml"))
     }
 }
@@ -56,7 +56,7 @@ fn cfg() -> SensorConfig {
 fn nebula_opts() -> PipelineOptions {
     PipelineOptions {
         flavor: DecodeFlavor::Nebula,
-        fov_deg: Some((0.0, 359.0)),
+        fov: Some(Fov::from_deg(0.0, 359.0).unwrap()),
         ..Default::default()
     }
 }

@@ -156,9 +156,7 @@ pub fn default_frame_id(sensor_name: &str) -> String {
     sensor_name.to_owned()
 }
 
-/// Largest ROS domain id (`--ros-domain-id`, `ROS_DOMAIN_ID`): ROS 2 "The ROS_DOMAIN_ID"
-/// concept page gives 0..=232 as the range every RMW accepts.
-pub const MAX_ROS_DOMAIN_ID: u32 = 232;
+pub use crate::valid::MAX_ROS_DOMAIN_ID;
 
 /// A ROS domain id that is not a number or is out of 0..=[`MAX_ROS_DOMAIN_ID`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -13,6 +13,7 @@ use crate::frame::Frame;
 use crate::layout::{PointType, TimeField};
 use crate::point::PointXYZIRCAEDT;
 use crate::point_buf::PointBuf;
+use crate::valid::{Degrees, FrameTimeout};
 
 /// What the assembler needs to know about one data packet.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,20 +114,14 @@ fn phased(az: u32, cut: u32) -> u32 {
 }
 
 impl ScanAssembler {
-    /// Creates an assembler. `cut_deg` in [0, 360] (360 ≡ 0) is the frame boundary azimuth,
-    /// degrees; `frame_timeout_ns` the host-time silence that closes a frame, ns.
-    /// Out-of-range values are clamped (validation happens in [`crate::sensor::SensorConfig`]).
-    pub fn new(sensor_id: u16, cut_deg: f64, frame_timeout_ns: u64) -> Self {
-        let cut = if cut_deg.is_finite() {
-            (cut_deg.clamp(0.0, 360.0) * 100.0).round() as u32
-        } else {
-            0
-        };
+    /// Creates an assembler: `cut` is the frame boundary azimuth (360° ≡ 0), rounded to 0.01°;
+    /// `frame_timeout` the host-time silence that closes a frame.
+    pub fn new(sensor_id: u16, cut: Degrees, frame_timeout: FrameTimeout) -> Self {
         Self {
-            cut_cdeg: cut % AZIMUTH_UNITS,
+            cut_cdeg: cut.cdeg(),
             fov: None,
             last_in_view: true,
-            builder: FrameBuilder::new(sensor_id, frame_timeout_ns),
+            builder: FrameBuilder::new(sensor_id, frame_timeout.ns()),
             cur: Building::default(),
             late: false,
             packets_since_cut: 0,
@@ -581,6 +576,14 @@ impl ScanAssembler {
 mod tests {
     use super::*;
 
+    fn deg(v: f64) -> Degrees {
+        Degrees::new(v).unwrap()
+    }
+
+    fn timeout(ns: u64) -> FrameTimeout {
+        FrameTimeout::from_ns(ns).unwrap()
+    }
+
     fn info(i: u64, az0: u16) -> PacketInfo {
         PacketInfo {
             host: HostTime::both(1_000_000_000 + i * 1_000_000),
@@ -616,7 +619,7 @@ mod tests {
 
     #[test]
     fn cut_inside_packet_splits_at_point_granularity() {
-        let mut a = ScanAssembler::new(7, 0.0, 200_000_000);
+        let mut a = ScanAssembler::new(7, deg(0.0), timeout(200_000_000));
         let mut out = Vec::new();
         // Packets start at 6°, 18°, ... : packet 29 covers 354°..365°(=5°) and holds the cut.
         feed(&mut a, 0, 29, 600, &mut out);
@@ -649,7 +652,7 @@ mod tests {
 
     #[test]
     fn cut_between_packets_moves_whole_packet() {
-        let mut a = ScanAssembler::new(0, 0.0, 200_000_000);
+        let mut a = ScanAssembler::new(0, deg(0.0), timeout(200_000_000));
         let mut out = Vec::new();
         // Packets start at 0°, 12°, ...: packet 30 starts exactly at 360°.
         feed(&mut a, 0, 31, 0, &mut out);
@@ -667,7 +670,7 @@ mod tests {
 
     #[test]
     fn lost_packets_and_timeouts() {
-        let mut a = ScanAssembler::new(0, 90.0, 200_000_000);
+        let mut a = ScanAssembler::new(0, deg(90.0), timeout(200_000_000));
         let mut out = Vec::new();
         feed(&mut a, 0, 10, 9000, &mut out);
         feed(&mut a, 12, 20, 9000, &mut out); // packets 10, 11 lost
@@ -684,7 +687,7 @@ mod tests {
 
     #[test]
     fn carry_only_frame_is_dropped_on_flush() {
-        let mut a = ScanAssembler::new(0, 0.0, 200_000_000);
+        let mut a = ScanAssembler::new(0, deg(0.0), timeout(200_000_000));
         let mut out = Vec::new();
         feed(&mut a, 0, 30, 600, &mut out);
         assert_eq!((out.len(), a.points_in_progress()), (1, 6));
@@ -694,7 +697,7 @@ mod tests {
 
     #[test]
     fn host_gap_closes_before_the_next_packet() {
-        let mut a = ScanAssembler::new(0, 0.0, 5_000_000);
+        let mut a = ScanAssembler::new(0, deg(0.0), timeout(5_000_000));
         let mut out = Vec::new();
         feed(&mut a, 0, 3, 600, &mut out);
         feed(&mut a, 10, 12, 600, &mut out); // 7 ms host gap

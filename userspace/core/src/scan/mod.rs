@@ -31,9 +31,9 @@
 //!   cuts a turn; a silence on both clocks closes the frame, live and offline.
 //! * **Restart**: [`RESTART_AGREE`] packets on a new time base; the first ones are held by the
 //!   pipeline and decoded once the restart is confirmed ([`Rejection::Restart`]).
-//! * **Field of view and range window**: [`crate::sensor::PipelineOptions::fov_deg`] and
-//!   [`crate::sensor::SensorConfig::min_range_m`] / `max_range_m` are checked once
-//!   ([`crate::sensor::ScanPipeline::check`]: `min == max` is refused).
+//! * **Field of view and range window**: [`crate::sensor::PipelineOptions::fov`] and
+//!   [`crate::sensor::SensorConfig::range`] are validated types ([`crate::valid::Fov`]: its
+//!   ends differ; [`crate::valid::RangeGate`]: `min < max`), checked once where they are read.
 //!
 //! ## The block-azimuth cut policy ([`ScanAssembler`], Velodyne and RoboSense)
 //! The decoder hands over packets as three calls: [`ScanAssembler::begin_packet`] with the
@@ -151,6 +151,27 @@ pub const DUPLICATE_WINDOW: usize = 64;
 /// capture replayed in a loop repeats its datagrams only a loop later, at least one turn).
 pub const DUPLICATE_WINDOW_NS: u64 = 50_000_000;
 
+/// Why a vendor's packet parser did not take a payload as a data packet, with the vendor's
+/// own packet error `E` (Velodyne's and Hesai's `classify`): the pipeline counts it as
+/// [`Rejection::Ignored`] or [`Rejection::Malformed`] (`From`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketRejection<E> {
+    /// Not a data packet of this sensor at all (position packets, foreign datagrams of other
+    /// sizes): counted `ignored`.
+    Ignored,
+    /// Looks like a data packet but is damaged (what is wrong: `E`): counted `malformed`.
+    Malformed(E),
+}
+
+impl<E> From<PacketRejection<E>> for Rejection {
+    fn from(r: PacketRejection<E>) -> Self {
+        match r {
+            PacketRejection::Ignored => Rejection::Ignored,
+            PacketRejection::Malformed(_) => Rejection::Malformed,
+        }
+    }
+}
+
 /// How a payload that is not decoded into a frame is counted (every vendor's
 /// [`crate::sensor::VendorDecoder::push`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,4 +193,23 @@ pub enum Rejection {
     /// A valid data packet that arrived late ([`TimeVerdict::Late`]) for a frame already
     /// published: dropped, counted `late`.
     Late,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parser's rejection is counted as the pipeline's: ignored stays ignored, a damaged
+    /// packet is malformed whatever the vendor's error says.
+    #[test]
+    fn packet_rejections_count_as_the_pipelines() {
+        assert_eq!(
+            Rejection::from(PacketRejection::<u8>::Ignored),
+            Rejection::Ignored
+        );
+        assert_eq!(
+            Rejection::from(PacketRejection::Malformed(7u8)),
+            Rejection::Malformed
+        );
+    }
 }

@@ -1,14 +1,13 @@
 //! The field of view every vendor shares: an inclusive sector of azimuths, 0.01°, that may wrap
 //! through 0° (Nebula's `cloud_min_angle` / `cloud_max_angle`; `--fov MIN:MAX`,
-//! [`crate::sensor::PipelineOptions::fov_deg`]). Sans-IO.
+//! [`crate::sensor::PipelineOptions::fov`]). Sans-IO.
 #![forbid(unsafe_code)]
 
 use super::AZIMUTH_UNITS;
 
 /// A field of view `[min, max]`, 0.01° (0..36000), inclusive; `min > max` wraps through 0°.
-/// `min == max` is refused where it is configured ([`crate::sensor::ScanPipeline::check`]),
-/// so a field of view always holds more than one azimuth and less than the full circle plus
-/// one unit.
+/// Built from a validated [`crate::valid::Fov`], whose ends differ at 0.01°, so a field of
+/// view always holds more than one azimuth and less than the full circle plus one unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fov {
     /// First azimuth inside, 0.01°.
@@ -18,16 +17,6 @@ pub struct Fov {
 }
 
 impl Fov {
-    /// The field of view `(min, max)` in degrees (each in [0, 360]; 360 is 0), rounded to
-    /// 0.01°. `None` when `fov_deg` is `None`.
-    pub fn from_deg(fov_deg: Option<(f64, f64)>) -> Option<Self> {
-        let cdeg = |d: f64| ((d.rem_euclid(360.0) * 100.0).round() as u32) % AZIMUTH_UNITS;
-        fov_deg.map(|(min, max)| Fov {
-            min_cdeg: cdeg(min),
-            max_cdeg: cdeg(max),
-        })
-    }
-
     /// Whether azimuth `az_cdeg` (0.01°, taken modulo 360°) lies inside (bounds included).
     pub fn contains_cdeg(&self, az_cdeg: u32) -> bool {
         let a = az_cdeg % AZIMUTH_UNITS;
@@ -59,6 +48,16 @@ impl Fov {
     }
 }
 
+/// The field of view in degrees, each end rounded to 0.01° ([`crate::valid::Degrees::cdeg`]).
+impl From<crate::valid::Fov> for Fov {
+    fn from(f: crate::valid::Fov) -> Self {
+        Fov {
+            min_cdeg: f.min().cdeg(),
+            max_cdeg: f.max().cdeg(),
+        }
+    }
+}
+
 /// The part of an arc inside `fov`, or all of it without a field of view (see
 /// [`Fov::arc_inside`]).
 pub fn arc_in_view(fov: Option<Fov>, from_cdeg: u32, len_cdeg: u32) -> u32 {
@@ -72,9 +71,14 @@ pub fn arc_in_view(fov: Option<Fov>, from_cdeg: u32, len_cdeg: u32) -> u32 {
 mod tests {
     use super::*;
 
+    fn fov(min: f64, max: f64) -> Fov {
+        let d = |v| crate::valid::Degrees::new(v).unwrap();
+        crate::valid::Fov::new(d(min), d(max)).unwrap().into()
+    }
+
     #[test]
     fn arcs_inside_a_plain_and_a_wrapping_field_of_view() {
-        let plain = Fov::from_deg(Some((40.0, 310.0))).unwrap();
+        let plain = fov(40.0, 310.0);
         assert_eq!(
             (plain.min_cdeg, plain.max_cdeg, plain.width_cdeg()),
             (4_000, 31_000, 27_001)
@@ -85,7 +89,7 @@ mod tests {
         assert_eq!(plain.arc_inside(31_000, 15_000), 6_000 + 1);
         assert_eq!(plain.arc_inside(0, 36_000), 27_001);
         assert_eq!(plain.arc_inside(32_000, 1_000), 0);
-        let wrap = Fov::from_deg(Some((270.0, 90.0))).unwrap();
+        let wrap = fov(270.0, 90.0);
         assert_eq!(wrap.width_cdeg(), 18_001);
         assert!(wrap.contains_cdeg(0) && wrap.contains_cdeg(35_999) && !wrap.contains_cdeg(18_000));
         // From the cut at 0° to 270°: 0°..90° inside.
@@ -94,6 +98,6 @@ mod tests {
         assert_eq!(wrap.arc_inside(30_000, 6_000), 6_000);
         assert_eq!(arc_in_view(None, 123, 40_000), 36_000);
         assert_eq!(arc_in_view(Some(wrap), 9_001, 17_999), 0);
-        assert_eq!(Fov::from_deg(Some((0.0, 360.0))).unwrap().max_cdeg, 0);
+        assert_eq!(fov(0.0, 359.99).max_cdeg, 35_999);
     }
 }

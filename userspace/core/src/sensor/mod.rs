@@ -254,8 +254,9 @@ impl ScanPipeline {
     /// the caller: `lidarxdp::calibration::read` in the daemon).
     ///
     /// # Errors
-    /// [`ConfigError`] for an out-of-range field (see [`SensorConfig::validate`]) or an
-    /// invalid calibration (naming `cfg.calibration`).
+    /// [`ConfigError`] for an invalid calibration (naming `cfg.calibration`) or a setting the
+    /// model's decoder refuses (an Ouster cut angle other than 0°, a Hesai cut angle outside
+    /// its field of view).
     pub fn new(cfg: &SensorConfig, calibration: &[u8]) -> Result<Self, ConfigError> {
         Self::with_options(cfg, calibration, PipelineOptions::default())
     }
@@ -263,15 +264,13 @@ impl ScanPipeline {
     /// Builds the pipeline with explicit options.
     ///
     /// # Errors
-    /// As [`ScanPipeline::new`], plus [`ConfigError::OutOfRange`] for a `fov_deg` bound
-    /// outside [0, 360], and [`ConfigError::Unsupported`] for a model whose decoder is not
-    /// available yet.
+    /// As [`ScanPipeline::new`], plus [`ConfigError::Unsupported`] for a model whose decoder
+    /// is not available yet.
     pub fn with_options(
         cfg: &SensorConfig,
         calibration: &[u8],
         opts: PipelineOptions,
     ) -> Result<Self, ConfigError> {
-        Self::check(cfg, opts)?;
         let decoder = Decoder::new(cfg, calibration, opts)?;
         Ok(Self {
             model: cfg.model,
@@ -281,7 +280,7 @@ impl ScanPipeline {
             warned_time: false,
             diagnosed: false,
             name: cfg.model.name().to_owned(),
-            frame_timeout_ns: cfg.frame_timeout_ns,
+            frame_timeout_ns: cfg.frame_timeout.ns(),
             recent: RecentDigests::default(),
             held: Vec::with_capacity(crate::scan::RESTART_AGREE as usize),
             spare_held: Vec::new(),
@@ -372,43 +371,6 @@ impl ScanPipeline {
         &self.name
     }
 
-    /// The checks [`ScanPipeline::with_options`] makes before it looks at the calibration:
-    /// every numeric field of `cfg` ([`SensorConfig::validate`]) and the `fov_deg` bounds. A
-    /// caller that reads the calibration file can run them first, so a bad field is reported
-    /// before a missing file.
-    ///
-    /// # Errors
-    /// [`ConfigError::OutOfRange`] naming the first invalid field and its valid range.
-    pub fn check(cfg: &SensorConfig, opts: PipelineOptions) -> Result<(), ConfigError> {
-        cfg.validate()?;
-        if let Some((min, max)) = opts.fov_deg {
-            for (field, v) in [("fov_deg.min", min), ("fov_deg.max", max)] {
-                if !(v.is_finite() && (0.0..=360.0).contains(&v)) {
-                    return Err(ConfigError::OutOfRange {
-                        field: field.into(),
-                        value: v.to_string(),
-                        valid: "[0, 360] deg".into(),
-                    });
-                }
-            }
-            // One meaning for every vendor: an empty or one-azimuth field of view is refused
-            // (360 is 0, so 0:360 is refused too; leave fov_deg unset for the full circle).
-            if let Some(f) = crate::scan::Fov::from_deg(opts.fov_deg)
-                && f.min_cdeg == f.max_cdeg
-            {
-                return Err(ConfigError::OutOfRange {
-                    field: "fov_deg.max".into(),
-                    value: max.to_string(),
-                    valid: format!(
-                        "[0, 360] deg, not equal to fov_deg.min = {min} modulo 360 at 0.01 deg \
-                         (min > max wraps through 0; omit fov_deg for the full circle)"
-                    ),
-                });
-            }
-        }
-        Ok(())
-    }
-
     /// The configured model.
     pub fn model(&self) -> SensorModel {
         self.model
@@ -419,7 +381,7 @@ impl ScanPipeline {
         self.sensor_id
     }
 
-    /// The configured frame timeout ([`SensorConfig::frame_timeout_ns`]), ns.
+    /// The configured frame timeout ([`SensorConfig::frame_timeout`]), ns.
     pub fn frame_timeout_ns(&self) -> u64 {
         self.frame_timeout_ns
     }
@@ -789,45 +751,7 @@ mod tests {
     }
 
     #[test]
-    fn config_errors_name_field_and_range() {
-        let mut c = cfg();
-        c.cut_angle_deg = 361.0;
-        let e = ScanPipeline::new(&c, &cal()).unwrap_err().to_string();
-        assert!(e.contains("cut_angle_deg") && e.contains("[0, 360]"), "{e}");
-        let mut c = cfg();
-        c.max_range_m = 1000.5;
-        assert!(
-            ScanPipeline::new(&c, &cal())
-                .unwrap_err()
-                .to_string()
-                .contains("max_range_m")
-        );
-        let mut c = cfg();
-        c.frame_timeout_ns = 0;
-        assert!(
-            ScanPipeline::new(&c, &cal())
-                .unwrap_err()
-                .to_string()
-                .contains("frame_timeout_ns")
-        );
-        let mut c = cfg();
-        c.min_range_m = f32::NAN;
-        assert!(
-            ScanPipeline::new(&c, &cal())
-                .unwrap_err()
-                .to_string()
-                .contains("min_range_m")
-        );
-        let opts = PipelineOptions {
-            fov_deg: Some((0.0, 400.0)),
-            ..Default::default()
-        };
-        assert!(
-            ScanPipeline::with_options(&cfg(), &cal(), opts)
-                .unwrap_err()
-                .to_string()
-                .contains("fov_deg.max")
-        );
+    fn calibration_that_is_not_utf8_is_refused_naming_the_file() {
         // Contents that are not UTF-8 are refused naming the file.
         let mut c = cfg();
         c.calibration = "/some/cal.yaml".into();
@@ -888,28 +812,6 @@ mod tests {
         let c = *p.counters();
         assert_eq!((c.packets, c.decoded, c.duplicates, c.late), (5, 3, 2, 0));
         assert_eq!(c.accounted() + p.held() as u64, c.packets);
-    }
-
-    /// `MIN == MAX` (modulo 360° at 0.01°) is refused for every vendor, naming the field.
-    #[test]
-    fn an_empty_field_of_view_is_refused() {
-        for (min, max) in [(10.0, 10.0), (0.0, 360.0), (359.999, 0.0)] {
-            let opts = PipelineOptions {
-                fov_deg: Some((min, max)),
-                ..Default::default()
-            };
-            let e = ScanPipeline::check(&cfg(), opts).unwrap_err().to_string();
-            assert!(
-                e.starts_with(&format!("fov_deg.max = {max} is out of range")),
-                "{e}"
-            );
-            assert!(e.contains("not equal to fov_deg.min"), "{e}");
-        }
-        let ok = PipelineOptions {
-            fov_deg: Some((10.0, 10.01)),
-            ..Default::default()
-        };
-        assert!(ScanPipeline::check(&cfg(), ok).is_ok());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use lidarxdp_core::sensor::{ReturnMode, SensorModel, Stamp};
 use serde::Serialize;
 
 use super::sections::{SensorSettings, Settings};
-use super::valid::{Ranged, UmemFrames};
+use super::valid::{Degrees, Fov, RangeGate, Ranged, UmemFrames};
 
 /// A validated sensor: its settings with every default resolved.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -36,19 +36,18 @@ pub struct SensorPlan {
     /// Source address, if restricted.
     pub source: Option<Ipv4Addr>,
     /// Cut angle, degrees [0, 360].
-    pub cut_angle: f64,
+    pub cut_angle: Degrees,
     /// Field of view `(min, max)`, degrees.
-    pub fov: Option<(f64, f64)>,
+    pub fov: Option<Fov>,
     /// Expected return mode.
     #[serde(serialize_with = "ser_return_mode")]
     pub return_mode: Option<ReturnMode>,
     /// Hesai CRC check skipped.
     pub hesai_skip_crc: bool,
     /// Range gate, metres: points at `min_range` or closer and at `max_range` or farther are
-    /// dropped.
-    pub min_range: f32,
-    /// See `min_range`.
-    pub max_range: f32,
+    /// dropped (printed as those two keys).
+    #[serde(flatten)]
+    pub range: RangeGate,
     /// Clock of the frames' `start_ns`.
     #[serde(serialize_with = "ser_display")]
     pub stamp: Stamp,
@@ -793,16 +792,16 @@ fn sensor_plan(
         ),
         None => None,
     };
-    let (min_range, max_range) = super::valid::range_gate(
-        model,
-        x.min_range,
-        x.max_range,
-        (
-            &f.name("min_range", "min-range"),
-            &f.name("max_range", "max-range"),
-        ),
-    )
-    .map_err(anyhow::Error::msg)?;
+    let range = model
+        .range_gate(
+            x.min_range,
+            x.max_range,
+            (
+                &f.name("min_range", "min-range"),
+                &f.name("max_range", "max-range"),
+            ),
+        )
+        .map_err(anyhow::Error::msg)?;
     let topic = x
         .topic
         .clone()
@@ -877,12 +876,11 @@ fn sensor_plan(
         port,
         extra_port,
         source: x.source,
-        cut_angle: x.cut_angle.unwrap_or_default().get(),
-        fov: x.fov.map(|v| v.degrees()),
+        cut_angle: x.cut_angle.unwrap_or_default(),
+        fov: x.fov,
         return_mode,
         hesai_skip_crc: x.hesai_skip_crc.unwrap_or(false),
-        min_range,
-        max_range,
+        range,
         stamp: x.stamp.unwrap_or_default(),
         nebula_compat: x.nebula_compat.unwrap_or(false),
         point_type: x.point_type.unwrap_or_default(),

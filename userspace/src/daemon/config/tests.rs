@@ -281,11 +281,11 @@ fn ranges_default_to_the_datasheet_and_stamp_to_sensor() {
     let p = plan(settings(vec![sensor("a", 2368), b])).unwrap();
     let s = &p.queues[0].sensors;
     assert_eq!(
-        (s[0].min_range, s[0].max_range, s[0].stamp),
+        (s[0].range.min().get(), s[0].range.max().get(), s[0].stamp),
         (0.0, 100.0, Stamp::Sensor)
     );
     assert_eq!(
-        (s[1].min_range, s[1].max_range, s[1].stamp),
+        (s[1].range.min().get(), s[1].range.max().get(), s[1].stamp),
         (0.5, 120.0, Stamp::Host)
     );
 }

@@ -8,7 +8,8 @@
 //! ## Points
 //! For each block group (1, 2 or 3 blocks, one per return) and each channel, in that order:
 //! * distance = raw · `dis_unit` (m); raw 0 is no return; kept when inside both the model's
-//!   range limits and the configured `[min_range_m, max_range_m]`, **inclusive** (as Nebula).
+//!   range limits and the configured range gate ([`crate::sensor::SensorConfig::range`]),
+//!   **inclusive** (as Nebula).
 //! * azimuth = block azimuth + the channel's CSV azimuth offset, f32 rad in [0, 2π);
 //!   elevation = the CSV elevation (rad).
 //! * Nebula's Hesai axes: `x = d·cos(el)·sin(az)`, `y = d·cos(el)·cos(az)`, `z = d·sin(el)`.
@@ -33,17 +34,17 @@
 //! (from the azimuth of its channel furthest past the cut, in measured per-packet advances),
 //! and a frame closed by a timeout or flush adds those from its channel furthest behind to
 //! the cut.
-//! The field of view (`PipelineOptions::fov_deg`, inclusive, may wrap) drops points outside
+//! The field of view (`PipelineOptions::fov`, inclusive, may wrap) drops points outside
 //! it; the cut must lie inside the field of view.
 //! Deviations from Nebula: two consecutive blocks with the *same* azimuth, or a channel stepping
 //! back by at most [`AZIMUTH_JITTER_CDEG`] (encoder jitter), never count as a crossing (Nebula
 //! treats them as a full turn), an impossible cutter transition is ignored (Nebula throws), a
 //! packet that arrived late (a few packets, [`TimeVerdict::Late`]) joins the frame buffers
 //! without stepping the cutter if the cut has not passed since its azimuth (else it is counted
-//! `late`), and a silence (host time past `frame_timeout_ns`, and on arrival the sensor time
+//! `late`), and a silence (host time past the frame timeout, and on arrival the sensor time
 //! too: [`FrameBuilder::silence_before`]) publishes the buffers as they are and restarts the
 //! cutter. A frame whose cutter reset fell outside the
-//! field of view (the first frame after start-up with `fov_deg`) starts at its first block
+//! field of view (the first frame after start-up with `fov`) starts at its first block
 //! group, never at 0.
 //!
 //! ## Time
@@ -74,7 +75,7 @@
 //! ## AT128
 //! AT128E2X blocks carry a fine azimuth (0.01°/256) and its angles come from the binary
 //! correction file ([`At128Correction`]): mirror fields, each mapping its encoder range onto
-//! the ~120° field of view. Typical use: `fov_deg = (30, 150)`, cut 150° (Nebula's test
+//! the ~120° field of view. Typical use: `fov = (30, 150)`, cut 150° (Nebula's test
 //! settings). No AT128 capture is available: it is verified on synthetic packets and a
 //! synthetic correction file only, and its CRCs are not checked (convention unverified).
 //! The cutter's lagging/leading channels are taken per block group (the corrected azimuths

@@ -1,6 +1,8 @@
 //! Zero-copy view of a Hesai data packet ([`Packet`]), its validation and classification.
 
 use super::layout::{HeaderKind, Layout};
+use crate::scan::PacketRejection;
+use crate::time::days_from_civil;
 use crate::vendor::SensorModel;
 
 /// Return-mode byte values (tail), per the Hesai manuals.
@@ -105,15 +107,6 @@ pub enum PacketError {
     /// want to reject them ([`Packet::date_seconds`] is `None`).
     #[error("tail date is invalid")]
     Date,
-}
-
-/// How a payload that is not a valid data packet is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    /// Not a data packet of this sensor (foreign traffic): counted `ignored`.
-    Ignored,
-    /// A damaged data packet: counted `malformed`.
-    Malformed(PacketError),
 }
 
 /// Payload lengths within this many bytes of the documented length are damaged data packets.
@@ -403,17 +396,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// Classifies a payload for `layout`: a valid packet, or how to count it.
 ///
 /// Rule: a known length that fails validation is malformed; a length within
@@ -425,7 +407,7 @@ pub fn classify<'a>(
     payload: &'a [u8],
     layout: &'static Layout,
     check_crc: bool,
-) -> Result<Packet<&'a [u8]>, Rejection> {
+) -> Result<Packet<&'a [u8]>, PacketRejection<PacketError>> {
     match Packet::new_checked(payload, layout, check_crc) {
         Ok(p) => Ok(p),
         Err(e @ PacketError::Length { len, expected }) => {
@@ -439,12 +421,12 @@ pub fn classify<'a>(
                 }
             };
             if len.abs_diff(expected) <= MALFORMED_LEN_TOLERANCE || looks_like {
-                Err(Rejection::Malformed(e))
+                Err(PacketRejection::Malformed(e))
             } else {
-                Err(Rejection::Ignored)
+                Err(PacketRejection::Ignored)
             }
         }
-        Err(e) => Err(Rejection::Malformed(e)),
+        Err(e) => Err(PacketRejection::Malformed(e)),
     }
 }
 
@@ -479,13 +461,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn crc_and_dates() {
+    fn crc() {
         // CRC-32/MPEG-2 check value.
         assert_eq!(crc32_mpeg2(b"123456789"), 0x0376_E6E7);
         assert_eq!(crc32_mpeg2(b"12345678"), 0x49E3_C2FB);
         assert_eq!(crc32_mpeg2(b""), 0xFFFF_FFFF);
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2017, 9, 6), 17_415);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
     }
 }

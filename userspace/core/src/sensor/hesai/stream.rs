@@ -12,14 +12,15 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::point_buf::PointBuf;
 use crate::scan::{
-    AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, TimeVerdict, arc_in_view, turns_lost,
+    AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, PacketRejection, Rejection, TimeVerdict,
+    arc_in_view, turns_lost,
 };
 use crate::vendor::{ConfigError, PipelineOptions, ReturnMode, SensorConfig, VendorDecoder};
 
 use super::convert::fast;
 use super::cutter::{Cutter, TAU_F32, argmin, between, normalize};
 use super::layout::{self, Layout};
-use super::packet::{self, Rejection};
+use super::packet;
 use super::{AngleCorrection, At128Correction, DUAL_RETURN_DISTANCE_THRESHOLD_M, return_mode_of};
 
 // ---------------------------------------------------------------------------------------------
@@ -250,16 +251,16 @@ impl HesaiStream {
             to_cdeg(off_rad.get(max_idx).copied().unwrap_or(0.0)).ceil(),
         );
         let to_rad = |d: f64| normalize((d * (PI / 180.0)) as f32, TAU_F32);
-        let cut = to_rad(cfg.cut_angle_deg);
-        let fov = match opts.fov_deg {
-            Some((a, b)) => (to_rad(a), to_rad(b)),
+        let cut = to_rad(cfg.cut_angle.get());
+        let fov = match opts.fov {
+            Some(f) => (to_rad(f.min().get()), to_rad(f.max().get())),
             None => (0.0, 0.0),
         };
         if fov.0 != fov.1 && (!between(fov.0, fov.1, cut, true, true) || cut == fov.0) {
             return Err(ConfigError::OutOfRange {
-                field: "cut_angle_deg".into(),
-                value: cfg.cut_angle_deg.to_string(),
-                valid: "inside the field of view (fov_deg), not equal to its start".into(),
+                field: "cut_angle".into(),
+                value: cfg.cut_angle.to_string(),
+                valid: "inside the field of view (fov), not equal to its start".into(),
             });
         }
         // The model's own limits (Nebula `SensorT::min_range/max_range`), inclusive.
@@ -267,8 +268,8 @@ impl HesaiStream {
         Ok(Self {
             layout,
             check_crc: !opts.hesai_skip_crc,
-            range: (lo.max(cfg.min_range_m), hi.min(cfg.max_range_m)),
-            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout_ns),
+            range: (lo.max(cfg.range.min().get()), hi.min(cfg.range.max().get())),
+            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout.ns()),
             tables: Arc::new(HesaiTables {
                 angles: Angles {
                     cos_el: el_rad.iter().map(|e| e.cos()).collect(),
@@ -305,10 +306,9 @@ impl HesaiStream {
             offsets: vec![0; layout.blocks * layout.channels],
             offsets_key: None,
             offsets_cache: Vec::new(),
-            cut_cdeg: ((cfg.cut_angle_deg.rem_euclid(360.0) * 100.0).round() as u32)
-                % AZIMUTH_UNITS,
+            cut_cdeg: cfg.cut_angle.cdeg(),
             last_phased: None,
-            fov: Fov::from_deg(opts.fov_deg),
+            fov: opts.fov.map(Fov::from),
             date_fallbacks: 0,
             host_base: false,
             pending_head_lost: 0,
@@ -392,15 +392,15 @@ impl VendorDecoder for HesaiStream {
         payload: &[u8],
         host: HostTime,
         out: &mut Vec<Frame>,
-    ) -> Result<(), crate::vendor::Rejection> {
+    ) -> Result<(), Rejection> {
         let p = match packet::classify(payload, self.layout, self.check_crc) {
             Ok(p) => p,
-            Err(Rejection::Ignored) => return Err(crate::vendor::Rejection::Ignored),
-            Err(Rejection::Malformed(_)) => {
+            Err(PacketRejection::Ignored) => return Err(Rejection::Ignored),
+            Err(PacketRejection::Malformed(_)) => {
                 let cur = self.cutter.state.as_ref().map_or(0, |s| s.current);
                 let b = &mut self.bufs[usize::from(cur)];
                 b.account.malformed = b.account.malformed.saturating_add(1);
-                return Err(crate::vendor::Rejection::Malformed);
+                return Err(Rejection::Malformed);
             }
         };
         // A packet whose date is no date is stamped on the stream's own time line: the last
@@ -436,11 +436,11 @@ impl VendorDecoder for HesaiStream {
                 if timed_out {
                     self.close_partial(out);
                 }
-                return Err(crate::vendor::Rejection::TimeJump);
+                return Err(Rejection::TimeJump);
             }
             TimeVerdict::Restart => {
                 self.close_all(out);
-                return Err(crate::vendor::Rejection::Restart);
+                return Err(Rejection::Restart);
             }
             TimeVerdict::Late => {
                 // It belongs to the frames in progress if the cut has not passed since its
@@ -450,7 +450,7 @@ impl VendorDecoder for HesaiStream {
                     _ => false,
                 };
                 if !fits || self.cutter.state.is_none() {
-                    return Err(crate::vendor::Rejection::Late);
+                    return Err(Rejection::Late);
                 }
                 self.late = true;
                 self.return_mode = return_mode_of(p.return_mode_byte());

@@ -11,10 +11,10 @@
 //! metadata JSON), [`lut`] (the XYZ table).
 //!
 //! ## Configuration
-//! [`SensorConfig::calibration`] is the sensor's metadata JSON. `cut_angle_deg` must be 0 (or
+//! [`SensorConfig::calibration`] is the sensor's metadata JSON. `cut_angle` must be 0 (or
 //! 360): an Ouster frame is the sensor's own (one `frame_id`, columns 0..w in the order the
 //! encoder sweeps them); its boundary is moved on the sensor (`azimuth_window`), and any other
-//! cut is refused with [`ConfigError::OutOfRange`]. [`PipelineOptions::fov_deg`] keeps the
+//! cut is refused with [`ConfigError::OutOfRange`]. [`PipelineOptions::fov`] keeps the
 //! points whose beam azimuth (see below) lies inside `[min, max]` degrees (wrapping through 0
 //! when `min > max`); [`PipelineOptions::flavor`] does not apply.
 //!
@@ -24,7 +24,8 @@
 //! before the second.
 //! * `x, y, z`: ouster-sdk's XYZ (see [`lut`]), sensor frame, m.
 //! * `distance`: the range field in m (mm / 1000; RNG15 ranges are in 8 mm steps). Points with
-//!   `distance <= min_range_m` or `>= max_range_m` are dropped, like the other decoders.
+//!   `distance` at the range gate's minimum or below, or at its maximum or above, are dropped,
+//!   like the other decoders.
 //! * `channel`: the beam row, 0 = top beam.
 //! * `azimuth`, `elevation`: the beam direction in the sensor frame (rad), fixed per pixel.
 //! * `intensity`: the calibrated reflectivity (u8). LEGACY carries 16 bits on fw 1.1x: values
@@ -52,7 +53,7 @@
 //! A frame is all packets of one `frame_id` (LEGACY: the first column's frame_id). It is
 //! published as soon as all packets the column window implies have arrived
 //! ([`metadata::OusterMetadata::packets_per_frame`], 64 for 1024 columns of 16), after
-//! `frame_timeout_ns` of silence (host time; on arrival the packet's column time too, so a pause
+//! frame timeout of silence (host time; on arrival the packet's column time too, so a pause
 //! on the receiving side cuts no frame), on flush, or when the next frame has run for the
 //! reorder window. `packets_expected` is always the full count, so a partial frame (stream
 //! start or end, losses) shows its holes. Frame ids compare modulo 2^16, as ouster-sdk does.
@@ -209,7 +210,7 @@ pub struct OusterStream {
     returns: Box<ColumnReturns>,
     /// Sequence, silence, buffers, the frame header.
     builder: FrameBuilder,
-    /// Kept ranges, mm: `lo <= r < hi` ⇔ `min_range_m < r/1000 < max_range_m` (f32).
+    /// Kept ranges, mm: `lo <= r < hi` ⇔ `min < r/1000 < max` of the range gate (f32).
     range_mm: (u32, u32),
     cur: Option<Building>,
     /// The previous frame, held open after the next one began (reorder window), with the
@@ -235,7 +236,7 @@ impl OusterStream {
     /// builds the stream.
     ///
     /// # Errors
-    /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360 (see the module
+    /// [`ConfigError::OutOfRange`] for a `cut_angle` other than 0 or 360 (see the module
     /// docs); [`ConfigError::CalibrationIo`] / [`ConfigError::Calibration`] for metadata that
     /// is not UTF-8 or invalid.
     pub fn new(
@@ -251,17 +252,17 @@ impl OusterStream {
     /// errors).
     ///
     /// # Errors
-    /// [`ConfigError::OutOfRange`] for a `cut_angle_deg` other than 0 or 360;
+    /// [`ConfigError::OutOfRange`] for a `cut_angle` other than 0 or 360;
     /// [`ConfigError::Calibration`] if the metadata breaks [`OusterMetadata::validate`].
     pub fn with_metadata(
         cfg: &SensorConfig,
         opts: PipelineOptions,
         meta: OusterMetadata,
     ) -> Result<Self, ConfigError> {
-        if !(cfg.cut_angle_deg == 0.0 || cfg.cut_angle_deg == 360.0) {
+        if !(cfg.cut_angle.get() == 0.0 || cfg.cut_angle.get() == 360.0) {
             return Err(ConfigError::OutOfRange {
-                field: "cut_angle_deg".into(),
-                value: cfg.cut_angle_deg.to_string(),
+                field: "cut_angle".into(),
+                value: cfg.cut_angle.to_string(),
                 valid: "0 or 360 deg for Ouster (frames follow the sensor's frame_id; move the \
                         boundary with the sensor's azimuth_window)"
                     .into(),
@@ -272,7 +273,8 @@ impl OusterStream {
             message: e.to_string(),
         })?;
         let lut = XyzLut::new(&meta);
-        let keep = opts.fov_deg.map(|(min, max)| {
+        let keep = opts.fov.map(|f| {
+            let (min, max) = f.degrees();
             let (min, max) = (min.to_radians() as f32, max.to_radians() as f32);
             (0..lut.w)
                 .flat_map(|c| lut.column(c).azimuth.iter().take(lut.h))
@@ -306,8 +308,8 @@ impl OusterStream {
                 point_capacity,
                 meta,
             }),
-            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout_ns),
-            range_mm: range_window_mm(cfg.min_range_m, cfg.max_range_m),
+            builder: FrameBuilder::new(cfg.sensor_id, cfg.frame_timeout.ns()),
+            range_mm: range_window_mm(cfg.range.min().get(), cfg.range.max().get()),
             cur: None,
             prev: None,
             last_mono_ns: None,

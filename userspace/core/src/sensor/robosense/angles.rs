@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::AZIMUTH_UNITS;
+use super::TURN_CDEG;
 
 use crate::vendor::ConfigError;
 
@@ -90,13 +90,13 @@ impl AngleTable {
 /// otherwise.
 #[inline]
 pub(super) fn wrap_cdeg(cdeg: i32) -> i32 {
-    if (0..AZIMUTH_UNITS).contains(&cdeg) {
+    if (0..TURN_CDEG).contains(&cdeg) {
         cdeg
-    } else if (AZIMUTH_UNITS..2 * AZIMUTH_UNITS).contains(&cdeg) {
-        cdeg - AZIMUTH_UNITS
-    } else if (-AZIMUTH_UNITS..0).contains(&cdeg) {
-        cdeg + AZIMUTH_UNITS
+    } else if (TURN_CDEG..2 * TURN_CDEG).contains(&cdeg) {
+        cdeg - TURN_CDEG
+    } else if (-TURN_CDEG..0).contains(&cdeg) {
+        cdeg + TURN_CDEG
     } else {
-        cdeg.rem_euclid(AZIMUTH_UNITS)
+        cdeg.rem_euclid(TURN_CDEG)
     }
 }

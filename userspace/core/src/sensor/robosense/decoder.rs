@@ -11,7 +11,7 @@ use std::f64::consts::PI;
 use crate::vendor::ReturnMode;
 
 use super::angles::wrap_cdeg;
-use super::{AZIMUTH_UNITS, AngleTable, BLOCKS, CDEG_TO_RAD, CHANNELS, ModelSpec, MsopPacket};
+use super::{AngleTable, BLOCKS, CDEG_TO_RAD, CHANNELS, ModelSpec, MsopPacket, TURN_CDEG};
 
 /// One decoded point plus what the scan assembler needs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -103,7 +103,7 @@ impl RobosenseDecoder {
     /// Builds a decoder for `spec` with `angles` (as many rows as `spec.lasers`; missing rows
     /// decode with 0° angles).
     pub fn new(spec: &'static ModelSpec, angles: AngleTable, settings: DecoderSettings) -> Self {
-        let trig = (0..AZIMUTH_UNITS)
+        let trig = (0..TURN_CDEG)
             .map(|i| {
                 let rad = f64::from(i) * 0.01 * PI / 180.0;
                 [rad.cos() as f32, rad.sin() as f32]
@@ -185,7 +185,7 @@ impl RobosenseDecoder {
             r => r,
         };
         let t = f64::from(self.spec.block_us) / 1e6;
-        self.nominal_az_diff = (f64::from(AZIMUTH_UNITS) * f64::from(rps) * t).round() as i32;
+        self.nominal_az_diff = (f64::from(TURN_CDEG) * f64::from(rps) * t).round() as i32;
     }
 
     /// Nominal azimuth advance per block, 0.01°.
@@ -207,7 +207,7 @@ impl RobosenseDecoder {
     /// while the packets are 667 µs apart, and points of consecutive packets would interleave).
     pub fn sequences_per_block(&self, p: &MsopPacket<&[u8]>) -> f64 {
         let span =
-            (i32::from(p.azimuth(BLOCKS - 1)) - i32::from(p.azimuth(0))).rem_euclid(AZIMUTH_UNITS);
+            (i32::from(p.azimuth(BLOCKS - 1)) - i32::from(p.azimuth(0))).rem_euclid(TURN_CDEG);
         if 2 * span >= 3 * self.nominal_az_diff * (BLOCKS as i32 - 1) {
             2.0
         } else {
@@ -229,7 +229,7 @@ impl RobosenseDecoder {
         let idx = first / step;
         let diff = if first + step < BLOCKS {
             let d = (i32::from(p.azimuth(first + step)) - i32::from(p.azimuth(first)))
-                .rem_euclid(AZIMUTH_UNITS);
+                .rem_euclid(TURN_CDEG);
             if d > 100 { nominal } else { d }
         } else {
             nominal
@@ -294,8 +294,8 @@ impl RobosenseDecoder {
                 };
                 let mut hf = h + dh;
                 if self.mirrored {
-                    hf = AZIMUTH_UNITS - hf;
-                    h = AZIMUTH_UNITS - h;
+                    hf = TURN_CDEG - hf;
+                    h = TURN_CDEG - h;
                 }
                 let az_c = wrap_cdeg(hf);
                 if let Some(fov) = set.fov_cdeg

@@ -133,8 +133,9 @@ pub const MSOP_PORT: u16 = 6699;
 pub const DIFOP_PORT: u16 = 7788;
 /// Payload sizes within this many bytes of 1248 are treated as damaged RoboSense packets.
 pub const MALFORMED_LEN_TOLERANCE: usize = 64;
-/// Azimuth units per turn (0.01°).
-pub const AZIMUTH_UNITS: i32 = 36_000;
+/// [`crate::scan::AZIMUTH_UNITS`] (0.01° per turn), signed: RoboSense's azimuth arithmetic
+/// works on `i32` (mirrored and offset azimuths fall below 0 before they are wrapped).
+const TURN_CDEG: i32 = crate::scan::AZIMUTH_UNITS as i32;
 /// Radians per 0.01°.
 const CDEG_TO_RAD: f64 = 0.01 * PI / 180.0;
 

@@ -7,12 +7,13 @@
 
 use crate::vendor::Rejection;
 
+use crate::time::days_from_civil;
 use crate::vendor::SensorModel;
 
 use super::{
-    AZIMUTH_UNITS, AngleTable, BLOCK_FLAG, BLOCK_LEN, BLOCKS, DIFOP_MAGIC, HEADER_LEN, HeaderKind,
+    AngleTable, BLOCK_FLAG, BLOCK_LEN, BLOCKS, DIFOP_MAGIC, HEADER_LEN, HeaderKind,
     MALFORMED_LEN_TOLERANCE, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, ModelSpec, PACKET_LEN,
-    TIMESTAMP_OFFSET,
+    TIMESTAMP_OFFSET, TURN_CDEG,
 };
 
 /// Why a payload is not a valid MSOP packet of the configured model.
@@ -90,7 +91,7 @@ impl<T: AsRef<[u8]>> MsopPacket<T> {
                 });
             }
             let azimuth = p.azimuth(block);
-            if i32::from(azimuth) >= AZIMUTH_UNITS {
+            if i32::from(azimuth) >= TURN_CDEG {
                 return Err(PacketError::Azimuth { block, azimuth });
             }
         }
@@ -157,17 +158,6 @@ impl<T: AsRef<[u8]>> MsopPacket<T> {
             false => ymd_to_ns(&t),
         }
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// V1 calendar timestamp (year−2000, month, day, hour, minute, second, ms BE, µs BE) → ns (UTC).

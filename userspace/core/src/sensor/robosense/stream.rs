@@ -14,8 +14,8 @@ use crate::vendor::{
 };
 
 use super::{
-    AZIMUTH_UNITS, AngleTable, BLOCKS, BPEARL_V4, BPEARL_V4_TYPE_MODEL, DecoderSettings,
-    DifopPacket, MsopPacket, Payload, RobosenseDecoder, RobosenseTables, classify, spec,
+    AngleTable, BLOCKS, BPEARL_V4, BPEARL_V4_TYPE_MODEL, DecoderSettings, DifopPacket, MsopPacket,
+    Payload, RobosenseDecoder, RobosenseTables, TURN_CDEG, classify, spec,
 };
 
 /// The RoboSense decoder's own counters: `lidarxdp_robosense_*{sensor,model}`.
@@ -76,13 +76,12 @@ impl RobosenseStream {
         })?;
         let angles = AngleTable::from_bytes(calibration, spec.lasers, &cfg.calibration)?;
         let settings = DecoderSettings {
-            min_range_m: cfg.min_range_m,
-            max_range_m: cfg.max_range_m,
-            fov_cdeg: crate::scan::Fov::from_deg(opts.fov_deg),
+            min_range_m: cfg.range.min().get(),
+            max_range_m: cfg.range.max().get(),
+            fov_cdeg: opts.fov.map(crate::scan::Fov::from),
         };
-        let mut assembler =
-            ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
-        assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
+        let mut assembler = ScanAssembler::new(cfg.sensor_id, cfg.cut_angle, cfg.frame_timeout);
+        assembler.set_fov(opts.fov.map(crate::scan::Fov::from));
         Ok(Self {
             decoder: Arc::new(RobosenseDecoder::new(spec, angles, settings)),
             assembler,
@@ -188,7 +187,7 @@ impl VendorDecoder for RobosenseStream {
                 .unwrap_or(host.wall_ns),
         };
         let dual = mode.returns() > 1;
-        let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(AZIMUTH_UNITS) as u32;
+        let span = |a: u16, b: u16| (i32::from(b) - i32::from(a)).rem_euclid(TURN_CDEG) as u32;
         let advance = if dual && !spec.rs16_layout {
             span(p.azimuth(0), p.azimuth(10)) * 6 / 5
         } else {

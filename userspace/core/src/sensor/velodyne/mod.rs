@@ -51,13 +51,12 @@ pub use model::{
     calibration_laser_count, confirm_detected_model, detection_needs_calibration,
     models_with_lasers,
 };
-pub use packet::{
-    MALFORMED_LEN_TOLERANCE, Packet, PacketError, Rejection, classify, firing_offset_ns,
-};
+pub use packet::{MALFORMED_LEN_TOLERANCE, Packet, PacketError, classify, firing_offset_ns};
 pub use stream::{VELODYNE_COUNTERS, VelodyneCounters, VelodyneStream, VelodyneTables};
 pub use vlp16::Vlp16Decoder;
 
 use crate::point::PointXYZIRCAEDT;
+use crate::scan::AZIMUTH_UNITS;
 use crate::vendor::{DecodeFlavor, ReturnMode};
 
 /// Size of a VLP-16 data packet (UDP payload), bytes.
@@ -92,8 +91,6 @@ pub const PRODUCT_ID_VLP16: u8 = 0x22;
 pub const FIRING_NS: u32 = 2_304;
 /// Duration of one firing sequence (16 firings + recharge), ns (manual: 55.296 µs).
 pub const SEQUENCE_NS: u32 = 55_296;
-/// Number of azimuth units per turn (0.01° units).
-pub const AZIMUTH_UNITS: u32 = 36_000;
 
 /// Largest azimuth advance between consecutive firing sequences (or block pairs) that the
 /// default rules interpolate with, 0.01° (1°). Real advances are at most 0.8° (a VLP-16

@@ -78,8 +78,9 @@ use crate::point::ReturnType;
 use super::{
     AZIMUTH_UNITS, BLOCK_LEN, BLOCKS, BlockPoints, DATA_PACKET_LEN, DecodedPoint, DecoderSettings,
     FovCdeg, MALFORMED_LEN_TOLERANCE, Packet, PacketError, RETURN_MODE_DUAL, RETURN_MODE_LAST,
-    RETURN_MODE_STRONGEST, Rejection, SLOTS_PER_BLOCK,
+    RETURN_MODE_STRONGEST, SLOTS_PER_BLOCK,
 };
+use crate::scan::PacketRejection;
 use crate::sensor::calibration::{LaserCorrection, VelodyneCalibration};
 use crate::vendor::{DecodeFlavor, ReturnMode, SensorModel};
 
@@ -225,18 +226,21 @@ pub fn check(model: SensorModel, b: &[u8]) -> Result<(), PacketError> {
 /// [`super::classify`] for any Velodyne model: a valid packet, or how to count the payload
 /// (1206 bytes failing [`check`], or a length within [`MALFORMED_LEN_TOLERANCE`] of 1206, or
 /// a payload starting with a block flag valid for the model: malformed; anything else ignored).
-pub fn classify_model(model: SensorModel, payload: &[u8]) -> Result<Packet<&[u8]>, Rejection> {
+pub fn classify_model(
+    model: SensorModel,
+    payload: &[u8],
+) -> Result<Packet<&[u8]>, PacketRejection<PacketError>> {
     match check(model, payload) {
         Ok(()) => Ok(Packet::new_unchecked(payload)),
         Err(e @ PacketError::Length { len }) => {
             let flagged = matches!(payload, [0xFF, f1, ..] if bank_origin(model, *f1).is_some());
             if len.abs_diff(DATA_PACKET_LEN) <= MALFORMED_LEN_TOLERANCE || flagged {
-                Err(Rejection::Malformed(e))
+                Err(PacketRejection::Malformed(e))
             } else {
-                Err(Rejection::Ignored)
+                Err(PacketRejection::Ignored)
             }
         }
-        Err(e) => Err(Rejection::Malformed(e)),
+        Err(e) => Err(PacketRejection::Malformed(e)),
     }
 }
 

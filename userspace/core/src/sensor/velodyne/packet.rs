@@ -1,12 +1,13 @@
 //! The VLP-16 data packet view: [`Packet`], a checked zero-copy view of the 1206-byte UDP
 //! payload (layout in the module docs of [`super`]), why a payload is refused ([`PacketError`],
-//! [`Rejection`], [`classify`]), and the firing timing table ([`firing_offset_ns`], ns after the
+//! [`PacketRejection`], [`classify`]), and the firing timing table ([`firing_offset_ns`], ns after the
 //! packet timestamp).
 //!
 //! Source: *VLP-16 User Manual* (Velodyne, 63-9243), section 9 "Sensor Data".
 
 #![forbid(unsafe_code)]
 
+use crate::scan::PacketRejection;
 use crate::vendor::ReturnMode;
 
 use super::{
@@ -43,15 +44,6 @@ pub enum PacketError {
     /// Byte 1204 is not 0x37, 0x38 or 0x39.
     #[error("return mode byte {0:#04x} is not 0x37/0x38/0x39")]
     ReturnMode(u8),
-}
-
-/// How a payload that is not a valid data packet is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    /// Not a data packet at all (e.g. a 512-byte position packet): counted `ignored`.
-    Ignored,
-    /// Looks like a data packet but is damaged: counted `malformed`.
-    Malformed(PacketError),
 }
 
 /// Payload sizes within this many bytes of 1206 are treated as damaged data packets.
@@ -179,19 +171,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
 /// whose length is within [`MALFORMED_LEN_TOLERANCE`] bytes of 1206, or that starts with the
 /// block flag `FF EE`, is a damaged (truncated / padded) data packet, hence malformed; any other
 /// size (512-byte position packets, foreign traffic) is ignored.
-pub fn classify(payload: &[u8]) -> Result<Packet<&[u8]>, Rejection> {
+pub fn classify(payload: &[u8]) -> Result<Packet<&[u8]>, PacketRejection<PacketError>> {
     match Packet::new_checked(payload) {
         Ok(p) => Ok(p),
         Err(e @ PacketError::Length { len }) => {
             if len.abs_diff(DATA_PACKET_LEN) <= MALFORMED_LEN_TOLERANCE
                 || payload.starts_with(&BLOCK_FLAG)
             {
-                Err(Rejection::Malformed(e))
+                Err(PacketRejection::Malformed(e))
             } else {
-                Err(Rejection::Ignored)
+                Err(PacketRejection::Ignored)
             }
         }
-        Err(e) => Err(Rejection::Malformed(e)),
+        Err(e) => Err(PacketRejection::Malformed(e)),
     }
 }
 

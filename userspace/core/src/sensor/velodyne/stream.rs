@@ -11,11 +11,11 @@ use crate::sensor::calibration::VelodyneCalibration;
 
 use super::{
     AZIMUTH_UNITS, BLOCKS, BlockPoints, DecoderSettings, FovCdeg, MAX_ADVANCE_CDEG, Packet,
-    Rejection, Vlp16Decoder, classify, multi, packet_interval_ns,
+    Vlp16Decoder, classify, multi, packet_interval_ns,
 };
 use crate::HostTime;
 use crate::frame::Frame;
-use crate::scan::{PacketInfo, ScanAssembler};
+use crate::scan::{PacketInfo, PacketRejection, Rejection, ScanAssembler};
 use crate::vendor::{
     ConfigError, DecodeFlavor, PipelineOptions, ReturnMode, SensorConfig, SensorModel,
     VendorDecoder,
@@ -146,20 +146,19 @@ impl VelodyneStream {
                 supported: "VLP16, VLP32C, HDL32E, HDL64E_S2, HDL64E_S3, VLS128".into(),
             });
         }
-        let fov = opts.fov_deg.map(|(min, max)| FovCdeg {
-            min: (min * 100.0).round() as u32,
-            max: (max * 100.0).round() as u32,
+        let fov = opts.fov.map(|f| FovCdeg {
+            min: (f.min().get() * 100.0).round() as u32,
+            max: (f.max().get() * 100.0).round() as u32,
         });
         let calib = VelodyneCalibration::from_bytes(calibration, lasers, &cfg.calibration)?;
         let settings = DecoderSettings {
-            min_range_m: decimal_f64(cfg.min_range_m),
-            max_range_m: decimal_f64(cfg.max_range_m),
+            min_range_m: decimal_f64(cfg.range.min().get()),
+            max_range_m: decimal_f64(cfg.range.max().get()),
             fov,
             flavor: opts.flavor,
         };
-        let mut assembler =
-            ScanAssembler::new(cfg.sensor_id, cfg.cut_angle_deg, cfg.frame_timeout_ns);
-        assembler.set_fov(crate::scan::Fov::from_deg(opts.fov_deg));
+        let mut assembler = ScanAssembler::new(cfg.sensor_id, cfg.cut_angle, cfg.frame_timeout);
+        assembler.set_fov(opts.fov.map(crate::scan::Fov::from));
         let engine = if cfg.model == SensorModel::Vlp16 {
             VelodyneTables::Vlp16(Vlp16Decoder::new(calib, settings))
         } else {
@@ -274,17 +273,17 @@ impl VendorDecoder for VelodyneStream {
         payload: &[u8],
         host: HostTime,
         out: &mut Vec<Frame>,
-    ) -> Result<(), crate::vendor::Rejection> {
+    ) -> Result<(), Rejection> {
         let classified = match *self.engine {
             VelodyneTables::Vlp16(_) => classify(payload),
             VelodyneTables::Multi(_) => multi::classify_model(self.model, payload),
         };
         let packet: Packet<&[u8]> = match classified {
             Ok(p) => p,
-            Err(Rejection::Ignored) => return Err(crate::vendor::Rejection::Ignored),
-            Err(Rejection::Malformed(_)) => {
+            Err(PacketRejection::Ignored) => return Err(Rejection::Ignored),
+            Err(PacketRejection::Malformed(_)) => {
                 self.assembler.note_malformed();
-                return Err(crate::vendor::Rejection::Malformed);
+                return Err(Rejection::Malformed);
             }
         };
         let model = self.model;

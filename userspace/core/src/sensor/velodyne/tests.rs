@@ -3,6 +3,7 @@
 use super::*;
 use crate::HostTime;
 use crate::point::ReturnType;
+use crate::scan::PacketRejection;
 use crate::sensor::calibration::VelodyneCalibration;
 use crate::vendor::{PipelineOptions, SensorConfig, SensorModel};
 
@@ -87,19 +88,19 @@ fn checked_view_rejects_every_bad_shape() {
 
 #[test]
 fn classify_sizes() {
-    assert_eq!(classify(&[0u8; 512]).unwrap_err(), Rejection::Ignored);
-    assert_eq!(classify(&[]).unwrap_err(), Rejection::Ignored);
+    assert_eq!(classify(&[0u8; 512]).unwrap_err(), PacketRejection::Ignored);
+    assert_eq!(classify(&[]).unwrap_err(), PacketRejection::Ignored);
     assert!(matches!(
         classify(&[0u8; 1207]).unwrap_err(),
-        Rejection::Malformed(PacketError::Length { len: 1207 })
+        PacketRejection::Malformed(PacketError::Length { len: 1207 })
     ));
     assert!(matches!(
         classify(&[0xFF, 0xEE, 0, 0]).unwrap_err(),
-        Rejection::Malformed(_)
+        PacketRejection::Malformed(_)
     ));
     assert!(matches!(
         classify(&[0u8; 1206]).unwrap_err(),
-        Rejection::Malformed(PacketError::BlockFlag { block: 0, .. })
+        PacketRejection::Malformed(PacketError::BlockFlag { block: 0, .. })
     ));
 }
 
