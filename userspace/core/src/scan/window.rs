@@ -23,6 +23,26 @@ pub enum Bound {
     Exclusive,
 }
 
+/// Whether `a` lies in the cyclic sector from `start` to `end`, each bound inside or not
+/// ([`Bound`]); `end < start` wraps through 0. The one azimuth test of every field of view (and
+/// of Hesai's cut): units are the caller's (0.01° integers, f32 rad); a sector with
+/// `start == end` holds only that azimuth here (Hesai's cutter gives it its own meaning first).
+pub fn in_sector<T: PartialOrd>(start: T, end: T, a: T, bounds: (Bound, Bound)) -> bool {
+    let after_start = match bounds.0 {
+        Bound::Inclusive => start <= a,
+        Bound::Exclusive => start < a,
+    };
+    let before_end = match bounds.1 {
+        Bound::Inclusive => a <= end,
+        Bound::Exclusive => a < end,
+    };
+    if end < start {
+        after_start || before_end
+    } else {
+        after_start && before_end
+    }
+}
+
 /// The raw distance values in `raws` whose distance passes the gate from `min` to `max` (m,
 /// each with its [`Bound`]), as a window `lo..hi` (empty when none passes): `raw` passes the
 /// float test `min < distance(raw) < max` (`<=` for an inclusive bound) exactly when
@@ -75,14 +95,16 @@ pub struct Fov {
 }
 
 impl Fov {
-    /// Whether azimuth `az_cdeg` (0.01°, taken modulo 360°) lies inside (bounds included).
+    /// Whether azimuth `az_cdeg` (0.01°, taken modulo 360°) lies inside (bounds included,
+    /// [`in_sector`]).
     pub fn contains_cdeg(&self, az_cdeg: u32) -> bool {
-        let a = az_cdeg % AZIMUTH_UNITS;
-        if self.min_cdeg <= self.max_cdeg {
-            a >= self.min_cdeg && a <= self.max_cdeg
-        } else {
-            a >= self.min_cdeg || a <= self.max_cdeg
-        }
+        let inclusive = (Bound::Inclusive, Bound::Inclusive);
+        in_sector(
+            self.min_cdeg,
+            self.max_cdeg,
+            az_cdeg % AZIMUTH_UNITS,
+            inclusive,
+        )
     }
 
     /// Width of the field of view, 0.01° (the inclusive bound counts one unit).
@@ -128,6 +150,20 @@ pub fn arc_in_view(fov: Option<Fov>, from_cdeg: u32, len_cdeg: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each bound in or out, plain and wrapping, integers and floats.
+    #[test]
+    fn sectors() {
+        let (i, x) = (Bound::Inclusive, Bound::Exclusive);
+        assert!(in_sector(10, 20, 10, (i, x)) && !in_sector(10, 20, 10, (x, i)));
+        assert!(in_sector(10, 20, 20, (x, i)) && !in_sector(10, 20, 20, (i, x)));
+        assert!(in_sector(10, 20, 15, (x, x)) && !in_sector(10, 20, 25, (i, i)));
+        assert!(in_sector(350, 10, 0, (x, x)) && in_sector(350, 10, 355, (x, x)));
+        assert!(in_sector(350, 10, 350, (i, x)) && !in_sector(350, 10, 350, (x, i)));
+        assert!(!in_sector(350, 10, 10, (i, x)) && !in_sector(350, 10, 180, (i, i)));
+        assert!(in_sector(6.0f32, 1.0, 0.5, (x, x)) && !in_sector(6.0f32, 1.0, f32::NAN, (i, i)));
+        assert!(in_sector(5, 5, 5, (i, i)) && !in_sector(5, 5, 6, (i, i)));
+    }
 
     /// The window holds exactly the raw values the float test keeps, for each kind of bound,
     /// with a distance that rounds (several raw values per f32 near the bounds).
