@@ -4,10 +4,12 @@
 //! line and key (`TOML parse error at line 5, column 13 | cut_angle = 400.0 | ...`).
 //!
 //! The bottom layer of the core: it imports no other module of the crate, so every layer (the
-//! core's sensor configuration, the decoders, the daemon, the offline decode, Python) can take
-//! these types as they are. The rules that need a sensor model (its datasheet range:
-//! [`crate::vendor::range_gate`]) or span the whole configuration (unique names and ports, in
-//! the daemon's plan) name the field themselves.
+//! core's sensor configuration, the decoders, the daemon, the offline decode, Python) takes
+//! these types as they are and checks nothing again. A rule between two values one type holds
+//! is its constructor's ([`Fov::new`]: the ends differ; [`RangeGate::new`]: `min < max`); the
+//! rules that need a sensor model (its datasheet range:
+//! [`crate::vendor::SensorModel::range_gate`]) or span the whole configuration (unique names
+//! and ports, in the daemon's plan) name the field themselves.
 
 use std::{fmt, str::FromStr};
 
@@ -683,6 +685,14 @@ mod tests {
         assert!(
             e.contains("fov = [270.0, 361.0]")
                 && e.contains("361 is out of range; valid [0, 360] deg"),
+            "{e}"
+        );
+        let e = toml::from_str::<T>("fov = [0, 360]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("fov = [0, 360]")
+                && e.contains("0:360 is out of range; valid [0, 360] deg, MAX"),
             "{e}"
         );
         let e = toml::from_str::<T>("port = 70000").unwrap_err().to_string();

@@ -522,7 +522,7 @@ pub enum ConfigError {
     /// A field is outside its valid range.
     #[error("{field} = {value} is out of range; valid: {valid}")]
     OutOfRange {
-        /// Field name, e.g. `cut_angle_deg` or `lasers[3].vert_correction`.
+        /// Field name, e.g. `cut_angle` or `lasers[3].vert_correction`.
         field: String,
         /// The rejected value.
         value: String,

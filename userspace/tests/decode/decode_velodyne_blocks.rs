@@ -18,9 +18,10 @@ use lidarxdp_core::scan::PointBatch;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
 use lidarxdp_core::sensor::velodyne::{
-    self, BlockPoints, DecodedPoint, DecoderSettings, FovCdeg, Packet, Vlp16Decoder,
+    self, BlockPoints, DecodedPoint, DecoderSettings, Packet, VelodyneFov, Vlp16Decoder,
 };
 use lidarxdp_core::sensor::{DecodeFlavor, SensorModel};
+use lidarxdp_core::valid::Fov;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/velodyne/");
 
@@ -86,14 +87,8 @@ fn same_bits(a: &[PointXYZIRCAEDT], b: &[PointXYZIRCAEDT]) -> bool {
 fn for_each_append_and_append_timed_agree_on_every_capture() {
     let fovs = [
         None,
-        Some(FovCdeg {
-            min: 0,
-            max: 35_900,
-        }),
-        Some(FovCdeg {
-            min: 27_000,
-            max: 9_000,
-        }),
+        Some(VelodyneFov::from(Fov::from_deg(0.0, 359.0).unwrap())),
+        Some(VelodyneFov::from(Fov::from_deg(270.0, 90.0).unwrap())),
     ];
     let mut total = 0usize;
     for (model, pcap, cal) in CASES {

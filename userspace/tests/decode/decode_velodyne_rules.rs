@@ -23,7 +23,9 @@ use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
 use lidarxdp_core::sensor::velodyne::multi::{self, MultiDecoder};
-use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
+use lidarxdp_core::sensor::velodyne::{
+    self, DecodedPoint, DecoderSettings, VelodyneFov, Vlp16Decoder,
+};
 use lidarxdp_core::sensor::{
     ConfigError, DecodeFlavor, PipelineOptions, SensorConfig, SensorModel,
 };
@@ -190,7 +192,7 @@ fn decode_all(
     model: SensorModel,
     calib: &VelodyneCalibration,
     payloads: &[(Vec<u8>, u64)],
-    fov: Option<FovCdeg>,
+    fov: Option<VelodyneFov>,
     flavor: DecodeFlavor,
 ) -> Vec<DecodedPoint> {
     let settings = DecoderSettings {
@@ -246,10 +248,9 @@ fn fov_keeps_exactly_the_points_inside_on_every_model() {
                 model,
                 &calib,
                 &payloads,
-                Some(FovCdeg {
-                    min: fov.0,
-                    max: fov.1,
-                }),
+                Some(VelodyneFov::from(
+                    Fov::from_deg(f64::from(fov.0) / 100.0, f64::from(fov.1) / 100.0).unwrap(),
+                )),
                 DecodeFlavor::Manual,
             );
             // Every kept point is inside, on its corrected azimuth (both representations).

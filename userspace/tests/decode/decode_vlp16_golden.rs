@@ -32,7 +32,9 @@ use lidarxdp_client::pcd::read_points;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::point::PointXYZIRCAEDT;
 use lidarxdp_core::sensor::calibration::VelodyneCalibration;
-use lidarxdp_core::sensor::velodyne::{self, DecodedPoint, DecoderSettings, FovCdeg, Vlp16Decoder};
+use lidarxdp_core::sensor::velodyne::{
+    self, DecodedPoint, DecoderSettings, VelodyneFov, Vlp16Decoder,
+};
 use lidarxdp_core::sensor::{DecodeFlavor, PipelineOptions, SensorConfig, SensorModel};
 use lidarxdp_core::valid::{Fov, RangeGate};
 
@@ -83,7 +85,7 @@ fn decode_dual(opts: PipelineOptions) -> Vec<Frame> {
 
 /// The packet decoder of [`cfg`] (its calibration and range gate) with `fov` and `flavor`, for
 /// re-decoding packets point by point.
-fn packet_decoder(fov: Option<FovCdeg>, flavor: DecodeFlavor) -> Vlp16Decoder {
+fn packet_decoder(fov: Option<VelodyneFov>, flavor: DecodeFlavor) -> Vlp16Decoder {
     let calib = VelodyneCalibration::from_bytes(
         &lidarxdp::calibration::read(&cfg().calibration).unwrap(),
         16,
@@ -178,10 +180,7 @@ fn ground_truth_time_stamps() {
 
     // Re-decode packets 452..=602 point by point to know each point's packet, block and slot.
     let dec = packet_decoder(
-        Some(FovCdeg {
-            min: 0,
-            max: 35_900,
-        }),
+        Some(VelodyneFov::from(Fov::from_deg(0.0, 359.0).unwrap())),
         DecodeFlavor::Nebula,
     );
     let mut stream: Vec<(u32, DecodedPoint)> = Vec::new();

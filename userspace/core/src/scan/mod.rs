@@ -129,7 +129,7 @@ pub use clock::{
     GAP_PERIODS_X10, JUMP_AHEAD_TOLERANCE_NS, MAX_SAMPLE_DT_NS, REORDER_WINDOW_NS, RESTART_AGREE,
     StreamClock, TimeVerdict, turns_lost,
 };
-pub use window::{Fov, arc_in_view};
+pub use window::{Bound, Fov, arc_in_view, in_sector, raw_window};
 
 /// Azimuth units per turn (0.01°).
 pub const AZIMUTH_UNITS: u32 = 36_000;

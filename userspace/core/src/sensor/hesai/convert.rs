@@ -7,6 +7,7 @@
 
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::point_buf::PointBuf;
+use crate::scan::Bound;
 use crate::vendor::SensorModel;
 
 use std::f64::consts::PI;
@@ -222,24 +223,13 @@ impl HesaiStream {
 /// The f32 distance never decreases with `r`, so both bounds are found by bisection.
 pub(super) fn raw_window(unit_mm: u8, range: (f32, f32)) -> (u32, u32) {
     let unit = f64::from(unit_mm) / 1000.0;
-    let d = |r: u32| (f64::from(r) * unit) as f32;
-    // First r in [lo, hi) for which `pred` holds (hi if none); `pred` false then true.
-    let first = |mut lo: u32, mut hi: u32, pred: &dyn Fn(u32) -> bool| {
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(mid) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        lo
-    };
-    let lo = first(1, 65_536, &|r| {
-        d(r).partial_cmp(&range.0) != Some(std::cmp::Ordering::Less)
-    });
-    let end = first(lo, 65_536, &|r| d(r) > range.1);
-    (lo, end - lo)
+    let w = crate::scan::raw_window(
+        1..65_536,
+        |r| (f64::from(r) * unit) as f32,
+        (range.0, Bound::Inclusive),
+        (range.1, Bound::Inclusive),
+    );
+    (w.start, w.end - w.start)
 }
 
 /// Return types (u8) under return-mode byte `mode` (see [`HesaiStream::rt_cache`]), from

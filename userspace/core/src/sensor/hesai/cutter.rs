@@ -4,7 +4,7 @@
 
 #![forbid(unsafe_code)]
 
-use crate::scan::AZIMUTH_JITTER_CDEG;
+use crate::scan::{AZIMUTH_JITTER_CDEG, Bound, in_sector};
 
 // ---------------------------------------------------------------------------------------------
 // Scan cutter (Nebula ScanCutter semantics, f32 radians)
@@ -31,7 +31,8 @@ pub(super) fn normalize(a: f32, m: f32) -> f32 {
 }
 
 /// Nebula `angle_is_between`: is `a` in the cyclic sector `[s, e]` (bounds optionally
-/// exclusive; `s == e` is the full circle).
+/// exclusive; `s == e` is the full circle), the sector test of every vendor
+/// ([`crate::scan::in_sector`]) but for that full circle.
 pub(super) fn between(s: f32, e: f32, a: f32, s_inc: bool, e_inc: bool) -> bool {
     if s == e && s == a {
         return s_inc || e_inc;
@@ -39,14 +40,14 @@ pub(super) fn between(s: f32, e: f32, a: f32, s_inc: bool, e_inc: bool) -> bool 
     if s == e {
         return true;
     }
-    if (!s_inc && a == s) || (!e_inc && a == e) {
-        return false;
-    }
-    if e < s {
-        a <= e || s <= a
-    } else {
-        s <= a && a <= e
-    }
+    let bound = |inc: bool| {
+        if inc {
+            Bound::Inclusive
+        } else {
+            Bound::Exclusive
+        }
+    };
+    in_sector(s, e, a, (bound(s_inc), bound(e_inc)))
 }
 
 /// What a cutter step asks the frame buffers to do.

@@ -8,29 +8,25 @@
 use crate::layout::{Layout, OusterPoint, OusterXYZIR, PointType};
 use crate::point::{PointXYZIRCAEDT, ReturnType};
 use crate::point_buf::PointBuf;
+use crate::scan::Bound;
 use crate::simd::{Compactor, FillPoints, OUSTER_MAX_ROWS, OusterColumnIn, OusterLayout};
 
 use super::lut::{self, Column};
 use super::packet::Profile;
 
-/// The integer form of the exclusive range filter: the smallest range (mm, >= 1) whose
-/// `distance = r as f32 / 1000` exceeds `min_m`, and the smallest whose distance reaches
-/// `max_m` (f32 division is monotonic in `r`, so the two filters agree exactly).
+/// The integer form of the exclusive range filter ([`crate::scan::raw_window`]): the smallest
+/// range (mm, >= 1) whose `distance = r as f32 / 1000` exceeds `min_m`, and the smallest whose
+/// distance reaches `max_m` (f32 division is monotonic in `r`, so the two filters agree
+/// exactly).
 pub(super) fn range_window_mm(min_m: f32, max_m: f32) -> (u32, u32) {
     const LIMIT: u32 = 1 << 20; // above any 20-bit range
-    let first = |pred: &dyn Fn(f32) -> bool| {
-        let (mut lo, mut hi) = (1u32, LIMIT);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(mid as f32 / 1000.0) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        lo
-    };
-    (first(&|d| d > min_m), first(&|d| d >= max_m))
+    let w = crate::scan::raw_window(
+        1..LIMIT,
+        |r| r as f32 / 1000.0,
+        (min_m, Bound::Exclusive),
+        (max_m, Bound::Exclusive),
+    );
+    (w.start, w.end)
 }
 
 /// A pixel's returns as `(range_mm, reflectivity)`, first then second (0, 0 when absent).

@@ -106,7 +106,7 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::point_buf::PointBuf;
 
-use crate::scan::{FrameAccount, FrameBuilder, RESTART_AGREE};
+use crate::scan::{Bound, FrameAccount, FrameBuilder, RESTART_AGREE, in_sector};
 use crate::vendor::{
     ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder,
 };
@@ -278,13 +278,7 @@ impl OusterStream {
             let (min, max) = (min.to_radians() as f32, max.to_radians() as f32);
             (0..lut.w)
                 .flat_map(|c| lut.column(c).azimuth.iter().take(lut.h))
-                .map(|&a| {
-                    if min <= max {
-                        a >= min && a <= max
-                    } else {
-                        a >= min || a <= max
-                    }
-                })
+                .map(|&a| in_sector(min, max, a, (Bound::Inclusive, Bound::Inclusive)))
                 .collect()
         });
         let format = meta.format;

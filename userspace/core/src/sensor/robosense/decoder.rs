@@ -8,6 +8,7 @@ use crate::point::{PointXYZIRCAEDT, ReturnType};
 
 use std::f64::consts::PI;
 
+use crate::scan::Bound;
 use crate::vendor::ReturnMode;
 
 use super::angles::wrap_cdeg;
@@ -50,6 +51,9 @@ pub struct RobosenseDecoder {
     pub(super) angles: AngleTable,
     user_chan: Vec<u16>,
     settings: DecoderSettings,
+    /// The raw distances that pass the range gate (`min_range_m < raw · distance_res_m <
+    /// max_range_m`, f32, exclusive as rs_driver; [`crate::scan::raw_window`]).
+    range_raw: std::ops::Range<u32>,
     /// Nominal azimuth advance per block (firing), 0.01° (rs_driver `block_az_diff_`).
     nominal_az_diff: i32,
     /// `(cos, sin)` per 0.01°, f32 of the f64 value (rs_driver `Trigon`).
@@ -116,6 +120,12 @@ impl RobosenseDecoder {
                 vert_cdeg: Vec::new(),
                 horiz_cdeg: Vec::new(),
             },
+            range_raw: crate::scan::raw_window(
+                1..1 << 16,
+                |r| r as f32 * spec.distance_res_m,
+                (settings.min_range_m, Bound::Exclusive),
+                (settings.max_range_m, Bound::Exclusive),
+            ),
             settings,
             nominal_az_diff: 0,
             trig,
@@ -280,10 +290,10 @@ impl RobosenseDecoder {
                 if second && other == raw {
                     continue;
                 }
-                let distance = f32::from(raw) * s.distance_res_m;
-                if !(distance > set.min_range_m && distance < set.max_range_m) {
+                if !self.range_raw.contains(&u32::from(raw)) {
                     continue;
                 }
+                let distance = f32::from(raw) * s.distance_res_m;
                 let laser = if s.rs16_layout { chan % 16 } else { chan };
                 let mut h = block_az + (az_diff as f32 * timing.azis[chan]) as i32;
                 let (Some(&dh), Some(&([cos_v, sin_v], elevation))) = (

@@ -10,6 +10,7 @@
 use std::f64::consts::PI;
 
 use crate::point::ReturnType;
+use crate::scan::Bound;
 
 use super::{AZIMUTH_UNITS, BLOCK_LEN, SLOTS_PER_BLOCK};
 
@@ -40,43 +41,34 @@ pub(crate) fn raw_distance(raw: u16, res: f32, corr: f32) -> f32 {
     x + if x > 1e-6 { corr } else { -0.0 }
 }
 
-/// The range gate `raw != 0 && min_f < raw_distance(raw) < max_f` as an inclusive window
-/// `(lo, hi)` of raw values (`lo > hi`: nothing passes), so the decoder's per-slot test is two
-/// integer compares. Exact for `res > 1e-6` m (every real sensor: 2 mm or 4 mm): then
-/// `raw·res > 1e-6` for every `raw >= 1`, so `raw_distance` is `raw·res + corr`, non-decreasing
-/// in `raw` (f32 multiplication and addition by constants are monotonic), and the passing
-/// values form one interval, found by bisection. For a smaller `res` (the calibration loader
-/// accepts down to any positive value) the window is the hull of the passing values, found by
-/// a scan, and may pass a few raw values the float test would not.
+/// The range gate `raw != 0 && min_f < raw_distance(raw) < max_f` (exclusive, as Nebula) as an
+/// inclusive window `(lo, hi)` of raw values (`lo > hi`: nothing passes), so the decoder's
+/// per-slot test is two integer compares. Exact for `res > 1e-6` m (every real sensor: 2 mm or
+/// 4 mm): then `raw·res > 1e-6` for every `raw >= 1`, so `raw_distance` is `raw·res + corr`,
+/// non-decreasing in `raw`, and the window is the one search of every vendor
+/// ([`crate::scan::raw_window`]). For a smaller `res` (the calibration loader accepts down to
+/// any positive value) `raw_distance` is not monotonic: the window is the hull of the passing
+/// values, found by a scan, and may pass a few raw values the float test would not.
 pub(crate) fn raw_window(res: f32, corr: f32, min_f: f32, max_f: f32) -> (u16, u16) {
-    let pass = |r: u16| {
-        let d = raw_distance(r, res, corr);
-        d > min_f && d < max_f
-    };
     if res <= 1e-6 {
+        let pass = |r: u16| {
+            let d = raw_distance(r, res, corr);
+            d > min_f && d < max_f
+        };
         let lo = (1..=u16::MAX).find(|&r| pass(r));
         let hi = (1..=u16::MAX).rev().find(|&r| pass(r));
         return lo.zip(hi).unwrap_or((1, 0));
     }
-    // Smallest raw >= 1 above the minimum, and the smallest at or past the maximum.
-    let first = |pred: &dyn Fn(f32) -> bool| {
-        let (mut lo, mut hi) = (1u32, 1u32 << 16);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(raw_distance(mid as u16, res, corr)) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        lo
-    };
-    let lo = first(&|d| d > min_f);
-    let end = first(&|d| d >= max_f);
-    if lo >= end || lo > u32::from(u16::MAX) {
+    let w = crate::scan::raw_window(
+        1..1 << 16,
+        |r| raw_distance(r as u16, res, corr),
+        (min_f, Bound::Exclusive),
+        (max_f, Bound::Exclusive),
+    );
+    if w.is_empty() {
         return (1, 0);
     }
-    (lo as u16, (end - 1) as u16)
+    (w.start as u16, (w.end - 1) as u16)
 }
 
 /// Dual-return point type by `[identical][first][strongest]`, index

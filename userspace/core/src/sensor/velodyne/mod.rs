@@ -124,29 +124,35 @@ pub const fn packet_interval_ns(mode: ReturnMode) -> u64 {
     }
 }
 
-/// Field-of-view filter on the corrected point azimuth, 0.01° units, inclusive bounds
-/// (Nebula's `cloud_min_angle`/`cloud_max_angle` semantics; `min > max` wraps through 0°).
+/// A field of view as the Velodyne decoders apply it: the one point-level test of every
+/// vendor ([`crate::scan::Fov`], on the corrected point azimuth) and, with
+/// [`DecodeFlavor::Nebula`], Nebula's block-level prefilter, whose bounds are `100 ×` the
+/// configured degrees as Nebula computes them (`cloud_min_angle`/`cloud_max_angle`), not
+/// wrapped: 360° is 36000, and `min > max` passes every block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FovCdeg {
-    /// Lower bound, 0.01°.
-    pub min: u32,
-    /// Upper bound, 0.01°.
-    pub max: u32,
+pub struct VelodyneFov {
+    /// The point-level test.
+    pub point: crate::scan::Fov,
+    /// Nebula's block bounds `(min, max)`, 0.01°, in 0..=36000.
+    pub nebula_block_cdeg: (u32, u32),
 }
 
-impl FovCdeg {
-    fn block_passes(self, az: u16) -> bool {
-        let az = u32::from(az);
-        (self.min < self.max && az >= self.min && az <= self.max) || self.min > self.max
-    }
-
-    /// The point-level test: the one field of view of every vendor ([`crate::scan::Fov`]).
-    pub(crate) fn point_passes(self, az: u32) -> bool {
-        crate::scan::Fov {
-            min_cdeg: self.min % AZIMUTH_UNITS,
-            max_cdeg: self.max % AZIMUTH_UNITS,
+impl From<crate::valid::Fov> for VelodyneFov {
+    fn from(f: crate::valid::Fov) -> Self {
+        let raw = |d: crate::valid::Degrees| (d.get() * 100.0).round() as u32;
+        VelodyneFov {
+            point: f.into(),
+            nebula_block_cdeg: (raw(f.min()), raw(f.max())),
         }
-        .contains_cdeg(az)
+    }
+}
+
+impl VelodyneFov {
+    /// Nebula's block-level test on a block azimuth `az` (0.01°).
+    fn block_passes(self, az: u16) -> bool {
+        let (min, max) = self.nebula_block_cdeg;
+        let az = u32::from(az);
+        (min < max && az >= min && az <= max) || min > max
     }
 }
 
@@ -158,7 +164,7 @@ pub struct DecoderSettings {
     /// Points with range `>= max_range_m` are dropped, m (exclusive, as Nebula).
     pub max_range_m: f64,
     /// Optional field of view; `None` keeps every azimuth.
-    pub fov: Option<FovCdeg>,
+    pub fov: Option<VelodyneFov>,
     /// Azimuth interpolation and dual-return labelling rules.
     pub flavor: DecodeFlavor,
 }

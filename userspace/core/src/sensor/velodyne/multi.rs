@@ -77,8 +77,8 @@ use crate::point::ReturnType;
 
 use super::{
     AZIMUTH_UNITS, BLOCK_LEN, BLOCKS, BlockPoints, DATA_PACKET_LEN, DecodedPoint, DecoderSettings,
-    FovCdeg, MALFORMED_LEN_TOLERANCE, Packet, PacketError, RETURN_MODE_DUAL, RETURN_MODE_LAST,
-    RETURN_MODE_STRONGEST, SLOTS_PER_BLOCK,
+    MALFORMED_LEN_TOLERANCE, Packet, PacketError, RETURN_MODE_DUAL, RETURN_MODE_LAST,
+    RETURN_MODE_STRONGEST, SLOTS_PER_BLOCK, VelodyneFov,
 };
 use crate::scan::PacketRejection;
 use crate::sensor::calibration::{LaserCorrection, VelodyneCalibration};
@@ -843,7 +843,7 @@ impl MultiDecoder {
                 while m != 0 {
                     let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
                     m &= m - 1;
-                    if !fov_point_passes(fov, bp.azimuth_cdeg[slot]) {
+                    if !fov.point.contains_cdeg(bp.azimuth_cdeg[slot]) {
                         mask &= !(1 << slot);
                     }
                 }
@@ -858,21 +858,15 @@ impl MultiDecoder {
     /// Nebula's block-level field-of-view test: VLP-32C/HDL use the raw block azimuth and handle
     /// the wrap; VLS-128 tests the chained azimuth and passes every block when `min > max`
     /// (its point-level test then applies).
-    fn block_in_fov(&self, fov: FovCdeg, raw_az: u16, chained_az: u16) -> bool {
+    fn block_in_fov(&self, fov: VelodyneFov, raw_az: u16, chained_az: u16) -> bool {
         if self.settings.flavor == DecodeFlavor::Manual {
             return true;
         }
         if self.model == SensorModel::Vls128 {
-            let a = u32::from(chained_az);
-            return (fov.min < fov.max && a >= fov.min && a <= fov.max) || fov.min > fov.max;
+            return fov.block_passes(chained_az);
         }
-        fov_point_passes(fov, u32::from(raw_az))
+        fov.point.contains_cdeg(u32::from(raw_az))
     }
-}
-
-/// Inclusive field-of-view test on an azimuth in 0.01°; `min > max` wraps through 0°.
-fn fov_point_passes(fov: FovCdeg, az: u32) -> bool {
-    fov.point_passes(az)
 }
 
 /// The HDL-64E calibration model (module docs), in Nebula's f32 order of operations.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::sensor::calibration::VelodyneCalibration;
 
 use super::{
-    AZIMUTH_UNITS, BLOCKS, BlockPoints, DecoderSettings, FovCdeg, MAX_ADVANCE_CDEG, Packet,
+    AZIMUTH_UNITS, BLOCKS, BlockPoints, DecoderSettings, MAX_ADVANCE_CDEG, Packet, VelodyneFov,
     Vlp16Decoder, classify, multi, packet_interval_ns,
 };
 use crate::HostTime;
@@ -146,10 +146,7 @@ impl VelodyneStream {
                 supported: "VLP16, VLP32C, HDL32E, HDL64E_S2, HDL64E_S3, VLS128".into(),
             });
         }
-        let fov = opts.fov.map(|f| FovCdeg {
-            min: (f.min().get() * 100.0).round() as u32,
-            max: (f.max().get() * 100.0).round() as u32,
-        });
+        let fov = opts.fov.map(VelodyneFov::from);
         let calib = VelodyneCalibration::from_bytes(calibration, lasers, &cfg.calibration)?;
         let settings = DecoderSettings {
             min_range_m: decimal_f64(cfg.range.min().get()),

@@ -352,7 +352,7 @@ impl Vlp16Decoder {
                         while m != 0 {
                             let slot = m.trailing_zeros() as usize & (SLOTS_PER_BLOCK - 1);
                             m &= m - 1;
-                            if !fov.point_passes(bp.azimuth_cdeg[slot]) {
+                            if !fov.point.contains_cdeg(bp.azimuth_cdeg[slot]) {
                                 mask &= !(1 << slot);
                             }
                         }
