@@ -205,6 +205,31 @@ struct Live {
     participant: c::dds_entity_t,
 }
 
+/// Creates the blob topic `topic` of type `type_name` in `l`'s participant (Cyclone's
+/// `cdds_create_blob_topic`: samples are serialised bytes, the sertype named `type_name`).
+/// Called only inside [`Entities::with`], so the participant is live.
+///
+/// # Errors
+/// [`CycloneError::Call`] when Cyclone refuses the topic.
+fn blob_topic(
+    l: Live,
+    topic: &CString,
+    type_name: &CString,
+) -> Result<c::dds_entity_t, CycloneError> {
+    // SAFETY: l.participant is live (the caller holds the guard's read lock); both strings are
+    // NUL-terminated and outlive the call (cdds_create_blob_topic copies the type name into its
+    // sertype, and dds_create_topic_sertype copies the topic name). The C function takes
+    // `char *` but does not write through it.
+    check("cdds_create_blob_topic", unsafe {
+        c::cdds_create_blob_topic(
+            l.participant,
+            topic.as_ptr().cast_mut(),
+            type_name.as_ptr().cast_mut(),
+            true,
+        )
+    })
+}
+
 /// The guard a [`Participant`] shares with its [`Writer`]s (module documentation): `Some`
 /// while the entities exist, `None` once [`Entities::close`] has deleted them. Every use of an
 /// entity handle or of a sertype pointer of this participant happens under the read lock after
@@ -345,18 +370,7 @@ impl Participant {
         let t = cstring("topic name", topic)?;
         let ty = cstring("type name", type_name)?;
         self.entities.with(|l| {
-            // SAFETY: l.participant is live (we hold the guard); both strings are
-            // NUL-terminated and outlive the call (cdds_create_blob_topic copies the type name
-            // into its sertype, and dds_create_topic_sertype copies the topic name). The C
-            // function takes `char *` but does not write through it.
-            let topic_h = check("cdds_create_blob_topic", unsafe {
-                c::cdds_create_blob_topic(
-                    l.participant,
-                    t.as_ptr().cast_mut(),
-                    ty.as_ptr().cast_mut(),
-                    true,
-                )
-            })?;
+            let topic_h = blob_topic(l, &t, &ty)?;
             // SAFETY: topic_h is the live topic just created, qos.0 a live QoS; NULL listener.
             let handle = check("dds_create_writer", unsafe {
                 c::dds_create_writer(l.participant, topic_h, qos.0, std::ptr::null())
@@ -541,15 +555,7 @@ impl Participant {
             c::dds_qset_data_representation(q.0, 1, xcdr1.as_ptr());
         }
         self.entities.with(|l| {
-            // SAFETY: as in `Participant::writer`.
-            let topic_h = check("cdds_create_blob_topic", unsafe {
-                c::cdds_create_blob_topic(
-                    l.participant,
-                    t.as_ptr().cast_mut(),
-                    ty.as_ptr().cast_mut(),
-                    true,
-                )
-            })?;
+            let topic_h = blob_topic(l, &t, &ty)?;
             // SAFETY: l.participant and topic_h are live (guard held), q.0 a live QoS; NULL
             // listener.
             let handle = check("dds_create_reader", unsafe {
