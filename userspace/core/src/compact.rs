@@ -18,15 +18,41 @@ use crate::point::PointXYZIRCAEDT;
 /// which keeps the invariant for any sequence of calls; [`extend_compacted`] then sets the
 /// `Vec`'s length to include exactly those slots. A caller that puts at most `n` values (kept
 /// or not) never has one overwritten: the write position is below the number of puts so far.
+///
+/// The fields are private to this module, so safe code elsewhere cannot break the invariant:
+/// the SIMD kernels (`simd`) write through [`Compactor::raw_parts`] and move the position with
+/// the `unsafe` [`Compactor::set_written`], whose contract is the invariant.
 pub(crate) struct Compactor<'a, T> {
-    pub(crate) spare: &'a mut [MaybeUninit<T>],
-    pub(crate) written: usize,
+    spare: &'a mut [MaybeUninit<T>],
+    written: usize,
     /// The frame start and packet time that a point layout's time field refers to
     /// ([`Compactor::put_point`]).
-    pub(crate) time: TimeBase,
+    time: TimeBase,
 }
 
 impl<T> Compactor<'_, T> {
+    /// The slots' base pointer, their count and the write position, for a kernel that writes
+    /// slots itself (then [`Self::set_written`]).
+    #[inline(always)]
+    pub(crate) fn raw_parts(&mut self) -> (*mut MaybeUninit<T>, usize, usize) {
+        (self.spare.as_mut_ptr(), self.spare.len(), self.written)
+    }
+
+    /// The times a layout's time field refers to.
+    #[inline(always)]
+    pub(crate) fn time(&self) -> TimeBase {
+        self.time
+    }
+
+    /// Moves the write position to `n`.
+    ///
+    /// # Safety
+    /// `n <= ` the slot count, and the first `n` slots are initialised (the type's invariant).
+    #[inline(always)]
+    pub(crate) unsafe fn set_written(&mut self, n: usize) {
+        self.written = n;
+    }
+
     /// The slot at the write position; the last slot once all are written (overwriting it is
     /// the caller's logic error, never undefined behaviour).
     #[inline(always)]

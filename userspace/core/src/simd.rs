@@ -597,12 +597,11 @@ mod x86 {
         let mask = bp.mask;
         let zeros = [0u32; SLOTS_PER_BLOCK];
         let times = times.unwrap_or(&zeros);
-        let mut n = out.written;
-        if out.spare.len().saturating_sub(n) < SLOTS_PER_BLOCK {
+        let (dst, slots, mut n) = out.raw_parts();
+        if slots.saturating_sub(n) < SLOTS_PER_BLOCK {
             return;
         }
-        let dst = out.spare.as_mut_ptr();
-        let time = out.time;
+        let time = out.time();
         // SAFETY: SSE2 is part of the x86-64 baseline, so every intrinsic is available. `k` is
         // 0, 4, .., 28: the loads read elements `k..k + 4` of the 32-element `f32`/`u32`
         // arrays (16 bytes) and of the `[u16; 32]` channels (8 bytes), all in bounds;
@@ -634,7 +633,9 @@ mod x86 {
                 }
             }
         }
-        out.written = n;
+        // SAFETY: every slot below `n` was written by `store_lane` above (the position moves
+        // only past a slot just written), and `n <= written + 32 <= slots` (checked above).
+        unsafe { out.set_written(n) };
     }
 
     /// The candidate points of one Ouster column, four rows at a time, written at the
@@ -657,16 +658,15 @@ mod x86 {
         let need = c.candidates();
         let l = &c.lut;
         let table = [l.dx, l.dy, l.dz, l.azimuth, l.elevation];
-        let mut n = out.written;
+        let (dst, slots, mut n) = out.raw_parts();
         debug_assert!(
             table.iter().all(|v| v.len() >= groups * 4),
             "short table column"
         );
-        if table.iter().any(|v| v.len() < groups * 4) || out.spare.len().saturating_sub(n) < need {
+        if table.iter().any(|v| v.len() < groups * 4) || slots.saturating_sub(n) < need {
             return;
         }
-        let dst = out.spare.as_mut_ptr();
-        let time = out.time;
+        let time = out.time();
         let strongest = (ReturnType::Strongest as i32) << 8;
         let identical = (ReturnType::Identical as i32) << 8;
         let second = (ReturnType::SecondStrongest as i32) << 8;
@@ -746,7 +746,9 @@ mod x86 {
                 }
             }
         }
-        out.written = n;
+        // SAFETY: every slot below `n` was written by `put` above (the position moves only
+        // past a slot just written), and `n <= written + need <= slots` (checked above).
+        unsafe { out.set_written(n) };
     }
 
     /// Reads the ranges (mm) and reflectivities of an Ouster column's pixels (`pb` bytes each,

@@ -298,9 +298,9 @@ impl Serialize for Fov {
     }
 }
 
-/// A range gate distance, metres, [0, 1000] ([`MAX_RANGE_M`]); that a
-/// minimum lies below its maximum is checked with the model's datasheet range in
-/// the daemon's configuration plan.
+/// A range gate distance, metres, [0, 1000] ([`MAX_RANGE_M`]); that a minimum lies below its
+/// maximum is checked once, by [`RangeGate::new`] (with the model's datasheet range filling
+/// an end that is not given: `crate::vendor::SensorModel::range_gate`).
 ///
 /// # Errors
 /// [`InvalidValue::OutOfRange`] outside [0, 1000] or not finite; [`InvalidValue::NotA`] for

@@ -676,7 +676,10 @@ pub struct TimeFaults {
 /// the frames the payload completed to `out` and nothing else.
 pub trait VendorDecoder: Clone + Send + fmt::Debug {
     /// The calibration tables: everything the decoder derives from the calibration file and
-    /// the sensor's configuration, and nothing the stream learns from packets.
+    /// the sensor's configuration. Velodyne, Hesai and Ouster keep what the stream learns from
+    /// packets outside them (so their tables never change); RoboSense's tables also hold what
+    /// its DIFOP packets state (motor speed, angle table, Bpearl reversal and firmware variant),
+    /// written copy-on-write ([`std::sync::Arc::make_mut`]) and carried over a reload.
     type Tables: fmt::Debug + Send + Sync;
     /// Decodes one UDP payload received at `host` (both host clocks; offline the pcap record
     /// time on both): every interval (silence, time-jump tolerance, extrapolation) is measured

@@ -1,7 +1,7 @@
 //! The core crate is a stack: every module imports only modules below it. The order is the one
 //! `src/lib.rs` documents in its three layer lines (`//! - **bottom**: ...`, `**middle**`,
 //! `**top**`, module names in backticks, bottom first); this test reads those lines and every
-//! production source file's `crate::` paths (test code, from a file's first `#[cfg(test)]` on,
+//! production source file's `crate::` paths (items under `#[cfg(test)]`, wherever they stand,
 //! and files named `tests.rs`, are not production), and fails on an import of a module at or
 //! above the importer's place, or on a module missing from the order.
 
@@ -27,37 +27,76 @@ fn order(lib_rs: &str) -> Vec<String> {
     out
 }
 
-/// The production part of a source file with `//` comments (and so doc comments) removed.
+/// The production part of a source file, with `//` comments (and so doc comments) removed:
+/// every item under `#[cfg(test)]` (a `mod tests { .. }`, a test-only `use` or function) is
+/// left out, wherever it stands in the file.
 fn production(text: &str) -> String {
-    let text = text.find("#[cfg(test)]").map_or(text, |i| &text[..i]);
-    text.lines()
+    let lines: Vec<&str> = text
+        .lines()
         .map(|l| l.find("//").map_or(l, |i| &l[..i]))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(test)]" {
+            out.push(lines[i]);
+            i += 1;
+            continue;
+        }
+        // Skip the attribute, any further attributes, then the item: up to its `;` or to the
+        // `}` that closes its first `{`.
+        i += 1;
+        while i < lines.len() && lines[i].trim_start().starts_with("#[") {
+            i += 1;
+        }
+        let mut depth = 0i32;
+        let mut opened = false;
+        while i < lines.len() {
+            let l = lines[i];
+            i += 1;
+            depth += l.matches('{').count() as i32 - l.matches('}').count() as i32;
+            opened |= l.contains('{');
+            if (opened && depth <= 0) || (!opened && l.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+    }
+    out.join("\n")
 }
 
-/// The top-level modules `code` names through `crate::a` or `crate::{a, b::c}`.
+/// The top-level modules `code` names through `crate::a` or `crate::{a, b::{c, d}}`.
 fn imports(code: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
     let mut out = Vec::new();
     let mut rest = code;
     while let Some(i) = rest.find("crate::") {
         rest = &rest[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for item in group[..end].split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                out.push(name);
+        let Some(group) = rest.strip_prefix('{') else {
+            out.push(ident(rest));
+            continue;
+        };
+        // The group's top-level items: split at commas outside nested braces.
+        let mut depth = 0;
+        let mut start = 0;
+        for (k, ch) in group.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    out.push(ident(&group[start..k]));
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(ident(&group[start..k]));
+                    start = k + 1;
+                }
+                _ => {}
             }
-        } else {
-            out.push(
-                rest.chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect(),
-            );
         }
     }
     out
@@ -167,13 +206,24 @@ fn an_upward_or_sideways_import_is_reported() {
             PathBuf::from("ros2.rs"),
             "fn f() { crate::sensor::g(); crate::ros2::h(); }\n".to_string(),
         ),
+        (
+            PathBuf::from("scan/window.rs"),
+            "#[cfg(test)]\nuse crate::ros2::T;\nuse crate::{point::{P, Q}, ros2::R};\n".to_string(),
+        ),
+        (
+            PathBuf::from("sensor/mod.rs"),
+            "#[cfg(test)]\nmod tests {\n    use crate::ros2::T;\n}\nfn g() { crate::ros2::h() }\n"
+                .to_string(),
+        ),
         (PathBuf::from("stray.rs"), String::new()),
     ];
     assert_eq!(
         violations(&order, &files),
         vec![
             "point -> scan (point.rs)".to_string(),
+            "scan -> ros2 (scan/window.rs)".to_string(),
             "scan -> sensor (scan/mod.rs)".to_string(),
+            "sensor -> ros2 (sensor/mod.rs)".to_string(),
             "stray.rs: module `stray` is in no layer line of lib.rs".to_string(),
         ]
     );

@@ -372,6 +372,44 @@ fn csv_errors_name_the_line() {
     assert_eq!((t.vert_cdeg, t.horiz_cdeg), (vec![-150, 225], vec![0, -50]));
 }
 
+/// The V4 variant's 2.5 mm unit moves the range gate's raw window with it: the datasheet's
+/// (0.1, 100) m exclusive gate keeps raw 41 (0.1025 m) and 39,999 (99.9975 m) and drops raw 40
+/// (0.1 m) and 40,000 (100 m); with the V1 unit (5 mm) raw 39,999 would be 199.995 m and raw 21
+/// would pass.
+#[test]
+fn bpearl_v4_range_gate_follows_its_distance_unit() {
+    let raws: [u16; 5] = [21, 40, 41, 39_999, 40_000];
+    let pkt = msop(
+        HeaderKind::V1,
+        0,
+        20,
+        false,
+        helios_ts(1_700_000_000, 5),
+        |_, c| raws[c % raws.len()],
+        |_, _| 1,
+    );
+    let csv = temp_csv("bpv4gate", &rs32_csv());
+    let mut pl =
+        lidarxdp::calibration::pipeline(&SensorConfig::new(0, SensorModel::Bpearl, &csv)).unwrap();
+    let mut v4 = pkt.clone();
+    v4[31] = 0x03;
+    v4[32] = 0x04;
+    let mut out = Vec::new();
+    pl.push(&v4, 42, &mut out);
+    pl.flush(&mut out);
+    let _ = std::fs::remove_file(csv);
+    assert_eq!(out.len(), 1);
+    let mut kept: Vec<f32> = out[0]
+        .points
+        .autoware()
+        .iter()
+        .map(|p| p.distance)
+        .collect();
+    kept.sort_by(f32::total_cmp);
+    kept.dedup();
+    assert_eq!(kept, vec![41.0f32 * 0.0025, 39_999.0f32 * 0.0025]);
+}
+
 #[test]
 fn bpearl_v4_firmware_variant_is_detected_from_the_header() {
     // V1 magic, lidar type 0x03 / model 0x04 at bytes 31/32: 2.5 mm, Unix timestamp, 55.56 µs.

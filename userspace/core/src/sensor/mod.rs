@@ -345,6 +345,7 @@ impl ScanPipeline {
         if let Some(c) = self.pending.take() {
             if self.decoder.set_tables(c.tables).is_err() {
                 // `reload` took only tables of this pipeline's model, so of its vendor.
+                debug_assert!(false, "tables of another vendor reached apply_reload");
                 return;
             }
             self.reloads += 1;

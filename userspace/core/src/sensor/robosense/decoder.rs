@@ -103,6 +103,18 @@ impl std::fmt::Debug for RobosenseDecoder {
     }
 }
 
+/// The raw distances of `spec` (units of [`ModelSpec::distance_res_m`]) that pass the range
+/// gate `min_range_m < distance < max_range_m` of `settings` (rs_driver's exclusive bounds), as
+/// [`crate::scan::raw_window`] finds them.
+fn range_window(spec: &ModelSpec, settings: &DecoderSettings) -> std::ops::Range<u32> {
+    crate::scan::raw_window(
+        1..1 << 16,
+        |r| r as f32 * spec.distance_res_m,
+        (settings.min_range_m, Bound::Exclusive),
+        (settings.max_range_m, Bound::Exclusive),
+    )
+}
+
 impl RobosenseDecoder {
     /// Builds a decoder for `spec` with `angles` (as many rows as `spec.lasers`; missing rows
     /// decode with 0° angles).
@@ -120,12 +132,7 @@ impl RobosenseDecoder {
                 vert_cdeg: Vec::new(),
                 horiz_cdeg: Vec::new(),
             },
-            range_raw: crate::scan::raw_window(
-                1..1 << 16,
-                |r| r as f32 * spec.distance_res_m,
-                (settings.min_range_m, Bound::Exclusive),
-                (settings.max_range_m, Bound::Exclusive),
-            ),
+            range_raw: range_window(spec, &settings),
             settings,
             nominal_az_diff: 0,
             trig,
@@ -168,10 +175,13 @@ impl RobosenseDecoder {
         self.mirrored = mirrored;
     }
 
-    /// Switches to another spec of the same model (a firmware variant such as [`BPEARL_V4`](super::BPEARL_V4)),
-    /// keeping the angle table, settings and rpm.
+    /// Switches to another spec of the same model (a firmware variant such as
+    /// [`BPEARL_V4`](super::BPEARL_V4)), keeping the angle table, settings and rpm; the raw
+    /// range window follows the spec's distance unit.
     pub fn set_spec(&mut self, spec: &'static ModelSpec) {
         self.spec = spec;
+        // The variant's distance unit (Bpearl V4: 2.5 mm) moves the raw range window.
+        self.range_raw = range_window(spec, &self.settings);
         self.chan = [ChanTiming::new(spec, false), ChanTiming::new(spec, true)];
         self.set_rpm(self.rpm);
     }

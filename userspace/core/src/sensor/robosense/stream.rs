@@ -264,9 +264,10 @@ impl VendorDecoder for RobosenseStream {
         &self.decoder
     }
 
-    /// Takes `tables`' angle table (the CSV; a DIFOP with a valid table still overrides it
-    /// when the next one arrives); what the DIFOPs and MSOPs said so far (motor speed, Bpearl
-    /// reversal and firmware variant) stays.
+    /// Takes `tables`: the point decoder built from the new CSV and the sensor's settings (a
+    /// DIFOP with a valid angle table still overrides the CSV's when the next one arrives);
+    /// what the DIFOPs and MSOPs said so far (motor speed, Bpearl reversal and firmware
+    /// variant, and so the raw range window of its distance unit) is carried over.
     fn set_tables(&mut self, tables: Arc<RobosenseTables>) {
         let old = std::mem::replace(&mut self.decoder, tables);
         if !std::ptr::eq(old.spec(), self.decoder.spec())
