@@ -25,7 +25,7 @@ use crate::layout_check::{
     HOUR_NS, assert_layout_bytes, assert_pcd_equal, fields_of, offline_as, read_pcds,
 };
 use crate::probe::{
-    DUAL, Listen, Msg, Probe, Scratch, VLP16_CALIB, assert_zenoh_counters, peer_config,
+    DUAL, Listen, Msg, NOTIFY, Probe, Scratch, VLP16_CALIB, assert_zenoh_counters, peer_config,
     read_messages,
 };
 use lidarxdp_core::frame::{Frame, FrameHeader};
@@ -267,7 +267,7 @@ fn every_point_type_reaches_dds_zenoh_mcap_pcd_and_tcp_equal_offline() {
         POINT_TYPES[POINT_TYPES.len() - 1]
     );
     let zconnect = format!("tcp/127.0.0.1:{ZENOH_PORT}");
-    let zsub = Probe::listen(
+    let mut zsub = Probe::listen(
         &net.host_ns,
         "zenoh subscriber",
         &Listen {
@@ -276,7 +276,7 @@ fn every_point_type_reaches_dds_zenoh_mcap_pcd_and_tcp_equal_offline() {
             out: &zout,
             wait_token: &ztoken,
             expect: Some(frames * POINT_TYPES.len()),
-            extra: &[],
+            extra: &NOTIFY,
         },
     );
     std::thread::sleep(Duration::from_secs(1));
@@ -291,6 +291,9 @@ fn every_point_type_reaches_dds_zenoh_mcap_pcd_and_tcp_equal_offline() {
     let dds_rest: Vec<String> = dds.into_iter().map(Probe::finish).collect();
     // The daemon reads its DDS writers' statuses once a second.
     std::thread::sleep(Duration::from_millis(1200));
+    // The daemon stops only once the zenoh subscriber has every frame (stopping it closes its
+    // session, and with it a frame still on its way), or after 60 s.
+    zsub.wait_notified();
     let stats = daemon.stop();
     let tcp = tcp.join().expect("TCP subscriber");
     zsub.finish();

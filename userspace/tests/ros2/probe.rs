@@ -98,6 +98,10 @@ impl Drop for Scratch {
     }
 }
 
+/// `listen` arguments that make a probe say on stdout when it has its `--expect` samples
+/// ([`Probe::wait_notified`]), waiting at most 60 s.
+pub const NOTIFY: [&str; 2] = ["--notify-within", "60"];
+
 /// A zenoh JSON5 configuration for the daemon: a peer listening on `tcp/127.0.0.1:PORT`, no
 /// multicast scouting.
 pub fn peer_config(port: u16) -> String {
@@ -224,6 +228,26 @@ impl Probe {
         // reused); `sig` is a signal number chosen by the caller.
         let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
         assert_eq!(rc, 0, "kill {} {sig}", self.name);
+    }
+
+    /// Waits for the line a `listen` probe started with `--notify-within` ([`NOTIFY`]) prints: "have N" once
+    /// its `--expect` samples are in (true), or "short N" when its wait ran out (false).
+    /// Panics when the probe ends first.
+    pub fn wait_notified(&mut self) -> bool {
+        loop {
+            let mut line = String::new();
+            let n = self.stdout.read_line(&mut line).expect("read probe stdout");
+            assert!(
+                n > 0,
+                "{} ended before it said how many samples it has",
+                self.name
+            );
+            match line.split_whitespace().next().unwrap_or_default() {
+                "have" => return true,
+                "short" => return false,
+                _ => {}
+            }
+        }
     }
 
     /// Tells the probe to stop (the line "stop", then end of stdin), waits for it to exit (at

@@ -135,6 +135,17 @@ def cmd_listen(args):
     session = open_session(args)
     received = []  # (key, payload bytes, attachment bytes or None, arrival time)
     lock = threading.Lock()
+    # --notify-within S: one line on stdout, "have N" as soon as --expect samples are in, or
+    # "short N" after S seconds of waiting (after "ready"), whichever comes first.
+    told = [False]
+
+    def tell(word):
+        with lock:
+            if told[0]:
+                return
+            told[0] = True
+            n = len(received)
+        print(f"{word} {n}", flush=True)
 
     def on_sample(sample):
         att = sample.attachment
@@ -146,11 +157,18 @@ def cmd_listen(args):
         )
         with lock:
             received.append(item)
+            full = args.expect is not None and len(received) >= args.expect
+        if full and args.notify_within is not None:
+            tell("have")
 
     sub = session.declare_subscriber(args.key, on_sample)
     if args.wait_token:
         wait_tokens(session, args.wait_token, 1, args.timeout)
     print("ready", flush=True)
+    if args.notify_within is not None:
+        timer = threading.Timer(args.notify_within, tell, args=("short",))
+        timer.daemon = True
+        timer.start()
     wait_stop()
     # The daemon has stopped (or the test is done): let the samples still on their way in
     # arrive, until `--expect` of them are there (if given) and none came for half a second
@@ -411,6 +429,9 @@ def main():
     sp.add_argument("--key", required=True, help="key expression to subscribe to")
     sp.add_argument("--out", required=True, help="output path prefix (.jsonl and .bin)")
     sp.add_argument("--expect", type=int, help="messages to wait for after stdin ends")
+    sp.add_argument("--notify-within", type=float, metavar="S",
+                    help='print "have N" once --expect messages are in, or "short N" after S '
+                         'seconds')
     sp.add_argument("--wait-token", metavar="TEXT",
                     help="before printing ready, wait for a liveliness token containing TEXT")
     sp.add_argument("--type", default=POINTCLOUD2, choices=[POINTCLOUD2, IMU, DIAGNOSTIC_ARRAY],

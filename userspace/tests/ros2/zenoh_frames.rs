@@ -9,8 +9,9 @@ use crate::common::{
     self, Daemon, NetnsPair, ReceivedFrame, collect_frames, get, privileged, python_available,
 };
 use crate::probe::{
-    DUAL, KEY_VLP16_JAZZY, Listen, Probe, Scratch, VLP16_CALIB, assert_messages_equal_offline,
-    assert_zenoh_counters, now_ns, offline, peer_config, read_messages,
+    DUAL, KEY_VLP16_JAZZY, Listen, NOTIFY, Probe, Scratch, VLP16_CALIB,
+    assert_messages_equal_offline, assert_zenoh_counters, now_ns, offline, peer_config,
+    read_messages,
 };
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::SensorModel;
@@ -48,6 +49,7 @@ pub(crate) fn vlp16_through_zenoh(
     );
     let tcp = collect_frames(&net.host_ns, listen_port);
     let out = scratch.path("sub");
+    let extra: Vec<&str> = sub.extra.iter().copied().chain(NOTIFY).collect();
     let probe = Probe::listen(
         sub.ns,
         "subscriber",
@@ -57,7 +59,7 @@ pub(crate) fn vlp16_through_zenoh(
             out: &out,
             wait_token: VLP16_PUBLISHER,
             expect: Some(offline.len()),
-            extra: sub.extra,
+            extra: &extra,
         },
     );
     replay_and_check(net, daemon, probe, tcp, &offline, &out);
@@ -70,7 +72,7 @@ pub(crate) fn vlp16_through_zenoh(
 fn replay_and_check(
     net: &NetnsPair,
     daemon: Daemon,
-    sub: Probe,
+    mut sub: Probe,
     tcp: JoinHandle<Vec<ReceivedFrame>>,
     offline: &[Frame],
     out: &Path,
@@ -81,7 +83,10 @@ fn replay_and_check(
     let t0 = now_ns();
     let sent = get(&common::replay(net, DUAL, 2368, "realtime"), &["sent"]);
     assert_eq!(sent, 603);
-    std::thread::sleep(Duration::from_millis(500));
+    // The daemon stops only once the subscriber has every frame (stopping it closes its zenoh
+    // session, and with it a frame still on its way), or after 60 s: the assertions below then
+    // say what is missing.
+    sub.wait_notified();
     let stats = daemon.stop();
     let t1 = now_ns();
     let tcp = tcp.join().expect("TCP subscriber");

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::common::{self, Daemon, NetnsPair, collect_frames, get, privileged, python_available};
 use crate::probe::{
-    Listen, Probe, Scratch, assert_messages_equal_offline, assert_zenoh_counters, liveliness,
-    now_ns, offline, peer_config, read_messages,
+    Listen, NOTIFY, Probe, Scratch, assert_messages_equal_offline, assert_zenoh_counters,
+    liveliness, now_ns, offline, peer_config, read_messages,
 };
 use lidarxdp_core::sensor::SensorModel;
 
@@ -157,7 +157,7 @@ fn domain_distro_topic_and_frame_id_options_shape_keys_and_tokens() {
 
     let tcp = collect_frames(&net.host_ns, 7705);
     let out = s.path("sub");
-    let sub = Probe::listen(
+    let mut sub = Probe::listen(
         &net.host_ns,
         "subscriber",
         &Listen {
@@ -168,14 +168,17 @@ fn domain_distro_topic_and_frame_id_options_shape_keys_and_tokens() {
             out: &out,
             wait_token: &publisher,
             expect: Some(offline.len()),
-            extra: &[],
+            extra: &NOTIFY,
         },
     );
     std::thread::sleep(Duration::from_secs(1));
     let t0 = now_ns();
     let sent = get(&common::replay(&net, PCAP, 2368, "realtime"), &["sent"]);
     assert_eq!(sent, 84);
-    std::thread::sleep(Duration::from_millis(500));
+    // The daemon stops only once the subscriber has every frame (stopping it closes its zenoh
+    // session, and with it a frame still on its way), or after 60 s: the assertions below then
+    // say what is missing.
+    sub.wait_notified();
     let stats = daemon.stop();
     let t1 = now_ns();
     let tcp = tcp.join().expect("TCP subscriber");

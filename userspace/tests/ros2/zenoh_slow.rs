@@ -6,8 +6,8 @@ use crate::common::{
     self, Daemon, NetnsPair, collect_frames, data, get, point_bytes, privileged, python_available,
 };
 use crate::probe::{
-    Listen, Msg, Probe, Scratch, assert_messages_equal_offline, now_ns, offline, peer_config,
-    read_messages,
+    Listen, Msg, NOTIFY, Probe, Scratch, assert_messages_equal_offline, now_ns, offline,
+    peer_config, read_messages,
 };
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::SensorModel;
@@ -106,7 +106,7 @@ fn stopped_subscriber_case(
         },
     );
     let out = s.path("sub");
-    let sub = Probe::listen(
+    let mut sub = Probe::listen(
         &net.host_ns,
         "subscriber",
         &Listen {
@@ -115,7 +115,8 @@ fn stopped_subscriber_case(
             out: &out,
             wait_token: publisher,
             expect: Some(offline.len()),
-            extra: &[],
+            // Says when it has every frame: the daemon is stopped only then (below).
+            extra: &NOTIFY,
         },
     );
     let tcp = collect_frames(&net.host_ns, tcp_port);
@@ -125,10 +126,16 @@ fn stopped_subscriber_case(
     let t0 = now_ns();
     let sent = get(&common::replay(&net, VLS128, 2368, "realtime"), &["sent"]);
     assert_eq!(sent, 2193);
-    std::thread::sleep(Duration::from_millis(500));
-    // Every frame has been published while it was stopped. Resumed before the daemon stops, so
-    // that the daemon's shutdown does not wait for zenoh to give up on it (what this test
-    // checks is delivery to the others).
+    // Every frame is published while the other subscriber is stopped (the last one when the
+    // frame timeout closes it, 200 ms after the capture ends). Stopping the daemon closes its
+    // zenoh session, and with it the fragments of a frame still on their way: so the daemon
+    // stops only once the running subscriber has every frame (or after 60 s, and the
+    // assertions below say what is missing), however long a loaded machine takes to carry
+    // 7 MB frames to a Python subscriber.
+    let complete = sub.wait_notified();
+    eprintln!("running subscriber has every frame before the daemon stops: {complete}");
+    // Resumed before the daemon stops, so that the daemon's shutdown does not wait for zenoh
+    // to give up on it (what this test checks is delivery to the others).
     stopped.signal(libc::SIGCONT);
     let stats = daemon.stop();
     let t1 = now_ns();
