@@ -27,7 +27,7 @@ pub enum RcvBuf {
 pub const RCVBUF_MAX_BYTES: u32 = 1 << 30;
 
 /// A `--rcvbuf` value that is not `default`, `max` or a byte count in
-/// 1..=[`RCVBUF_MAX_BYTES`] ([`RcvBuf`]'s `FromStr`).
+/// 1..=`RCVBUF_MAX_BYTES` (2^30) ([`RcvBuf`]'s `FromStr`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("--rcvbuf {value:?}: expected `default`, `max` or bytes in 1..={RCVBUF_MAX_BYTES}")]
 pub struct RcvBufError {

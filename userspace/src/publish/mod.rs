@@ -13,9 +13,9 @@
 //!                                              last Arc dropped -> point Vec back to the pool
 //! ```
 //!
-//! - **Two halves**: [`fanout`] is the TCP server's logic with no syscall (per-subscriber
+//! - **Two halves**: `fanout` is the TCP server's logic with no syscall (per-subscriber
 //!   queues, drop-oldest per sensor, stall cut-off, partial writes, handshake, protocol
-//!   errors), unit-tested on its own; [`uring`] is the thin io_uring driver that decodes each
+//!   errors), unit-tested on its own; `uring` is the thin io_uring driver that decodes each
 //!   completion once into a typed token, feeds it to the state machine and submits the
 //!   actions it returns.
 //! - **Decoder side never blocks, never locks**: [`FrameSender::send`] is one `ArrayQueue::push`
