@@ -506,6 +506,20 @@ mod tests {
     }
 
     /// (diagnostics, imu, aux_errors).
+    /// Both aux writers (diagnostics, and the IMU of sensor 3) answer `Closed`.
+    fn assert_writes_closed(aux: &DdsAux) {
+        let r = aux.write_diagnostics(1, &status());
+        assert!(
+            matches!(r, Err(PublishError::Write(CycloneError::Closed))),
+            "{r:?}"
+        );
+        let r = aux.write_imu(3, &reading());
+        assert!(
+            matches!(r, Some(Err(PublishError::Write(CycloneError::Closed)))),
+            "{r:?}"
+        );
+    }
+
     fn aux_counts(h: &DdsHandle) -> (u64, u64, u64) {
         let c = h.counters();
         (c.diagnostics, c.imu, c.aux_errors)
@@ -522,16 +536,7 @@ mod tests {
         assert_eq!(aux_counts(&handle), (1, 1, 0));
 
         drop(sink);
-        let r = aux.write_diagnostics(1, &status());
-        assert!(
-            matches!(r, Err(PublishError::Write(CycloneError::Closed))),
-            "{r:?}"
-        );
-        let r = aux.write_imu(3, &reading());
-        assert!(
-            matches!(r, Some(Err(PublishError::Write(CycloneError::Closed)))),
-            "{r:?}"
-        );
+        assert_writes_closed(&aux);
         assert!(aux.write_imu(9, &reading()).is_none());
         aux.diagnostics(2, &status());
         aux.imu(3, &reading());
@@ -601,16 +606,7 @@ mod tests {
         .expect("thread");
         drop(t); // joins, logging the panic
 
-        let r = aux.write_diagnostics(8, &status());
-        assert!(
-            matches!(r, Err(PublishError::Write(CycloneError::Closed))),
-            "{r:?}"
-        );
-        let r = aux.write_imu(3, &reading());
-        assert!(
-            matches!(r, Some(Err(PublishError::Write(CycloneError::Closed)))),
-            "{r:?}"
-        );
+        assert_writes_closed(&aux);
         assert_eq!(diagnostics.take(), Err(CycloneError::Closed));
     }
 }

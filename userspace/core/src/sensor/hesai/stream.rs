@@ -551,7 +551,7 @@ impl VendorDecoder for HesaiStream {
         self.builder.set_point_type(point_type);
         for b in &mut self.bufs {
             self.builder.renew_if_empty(&mut b.points);
-            b.points.set_start_ns(b.start_ns.max(0) as u64);
+            b.points.set_start_ns(b.account.start_ns);
         }
     }
 

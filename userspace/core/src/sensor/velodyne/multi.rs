@@ -420,6 +420,12 @@ impl Firing {
             packet_advance_cdeg: 0,
         }
     }
+
+    /// Time between two data packets of `model` in `mode` at this firing's sequence period,
+    /// ns.
+    pub fn packet_interval_ns(self, model: SensorModel, mode: ReturnMode) -> u64 {
+        sequences_per_packet(model, mode) as u64 * u64::from(self.sequence_ns)
+    }
 }
 
 impl std::fmt::Debug for MultiDecoder {
@@ -571,7 +577,7 @@ impl MultiDecoder {
 
     /// Nominal time between two data packets in `mode` with the period in use, ns.
     pub fn packet_interval_ns(&self, mode: ReturnMode) -> u64 {
-        sequences_per_packet(self.model, mode) as u64 * u64::from(self.firing.sequence_ns)
+        self.firing.packet_interval_ns(self.model, mode)
     }
 
     /// The configured model.

@@ -318,8 +318,7 @@ impl VendorDecoder for VelodyneStream {
                 let bps = multi::blocks_per_sequence_in(model, m);
                 (
                     m,
-                    multi::sequences_per_packet(model, m) as u64
-                        * u64::from(self.firing.sequence_ns),
+                    self.firing.packet_interval_ns(model, m),
                     bps,
                     multi::data_blocks(model, m) / bps,
                 )
