@@ -254,6 +254,27 @@ impl PointBuf {
         self.time.start_ns = start_ns;
     }
 
+    /// Moves the frame start by `shift_ns` (ns, saturating) keeping every point's time
+    /// relative to it: the absolute-time layouts (`hesai`, `robosense`) move each point's time
+    /// with it, the relative ones only the start. A frame decoded on the stream's time line
+    /// is published on the sensor's clock this way after a clock step
+    /// ([`crate::scan::FrameBuilder::emit`]).
+    pub fn shift_start(&mut self, shift_ns: i64) {
+        let old = self.time.start_ns;
+        let new = old.saturating_add_signed(shift_ns);
+        if self.point_type.time() == TimeField::AbsoluteSecF64 {
+            with_layout!(self.point_type, L => {
+                for p in self.typed_mut_unchecked::<L>() {
+                    if let Some(t) = p.time_ns(old) {
+                        p.set_time_ns(t.min(u64::from(u32::MAX)) as u32, new);
+                    }
+                }
+            });
+        }
+        self.time.start_ns = new;
+        self.time.packet_ns = self.time.packet_ns.saturating_add_signed(shift_ns);
+    }
+
     /// Appends `p` (its `time_stamp` relative to [`PointBuf::start_ns`]), stored in the
     /// buffer's layout, growing when full.
     #[inline(always)]

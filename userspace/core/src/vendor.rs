@@ -613,6 +613,9 @@ crate::counter_set! {
         late: Counter "packets" "Data packets that arrived after their frame was published, dropped.",
         /// A new stream (logged once per sensor).
         restarts: Counter "restarts" "Sustained time jumps taken as a sensor restart.",
+        /// The sensor time stepped while the position ran on ([`crate::scan::TimeVerdict::Step`]:
+        /// PTP lock, a TAI−UTC fix, a GPS time jump); no turn was cut. Logged once per sensor.
+        clock_steps: Counter "steps" "Sensor clock steps taken while the sensor kept turning (no frame cut).",
         /// The sum of the emitted frames' [`crate::frame::FrameHeader::frames_lost_before`].
         frames_lost: Counter "frames" "Whole frames (turns) lost.",
         /// Stamped on the stream's time line (last accepted sensor time + host monotonic time
@@ -659,6 +662,8 @@ pub const PLAUSIBLE_EPOCH_NS: u64 = 946_684_800_000_000_000;
 pub struct TimeFaults {
     /// See [`DecodeCounters::restarts`].
     pub restarts: u64,
+    /// See [`DecodeCounters::clock_steps`].
+    pub clock_steps: u64,
     /// See [`DecodeCounters::date_fallbacks`].
     pub date_fallbacks: u64,
 }

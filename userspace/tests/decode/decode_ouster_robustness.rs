@@ -84,7 +84,7 @@ fn run_with(base: &str, input: &[(Vec<u8>, u64)]) -> (Vec<Frame>, Counts, Ouster
                 }
                 held.push((p, *t));
             }
-            Err(Rejection::Restart) => {
+            Err(Rejection::Restart | Rejection::ClockStep) => {
                 for (hp, ht) in held.drain(..).chain([(&p[..], *t)]) {
                     assert_eq!(s.push(hp, HostTime::both(ht), &mut out), Ok(()));
                     c.ok += 1;

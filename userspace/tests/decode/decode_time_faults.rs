@@ -131,22 +131,33 @@ fn velodyne_hour_wrap_is_no_jump() {
 #[test]
 fn velodyne_sustained_jump_is_a_restart() {
     let clean = capture(VLP16_DUAL, 2368);
-    let k = 300;
-    // From packet k on, the sensor clock is 600 s ahead (a restart / PTP step).
-    let mut input = clean.clone();
-    for (p, _) in &mut input[k..] {
-        let us = toh(p) + 600_000_000;
-        set_toh(p, us);
-    }
+    let (k, m) = (300, 60);
+    // From packet k on, the sensor clock is 600 s ahead and the azimuth does not run on: the
+    // packets from k + 60 on (about 0.4 turn further), on the host times of k on (a sensor
+    // that restarted; a step of the clock while the azimuth runs on is no restart:
+    // decode_field_clock_step.rs).
+    let mut input = clean[..k].to_vec();
+    input.extend(
+        clean[k + m..]
+            .iter()
+            .zip(&clean[k..])
+            .map(|((p, _), (_, t))| {
+                let mut p = p.clone();
+                let us = toh(&p) + 600_000_000;
+                set_toh(&mut p, us);
+                (p, *t)
+            }),
+    );
     let (got, c) = run(&vlp16(), PipelineOptions::default(), &input);
-    assert_eq!(c.restarts, 1);
+    assert_eq!((c.restarts, c.clock_steps), (1, 0));
     // The RESTART_AGREE - 1 packets that were judged jumps before the restart was confirmed
     // are held and decoded on the new time base (issue 23, class 6): nothing is lost.
     assert_eq!(c.time_jumps, 0);
-    assert_eq!(c.decoded, 603);
+    assert_eq!(c.decoded, 603 - m as u64);
     let points: usize = got.iter().map(|f| f.points.len()).sum();
-    let (clean_frames, _) = run(&vlp16(), PipelineOptions::default(), &clean);
-    let clean_points: usize = clean_frames.iter().map(|f| f.points.len()).sum();
+    let (before, _) = run(&vlp16(), PipelineOptions::default(), &clean[..k]);
+    let (after, _) = run(&vlp16(), PipelineOptions::default(), &clean[k + m..]);
+    let clean_points: usize = before.iter().chain(&after).map(|f| f.points.len()).sum();
     assert_eq!(points, clean_points);
     // The frame in progress at the restart was closed before it; every frame after it starts
     // on the new time base, and no frame spans the step.

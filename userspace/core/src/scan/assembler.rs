@@ -250,6 +250,9 @@ impl ScanAssembler {
     ///   [`TimeVerdict::Jump`]); the frame in progress is untouched;
     /// * [`Rejection::Restart`]: it confirms a sensor restart; the frame in progress was
     ///   closed, and the held candidates and then this packet must be pushed again;
+    /// * [`Rejection::ClockStep`]: it confirms a clock step ([`TimeVerdict::Step`]); the
+    ///   frame in progress goes on, and the held candidates and then this packet must be
+    ///   pushed again (they are then mapped onto the stream's time line);
     /// * [`Rejection::Late`]: it arrived late ([`TimeVerdict::Late`]) but its frame is
     ///   already published.
     ///
@@ -270,13 +273,21 @@ impl ScanAssembler {
         let adv = u64::from(info.advance_cdeg.max(1));
         let nominal = info.interval_ns.saturating_mul(u64::from(AZIMUTH_UNITS)) / adv;
         let first_phased = phased(u32::from(info.first_azimuth_cdeg), self.cut_cdeg);
-        match self.builder.clock_mut().check(
+        let verdict = self.builder.clock_mut().check(
             info.sensor_ns,
             info.host.mono_ns,
             Some(u32::from(info.first_azimuth_cdeg)),
             nominal,
-        ) {
+        );
+        // From here on the packet is judged and stamped in stream time: across a clock step
+        // the turn runs on (TimeVerdict::Step).
+        let info = PacketInfo {
+            sensor_ns: self.builder.clock().stream_ns(info.sensor_ns),
+            ..info
+        };
+        match verdict {
             TimeVerdict::Jump => return Err(Rejection::TimeJump),
+            TimeVerdict::Step => return Err(Rejection::ClockStep),
             TimeVerdict::Restart => {
                 self.close_partial(out);
                 return Err(Rejection::Restart);
@@ -379,6 +390,7 @@ impl ScanAssembler {
             // A frame that does not begin at a cut: estimate the packets between the cut and us.
             self.cur.open = true;
             self.cur.acct.start_ns = info.sensor_ns;
+            self.cur.acct.shift_ns = self.builder.clock().shift_ns();
             self.cur.points.set_start_ns(info.sensor_ns);
             self.cur.acct.host_ns = info.host.wall_ns;
             let adv = info.advance_cdeg.max(1);
@@ -475,7 +487,7 @@ impl ScanAssembler {
             times,
             acct: FrameAccount {
                 received: u32::from(self.last_in_view),
-                ..FrameAccount::open(new_start, new_host)
+                ..self.builder.open_account(new_start, new_host)
             },
             open: true,
             own_packet: false,

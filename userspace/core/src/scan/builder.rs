@@ -117,6 +117,12 @@ pub struct FrameAccount {
     pub lost_before: u32,
     /// A packet of the frame was stamped with host time (its own time was invalid).
     pub host_clock: bool,
+    /// Sensor time minus stream time for this frame, ns: [`StreamClock::shift_ns`] when the
+    /// frame opened. The policy keeps `start_ns` and the points' times on the stream's
+    /// continuous time line ([`StreamClock::stream_ns`]); [`FrameBuilder::emit`] publishes
+    /// the start `start_ns + shift_ns`, so a frame that holds a clock step keeps the start it
+    /// opened with and every frame after it is stamped on the new time.
+    pub shift_ns: i64,
 }
 
 impl FrameAccount {
@@ -128,6 +134,11 @@ impl FrameAccount {
             host_ns,
             ..Self::default()
         }
+    }
+
+    /// The published start: `start_ns + shift_ns` (ns since the Unix epoch, saturating).
+    pub fn published_start_ns(&self) -> u64 {
+        self.start_ns.saturating_add_signed(self.shift_ns)
     }
 
     /// Takes back one packet counted lost: a packet that arrived late into this frame after
@@ -221,6 +232,16 @@ impl FrameBuilder {
         }
     }
 
+    /// A frame's account opened in stream time `start_ns` (ns, [`StreamClock::stream_ns`])
+    /// by a packet received at wall time `host_ns` (CLOCK_REALTIME ns), with the stream's
+    /// current clock shift ([`FrameAccount::shift_ns`]).
+    pub fn open_account(&self, start_ns: u64, host_ns: u64) -> FrameAccount {
+        FrameAccount {
+            shift_ns: self.clock.shift_ns(),
+            ..FrameAccount::open(start_ns, host_ns)
+        }
+    }
+
     /// Records `n` whole frames (turns) lost, for the next emitted frame's
     /// `frames_lost_before`.
     pub fn lose_frames(&mut self, n: u32) {
@@ -263,17 +284,23 @@ impl FrameBuilder {
     /// outside tests) from `account`, with `extra_lost` more packets counted lost (the tail
     /// estimate of a frame that did not end at a cut), and appends it to `out`. The sequence
     /// grows by one; the frames lost collected since the previous frame go into this one.
+    /// A frame opened after a clock step ([`FrameAccount::shift_ns`] ≠ 0) is published on
+    /// the sensor's new time: its start and its points' absolute times
+    /// ([`PointBuf::shift_start`]) move by the shift.
     pub fn emit(
         &mut self,
         account: &FrameAccount,
         extra_lost: u32,
-        points: PointBuf,
+        mut points: PointBuf,
         out: &mut Vec<Frame>,
     ) {
+        if account.shift_ns != 0 {
+            points.shift_start(account.shift_ns);
+        }
         let header = FrameHeader {
             sensor_id: self.sensor_id,
             sequence: self.sequence,
-            start_ns: account.start_ns,
+            start_ns: account.published_start_ns(),
             host_ns: account.host_ns,
             packets_received: account.received,
             packets_expected: account
@@ -342,6 +369,42 @@ mod tests {
         assert_eq!(out[1].points.len(), 3);
         assert_eq!((h[2].sequence, h[2].frames_lost_before), (2, 0));
         assert_eq!(b.sequence(), 3);
+    }
+
+    /// A frame opened after a clock step is published on the new time: its start, and in an
+    /// absolute-time layout every point's time, move by the frame's shift; relative times stay.
+    #[test]
+    fn emit_publishes_a_shifted_frame_on_the_new_time() {
+        use crate::layout::PointType;
+        let mut b = FrameBuilder::new(1, 100_000_000);
+        let mut out = Vec::new();
+        let start = 1_000_000_000_000u64;
+        let shift = -37_000_000_000i64;
+        for pt in [PointType::Autoware, PointType::Robosense] {
+            let mut points = PointBuf::with_type(pt, 2);
+            points.set_start_ns(start);
+            for t in [0u32, 123_456] {
+                let p = crate::point::PointXYZIRCAEDT {
+                    time_stamp: t,
+                    ..Default::default()
+                };
+                points.push(p);
+            }
+            let a = FrameAccount {
+                shift_ns: shift,
+                ..FrameAccount::open(start, 5)
+            };
+            b.emit(&a, 0, points, &mut out);
+        }
+        let new_start = start - 37_000_000_000;
+        for f in &out {
+            assert_eq!(f.header.start_ns, new_start);
+            assert_eq!(f.points.start_ns(), new_start);
+            assert_eq!(
+                (f.points.time_ns(0), f.points.time_ns(1)),
+                (Some(0), Some(123_456))
+            );
+        }
     }
 
     /// A silence noticed on arrival needs a gap on both clocks; the idle poll needs host time.

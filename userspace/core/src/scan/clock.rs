@@ -46,6 +46,15 @@ pub enum TimeVerdict {
     /// base is now the *first* agreeing packet, so the held candidates, pushed again in their
     /// order, are in line, and this packet after them.
     Restart,
+    /// [`RESTART_AGREE`] consecutive packets agree on a new time base *and the stream's
+    /// position ran on* across the change (the first agreeing packet's azimuth a forward step
+    /// of at most a quarter turn from the last accepted packet's, as between any two packets
+    /// of a turn): the sensor's clock was stepped (PTP lock acquired, a TAI−UTC fix, a GPS
+    /// time jump) while the sensor kept turning. Nothing is closed: the frame in progress
+    /// goes on, and [`StreamClock::stream_ns`] maps every later packet back onto the stream's
+    /// continuous time line ([`StreamClock::shift_ns`] grew by the step). As for
+    /// [`TimeVerdict::Restart`], the held candidates and this packet are pushed again.
+    Step,
     /// Behind the previous accepted packet by at most [`REORDER_WINDOW_NS`]: a packet that
     /// arrived late. The stream state is unchanged; the frame builder puts it in the frame in
     /// progress if it belongs there, else drops it (counted `late`).
@@ -86,7 +95,11 @@ fn period_from(dt_ns: u64, cdeg: u64) -> u64 {
 /// * A jump that is followed by packets in line with *it* (not with the stream) is a candidate
 ///   new time base; at the [`RESTART_AGREE`]-th agreeing packet it becomes the stream's base:
 ///   [`TimeVerdict::Restart`] (the base is the first agreeing packet), counted in
-///   [`StreamClock::restarts`] and logged once per sensor. A packet in line with the old base in between discards the candidate.
+///   [`StreamClock::restarts`] and logged once per sensor; if the position ran on across the
+///   change (the first agreeing packet's azimuth a forward step of at most a quarter turn
+///   from the last accepted one's) it is a clock step instead: [`TimeVerdict::Step`], counted
+///   in [`StreamClock::steps`], and [`StreamClock::stream_ns`] maps later packets back onto
+///   the continuous stream time. A packet in line with the old base in between discards the candidate.
 /// * **Rotation period**: measured from the stream: the sensor time over which the first-block
 ///   azimuth of consecutive in-line packets (at most a quarter turn apart each) adds up to a
 ///   full turn (pairs further apart, e.g. across the pause of a sensor-side field of view or a
@@ -107,11 +120,19 @@ pub struct StreamClock {
     turn_cdeg: u64,
     step_cdeg: u32,
     step_dt_ns: u64,
+    /// Running mean of the sensor time between consecutive packets one step apart, ns/256
+    /// (0: none yet).
+    mean_dt_q8: u64,
     /// A host-time silence (frame timeout) came before the next packet.
     silent: bool,
+    /// Sensor time minus stream time, ns: the sum of the clock steps taken
+    /// ([`TimeVerdict::Step`]).
+    shift_ns: i64,
     jumps: u64,
     restarts: u64,
+    steps: u64,
     warned: bool,
+    warned_step: bool,
 }
 
 impl StreamClock {
@@ -167,6 +188,10 @@ impl StreamClock {
             Some((f, c, n)) if Self::in_line(&c, &now) => (f, n + 1),
             _ => (now, 1),
         };
+        if agree >= RESTART_AGREE && Self::runs_on(&last, &first) {
+            self.step_to(&last, first);
+            return TimeVerdict::Step;
+        }
         if agree >= RESTART_AGREE {
             self.new_time_base(first);
             if !self.warned {
@@ -193,7 +218,80 @@ impl StreamClock {
         self.period_ns = 0;
         self.turn_dt_ns = 0;
         self.turn_cdeg = 0;
+        self.shift_ns = 0;
         self.restarts += 1;
+    }
+
+    /// Whether the stream's position ran on from `last` to `first` across a change of time
+    /// base: `first`'s azimuth is a forward step of at most a quarter turn from `last`'s (as
+    /// between any two packets of one turn; a sensor that restarted starts wherever its
+    /// encoder stands). Without azimuths there is no position to judge: no.
+    fn runs_on(last: &Stamp, first: &Stamp) -> bool {
+        match (last.azimuth_cdeg, first.azimuth_cdeg) {
+            (Some(a), Some(b)) => {
+                let daz = (AZIMUTH_UNITS + b - a) % AZIMUTH_UNITS;
+                daz > 0 && daz <= AZIMUTH_UNITS / 4
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the clock step whose first packet is `first` ([`TimeVerdict::Step`]): `first`
+    /// becomes the last accepted packet, and the shift grows by its sensor time minus the
+    /// time the stream predicts for it. The prediction is the last accepted time plus the
+    /// packets' own spacing: `n` times the mean time between consecutive packets (over about
+    /// the last 16; the last step alone until then), `n` the azimuth turned over the azimuth
+    /// per step, rounded (spinning LiDARs fire at a fixed rate, so the stream continues
+    /// within the jitter of its own time stamps); before any step was measured, the host
+    /// monotonic time elapsed. The rotation measurement goes on (the sensor kept
+    /// turning).
+    fn step_to(&mut self, last: &Stamp, first: Stamp) {
+        let daz = match (last.azimuth_cdeg, first.azimuth_cdeg) {
+            (Some(a), Some(b)) => u64::from((AZIMUTH_UNITS + b - a) % AZIMUTH_UNITS),
+            _ => 0,
+        };
+        let dt = if self.step_cdeg > 0 && self.step_dt_ns > 0 {
+            let step = u64::from(self.step_cdeg);
+            let n = ((daz + step / 2) / step).max(1);
+            match self.mean_dt_q8 {
+                0 => n.saturating_mul(self.step_dt_ns),
+                m => (n.saturating_mul(m) + 128) >> 8,
+            }
+        } else {
+            first.mono_ns.saturating_sub(last.mono_ns)
+        };
+        let predicted = i128::from(last.sensor_ns) + i128::from(dt);
+        let step = i128::from(first.sensor_ns) - predicted;
+        let shift = i128::from(self.shift_ns) + step;
+        self.shift_ns = i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX });
+        self.candidate = None;
+        self.last = Some(first);
+        self.steps += 1;
+        if !self.warned_step {
+            self.warned_step = true;
+            log::warn!(
+                "sensor clock stepped by {step} ns (from {} ns to {} ns) while the sensor kept \
+                 turning: the frame in progress goes on, later frames are stamped on the new \
+                 time; further steps are counted in `clock_steps` without a log line",
+                last.sensor_ns,
+                first.sensor_ns
+            );
+        }
+    }
+
+    /// `sensor_ns` (a packet's sensor time, ns) on the stream's continuous time line: minus
+    /// the clock steps taken ([`Self::shift_ns`]), saturating at 0 and `u64::MAX`. The cut
+    /// policies judge and stamp every packet in stream time, so a clock step cuts no turn;
+    /// [`super::FrameBuilder::emit`] adds a frame's shift back to its published start.
+    pub fn stream_ns(&self, sensor_ns: u64) -> u64 {
+        let t = i128::from(sensor_ns) - i128::from(self.shift_ns);
+        u64::try_from(t.max(0)).unwrap_or(u64::MAX)
+    }
+
+    /// Sensor time minus stream time, ns: the sum of the clock steps taken so far (0 without
+    /// one; cleared by a restart or [`Self::reset`]).
+    pub fn shift_ns(&self) -> i64 {
+        self.shift_ns
     }
 
     fn in_line(prev: &Stamp, now: &Stamp) -> bool {
@@ -218,6 +316,16 @@ impl StreamClock {
         // also bounds `turn_dt_ns`, so the period arithmetic below cannot overflow.
         if daz == 0 || daz > AZIMUTH_UNITS / 4 || dt == 0 || dt > MAX_SAMPLE_DT_NS || slow {
             return;
+        }
+        if self.step_cdeg > 0 && 2 * daz >= self.step_cdeg && 2 * daz <= 3 * self.step_cdeg {
+            // One packet's step: a sample of the mean packet spacing (running mean over about
+            // 16 packets, ns/256), which continues the stream across a clock step.
+            let q = u64::from(u32::try_from(dt).unwrap_or(u32::MAX)) << 8;
+            self.mean_dt_q8 = if self.mean_dt_q8 == 0 {
+                q
+            } else {
+                self.mean_dt_q8 - self.mean_dt_q8 / 16 + q / 16
+            };
         }
         self.step_cdeg = daz;
         self.step_dt_ns = dt;
@@ -263,6 +371,7 @@ impl StreamClock {
     pub fn reset(&mut self) {
         self.last = None;
         self.candidate = None;
+        self.shift_ns = 0;
     }
 
     /// The measured rotation period, ns: over the last full turn, or before one full turn
@@ -291,6 +400,11 @@ impl StreamClock {
     /// Sensor restarts ([`TimeVerdict::Restart`]) so far.
     pub fn restarts(&self) -> u64 {
         self.restarts
+    }
+
+    /// Sensor clock steps ([`TimeVerdict::Step`]) so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
     }
 }
 
@@ -376,19 +490,25 @@ mod tests {
                 gap_ns: Some(432_000_000)
             }
         );
-        // A sustained step of +1 h: jumps, then a restart at the RESTART_AGREE-th packet.
+        // A sustained step of +1 h with the azimuth running on: jumps, then a clock step at
+        // the RESTART_AGREE-th packet; the stream time continues by the mean spacing (1 ms).
         let hour = 3_600_000_000_000;
         for k in 0..u64::from(RESTART_AGREE) {
             let v = c.check(t(934 + k) + hour, h(834 + k), az(934 + k), 0);
             let want = if k + 1 == u64::from(RESTART_AGREE) {
-                TimeVerdict::Restart
+                TimeVerdict::Step
             } else {
                 TimeVerdict::Jump
             };
             assert_eq!(v, want, "{k}");
         }
         // 3 jumps above, RESTART_AGREE - 1 candidates.
-        assert_eq!((c.jumps(), c.restarts()), (u64::from(RESTART_AGREE) + 2, 1));
+        assert_eq!(
+            (c.jumps(), c.restarts(), c.steps()),
+            (u64::from(RESTART_AGREE) + 2, 0, 1)
+        );
+        assert_eq!(c.shift_ns(), hour as i64);
+        assert_eq!(c.stream_ns(t(934) + hour), t(934));
         // The new base is the first candidate: the candidates pushed again are in line.
         assert_eq!(c.last_sensor_ns(), Some(t(934) + hour));
         for k in 0..u64::from(RESTART_AGREE) {
@@ -398,6 +518,21 @@ mod tests {
             );
         }
         assert_eq!(c.check(t(937) + hour, h(837), az(937), 0), inline);
+        // A sustained step of −1 day whose azimuth jumps half a turn: a restart; the shift
+        // of the old stream is gone with it.
+        let day = 86_400_000_000_000;
+        let az2 = |i: u64| az(i + 180);
+        for k in 0..u64::from(RESTART_AGREE) {
+            let v = c.check(t(938 + k) + hour - day, h(838 + k), az2(938 + k), 0);
+            let want = if k + 1 == u64::from(RESTART_AGREE) {
+                TimeVerdict::Restart
+            } else {
+                TimeVerdict::Jump
+            };
+            assert_eq!(v, want, "{k}");
+        }
+        assert_eq!((c.restarts(), c.steps(), c.shift_ns()), (1, 1, 0));
+        assert_eq!(c.last_sensor_ns(), Some(t(938) + hour - day));
     }
 
     #[test]

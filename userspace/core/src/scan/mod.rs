@@ -31,6 +31,17 @@
 //!   cuts a turn; a silence on both clocks closes the frame, live and offline.
 //! * **Restart**: [`RESTART_AGREE`] packets on a new time base; the first ones are held by the
 //!   pipeline and decoded once the restart is confirmed ([`Rejection::Restart`]).
+//! * **Clock step** (issue 39, class 1): [`RESTART_AGREE`] packets on a new time base while
+//!   the sensor's position runs on (the first of them a forward azimuth step of at most a
+//!   quarter turn from the last accepted packet; Ouster: the measurement id's azimuth) is a
+//!   step of the sensor's clock (PTP lock, a TAI−UTC fix, a GPS time jump), forward or back,
+//!   seconds to years: [`TimeVerdict::Step`], [`Rejection::ClockStep`], counted
+//!   `clock_steps`. No turn is cut and nothing is lost: every policy judges and stamps packets
+//!   in *stream time* ([`StreamClock::stream_ns`]: sensor time minus the steps taken, the step
+//!   measured against the packets' mean spacing), and each frame publishes its start on the
+//!   clock it opened on ([`FrameAccount::shift_ns`]). So the frame that holds the step keeps
+//!   its start (its points after the step continue the stream within the jitter of the
+//!   sensor's own stamps) and every later frame is stamped on the new time.
 //! * **Field of view and range window**: [`crate::sensor::PipelineOptions::fov`] and
 //!   [`crate::sensor::SensorConfig::range`] are validated types ([`crate::valid::Fov`]: its
 //!   ends differ; [`crate::valid::RangeGate`]: `min < max`), checked once where they are read.
@@ -70,7 +81,9 @@
 //!   [`JUMP_AHEAD_TOLERANCE_NS`], is dropped ([`ScanAssembler::begin_packet`] returns `false`;
 //!   the pipeline counts it in `time_jumps`) and the frame around it stays whole;
 //! * [`RESTART_AGREE`] consecutive packets on a new time base are a sensor restart: the frame in
-//!   progress is closed and the stream continues on the new base (counted, logged once);
+//!   progress is closed and the stream continues on the new base (counted, logged once); when
+//!   the azimuth ran on across the change it is a clock step instead, which closes nothing
+//!   (above);
 //! * a sensor-time gap longer than one rotation period closes the frame in progress; the whole
 //!   turns inside the gap ([`turns_lost`]) go to the next frame's
 //!   [`crate::frame::FrameHeader::frames_lost_before`]. The rotation period is measured from the stream (the
@@ -190,6 +203,11 @@ pub enum Rejection {
     /// frames in progress are closed and nothing of this packet is decoded yet; the pipeline
     /// pushes the held candidates and then this packet again, onto the new time base.
     Restart,
+    /// A valid data packet that confirmed a sensor clock step ([`TimeVerdict::Step`]): the
+    /// frames in progress stay open and nothing of this packet is decoded yet; the pipeline
+    /// pushes the held candidates and then this packet again, mapped onto the stream's time
+    /// line ([`StreamClock::stream_ns`]).
+    ClockStep,
     /// A valid data packet that arrived late ([`TimeVerdict::Late`]) for a frame already
     /// published: dropped, counted `late`.
     Late,

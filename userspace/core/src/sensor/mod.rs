@@ -416,7 +416,7 @@ impl ScanPipeline {
         } else {
             match self.decoder.push(payload, host, out) {
                 Err(Rejection::TimeJump) => self.hold(payload, host),
-                Err(Rejection::Restart) => {
+                Err(Rejection::Restart | Rejection::ClockStep) => {
                     // The held candidates first, then this packet, onto the new time base.
                     // (The vectors keep their capacity: a warm pipeline allocates nothing.)
                     let mut held = std::mem::take(&mut self.held);
@@ -442,6 +442,7 @@ impl ScanPipeline {
         }
         let t = self.decoder.time_faults();
         self.counters.restarts = t.restarts;
+        self.counters.clock_steps = t.clock_steps;
         self.counters.date_fallbacks = t.date_fallbacks;
         self.count_frames(before, out);
     }
@@ -524,7 +525,9 @@ impl ScanPipeline {
             }
             Err(Rejection::Ignored) => self.counters.ignored += 1,
             Err(Rejection::Malformed) => self.counters.malformed += 1,
-            Err(Rejection::TimeJump | Rejection::Restart) => self.counters.time_jumps += 1,
+            Err(Rejection::TimeJump | Rejection::Restart | Rejection::ClockStep) => {
+                self.counters.time_jumps += 1
+            }
             Err(Rejection::Late) => self.counters.late += 1,
         }
     }

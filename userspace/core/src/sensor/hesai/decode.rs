@@ -25,6 +25,7 @@ impl HesaiStream {
         let l = self.layout;
         let n = p.returns();
         let packet_ns = i64::try_from(time_ns).unwrap_or(i64::MAX);
+        let shift = self.builder.clock().shift_ns();
         self.packet_serial += 1;
         // After a gap the head of the next frame is already estimated (pending_head_lost);
         // otherwise a frame the cutter opens at its (re)start is estimated from its first
@@ -126,7 +127,7 @@ impl HesaiStream {
             if act.reset.iter().any(|&r| r) {
                 for (i, r) in act.reset.iter().enumerate() {
                     if *r {
-                        self.bufs[i].open(group_start, host_ns);
+                        self.bufs[i].open(group_start, host_ns, shift);
                     }
                 }
             }
@@ -141,7 +142,7 @@ impl HesaiStream {
                 if !buf.started {
                     // The cutter's reset fell outside the field of view (or before start-up):
                     // the frame starts at its first block group.
-                    buf.open(group_start, host_ns);
+                    buf.open(group_start, host_ns, shift);
                 }
                 buf.account.host_clock |= host_clock;
                 // Under a field of view only packets with a block group inside it count.

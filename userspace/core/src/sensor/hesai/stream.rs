@@ -78,12 +78,14 @@ pub(super) struct Buffer {
 }
 
 impl Buffer {
-    /// Opens the frame at the first firing `start_ns` (ns since the Unix epoch) of a packet
-    /// received at host wall time `host_ns` (CLOCK_REALTIME ns).
-    pub(super) fn open(&mut self, start_ns: i64, host_ns: u64) {
+    /// Opens the frame at the first firing `start_ns` (stream time, ns since the Unix epoch)
+    /// of a packet received at host wall time `host_ns` (CLOCK_REALTIME ns), on a stream whose
+    /// clock steps add up to `shift_ns` ([`FrameAccount::shift_ns`]).
+    pub(super) fn open(&mut self, start_ns: i64, host_ns: u64, shift_ns: i64) {
         self.start_ns = start_ns;
         self.account.start_ns = start_ns.max(0) as u64;
         self.account.host_ns = host_ns;
+        self.account.shift_ns = shift_ns;
         self.points.set_start_ns(self.account.start_ns);
         self.started = true;
     }
@@ -136,7 +138,7 @@ pub struct HesaiStream {
     check_crc: bool,
     pub(super) range: (f32, f32),
     /// Sequence, time base, timeout, buffers, the frame header.
-    builder: FrameBuilder,
+    pub(super) builder: FrameBuilder,
     /// The calibration tables, shared.
     pub(super) tables: Arc<HesaiTables>,
     pub(super) cutter: Cutter,
@@ -431,7 +433,11 @@ impl VendorDecoder for HesaiStream {
         let az = (!self.layout.fine_azimuth).then(|| u32::from(p.azimuth(0)));
         let phased =
             az.map(|a| (AZIMUTH_UNITS + a % AZIMUTH_UNITS - self.cut_cdeg) % AZIMUTH_UNITS);
-        match self.builder.clock_mut().check(time_ns, host.mono_ns, az, 0) {
+        let verdict = self.builder.clock_mut().check(time_ns, host.mono_ns, az, 0);
+        // Judged and stamped in stream time from here on: a clock step cuts no turn.
+        let time_ns = self.builder.clock().stream_ns(time_ns);
+        match verdict {
+            TimeVerdict::Step => return Err(Rejection::ClockStep),
             TimeVerdict::Jump => {
                 if timed_out {
                     self.close_partial(out);
@@ -558,6 +564,7 @@ impl VendorDecoder for HesaiStream {
     fn time_faults(&self) -> crate::vendor::TimeFaults {
         crate::vendor::TimeFaults {
             restarts: self.builder.clock().restarts(),
+            clock_steps: self.builder.clock().steps(),
             date_fallbacks: self.date_fallbacks,
         }
     }

@@ -106,7 +106,7 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::point_buf::PointBuf;
 
-use crate::scan::{Bound, FrameAccount, FrameBuilder, RESTART_AGREE, in_sector};
+use crate::scan::{Bound, FrameAccount, FrameBuilder, RESTART_AGREE, TimeVerdict, in_sector};
 use crate::vendor::{
     ConfigError, PipelineOptions, Rejection, ReturnMode, SensorConfig, VendorDecoder,
 };
@@ -400,6 +400,7 @@ impl OusterStream {
             },
             lost: self.tables.expected.saturating_sub(b.account.received),
             host_clock: !b.has_time,
+            shift_ns: if b.has_time { b.account.shift_ns } else { 0 },
             ..b.account
         };
         self.builder.emit(&account, 0, b.points, out);
@@ -414,7 +415,7 @@ impl OusterStream {
             frame_id,
             account: FrameAccount {
                 malformed: std::mem::take(&mut self.pending_malformed),
-                ..FrameAccount::open(0, host.wall_ns)
+                ..self.builder.open_account(0, host.wall_ns)
             },
             last_mono_ns: host.mono_ns,
             last_col_ns: 0,
@@ -538,7 +539,8 @@ impl OusterStream {
                 continue;
             }
             let m_id = usize::from(p.col_measurement_id(col));
-            let ts = p.col_timestamp(col);
+            // On the stream's time line: a frame that holds a clock step runs on.
+            let ts = self.builder.clock().stream_ns(p.col_timestamp(col));
             if b.has_time && ts.abs_diff(b.first_col_ns) > MAX_COLUMN_SPREAD_NS {
                 self.stats.column_time_jumps += 1;
                 continue;
@@ -610,17 +612,13 @@ impl VendorDecoder for OusterStream {
         // with the columns in line is none) publishes the frames in progress, and then any
         // frame id is taken (a sensor or replay that restarted while quiet); skipped ids still
         // count as lost.
-        let col_ns = (0..self.tables.format.columns_per_packet)
-            .find(|&c| p.col_status(c) & 1 == 1)
-            .map(|c| p.col_timestamp(c));
+        let f = self.tables.format;
+        let first_col = (0..f.columns_per_packet).find(|&c| p.col_status(c) & 1 == 1);
+        let col_ns = first_col.map(|c| p.col_timestamp(c));
         let silent = self.builder.silence_before(host.mono_ns, col_ns);
-        if let Some(t) = col_ns {
-            // The column time line the silence rule compares with (its verdicts are the frame
-            // ids' business here).
-            let _ = self.builder.clock_mut().check(t, host.mono_ns, None, 0);
-        }
         if silent {
             self.publish(out);
+            self.builder.clock_mut().note_silence();
         }
         let frame_id = p.frame_id();
         if silent {
@@ -641,6 +639,31 @@ impl VendorDecoder for OusterStream {
             }
         }
         let into_prev = self.route(frame_id, host, out)?;
+        if let (Some(c), false) = (first_col, into_prev) {
+            // The column clock of a packet of the current frame (late and stale packets are
+            // the frame ids' business), judged with the column's encoder position (its
+            // measurement id as an azimuth): a clock step while the columns run on is taken
+            // without a cut; a single far stamp is a jump (the packet is held).
+            let m_id = u64::from(p.col_measurement_id(c));
+            let w = f.columns_per_frame.max(1) as u64;
+            let az = (m_id * u64::from(crate::scan::AZIMUTH_UNITS) / w) as u32;
+            let t = p.col_timestamp(c);
+            match self.builder.clock_mut().check(t, host.mono_ns, Some(az), 0) {
+                TimeVerdict::Step => return Err(Rejection::ClockStep),
+                TimeVerdict::Jump => return Err(Rejection::TimeJump),
+                TimeVerdict::Restart => {
+                    // The frame this packet opened holds nothing yet: dropped, not published.
+                    if self.cur.as_ref().is_some_and(|b| b.account.received == 0) {
+                        self.cur = None;
+                    }
+                    self.publish(out);
+                    self.last_published = None;
+                    self.candidate = None;
+                    return Err(Rejection::Restart);
+                }
+                TimeVerdict::Late | TimeVerdict::InLine { .. } => {}
+            }
+        }
         self.last_mono_ns = Some(host.mono_ns);
         let slot = usize::from(p.col_measurement_id(0)) / self.tables.format.columns_per_packet;
         let b = if into_prev {
@@ -754,6 +777,7 @@ impl VendorDecoder for OusterStream {
     fn time_faults(&self) -> crate::vendor::TimeFaults {
         crate::vendor::TimeFaults {
             restarts: self.restarts,
+            clock_steps: self.builder.clock().steps(),
             date_fallbacks: 0,
         }
     }

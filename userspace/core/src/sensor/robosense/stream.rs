@@ -250,6 +250,7 @@ impl VendorDecoder for RobosenseStream {
     fn time_faults(&self) -> crate::vendor::TimeFaults {
         crate::vendor::TimeFaults {
             restarts: self.assembler.stream_clock().restarts(),
+            clock_steps: self.assembler.stream_clock().steps(),
             date_fallbacks: self.date_fallbacks,
         }
     }

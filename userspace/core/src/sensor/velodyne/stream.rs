@@ -408,6 +408,7 @@ impl VendorDecoder for VelodyneStream {
     fn time_faults(&self) -> crate::vendor::TimeFaults {
         crate::vendor::TimeFaults {
             restarts: self.assembler.stream_clock().restarts(),
+            clock_steps: self.assembler.stream_clock().steps(),
             date_fallbacks: 0,
         }
     }
