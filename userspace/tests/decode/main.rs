@@ -3,6 +3,7 @@
 //! `cargo test --release -p lidarxdp --test decode [module::test]`.
 
 mod decode_autodetect;
+mod decode_field_speed_mode;
 mod decode_frame_faults;
 mod decode_hesai_golden;
 mod decode_hesai_robustness;
