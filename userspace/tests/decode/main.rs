@@ -4,6 +4,7 @@
 
 mod decode_autodetect;
 mod decode_field_clock_step;
+mod decode_field_speed_mode;
 mod decode_frame_faults;
 mod decode_hesai_golden;
 mod decode_hesai_robustness;

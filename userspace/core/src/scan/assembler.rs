@@ -104,6 +104,9 @@ pub struct ScanAssembler {
     dt_count: u32,
     /// Measured azimuth advance between consecutive packets, 0.01°/256 (0: none yet).
     adv_q8: u64,
+    /// [`StreamClock::speed_changes`] when `adv_q8` was last sampled: a new speed restarts
+    /// the average (the old speed's advance is no estimate of the new one).
+    speed_changes: u64,
 }
 
 /// Steps per block of the windowed minimum that measures the packet interval.
@@ -138,6 +141,7 @@ impl ScanAssembler {
             dt_min: [u64::MAX; 2],
             dt_count: 0,
             adv_q8: 0,
+            speed_changes: 0,
         }
     }
 
@@ -182,6 +186,12 @@ impl ScanAssembler {
             return;
         }
         let interval = self.interval_ns(nominal);
+        let changes = self.builder.clock().speed_changes();
+        if changes != self.speed_changes {
+            // The sensor's speed changed (the clock's rule): restart the average.
+            self.speed_changes = changes;
+            self.adv_q8 = 0;
+        }
         if dt <= interval + interval / 2 && daz_cdeg > 0 && daz_cdeg < AZIMUTH_UNITS / 8 {
             // A step without loss: a sample of the azimuth advance per packet.
             let a = u64::from(daz_cdeg) << 8;

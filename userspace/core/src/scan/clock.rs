@@ -71,6 +71,26 @@ struct Stamp {
 
 /// Longest sensor time between two packets that still samples the rotation speed, ns (1 s).
 pub const MAX_SAMPLE_DT_NS: u64 = 1_000_000_000;
+/// A rotation sample (azimuth over sensor time between consecutive packets) whose rate differs
+/// from the measured one by more than this fraction, in percent (25 %: far above the jitter of
+/// one packet's azimuth and µs stamp, far below the ratio of any two speeds a sensor is set to,
+/// 300/600/900/1200 rpm), is no sample of the measured speed: either a loss whose azimuth
+/// aliases (a whole turn and a bit lost) or a new speed.
+pub const SPEED_CHANGE_PCT: u64 = 25;
+/// Consecutive rotation samples that must agree on a new rate (each within
+/// [`SPEED_CHANGE_PCT`] of the one before) before it is taken as the sensor's new speed (a
+/// sensor reconfigured while running): the measurement restarts from them. Fewer are a
+/// loss, and are skipped. (8 packets: 5 ms of a VLP-16, 2 ms of a Hesai XT32.)
+pub const SPEED_CHANGE_AGREE: u32 = 8;
+
+/// Rate `a_cdeg / a_dt_ns` differs from rate `b_cdeg / b_dt_ns` by more than
+/// [`SPEED_CHANGE_PCT`] (either way), in u128.
+fn rate_differs(a_cdeg: u64, a_dt_ns: u64, b_cdeg: u64, b_dt_ns: u64) -> bool {
+    let a = u128::from(a_cdeg) * u128::from(b_dt_ns);
+    let b = u128::from(b_cdeg) * u128::from(a_dt_ns);
+    let pct = u128::from(SPEED_CHANGE_PCT);
+    a * 100 > b * (100 + pct) || b * 100 > a * (100 + pct)
+}
 
 /// The rotation period, ns, from `dt_ns` of sensor time over `cdeg` of azimuth (0.01°, > 0):
 /// `dt · 36000 / cdeg` in u128, saturating at `u64::MAX`.
@@ -104,7 +124,16 @@ fn period_from(dt_ns: u64, cdeg: u64) -> u64 {
 ///   azimuth of consecutive in-line packets (at most a quarter turn apart each) adds up to a
 ///   full turn (pairs further apart, e.g. across the pause of a sensor-side field of view or a
 ///   loss, are skipped); before a full turn, over the first 30° or more; before that, the
-///   caller's nominal period (packet interval × packets per turn) or none. The guard is kept
+///   caller's nominal period (packet interval × packets per turn) or none. **Speed changes**
+///   (300 to 1200 rpm, a sensor reconfigured while running; the firing rate stays, so the
+///   azimuth per packet changes): a sample whose rate is more than [`SPEED_CHANGE_PCT`] off
+///   the measured rate (the last full turn's, else the turn so far's, else the last sample's)
+///   is not added; [`SPEED_CHANGE_AGREE`] consecutive such samples agreeing with each other are
+///   the new speed: the measurement restarts from them (the period is their rate at once, no
+///   30° wait) and [`StreamClock::speed_changes`] counts it. Fewer (a loss whose azimuth
+///   aliases to a small step) are skipped. So the period, the gap rule and the per-packet
+///   advance ([`StreamClock::step_cdeg`]) follow the sensor's speed within a few packets
+///   instead of a turn or two, and never assume one. The guard is kept
 ///   across a host-time silence (frame timeout), so the turns lost in it are counted; but
 ///   after a silence ([`StreamClock::note_silence`]) a packet out of line starts a new time
 ///   base at once (a restart, nothing dropped). A sensor-time gap between consecutive accepted
@@ -123,6 +152,12 @@ pub struct StreamClock {
     /// Running mean of the sensor time between consecutive packets one step apart, ns/256
     /// (0: none yet).
     mean_dt_q8: u64,
+    /// Samples off the measured rate that agree with each other: `(cdeg, dt ns, count,
+    /// last sample's cdeg, last sample's dt ns)`, a candidate new speed.
+    change: Option<(u64, u64, u32, u32, u64)>,
+    /// The measurement restarted at a new speed: the period so far is valid below 30°.
+    changed: bool,
+    speed_changes: u64,
     /// A host-time silence (frame timeout) came before the next packet.
     silent: bool,
     /// Sensor time minus stream time, ns: the sum of the clock steps taken
@@ -219,6 +254,8 @@ impl StreamClock {
         self.turn_dt_ns = 0;
         self.turn_cdeg = 0;
         self.shift_ns = 0;
+        self.change = None;
+        self.changed = false;
         self.restarts += 1;
     }
 
@@ -305,18 +342,48 @@ impl StreamClock {
             return;
         };
         let daz = (AZIMUTH_UNITS + b - a) % AZIMUTH_UNITS;
-        // A stalled or reversed azimuth, or a gap (also one of whole turns, whose azimuth
-        // aliases to a small step: its rate is far below the previous sample's): not a sample
-        // of the rotation speed.
-        let slow = self.step_cdeg > 0
-            && u128::from(dt) * u128::from(self.step_cdeg)
-                > 3 * u128::from(self.step_dt_ns) * u128::from(daz);
-        // A step of at most a quarter turn that took over MAX_SAMPLE_DT_NS is no rotation
-        // sample either (every spinning LiDAR turns a quarter turn in well under 1 s); this
-        // also bounds `turn_dt_ns`, so the period arithmetic below cannot overflow.
-        if daz == 0 || daz > AZIMUTH_UNITS / 4 || dt == 0 || dt > MAX_SAMPLE_DT_NS || slow {
+        // A stalled or reversed azimuth, or a step of at most a quarter turn that took over
+        // MAX_SAMPLE_DT_NS, is no rotation sample (every spinning LiDAR turns a quarter turn
+        // in well under 1 s); this also bounds `turn_dt_ns`, so the period arithmetic below
+        // cannot overflow.
+        if daz == 0 || daz > AZIMUTH_UNITS / 4 || dt == 0 || dt > MAX_SAMPLE_DT_NS {
             return;
         }
+        // The measured rate: the last full turn's, else the turn so far's, else the last
+        // sample's. A sample off it is a loss that aliases (a gap of whole turns and a bit) or
+        // a new speed: it is held as a candidate until SPEED_CHANGE_AGREE agree.
+        let measured = if self.period_ns > 0 {
+            Some((u64::from(AZIMUTH_UNITS), self.period_ns))
+        } else if self.turn_cdeg > 0 {
+            Some((self.turn_cdeg, self.turn_dt_ns))
+        } else {
+            (self.step_cdeg > 0).then_some((u64::from(self.step_cdeg), self.step_dt_ns))
+        };
+        if let Some((m_cdeg, m_dt)) = measured
+            && rate_differs(u64::from(daz), dt, m_cdeg, m_dt)
+        {
+            let (cdeg, sum_dt, n) = match self.change {
+                Some((c, t, n, lc, lt)) if !rate_differs(u64::from(daz), dt, u64::from(lc), lt) => {
+                    (c + u64::from(daz), t + dt, n + 1)
+                }
+                _ => (u64::from(daz), dt, 1),
+            };
+            if n < SPEED_CHANGE_AGREE {
+                self.change = Some((cdeg, sum_dt, n, daz, dt));
+                return;
+            }
+            // A new speed: the measurement restarts from the agreeing samples.
+            self.change = None;
+            self.changed = true;
+            self.speed_changes += 1;
+            self.period_ns = 0;
+            self.turn_cdeg = cdeg;
+            self.turn_dt_ns = sum_dt;
+            self.step_cdeg = daz;
+            self.step_dt_ns = dt;
+            return;
+        }
+        self.change = None;
         if self.step_cdeg > 0 && 2 * daz >= self.step_cdeg && 2 * daz <= 3 * self.step_cdeg {
             // One packet's step: a sample of the mean packet spacing (running mean over about
             // 16 packets, ns/256), which continues the stream across a clock step.
@@ -375,11 +442,12 @@ impl StreamClock {
     }
 
     /// The measured rotation period, ns: over the last full turn, or before one full turn
-    /// was seen over at least 30° of it; 0 while less has been measured.
+    /// was seen over at least 30° of it (after a speed change, over the samples since it);
+    /// 0 while less has been measured.
     pub fn period_ns(&self) -> u64 {
         if self.period_ns > 0 {
             self.period_ns
-        } else if self.turn_cdeg >= 3_000 {
+        } else if self.turn_cdeg >= 3_000 || (self.changed && self.turn_cdeg > 0) {
             period_from(self.turn_dt_ns, self.turn_cdeg)
         } else {
             0
@@ -390,6 +458,12 @@ impl StreamClock {
     /// sampled the rotation, 0.01° (the advance per packet; 0 = none yet).
     pub fn step_cdeg(&self) -> u32 {
         self.step_cdeg
+    }
+
+    /// Rotation speed changes taken so far (see the rules: [`SPEED_CHANGE_AGREE`] samples
+    /// agreeing on a rate more than [`SPEED_CHANGE_PCT`] off the measured one).
+    pub fn speed_changes(&self) -> u64 {
+        self.speed_changes
     }
 
     /// Packets judged [`TimeVerdict::Jump`] so far.
@@ -533,6 +607,38 @@ mod tests {
         }
         assert_eq!((c.restarts(), c.steps(), c.shift_ns()), (1, 1, 0));
         assert_eq!(c.last_sensor_ns(), Some(t(938) + hour - day));
+    }
+
+    #[test]
+    fn stream_clock_remeasures_a_new_speed_and_skips_an_aliased_loss() {
+        let mut c = StreamClock::default();
+        let inline = TimeVerdict::InLine { gap_ns: None };
+        // 1° per ms (360 ms a turn) for 400 packets.
+        let (mut t, mut az) = (5_000_000_000u64, 0u32);
+        for i in 0..400 {
+            assert_eq!(c.check(t, t, Some(az), 0), inline, "{i}");
+            t += 1_000_000;
+            az = (az + 100) % AZIMUTH_UNITS;
+        }
+        assert_eq!(c.period_ns(), 360_000_000);
+        // One step that looks 2× as fast (a loss whose azimuth aliases: a turn and 2° in
+        // 361 ms would; here 2° in 1 ms): held, not taken, the period stays.
+        az = (az + 200) % AZIMUTH_UNITS;
+        assert_eq!(c.check(t, t, Some(az), 0), inline);
+        assert_eq!((c.period_ns(), c.speed_changes()), (360_000_000, 0));
+        // The sensor turns 4× as fast (4° per ms): taken at the SPEED_CHANGE_AGREE-th sample.
+        for k in 1..=SPEED_CHANGE_AGREE {
+            az = (az + 400) % AZIMUTH_UNITS;
+            t += 1_000_000;
+            assert_eq!(c.check(t, t, Some(az), 0), inline, "{k}");
+            let want = if k < SPEED_CHANGE_AGREE {
+                360_000_000
+            } else {
+                90_000_000
+            };
+            assert_eq!(c.period_ns(), want, "{k}");
+        }
+        assert_eq!((c.speed_changes(), c.step_cdeg()), (1, 400));
     }
 
     #[test]
