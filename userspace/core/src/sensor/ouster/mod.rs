@@ -23,15 +23,15 @@
 //! profiles), in packet order: columns as received, rows 0..h inside a column, the first return
 //! before the second.
 //! * `x, y, z`: ouster-sdk's XYZ (see [`lut`]), sensor frame, m.
-//! * `distance`: the range field in m (mm / 1000; RNG15 ranges are in 8 mm steps). Points with
-//!   `distance` at the range gate's minimum or below, or at its maximum or above, are dropped,
-//!   like the other decoders.
+//! * `distance`: the range field in m (mm / 1000; RNG15 ranges, single and dual, are in 8 mm
+//!   steps). Points with `distance` at the range gate's minimum or below, or at its maximum or
+//!   above, are dropped, like the other decoders.
 //! * `channel`: the beam row, 0 = top beam.
 //! * `azimuth`, `elevation`: the beam direction in the sensor frame (rad), fixed per pixel.
 //! * `intensity`: the calibrated reflectivity (u8). LEGACY carries 16 bits on fw 1.1x: values
 //!   above 255 are saturated to 255.
 //! * `return_type` (DESIGN.md section 3): single-return profiles report the strongest return, so
-//!   3 `strongest`. Dual profiles (RNG19…_DUAL, FIVE_WORD_PIXEL): the first return is the
+//!   3 `strongest`. Dual profiles (RNG19…_DUAL, FIVE_WORD_PIXEL, (FUSA_)RNG15_RFL8_NIR8_DUAL): the first return is the
 //!   strongest, 3; the second is the second strongest, 8 `second-strongest`; when both ranges are
 //!   equal (and non-zero) one point of type 6 `identical` is emitted. [`VendorDecoder::return_mode`]
 //!   reports [`ReturnMode::Strongest`] or, for the dual profiles, [`ReturnMode::Dual`] (two
@@ -40,7 +40,7 @@
 //!
 //! In the ouster-ros layouts ([`crate::layout::PointType::Ouster`] and
 //! [`crate::layout::PointType::OusterXyzir`]) each point holds what ouster-ros fills from its
-//! pixel: `intensity` = SIGNAL (0 in RNG15_RFL8_NIR8, which has none), and in `ouster` also
+//! pixel: `intensity` = SIGNAL (0 in the RNG15 profiles, which have none), and in `ouster` also
 //! `reflectivity` = REFLECTIVITY and `ambient` = NEAR_IR (RNG15's 8 bits × 16); a dual
 //! profile's second return takes SIGNAL2 and REFLECTIVITY2 (NEAR_IR is shared), an
 //! `identical` point the first return's. Each channel is read as ouster-sdk 1.0.1 reads it
@@ -56,7 +56,9 @@
 //! frame timeout of silence (host time; on arrival the packet's column time too, so a pause
 //! on the receiving side cuts no frame), on flush, or when the next frame has run for the
 //! reorder window. `packets_expected` is always the full count, so a partial frame (stream
-//! start or end, losses) shows its holes. Frame ids compare modulo 2^16, as ouster-sdk does.
+//! start or end, losses) shows its holes. Frame ids compare modulo 2^16, or 2^32 with the FUSA
+//! packet header (32-bit frame ids), as ouster-sdk does
+//! ([`packet::PacketFormat::frame_id_diff`]).
 //! * **Reorder window**: when a packet of a newer frame arrives while the current frame is
 //!   incomplete, the current frame is held open until `max(2, packets per frame / 8)` packets
 //!   of the new frame have arrived (8 of 64: an eighth of the frame period); a late packet of
@@ -68,7 +70,8 @@
 //!   and counted in [`OusterStats::stale`].
 //! * **Frame-id jumps**: a packet further back than that, or further ahead than the host time
 //!   elapsed since the previous packet explains (`1 + AHEAD_SLACK_FRAMES + host_dt / period`,
-//!   the period from the metadata's `lidar_mode`, e.g. `1024x10` → 100 ms, else 50 ms), is
+//!   the period from the metadata's `lidar_data_format.fps` (fw 3.x) or else its `lidar_mode`,
+//!   e.g. `1024x10` → 100 ms, else 50 ms), is
 //!   dropped as [`Rejection::TimeJump`] (`time_jumps`); the frame around it stays whole.
 //!   [`crate::scan::RESTART_AGREE`] consecutive packets agreeing on the new ids are a sensor
 //!   restart: the frames in progress are published and the stream continues there (counted
@@ -86,9 +89,10 @@
 //!
 //! ## Rejections
 //! A payload of exactly the metadata's packet size that fails [`packet::Packet::new_checked`]
-//! (packet type ≠ 1, a measurement_id ≥ columns_per_frame) is `malformed`; so is a payload whose
-//! size is within 25 % of it (a datagram cut short or padded: a lost fragment, a firmware
-//! variant). Anything else (48-byte IMU packets, foreign traffic) is `ignored`. A packet whose
+//! (packet type ≠ 1, a measurement_id ≥ columns_per_frame, a STANDARD-header footer CRC-64 that
+//! is non-zero and wrong, also counted in [`OusterStats::crc_errors`]) is `malformed`; so is a
+//! payload whose size is within 25 % of it (a datagram cut short or padded: a lost fragment, a
+//! firmware variant). Anything else (48-byte IMU packets, foreign traffic) is `ignored`. A packet whose
 //! header serial number or init_id disagree with the metadata is decoded (the configured
 //! metadata wins, as the configured model does for Velodyne) and counted in [`OusterStats`].
 //!
@@ -147,6 +151,9 @@ crate::counter_set! {
         /// of their frame (a corrupt or stepped column clock): never a frame stamped in the
         /// past, never a saturated `time_stamp`.
         column_time_jumps: Counter "columns" "Valid columns skipped because their time stamp lies over 1 s from their frame's first column.",
+        /// Also counted `malformed` (the footer CRC-64 of a STANDARD-header packet, firmware
+        /// 3.x; see [`packet`]).
+        crc_errors: Counter "packets" "Lidar packets dropped because their footer CRC-64 was non-zero and wrong.",
         /// They were added to their own frame.
         reordered: Counter "packets" "Packets of a frame held open in the reorder window that arrived after the next frame had begun.",
     }
@@ -154,7 +161,7 @@ crate::counter_set! {
 
 #[derive(Clone, Debug)]
 struct Building {
-    frame_id: u16,
+    frame_id: u32,
     /// The frame's account for the builder: its sensor start (the earliest column time),
     /// host time, packets received and malformed, whole frames lost before it; `lost` and
     /// `host_clock` are set when it is published.
@@ -195,7 +202,7 @@ pub struct OusterTables {
     expected: u32,
     /// Packets of the next frame a frame stays open for: `max(2, packets per frame / 8)`.
     reorder_window: u32,
-    /// Frame period from the metadata's `lidar_mode` (`1024x10` → 100 ms), ns.
+    /// Frame period from the metadata's `fps` or `lidar_mode` (`1024x10` → 100 ms), ns.
     period_ns: u64,
     /// Points of a full frame: the buffer capacity a frame starts with.
     point_capacity: usize,
@@ -219,10 +226,10 @@ pub struct OusterStream {
     /// Host monotonic time (CLOCK_MONOTONIC ns) of the previous accepted packet.
     last_mono_ns: Option<u64>,
     /// A frame id far from the stream's, and how many consecutive packets agreed with it.
-    candidate: Option<(u16, u32)>,
+    candidate: Option<(u32, u32)>,
     /// Sustained frame-id jumps taken as a sensor restart.
     restarts: u64,
-    last_published: Option<u16>,
+    last_published: Option<u32>,
     pending_malformed: u32,
     point_capacity: usize,
     /// The packet bitmap of the last published frame, reused by the next one.
@@ -284,12 +291,13 @@ impl OusterStream {
         let format = meta.format;
         let expected = meta.packets_per_frame() as u32;
         let point_capacity = meta.valid_columns_per_frame() * format.pixels_per_column;
-        let hz = meta
-            .lidar_mode
-            .as_deref()
-            .and_then(|m| m.split_once('x'))
-            .and_then(|(_, hz)| hz.trim().parse::<u64>().ok())
-            .filter(|hz| (1..=100).contains(hz));
+        let hz = meta.fps.map(u64::from).or_else(|| {
+            meta.lidar_mode
+                .as_deref()
+                .and_then(|m| m.split_once('x'))
+                .and_then(|(_, hz)| hz.trim().parse::<u64>().ok())
+                .filter(|hz| (1..=100).contains(hz))
+        });
         let period_ns = hz.map_or(DEFAULT_PERIOD_NS, |hz| 1_000_000_000 / hz);
         Ok(Self {
             tables: Arc::new(OusterTables {
@@ -351,22 +359,29 @@ impl OusterStream {
     /// # Errors
     /// [`Rejection::Malformed`] or [`Rejection::Ignored`].
     pub fn classify<'a>(&self, payload: &'a [u8]) -> Result<Packet<&'a [u8]>, Rejection> {
+        self.check(payload).map_err(|(r, _)| r)
+    }
+
+    /// [`OusterStream::classify`], also saying whether a rejection was a wrong footer CRC.
+    fn check<'a>(&self, payload: &'a [u8]) -> Result<Packet<&'a [u8]>, (Rejection, bool)> {
         let expected = self.tables.format.packet_len();
         match Packet::new_checked(payload, self.tables.format) {
             Ok(p) => Ok(p),
             Err(packet::PacketError::Length { len, .. }) => {
                 if len.abs_diff(expected) <= expected / 4 {
-                    Err(Rejection::Malformed)
+                    Err((Rejection::Malformed, false))
                 } else {
-                    Err(Rejection::Ignored)
+                    Err((Rejection::Ignored, false))
                 }
             }
-            Err(_) => Err(Rejection::Malformed),
+            Err(packet::PacketError::Crc { .. }) => Err((Rejection::Malformed, true)),
+            Err(_) => Err((Rejection::Malformed, false)),
         }
     }
 
-    fn frame_id_diff(from: u16, to: u16) -> i32 {
-        i32::from(to.wrapping_sub(from) as i16)
+    /// Signed frame-id distance from `from` to `to`, modulo 2^16 or 2^32 (FUSA header).
+    fn frame_id_diff(&self, from: u32, to: u32) -> i64 {
+        self.tables.format.frame_id_diff(from, to)
     }
 
     /// Publishes the held previous frame, if any.
@@ -405,7 +420,7 @@ impl OusterStream {
         self.builder.emit(&account, 0, b.points, out);
     }
 
-    fn open(&mut self, frame_id: u16, host: HostTime) {
+    fn open(&mut self, frame_id: u32, host: HostTime) {
         let slots = self.tables.format.packets_per_frame().div_ceil(64);
         let mut seen = std::mem::take(&mut self.spare_seen);
         seen.clear();
@@ -434,7 +449,7 @@ impl OusterStream {
     /// [`Rejection::Ignored`] for a stale packet, [`Rejection::TimeJump`] for a frame-id jump.
     fn route(
         &mut self,
-        frame_id: u16,
+        frame_id: u32,
         host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<bool, Rejection> {
@@ -455,7 +470,7 @@ impl OusterStream {
             self.candidate = None;
             return Ok(true);
         }
-        let diff = Self::frame_id_diff(ref_id, frame_id);
+        let diff = self.frame_id_diff(ref_id, frame_id);
         let current = self.cur.is_some();
         if current && diff == 0 {
             self.candidate = None;
@@ -464,7 +479,7 @@ impl OusterStream {
         // A stale packet: an older frame id than the one being built, or not newer than the
         // last published one.
         let stale_top = if current { -1 } else { 0 };
-        if (-STALE_FRAMES..=stale_top).contains(&diff) {
+        if (-i64::from(STALE_FRAMES)..=stale_top).contains(&diff) {
             self.candidate = None;
             self.stats.stale += 1;
             return Err(Rejection::Late);
@@ -474,7 +489,7 @@ impl OusterStream {
             .map_or(0, |h| host.mono_ns.saturating_sub(h));
         let ahead_max =
             i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.tables.period_ns) as i64;
-        if diff >= 1 && i64::from(diff) <= ahead_max {
+        if diff >= 1 && diff <= ahead_max {
             self.candidate = None;
             // A newer frame: the current one is held open for the reorder window (an older
             // held one is published first); skipped frame ids are lost frames.
@@ -484,7 +499,7 @@ impl OusterStream {
             }
             self.open(frame_id, host);
             if let Some(b) = self.cur.as_mut() {
-                b.account.lost_before = (diff - 1) as u32;
+                b.account.lost_before = u32::try_from(diff - 1).unwrap_or(u32::MAX);
             }
             return Ok(false);
         }
@@ -492,7 +507,8 @@ impl OusterStream {
         // RESTART_AGREE consecutive packets agree on the new frame ids.
         let agree = match self.candidate {
             Some((c, n))
-                if (0..=1 + AHEAD_SLACK_FRAMES).contains(&Self::frame_id_diff(c, frame_id)) =>
+                if (0..=i64::from(1 + AHEAD_SLACK_FRAMES))
+                    .contains(&self.frame_id_diff(c, frame_id)) =>
             {
                 n + 1
             }
@@ -595,16 +611,17 @@ impl VendorDecoder for OusterStream {
         host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), Rejection> {
-        let p = match self.classify(payload) {
+        let p = match self.check(payload) {
             Ok(p) => p,
-            Err(Rejection::Malformed) => {
+            Err((Rejection::Malformed, crc)) => {
+                self.stats.crc_errors += u64::from(crc);
                 match self.cur.as_mut() {
                     Some(b) => b.account.malformed += 1,
                     None => self.pending_malformed += 1,
                 }
                 return Err(Rejection::Malformed);
             }
-            Err(r) => return Err(r),
+            Err((r, _)) => return Err(r),
         };
         // A silence (host time and column time both past the timeout; a pause on our side
         // with the columns in line is none) publishes the frames in progress, and then any
@@ -626,14 +643,13 @@ impl VendorDecoder for OusterStream {
         if silent {
             // In line: a late packet (stale window) or a newer frame the silence explains.
             let in_window = self.last_published.is_some_and(|id| {
-                let d = Self::frame_id_diff(id, frame_id);
+                let d = self.frame_id_diff(id, frame_id);
                 let host_dt = self
                     .last_mono_ns
                     .map_or(0, |h| host.mono_ns.saturating_sub(h));
-                d >= -STALE_FRAMES
-                    && i64::from(d)
-                        <= i64::from(1 + AHEAD_SLACK_FRAMES)
-                            + (host_dt / self.tables.period_ns) as i64
+                d >= -i64::from(STALE_FRAMES)
+                    && d <= i64::from(1 + AHEAD_SLACK_FRAMES)
+                        + (host_dt / self.tables.period_ns) as i64
             });
             if !in_window && self.cur.is_none() && self.prev.is_none() {
                 self.last_published = None;
@@ -856,6 +872,7 @@ mod tests {
             (OusterLayout::Rng15, 4) => rng15(px.try_into().unwrap()),
             (OusterLayout::Dual, 16) => dual::<16>(px.try_into().unwrap()),
             (OusterLayout::Dual, 20) => dual::<20>(px.try_into().unwrap()),
+            (OusterLayout::Rng15Dual, 8) => rng15_dual(px.try_into().unwrap()),
             other => panic!("no profile {other:?}"),
         }
     }
@@ -868,7 +885,7 @@ mod tests {
         /// every whole group of four rows whose loads stay inside the pixels.
         #[test]
         fn simd_pixel_reader_equals_the_profile_readers(
-            profile in 0usize..5,
+            profile in 0usize..6,
             rows in 1usize..=OUSTER_MAX_ROWS,
             extra in 0usize..24,
             seed in any::<u64>(),
@@ -879,6 +896,7 @@ mod tests {
                 (OusterLayout::Rng15, 4),
                 (OusterLayout::Dual, 16),
                 (OusterLayout::Dual, 20),
+                (OusterLayout::Rng15Dual, 8),
             ][profile];
             // The column's pixels and `extra` bytes after them (the next column, the footer),
             // or, one time in three, the last pixel cut short.
@@ -905,7 +923,7 @@ mod tests {
             for row in 0..done {
                 let ((r1, i1), (r2, i2)) = read_pixel(layout, pb, &bytes[row * pb..(row + 1) * pb]);
                 prop_assert_eq!((range[0][row], intensity[0][row]), (r1, i1), "row {}", row);
-                if layout == OusterLayout::Dual {
+                if matches!(layout, OusterLayout::Dual | OusterLayout::Rng15Dual) {
                     prop_assert_eq!((range[1][row], intensity[1][row]), (r2, i2), "row {}", row);
                 }
             }
@@ -920,7 +938,7 @@ mod tests {
         /// (0 where the profile has none), REFLECTIVITY(2), NEAR_IR.
         #[test]
         fn channel_readers_equal_the_field_specs(
-            profile in 0usize..5,
+            profile in 0usize..Profile::ALL.len(),
             px in any::<[u8; 20]>(),
             second in any::<bool>(),
         ) {
@@ -936,6 +954,9 @@ mod tests {
                     channels_dual::<16>(px[..16].try_into().unwrap(), second)
                 }
                 Profile::FiveWordPixel => channels_dual::<20>(&px, second),
+                Profile::Rng15Rfl8Nir8Dual | Profile::FusaRng15Rfl8Nir8Dual => {
+                    channels_rng15_dual(px[..8].try_into().unwrap(), second)
+                }
             };
             let pixel = &px[..profile.pixel_bytes()];
             let get = |f| field_spec(profile, f).map_or(0, |s| s.get(pixel));
@@ -993,6 +1014,10 @@ mod tests {
                     Profile::Rng19Rfl8Sig16Nir16Dual | Profile::FiveWordPixel => {
                         p[..3].copy_from_slice(&r.to_le_bytes()[..3]);
                         p[4..7].copy_from_slice(&r2.to_le_bytes()[..3]);
+                    }
+                    Profile::Rng15Rfl8Nir8Dual | Profile::FusaRng15Rfl8Nir8Dual => {
+                        p[..2].copy_from_slice(&((r / 8) as u16).to_le_bytes());
+                        p[4..6].copy_from_slice(&((r2 / 8) as u16).to_le_bytes());
                     }
                 }
             }
@@ -1063,6 +1088,7 @@ mod tests {
         for (profile, pb) in [
             (Profile::Rng19Rfl8Sig16Nir16, 12),
             (Profile::Rng19Rfl8Sig16Nir16Dual, 16),
+            (Profile::Rng15Rfl8Nir8Dual, 8),
         ] {
             let mut returns = ColumnReturns {
                 range: [[5000; OUSTER_MAX_ROWS]; 2],
