@@ -89,12 +89,19 @@
 //!
 //! ## Rejections
 //! A payload of exactly the metadata's packet size that fails [`packet::Packet::new_checked`]
-//! (packet type ≠ 1, a measurement_id ≥ columns_per_frame, a STANDARD-header footer CRC-64 that
-//! is non-zero and wrong, also counted in [`OusterStats::crc_errors`]) is `malformed`; so is a
-//! payload whose size is within 25 % of it (a datagram cut short or padded: a lost fragment, a
+//! (packet type ≠ 1, a measurement_id ≥ columns_per_frame) is `malformed`; so is a payload
+//! whose size is within 25 % of it (a datagram cut short or padded: a lost fragment, a
 //! firmware variant). Anything else (48-byte IMU packets, foreign traffic) is `ignored`. A packet whose
 //! header serial number or init_id disagree with the metadata is decoded (the configured
 //! metadata wins, as the configured model does for Velodyne) and counted in [`OusterStats`].
+//!
+//! **Footer CRC** (STANDARD header): firmware 3.x ends each packet with a CRC-64 of the rest
+//! ([`packet`]); 2.x leaves zeros or a marker there. The stream learns which: until one packet's
+//! CRC matches, each packet is decoded whatever its footer, and after [`CRC_PROBE_PACKETS`]
+//! packets without a match the footer is no longer computed (the sensor sends no CRC). Once one
+//! matched (a chance of 2^-64 otherwise), a packet whose CRC differs is `malformed` and counted
+//! in [`OusterStats::crc_errors`]. New tables ([`VendorDecoder::set_tables`]) start over. The
+//! FUSA header has no CRC.
 //!
 //! [`PointXYZIRCAEDT`]: crate::point::PointXYZIRCAEDT
 
@@ -118,6 +125,21 @@ use column::{ColumnReturns, decode_column, range_window_mm};
 use lut::XyzLut;
 use metadata::OusterMetadata;
 use packet::{Packet, PacketFormat, Profile};
+
+/// Packets of a STANDARD-header stream whose footer CRC is computed before the stream concludes
+/// that the sensor sends none (module docs, "Footer CRC").
+pub const CRC_PROBE_PACKETS: u32 = 64;
+
+/// What a stream knows about its packets' footer CRC (module docs, "Footer CRC").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CrcState {
+    /// No packet matched yet; this many did not.
+    Probing(u32),
+    /// A packet's CRC matched: the sensor sends them, every packet is checked.
+    Sent,
+    /// [`CRC_PROBE_PACKETS`] packets without a match, or a format without CRC.
+    NotSent,
+}
 
 /// Late packets of up to this many frame ids before the current/last one are dropped as stale.
 pub const STALE_FRAMES: i32 = 8;
@@ -152,8 +174,8 @@ crate::counter_set! {
         /// past, never a saturated `time_stamp`.
         column_time_jumps: Counter "columns" "Valid columns skipped because their time stamp lies over 1 s from their frame's first column.",
         /// Also counted `malformed` (the footer CRC-64 of a STANDARD-header packet, firmware
-        /// 3.x; see [`packet`]).
-        crc_errors: Counter "packets" "Lidar packets dropped because their footer CRC-64 was non-zero and wrong.",
+        /// 3.x, once the stream has seen one match; module docs, "Footer CRC").
+        crc_errors: Counter "packets" "Lidar packets dropped because their footer CRC-64 was wrong (the sensor sends CRCs).",
         /// They were added to their own frame.
         reordered: Counter "packets" "Packets of a frame held open in the reorder window that arrived after the next frame had begun.",
     }
@@ -235,6 +257,8 @@ pub struct OusterStream {
     /// The packet bitmap of the last published frame, reused by the next one.
     spare_seen: Vec<u64>,
     decoded_any: bool,
+    /// The footer CRC verdict so far.
+    crc: CrcState,
     stats: OusterStats,
 }
 
@@ -322,6 +346,7 @@ impl OusterStream {
             point_capacity,
             spare_seen: Vec::new(),
             decoded_any: false,
+            crc: CrcState::Probing(0),
             stats: OusterStats::default(),
             returns: Box::new(ColumnReturns::new()),
         })
@@ -359,23 +384,34 @@ impl OusterStream {
     /// # Errors
     /// [`Rejection::Malformed`] or [`Rejection::Ignored`].
     pub fn classify<'a>(&self, payload: &'a [u8]) -> Result<Packet<&'a [u8]>, Rejection> {
-        self.check(payload).map_err(|(r, _)| r)
-    }
-
-    /// [`OusterStream::classify`], also saying whether a rejection was a wrong footer CRC.
-    fn check<'a>(&self, payload: &'a [u8]) -> Result<Packet<&'a [u8]>, (Rejection, bool)> {
         let expected = self.tables.format.packet_len();
         match Packet::new_checked(payload, self.tables.format) {
             Ok(p) => Ok(p),
             Err(packet::PacketError::Length { len, .. }) => {
                 if len.abs_diff(expected) <= expected / 4 {
-                    Err((Rejection::Malformed, false))
+                    Err(Rejection::Malformed)
                 } else {
-                    Err((Rejection::Ignored, false))
+                    Err(Rejection::Ignored)
                 }
             }
-            Err(packet::PacketError::Crc { .. }) => Err((Rejection::Malformed, true)),
-            Err(_) => Err((Rejection::Malformed, false)),
+            Err(_) => Err(Rejection::Malformed),
+        }
+    }
+
+    /// The footer CRC rule (module docs, "Footer CRC"): false for a packet to drop.
+    fn crc_ok(&mut self, p: &Packet<&[u8]>) -> bool {
+        match self.crc {
+            CrcState::NotSent => true,
+            CrcState::Sent => p.crc_matches().unwrap_or(true),
+            CrcState::Probing(misses) => {
+                self.crc = match p.crc_matches() {
+                    None => CrcState::NotSent,
+                    Some(true) => CrcState::Sent,
+                    Some(false) if misses + 1 >= CRC_PROBE_PACKETS => CrcState::NotSent,
+                    Some(false) => CrcState::Probing(misses + 1),
+                };
+                true
+            }
         }
     }
 
@@ -611,17 +647,24 @@ impl VendorDecoder for OusterStream {
         host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), Rejection> {
-        let p = match self.check(payload) {
+        let checked = self.classify(payload).and_then(|p| {
+            if self.crc_ok(&p) {
+                Ok(p)
+            } else {
+                self.stats.crc_errors += 1;
+                Err(Rejection::Malformed)
+            }
+        });
+        let p = match checked {
             Ok(p) => p,
-            Err((Rejection::Malformed, crc)) => {
-                self.stats.crc_errors += u64::from(crc);
+            Err(Rejection::Malformed) => {
                 match self.cur.as_mut() {
                     Some(b) => b.account.malformed += 1,
                     None => self.pending_malformed += 1,
                 }
                 return Err(Rejection::Malformed);
             }
-            Err((r, _)) => return Err(r),
+            Err(r) => return Err(r),
         };
         // A silence (host time and column time both past the timeout; a pause on our side
         // with the columns in line is none) publishes the frames in progress, and then any
@@ -734,9 +777,10 @@ impl VendorDecoder for OusterStream {
 
     /// Takes `tables`: packet format, XYZ table, field-of-view table, packets per frame,
     /// frame period. A frame in progress goes on with the new tables (a column the new format
-    /// does not have makes its packets malformed).
+    /// does not have makes its packets malformed); the footer CRC rule starts over.
     fn set_tables(&mut self, tables: Arc<OusterTables>) {
         self.point_capacity = self.point_capacity.max(tables.point_capacity);
+        self.crc = CrcState::Probing(0);
         self.tables = tables;
     }
 

@@ -32,10 +32,10 @@
 //! | footer CRC | CRC-64/XZ of every byte before it, u64 @`len - 8` | none |
 //!
 //! The CRC (ECMA-182 polynomial, reflected, register and result inverted: CRC-64/XZ, as
-//! ouster-sdk's `crc64_compute`) is written by firmware 3.x; 2.x leaves the footer zero. A
-//! STANDARD packet whose stored CRC is non-zero and differs from the computed one is refused
-//! ([`PacketError::Crc`]); a zero CRC is "not sent". (ouster-sdk reads the CRC but decodes
-//! either way; a packet that fails it is corrupt, so here it is counted malformed.)
+//! ouster-sdk's `crc64_compute`) is written by firmware 3.x; 2.x leaves those bytes zero or
+//! fills them with a marker (fw 2.3: `0xDEADBEEF0000C0DE`), so the view only reports whether
+//! the CRC matches ([`Packet::crc_matches`]); the stream decides what a mismatch means
+//! (`super` module docs, "Rejections"). ouster-sdk reads the CRC but decodes either way.
 //!
 //! ## Pixel layouts (bit offsets inside the pixel; `×8` = the value is in units of 8 mm etc.)
 //!
@@ -507,14 +507,7 @@ pub enum PacketError {
     /// The non-legacy header's packet type is not 1 (lidar).
     #[error("packet type {0} is not 1 (lidar)")]
     PacketType(u16),
-    /// A STANDARD-header packet's footer CRC-64 is non-zero and not the CRC of the packet.
-    #[error("footer CRC-64 {stored:#018x} differs from the packet's {computed:#018x}")]
-    Crc {
-        /// The CRC in the footer (u64 @`len - 8`).
-        stored: u64,
-        /// CRC-64/XZ of the bytes before it ([`crc64_xz`]).
-        computed: u64,
-    },
+
     /// A column's measurement_id is not below `columns_per_frame`.
     #[error("column {col} measurement_id {measurement_id} >= columns_per_frame {columns}")]
     MeasurementId {
@@ -549,8 +542,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// # Errors
     /// [`PacketError::Length`] unless exactly [`PacketFormat::packet_len`] bytes,
     /// [`PacketError::PacketType`] for a non-legacy header whose type is not 1,
-    /// [`PacketError::MeasurementId`] for a column id >= `columns_per_frame`,
-    /// [`PacketError::Crc`] for a STANDARD-header packet whose non-zero footer CRC is wrong.
+    /// [`PacketError::MeasurementId`] for a column id >= `columns_per_frame`. The footer CRC
+    /// is not checked here ([`Packet::crc_matches`]).
     pub fn new_checked(buffer: T, format: PacketFormat) -> Result<Self, PacketError> {
         let p = Self { buffer, format };
         let len = p.buffer.as_ref().len();
@@ -569,13 +562,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
                     measurement_id,
                     columns: format.columns_per_frame,
                 });
-            }
-        }
-        if let Some(stored) = p.crc().filter(|&c| c != 0) {
-            let b = p.buffer.as_ref();
-            let computed = crc64_xz(&b[..b.len() - 8]);
-            if computed != stored {
-                return Err(PacketError::Crc { stored, computed });
             }
         }
         Ok(p)
@@ -690,6 +676,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn crc(&self) -> Option<u64> {
         let n = self.buffer.as_ref().len();
         (self.format.has_crc() && n >= 8).then(|| self.le(n - 8, 8))
+    }
+
+    /// Whether the footer CRC equals [`crc64_xz`] of the bytes before it; `None` where the
+    /// format has no CRC ([`Packet::crc`]).
+    pub fn crc_matches(&self) -> Option<bool> {
+        let b = self.buffer.as_ref();
+        self.crc().map(|c| c == crc64_xz(&b[..b.len() - 8]))
     }
 
     /// Byte offset of column `col` (0-based inside the packet).
@@ -832,7 +825,7 @@ mod tests {
     }
 
     #[test]
-    fn standard_footer_crc_is_checked_when_sent() {
+    fn standard_footer_crc_is_read_and_compared() {
         let f = fmt(Profile::Rng15Rfl8Nir8Dual, 4);
         let mut b: Vec<u8> = (0..f.packet_len()).map(|i| (i * 7) as u8).collect();
         b[..2].copy_from_slice(&1u16.to_le_bytes());
@@ -841,27 +834,28 @@ mod tests {
             b[o..o + 2].copy_from_slice(&(c as u16).to_le_bytes());
         }
         let n = b.len();
-        // A zero CRC is "not sent" (firmware 2.x).
-        b[n - 8..].fill(0);
-        assert!(Packet::new_checked(&b[..], f).is_ok());
+        // fw 2.3's footer marker: read, does not match, the view is still valid.
+        b[n - 8..].copy_from_slice(&0xDEAD_BEEF_0000_C0DEu64.to_le_bytes());
+        let p = Packet::new_checked(&b[..], f).unwrap();
+        assert_eq!(
+            (p.crc(), p.crc_matches()),
+            (Some(0xDEAD_BEEF_0000_C0DE), Some(false))
+        );
         let crc = crc64_xz(&b[..n - 8]);
         b[n - 8..].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(Packet::new_checked(&b[..], f).unwrap().crc(), Some(crc));
+        let p = Packet::new_checked(&b[..], f).unwrap();
+        assert_eq!((p.crc(), p.crc_matches()), (Some(crc), Some(true)));
         b[100] ^= 1;
-        assert_eq!(
-            Packet::new_checked(&b[..], f).unwrap_err(),
-            PacketError::Crc {
-                stored: crc,
-                computed: crc64_xz(&b[..n - 8])
-            }
-        );
-        // The FUSA header has no CRC: the same bytes pass.
+        assert_eq!(Packet::new_unchecked(&b[..], f).crc_matches(), Some(false));
+        // The FUSA header has no CRC.
         let fusa = PacketFormat {
             header: HeaderType::Fusa,
             ..f
         };
         b[0] = 1;
-        assert!(Packet::new_checked(&b[..], fusa).is_ok());
+        let p = Packet::new_checked(&b[..], fusa).unwrap();
+        assert_eq!((p.crc(), p.crc_matches()), (None, None));
+        assert_eq!(Packet::new_unchecked(&b[..4], f).crc_matches(), None);
     }
 
     #[test]
