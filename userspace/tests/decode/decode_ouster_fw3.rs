@@ -411,6 +411,11 @@ fn check_frames(fw: &Fw3) -> Vec<usize> {
         }
         counts.push(want);
     }
+    eprintln!(
+        "{} {}: frames {ids:?}, points {counts:?}",
+        fw.meta.format.profile.name(),
+        fw.meta.format.header.name()
+    );
     counts
 }
 
