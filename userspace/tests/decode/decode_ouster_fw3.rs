@@ -109,9 +109,9 @@ fn source_px(src: &Packet<&[u8]>, col: usize, row: usize, m: usize) -> Px {
     } else {
         let range2 = if range == 0 {
             0
-        } else if row % 5 == 0 {
+        } else if row.is_multiple_of(5) {
             range
-        } else if row % 3 == 0 {
+        } else if row.is_multiple_of(3) {
             quant(u64::from(range) + 8 * (row as u64 + 1))
         } else {
             0
@@ -130,14 +130,14 @@ fn source_px(src: &Packet<&[u8]>, col: usize, row: usize, m: usize) -> Px {
 }
 
 fn put_px(out: &mut [u8], p: &Px) {
-    let w0 = p.range / 8
-        | u32::from(p.flags) << 15
-        | u32::from(p.refl) << 16
-        | u32::from(p.nir / 16) << 24;
-    let w1 = p.range2 / 8
-        | u32::from(p.flags2) << 15
-        | u32::from(p.refl2) << 16
-        | u32::from(p.window) << 24;
+    let w0 = (p.range / 8)
+        | (u32::from(p.flags) << 15)
+        | (u32::from(p.refl) << 16)
+        | (u32::from(p.nir / 16) << 24);
+    let w1 = (p.range2 / 8)
+        | (u32::from(p.flags2) << 15)
+        | (u32::from(p.refl2) << 16)
+        | (u32::from(p.window) << 24);
     out[..4].copy_from_slice(&w0.to_le_bytes());
     out[4..8].copy_from_slice(&w1.to_le_bytes());
 }
@@ -471,10 +471,10 @@ fn check_against_sdk(fw: &Fw3, tag: &str, points: &[usize]) {
     for (i, ((b, _), s)) in fw.packets.iter().zip(pk).enumerate() {
         let p = Packet::new_checked(&b[..], f).unwrap();
         let n = b.len();
-        let crc = p.crc().map(|c| {
+        let crc = p.crc();
+        if let Some(c) = crc {
             assert_eq!(c, crc64_xz(&b[..n - 8]));
-            c
-        });
+        }
         let cols: Vec<Value> = (0..f.columns_per_packet)
             .map(|c| {
                 json!({"timestamp": p.col_timestamp(c), "measurement_id": p.col_measurement_id(c),
