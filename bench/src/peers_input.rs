@@ -280,7 +280,8 @@ pub fn load(data_dir: &Path, c: &Capture) -> Result<Loaded> {
             .iter()
             .zip(&is_data)
             .filter(|(_, d)| **d)
-            .map(|(d, _)| Packet::new_unchecked(&d.payload[..], f).frame_id())
+            // The benchmark captures have 16-bit frame ids (STANDARD header or LEGACY).
+            .map(|(d, _)| Packet::new_unchecked(&d.payload[..], f).frame_id() as u16)
             .collect();
         let lo = ids.iter().copied().min().unwrap_or(0);
         let hi = ids.iter().copied().max().unwrap_or(0);

@@ -40,9 +40,11 @@ pub struct SensorEntry {
 /// Selector option bit 4 (velodyne: manual flavor; hesai: CRC check off; ouster: field of
 /// view; robosense: field of view).
 pub const OPT_A: u8 = 0x10;
-/// Selector option bit 5 (velodyne, hesai: field of view 270°..90°; robosense: cut at 180°).
+/// Selector option bit 5 (velodyne, hesai: field of view 270°..90°; robosense: cut at 180°;
+/// ouster: a firmware 3.x profile, [`ouster_fw3_variant`]).
 pub const OPT_B: u8 = 0x20;
-/// Selector option bit 6 (velodyne: cut at 180°).
+/// Selector option bit 6 (velodyne: cut at 180°; ouster: a firmware 3.x profile,
+/// [`ouster_fw3_variant`]).
 pub const OPT_C: u8 = 0x40;
 /// Selector option bit 7 (unused so far: selectors that differ only in it are the same).
 pub const OPT_D: u8 = 0x80;
@@ -135,6 +137,89 @@ pub const OUSTER: &[SensorEntry] = &[
         captures: &["ouster/os1-64/os1-64_legacy_fw1.1x_3frames.pcap"],
     },
 ];
+
+/// Ouster firmware 3.x variants of the `ouster` target's entries, by selector option bits:
+/// `OPT_B` alone `RNG15_RFL8_NIR8_DUAL` (STANDARD header), `OPT_C` alone
+/// `FUSA_RNG15_RFL8_NIR8_DUAL` (FUSA header by default), both `RNG15_RFL8_NIR8_DUAL` with
+/// `header_type` FUSA; `None` without either bit.
+pub fn ouster_fw3_variant(opts: u8) -> Option<(&'static str, &'static str)> {
+    match (opts & OPT_B != 0, opts & OPT_C != 0) {
+        (false, false) => None,
+        (true, false) => Some(("RNG15_RFL8_NIR8_DUAL", "STANDARD")),
+        (false, true) => Some(("FUSA_RNG15_RFL8_NIR8_DUAL", "FUSA")),
+        (true, true) => Some(("RNG15_RFL8_NIR8_DUAL", "FUSA")),
+    }
+}
+
+/// The entry's metadata `text` rewritten for the firmware 3.x variant of `opts`
+/// ([`ouster_fw3_variant`]): its `udp_profile_lidar` (the one in `data_format`) replaced, and
+/// the `header_type` beside it. `None` without a variant or for metadata without a profile
+/// (LEGACY).
+pub fn ouster_fw3_metadata(text: &str, opts: u8) -> Option<String> {
+    let (profile, header) = ouster_fw3_variant(opts)?;
+    let key = "\"udp_profile_lidar\": \"";
+    let start = text.find(key)? + key.len();
+    let end = start + text[start..].find('"')?;
+    Some(format!(
+        "{}{profile}\", \"header_type\": \"{header}{}",
+        &text[..start],
+        &text[end..]
+    ))
+}
+
+/// A packet of `from` re-encoded as `to` (a low-data-rate dual profile of the same geometry):
+/// packet type 1 and `frame_id` in `to`'s header layout, the columns' time stamps,
+/// measurement ids and status copied, each pixel's RANGE, REFLECTIVITY and NEAR_IR (RANGE2 and
+/// REFLECTIVITY2 where `from` has them) written at the 8-byte pixel's bits, the STANDARD
+/// footer CRC-64 filled. `None` if `payload` is not a valid packet of `from`.
+pub fn ouster_fw3_payload(
+    payload: &[u8],
+    from: lidarxdp_core::sensor::ouster::packet::PacketFormat,
+    to: lidarxdp_core::sensor::ouster::packet::PacketFormat,
+    frame_id: u32,
+) -> Option<Vec<u8>> {
+    use lidarxdp_core::sensor::ouster::packet::{ChanField, HeaderType, Packet, crc64_xz};
+    let src = Packet::new_checked(payload, from).ok()?;
+    let mut b = vec![0u8; to.packet_len()];
+    match to.header {
+        HeaderType::Standard => {
+            b[0] = 1;
+            b[2..4].copy_from_slice(&(frame_id as u16).to_le_bytes());
+        }
+        HeaderType::Fusa => {
+            b[0] = 1;
+            b[4..8].copy_from_slice(&frame_id.to_le_bytes());
+        }
+    }
+    let pb = to.profile.pixel_bytes();
+    for col in 0..to.columns_per_packet.min(from.columns_per_packet) {
+        let o = to.packet_header_len() + col * to.col_len();
+        b[o..o + 8].copy_from_slice(&src.col_timestamp(col).to_le_bytes());
+        b[o + 8..o + 10].copy_from_slice(&src.col_measurement_id(col).to_le_bytes());
+        b[o + 10..o + 12].copy_from_slice(&(src.col_status(col) as u16).to_le_bytes());
+        for row in 0..to.pixels_per_column.min(from.pixels_per_column) {
+            let f = |c| src.field(c, col, row);
+            let word = |r: u64, refl: u64, top: u64| {
+                ((r / 8).min(0x7FFF) | refl << 16 | top.min(255) << 24) as u32
+            };
+            let w0 = word(
+                f(ChanField::Range),
+                f(ChanField::Reflectivity),
+                f(ChanField::NearIr) >> 4,
+            );
+            let w1 = word(f(ChanField::Range2), f(ChanField::Reflectivity2), 0);
+            let p = o + to.col_header_len() + row * pb;
+            b[p..p + 4].copy_from_slice(&w0.to_le_bytes());
+            b[p + 4..p + 8].copy_from_slice(&w1.to_le_bytes());
+        }
+    }
+    if to.has_crc() {
+        let n = b.len();
+        let crc = crc64_xz(&b[..n - 8]);
+        b[n - 8..].copy_from_slice(&crc.to_le_bytes());
+    }
+    Some(b)
+}
 
 /// The `robosense` target's sensors. Only the Helios-16P has a capture and a table; RS16
 /// shares its 16-row table, the 32-beam models get a synthetic one (the first DIFOP with a

@@ -99,6 +99,16 @@ fn spread(len: usize, n: usize) -> Vec<usize> {
 /// position, DIFOP, IMU packets) and runs of consecutive payloads under varied option bits.
 /// Entries without a capture of their own reuse a few payloads of the first entry's.
 fn decoder_seeds(root: &Path, target: &str, entries: &[SensorEntry], opts: &[u8]) -> Result<usize> {
+    decoder_corpus(root, target, entries, opts)?.write()
+}
+
+/// The corpus [`decoder_seeds`] writes.
+fn decoder_corpus(
+    root: &Path,
+    target: &str,
+    entries: &[SensorEntry],
+    opts: &[u8],
+) -> Result<Corpus> {
     let mut c = Corpus::new(root, target);
     let mut fallback: Vec<CapturedDatagram> = Vec::new();
     for (index, e) in entries.iter().enumerate() {
@@ -149,6 +159,56 @@ fn decoder_seeds(root: &Path, target: &str, entries: &[SensorEntry], opts: &[u8]
                 );
             }
             c.add(format!("{index}-run{r}"), s);
+        }
+    }
+    Ok(c)
+}
+
+/// The `ouster` seeds: [`decoder_seeds`]'s, plus per entry with a UDP profile its firmware 3.x
+/// variants (`OPT_B`, `OPT_C`, both: [`shared::ouster_fw3_variant`]): runs of its packets
+/// re-encoded in the variant's profile and header ([`shared::ouster_fw3_payload`]), frame ids
+/// near 2^16 and, with the FUSA header, past 2^16 and through 2^32.
+fn ouster_seeds(root: &Path) -> Result<usize> {
+    use lidarxdp_core::sensor::ouster::metadata::OusterMetadata;
+    let mut c = decoder_corpus(root, "ouster", OUSTER, &[0, OPT_A])?;
+    for (index, e) in OUSTER.iter().enumerate() {
+        let Some(cal) = e.calibration else { continue };
+        let path = data_dir().join(cal);
+        let text = fs::read_to_string(&path)?;
+        let from = OusterMetadata::from_json(&text)
+            .map_err(|err| format!("{}: {err}", path.display()))?
+            .format;
+        let mut all = Vec::new();
+        for rel in e.captures {
+            all.extend(datagrams(rel)?);
+        }
+        for opts in [OPT_B, OPT_C, OPT_B | OPT_C] {
+            let Some(fw3) = shared::ouster_fw3_metadata(&text, opts) else {
+                continue;
+            };
+            let to = OusterMetadata::from_json(&fw3)
+                .map_err(|err| format!("{} (fw 3.x): {err}", path.display()))?
+                .format;
+            let base: u32 = if to.max_frame_id() == u32::MAX {
+                u32::MAX - 1
+            } else {
+                65_535
+            };
+            for (r, start) in spread(all.len().saturating_sub(RUN_LEN), 3)
+                .into_iter()
+                .enumerate()
+            {
+                let mut s = vec![index as u8 | opts];
+                let run = &all[start..(start + RUN_LEN).min(all.len())];
+                for (k, d) in run.iter().enumerate() {
+                    // Two frames per run: the id steps up half way (and wraps).
+                    let id = base.wrapping_add(u32::from(k >= RUN_LEN / 2));
+                    if let Some(p) = shared::ouster_fw3_payload(&d.payload, from, to, id) {
+                        put_record(&mut s, if k == 0 { 0 } else { gap(&run[k - 1], d) }, &p);
+                    }
+                }
+                c.add(format!("{index}-fw3-{opts:02x}-run{r}"), s);
+            }
         }
     }
     c.write()
@@ -488,10 +548,7 @@ fn main() -> Result<()> {
             "hesai",
             decoder_seeds(&root, "hesai", HESAI, &[0, OPT_A, OPT_B])?,
         ),
-        (
-            "ouster",
-            decoder_seeds(&root, "ouster", OUSTER, &[0, OPT_A])?,
-        ),
+        ("ouster", ouster_seeds(&root)?),
         (
             "robosense",
             decoder_seeds(&root, "robosense", ROBOSENSE, &[0, OPT_A, OPT_B])?,

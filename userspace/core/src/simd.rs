@@ -181,6 +181,10 @@ pub(crate) enum OusterLayout {
     /// `RNG19_RFL8_SIG16_NIR16_DUAL` (16 bytes) and `FIVE_WORD_PIXEL` (20 bytes): first and
     /// second range in bits 0..19 of words 0 and 1, their reflectivities in bytes 3 and 7.
     Dual,
+    /// `RNG15_RFL8_NIR8_DUAL` and `FUSA_RNG15_RFL8_NIR8_DUAL` (8 bytes): first and second
+    /// range in 8 mm units in bits 0..15 of words 0 and 1, their reflectivities in bytes 2 and
+    /// 6.
+    Rng15Dual,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -753,7 +757,7 @@ mod x86 {
 
     /// Reads the ranges (mm) and reflectivities of an Ouster column's pixels (`pb` bytes each,
     /// laid out as `layout`), four rows at a time, into `range` and `intensity` (`[1]` only
-    /// for [`OusterLayout::Dual`]), exactly as the portable extractors of
+    /// for [`OusterLayout::Dual`] and [`OusterLayout::Rng15Dual`]), exactly as the portable extractors of
     /// `sensor::ouster::decode_column` read them. Each group of four rows is four 16-byte loads
     /// (one for 4-byte pixels) and a 4×4 transpose into the rows' words 0 and 1. Returns the rows
     /// read: the groups of four whose loads stay inside `pixels` (`rows` rounded down to 4, or
@@ -825,6 +829,11 @@ mod x86 {
                         _mm_srli_epi32(w0, 24),
                         Some((_mm_and_si128(w1, mask(0x7_FFFF)), _mm_srli_epi32(w1, 24))),
                     ),
+                    OusterLayout::Rng15Dual => {
+                        let r = |w: __m128i| _mm_slli_epi32(_mm_and_si128(w, mask(0x7FFF)), 3);
+                        let i = |w: __m128i| _mm_and_si128(_mm_srli_epi32(w, 16), mask(0xFF));
+                        (r(w0), i(w0), Some((r(w1), i(w1))))
+                    }
                 };
                 _mm_storeu_si128(range[0].as_mut_ptr().add(k).cast::<__m128i>(), r1);
                 intensity[0][k..k + 4].copy_from_slice(&bytes(i1));

@@ -1,5 +1,5 @@
 //! One Ouster measurement column to points: the pixel readers of each packet profile
-//! (legacy, RNG19, RNG15, dual; ranges in mm, signal/reflectivity/near-IR channels), the
+//! (legacy, RNG19, RNG15, dual, low-data-rate dual; ranges in mm, signal/reflectivity/near-IR channels), the
 //! range filter as an integer window in mm, the XYZ lookup ([`super::lut::XyzLut`], m) and the point
 //! writers of each point layout (SSE2 on x86-64, a portable form elsewhere).
 
@@ -346,6 +346,24 @@ pub(super) fn rng15(px: &[u8; 4]) -> Returns {
     ((r, px[2]), (0, 0))
 }
 
+/// The returns of a low-data-rate dual-return pixel (`RNG15_RFL8_NIR8_DUAL` and
+/// `FUSA_RNG15_RFL8_NIR8_DUAL`, 8 bytes): ranges in 8 mm units in bits 0..15 of words 0 and
+/// 1, reflectivities in bytes 2 and 6.
+pub(super) fn rng15_dual(px: &[u8; 8]) -> Returns {
+    let r = |o: usize| (u32::from(u16::from_le_bytes([px[o], px[o + 1]])) & 0x7FFF) * 8;
+    ((r(0), px[2]), (r(4), px[6]))
+}
+
+/// The channels of a low-data-rate dual-return pixel (8 bytes): no SIGNAL (0), REFLECTIVITY
+/// byte 2 (REFLECTIVITY2 byte 6 for the second return), NEAR_IR byte 3 × 16 for both.
+pub(super) fn channels_rng15_dual(px: &[u8; 8], second: bool) -> PixelChannels {
+    PixelChannels {
+        signal: 0,
+        reflectivity: if second { px[6] } else { px[2] },
+        near_ir: u16::from(px[3]) << 4,
+    }
+}
+
 /// The returns of a dual-return pixel (`PB` = 16 or 20 bytes): ranges in words 0 and 1,
 /// reflectivities in bytes 3 and 7.
 pub(super) fn dual<const PB: usize>(px: &[u8; PB]) -> Returns {
@@ -387,6 +405,10 @@ pub(super) fn decode_column(
         Profile::FiveWordPixel => {
             let read = (OusterLayout::Dual, dual::<20>, channels_dual::<20>);
             decode_column_with::<20, true>(pixels, lut, keep, t, range, returns, out, read)
+        }
+        Profile::Rng15Rfl8Nir8Dual | Profile::FusaRng15Rfl8Nir8Dual => {
+            let read = (OusterLayout::Rng15Dual, rng15_dual, channels_rng15_dual);
+            decode_column_with::<8, true>(pixels, lut, keep, t, range, returns, out, read)
         }
     }
 }

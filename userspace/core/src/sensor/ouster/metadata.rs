@@ -3,7 +3,14 @@
 //!
 //! Three layouts are read, as ouster-sdk 1.0.1 reads them (`ouster_core/src/metadata.cpp`):
 //! * **nested** (fw 2.4+ / 3.x): `sensor_info`, `beam_intrinsics`, `imu_intrinsics`,
-//!   `lidar_intrinsics`, `config_params`, `lidar_data_format` objects;
+//!   `lidar_intrinsics`, `config_params`, `lidar_data_format` objects. Firmware 3.x adds
+//!   the profiles `RNG15_RFL8_NIR8_DUAL` and `FUSA_RNG15_RFL8_NIR8_DUAL`,
+//!   `lidar_data_format.fps` (frames per second, which then sets the frame period) and, from
+//!   3.2, `lidar_data_format.header_type` (`STANDARD` or `FUSA`; without it the FUSA profile
+//!   has the FUSA header and every other profile the STANDARD one, as ouster-sdk 1.0.1
+//!   decides); other new sections (`imu_data_format`, `calibration_status`, `ouster-sdk`,
+//!   `user_data`, `zone_set`) and `config_params` keys carry nothing the lidar decoder needs
+//!   and are ignored;
 //! * **flat, new-style** (fw 2.0–2.3): the same keys at the top level, with a `data_format`
 //!   object (`columns_per_frame`, `columns_per_packet`, `pixels_per_column`, `column_window`,
 //!   `pixel_shift_by_row`, `udp_profile_lidar`);
@@ -21,7 +28,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::packet::{PacketFormat, Profile};
+use super::packet::{HeaderType, PacketFormat, Profile};
 use crate::vendor::ConfigError;
 
 /// Why Ouster metadata was refused ([`OusterMetadata::from_json`],
@@ -79,7 +86,9 @@ pub struct OusterMetadata {
     /// `config_params.timestamp_mode` (Ouster sensor configuration: `TIME_FROM_INTERNAL_OSC`,
     /// `TIME_FROM_SYNC_PULSE_IN`, `TIME_FROM_PTP_1588`), when the metadata has it.
     pub timestamp_mode: Option<String>,
-    /// Packet geometry and profile.
+    /// Frames per second, `lidar_data_format.fps` (firmware 3.x), if given (1..=100).
+    pub fps: Option<u32>,
+    /// Packet geometry, profile and header type.
     pub format: PacketFormat,
     /// First and last valid column (inclusive; `first > last` wraps through column 0).
     pub column_window: (u16, u16),
@@ -295,13 +304,27 @@ impl OusterMetadata {
                     invalid!(
                         "udp_profile_lidar {v} is not supported; valid: LEGACY, \
                          RNG19_RFL8_SIG16_NIR16, RNG19_RFL8_SIG16_NIR16_DUAL, RNG15_RFL8_NIR8, \
-                         FIVE_WORD_PIXEL"
+                         FIVE_WORD_PIXEL, RNG15_RFL8_NIR8_DUAL, FUSA_RNG15_RFL8_NIR8_DUAL"
                     )
                 })?
             }
         };
+        let header = match d.data_format("header_type") {
+            None => HeaderType::default_for(profile),
+            Some(v) => HeaderType::from_name(v.as_str().unwrap_or_default()).ok_or_else(|| {
+                invalid!(
+                    "lidar_data_format.header_type {v} is not supported; valid: STANDARD, FUSA"
+                )
+            })?,
+        };
+        let fps = match uint("lidar_data_format.fps", d.data_format("fps"))? {
+            None => None,
+            Some(f) if (1..=100).contains(&f) => Some(f as u32),
+            Some(f) => return Err(invalid!("lidar_data_format.fps = {f}; valid: 1..=100")),
+        };
         let format = PacketFormat {
             profile,
+            header,
             pixels_per_column,
             columns_per_packet,
             columns_per_frame,
@@ -376,6 +399,7 @@ impl OusterMetadata {
             lidar_mode,
             udp_port_lidar,
             timestamp_mode,
+            fps,
             format,
             column_window,
             pixel_shift_by_row,
@@ -646,6 +670,61 @@ mod tests {
         assert_eq!(m.valid_columns_per_frame(), 48 + 41);
         // packets 125..=127 and 0..=2
         assert_eq!(m.packets_per_frame(), 6);
+    }
+
+    /// Firmware 3.x nested metadata: the new profiles, `header_type` (3.2+) or its default,
+    /// `fps`; the sections ouster-sdk 1.0.1 writes besides (`imu_data_format`, `ouster-sdk`,
+    /// `user_data`) are ignored.
+    #[test]
+    fn firmware_3_profiles_header_type_and_fps() {
+        let json = |profile: &str, extra: &str| {
+            format!(
+                r#"{{"sensor_info": {{"prod_line": "OS-1-32", "build_rev": "v3.1.0",
+                     "prod_sn": "122246000293", "initialization_id": 390076}},
+                   "beam_intrinsics": {{"beam_altitude_angles": [{b}],
+                     "beam_azimuth_angles": [{b}]}},
+                   "imu_intrinsics": {{}}, "lidar_intrinsics": {{}},
+                   "config_params": {{"lidar_mode": "1024x10", "header_type": "STANDARD"}},
+                   "imu_data_format": {{"imu_measurements_per_packet": 8}},
+                   "ouster-sdk": {{"client_version": "ouster_client 1.0.1"}}, "user_data": "",
+                   "lidar_data_format": {{"columns_per_frame": 1024, "columns_per_packet": 16,
+                     "pixels_per_column": 32, "udp_profile_lidar": "{profile}"{extra}}}}}"#,
+                b = beams(32)
+            )
+        };
+        let m = |p: &str, e: &str| OusterMetadata::from_json(&json(p, e));
+        let f = m("FUSA_RNG15_RFL8_NIR8_DUAL", "").unwrap();
+        assert_eq!(
+            (f.format.profile, f.format.header, f.fps),
+            (Profile::FusaRng15Rfl8Nir8Dual, HeaderType::Fusa, None)
+        );
+        assert_eq!(f.format.packet_len(), 32 + 16 * (12 + 32 * 8) + 32);
+        let f = m("RNG15_RFL8_NIR8_DUAL", r#", "fps": 20"#).unwrap();
+        assert_eq!(
+            (f.format.profile, f.format.header, f.fps),
+            (Profile::Rng15Rfl8Nir8Dual, HeaderType::Standard, Some(20))
+        );
+        let f = m("RNG15_RFL8_NIR8_DUAL", r#", "header_type": "FUSA""#).unwrap();
+        assert_eq!(f.format.header, HeaderType::Fusa);
+        let f = m(
+            "FUSA_RNG15_RFL8_NIR8_DUAL",
+            r#", "header_type": "STANDARD""#,
+        )
+        .unwrap();
+        assert_eq!(f.format.header, HeaderType::Standard);
+        let e = m("RNG15_RFL8_NIR8", r#", "header_type": "SAFE""#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "lidar_data_format.header_type \"SAFE\" is not supported; valid: STANDARD, FUSA"
+        );
+        let e = m("RNG15_RFL8_NIR8", r#", "fps": 0"#).unwrap_err();
+        assert_eq!(e.to_string(), "lidar_data_format.fps = 0; valid: 1..=100");
+        assert!(
+            m("OFF", "")
+                .unwrap_err()
+                .to_string()
+                .contains("FUSA_RNG15_RFL8_NIR8_DUAL")
+        );
     }
 
     #[test]

@@ -23,15 +23,15 @@
 //! profiles), in packet order: columns as received, rows 0..h inside a column, the first return
 //! before the second.
 //! * `x, y, z`: ouster-sdk's XYZ (see [`lut`]), sensor frame, m.
-//! * `distance`: the range field in m (mm / 1000; RNG15 ranges are in 8 mm steps). Points with
-//!   `distance` at the range gate's minimum or below, or at its maximum or above, are dropped,
-//!   like the other decoders.
+//! * `distance`: the range field in m (mm / 1000; RNG15 ranges, single and dual, are in 8 mm
+//!   steps). Points with `distance` at the range gate's minimum or below, or at its maximum or
+//!   above, are dropped, like the other decoders.
 //! * `channel`: the beam row, 0 = top beam.
 //! * `azimuth`, `elevation`: the beam direction in the sensor frame (rad), fixed per pixel.
 //! * `intensity`: the calibrated reflectivity (u8). LEGACY carries 16 bits on fw 1.1x: values
 //!   above 255 are saturated to 255.
 //! * `return_type` (DESIGN.md section 3): single-return profiles report the strongest return, so
-//!   3 `strongest`. Dual profiles (RNG19…_DUAL, FIVE_WORD_PIXEL): the first return is the
+//!   3 `strongest`. Dual profiles (RNG19…_DUAL, FIVE_WORD_PIXEL, (FUSA_)RNG15_RFL8_NIR8_DUAL): the first return is the
 //!   strongest, 3; the second is the second strongest, 8 `second-strongest`; when both ranges are
 //!   equal (and non-zero) one point of type 6 `identical` is emitted. [`VendorDecoder::return_mode`]
 //!   reports [`ReturnMode::Strongest`] or, for the dual profiles, [`ReturnMode::Dual`] (two
@@ -40,7 +40,7 @@
 //!
 //! In the ouster-ros layouts ([`crate::layout::PointType::Ouster`] and
 //! [`crate::layout::PointType::OusterXyzir`]) each point holds what ouster-ros fills from its
-//! pixel: `intensity` = SIGNAL (0 in RNG15_RFL8_NIR8, which has none), and in `ouster` also
+//! pixel: `intensity` = SIGNAL (0 in the RNG15 profiles, which have none), and in `ouster` also
 //! `reflectivity` = REFLECTIVITY and `ambient` = NEAR_IR (RNG15's 8 bits × 16); a dual
 //! profile's second return takes SIGNAL2 and REFLECTIVITY2 (NEAR_IR is shared), an
 //! `identical` point the first return's. Each channel is read as ouster-sdk 1.0.1 reads it
@@ -56,7 +56,9 @@
 //! frame timeout of silence (host time; on arrival the packet's column time too, so a pause
 //! on the receiving side cuts no frame), on flush, or when the next frame has run for the
 //! reorder window. `packets_expected` is always the full count, so a partial frame (stream
-//! start or end, losses) shows its holes. Frame ids compare modulo 2^16, as ouster-sdk does.
+//! start or end, losses) shows its holes. Frame ids compare modulo 2^16, or 2^32 with the FUSA
+//! packet header (32-bit frame ids), as ouster-sdk does
+//! ([`packet::PacketFormat::frame_id_diff`]).
 //! * **Reorder window**: when a packet of a newer frame arrives while the current frame is
 //!   incomplete, the current frame is held open until `max(2, packets per frame / 8)` packets
 //!   of the new frame have arrived (8 of 64: an eighth of the frame period); a late packet of
@@ -68,7 +70,8 @@
 //!   and counted in [`OusterStats::stale`].
 //! * **Frame-id jumps**: a packet further back than that, or further ahead than the host time
 //!   elapsed since the previous packet explains (`1 + AHEAD_SLACK_FRAMES + host_dt / period`,
-//!   the period from the metadata's `lidar_mode`, e.g. `1024x10` → 100 ms, else 50 ms), is
+//!   the period from the metadata's `lidar_data_format.fps` (fw 3.x) or else its `lidar_mode`,
+//!   e.g. `1024x10` → 100 ms, else 50 ms), is
 //!   dropped as [`Rejection::TimeJump`] (`time_jumps`); the frame around it stays whole.
 //!   [`crate::scan::RESTART_AGREE`] consecutive packets agreeing on the new ids are a sensor
 //!   restart: the frames in progress are published and the stream continues there (counted
@@ -86,11 +89,19 @@
 //!
 //! ## Rejections
 //! A payload of exactly the metadata's packet size that fails [`packet::Packet::new_checked`]
-//! (packet type ≠ 1, a measurement_id ≥ columns_per_frame) is `malformed`; so is a payload whose
-//! size is within 25 % of it (a datagram cut short or padded: a lost fragment, a firmware
-//! variant). Anything else (48-byte IMU packets, foreign traffic) is `ignored`. A packet whose
+//! (packet type ≠ 1, a measurement_id ≥ columns_per_frame) is `malformed`; so is a payload
+//! whose size is within 25 % of it (a datagram cut short or padded: a lost fragment, a
+//! firmware variant). Anything else (48-byte IMU packets, foreign traffic) is `ignored`. A packet whose
 //! header serial number or init_id disagree with the metadata is decoded (the configured
 //! metadata wins, as the configured model does for Velodyne) and counted in [`OusterStats`].
+//!
+//! **Footer CRC** (STANDARD header): firmware 3.x ends each packet with a CRC-64 of the rest
+//! ([`packet`]); 2.x leaves zeros or a marker there. The stream learns which: until one packet's
+//! CRC matches, each packet is decoded whatever its footer, and after [`CRC_PROBE_PACKETS`]
+//! packets without a match the footer is no longer computed (the sensor sends no CRC). Once one
+//! matched (a chance of 2^-64 otherwise), a packet whose CRC differs is `malformed` and counted
+//! in [`OusterStats::crc_errors`]. New tables ([`VendorDecoder::set_tables`]) start over. The
+//! FUSA header has no CRC.
 //!
 //! [`PointXYZIRCAEDT`]: crate::point::PointXYZIRCAEDT
 
@@ -114,6 +125,21 @@ use column::{ColumnReturns, decode_column, range_window_mm};
 use lut::XyzLut;
 use metadata::OusterMetadata;
 use packet::{Packet, PacketFormat, Profile};
+
+/// Packets of a STANDARD-header stream whose footer CRC is computed before the stream concludes
+/// that the sensor sends none (module docs, "Footer CRC").
+pub const CRC_PROBE_PACKETS: u32 = 64;
+
+/// What a stream knows about its packets' footer CRC (module docs, "Footer CRC").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CrcState {
+    /// No packet matched yet; this many did not.
+    Probing(u32),
+    /// A packet's CRC matched: the sensor sends them, every packet is checked.
+    Sent,
+    /// [`CRC_PROBE_PACKETS`] packets without a match, or a format without CRC.
+    NotSent,
+}
 
 /// Late packets of up to this many frame ids before the current/last one are dropped as stale.
 pub const STALE_FRAMES: i32 = 8;
@@ -147,6 +173,9 @@ crate::counter_set! {
         /// of their frame (a corrupt or stepped column clock): never a frame stamped in the
         /// past, never a saturated `time_stamp`.
         column_time_jumps: Counter "columns" "Valid columns skipped because their time stamp lies over 1 s from their frame's first column.",
+        /// Also counted `malformed` (the footer CRC-64 of a STANDARD-header packet, firmware
+        /// 3.x, once the stream has seen one match; module docs, "Footer CRC").
+        crc_errors: Counter "packets" "Lidar packets dropped because their footer CRC-64 was wrong (the sensor sends CRCs).",
         /// They were added to their own frame.
         reordered: Counter "packets" "Packets of a frame held open in the reorder window that arrived after the next frame had begun.",
     }
@@ -154,7 +183,7 @@ crate::counter_set! {
 
 #[derive(Clone, Debug)]
 struct Building {
-    frame_id: u16,
+    frame_id: u32,
     /// The frame's account for the builder: its sensor start (the earliest column time),
     /// host time, packets received and malformed, whole frames lost before it; `lost` and
     /// `host_clock` are set when it is published.
@@ -195,7 +224,7 @@ pub struct OusterTables {
     expected: u32,
     /// Packets of the next frame a frame stays open for: `max(2, packets per frame / 8)`.
     reorder_window: u32,
-    /// Frame period from the metadata's `lidar_mode` (`1024x10` → 100 ms), ns.
+    /// Frame period from the metadata's `fps` or `lidar_mode` (`1024x10` → 100 ms), ns.
     period_ns: u64,
     /// Points of a full frame: the buffer capacity a frame starts with.
     point_capacity: usize,
@@ -219,15 +248,17 @@ pub struct OusterStream {
     /// Host monotonic time (CLOCK_MONOTONIC ns) of the previous accepted packet.
     last_mono_ns: Option<u64>,
     /// A frame id far from the stream's, and how many consecutive packets agreed with it.
-    candidate: Option<(u16, u32)>,
+    candidate: Option<(u32, u32)>,
     /// Sustained frame-id jumps taken as a sensor restart.
     restarts: u64,
-    last_published: Option<u16>,
+    last_published: Option<u32>,
     pending_malformed: u32,
     point_capacity: usize,
     /// The packet bitmap of the last published frame, reused by the next one.
     spare_seen: Vec<u64>,
     decoded_any: bool,
+    /// The footer CRC verdict so far.
+    crc: CrcState,
     stats: OusterStats,
 }
 
@@ -284,12 +315,13 @@ impl OusterStream {
         let format = meta.format;
         let expected = meta.packets_per_frame() as u32;
         let point_capacity = meta.valid_columns_per_frame() * format.pixels_per_column;
-        let hz = meta
-            .lidar_mode
-            .as_deref()
-            .and_then(|m| m.split_once('x'))
-            .and_then(|(_, hz)| hz.trim().parse::<u64>().ok())
-            .filter(|hz| (1..=100).contains(hz));
+        let hz = meta.fps.map(u64::from).or_else(|| {
+            meta.lidar_mode
+                .as_deref()
+                .and_then(|m| m.split_once('x'))
+                .and_then(|(_, hz)| hz.trim().parse::<u64>().ok())
+                .filter(|hz| (1..=100).contains(hz))
+        });
         let period_ns = hz.map_or(DEFAULT_PERIOD_NS, |hz| 1_000_000_000 / hz);
         Ok(Self {
             tables: Arc::new(OusterTables {
@@ -314,6 +346,7 @@ impl OusterStream {
             point_capacity,
             spare_seen: Vec::new(),
             decoded_any: false,
+            crc: CrcState::Probing(0),
             stats: OusterStats::default(),
             returns: Box::new(ColumnReturns::new()),
         })
@@ -365,8 +398,26 @@ impl OusterStream {
         }
     }
 
-    fn frame_id_diff(from: u16, to: u16) -> i32 {
-        i32::from(to.wrapping_sub(from) as i16)
+    /// The footer CRC rule (module docs, "Footer CRC"): false for a packet to drop.
+    fn crc_ok(&mut self, p: &Packet<&[u8]>) -> bool {
+        match self.crc {
+            CrcState::NotSent => true,
+            CrcState::Sent => p.crc_matches().unwrap_or(true),
+            CrcState::Probing(misses) => {
+                self.crc = match p.crc_matches() {
+                    None => CrcState::NotSent,
+                    Some(true) => CrcState::Sent,
+                    Some(false) if misses + 1 >= CRC_PROBE_PACKETS => CrcState::NotSent,
+                    Some(false) => CrcState::Probing(misses + 1),
+                };
+                true
+            }
+        }
+    }
+
+    /// Signed frame-id distance from `from` to `to`, modulo 2^16 or 2^32 (FUSA header).
+    fn frame_id_diff(&self, from: u32, to: u32) -> i64 {
+        self.tables.format.frame_id_diff(from, to)
     }
 
     /// Publishes the held previous frame, if any.
@@ -406,7 +457,7 @@ impl OusterStream {
         self.builder.emit(&account, 0, b.points, out);
     }
 
-    fn open(&mut self, frame_id: u16, host: HostTime) {
+    fn open(&mut self, frame_id: u32, host: HostTime) {
         let slots = self.tables.format.packets_per_frame().div_ceil(64);
         let mut seen = std::mem::take(&mut self.spare_seen);
         seen.clear();
@@ -435,7 +486,7 @@ impl OusterStream {
     /// [`Rejection::Ignored`] for a stale packet, [`Rejection::TimeJump`] for a frame-id jump.
     fn route(
         &mut self,
-        frame_id: u16,
+        frame_id: u32,
         host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<bool, Rejection> {
@@ -456,7 +507,7 @@ impl OusterStream {
             self.candidate = None;
             return Ok(true);
         }
-        let diff = Self::frame_id_diff(ref_id, frame_id);
+        let diff = self.frame_id_diff(ref_id, frame_id);
         let current = self.cur.is_some();
         if current && diff == 0 {
             self.candidate = None;
@@ -465,7 +516,7 @@ impl OusterStream {
         // A stale packet: an older frame id than the one being built, or not newer than the
         // last published one.
         let stale_top = if current { -1 } else { 0 };
-        if (-STALE_FRAMES..=stale_top).contains(&diff) {
+        if (-i64::from(STALE_FRAMES)..=stale_top).contains(&diff) {
             self.candidate = None;
             self.stats.stale += 1;
             return Err(Rejection::Late);
@@ -475,7 +526,7 @@ impl OusterStream {
             .map_or(0, |h| host.mono_ns.saturating_sub(h));
         let ahead_max =
             i64::from(1 + AHEAD_SLACK_FRAMES) + (host_dt / self.tables.period_ns) as i64;
-        if diff >= 1 && i64::from(diff) <= ahead_max {
+        if diff >= 1 && diff <= ahead_max {
             self.candidate = None;
             // A newer frame: the current one is held open for the reorder window (an older
             // held one is published first); skipped frame ids are lost frames.
@@ -485,7 +536,7 @@ impl OusterStream {
             }
             self.open(frame_id, host);
             if let Some(b) = self.cur.as_mut() {
-                b.account.lost_before = (diff - 1) as u32;
+                b.account.lost_before = u32::try_from(diff - 1).unwrap_or(u32::MAX);
             }
             return Ok(false);
         }
@@ -493,7 +544,8 @@ impl OusterStream {
         // RESTART_AGREE consecutive packets agree on the new frame ids.
         let agree = match self.candidate {
             Some((c, n))
-                if (0..=1 + AHEAD_SLACK_FRAMES).contains(&Self::frame_id_diff(c, frame_id)) =>
+                if (0..=i64::from(1 + AHEAD_SLACK_FRAMES))
+                    .contains(&self.frame_id_diff(c, frame_id)) =>
             {
                 n + 1
             }
@@ -597,7 +649,15 @@ impl VendorDecoder for OusterStream {
         host: HostTime,
         out: &mut Vec<Frame>,
     ) -> Result<(), Rejection> {
-        let p = match self.classify(payload) {
+        let checked = self.classify(payload).and_then(|p| {
+            if self.crc_ok(&p) {
+                Ok(p)
+            } else {
+                self.stats.crc_errors += 1;
+                Err(Rejection::Malformed)
+            }
+        });
+        let p = match checked {
             Ok(p) => p,
             Err(Rejection::Malformed) => {
                 match self.cur.as_mut() {
@@ -624,14 +684,13 @@ impl VendorDecoder for OusterStream {
         if silent {
             // In line: a late packet (stale window) or a newer frame the silence explains.
             let in_window = self.last_published.is_some_and(|id| {
-                let d = Self::frame_id_diff(id, frame_id);
+                let d = self.frame_id_diff(id, frame_id);
                 let host_dt = self
                     .last_mono_ns
                     .map_or(0, |h| host.mono_ns.saturating_sub(h));
-                d >= -STALE_FRAMES
-                    && i64::from(d)
-                        <= i64::from(1 + AHEAD_SLACK_FRAMES)
-                            + (host_dt / self.tables.period_ns) as i64
+                d >= -i64::from(STALE_FRAMES)
+                    && d <= i64::from(1 + AHEAD_SLACK_FRAMES)
+                        + (host_dt / self.tables.period_ns) as i64
             });
             if !in_window && self.cur.is_none() && self.prev.is_none() {
                 self.last_published = None;
@@ -741,9 +800,10 @@ impl VendorDecoder for OusterStream {
 
     /// Takes `tables`: packet format, XYZ table, field-of-view table, packets per frame,
     /// frame period. A frame in progress goes on with the new tables (a column the new format
-    /// does not have makes its packets malformed).
+    /// does not have makes its packets malformed); the footer CRC rule starts over.
     fn set_tables(&mut self, tables: Arc<OusterTables>) {
         self.point_capacity = self.point_capacity.max(tables.point_capacity);
+        self.crc = CrcState::Probing(0);
         self.tables = tables;
     }
 
@@ -880,6 +940,7 @@ mod tests {
             (OusterLayout::Rng15, 4) => rng15(px.try_into().unwrap()),
             (OusterLayout::Dual, 16) => dual::<16>(px.try_into().unwrap()),
             (OusterLayout::Dual, 20) => dual::<20>(px.try_into().unwrap()),
+            (OusterLayout::Rng15Dual, 8) => rng15_dual(px.try_into().unwrap()),
             other => panic!("no profile {other:?}"),
         }
     }
@@ -892,7 +953,7 @@ mod tests {
         /// every whole group of four rows whose loads stay inside the pixels.
         #[test]
         fn simd_pixel_reader_equals_the_profile_readers(
-            profile in 0usize..5,
+            profile in 0usize..6,
             rows in 1usize..=OUSTER_MAX_ROWS,
             extra in 0usize..24,
             seed in any::<u64>(),
@@ -903,6 +964,7 @@ mod tests {
                 (OusterLayout::Rng15, 4),
                 (OusterLayout::Dual, 16),
                 (OusterLayout::Dual, 20),
+                (OusterLayout::Rng15Dual, 8),
             ][profile];
             // The column's pixels and `extra` bytes after them (the next column, the footer),
             // or, one time in three, the last pixel cut short.
@@ -929,7 +991,7 @@ mod tests {
             for row in 0..done {
                 let ((r1, i1), (r2, i2)) = read_pixel(layout, pb, &bytes[row * pb..(row + 1) * pb]);
                 prop_assert_eq!((range[0][row], intensity[0][row]), (r1, i1), "row {}", row);
-                if layout == OusterLayout::Dual {
+                if matches!(layout, OusterLayout::Dual | OusterLayout::Rng15Dual) {
                     prop_assert_eq!((range[1][row], intensity[1][row]), (r2, i2), "row {}", row);
                 }
             }
@@ -944,7 +1006,7 @@ mod tests {
         /// (0 where the profile has none), REFLECTIVITY(2), NEAR_IR.
         #[test]
         fn channel_readers_equal_the_field_specs(
-            profile in 0usize..5,
+            profile in 0usize..Profile::ALL.len(),
             px in any::<[u8; 20]>(),
             second in any::<bool>(),
         ) {
@@ -960,6 +1022,9 @@ mod tests {
                     channels_dual::<16>(px[..16].try_into().unwrap(), second)
                 }
                 Profile::FiveWordPixel => channels_dual::<20>(&px, second),
+                Profile::Rng15Rfl8Nir8Dual | Profile::FusaRng15Rfl8Nir8Dual => {
+                    channels_rng15_dual(px[..8].try_into().unwrap(), second)
+                }
             };
             let pixel = &px[..profile.pixel_bytes()];
             let get = |f| field_spec(profile, f).map_or(0, |s| s.get(pixel));
@@ -1017,6 +1082,10 @@ mod tests {
                     Profile::Rng19Rfl8Sig16Nir16Dual | Profile::FiveWordPixel => {
                         p[..3].copy_from_slice(&r.to_le_bytes()[..3]);
                         p[4..7].copy_from_slice(&r2.to_le_bytes()[..3]);
+                    }
+                    Profile::Rng15Rfl8Nir8Dual | Profile::FusaRng15Rfl8Nir8Dual => {
+                        p[..2].copy_from_slice(&((r / 8) as u16).to_le_bytes());
+                        p[4..6].copy_from_slice(&((r2 / 8) as u16).to_le_bytes());
                     }
                 }
             }
@@ -1087,6 +1156,7 @@ mod tests {
         for (profile, pb) in [
             (Profile::Rng19Rfl8Sig16Nir16, 12),
             (Profile::Rng19Rfl8Sig16Nir16Dual, 16),
+            (Profile::Rng15Rfl8Nir8Dual, 8),
         ] {
             let mut returns = ColumnReturns {
                 range: [[5000; OUSTER_MAX_ROWS]; 2],

@@ -13,12 +13,29 @@
 //! | column header | 16 bytes: timestamp u64 ns @0, measurement_id u16 @8, frame_id u16 @10, encoder count u32 @12 | 12 bytes: timestamp u64 ns @0, measurement_id u16 @8, status u16 @10 |
 //! | pixels | `pixels_per_column` × [`Profile::pixel_bytes`] | same |
 //! | column footer | status u32 (bit 0 = valid; 0xFFFFFFFF when valid) | none |
-//! | packet footer | none | 32 bytes (reserved / CRC on newer firmware; not checked) |
+//! | packet footer | none | 32 bytes: reserved, the last 8 a CRC-64 in the STANDARD header (see below) |
 //!
-//! A packet holds `columns_per_packet` columns (16 by default). Non-legacy packet header:
-//! packet type u16 @0 (1 = lidar), frame_id u16 @2, init_id u24 @4, product serial number u40
-//! @7, alert flags u8 @12, thermal-shutdown countdown u8 @16, shot-limiting countdown u8 @17,
-//! thermal-shutdown status (low nibble) @18, shot-limiting status (low nibble) @19.
+//! A packet holds `columns_per_packet` columns (16 by default). The non-legacy packet header
+//! comes in two types ([`HeaderType`], the metadata's `lidar_data_format.header_type`,
+//! firmware 3.2+; without it FUSA for `FUSA_RNG15_RFL8_NIR8_DUAL`, else STANDARD, as
+//! ouster-sdk 1.0.1 `metadata.cpp` decides):
+//!
+//! | field | STANDARD | FUSA |
+//! |---|---|---|
+//! | packet type (1 = lidar) | u16 @0 | u8 @0 |
+//! | init_id | u24 @4 | u24 @1 |
+//! | frame_id | u16 @2 (wraps at 2^16) | u32 @4 (wraps at 2^32) |
+//! | alert flags | u8 @12 | u8 @8 |
+//! | product serial number | u40 @7 | u40 @11 |
+//! | thermal-shutdown countdown, shot-limiting countdown (s) | u8 @16, u8 @17 | same |
+//! | thermal-shutdown status, shot-limiting status | low nibble @18, low nibble @19 | same |
+//! | footer CRC | CRC-64/XZ of every byte before it, u64 @`len - 8` | none |
+//!
+//! The CRC (ECMA-182 polynomial, reflected, register and result inverted: CRC-64/XZ, as
+//! ouster-sdk's `crc64_compute`) is written by firmware 3.x; 2.x leaves those bytes zero or
+//! fills them with a marker (fw 2.3: `0xDEADBEEF0000C0DE`), so the view only reports whether
+//! the CRC matches ([`Packet::crc_matches`]); the stream decides what a mismatch means
+//! (`super` module docs, "Rejections"). ouster-sdk reads the CRC but decodes either way.
 //!
 //! ## Pixel layouts (bit offsets inside the pixel; `×8` = the value is in units of 8 mm etc.)
 //!
@@ -29,6 +46,7 @@
 //! | RNG19_RFL8_SIG16_NIR16_DUAL | 16 | RANGE bits 0–18, FLAGS 19–23, REFLECTIVITY byte 3, RANGE2 bits 32–50, FLAGS2 51–55, REFLECTIVITY2 byte 7, SIGNAL u16 @8, SIGNAL2 u16 @10, NEAR_IR u16 @12, WINDOW byte 15 |
 //! | RNG15_RFL8_NIR8 | 4 | RANGE bits 0–14 (×8 mm), FLAGS bit 15, REFLECTIVITY byte 2, NEAR_IR byte 3 (×16) |
 //! | FIVE_WORD_PIXEL | 20 | as the DUAL profile for bytes 0–13 (no WINDOW), five raw 32-bit words |
+//! | RNG15_RFL8_NIR8_DUAL, FUSA_RNG15_RFL8_NIR8_DUAL | 8 | RANGE bits 0–14 (×8 mm), FLAGS bit 15, REFLECTIVITY byte 2, NEAR_IR byte 3 (×16), RANGE2 bits 32–46 (×8 mm), FLAGS2 bit 47, REFLECTIVITY2 byte 6, WINDOW byte 7 |
 //!
 //! Every profile also exposes `RAW32_WORDn`, the n-th little-endian u32 of the pixel.
 
@@ -45,16 +63,24 @@ pub enum Profile {
     Rng15Rfl8Nir8,
     /// Dual return, 20-byte pixels (five 32-bit words).
     FiveWordPixel,
+    /// Low data rate, dual return (firmware 3.x), 8-byte pixels: two 15-bit ranges in 8 mm
+    /// units, no signal.
+    Rng15Rfl8Nir8Dual,
+    /// The functional-safety (FuSa) variant of [`Profile::Rng15Rfl8Nir8Dual`] (firmware 3.1+):
+    /// the same pixels, by default the FUSA packet header ([`HeaderType::Fusa`]).
+    FusaRng15Rfl8Nir8Dual,
 }
 
 impl Profile {
     /// Every supported profile.
-    pub const ALL: [Profile; 5] = [
+    pub const ALL: [Profile; 7] = [
         Profile::Legacy,
         Profile::Rng19Rfl8Sig16Nir16,
         Profile::Rng19Rfl8Sig16Nir16Dual,
         Profile::Rng15Rfl8Nir8,
         Profile::FiveWordPixel,
+        Profile::Rng15Rfl8Nir8Dual,
+        Profile::FusaRng15Rfl8Nir8Dual,
     ];
 
     /// The metadata spelling, e.g. `RNG19_RFL8_SIG16_NIR16_DUAL`.
@@ -65,6 +91,8 @@ impl Profile {
             Profile::Rng19Rfl8Sig16Nir16Dual => "RNG19_RFL8_SIG16_NIR16_DUAL",
             Profile::Rng15Rfl8Nir8 => "RNG15_RFL8_NIR8",
             Profile::FiveWordPixel => "FIVE_WORD_PIXEL",
+            Profile::Rng15Rfl8Nir8Dual => "RNG15_RFL8_NIR8_DUAL",
+            Profile::FusaRng15Rfl8Nir8Dual => "FUSA_RNG15_RFL8_NIR8_DUAL",
         }
     }
 
@@ -80,13 +108,17 @@ impl Profile {
             Profile::Rng19Rfl8Sig16Nir16Dual => 16,
             Profile::Rng15Rfl8Nir8 => 4,
             Profile::FiveWordPixel => 20,
+            Profile::Rng15Rfl8Nir8Dual | Profile::FusaRng15Rfl8Nir8Dual => 8,
         }
     }
 
     /// Returns per pixel: 2 for the dual profiles, else 1.
     pub const fn returns(self) -> usize {
         match self {
-            Profile::Rng19Rfl8Sig16Nir16Dual | Profile::FiveWordPixel => 2,
+            Profile::Rng19Rfl8Sig16Nir16Dual
+            | Profile::FiveWordPixel
+            | Profile::Rng15Rfl8Nir8Dual
+            | Profile::FusaRng15Rfl8Nir8Dual => 2,
             _ => 1,
         }
     }
@@ -122,6 +154,16 @@ impl Profile {
                 Signal,
                 Signal2,
                 NearIr,
+            ],
+            Profile::Rng15Rfl8Nir8Dual | Profile::FusaRng15Rfl8Nir8Dual => vec![
+                Range,
+                Flags,
+                Reflectivity,
+                NearIr,
+                Range2,
+                Flags2,
+                Reflectivity2,
+                Window,
             ],
         };
         for w in 1..=(self.pixel_bytes() / 4) as u8 {
@@ -264,8 +306,52 @@ pub const fn field_spec(profile: Profile, field: ChanField) -> Option<FieldSpec>
         (Rng15Rfl8Nir8, Flags) => s(15, 1, 0),
         (Rng15Rfl8Nir8, Reflectivity) => s(16, 8, 0),
         (Rng15Rfl8Nir8, NearIr) => s(24, 8, 4),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, Range) => s(0, 15, 3),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, Flags) => s(15, 1, 0),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, Reflectivity) => s(16, 8, 0),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, NearIr) => s(24, 8, 4),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, Range2) => s(32, 15, 3),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, Flags2) => s(47, 1, 0),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, Reflectivity2) => s(48, 8, 0),
+        (Rng15Rfl8Nir8Dual | FusaRng15Rfl8Nir8Dual, Window) => s(56, 8, 0),
         _ => return None,
     })
+}
+
+/// Non-legacy packet header type (ouster-sdk `HeaderType`; the metadata's
+/// `lidar_data_format.header_type`, firmware 3.2+). Field offsets in the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HeaderType {
+    /// The header of firmware 2.x and 3.x: 16-bit frame id, CRC-64 in the footer (3.x).
+    Standard,
+    /// The functional-safety header: 32-bit frame id, no footer CRC.
+    Fusa,
+}
+
+impl HeaderType {
+    /// The metadata spelling: `STANDARD` or `FUSA`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            HeaderType::Standard => "STANDARD",
+            HeaderType::Fusa => "FUSA",
+        }
+    }
+
+    /// Parses the metadata spelling (exact).
+    pub fn from_name(s: &str) -> Option<HeaderType> {
+        [HeaderType::Standard, HeaderType::Fusa]
+            .into_iter()
+            .find(|h| h.name() == s)
+    }
+
+    /// The header a profile has when the metadata names none (ouster-sdk 1.0.1
+    /// `metadata.cpp`): FUSA for `FUSA_RNG15_RFL8_NIR8_DUAL`, else STANDARD.
+    pub const fn default_for(profile: Profile) -> HeaderType {
+        match profile {
+            Profile::FusaRng15Rfl8Nir8Dual => HeaderType::Fusa,
+            _ => HeaderType::Standard,
+        }
+    }
 }
 
 /// Packet geometry derived from the metadata's data format.
@@ -273,6 +359,8 @@ pub const fn field_spec(profile: Profile, field: ChanField) -> Option<FieldSpec>
 pub struct PacketFormat {
     /// UDP profile.
     pub profile: Profile,
+    /// Packet header type (ignored for LEGACY, which has no packet header).
+    pub header: HeaderType,
     /// Beams (rows) per column.
     pub pixels_per_column: usize,
     /// Columns per packet (16 by default).
@@ -291,6 +379,33 @@ pub const PACKET_TYPE_LIDAR: u16 = 1;
 pub const IMU_PACKET_LEN: usize = 48;
 
 impl PacketFormat {
+    /// The header type in effect: [`PacketFormat::header`], except `Standard` for LEGACY
+    /// (whose frame id is the column header's u16).
+    pub const fn header_type(&self) -> HeaderType {
+        match self.profile {
+            Profile::Legacy => HeaderType::Standard,
+            _ => self.header,
+        }
+    }
+
+    /// Largest frame id (ouster-sdk `max_frame_id`): 2^32 - 1 for the FUSA header, else
+    /// 2^16 - 1. Frame ids wrap to 0 after it.
+    pub const fn max_frame_id(&self) -> u32 {
+        match self.header_type() {
+            HeaderType::Fusa => u32::MAX,
+            HeaderType::Standard => u16::MAX as u32,
+        }
+    }
+
+    /// Signed distance from frame id `from` to `to` modulo `max_frame_id + 1` (2^16 or 2^32),
+    /// in `-2^(n-1)..2^(n-1)` (ouster-sdk `frame_id_difference`).
+    pub const fn frame_id_diff(&self, from: u32, to: u32) -> i64 {
+        match self.header_type() {
+            HeaderType::Fusa => to.wrapping_sub(from) as i32 as i64,
+            HeaderType::Standard => (to as u16).wrapping_sub(from as u16) as i16 as i64,
+        }
+    }
+
     /// Packet header size: 0 (LEGACY) or 32 bytes.
     pub const fn packet_header_len(&self) -> usize {
         match self.profile {
@@ -302,6 +417,11 @@ impl PacketFormat {
     /// Packet footer size: 0 (LEGACY) or 32 bytes.
     pub const fn packet_footer_len(&self) -> usize {
         self.packet_header_len()
+    }
+
+    /// Whether the footer's last 8 bytes are a CRC-64 (the STANDARD header, not LEGACY).
+    pub const fn has_crc(&self) -> bool {
+        !matches!(self.profile, Profile::Legacy) && matches!(self.header, HeaderType::Standard)
     }
 
     /// Column header size: 16 (LEGACY) or 12 bytes.
@@ -328,7 +448,8 @@ impl PacketFormat {
     }
 
     /// Lidar packet (UDP payload) size, bytes: e.g. 6464 for LEGACY 32×16, 24832 for
-    /// RNG19_RFL8_SIG16_NIR16 128×16, 8448 for RNG15_RFL8_NIR8 128×16.
+    /// RNG19_RFL8_SIG16_NIR16 128×16, 8448 for RNG15_RFL8_NIR8 128×16, 16640 for
+    /// (FUSA_)RNG15_RFL8_NIR8_DUAL 128×16.
     pub const fn packet_len(&self) -> usize {
         self.packet_header_len()
             + self.columns_per_packet * self.col_len()
@@ -339,6 +460,37 @@ impl PacketFormat {
     pub const fn packets_per_frame(&self) -> usize {
         self.columns_per_frame.div_ceil(self.columns_per_packet)
     }
+}
+
+/// CRC-64/XZ lookup table (ECMA-182 polynomial 0x42F0E1EBA9EA3693, reflected: 0xC96C5795D7870F42).
+const CRC64_TABLE: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut r = i as u64;
+        let mut k = 0;
+        while k < 8 {
+            r = if r & 1 == 1 {
+                (r >> 1) ^ 0xC96C_5795_D787_0F42
+            } else {
+                r >> 1
+            };
+            k += 1;
+        }
+        t[i] = r;
+        i += 1;
+    }
+    t
+};
+
+/// CRC-64/XZ of `data` (ECMA-182 polynomial, reflected input and output, register and result
+/// inverted; check value of `"123456789"` = 0x995DC9BBDF1939FA): the CRC a firmware 3.x
+/// sensor writes into the last 8 bytes of a STANDARD-header packet, over every byte before
+/// them (ouster-sdk 1.0.1 `parsing.cpp` `crc64_compute`).
+pub fn crc64_xz(data: &[u8]) -> u64 {
+    !data.iter().fold(!0u64, |crc, &b| {
+        CRC64_TABLE[usize::from(b ^ crc as u8)] ^ (crc >> 8)
+    })
 }
 
 /// Why a payload is not a valid lidar packet of the configured format.
@@ -355,6 +507,7 @@ pub enum PacketError {
     /// The non-legacy header's packet type is not 1 (lidar).
     #[error("packet type {0} is not 1 (lidar)")]
     PacketType(u16),
+
     /// A column's measurement_id is not below `columns_per_frame`.
     #[error("column {col} measurement_id {measurement_id} >= columns_per_frame {columns}")]
     MeasurementId {
@@ -389,7 +542,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// # Errors
     /// [`PacketError::Length`] unless exactly [`PacketFormat::packet_len`] bytes,
     /// [`PacketError::PacketType`] for a non-legacy header whose type is not 1,
-    /// [`PacketError::MeasurementId`] for a column id >= `columns_per_frame`.
+    /// [`PacketError::MeasurementId`] for a column id >= `columns_per_frame`. The footer CRC
+    /// is not checked here ([`Packet::crc_matches`]).
     pub fn new_checked(buffer: T, format: PacketFormat) -> Result<Self, PacketError> {
         let p = Self { buffer, format };
         let len = p.buffer.as_ref().len();
@@ -432,36 +586,103 @@ impl<T: AsRef<[u8]>> Packet<T> {
         v
     }
 
-    /// Non-legacy packet type (u16 @0); 0 for LEGACY.
+    /// Offset of a header field: `standard` in the STANDARD header, `fusa` in the FUSA one.
+    fn hdr(&self, standard: usize, fusa: usize) -> usize {
+        match self.format.header_type() {
+            HeaderType::Standard => standard,
+            HeaderType::Fusa => fusa,
+        }
+    }
+
+    /// Non-legacy packet type (STANDARD u16 @0, FUSA u8 @0); 0 for LEGACY.
     pub fn packet_type(&self) -> u16 {
         match self.format.profile {
             Profile::Legacy => 0,
-            _ => self.le(0, 2) as u16,
+            _ => self.le(0, self.hdr(2, 1)) as u16,
         }
     }
 
-    /// Frame id: u16 @2 of the packet header, or (LEGACY) the first column's frame_id.
-    pub fn frame_id(&self) -> u16 {
-        match self.format.profile {
-            Profile::Legacy => self.col_frame_id(0),
-            _ => self.le(2, 2) as u16,
+    /// Frame id: STANDARD u16 @2, FUSA u32 @4, or (LEGACY) the first column's frame_id.
+    pub fn frame_id(&self) -> u32 {
+        match (self.format.profile, self.format.header_type()) {
+            (Profile::Legacy, _) => u32::from(self.col_frame_id(0)),
+            (_, HeaderType::Standard) => self.le(2, 2) as u32,
+            (_, HeaderType::Fusa) => self.le(4, 4) as u32,
         }
     }
 
-    /// Initialization id (u24 @4; changes when the sensor is reconfigured); 0 for LEGACY.
+    /// Initialization id (u24, STANDARD @4, FUSA @1; changes when the sensor is
+    /// reconfigured); 0 for LEGACY.
     pub fn init_id(&self) -> u32 {
         match self.format.profile {
             Profile::Legacy => 0,
-            _ => self.le(4, 3) as u32,
+            _ => self.le(self.hdr(4, 1), 3) as u32,
         }
     }
 
-    /// Product serial number (u40 @7); 0 for LEGACY.
+    /// Product serial number (u40, STANDARD @7, FUSA @11); 0 for LEGACY.
     pub fn prod_sn(&self) -> u64 {
         match self.format.profile {
             Profile::Legacy => 0,
-            _ => self.le(7, 5),
+            _ => self.le(self.hdr(7, 11), 5),
         }
+    }
+
+    /// Alert flags (u8, STANDARD @12, FUSA @8, ouster-sdk `alert_flags`); 0 for LEGACY.
+    pub fn alert_flags(&self) -> u8 {
+        match self.format.profile {
+            Profile::Legacy => 0,
+            _ => self.le(self.hdr(12, 8), 1) as u8,
+        }
+    }
+
+    /// Thermal-shutdown countdown, s (u8 @16, both headers; 0 = none pending); 0 for LEGACY.
+    pub fn countdown_thermal_shutdown(&self) -> u8 {
+        match self.format.profile {
+            Profile::Legacy => 0,
+            _ => self.le(16, 1) as u8,
+        }
+    }
+
+    /// Shot-limiting countdown, s (u8 @17, both headers); 0 for LEGACY.
+    pub fn countdown_shot_limiting(&self) -> u8 {
+        match self.format.profile {
+            Profile::Legacy => 0,
+            _ => self.le(17, 1) as u8,
+        }
+    }
+
+    /// Thermal-shutdown status (low nibble @18, both headers: 0 normal, 1 imminent); 0 for
+    /// LEGACY.
+    pub fn thermal_shutdown(&self) -> u8 {
+        match self.format.profile {
+            Profile::Legacy => 0,
+            _ => self.le(18, 1) as u8 & 0x0F,
+        }
+    }
+
+    /// Shot-limiting status (low nibble @19, both headers: 0 normal, 1 imminent, 2..=9
+    /// limiting, the reduction bands 0–10 % … 70–75 %; ouster-sdk `ShotLimitingStatus`); 0
+    /// for LEGACY.
+    pub fn shot_limiting(&self) -> u8 {
+        match self.format.profile {
+            Profile::Legacy => 0,
+            _ => self.le(19, 1) as u8 & 0x0F,
+        }
+    }
+
+    /// The footer CRC-64 (u64 @`len - 8`) when the format has one ([`PacketFormat::has_crc`]):
+    /// `None` for LEGACY, the FUSA header, or a buffer shorter than 8 bytes.
+    pub fn crc(&self) -> Option<u64> {
+        let n = self.buffer.as_ref().len();
+        (self.format.has_crc() && n >= 8).then(|| self.le(n - 8, 8))
+    }
+
+    /// Whether the footer CRC equals [`crc64_xz`] of the bytes before it; `None` where the
+    /// format has no CRC ([`Packet::crc`]).
+    pub fn crc_matches(&self) -> Option<bool> {
+        let b = self.buffer.as_ref();
+        self.crc().map(|c| c == crc64_xz(&b[..b.len() - 8]))
     }
 
     /// Byte offset of column `col` (0-based inside the packet).
@@ -524,6 +745,7 @@ mod tests {
     fn fmt(profile: Profile, h: usize) -> PacketFormat {
         PacketFormat {
             profile,
+            header: HeaderType::default_for(profile),
             pixels_per_column: h,
             columns_per_packet: 16,
             columns_per_frame: 1024,
@@ -542,6 +764,98 @@ mod tests {
             16 * (12 + 640) + 64
         );
         assert_eq!(fmt(Profile::Legacy, 64).packets_per_frame(), 64);
+        // ouster-sdk 1.0.1 `PacketFormat.lidar_packet_size`, and its FUSA test capture.
+        assert_eq!(fmt(Profile::Rng15Rfl8Nir8Dual, 128).packet_len(), 16640);
+        assert_eq!(fmt(Profile::FusaRng15Rfl8Nir8Dual, 128).packet_len(), 16640);
+        assert_eq!(fmt(Profile::Rng15Rfl8Nir8Dual, 32).col_len(), 12 + 256);
+    }
+
+    #[test]
+    fn crc64_is_crc64_xz() {
+        // The catalogue check value of CRC-64/XZ (ECMA-182 reflected).
+        assert_eq!(crc64_xz(b"123456789"), 0x995D_C9BB_DF19_39FA);
+        assert_eq!(crc64_xz(b""), 0);
+    }
+
+    #[test]
+    fn header_types_place_their_fields() {
+        // The first header of ouster-sdk's FUSA test capture (fw 3.1.0-alpha, OS-1-128):
+        // type 1, init_id 390076, frame_id 229, alert flags 0x8c, serial 122246000293.
+        let head = [
+            0x01, 0xbc, 0xf3, 0x05, 0xe5, 0x00, 0x00, 0x00, 0x8c, 0x00, 0x00, 0xa5, 0xee, 0x6d,
+            0x76, 0x1c, 0x03, 0x04, 0x15, 0x02,
+        ];
+        let f = fmt(Profile::FusaRng15Rfl8Nir8Dual, 2);
+        assert_eq!(f.header, HeaderType::Fusa);
+        let mut b = vec![0u8; f.packet_len()];
+        b[..head.len()].copy_from_slice(&head);
+        let p = Packet::new_checked(&b[..], f).unwrap();
+        assert_eq!(
+            (p.packet_type(), p.init_id(), p.frame_id(), p.alert_flags()),
+            (1, 390_076, 229, 0x8c)
+        );
+        assert_eq!(p.prod_sn(), 122_246_000_293);
+        assert_eq!(
+            (
+                p.countdown_thermal_shutdown(),
+                p.countdown_shot_limiting(),
+                p.thermal_shutdown(),
+                p.shot_limiting()
+            ),
+            (3, 4, 5, 2)
+        );
+        assert_eq!(p.crc(), None);
+        // 32-bit frame ids: above 2^16, and wrapping at 2^32.
+        b[4..8].copy_from_slice(&0x1_2345u32.to_le_bytes());
+        assert_eq!(Packet::new_unchecked(&b[..], f).frame_id(), 0x1_2345);
+        assert_eq!(f.max_frame_id(), u32::MAX);
+        assert_eq!(f.frame_id_diff(u32::MAX, 1), 2);
+        assert_eq!(f.frame_id_diff(1, u32::MAX), -2);
+        assert_eq!(f.frame_id_diff(65_535, 65_536), 1);
+        // The same profile with a STANDARD header: 16-bit ids at @2, the other offsets.
+        let s = PacketFormat {
+            header: HeaderType::Standard,
+            ..f
+        };
+        let p = Packet::new_unchecked(&b[..], s);
+        assert_eq!((p.frame_id(), p.init_id()), (0x05f3, 0x01_2345));
+        assert_eq!(s.max_frame_id(), 65_535);
+        assert_eq!(s.frame_id_diff(65_535, 0), 1);
+        assert_eq!(s.frame_id_diff(0x1_0000, 0x2_0001), 1);
+    }
+
+    #[test]
+    fn standard_footer_crc_is_read_and_compared() {
+        let f = fmt(Profile::Rng15Rfl8Nir8Dual, 4);
+        let mut b: Vec<u8> = (0..f.packet_len()).map(|i| (i * 7) as u8).collect();
+        b[..2].copy_from_slice(&1u16.to_le_bytes());
+        for c in 0..16 {
+            let o = 32 + c * f.col_len() + 8;
+            b[o..o + 2].copy_from_slice(&(c as u16).to_le_bytes());
+        }
+        let n = b.len();
+        // fw 2.3's footer marker: read, does not match, the view is still valid.
+        b[n - 8..].copy_from_slice(&0xDEAD_BEEF_0000_C0DEu64.to_le_bytes());
+        let p = Packet::new_checked(&b[..], f).unwrap();
+        assert_eq!(
+            (p.crc(), p.crc_matches()),
+            (Some(0xDEAD_BEEF_0000_C0DE), Some(false))
+        );
+        let crc = crc64_xz(&b[..n - 8]);
+        b[n - 8..].copy_from_slice(&crc.to_le_bytes());
+        let p = Packet::new_checked(&b[..], f).unwrap();
+        assert_eq!((p.crc(), p.crc_matches()), (Some(crc), Some(true)));
+        b[100] ^= 1;
+        assert_eq!(Packet::new_unchecked(&b[..], f).crc_matches(), Some(false));
+        // The FUSA header has no CRC.
+        let fusa = PacketFormat {
+            header: HeaderType::Fusa,
+            ..f
+        };
+        b[0] = 1;
+        let p = Packet::new_checked(&b[..], fusa).unwrap();
+        assert_eq!((p.crc(), p.crc_matches()), (None, None));
+        assert_eq!(Packet::new_unchecked(&b[..4], f).crc_matches(), None);
     }
 
     #[test]
@@ -584,6 +898,33 @@ mod tests {
             (1000, 7, 513)
         );
         assert_eq!(Profile::FiveWordPixel.fields().len(), 9 + 5);
+        // Low-data-rate dual pixel: range 0x1234 ×8 with flag, refl 0xAB, nir 0xCD ×16, range2
+        // 0x7FFF ×8 with flag2, refl2 0x12, window 0x34.
+        let px = [0x34, 0x92, 0xAB, 0xCD, 0xFF, 0xFF, 0x12, 0x34];
+        for p in [Profile::Rng15Rfl8Nir8Dual, Profile::FusaRng15Rfl8Nir8Dual] {
+            let g = |f| field_spec(p, f).unwrap().get(&px);
+            assert_eq!(
+                (
+                    g(ChanField::Range),
+                    g(ChanField::Flags),
+                    g(ChanField::Reflectivity)
+                ),
+                (0x1234 * 8, 1, 0xAB)
+            );
+            assert_eq!(g(ChanField::NearIr), 0xCD * 16);
+            assert_eq!(
+                (
+                    g(ChanField::Range2),
+                    g(ChanField::Flags2),
+                    g(ChanField::Reflectivity2)
+                ),
+                (0x7FFF * 8, 1, 0x12)
+            );
+            assert_eq!(g(ChanField::Window), 0x34);
+            assert_eq!(g(ChanField::Raw32Word(2)), 0x3412_FFFF);
+            assert_eq!(field_spec(p, ChanField::Signal), None);
+            assert_eq!(p.fields().len(), 8 + 2);
+        }
     }
 
     #[test]
