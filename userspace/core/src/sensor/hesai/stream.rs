@@ -257,10 +257,14 @@ impl HesaiStream {
             None => (0.0, 0.0),
         };
         if fov.0 != fov.1 && (!between(fov.0, fov.1, cut, true, true) || cut == fov.0) {
+            let (min, max) = opts.fov.map_or((0.0, 0.0), |f| f.degrees());
             return Err(ConfigError::OutOfRange {
                 field: "cut_angle".into(),
                 value: cfg.cut_angle.to_string(),
-                valid: "inside the field of view (fov), not equal to its start".into(),
+                valid: format!(
+                    "({min}, {max}] deg, inside the field of view (fov = {min}:{max}) and not \
+                     at its start"
+                ),
             });
         }
         // The model's own limits (Nebula `SensorT::min_range/max_range`), inclusive.
