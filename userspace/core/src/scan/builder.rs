@@ -36,7 +36,7 @@ use crate::frame::{Frame, FrameClock, FrameHeader};
 use crate::layout::PointType;
 use crate::point_buf::PointBuf;
 
-use super::StreamClock;
+use super::{Fov, StreamClock, arc_in_view};
 
 /// A source of empty point buffers for the frames a decoder starts: the publisher's
 /// `lidarxdp::publish::BufferPool` of heap buffers whose frames have been sent, or the
@@ -135,6 +135,140 @@ impl FrameAccount {
     pub fn found_late(&mut self) {
         self.received = self.received.saturating_add(1);
         self.lost = self.lost.saturating_sub(1);
+    }
+}
+
+/// Largest forward step of a packet sequence counter that counts as packets lost, packets:
+/// a larger step (or a step back) is a counter that restarted (a sensor reboot, a second
+/// source): nothing is counted lost for it (Hesai's UDP sequence: 65535, as before).
+pub const MAX_SEQUENCE_GAP: u32 = 65_535;
+
+/// The per-packet sequence counter of a vendor whose packets carry one, and the one rule of
+/// loss accounting it drives (module documentation, "Sequence numbers"): between two received
+/// packets the packets lost are exactly the counter's gap, and a sensor whose own field of
+/// view ends short of a turn (its counter continuous across the azimuth it does not send) is
+/// known to send only its own sector, which the azimuth estimates then leave out.
+///
+/// Vendors: Hesai's UDP sequence in the packet tail (u32, the models and variants whose tail
+/// has one, [`crate::sensor::hesai::layout::Layout::t_udp_seq`]); RoboSense Helios and
+/// Helios-16P's MSOP packet counter (u32 big-endian at offset 12, Nebula `robosense_packet::
+/// Header::bottom_packet_count`). Ouster's frame and measurement ids are exact already;
+/// Velodyne has none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketSequence {
+    /// The previous numbered packet's counter.
+    last: Option<u32>,
+    /// The counter has stepped by exactly one since it was last forgotten: it counts packets
+    /// (a field that stays 0 or counts something else never claims a loss).
+    counting: bool,
+    /// Raw azimuth of the previous numbered packet's last block, 0.01°.
+    last_end_cdeg: Option<u32>,
+    /// The sector the sensor sends, `(start, len)` 0.01° (inclusive start, `len` units):
+    /// learned when two consecutive packets lie further apart in azimuth than
+    /// [`SECTOR_JUMP_PACKETS`] packet advances (the sensor skipped the azimuth between them),
+    /// forgotten when a packet arrives outside it.
+    sector: Option<(u32, u32)>,
+}
+
+/// Packet advances between two consecutive packets (the previous packet's last block and the
+/// next one's first) beyond which the azimuth between them is outside the sensor's own field
+/// of view. Two consecutive packets of a whole turn lie one block step apart.
+pub const SECTOR_JUMP_PACKETS: u32 = 2;
+
+impl PacketSequence {
+    /// Steps to the packet numbered `seq` whose blocks run from raw azimuth `first_cdeg` to
+    /// `last_cdeg` (0.01°, `None` where the azimuth is no turn angle: AT128 mirror fields),
+    /// the sensor turning `advance_cdeg` (0.01°, 0 when not measured yet) per packet. Returns
+    /// the packets lost since the previous numbered packet (`seq - last - 1`, wrapping at
+    /// 2³²), or `None` when the counter cannot tell: no previous packet since
+    /// [`Self::forget`], the counter not yet seen to count by one, or a step beyond
+    /// [`MAX_SEQUENCE_GAP`] (a restarted counter).
+    pub fn step(
+        &mut self,
+        seq: u32,
+        azimuths: Option<(u32, u32)>,
+        advance_cdeg: u32,
+    ) -> Option<u32> {
+        let gap = self
+            .last
+            .map(|l| seq.wrapping_sub(l.wrapping_add(1)))
+            .filter(|&g| g <= MAX_SEQUENCE_GAP);
+        if gap == Some(0) {
+            self.counting = true;
+        } else if gap.is_none() && self.last.is_some() {
+            self.counting = false;
+        }
+        if let Some((first, last)) = azimuths {
+            let u = super::AZIMUTH_UNITS;
+            let (first, last) = (first % u, last % u);
+            let margin = SECTOR_JUMP_PACKETS.saturating_mul(advance_cdeg);
+            match (self.last_end_cdeg, gap) {
+                (Some(end), Some(0)) if advance_cdeg > 0 && (u + first - end) % u > margin => {
+                    self.sector = Some((first, (u + end - first) % u + 1));
+                }
+                _ => {
+                    let outside = self.sector.is_some_and(|(s, len)| {
+                        (u + first + margin - s) % u >= (len + 2 * margin).min(u)
+                    });
+                    if outside {
+                        self.sector = None;
+                    }
+                }
+            }
+            self.last_end_cdeg = Some(last);
+        }
+        self.last = Some(seq);
+        gap.filter(|_| self.counting)
+    }
+
+    /// Forgets the previous packet (a frame closed by a silence, a restart, a sensor-time
+    /// gap): the next packet's gap is unknown. The learned sector is kept.
+    pub fn forget(&mut self) {
+        self.last = None;
+        self.last_end_cdeg = None;
+    }
+
+    /// The sector the sensor was seen to send, `(start, len)` 0.01°, if learned.
+    pub fn sector(&self) -> Option<(u32, u32)> {
+        self.sector
+    }
+
+    /// How much of the arc of `len_cdeg` (0.01°, at most a turn) from azimuth `from_cdeg`
+    /// lies inside `fov` ([`arc_in_view`]) and inside the sector the sensor sends: the head
+    /// and tail estimates of a frame count only azimuths a packet could have come from.
+    pub fn arc_sent(&self, fov: Option<Fov>, from_cdeg: u32, len_cdeg: u32) -> u32 {
+        let Some((s0, slen)) = self.sector else {
+            return arc_in_view(fov, from_cdeg, len_cdeg);
+        };
+        let u = i64::from(super::AZIMUTH_UNITS);
+        // Cyclic overlap of the linear piece [a0, a1) with the arc (b0, blen).
+        let overlap = |a0: i64, a1: i64, b0: i64, blen: i64| -> i64 {
+            (-1..=2)
+                .map(|k| (a1.min(b0 + blen + k * u) - a0.max(b0 + k * u)).max(0))
+                .sum()
+        };
+        let (f0, flen) = match fov {
+            Some(f) => (i64::from(f.min_cdeg), i64::from(f.width_cdeg())),
+            None => (0, u),
+        };
+        let (s0, slen) = (i64::from(s0), i64::from(slen));
+        let (a0, alen) = (
+            i64::from(from_cdeg % super::AZIMUTH_UNITS),
+            i64::from(len_cdeg.min(super::AZIMUTH_UNITS)),
+        );
+        // The field of view and the sector meet in at most two pieces.
+        let sent: i64 = (-1..=1)
+            .map(|k| {
+                let lo = f0.max(s0 + k * u);
+                let hi = (f0 + flen).min(s0 + slen + k * u);
+                if lo < hi {
+                    overlap(lo, hi, a0, alen)
+                } else {
+                    0
+                }
+            })
+            .sum();
+        sent.clamp(0, alen) as u32
     }
 }
 

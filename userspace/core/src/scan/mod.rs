@@ -124,7 +124,10 @@ mod clock;
 mod window;
 
 pub use assembler::{PacketInfo, PointBatch, ScanAssembler};
-pub use builder::{BufferSource, FrameAccount, FrameBuilder, PointBuffers};
+pub use builder::{
+    BufferSource, FrameAccount, FrameBuilder, MAX_SEQUENCE_GAP, PacketSequence, PointBuffers,
+    SECTOR_JUMP_PACKETS,
+};
 pub use clock::{
     GAP_PERIODS_X10, JUMP_AHEAD_TOLERANCE_NS, MAX_SAMPLE_DT_NS, REORDER_WINDOW_NS, RESTART_AGREE,
     StreamClock, TimeVerdict, turns_lost,
