@@ -237,9 +237,24 @@ impl PacketSequence {
     /// lies inside `fov` ([`arc_in_view`]) and inside the sector the sensor sends: the head
     /// and tail estimates of a frame count only azimuths a packet could have come from.
     pub fn arc_sent(&self, fov: Option<Fov>, from_cdeg: u32, len_cdeg: u32) -> u32 {
+        self.arc_sent_by(fov, from_cdeg, len_cdeg, 0)
+    }
+
+    /// [`Self::arc_sent`] for an arc of one channel's corrected azimuths, the channel's
+    /// azimuth offset `offset_cdeg` (0.01°) from the block azimuths the sector was learned
+    /// from (Hesai's per-channel cut measures its head and tail on a channel).
+    pub fn arc_sent_by(
+        &self,
+        fov: Option<Fov>,
+        from_cdeg: u32,
+        len_cdeg: u32,
+        offset_cdeg: i32,
+    ) -> u32 {
         let Some((s0, slen)) = self.sector else {
             return arc_in_view(fov, from_cdeg, len_cdeg);
         };
+        let s0 = (i64::from(s0) + i64::from(offset_cdeg))
+            .rem_euclid(i64::from(super::AZIMUTH_UNITS)) as u32;
         let u = i64::from(super::AZIMUTH_UNITS);
         // Cyclic overlap of the linear piece [a0, a1) with the arc (b0, blen).
         let overlap = |a0: i64, a1: i64, b0: i64, blen: i64| -> i64 {

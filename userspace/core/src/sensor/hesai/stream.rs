@@ -50,16 +50,18 @@ pub(super) fn phased_in_buffer<'a>(
 /// or when the frame opened at the cut.
 /// With a field of view, only the packets inside it between the cut (`cut_cdeg`) and the
 /// frame's first one count, and of those only the azimuths the sensor sends (`seq`,
-/// [`PacketSequence::arc_sent`]).
+/// [`PacketSequence::arc_sent_by`], its sector moved by `offset_cdeg`, the largest channel
+/// azimuth offset: the channel furthest past the cut).
 fn head_missing(
     head_phased: Option<u32>,
     step_cdeg: u32,
     seq: &PacketSequence,
     fov: Option<Fov>,
     cut_cdeg: u32,
+    offset_cdeg: i32,
 ) -> u32 {
     match head_phased {
-        Some(ph) if step_cdeg > 0 => seq.arc_sent(fov, cut_cdeg, ph) / step_cdeg,
+        Some(ph) if step_cdeg > 0 => seq.arc_sent_by(fov, cut_cdeg, ph, offset_cdeg) / step_cdeg,
         _ => 0,
     }
 }
@@ -356,7 +358,15 @@ impl HesaiStream {
         self.bufs[usize::from(b)].points = self.builder.take_points(cap);
         let account = buf.account;
         let step = self.builder.clock().step_cdeg();
-        let head = head_missing(buf.head_phased, step, &self.seq, self.fov, self.cut_cdeg);
+        let max_offset = self.tables.angles.off_cdeg.1 as i32;
+        let head = head_missing(
+            buf.head_phased,
+            step,
+            &self.seq,
+            self.fov,
+            self.cut_cdeg,
+            max_offset,
+        );
         self.builder.emit(&account, head, buf.points, out);
     }
 
@@ -376,9 +386,13 @@ impl HesaiStream {
             for (x, buf) in self.bufs.iter_mut().enumerate() {
                 let behind = phased_in_buffer(&st.last_az, &st.buf, x, cut).min();
                 if let (Some(ph), false) = (behind, buf.points.is_empty()) {
-                    let to_cut =
-                        self.seq
-                            .arc_sent(self.fov, (cut + ph) % AZIMUTH_UNITS, AZIMUTH_UNITS - ph);
+                    // Measured on the channel furthest behind: the smallest azimuth offset.
+                    let to_cut = self.seq.arc_sent_by(
+                        self.fov,
+                        (cut + ph) % AZIMUTH_UNITS,
+                        AZIMUTH_UNITS - ph,
+                        self.tables.angles.off_cdeg.0 as i32,
+                    );
                     let tail = to_cut.div_ceil(step).saturating_sub(1);
                     buf.account.lost = buf.account.lost.saturating_add(tail);
                 }
