@@ -54,8 +54,13 @@ fn decode(cfg: &SensorConfig, fov: &str, cut: &str, input: &[(Vec<u8>, u64)]) ->
     out
 }
 
+/// `(payload, host_ns)` of each datagram.
+type Input = Vec<(Vec<u8>, u64)>;
+/// A reader of a packet's field.
+type Field<T> = Box<dyn Fn(&[u8]) -> T>;
+
 /// A vendor's capture and configuration.
-fn streams() -> Vec<(&'static str, SensorConfig, Vec<(Vec<u8>, u64)>)> {
+fn streams() -> Vec<(&'static str, SensorConfig, Input)> {
     let hesai = |model: SensorModel, dir: &str, csv: &str| {
         (
             model.name(),
@@ -94,7 +99,7 @@ fn streams() -> Vec<(&'static str, SensorConfig, Vec<(Vec<u8>, u64)>)> {
     ]
 }
 
-fn helios16p() -> (&'static str, SensorConfig, Vec<(Vec<u8>, u64)>) {
+fn helios16p() -> (&'static str, SensorConfig, Input) {
     (
         "Helios16P",
         SensorConfig {
@@ -187,16 +192,18 @@ fn full_circle_flags_and_refusals_through_the_binary() {
 struct Numbered {
     name: &'static str,
     cfg: SensorConfig,
-    input: Vec<(Vec<u8>, u64)>,
+    input: Input,
+    /// The Hesai layout (the PandarXT32's for RoboSense, unused there).
+    layout: &'static Layout,
     /// Raw block azimuths of a packet, 0.01°.
-    azimuths: Box<dyn Fn(&[u8]) -> Vec<u32>>,
+    azimuths: Field<Vec<u32>>,
     /// Writes counter value `seq` into a packet (and its CRC where one covers it).
-    set_seq: Box<dyn Fn(&mut [u8], u32)>,
+    set_seq: fn(&'static Layout, &mut [u8], u32),
     /// The counter of a packet.
-    seq: Box<dyn Fn(&[u8]) -> u32>,
+    seq: Field<u32>,
     /// `(first, last)` firing time of a packet, ns since the epoch; `None` for models the
     /// test does not time (RoboSense).
-    firings: Option<Box<dyn Fn(&[u8]) -> (u64, u64)>>,
+    firings: Option<Field<(u64, u64)>>,
 }
 
 /// The offset of a Hesai packet's UDP sequence (in the tail, or the u32 after it).
@@ -216,6 +223,7 @@ fn hesai_numbered(model: SensorModel, dir: &str, csv: &str) -> Numbered {
         name: model.name(),
         cfg: SensorConfig::new(1, model, format!("{DATA}hesai/{dir}/{csv}")),
         input: capture(&format!("hesai/{dir}/{dir}_nebula.pcap"), 2368),
+        layout: l,
         azimuths: Box::new(move |p| {
             (0..l.blocks)
                 .map(|b| {
@@ -224,7 +232,7 @@ fn hesai_numbered(model: SensorModel, dir: &str, csv: &str) -> Numbered {
                 })
                 .collect()
         }),
-        set_seq: Box::new(move |p, seq| {
+        set_seq: |l, p, seq| {
             let o = hesai_seq_offset(l, p.len());
             p[o..o + 4].copy_from_slice(&seq.to_le_bytes());
             if let Some(c) = l.t_crc {
@@ -232,7 +240,7 @@ fn hesai_numbered(model: SensorModel, dir: &str, csv: &str) -> Numbered {
                 let crc = crc32_mpeg2(&p[t..t + c]);
                 p[t + c..t + c + 4].copy_from_slice(&crc.to_le_bytes());
             }
-        }),
+        },
         seq: Box::new(move |p| {
             let o = hesai_seq_offset(l, p.len());
             u32::from_le_bytes(p[o..o + 4].try_into().unwrap())
@@ -275,8 +283,9 @@ fn numbered() -> Vec<Numbered> {
             name,
             cfg,
             input,
+            layout: layout::layout(SensorModel::PandarXt32).unwrap(),
             azimuths: Box::new(be_az),
-            set_seq: Box::new(|p, seq| p[12..16].copy_from_slice(&seq.to_be_bytes())),
+            set_seq: |_, p, seq| p[12..16].copy_from_slice(&seq.to_be_bytes()),
             seq: Box::new(|p| u32::from_be_bytes(p[12..16].try_into().unwrap())),
             firings: None,
         },
@@ -309,7 +318,7 @@ fn own_sector(s: &Numbered) -> (Vec<(Vec<u8>, u64)>, Vec<usize>) {
         .enumerate()
         .map(|(k, &i)| {
             let mut p = s.input[i].clone();
-            (s.set_seq)(&mut p.0, first.wrapping_add(k as u32));
+            (s.set_seq)(s.layout, &mut p.0, first.wrapping_add(k as u32));
             p
         })
         .collect();

@@ -493,6 +493,44 @@ mod tests {
         assert_eq!(b.sequence(), 3);
     }
 
+    /// The sequence rule: a gap is counted once the counter counts by one, wrapping at 2^32;
+    /// a jump past MAX_SEQUENCE_GAP tells nothing; consecutive packets far apart in azimuth
+    /// teach the sensor's sector, which the estimates then leave out, until a packet lands
+    /// outside it.
+    #[test]
+    fn sequence_gaps_and_the_sensors_sector() {
+        let mut s = PacketSequence::default();
+        let az = |a: u32| Some((a, a + 54));
+        assert_eq!(s.step(10, az(4_068), 72), None);
+        assert_eq!(s.step(12, az(4_212), 72), None, "not yet seen counting");
+        assert_eq!(s.step(13, az(4_284), 72), Some(0));
+        assert_eq!(s.step(15, az(4_428), 72), Some(1));
+        assert_eq!(s.step(15 + MAX_SEQUENCE_GAP + 2, az(4_500), 72), None);
+        assert_eq!(s.step(u32::MAX, az(4_572), 72), None);
+        assert_eq!(s.step(0, az(4_644), 72), Some(0), "wraps");
+        assert_eq!(s.step(2, az(4_788), 72), Some(1));
+        assert_eq!(s.sector(), None);
+        // Last block at 299.70 deg, the next packet (consecutive) at 40.68 deg.
+        assert_eq!(s.step(3, Some((29_916, 29_970)), 72), Some(0));
+        assert_eq!(s.step(4, Some((4_068, 4_122)), 72), Some(0));
+        assert_eq!(s.sector(), Some((4_068, 29_970 - 4_068 + 1)));
+        let fov = Some(Fov {
+            min_cdeg: 4_000,
+            max_cdeg: 31_000,
+        });
+        // From the cut at 310 deg to 40.76 deg: only 40.68..40.76 is sent.
+        assert_eq!(s.arc_sent(fov, 31_000, 9_076), 8);
+        assert_eq!(arc_in_view(fov, 31_000, 9_076), 77);
+        // From 299.16 deg to the cut: 299.16..299.70 inclusive.
+        assert_eq!(s.arc_sent(fov, 29_916, 1_084), 55);
+        assert_eq!(s.arc_sent_by(fov, 29_916, 1_084, 8), 63);
+        s.forget();
+        assert_eq!(s.step(9, az(20_000), 72), None);
+        assert!(s.sector().is_some());
+        assert_eq!(s.step(11, az(1_000), 72), Some(1));
+        assert_eq!(s.sector(), None, "a packet outside the sector forgets it");
+    }
+
     /// A silence noticed on arrival needs a gap on both clocks; the idle poll needs host time.
     #[test]
     fn a_host_pause_with_the_sensor_in_line_is_no_silence() {
