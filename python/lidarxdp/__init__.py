@@ -14,8 +14,8 @@ The same decoders as the lidarxdp daemon and ``lidarxdp decode``, from Python::
 - ``Frame.points`` is a read-only numpy structured array (``POINT_DTYPE``, 32 bytes per
   point) viewing the decoder's buffer, no copy; ``Frame.xyz()`` an ``(N, 3)`` float32 view.
 
-Options (those of ``lidarxdp decode``): ``cut_angle`` (deg, [0, 360]), ``fov`` (``(min, max)``
-deg or ``"MIN:MAX"``), ``min_range``/``max_range`` (m), ``stamp`` (``"sensor"`` or
+Options (those of ``lidarxdp decode``): ``cut_angle`` (deg, [0, 360]; 360 is 0), ``fov`` (``(min, max)``
+deg or ``"MIN:MAX"``; ``(0, 360)`` is the full circle, the same as none), ``min_range``/``max_range`` (m), ``stamp`` (``"sensor"`` or
 ``"host"``), ``source`` (IPv4 address), ``port`` (UDP destination port), ``nebula_compat``
 (Velodyne: decode as Tier IV Nebula), ``hesai_skip_crc``, ``point_type`` (the points' layout,
 one of ``POINT_TYPES``: ``"autoware"`` by default, ``"velodyne"``, ``"ouster"``, ...; the

@@ -31,7 +31,7 @@ use lidarxdp_core::point::POINT_SIZE;
 use lidarxdp_core::point_buf::PointBuf;
 use lidarxdp_core::scan::BufferSource;
 use lidarxdp_core::sensor::{ScanPipeline, SensorModel, Stamp};
-use lidarxdp_core::valid::{Degrees, Fov, InvalidValue, Metres, UdpPort};
+use lidarxdp_core::valid::{Degrees, FovSetting, InvalidValue, Metres, UdpPort};
 
 create_exception!(
     _lidarxdp,
@@ -400,15 +400,15 @@ fn settings(
         None => None,
         Some(v) => {
             let fov_err = |e: InvalidValue| err(format!("fov: {e}"));
-            Some(match v.extract::<(f64, f64)>() {
-                Ok((a, b)) => Fov::new(
+            match v.extract::<(f64, f64)>() {
+                Ok((a, b)) => FovSetting::new(
                     Degrees::new(a).map_err(fov_err)?,
                     Degrees::new(b).map_err(fov_err)?,
                 )
                 .map_err(fov_err)?,
                 // The caller's own text, "MIN:MAX" as the CLI takes it.
                 Err(_) => match v.extract::<String>() {
-                    Ok(text) => Fov::from_str(&text).map_err(fov_err)?,
+                    Ok(text) => FovSetting::from_str(&text).map_err(fov_err)?,
                     Err(_) => {
                         return Err(err(format!(
                             "fov: {} is not (min, max) in degrees nor 'MIN:MAX'",
@@ -416,7 +416,8 @@ fn settings(
                         )));
                     }
                 },
-            })
+            }
+            .fov()
         }
     };
     let metres = |name: &str, v: Option<f64>| {

@@ -136,6 +136,10 @@ def test_points_are_a_read_only_view_of_the_rust_buffer():
     "kwargs,message",
     [
         ({"cut_angle": 400}, "cut_angle: 400 is out of range; valid [0, 360] deg"),
+        (
+            {"fov": (10, 10)},
+            "fov: 10:10 is out of range; valid MIN:MAX with MIN and MAX in [0, 360] deg",
+        ),
         ({"max_range": 2000}, "max_range: 2000 is out of range; valid [0, 1000] m"),
         ({"port": 70000}, "port: 70000 is out of range; valid 1..=65535"),
         ({"stamp": "gps"}, "stamp: "),

@@ -6,7 +6,8 @@
 //! The bottom layer of the core: it imports no other module of the crate, so every layer (the
 //! core's sensor configuration, the decoders, the daemon, the offline decode, Python) takes
 //! these types as they are and checks nothing again. A rule between two values one type holds
-//! is its constructor's ([`Fov::new`]: the ends differ; [`RangeGate::new`]: `min < max`); the
+//! is its constructor's ([`Fov::new`]: the ends differ, [`FovSetting`]: or span the full
+//! circle, `0:360`, which is no field of view; [`RangeGate::new`]: `min < max`); the
 //! rules that need a sensor model (its datasheet range:
 //! [`crate::vendor::SensorModel::range_gate`]) or span the whole configuration (unique names
 //! and ports, in the daemon's plan) name the field themselves.
@@ -213,14 +214,10 @@ impl fmt::Display for Degrees {
 }
 
 /// A field of view: azimuths `min` to `max`, degrees, each in [0, 360]; `min > max` wraps
-/// through 0° (`270:90` keeps the front half). Flag form `MIN:MAX`, TOML form `[min, max]`,
-/// Python `(min, max)`. The two ends differ at 0.01° modulo 360° ([`Fov::new`]), so a field of
-/// view always holds more than one azimuth and less than the full circle (no field of view
-/// keeps every azimuth).
-///
-/// # Errors
-/// Those of [`Degrees`] for either end and of [`Fov::new`]; [`InvalidValue::NotA`] for text
-/// that is not `MIN:MAX`.
+/// through 0° (`270:90` keeps the front half). The two ends differ at 0.01° modulo 360°
+/// ([`Fov::new`]), so a field of view always holds more than one azimuth and less than the
+/// full circle (no field of view keeps every azimuth). Read from a flag, a TOML key or Python
+/// as a [`FovSetting`], which also takes the full circle `0:360`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Fov {
     min: Degrees,
@@ -228,20 +225,23 @@ pub struct Fov {
 }
 
 impl Fov {
+    /// The valid field-of-view settings as the refusals print them: every `MIN:MAX` they name
+    /// is accepted by [`FovSetting`].
+    const VALID: &str = "MIN:MAX with MIN and MAX in [0, 360] deg and MAX not equal to MIN \
+                         modulo 360 at 0.01 deg (MIN > MAX wraps through 0), or 0:360 for the \
+                         full circle (no field of view)";
+
     /// The field of view from `min` to `max`.
     ///
     /// # Errors
     /// [`InvalidValue::OutOfRange`] when `max` equals `min` modulo 360° at 0.01°
-    /// ([`Degrees::cdeg`]: `10:10`, `0:360`, `359.999:0`).
+    /// ([`Degrees::cdeg`]: `10:10`, `0:360`, `359.999:0`); `0:360` is the full circle, which
+    /// [`FovSetting`] takes as no field of view.
     pub fn new(min: Degrees, max: Degrees) -> Result<Self, InvalidValue> {
         if min.cdeg() == max.cdeg() {
             return Err(InvalidValue::OutOfRange {
                 value: format!("{min}:{max}"),
-                valid: format!(
-                    "{}, MAX not equal to MIN modulo 360 at 0.01 deg (MIN > MAX wraps through \
-                     0; omit the field of view for the full circle)",
-                    Degrees::VALID
-                ),
+                valid: Self::VALID.into(),
             });
         }
         Ok(Self { min, max })
@@ -272,29 +272,84 @@ impl Fov {
     }
 }
 
-impl FromStr for Fov {
+impl Serialize for Fov {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.min.0, self.max.0).serialize(s)
+    }
+}
+
+/// A field-of-view setting as a flag (`--fov MIN:MAX`), a TOML key (`fov = [min, max]`) or
+/// Python (`fov=(min, max)` or `"MIN:MAX"`) gives it: a [`Fov`], or the full circle, which is
+/// no field of view ([`FovSetting::fov`] is `None`: every azimuth is kept, the frames are
+/// those of no `--fov` at all). The full circle is exactly `0:360`, Nebula's default
+/// (`cloud_min_angle` 0, `cloud_max_angle` 360); with each end in [0, 360] it is the only
+/// `a:a+360`. Other equal ends modulo 360° (`10:10`, `360:0`, `0:359.999`) hold no azimuth
+/// range and are refused, with a message whose valid range is what this type accepts.
+///
+/// # Errors
+/// Those of [`Degrees`] for either end and of [`Fov::new`]; [`InvalidValue::NotA`] for text
+/// that is not `MIN:MAX`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FovSetting(Option<Fov>);
+
+impl FovSetting {
+    /// No field of view: every azimuth.
+    pub const FULL_CIRCLE: FovSetting = FovSetting(None);
+
+    /// The setting from `min` to `max`: the full circle for exactly `0:360`, else
+    /// [`Fov::new`].
+    ///
+    /// # Errors
+    /// Those of [`Fov::new`].
+    pub fn new(min: Degrees, max: Degrees) -> Result<Self, InvalidValue> {
+        if min.get() == 0.0 && max.get() == 360.0 {
+            return Ok(Self::FULL_CIRCLE);
+        }
+        Fov::new(min, max).map(|f| Self(Some(f)))
+    }
+
+    /// The setting from `min` to `max` degrees: [`Degrees::new`] of each, then
+    /// [`FovSetting::new`].
+    ///
+    /// # Errors
+    /// Those of [`Degrees::new`] and [`Fov::new`].
+    pub fn from_deg(min: f64, max: f64) -> Result<Self, InvalidValue> {
+        FovSetting::new(Degrees::new(min)?, Degrees::new(max)?)
+    }
+
+    /// The field of view, `None` for the full circle.
+    pub fn fov(self) -> Option<Fov> {
+        self.0
+    }
+}
+
+impl FromStr for FovSetting {
     type Err = InvalidValue;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (a, b) = s.split_once(':').ok_or_else(|| InvalidValue::NotA {
             value: s.to_owned(),
             expected: "MIN:MAX in degrees (e.g. 270:90)",
-            valid: Degrees::VALID.into(),
+            valid: Fov::VALID.into(),
         })?;
-        Fov::new(a.parse()?, b.parse()?)
+        FovSetting::new(a.parse()?, b.parse()?)
     }
 }
 
-impl<'de> Deserialize<'de> for Fov {
+/// `[min, max]` degrees as given; the full circle is `[0, 360]`.
+impl Serialize for FovSetting {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(f) => f.serialize(s),
+            None => (0.0f64, 360.0f64).serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for FovSetting {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let (a, b) = <(f64, f64)>::deserialize(d)?;
         let e = serde::de::Error::custom;
-        Fov::new(Degrees::new(a).map_err(e)?, Degrees::new(b).map_err(e)?).map_err(e)
-    }
-}
-
-impl Serialize for Fov {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (self.min.0, self.max.0).serialize(s)
+        FovSetting::new(Degrees::new(a).map_err(e)?, Degrees::new(b).map_err(e)?).map_err(e)
     }
 }
 
@@ -627,23 +682,39 @@ mod tests {
             e("NaN".parse::<Degrees>().map(drop)),
             "NaN is out of range; valid [0, 360] deg"
         );
+        let fov = |s: &str| s.parse::<FovSetting>().map(|f| f.fov().map(Fov::degrees));
         assert_eq!(
-            e("270-90".parse::<Fov>().map(drop)),
-            "\"270-90\" is not MIN:MAX in degrees (e.g. 270:90); valid [0, 360] deg"
+            e(fov("270-90").map(drop)),
+            "\"270-90\" is not MIN:MAX in degrees (e.g. 270:90); valid MIN:MAX with MIN and \
+             MAX in [0, 360] deg and MAX not equal to MIN modulo 360 at 0.01 deg (MIN > MAX \
+             wraps through 0), or 0:360 for the full circle (no field of view)"
         );
-        assert_eq!("270:90".parse::<Fov>().unwrap().degrees(), (270.0, 90.0));
-        for empty in ["10:10", "0:360", "359.999:0"] {
+        assert_eq!(fov("270:90"), Ok(Some((270.0, 90.0))));
+        // The full circle (Nebula's default 0..360) is no field of view.
+        assert_eq!(fov("0:360"), Ok(None));
+        assert_eq!(
+            FovSetting::from_deg(0.0, 360.0),
+            Ok(FovSetting::FULL_CIRCLE)
+        );
+        // Other equal ends hold nothing: refused, with a valid range that holds.
+        for empty in ["10:10", "360:0", "359.999:0", "0:359.999", "360:360", "0:0"] {
             let (a, b) = empty.split_once(':').unwrap();
+            let (a, b) = (a.parse::<f64>().unwrap(), b.parse::<f64>().unwrap());
             assert_eq!(
-                e(empty.parse::<Fov>().map(drop)),
+                e(fov(empty).map(drop)),
                 format!(
-                    "{a}:{b} is out of range; valid [0, 360] deg, MAX not equal to MIN modulo \
-                     360 at 0.01 deg (MIN > MAX wraps through 0; omit the field of view for \
-                     the full circle)"
+                    "{a}:{b} is out of range; valid MIN:MAX with MIN and MAX in [0, 360] deg \
+                     and MAX not equal to MIN modulo 360 at 0.01 deg (MIN > MAX wraps through \
+                     0), or 0:360 for the full circle (no field of view)"
                 )
             );
         }
-        assert_eq!("10:10.01".parse::<Fov>().unwrap().degrees(), (10.0, 10.01));
+        assert_eq!(
+            e(fov("10:370").map(drop)),
+            "370 is out of range; valid [0, 360] deg"
+        );
+        assert_eq!(fov("10:10.01"), Ok(Some((10.0, 10.01))));
+        assert_eq!(fov("0:359.99"), Ok(Some((0.0, 359.99))));
         assert_eq!(Degrees::new(359.996).unwrap().cdeg(), 0);
         assert_eq!(Degrees::new(90.004).unwrap().cdeg(), 9_000);
         let m = |v| Metres::new(v).unwrap();
@@ -676,7 +747,7 @@ mod tests {
         #[derive(Deserialize, Debug)]
         #[allow(dead_code)]
         struct T {
-            fov: Option<Fov>,
+            fov: Option<FovSetting>,
             port: Option<UdpPort>,
         }
         let e = toml::from_str::<T>("fov = [270.0, 361.0]")
@@ -687,21 +758,23 @@ mod tests {
                 && e.contains("361 is out of range; valid [0, 360] deg"),
             "{e}"
         );
-        let e = toml::from_str::<T>("fov = [0, 360]")
+        let e = toml::from_str::<T>("fov = [10, 10]")
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("fov = [0, 360]")
-                && e.contains("0:360 is out of range; valid [0, 360] deg, MAX"),
+            e.contains("fov = [10, 10]")
+                && e.contains("10:10 is out of range; valid MIN:MAX with MIN and MAX in [0, 360]"),
             "{e}"
         );
+        let t: T = toml::from_str("fov = [0, 360]").unwrap();
+        assert_eq!(t.fov, Some(FovSetting::FULL_CIRCLE));
         let e = toml::from_str::<T>("port = 70000").unwrap_err().to_string();
         assert!(
             e.contains("port = 70000") && e.contains("70000 is out of range; valid 1..=65535"),
             "{e}"
         );
         let t: T = toml::from_str("fov = [270, 90]\nport = 2368").unwrap();
-        assert_eq!(t.fov.unwrap().degrees(), (270.0, 90.0));
+        assert_eq!(t.fov.unwrap().fov().unwrap().degrees(), (270.0, 90.0));
         assert_eq!(t.port.unwrap().get(), 2368);
     }
 }

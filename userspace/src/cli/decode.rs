@@ -9,7 +9,7 @@ use lidarxdp::offline::DecodeSummary;
 use lidarxdp_core::frame::{Frame, FrameClock};
 use lidarxdp_core::sensor::{SensorModel, Stamp};
 
-use crate::daemon::config::valid::{Degrees, Fov, Metres};
+use crate::daemon::config::valid::{Degrees, FovSetting, Metres};
 use lidarxdp_client::settings::DecodeSettings;
 
 /// `lidarxdp decode` arguments.
@@ -38,12 +38,13 @@ pub struct DecodeArgs {
     /// Hesai: do not check the packets' CRCs (by default a CRC failure is counted malformed).
     #[arg(long)]
     hesai_skip_crc: bool,
-    /// Cut angle in degrees, [0, 360].
+    /// Cut angle in degrees, [0, 360] (360 is 0).
     #[arg(long, value_name = "DEG", default_value = "0")]
     cut_angle: Degrees,
-    /// Field of view `MIN:MAX` in degrees (each in [0, 360]; `MIN > MAX` wraps through 0°).
+    /// Field of view `MIN:MAX` in degrees (each in [0, 360]; `MIN > MAX` wraps through 0°;
+    /// `0:360` is the full circle, the same as no `--fov`).
     #[arg(long, value_name = "MIN:MAX")]
-    fov: Option<Fov>,
+    fov: Option<FovSetting>,
     /// Points at this range or closer are dropped, metres, [0, max-range) (default: the
     /// model's datasheet minimum, see docs/sensors.md).
     #[arg(long, value_name = "M")]
@@ -163,7 +164,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         sensor: a.sensor,
         calibration: a.calibration.clone(),
         cut_angle: a.cut_angle,
-        fov: a.fov,
+        fov: a.fov.and_then(FovSetting::fov),
         min_range: a.min_range,
         max_range: a.max_range,
         stamp: a.stamp,

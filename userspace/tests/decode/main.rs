@@ -21,6 +21,7 @@ mod decode_robosense_faults;
 mod decode_robosense_helios16p;
 mod decode_robosense_proptest;
 mod decode_robosense_synthetic;
+mod decode_sequence_fov;
 mod decode_time_faults;
 mod decode_velodyne_blocks;
 mod decode_velodyne_faults;

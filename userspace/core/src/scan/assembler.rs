@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::{
     AZIMUTH_JITTER_CDEG, AZIMUTH_UNITS, BufferSource, CARRY_LIMIT_CDEG, Fov, FrameAccount,
-    FrameBuilder, MAX_FRAME_SPAN_NS, Rejection, StreamClock, TimeVerdict, arc_in_view, turns_lost,
+    FrameBuilder, MAX_FRAME_SPAN_NS, PacketSequence, Rejection, StreamClock, TimeVerdict,
+    turns_lost,
 };
 use crate::HostTime;
 use crate::frame::Frame;
@@ -31,6 +32,10 @@ pub struct PacketInfo {
     pub advance_cdeg: u32,
     /// Nominal time between two data packets, ns.
     pub interval_ns: u64,
+    /// The packet's sequence counter where the vendor has one (RoboSense Helios: the MSOP
+    /// packet counter), else `None`: between two numbered packets the packets lost are its
+    /// gap, not the time estimate ([`PacketSequence`]).
+    pub sequence: Option<u32>,
 }
 
 /// Frame being built.
@@ -48,6 +53,10 @@ struct Building {
     open: bool,
     /// At least one packet after the cut has been decoded into this frame.
     own_packet: bool,
+    /// The frame did not begin at a cut: the arc from the cut to its first packet, 0.01°,
+    /// and the advance per packet then, 0.01°/256. Counted when the frame is emitted (by
+    /// then the sector the sensor sends may be known, [`PacketSequence::arc_sent`]).
+    head: Option<(u32, u64)>,
 }
 
 /// The frame buffers [`ScanAssembler::batch`] lends to a decoder; the two vectors must grow
@@ -107,6 +116,8 @@ pub struct ScanAssembler {
     /// [`StreamClock::speed_changes`] when `adv_q8` was last sampled: a new speed restarts
     /// the average (the old speed's advance is no estimate of the new one).
     speed_changes: u64,
+    /// The packets' sequence counter (vendors that have one).
+    seq: PacketSequence,
 }
 
 /// Steps per block of the windowed minimum that measures the packet interval.
@@ -114,6 +125,13 @@ const INTERVAL_BLOCK: u32 = 32;
 
 fn phased(az: u32, cut: u32) -> u32 {
     (AZIMUTH_UNITS + az % AZIMUTH_UNITS - cut) % AZIMUTH_UNITS
+}
+
+/// Packets needed to turn `cdeg` (0.01°) at `adv_q8` (0.01°/256, > 0) per packet, rounded up.
+fn packets_for_q8(cdeg: u32, adv_q8: u64) -> u32 {
+    (u64::from(cdeg) << 8)
+        .div_ceil(adv_q8.max(1))
+        .min(u64::from(u32::MAX)) as u32
 }
 
 impl ScanAssembler {
@@ -142,6 +160,7 @@ impl ScanAssembler {
             dt_count: 0,
             adv_q8: 0,
             speed_changes: 0,
+            seq: PacketSequence::default(),
         }
     }
 
@@ -209,17 +228,20 @@ impl ScanAssembler {
         }
     }
 
-    /// Packets needed to turn `cdeg` (0.01°), rounded up, with the measured advance per packet
-    /// if any, else `fallback_adv` (0.01°).
-    fn packets_for(&self, cdeg: u32, fallback_adv: u32) -> u32 {
-        let adv = if self.adv_q8 > 0 {
+    /// The advance per packet, 0.01°/256: the measured one if any, else `fallback_adv`
+    /// (0.01°).
+    fn adv_q8(&self, fallback_adv: u32) -> u64 {
+        if self.adv_q8 > 0 {
             self.adv_q8
         } else {
             u64::from(fallback_adv.max(1)) << 8
-        };
-        (u64::from(cdeg) << 8)
-            .div_ceil(adv)
-            .min(u64::from(u32::MAX)) as u32
+        }
+    }
+
+    /// Packets needed to turn `cdeg` (0.01°), rounded up, with the measured advance per packet
+    /// if any, else `fallback_adv` (0.01°).
+    fn packets_for(&self, cdeg: u32, fallback_adv: u32) -> u32 {
+        packets_for_q8(cdeg, self.adv_q8(fallback_adv))
     }
 
     /// The sensor-time guard (time jumps, restarts, measured rotation period).
@@ -342,7 +364,18 @@ impl ScanAssembler {
         let in_view = self
             .fov
             .is_none_or(|f| f.arc_inside(u32::from(info.first_azimuth_cdeg), span + 1) > 0);
-        // Loss detection on the sensor clock.
+        // Packets lost since the previous packet: exactly the sequence gap where the vendor
+        // numbers its packets, else estimated on the sensor clock.
+        let seq_gap = info.sequence.and_then(|s| {
+            let az = (
+                u32::from(info.first_azimuth_cdeg),
+                u32::from(info.last_azimuth_cdeg),
+            );
+            self.seq.step(s, Some(az), info.advance_cdeg)
+        });
+        if let Some(gap) = seq_gap {
+            self.cur.acct.lost = self.cur.acct.lost.saturating_add(gap);
+        }
         let interval = self.interval_ns(info.interval_ns);
         if let (Some(prev), Some(l)) = (self.last_sensor_ns, self.last) {
             let daz = phased(
@@ -352,6 +385,7 @@ impl ScanAssembler {
             self.note_step(info.sensor_ns.saturating_sub(prev), daz, info.interval_ns);
         }
         if (self.cur.open || self.at_cut)
+            && seq_gap.is_none()
             && let Some(prev) = self.last_sensor_ns
             && interval > 0
         {
@@ -367,7 +401,9 @@ impl ScanAssembler {
                             u32::from(info.first_azimuth_cdeg),
                             u32::from(l.last_azimuth_cdeg),
                         );
-                        let gap = arc_in_view(self.fov, u32::from(l.last_azimuth_cdeg), gap);
+                        let gap = self
+                            .seq
+                            .arc_sent(self.fov, u32::from(l.last_azimuth_cdeg), gap);
                         let adv = info.advance_cdeg.max(1);
                         u64::from((gap + adv / 2) / adv)
                     }
@@ -405,8 +441,7 @@ impl ScanAssembler {
             self.cur.acct.host_ns = info.host.wall_ns;
             let adv = info.advance_cdeg.max(1);
             if first + adv <= AZIMUTH_UNITS && !self.at_cut {
-                let head = self.packets_for(arc_in_view(self.fov, self.cut_cdeg, first), adv);
-                self.cur.acct.lost = self.cur.acct.lost.saturating_add(head);
+                self.cur.head = Some((first, self.adv_q8(adv)));
             }
         }
         self.at_cut = false;
@@ -501,6 +536,7 @@ impl ScanAssembler {
             },
             open: true,
             own_packet: false,
+            head: None,
         };
         let shift = new_start.saturating_sub(self.cur.acct.start_ns);
         next.points.set_start_ns(new_start);
@@ -559,7 +595,9 @@ impl ScanAssembler {
                     let to_cut = (AZIMUTH_UNITS
                         - phased(u32::from(i.first_azimuth_cdeg), self.cut_cdeg))
                         % AZIMUTH_UNITS;
-                    let to_cut = arc_in_view(self.fov, u32::from(i.first_azimuth_cdeg), to_cut);
+                    let to_cut =
+                        self.seq
+                            .arc_sent(self.fov, u32::from(i.first_azimuth_cdeg), to_cut);
                     self.packets_for(to_cut, i.advance_cdeg).saturating_sub(1)
                 }
                 None => 0,
@@ -581,9 +619,15 @@ impl ScanAssembler {
         self.prev_first_phased = 0;
         self.last_sensor_ns = None;
         self.at_cut = false;
+        self.seq.forget();
     }
 
     fn emit(&mut self, b: Building, extra_lost: u32, out: &mut Vec<Frame>) {
+        // Packets between the cut and the first packet of a frame that did not begin at one.
+        let head = b.head.map_or(0, |(arc, adv_q8)| {
+            packets_for_q8(self.seq.arc_sent(self.fov, self.cut_cdeg, arc), adv_q8)
+        });
+        let extra_lost = extra_lost.saturating_add(head);
         let mut azimuths = b.azimuths;
         azimuths.clear();
         self.spare_azimuths = azimuths;
@@ -614,6 +658,7 @@ mod tests {
             last_azimuth_cdeg: ((u32::from(az0) + 1100) % AZIMUTH_UNITS) as u16,
             advance_cdeg: 1200,
             interval_ns: 1_000_000,
+            sequence: None,
         }
     }
 

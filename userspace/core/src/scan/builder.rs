@@ -36,7 +36,7 @@ use crate::frame::{Frame, FrameClock, FrameHeader};
 use crate::layout::PointType;
 use crate::point_buf::PointBuf;
 
-use super::StreamClock;
+use super::{Fov, StreamClock, arc_in_view};
 
 /// A source of empty point buffers for the frames a decoder starts: the publisher's
 /// `lidarxdp::publish::BufferPool` of heap buffers whose frames have been sent, or the
@@ -146,6 +146,155 @@ impl FrameAccount {
     pub fn found_late(&mut self) {
         self.received = self.received.saturating_add(1);
         self.lost = self.lost.saturating_sub(1);
+    }
+}
+
+/// Largest forward step of a packet sequence counter that counts as packets lost, packets:
+/// a larger step (or a step back) is a counter that restarted (a sensor reboot, a second
+/// source): nothing is counted lost for it (Hesai's UDP sequence: 65535, as before).
+pub const MAX_SEQUENCE_GAP: u32 = 65_535;
+
+/// The per-packet sequence counter of a vendor whose packets carry one, and the one rule of
+/// loss accounting it drives (module documentation, "Sequence numbers"): between two received
+/// packets the packets lost are exactly the counter's gap, and a sensor whose own field of
+/// view ends short of a turn (its counter continuous across the azimuth it does not send) is
+/// known to send only its own sector, which the azimuth estimates then leave out.
+///
+/// Vendors: Hesai's UDP sequence in the packet tail (u32, the models and variants whose tail
+/// has one, [`crate::sensor::hesai::layout::Layout::t_udp_seq`]); RoboSense Helios and
+/// Helios-16P's MSOP packet counter (u32 big-endian at offset 12, Nebula `robosense_packet::
+/// Header::bottom_packet_count`). Ouster's frame and measurement ids are exact already;
+/// Velodyne has none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketSequence {
+    /// The previous numbered packet's counter.
+    last: Option<u32>,
+    /// The counter has stepped by exactly one since it was last forgotten: it counts packets
+    /// (a field that stays 0 or counts something else never claims a loss).
+    counting: bool,
+    /// Raw azimuth of the previous numbered packet's last block, 0.01°.
+    last_end_cdeg: Option<u32>,
+    /// The sector the sensor sends, `(start, len)` 0.01° (inclusive start, `len` units):
+    /// learned when two consecutive packets lie further apart in azimuth than
+    /// [`SECTOR_JUMP_PACKETS`] packet advances (the sensor skipped the azimuth between them),
+    /// forgotten when a packet arrives outside it.
+    sector: Option<(u32, u32)>,
+}
+
+/// Packet advances between two consecutive packets (the previous packet's last block and the
+/// next one's first) beyond which the azimuth between them is outside the sensor's own field
+/// of view. Two consecutive packets of a whole turn lie one block step apart.
+pub const SECTOR_JUMP_PACKETS: u32 = 2;
+
+impl PacketSequence {
+    /// Steps to the packet numbered `seq` whose blocks run from raw azimuth `first_cdeg` to
+    /// `last_cdeg` (0.01°, `None` where the azimuth is no turn angle: AT128 mirror fields),
+    /// the sensor turning `advance_cdeg` (0.01°, 0 when not measured yet) per packet. Returns
+    /// the packets lost since the previous numbered packet (`seq - last - 1`, wrapping at
+    /// 2³²), or `None` when the counter cannot tell: no previous packet since
+    /// [`Self::forget`], the counter not yet seen to count by one, or a step beyond
+    /// [`MAX_SEQUENCE_GAP`] (a restarted counter).
+    pub fn step(
+        &mut self,
+        seq: u32,
+        azimuths: Option<(u32, u32)>,
+        advance_cdeg: u32,
+    ) -> Option<u32> {
+        let gap = self
+            .last
+            .map(|l| seq.wrapping_sub(l.wrapping_add(1)))
+            .filter(|&g| g <= MAX_SEQUENCE_GAP);
+        if gap == Some(0) {
+            self.counting = true;
+        } else if gap.is_none() && self.last.is_some() {
+            self.counting = false;
+        }
+        if let Some((first, last)) = azimuths {
+            let u = super::AZIMUTH_UNITS;
+            let (first, last) = (first % u, last % u);
+            let margin = SECTOR_JUMP_PACKETS.saturating_mul(advance_cdeg);
+            match (self.last_end_cdeg, gap) {
+                (Some(end), Some(0)) if advance_cdeg > 0 && (u + first - end) % u > margin => {
+                    self.sector = Some((first, (u + end - first) % u + 1));
+                }
+                _ => {
+                    let outside = self.sector.is_some_and(|(s, len)| {
+                        (u + first + margin - s) % u >= (len + 2 * margin).min(u)
+                    });
+                    if outside {
+                        self.sector = None;
+                    }
+                }
+            }
+            self.last_end_cdeg = Some(last);
+        }
+        self.last = Some(seq);
+        gap.filter(|_| self.counting)
+    }
+
+    /// Forgets the previous packet (a frame closed by a silence, a restart, a sensor-time
+    /// gap): the next packet's gap is unknown. The learned sector is kept.
+    pub fn forget(&mut self) {
+        self.last = None;
+        self.last_end_cdeg = None;
+    }
+
+    /// The sector the sensor was seen to send, `(start, len)` 0.01°, if learned.
+    pub fn sector(&self) -> Option<(u32, u32)> {
+        self.sector
+    }
+
+    /// How much of the arc of `len_cdeg` (0.01°, at most a turn) from azimuth `from_cdeg`
+    /// lies inside `fov` ([`arc_in_view`]) and inside the sector the sensor sends: the head
+    /// and tail estimates of a frame count only azimuths a packet could have come from.
+    pub fn arc_sent(&self, fov: Option<Fov>, from_cdeg: u32, len_cdeg: u32) -> u32 {
+        self.arc_sent_by(fov, from_cdeg, len_cdeg, 0)
+    }
+
+    /// [`Self::arc_sent`] for an arc of one channel's corrected azimuths, the channel's
+    /// azimuth offset `offset_cdeg` (0.01°) from the block azimuths the sector was learned
+    /// from (Hesai's per-channel cut measures its head and tail on a channel).
+    pub fn arc_sent_by(
+        &self,
+        fov: Option<Fov>,
+        from_cdeg: u32,
+        len_cdeg: u32,
+        offset_cdeg: i32,
+    ) -> u32 {
+        let Some((s0, slen)) = self.sector else {
+            return arc_in_view(fov, from_cdeg, len_cdeg);
+        };
+        let s0 = (i64::from(s0) + i64::from(offset_cdeg))
+            .rem_euclid(i64::from(super::AZIMUTH_UNITS)) as u32;
+        let u = i64::from(super::AZIMUTH_UNITS);
+        // Cyclic overlap of the linear piece [a0, a1) with the arc (b0, blen).
+        let overlap = |a0: i64, a1: i64, b0: i64, blen: i64| -> i64 {
+            (-1..=2)
+                .map(|k| (a1.min(b0 + blen + k * u) - a0.max(b0 + k * u)).max(0))
+                .sum()
+        };
+        let (f0, flen) = match fov {
+            Some(f) => (i64::from(f.min_cdeg), i64::from(f.width_cdeg())),
+            None => (0, u),
+        };
+        let (s0, slen) = (i64::from(s0), i64::from(slen));
+        let (a0, alen) = (
+            i64::from(from_cdeg % super::AZIMUTH_UNITS),
+            i64::from(len_cdeg.min(super::AZIMUTH_UNITS)),
+        );
+        // The field of view and the sector meet in at most two pieces.
+        let sent: i64 = (-1..=1)
+            .map(|k| {
+                let lo = f0.max(s0 + k * u);
+                let hi = (f0 + flen).min(s0 + slen + k * u);
+                if lo < hi {
+                    overlap(lo, hi, a0, alen)
+                } else {
+                    0
+                }
+            })
+            .sum();
+        sent.clamp(0, alen) as u32
     }
 }
 
@@ -405,6 +554,44 @@ mod tests {
                 (Some(0), Some(123_456))
             );
         }
+    }
+
+    /// The sequence rule: a gap is counted once the counter counts by one, wrapping at 2^32;
+    /// a jump past MAX_SEQUENCE_GAP tells nothing; consecutive packets far apart in azimuth
+    /// teach the sensor's sector, which the estimates then leave out, until a packet lands
+    /// outside it.
+    #[test]
+    fn sequence_gaps_and_the_sensors_sector() {
+        let mut s = PacketSequence::default();
+        let az = |a: u32| Some((a, a + 54));
+        assert_eq!(s.step(10, az(4_068), 72), None);
+        assert_eq!(s.step(12, az(4_212), 72), None, "not yet seen counting");
+        assert_eq!(s.step(13, az(4_284), 72), Some(0));
+        assert_eq!(s.step(15, az(4_428), 72), Some(1));
+        assert_eq!(s.step(15 + MAX_SEQUENCE_GAP + 2, az(4_500), 72), None);
+        assert_eq!(s.step(u32::MAX, az(4_572), 72), None);
+        assert_eq!(s.step(0, az(4_644), 72), Some(0), "wraps");
+        assert_eq!(s.step(2, az(4_788), 72), Some(1));
+        assert_eq!(s.sector(), None);
+        // Last block at 299.70 deg, the next packet (consecutive) at 40.68 deg.
+        assert_eq!(s.step(3, Some((29_916, 29_970)), 72), Some(0));
+        assert_eq!(s.step(4, Some((4_068, 4_122)), 72), Some(0));
+        assert_eq!(s.sector(), Some((4_068, 29_970 - 4_068 + 1)));
+        let fov = Some(Fov {
+            min_cdeg: 4_000,
+            max_cdeg: 31_000,
+        });
+        // From the cut at 310 deg to 40.76 deg: only 40.68..40.76 is sent.
+        assert_eq!(s.arc_sent(fov, 31_000, 9_076), 8);
+        assert_eq!(arc_in_view(fov, 31_000, 9_076), 77);
+        // From 299.16 deg to the cut: 299.16..299.70 inclusive.
+        assert_eq!(s.arc_sent(fov, 29_916, 1_084), 55);
+        assert_eq!(s.arc_sent_by(fov, 29_916, 1_084, 8), 63);
+        s.forget();
+        assert_eq!(s.step(9, az(20_000), 72), None);
+        assert!(s.sector().is_some());
+        assert_eq!(s.step(11, az(1_000), 72), Some(1));
+        assert_eq!(s.sector(), None, "a packet outside the sector forgets it");
     }
 
     /// A silence noticed on arrival needs a gap on both clocks; the idle poll needs host time.

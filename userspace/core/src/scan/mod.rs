@@ -111,6 +111,23 @@
 //! divided by the azimuth advance per packet. A complete frame has
 //! `packets_expected == packets_received`.
 //!
+//! ## Sequence numbers ([`PacketSequence`], issue 39 class 4)
+//! Where a vendor numbers its packets (Hesai's tail UDP sequence, RoboSense Helios's MSOP
+//! packet counter; Ouster's frame and measurement ids are exact already; Velodyne has none),
+//! the number outranks every azimuth or time estimate:
+//! * between two received packets, the packets lost are exactly the counter's gap (wrapping
+//!   at 2³²; a step over [`MAX_SEQUENCE_GAP`] is a restarted counter and counts nothing; a
+//!   counter not yet seen to step by one claims nothing), and the time estimate above is not
+//!   used;
+//! * two consecutive packets further apart in azimuth than [`SECTOR_JUMP_PACKETS`] packet
+//!   advances show the sector the sensor sends (its own field of view, which may end short of
+//!   the host's `--fov`): the head and tail estimates count only azimuths inside both, so a
+//!   sensor sending 40°..300° decoded with `--fov 40:310 --cut-angle 310` loses nothing on
+//!   paper, its first and flushed frames included. A packet outside the sector forgets it.
+//! * Azimuth estimates remain only where no number can tell: the head of a stream's first
+//!   frame before a sector is seen, a frame closed by a silence, a sensor-time gap or a flush
+//!   (the counter is forgotten there), and vendors without numbers.
+//!
 //! The packet interval is the larger of the nominal one and the smallest step between
 //! consecutive packets over the last 32–64 steps: a stream replayed slower than the sensor
 //! sends (the bench's 10-sensor scenario stamps a VLP-16 dual stream every 1.33 ms, twice the
@@ -137,7 +154,10 @@ mod clock;
 mod window;
 
 pub use assembler::{PacketInfo, PointBatch, ScanAssembler};
-pub use builder::{BufferSource, FrameAccount, FrameBuilder, PointBuffers};
+pub use builder::{
+    BufferSource, FrameAccount, FrameBuilder, MAX_SEQUENCE_GAP, PacketSequence, PointBuffers,
+    SECTOR_JUMP_PACKETS,
+};
 pub use clock::{
     GAP_PERIODS_X10, JUMP_AHEAD_TOLERANCE_NS, MAX_SAMPLE_DT_NS, REORDER_WINDOW_NS, RESTART_AGREE,
     StreamClock, TimeVerdict, turns_lost,

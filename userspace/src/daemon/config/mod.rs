@@ -29,8 +29,8 @@
 //! port = 2368                     # default: the model's usual data port
 //! source = "192.168.1.201"        # default: any source
 //! queue = 0                       # RX queue its packets arrive on (default 0)
-//! cut_angle = 0.0                 # degrees [0, 360]
-//! fov = [270.0, 90.0]             # degrees, each [0, 360]; min > max wraps through 0
+//! cut_angle = 0.0                 # degrees [0, 360] (360 is 0)
+//! fov = [270.0, 90.0]             # degrees, each [0, 360]; min > max wraps through 0; [0, 360]: none
 //! return_mode = "dual"            # expected return mode; a different one is logged
 //! min_range = 0.3                 # metres, [0, max_range); default: the model's datasheet
 //! max_range = 100.0               # metres, (min_range, 1000]; default: the model's datasheet

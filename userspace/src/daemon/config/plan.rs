@@ -15,7 +15,7 @@ use lidarxdp_core::sensor::{ReturnMode, SensorModel, Stamp};
 use serde::Serialize;
 
 use super::sections::{SensorSettings, Settings};
-use super::valid::{Degrees, Fov, RangeGate, Ranged, UmemFrames};
+use super::valid::{Degrees, Fov, FovSetting, RangeGate, Ranged, UmemFrames};
 
 /// A validated sensor: its settings with every default resolved.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -877,7 +877,7 @@ fn sensor_plan(
         extra_port,
         source: x.source,
         cut_angle: x.cut_angle.unwrap_or_default(),
-        fov: x.fov,
+        fov: x.fov.and_then(FovSetting::fov),
         return_mode,
         hesai_skip_crc: x.hesai_skip_crc.unwrap_or(false),
         range,

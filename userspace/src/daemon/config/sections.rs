@@ -23,8 +23,8 @@ use lidarxdp_core::{
 use serde::Deserialize;
 
 use super::valid::{
-    Degrees, DomainId, Fov, Metres, Percent, Ranged, RxQueue, ShmMib, SplitDurationS, SplitSizeMb,
-    UdpPort, UmemFrames,
+    Degrees, DomainId, FovSetting, Metres, Percent, Ranged, RxQueue, ShmMib, SplitDurationS,
+    SplitSizeMb, UdpPort, UmemFrames,
 };
 
 /// Declares a configuration record: the struct (every field an `Option`, with its attributes
@@ -164,13 +164,13 @@ section! {
         /// RX queue of the interface its packets arrive on, 0..=63 (default 0).
         #[arg(long)]
         pub queue: Option<RxQueue>,
-        /// Cut angle, degrees, [0, 360] (default 0).
+        /// Cut angle, degrees, [0, 360] (default 0; 360 is 0).
         #[arg(long, value_name = "DEG")]
         pub cut_angle: Option<Degrees>,
-        /// Field of view `MIN:MAX` in degrees, each in [0, 360]; `MIN > MAX` wraps through 0°
-        /// (file: `fov = [270.0, 90.0]`).
+        /// Field of view `MIN:MAX` in degrees, each in [0, 360]; `MIN > MAX` wraps through 0°;
+        /// `0:360` is the full circle, the same as none (file: `fov = [270.0, 90.0]`).
         #[arg(long, value_name = "MIN:MAX")]
-        pub fov: Option<Fov>,
+        pub fov: Option<FovSetting>,
         /// Expected return mode (`strongest`, `last`, `dual`, ...); a different one in the
         /// packets is logged.
         #[arg(long)]

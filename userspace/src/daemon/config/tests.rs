@@ -251,6 +251,18 @@ fn file_values_are_checked_by_their_types() {
             "0 is out of range; valid 1..=604800",
         ),
         (
+            "[[sensors]]\nfov = [10.0, 10.0]\n",
+            "fov = [10.0, 10.0]",
+            "10:10 is out of range; valid MIN:MAX with MIN and MAX in [0, 360] deg and MAX not \
+             equal to MIN modulo 360 at 0.01 deg (MIN > MAX wraps through 0), or 0:360 for \
+             the full circle (no field of view)",
+        ),
+        (
+            "[[sensors]]\nfov = [0.0, 361.0]\n",
+            "fov = [0.0, 361.0]",
+            "361 is out of range; valid [0, 360] deg",
+        ),
+        (
             "[[sensors]]\nframe_timeout_ms = 60001\n",
             "frame_timeout_ms = 60001",
             "60001 is out of range; valid 1..=60000",
@@ -505,5 +517,27 @@ fn point_type_is_a_per_sensor_key() {
              ouster, ouster_xyzir, hesai, robosense"
         ) && e.contains("point_type"),
         "{e}"
+    );
+}
+
+/// The full circle `fov = [0, 360]` (Nebula's default) is no field of view, and cut 360 is
+/// accepted: the plan is that of no `fov` key and cut 0 (issue 39, class 5).
+#[test]
+fn a_full_circle_fov_is_no_fov() {
+    let mut x = toml_sensor("fov = [0.0, 360.0]\ncut_angle = 360.0\n");
+    x.name = Some("a".into());
+    x.model = Some(SensorModel::Vlp16);
+    x.calibration = Some("cal.yaml".into());
+    let p = plan(settings(vec![x])).unwrap();
+    assert_eq!(p.sensors().next().unwrap().fov, None);
+    assert_eq!(p.sensors().next().unwrap().cut_angle.cdeg(), 0);
+    let mut y = toml_sensor("fov = [270.0, 90.0]\n");
+    y.name = Some("a".into());
+    y.model = Some(SensorModel::Vlp16);
+    y.calibration = Some("cal.yaml".into());
+    let p = plan(settings(vec![y])).unwrap();
+    assert_eq!(
+        p.sensors().next().unwrap().fov.map(|f| f.degrees()),
+        Some((270.0, 90.0))
     );
 }

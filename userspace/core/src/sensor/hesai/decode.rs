@@ -38,13 +38,14 @@ impl HesaiStream {
             std::mem::take(&mut self.pending_head_lost)
         };
         if let Some(seq) = p.udp_sequence().filter(|_| !late) {
-            if let Some(prev) = self.last_seq {
-                let gap = seq.wrapping_sub(prev.wrapping_add(1));
-                if gap <= 65_535 {
-                    lost = lost.saturating_add(gap);
-                }
+            // Packets lost since the previous one: exactly the sequence gap (scan module
+            // documentation, "Sequence numbers").
+            let az = (!l.fine_azimuth)
+                .then(|| (u32::from(p.azimuth(0)), u32::from(p.azimuth(l.blocks - 1))));
+            let step = self.step_cdeg();
+            if let Some(gap) = self.seq.step(seq, az, step) {
+                lost = lost.saturating_add(gap);
             }
-            self.last_seq = Some(seq);
         }
         let rm_byte = p.return_mode_byte();
         let key = (

@@ -65,7 +65,10 @@
 //! view: inside it; the head and tail estimates then count only its azimuths). `packets_expected`
 //! adds the packets lost according to the tail's UDP sequence (gaps of 1..=65535; larger jumps
 //! are a restart and count nothing), and around a sensor-time gap the estimate above. Models
-//! and variants without a sequence count no other loss.
+//! and variants without a sequence count no other loss. The sequence also shows the sector a
+//! sensor sends ([`crate::scan::PacketSequence`]): the head and tail estimates leave out the
+//! azimuths it does not send, moved by the azimuth offset of the channel they are measured on
+//! (the largest for the head, the smallest for the tail).
 //! `packets_malformed`: damaged packets while the frame was being filled.
 //!
 //! ## CRC

@@ -12,8 +12,8 @@ use crate::HostTime;
 use crate::frame::Frame;
 use crate::point_buf::PointBuf;
 use crate::scan::{
-    AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, PacketRejection, Rejection, TimeVerdict,
-    arc_in_view, turns_lost,
+    AZIMUTH_UNITS, Fov, FrameAccount, FrameBuilder, PacketRejection, PacketSequence, Rejection,
+    TimeVerdict, turns_lost,
 };
 use crate::vendor::{ConfigError, PipelineOptions, ReturnMode, SensorConfig, VendorDecoder};
 
@@ -49,10 +49,19 @@ pub(super) fn phased_in_buffer<'a>(
 /// between the cut and the frame's first one. 0 when unknown (no azimuth, no step measured yet)
 /// or when the frame opened at the cut.
 /// With a field of view, only the packets inside it between the cut (`cut_cdeg`) and the
-/// frame's first one count.
-fn head_missing(head_phased: Option<u32>, step_cdeg: u32, fov: Option<Fov>, cut_cdeg: u32) -> u32 {
+/// frame's first one count, and of those only the azimuths the sensor sends (`seq`,
+/// [`PacketSequence::arc_sent_by`], its sector moved by `offset_cdeg`, the largest channel
+/// azimuth offset: the channel furthest past the cut).
+fn head_missing(
+    head_phased: Option<u32>,
+    step_cdeg: u32,
+    seq: &PacketSequence,
+    fov: Option<Fov>,
+    cut_cdeg: u32,
+    offset_cdeg: i32,
+) -> u32 {
     match head_phased {
-        Some(ph) if step_cdeg > 0 => arc_in_view(fov, cut_cdeg, ph) / step_cdeg,
+        Some(ph) if step_cdeg > 0 => seq.arc_sent_by(fov, cut_cdeg, ph, offset_cdeg) / step_cdeg,
         _ => 0,
     }
 }
@@ -144,7 +153,9 @@ pub struct HesaiStream {
     pub(super) cutter: Cutter,
     pub(super) bufs: [Buffer; 2],
     pub(super) packet_serial: u64,
-    pub(super) last_seq: Option<u32>,
+    /// The tail's UDP sequence: packets lost between two packets, the sector the sensor
+    /// sends ([`PacketSequence`]).
+    pub(super) seq: PacketSequence,
     /// The packet being decoded arrived late ([`TimeVerdict::Late`]): the cutter is not
     /// stepped, the UDP sequence not advanced.
     pub(super) late: bool,
@@ -259,10 +270,14 @@ impl HesaiStream {
             None => (0.0, 0.0),
         };
         if fov.0 != fov.1 && (!between(fov.0, fov.1, cut, true, true) || cut == fov.0) {
+            let (min, max) = opts.fov.map_or((0.0, 0.0), |f| f.degrees());
             return Err(ConfigError::OutOfRange {
                 field: "cut_angle".into(),
                 value: cfg.cut_angle.to_string(),
-                valid: "inside the field of view (fov), not equal to its start".into(),
+                valid: format!(
+                    "({min}, {max}] deg, inside the field of view (fov = {min}:{max}) and not \
+                     at its start"
+                ),
             });
         }
         // The model's own limits (Nebula `SensorT::min_range/max_range`), inclusive.
@@ -299,7 +314,7 @@ impl HesaiStream {
             },
             bufs: Default::default(),
             packet_serial: 0,
-            last_seq: None,
+            seq: PacketSequence::default(),
             late: false,
             return_mode: None,
             az_scratch: Vec::with_capacity(layout.channels),
@@ -331,6 +346,11 @@ impl HesaiStream {
         self.layout
     }
 
+    /// The measured azimuth advance per packet, 0.01° (0: none yet).
+    pub(super) fn step_cdeg(&self) -> u32 {
+        self.builder.clock().step_cdeg()
+    }
+
     pub(super) fn emit(&mut self, b: u8, out: &mut Vec<Frame>) {
         let buf = std::mem::take(&mut self.bufs[usize::from(b)]);
         if buf.account.received == 0 && buf.points.is_empty() {
@@ -340,7 +360,15 @@ impl HesaiStream {
         self.bufs[usize::from(b)].points = self.builder.take_points(cap);
         let account = buf.account;
         let step = self.builder.clock().step_cdeg();
-        let head = head_missing(buf.head_phased, step, self.fov, self.cut_cdeg);
+        let max_offset = self.tables.angles.off_cdeg.1 as i32;
+        let head = head_missing(
+            buf.head_phased,
+            step,
+            &self.seq,
+            self.fov,
+            self.cut_cdeg,
+            max_offset,
+        );
         self.builder.emit(&account, head, buf.points, out);
     }
 
@@ -360,8 +388,13 @@ impl HesaiStream {
             for (x, buf) in self.bufs.iter_mut().enumerate() {
                 let behind = phased_in_buffer(&st.last_az, &st.buf, x, cut).min();
                 if let (Some(ph), false) = (behind, buf.points.is_empty()) {
-                    let to_cut =
-                        arc_in_view(self.fov, (cut + ph) % AZIMUTH_UNITS, AZIMUTH_UNITS - ph);
+                    // Measured on the channel furthest behind: the smallest azimuth offset.
+                    let to_cut = self.seq.arc_sent_by(
+                        self.fov,
+                        (cut + ph) % AZIMUTH_UNITS,
+                        AZIMUTH_UNITS - ph,
+                        self.tables.angles.off_cdeg.0 as i32,
+                    );
                     let tail = to_cut.div_ceil(step).saturating_sub(1);
                     buf.account.lost = buf.account.lost.saturating_add(tail);
                 }
@@ -382,7 +415,7 @@ impl HesaiStream {
             }
         }
         self.cutter.spare = self.cutter.state.take();
-        self.last_seq = None;
+        self.seq.forget();
     }
 }
 
@@ -470,7 +503,7 @@ impl VendorDecoder for HesaiStream {
                 // lost frames.
                 let step = self.builder.clock().step_cdeg();
                 if let (Some(from), true) = (self.last_phased, step > 0) {
-                    let to_cut = arc_in_view(
+                    let to_cut = self.seq.arc_sent(
                         self.fov,
                         (self.cut_cdeg + from) % AZIMUTH_UNITS,
                         AZIMUTH_UNITS - from,
@@ -485,8 +518,10 @@ impl VendorDecoder for HesaiStream {
                     let period = self.builder.clock().period_ns();
                     self.builder.lose_frames(turns_lost(from, to, gap, period));
                     if step > 0 {
-                        self.pending_head_lost =
-                            arc_in_view(self.fov, self.cut_cdeg, to).div_ceil(step);
+                        self.pending_head_lost = self
+                            .seq
+                            .arc_sent(self.fov, self.cut_cdeg, to)
+                            .div_ceil(step);
                     }
                 }
             }

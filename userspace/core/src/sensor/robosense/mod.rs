@@ -14,6 +14,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 / 4 | magic: `55 AA 05 0A 5A A5 50 A0` (RS-16, RS-32, Bpearl: "V1 header") or `55 AA 05 5A` (Helios, Helios-16P) |
+//! | 12 | 4 | Helios: MSOP packet counter, u32, one more per packet ([`PACKET_COUNTER_OFFSET`]: the frame accounting counts its gaps as the packets lost, [`crate::scan::PacketSequence`]); V1: reserved |
 //! | 20 | 10 | timestamp. V1: year−2000, month, day, hour, minute, second (u8 each), ms (u16), µs (u16). Helios: seconds (u48) + µs (u32) since the Unix epoch |
 //! | 30 | 1 | Helios: lidar type (informative); V1: 30 legacy type, 31 lidar type, 32 lidar model (type 0x03 + model 0x04 = Bpearl V4 firmware: 2.5 mm, Unix timestamp, see [`BPEARL_V4`]) |
 //! | `42 + 100·b` | 2 | block flag `FF EE` (b = 0..11) |
@@ -127,6 +128,10 @@ pub const BLOCK_LEN: usize = 100;
 pub const CHANNELS: usize = 32;
 /// Offset of the MSOP timestamp (10 bytes).
 pub const TIMESTAMP_OFFSET: usize = 20;
+/// Offset of a Helios MSOP header's packet counter (u32 big-endian; Nebula's Helios header
+/// `bottom_packet_count`, after the top board's counter at 8, which on the Helios-16P capture
+/// does not count packets).
+pub const PACKET_COUNTER_OFFSET: usize = 12;
 /// Default MSOP (data) UDP port.
 pub const MSOP_PORT: u16 = 6699;
 /// Default DIFOP UDP port.

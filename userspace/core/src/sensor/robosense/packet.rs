@@ -12,8 +12,8 @@ use crate::vendor::SensorModel;
 
 use super::{
     AngleTable, BLOCK_FLAG, BLOCK_LEN, BLOCKS, DIFOP_MAGIC, HEADER_LEN, HeaderKind,
-    MALFORMED_LEN_TOLERANCE, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, ModelSpec, PACKET_LEN,
-    TIMESTAMP_OFFSET, TURN_CDEG,
+    MALFORMED_LEN_TOLERANCE, MSOP_MAGIC_HELIOS, MSOP_MAGIC_V1, ModelSpec, PACKET_COUNTER_OFFSET,
+    PACKET_LEN, TIMESTAMP_OFFSET, TURN_CDEG,
 };
 
 /// Why a payload is not a valid MSOP packet of the configured model.
@@ -133,6 +133,19 @@ impl<T: AsRef<[u8]>> MsopPacket<T> {
     /// header's usual format (V1 calendar, Helios Unix); see [`MsopPacket::sensor_time_ns_as`].
     pub fn sensor_time_ns(&self) -> Option<u64> {
         self.sensor_time_ns_as(self.header == HeaderKind::Helios)
+    }
+
+    /// The MSOP packet counter of a Helios header: u32 big-endian at offset 12
+    /// ([`PACKET_COUNTER_OFFSET`]; Nebula `robosense_packet::Header::bottom_packet_count`,
+    /// one more per packet on the Helios-16P capture in `shared/data`), `None` for a V1 header
+    /// (RS-16, RS-32, Bpearl: no counter).
+    pub fn packet_counter(&self) -> Option<u32> {
+        (self.header == HeaderKind::Helios).then(|| {
+            let b = self.bytes();
+            u32::from_be_bytes(std::array::from_fn(|i| {
+                b.get(PACKET_COUNTER_OFFSET + i).copied().unwrap_or(0)
+            }))
+        })
     }
 
     /// Bytes 31 and 32 of a V1 header: lidar type and lidar model (0 past the end).

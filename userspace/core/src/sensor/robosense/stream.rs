@@ -209,6 +209,7 @@ impl VendorDecoder for RobosenseStream {
                 } else {
                     spec.packet_interval_ns(mode)
                 },
+                sequence: p.packet_counter(),
             },
             out,
         )?;

@@ -368,6 +368,8 @@ impl VendorDecoder for VelodyneStream {
                 last_azimuth_cdeg: packet.azimuth(last_block),
                 advance_cdeg: advance,
                 interval_ns: interval,
+                // Velodyne packets carry no sequence number: losses are estimated.
+                sequence: None,
             },
             out,
         )?;
