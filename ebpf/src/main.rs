@@ -139,6 +139,15 @@ fn read_4(ctx: &XdpContext, offset: usize) -> Result<[u8; 4], ()> {
     Ok(unsafe { *p })
 }
 
+/// The `N` bytes at `offset`, read behind one bounds check (so the compiler cannot drop a
+/// second check the verifier needs for a neighbouring byte).
+#[inline(always)]
+fn read_n<const N: usize>(ctx: &XdpContext, offset: usize) -> Result<[u8; N], ()> {
+    let p = ptr_at::<[u8; N]>(ctx, offset)?;
+    // SAFETY: ptr_at checked that the N bytes at `offset` are inside the packet; alignment 1.
+    Ok(unsafe { *p })
+}
+
 #[inline(always)]
 fn read_16(ctx: &XdpContext, offset: usize) -> Result<[u8; 16], ()> {
     let p = ptr_at::<[u8; 16]>(ctx, offset)?;
@@ -297,9 +306,10 @@ fn try_ipv6(ctx: &XdpContext, l3: usize) -> Result<u32, ()> {
             if frag.is_some() {
                 return Err(());
             }
-            let fo = read_be16(ctx, off + 2)?;
-            let id = u32::from_be_bytes(read_4(ctx, off + 4)?);
-            next = read_u8(ctx, off)?;
+            let [nh, _, f0, f1, i0, i1, i2, i3] = read_n::<8>(ctx, off)?;
+            let fo = u16::from_be_bytes([f0, f1]);
+            let id = u32::from_be_bytes([i0, i1, i2, i3]);
+            next = nh;
             off += 8;
             frag = Some((fo, id));
             if fo & IP6_OFFSET_MASK != 0 {
@@ -307,9 +317,9 @@ fn try_ipv6(ctx: &XdpContext, l3: usize) -> Result<u32, ()> {
                 break;
             }
         } else if next == NEXTHDR_HOP || next == NEXTHDR_ROUTING || next == NEXTHDR_DEST {
-            let len = (read_u8(ctx, off + 1)? as usize + 1) * 8;
-            next = read_u8(ctx, off)?;
-            off += len;
+            let [nh, hlen] = read_n::<2>(ctx, off)?;
+            next = nh;
+            off += (hlen as usize + 1) * 8;
         } else {
             break;
         }
@@ -340,8 +350,8 @@ fn try_ipv6(ctx: &XdpContext, l3: usize) -> Result<u32, ()> {
     if off > ETH_HLEN + VLAN_HLEN + IPV6_HLEN + MAX_IPV6_EXT_BYTES {
         return Err(());
     }
-    ptr_at::<[u8; UDP_HLEN]>(ctx, off)?;
-    let dst_port = read_be16(ctx, off + 2)?;
+    let [_, _, p0, p1, ..] = read_n::<UDP_HLEN>(ctx, off)?;
+    let dst_port = u16::from_be_bytes([p0, p1]);
     let Some(sensor) = sensor_of(dst_port, &src) else {
         return pass();
     };
