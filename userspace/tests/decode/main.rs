@@ -7,6 +7,7 @@ mod decode_frame_faults;
 mod decode_hesai_golden;
 mod decode_hesai_robustness;
 mod decode_input;
+mod decode_ipv6;
 mod decode_ouster_golden;
 mod decode_ouster_imu;
 mod decode_ouster_layout;
