@@ -1101,7 +1101,8 @@ mod tests {
 
     #[test]
     fn ipv6_each_extension_header_is_walked() {
-        let cases: [(&str, Vec<(u8, Vec<u8>)>, usize); 6] = [
+        type Case = (&'static str, Vec<(u8, Vec<u8>)>, usize);
+        let cases: [Case; 6] = [
             ("hop-by-hop", vec![opts(IPPROTO_HOPOPTS, 1)], 8),
             ("routing", vec![opts(IPPROTO_ROUTING, 2)], 16),
             ("destination options", vec![opts(IPPROTO_DSTOPTS, 3)], 24),
@@ -1269,7 +1270,7 @@ mod tests {
         );
         // Upper layers that are not UDP: ESP, "no next header", ICMPv6.
         for p in [50u8, 59, 58] {
-            let f = v6(&[hbh.clone()], p, UDP_HELLO, 0);
+            let f = v6(std::slice::from_ref(&hbh), p, UDP_HELLO, 0);
             assert_eq!(parse_udp_frame(&f), Err(NetError::NotUdp(p)));
         }
         // Version 4 nibble under IPv6's EtherType.

@@ -450,7 +450,7 @@ fn a_second_source_stops_decode_and_source_picks_one() {
         .map(|(k, d)| {
             let mut d = d.clone();
             if k >= 40 && k % 2 == 0 {
-                d.src_ip = b.into();
+                d.src_ip = b;
             }
             (d.ts_ns, eth(&[], 0x0800, &whole(&d, k as u16)))
         })
