@@ -106,11 +106,11 @@ lidarxdp_core::counter_set! {
         passed: Counter "frames" "Frames passed to the kernel stack.",
         malformed: Counter "frames" "Frames with truncated or invalid headers (passed).",
         no_socket: Counter "frames" "Sensor frames passed because no AF_XDP socket was bound on their queue.",
-        frag_tracked: Counter "fragments" "First IPv4 fragments of sensor datagrams tracked.",
+        frag_tracked: Counter "fragments" "First IPv4 and IPv6 fragments of sensor datagrams tracked.",
         /// Part of `redirected`.
-        frag_redirected: Counter "fragments" "IPv4 fragments redirected into an AF_XDP socket.",
+        frag_redirected: Counter "fragments" "IPv4 and IPv6 fragments redirected into an AF_XDP socket.",
         /// Part of `passed`.
-        frag_passed: Counter "fragments" "Later IPv4 fragments passed (no tracked datagram).",
+        frag_passed: Counter "fragments" "Later IPv4 and IPv6 fragments passed (no tracked datagram).",
         /// Their later fragments pass.
         frag_track_failed: Counter "fragments" "First fragments whose tracking entry could not be written.",
     }

@@ -108,14 +108,14 @@ lidarxdp_core::counter_set! {
         /// Reassembled ones included.
         sensor_datagrams: Counter "datagrams" "UDP datagrams handed to a sensor pipeline.",
         /// Frames or reassembled datagrams.
-        not_udp: Counter "frames" "Frames that were not IPv4/UDP or had invalid headers.",
+        not_udp: Counter "frames" "Frames that were not IPv4 or IPv6 UDP or had invalid headers.",
         /// Handed to reassembly (outcomes in [`CaptureStats::reassembly`]).
-        fragments: Counter "fragments" "IPv4 fragments received.",
+        fragments: Counter "fragments" "IPv4 and IPv6 fragments received.",
         unknown_sensor: Counter "datagrams" "UDP datagrams that matched no configured sensor.",
         /// They reached a sensor configured without a `source` from another IPv4 source than
         /// the one that sensor's stream comes from (two sensors sending to one port); see
         /// [`SOURCE_SILENCE_NS`]. The first one of each sensor is logged.
-        mixed_sources: Counter "datagrams" "UDP datagrams dropped because a second IPv4 source sent to a sensor configured without a source.",
+        mixed_sources: Counter "datagrams" "UDP datagrams dropped because a second IP source sent to a sensor configured without a source.",
         waits: Counter "waits" "Idle waits in io_uring.",
         frames_out: Counter "frames" "Frames pushed to the publisher queue.",
         frames_dropped: Counter "frames" "Frames dropped because the publisher queue was full.",
@@ -151,7 +151,7 @@ lidarxdp_core::counter_set! {
         /// Of the pipeline's `packets`.
         bytes: Counter "bytes" "UDP payload bytes of the datagrams handed to the sensor's pipeline.",
         /// Of the pipeline's `packets`.
-        reassembled: Counter "datagrams" "Datagrams reassembled from IPv4 fragments.",
+        reassembled: Counter "datagrams" "Datagrams reassembled from IPv4 or IPv6 fragments.",
     }
 }
 
