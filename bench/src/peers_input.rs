@@ -419,8 +419,13 @@ fn ethernet_ipv4_udp(out: &mut Vec<u8>, d: &UdpDatagram, payload: &[u8]) -> Resu
     out.extend_from_slice(&[0x45, 0]);
     out.extend_from_slice(&(ip_len as u16).to_be_bytes());
     out.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
-    out.extend_from_slice(&d.src_ip.octets());
-    out.extend_from_slice(&d.dst_ip.octets());
+    // The peers' inputs are IPv4 captures; an IPv6 address (none in them) is written as 0.0.0.0.
+    let v4 = |a: std::net::IpAddr| match a {
+        std::net::IpAddr::V4(a) => a.octets(),
+        std::net::IpAddr::V6(_) => [0; 4],
+    };
+    out.extend_from_slice(&v4(d.src_ip));
+    out.extend_from_slice(&v4(d.dst_ip));
     let mut sum = 0u32;
     for w in out[ip_start..ip_start + 20].chunks(2) {
         sum += u32::from(u16::from_be_bytes([w[0], w[1]]));

@@ -5,8 +5,9 @@
 //! the XDP program. The `user` feature implements [`aya::Pod`] for the map key and value.
 //!
 //! Byte orders: ports are stored in host order (the XDP program converts from network
-//! order); IPv4 addresses are stored as the four address octets in wire order
-//! (`u32::from_ne_bytes(octets)`), so `0` means "any source".
+//! order); addresses are stored as 16 wire-order octets: an IPv6 address as it is, an IPv4
+//! address IPv4-mapped (`::ffff:a.b.c.d`, RFC 4291 section 2.5.5.2, [`ipv4_mapped`]), so one
+//! map serves both families and all-zero (`::`) means "any source".
 #![no_std]
 
 /// Name of the BPF hash map from [`FilterKey`] to [`FilterValue`].
@@ -34,12 +35,21 @@ pub const FRAG_MAP_CAPACITY: u32 = 1024;
 /// same timeout by default.
 pub const FRAG_TRACK_NS: u64 = 1_000_000_000;
 
-/// Key of the sensor filter map: which UDP destination port (and optionally which IPv4
-/// source) belongs to a sensor.
+/// The IPv4-mapped IPv6 form `::ffff:a.b.c.d` of the IPv4 address `a` (wire-order octets),
+/// as the maps store IPv4 addresses (RFC 4291 section 2.5.5.2).
+#[inline(always)]
+pub const fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
+    [
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3],
+    ]
+}
+
+/// Key of the sensor filter map: which UDP destination port (and optionally which IPv4 or
+/// IPv6 source) belongs to a sensor.
 ///
-/// Layout (8 bytes): `dst_port` u16 host order @0, `_pad` u16 = 0 @2, `src_ip` @4 as the
-/// four wire-order octets of the IPv4 source address, or `0` for "any source".
-/// The XDP program looks up `(port, src)` first and then `(port, 0)`.
+/// Layout (20 bytes, 2-byte aligned): `dst_port` u16 host order @0, `_pad` u16 = 0 @2,
+/// `src_ip` @4 as 16 wire-order octets (IPv6 as is, IPv4 IPv4-mapped), all zero for "any
+/// source". The XDP program looks up `(port, src)` first and then `(port, ::)`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct FilterKey {
@@ -47,17 +57,19 @@ pub struct FilterKey {
     pub dst_port: u16,
     /// Always zero; keeps the key free of uninitialised padding.
     pub _pad: u16,
-    /// IPv4 source address octets in wire order read as a native `u32`; `0` = any.
-    pub src_ip: u32,
+    /// Source address octets in wire order (IPv4 IPv4-mapped); all zero = any.
+    pub src_ip: [u8; 16],
 }
 
 impl FilterKey {
-    /// Key for `dst_port` from the source with wire-order octets `src` (`[0; 4]` = any).
-    pub const fn new(dst_port: u16, src: [u8; 4]) -> Self {
+    /// Key for `dst_port` from the source with wire-order octets `src` (IPv4 IPv4-mapped,
+    /// [`ipv4_mapped`]; `[0; 16]` = any).
+    #[inline(always)]
+    pub const fn new(dst_port: u16, src: [u8; 16]) -> Self {
         Self {
             dst_port,
             _pad: 0,
-            src_ip: u32::from_ne_bytes(src),
+            src_ip: src,
         }
     }
 }
@@ -72,36 +84,39 @@ pub struct FilterValue {
     pub flags: u16,
 }
 
-/// Key of [`FRAG_MAP`]: RFC 791's identity of a datagram, (source, destination, protocol,
-/// identification), as read from the IPv4 header of every fragment.
+/// Key of [`FRAG_MAP`]: the identity of a datagram as read from every fragment, RFC 791's
+/// (source, destination, protocol, identification) for IPv4, RFC 8200's (source, destination,
+/// identification) for IPv6 (`protocol` 0), as userspace reassembly keys them.
 ///
-/// Layout (12 bytes, no padding): `src_ip` @0 and `dst_ip` @4 as wire-order octets read as a
-/// native `u32` (like [`FilterKey::src_ip`]), `id` u16 host order @8, `protocol` u8 @10,
-/// `_pad` u8 = 0 @11.
+/// Layout (40 bytes, 4-byte aligned, no padding): `src_ip` @0 and `dst_ip` @16 as 16 wire-order
+/// octets (IPv4 IPv4-mapped, like [`FilterKey::src_ip`]), `id` u32 host order @32 (IPv4's
+/// 16-bit field widened), `protocol` u8 @36, `_pad` [u8; 3] = 0 @37.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct FragKey {
-    /// IPv4 source address octets in wire order read as a native `u32`.
-    pub src_ip: u32,
-    /// IPv4 destination address octets in wire order read as a native `u32`.
-    pub dst_ip: u32,
-    /// IPv4 identification field, host byte order.
-    pub id: u16,
-    /// IPv4 protocol number (17 = UDP).
+    /// Source address octets in wire order (IPv4 IPv4-mapped).
+    pub src_ip: [u8; 16],
+    /// Destination address octets in wire order (IPv4 IPv4-mapped).
+    pub dst_ip: [u8; 16],
+    /// Identification, host byte order (IPv4: 16 bits, IPv6: 32 bits).
+    pub id: u32,
+    /// IPv4 protocol number (17 = UDP); 0 for IPv6.
     pub protocol: u8,
     /// Always zero; keeps the key free of uninitialised padding.
-    pub _pad: u8,
+    pub _pad: [u8; 3],
 }
 
 impl FragKey {
-    /// Key for the datagram `id` of `protocol` from `src` to `dst` (wire-order octets).
-    pub const fn new(src: [u8; 4], dst: [u8; 4], id: u16, protocol: u8) -> Self {
+    /// Key for the datagram `id` of `protocol` (0 for IPv6) from `src` to `dst` (16 wire-order
+    /// octets each).
+    #[inline(always)]
+    pub const fn new(src: [u8; 16], dst: [u8; 16], id: u32, protocol: u8) -> Self {
         Self {
-            src_ip: u32::from_ne_bytes(src),
-            dst_ip: u32::from_ne_bytes(dst),
+            src_ip: src,
+            dst_ip: dst,
             id,
             protocol,
-            _pad: 0,
+            _pad: [0; 3],
         }
     }
 }
@@ -129,13 +144,14 @@ pub enum Counter {
     Redirected = 1,
     /// Frames passed to the kernel stack because they are not sensor traffic.
     Passed = 2,
-    /// Frames whose Ethernet/VLAN/IPv4/UDP headers were truncated or invalid (then passed).
+    /// Frames whose Ethernet/VLAN/IPv4/IPv6/UDP headers were truncated or invalid (IPv4 IHL
+    /// below 5, IPv6 extension headers beyond the walk's bound), then passed.
     Malformed = 3,
     /// Sensor frames passed to the kernel because no AF_XDP socket is bound on their RX queue.
     NoSocket = 4,
     /// First fragments (offset 0, MF set) of sensor datagrams recorded in [`FRAG_MAP`].
     FragTracked = 5,
-    /// IPv4 fragments, first or later, redirected to an AF_XDP socket (also in `Redirected`).
+    /// IPv4 and IPv6 fragments, first or later, redirected to an AF_XDP socket (also in `Redirected`).
     FragRedirected = 6,
     /// Later fragments (offset != 0) passed because no live [`FRAG_MAP`] entry matched them: not
     /// a sensor's, first fragment not seen, or older than [`FRAG_TRACK_NS`] (also in `Passed`).
@@ -177,13 +193,13 @@ impl Counter {
 }
 
 // SAFETY: FilterKey is #[repr(C)], Copy, consists only of integers, and has no padding
-// (2 + 2 + 4 bytes, 4-byte aligned), so every bit pattern is valid and all bytes are initialised.
+// (2 + 2 + 16 bytes, 2-byte aligned), so every bit pattern is valid and all bytes are initialised.
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for FilterKey {}
 // SAFETY: FilterValue is #[repr(C)], Copy, two u16 fields without padding.
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for FilterValue {}
-// SAFETY: FragKey is #[repr(C)], Copy, integers only, no padding (4 + 4 + 2 + 1 + 1 bytes,
+// SAFETY: FragKey is #[repr(C)], Copy, integers only, no padding (16 + 16 + 4 + 1 + 3 bytes,
 // 4-byte aligned).
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for FragKey {}
@@ -197,8 +213,12 @@ mod tests {
 
     #[test]
     fn layouts_have_no_padding() {
-        assert_eq!(core::mem::size_of::<FilterKey>(), 8);
-        assert_eq!(core::mem::size_of::<FragKey>(), 12);
+        assert_eq!(core::mem::size_of::<FilterKey>(), 20);
+        assert_eq!(core::mem::size_of::<FragKey>(), 40);
+        assert_eq!(
+            ipv4_mapped([192, 168, 1, 201]),
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 1, 201]
+        );
         assert_eq!(core::mem::size_of::<FragValue>(), 16);
         assert_eq!(Counter::ALL.len(), Counter::COUNT as usize);
         for (i, c) in Counter::ALL.iter().enumerate() {

@@ -1,4 +1,5 @@
-//! IPv4 reassembler: a sequence of fragments, raw Ethernet frames and timeout polls built from
+//! IPv4 and IPv6 reassembler: a sequence of fragments (of four IPv4 and four IPv6 datagram
+//! keys), raw Ethernet frames (IPv4 or IPv6 with extension headers) and timeout polls built from
 //! the input (format: [`lidarxdp_fuzz::shared::ReassemblyOp`]) never panics, never allocates
 //! after `Reassembler::new` (memory stays bounded by the slots allocated up front), and keeps
 //! its counters consistent with what each call returned:
@@ -14,7 +15,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libfuzzer_sys::fuzz_target;
-use lidarxdp_core::net::parse_ipv4;
+use lidarxdp_core::net::parse_ip;
 use lidarxdp_core::reassembly::{Fragment, FragmentError, Reassembler, ReassemblyCounters};
 use lidarxdp_fuzz::shared::{
     GAP_UNIT_NS, REASSEMBLY_KEYS, ReassemblyOp, reassembly_config, reassembly_ops,
@@ -108,17 +109,23 @@ fuzz_target!(|data: &[u8]| {
                 payload,
             } => (
                 gap,
-                Some(Fragment {
-                    key: REASSEMBLY_KEYS[usize::from(key & 3)],
-                    offset,
-                    more_fragments: more,
-                    payload,
+                Some({
+                    let key = REASSEMBLY_KEYS[usize::from(key & 7)];
+                    Fragment {
+                        key,
+                        // IPv6 keys carry no protocol: their fragments start with UDP.
+                        protocol: if key.protocol == 0 { 17 } else { key.protocol },
+                        offset,
+                        more_fragments: more,
+                        payload,
+                    }
                 }),
             ),
             ReassemblyOp::Raw { gap, frame } => (
                 gap,
-                parse_ipv4(frame).ok().and_then(|p| Fragment::from_ipv4(&p)),
+                parse_ip(frame).ok().and_then(|p| Fragment::from_ip(&p)),
             ),
+
             ReassemblyOp::Poll { gap } => {
                 now_ns += u64::from(gap) * GAP_UNIT_NS;
                 let before = *r.counters();
@@ -140,6 +147,7 @@ fuzz_target!(|data: &[u8]| {
         let result = r.push(&frag, now_ns).map(|done| {
             done.map(|d| {
                 assert!(d.payload.len() <= cfg.max_payload_len);
+                assert!(d.payload.len() <= frag.key.max_payload_len());
                 assert!(d.fragments >= 1);
                 assert_eq!(d.key, frag.key);
                 let at = usize::from(frag.offset);

@@ -273,7 +273,8 @@ pub fn records(mut data: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 }
 
 /// Reassembler limits from the first three input bytes: `max_datagrams = 1 + (b0 & 3)`,
-/// `max_payload_len` from `b1 & 3` (1480, 4096, 26,000 bytes or [`lidarxdp_core::reassembly::MAX_PAYLOAD_LEN`]),
+/// `max_payload_len` from `b1 & 3` (1480, 4096, 26,000 bytes or
+/// [`lidarxdp_core::reassembly::MAX_IPV6_PAYLOAD_LEN`], under which IPv4's own 65,515 applies),
 /// `timeout_ns = (1 + b2) ms`.
 pub fn reassembly_config(b: [u8; 3]) -> lidarxdp_core::reassembly::ReassemblyConfig {
     lidarxdp_core::reassembly::ReassemblyConfig {
@@ -282,7 +283,7 @@ pub fn reassembly_config(b: [u8; 3]) -> lidarxdp_core::reassembly::ReassemblyCon
             1480,
             4096,
             26_000,
-            lidarxdp_core::reassembly::MAX_PAYLOAD_LEN,
+            lidarxdp_core::reassembly::MAX_IPV6_PAYLOAD_LEN,
         ][usize::from(b[1] & 3)],
         timeout_ns: (1 + u64::from(b[2])) * 1_000_000,
     }
@@ -292,16 +293,18 @@ pub fn reassembly_config(b: [u8; 3]) -> lidarxdp_core::reassembly::ReassemblyCon
 ///
 /// Wire form: a tag byte, then
 /// - tag bit 7 clear — a fragment: `offset: u16 LE` (bytes), `len: u16 LE`, `gap: u16 LE`
-///   (clock advance in 10 µs units), `len` bytes of payload. Tag bits 0–1 pick one of four
-///   datagram keys, bit 2 is the more-fragments flag.
-/// - tag `0x80..=0xBF` — a raw Ethernet frame through `net::parse_ipv4`: `len: u16 LE`,
+///   (clock advance in 10 µs units), `len` bytes of payload. Tag bits 0–1 and 3 pick one of
+///   eight datagram keys ([`REASSEMBLY_KEYS`]; bit 3 set: the IPv6 ones), bit 2 is the
+///   more-fragments flag.
+/// - tag `0x80..=0xBF` — a raw Ethernet frame (IPv4 or IPv6) through `net::parse_ip`:
+///   `len: u16 LE`,
 ///   `gap: u16 LE`, `len` bytes.
 /// - tag `0xC0..=0xFF` — `poll_timeout` after advancing the clock by `gap: u16 LE` × 10 µs.
 ///
 /// A truncated operation uses what is left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReassemblyOp<'a> {
-    /// Push a fragment of datagram `key` (0..4).
+    /// Push a fragment of datagram `key` (0..8).
     Fragment {
         /// Key index.
         key: u8,
@@ -314,7 +317,7 @@ pub enum ReassemblyOp<'a> {
         /// Fragment payload.
         payload: &'a [u8],
     },
-    /// Parse an Ethernet frame and push it if it is an IPv4 fragment.
+    /// Parse an Ethernet frame and push it if it is an IPv4 or IPv6 fragment.
     Raw {
         /// Clock advance, 10 µs units.
         gap: u16,
@@ -344,7 +347,7 @@ impl ReassemblyOp<'_> {
                 gap,
                 payload,
             } => {
-                out.push((key & 3) | if more { 4 } else { 0 });
+                out.push((key & 3) | ((key & 4) << 1) | if more { 4 } else { 0 });
                 u16s(out, &[offset, payload.len() as u16, gap]);
                 out.extend_from_slice(payload);
             }
@@ -378,7 +381,7 @@ pub fn reassembly_ops(mut data: &[u8]) -> impl Iterator<Item = ReassemblyOp<'_>>
                 let (payload, tail) = body.split_at(usize::from(len).min(body.len()));
                 data = tail;
                 ReassemblyOp::Fragment {
-                    key: tag & 3,
+                    key: (tag & 3) | ((tag & 8) >> 1),
                     offset,
                     more: tag & 4 != 0,
                     gap,
@@ -403,22 +406,44 @@ pub fn reassembly_ops(mut data: &[u8]) -> impl Iterator<Item = ReassemblyOp<'_>>
     })
 }
 
-/// The four datagram keys of reassembly fragments (differing in id, protocol and source).
-pub const REASSEMBLY_KEYS: [lidarxdp_core::reassembly::FragmentKey; 4] = {
+/// The eight datagram keys of reassembly fragments: four IPv4 (differing in id, protocol and
+/// source), then four IPv6 (protocol 0, RFC 8200's key; one with IPv4 key 0's id, one with a
+/// 32-bit id, one from a link-local source).
+pub const REASSEMBLY_KEYS: [lidarxdp_core::reassembly::FragmentKey; 8] = {
     use lidarxdp_core::reassembly::FragmentKey;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     let k = FragmentKey {
-        src_ip: [192, 168, 1, 201],
-        dst_ip: [192, 168, 1, 100],
+        src_ip: IpAddr::V4(Ipv4Addr::new(192, 168, 1, 201)),
+        dst_ip: IpAddr::V4(Ipv4Addr::new(192, 168, 1, 100)),
         id: 0x1234,
         protocol: 17,
+    };
+    let k6 = FragmentKey {
+        src_ip: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x201)),
+        dst_ip: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x100)),
+        id: 0x1234,
+        protocol: 0,
     };
     [
         k,
         FragmentKey { id: 0x1235, ..k },
         FragmentKey { protocol: 6, ..k },
         FragmentKey {
-            src_ip: [192, 168, 1, 202],
+            src_ip: IpAddr::V4(Ipv4Addr::new(192, 168, 1, 202)),
             ..k
+        },
+        k6,
+        FragmentKey {
+            id: 0xdead_1234,
+            ..k6
+        },
+        FragmentKey {
+            src_ip: IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x201)),
+            ..k6
+        },
+        FragmentKey {
+            dst_ip: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x101)),
+            ..k6
         },
     ]
 };

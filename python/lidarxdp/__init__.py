@@ -16,7 +16,7 @@ The same decoders as the lidarxdp daemon and ``lidarxdp decode``, from Python::
 
 Options (those of ``lidarxdp decode``): ``cut_angle`` (deg, [0, 360]; 360 is 0), ``fov`` (``(min, max)``
 deg or ``"MIN:MAX"``; ``(0, 360)`` is the full circle, the same as none), ``min_range``/``max_range`` (m), ``stamp`` (``"sensor"`` or
-``"host"``), ``source`` (IPv4 address), ``port`` (UDP destination port), ``nebula_compat``
+``"host"``), ``source`` (IPv4 or IPv6 address; ``fe80::1%eth0`` form accepted), ``port`` (UDP destination port), ``nebula_compat``
 (Velodyne: decode as Tier IV Nebula), ``hesai_skip_crc``, ``point_type`` (the points' layout,
 one of ``POINT_TYPES``: ``"autoware"`` by default, ``"velodyne"``, ``"ouster"``, ...; the
 dtype of ``Frame.points`` is the layout's). A refused option or an unreadable

@@ -11,7 +11,6 @@
 //!
 //! Decoding releases the GIL (`Python::detach`): other Python threads run meanwhile.
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -434,8 +433,9 @@ fn settings(
         .transpose()?;
     let source = source
         .map(|s| {
-            Ipv4Addr::from_str(s)
-                .map_err(|e| err(format!("source: {s:?} is not an IPv4 address ({e})")))
+            lidarxdp_core::valid::SourceAddr::from_str(s)
+                .map(|a| a.ip())
+                .map_err(|e| err(format!("source: {e}")))
         })
         .transpose()?;
     Ok(DecodeSettings {

@@ -62,8 +62,8 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
                 let t = clock.start();
                 for k in 0..BATCH {
                     let d = UdpDatagram {
-                        src_ip: [192, 168, 1, 201],
-                        dst_ip: [0; 4],
+                        src_ip: [192, 168, 1, 201].into(),
+                        dst_ip: [0; 4].into(),
                         src_port: 2368,
                         dst_port: 2368,
                         payload: black_box(&payload),

@@ -15,6 +15,7 @@ mod shared;
 
 use std::collections::HashMap;
 use std::fs;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use lidarxdp::replay::{CapturedDatagram, read_udp_datagrams};
@@ -234,20 +235,38 @@ fn fragments(data: &[u8], chunk: usize) -> Vec<(u16, bool, &[u8])> {
         .collect()
 }
 
-/// An Ethernet II + IPv4 frame carrying one fragment of datagram `key` (checksum filled in).
+/// An Ethernet II + IPv4 frame carrying one fragment of datagram `key` (checksum filled in),
+/// or for an IPv6 key an Ethernet II + IPv6 frame with a hop-by-hop header, then the fragment
+/// header (offset 0 with `more` clear: an atomic fragment).
 fn ethernet_fragment(key: usize, offset: u16, more: bool, payload: &[u8]) -> Vec<u8> {
     let k = REASSEMBLY_KEYS[key];
+    let (IpAddr::V4(src), IpAddr::V4(dst)) = (k.src_ip, k.dst_ip) else {
+        let mut f = vec![0xFF; 6];
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&((16 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 64]);
+        for a in [k.src_ip, k.dst_ip] {
+            if let IpAddr::V6(a) = a {
+                f.extend_from_slice(&a.octets());
+            }
+        }
+        f.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0, 17, 0]);
+        f.extend_from_slice(&(offset | u16::from(more)).to_be_bytes());
+        f.extend_from_slice(&k.id.to_be_bytes());
+        f.extend_from_slice(payload);
+        return f;
+    };
     let mut f = vec![0xFF; 6];
     f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
     let total = (20 + payload.len()) as u16;
     let flags_off = (offset / 8) | if more { 0x2000 } else { 0 };
     let mut ip = vec![0x45, 0];
     ip.extend_from_slice(&total.to_be_bytes());
-    ip.extend_from_slice(&k.id.to_be_bytes());
+    ip.extend_from_slice(&(k.id as u16).to_be_bytes());
     ip.extend_from_slice(&flags_off.to_be_bytes());
     ip.extend_from_slice(&[64, k.protocol, 0, 0]);
-    ip.extend_from_slice(&k.src_ip);
-    ip.extend_from_slice(&k.dst_ip);
+    ip.extend_from_slice(&src.octets());
+    ip.extend_from_slice(&dst.octets());
     let sum: u32 = ip
         .chunks(2)
         .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
@@ -348,6 +367,32 @@ fn reassembly_seeds(root: &Path) -> Result<usize> {
         c.add(
             format!("{n}-too-big"),
             seed([1, 1, 255], &|s| fa.iter().for_each(|&f| frag(0, f, 1, s))),
+        );
+        c.add(
+            format!("{n}-ipv6-interleaved-with-ipv4"),
+            seed(big, &|s| {
+                for (x, y) in fa.iter().zip(fb.iter()) {
+                    frag(4, *x, 1, s);
+                    frag(0, *x, 1, s);
+                    frag(6, *y, 1, s);
+                }
+                fa.iter().skip(fb.len()).for_each(|&f| frag(4, f, 1, s));
+                fa.iter().skip(fb.len()).for_each(|&f| frag(0, f, 1, s));
+                fb.iter().skip(fa.len()).for_each(|&f| frag(6, f, 1, s));
+            }),
+        );
+        c.add(
+            format!("{n}-ipv6-ethernet"),
+            seed(big, &|s| {
+                for &(o, m, p) in fa.iter().rev() {
+                    let frame = ethernet_fragment(5, o, m, p);
+                    ReassemblyOp::Raw {
+                        gap: 1,
+                        frame: &frame,
+                    }
+                    .encode(s);
+                }
+            }),
         );
         c.add(
             format!("{n}-ethernet"),

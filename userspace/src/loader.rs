@@ -106,11 +106,11 @@ lidarxdp_core::counter_set! {
         passed: Counter "frames" "Frames passed to the kernel stack.",
         malformed: Counter "frames" "Frames with truncated or invalid headers (passed).",
         no_socket: Counter "frames" "Sensor frames passed because no AF_XDP socket was bound on their queue.",
-        frag_tracked: Counter "fragments" "First IPv4 fragments of sensor datagrams tracked.",
+        frag_tracked: Counter "fragments" "First IPv4 and IPv6 fragments of sensor datagrams tracked.",
         /// Part of `redirected`.
-        frag_redirected: Counter "fragments" "IPv4 fragments redirected into an AF_XDP socket.",
+        frag_redirected: Counter "fragments" "IPv4 and IPv6 fragments redirected into an AF_XDP socket.",
         /// Part of `passed`.
-        frag_passed: Counter "fragments" "Later IPv4 fragments passed (no tracked datagram).",
+        frag_passed: Counter "fragments" "Later IPv4 and IPv6 fragments passed (no tracked datagram).",
         /// Their later fragments pass.
         frag_track_failed: Counter "fragments" "First fragments whose tracking entry could not be written.",
     }
@@ -206,15 +206,15 @@ impl XdpProgram {
         self.mode
     }
 
-    /// Steers UDP packets to `dst_port` from IPv4 source `src` (`None` = any source) to the
-    /// sensor `sensor_id`.
+    /// Steers UDP packets to `dst_port` from source `src` (IPv4 or IPv6, over either family's
+    /// fragments too; `None` = any source) to the sensor `sensor_id`.
     pub fn add_sensor(
         &mut self,
         dst_port: u16,
-        src: Option<[u8; 4]>,
+        src: Option<std::net::IpAddr>,
         sensor_id: u16,
     ) -> Result<(), LoaderError> {
-        let key = FilterKey::new(dst_port, src.unwrap_or([0; 4]));
+        let key = FilterKey::new(dst_port, src.map_or([0; 16], filter_addr));
         let value = FilterValue {
             sensor_id,
             flags: 0,
@@ -300,6 +300,15 @@ fn attach_error(iface: &str, mode: XdpMode, source: aya::programs::ProgramError)
     LoaderError::Program {
         what: format!("attach to {iface} ({mode:?})"),
         source,
+    }
+}
+
+/// The 16 address bytes of `ip` in the XDP filter's key ([`FilterKey::src_ip`]): an IPv6
+/// address as it is, an IPv4 one IPv4-mapped (`::ffff:a.b.c.d`, RFC 4291 section 2.5.5.2).
+pub fn filter_addr(ip: std::net::IpAddr) -> [u8; 16] {
+    match ip {
+        std::net::IpAddr::V4(a) => lidarxdp_common::ipv4_mapped(a.octets()),
+        std::net::IpAddr::V6(a) => a.octets(),
     }
 }
 

@@ -22,7 +22,7 @@ use lidarxdp::xsk::{
     BindMode, BoundMode, HugePages, UmemConfig, XdpStatistics, XskConfig, XskError, XskSocket,
     huge_pages_for, reserve_hugepages,
 };
-use lidarxdp_core::net::parse_udp_ipv4;
+use lidarxdp_core::net::parse_udp_frame;
 use lidarxdp_testkit::{NetnsPair, PairSpec, in_netns};
 
 macro_rules! require_root {
@@ -326,10 +326,10 @@ fn rx_end_to_end(umem: UmemConfig) {
                 }
             }
             xsk.poll_rx(Duration::from_millis(100)).unwrap();
-            while xsk.rx_burst(64, |frame| match parse_udp_ipv4(frame) {
+            while xsk.rx_burst(64, |frame| match parse_udp_frame(frame) {
                 Ok(d) if d.dst_port == 7502 => {
-                    assert_eq!(d.src_ip, [10, 201, 0, 2]);
-                    assert_eq!(d.dst_ip, [10, 201, 0, 1]);
+                    assert_eq!(d.src_ip, std::net::IpAddr::from([10, 201, 0, 2]));
+                    assert_eq!(d.dst_ip, std::net::IpAddr::from([10, 201, 0, 1]));
                     assert_eq!(d.src_port, sender_port);
                     assert_eq!(&frame[..6], &[2, 0, 0, 0xc9, 0, 1], "dst MAC");
                     let i = u32::from_be_bytes(d.payload[..4].try_into().unwrap()) as usize;

@@ -7,12 +7,13 @@
 //! a pipe is read whole instead). [`CaptureReader::next_datagram`] lends each datagram's
 //! payload where it lies in the mapping (a reassembled one from one reused buffer): no copy
 //! and no allocation per record. Every record goes through the project's one frame parser,
-//! [`lidarxdp_core::net`], with [`TotalLength::CutAtCapture`]; IPv4 fragments are put back together by
+//! [`lidarxdp_core::net`], with [`TotalLength::CutAtCapture`]; IPv4 and IPv6 fragments are put back together by
 //! [`lidarxdp_core::reassembly::Reassembler`] with the record times as its clock (1 s timeout) and the
 //! datagram is yielded at the position of its last fragment.
 //!
 //! Link types: Ethernet (with up to two 802.1Q / 802.1ad tags), Linux cooked capture v1 and v2
-//! (SLL, SLL2), raw IP (`LINKTYPE_RAW`) and raw IPv4 (`LINKTYPE_IPV4`). Every record that
+//! (SLL, SLL2), raw IP (`LINKTYPE_RAW`), raw IPv4 (`LINKTYPE_IPV4`) and raw IPv6
+//! (`LINKTYPE_IPV6`); IPv4 and IPv6 (with its extension headers) alike. Every record that
 //! yields no datagram is counted in [`SkipCounts`] under exactly one reason, so
 //! `records == records used + SkipCounts::total()`.
 //!
@@ -23,7 +24,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use pcap_file::pcap::PcapParser;
@@ -62,7 +63,7 @@ pub enum OfflineError {
     /// The sensor configuration or calibration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// Datagrams that would be decoded together come from more than one IPv4 source: two
+    /// Datagrams that would be decoded together come from more than one IP source: two
     /// sensors sending to one port would be mixed into one frame. Decoding stopped at the
     /// first datagram of the second source; the frames before it were delivered.
     #[error("{}", mixed_sources_message(.path, .port, .sources))]
@@ -72,17 +73,17 @@ pub enum OfflineError {
         /// The port filter in use, if any.
         port: Option<u16>,
         /// The sources seen, in order of first appearance (at most [`MAX_LISTED_SOURCES`]).
-        sources: Vec<Ipv4Addr>,
+        sources: Vec<IpAddr>,
     },
     /// The frame callback of [`decode_pcap_each`] failed (e.g. writing to stdout or a PCD).
     #[error("output: {0}")]
     Output(#[source] std::io::Error),
 }
 
-fn mixed_sources_message(path: &Path, port: &Option<u16>, sources: &[Ipv4Addr]) -> String {
-    let list: Vec<String> = sources.iter().map(Ipv4Addr::to_string).collect();
+fn mixed_sources_message(path: &Path, port: &Option<u16>, sources: &[IpAddr]) -> String {
+    let list: Vec<String> = sources.iter().map(IpAddr::to_string).collect();
     format!(
-        "{}: the datagrams {} come from {} IPv4 sources ({}); two sensors must never be mixed \
+        "{}: the datagrams {} come from {} IP sources ({}); two sensors must never be mixed \
          into one frame: choose one with --source IP",
         path.display(),
         match port {
@@ -101,10 +102,10 @@ pub const MAX_LISTED_SOURCES: usize = 16;
 /// ([`CaptureReader::next_datagram`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Datagram<'a> {
-    /// IPv4 source address.
-    pub src_ip: Ipv4Addr,
-    /// IPv4 destination address.
-    pub dst_ip: Ipv4Addr,
+    /// IP source address.
+    pub src_ip: IpAddr,
+    /// IP destination address.
+    pub dst_ip: IpAddr,
     /// UDP source port.
     pub src_port: u16,
     /// UDP destination port.
@@ -134,10 +135,10 @@ impl Datagram<'_> {
 /// iterator's items).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UdpDatagram {
-    /// IPv4 source address.
-    pub src_ip: Ipv4Addr,
-    /// IPv4 destination address.
-    pub dst_ip: Ipv4Addr,
+    /// IP source address.
+    pub src_ip: IpAddr,
+    /// IP destination address.
+    pub dst_ip: IpAddr,
     /// UDP source port.
     pub src_port: u16,
     /// UDP destination port.
@@ -154,23 +155,25 @@ pub struct UdpDatagram {
 pub struct SkipCounts {
     /// The record's link type (or pcapng interface) is not Ethernet, SLL, SLL2 or raw IP.
     pub unsupported_link: u64,
-    /// The record ends inside a link, IPv4 or UDP header, or it is an IPv4 fragment that the
-    /// capture cut short (which cannot be reassembled).
+    /// The record ends inside a link, IP, IPv6 extension or UDP header, or it is a fragment
+    /// that the capture cut short (which cannot be reassembled).
     pub truncated: u64,
-    /// Not IPv4 (ARP, IPv6, LLDP, ...), or more than two VLAN tags.
-    pub not_ipv4: u64,
-    /// An IPv4 header with a wrong version, an IHL below 5 or a total length below the header.
-    pub bad_ipv4: u64,
-    /// IPv4 but not UDP (TCP, ICMP, ...).
+    /// Neither IPv4 nor IPv6 (ARP, LLDP, ...), or more than two VLAN tags.
+    pub not_ip: u64,
+    /// An IP header with a wrong version, an IPv4 IHL below 5 or total length below the
+    /// header, an IPv6 payload length of 0, more than 8 IPv6 extension headers, or one out of
+    /// place.
+    pub bad_ip: u64,
+    /// IP but not UDP (TCP, ICMP, ICMPv6, ...).
     pub not_udp: u64,
-    /// A UDP length field below 8 or beyond the IPv4 payload.
+    /// A UDP length field below 8 or beyond the IP payload.
     pub bad_udp: u64,
-    /// IPv4 fragments whose datagram never completed: a fragment missing at the end of the
+    /// IP fragments whose datagram never completed: a fragment missing at the end of the
     /// file or after the 1 s reassembly timeout, overlaps, duplicates, inconsistent fragments.
     pub fragment_incomplete: u64,
     /// UDP datagrams (all their fragments) to another destination port than the one asked for.
     pub wrong_port: u64,
-    /// UDP datagrams (all their fragments) from another IPv4 source than the one asked for.
+    /// UDP datagrams (all their fragments) from another IP source than the one asked for.
     pub wrong_source: u64,
 }
 
@@ -185,8 +188,8 @@ impl SkipCounts {
         [
             ("unsupported_link", self.unsupported_link),
             ("truncated", self.truncated),
-            ("not_ipv4", self.not_ipv4),
-            ("bad_ipv4", self.bad_ipv4),
+            ("not_ip", self.not_ip),
+            ("bad_ip", self.bad_ip),
             ("not_udp", self.not_udp),
             ("bad_udp", self.bad_udp),
             ("fragment_incomplete", self.fragment_incomplete),
@@ -198,10 +201,13 @@ impl SkipCounts {
     fn count(&mut self, e: &NetError, records: u64) {
         let slot = match e {
             NetError::Truncated { .. } => &mut self.truncated,
-            NetError::NotIpv4(_) | NetError::TooManyVlanTags => &mut self.not_ipv4,
-            NetError::BadVersion(_) | NetError::BadIhl(_) | NetError::BadTotalLength { .. } => {
-                &mut self.bad_ipv4
-            }
+            NetError::NotIp(_) | NetError::TooManyVlanTags => &mut self.not_ip,
+            NetError::BadVersion(_)
+            | NetError::BadIhl(_)
+            | NetError::BadTotalLength { .. }
+            | NetError::BadPayloadLength { .. }
+            | NetError::TooManyExtHeaders
+            | NetError::BadExtHeader(_) => &mut self.bad_ip,
             NetError::NotUdp(_) => &mut self.not_udp,
             NetError::BadUdpLength { .. } => &mut self.bad_udp,
             // Fragments are handled before any call; counted as incomplete if one slips here.
@@ -233,8 +239,8 @@ impl std::fmt::Display for SkipCounts {
 pub struct DatagramFilter {
     /// Only this UDP destination port (`None`: any).
     pub port: Option<u16>,
-    /// Only this IPv4 source (`None`: any).
-    pub source: Option<Ipv4Addr>,
+    /// Only this IP source (`None`: any).
+    pub source: Option<IpAddr>,
 }
 
 /// A pcapng interface: its link type (`None` if unsupported) and time-stamp scale.
@@ -272,6 +278,7 @@ fn link_type(d: DataLink) -> Option<LinkType> {
         DataLink::LINUX_SLL2 => Some(LinkType::LinuxSll2),
         DataLink::RAW => Some(LinkType::RawIp),
         DataLink::IPV4 => Some(LinkType::Ipv4),
+        DataLink::IPV6 => Some(LinkType::Ipv6),
         _ => None,
     }
 }
@@ -324,8 +331,8 @@ enum Payload {
 /// A datagram's header fields and where its payload lies.
 #[derive(Clone, Copy, Debug)]
 struct Found {
-    src_ip: Ipv4Addr,
-    dst_ip: Ipv4Addr,
+    src_ip: IpAddr,
+    dst_ip: IpAddr,
     src_port: u16,
     dst_port: u16,
     payload: Payload,
@@ -367,7 +374,7 @@ impl Tally {
             self.skipped.wrong_port += records;
             return None;
         }
-        let src = Ipv4Addr::from(d.src_ip);
+        let src = d.src_ip;
         if self.filter.source.is_some_and(|s| s != src) {
             self.skipped.wrong_source += records;
             return None;
@@ -375,7 +382,7 @@ impl Tally {
         self.datagrams += 1;
         Some(Found {
             src_ip: src,
-            dst_ip: Ipv4Addr::from(d.dst_ip),
+            dst_ip: d.dst_ip,
             src_port: d.src_port,
             dst_port: d.dst_port,
             payload,
@@ -399,15 +406,15 @@ impl Tally {
             self.skipped.unsupported_link += 1;
             return None;
         };
-        let ip = match net::parse_ipv4_link(data, link, TotalLength::CutAtCapture) {
+        let ip = match net::parse_ip_link(data, link, TotalLength::CutAtCapture) {
             Ok(ip) => ip,
             Err(e) => {
                 self.skipped.count(&e, 1);
                 return None;
             }
         };
-        let Some(frag) = Fragment::from_ipv4(&ip) else {
-            return match net::udp_of_ipv4(&ip) {
+        let Some(frag) = Fragment::from_ip(&ip) else {
+            return match net::udp_of_ip(&ip) {
                 Ok(d) => {
                     // The payload is a part of `data`: its offset in the file.
                     let payload = match offset {
@@ -433,7 +440,10 @@ impl Tally {
             self.skipped.truncated += 1;
             return None;
         }
-        if ip.protocol != net::IPPROTO_UDP {
+        // An IPv4 fragment names its protocol; an IPv6 one only the header its fragmentable
+        // part starts with (extension headers may come before UDP, and RFC 8200 lets later
+        // fragments' next header differ): `Reassembled::udp` judges IPv6's.
+        if ip.src_ip.is_ipv4() && ip.protocol != net::IPPROTO_UDP {
             self.skipped.not_udp += 1;
             return None;
         }
@@ -765,9 +775,9 @@ impl Iterator for CaptureReader {
 pub struct DecodeOptions {
     /// Only datagrams to this UDP destination port (`None`: every port).
     pub port: Option<u16>,
-    /// Only datagrams from this IPv4 source. `None`: any, but all decoded datagrams must then
+    /// Only datagrams from this IP source. `None`: any, but all decoded datagrams must then
     /// come from one source, else [`OfflineError::MixedSources`].
-    pub source: Option<Ipv4Addr>,
+    pub source: Option<IpAddr>,
     /// Decoder options.
     pub pipeline: PipelineOptions,
 }
@@ -860,7 +870,7 @@ pub struct PcapFrames {
     /// (PTP, mDNS, DHCP...: ignored, which leaves a pipeline untouched).
     probe: ScanPipeline,
     /// The stream's source: the first one that sends data packets.
-    source: Option<Ipv4Addr>,
+    source: Option<IpAddr>,
     out: Vec<Frame>,
     ready: std::collections::VecDeque<Frame>,
     /// The end of the file was reached (and the frame in progress flushed) or an error ended

@@ -4,7 +4,7 @@
 //! its value and its valid range).
 
 use lidarxdp_core::layout::PointType;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use lidarxdp_core::sensor::{
@@ -48,8 +48,8 @@ pub struct DecodeSettings {
     pub stamp: Stamp,
     /// Only datagrams to this UDP destination port.
     pub port: Option<u16>,
-    /// Only datagrams from this IPv4 source.
-    pub source: Option<Ipv4Addr>,
+    /// Only datagrams from this IP source.
+    pub source: Option<IpAddr>,
     /// Velodyne: decode as Tier IV Nebula does, bit for bit.
     pub nebula_compat: bool,
     /// Hesai: do not check the packets' CRCs.
@@ -143,7 +143,7 @@ impl DecodeSettings {
 pub fn detect(
     capture: &Path,
     port: Option<u16>,
-    source: Option<Ipv4Addr>,
+    source: Option<IpAddr>,
 ) -> Result<(SensorModel, String), SettingsError> {
     let mut votes: Vec<(SensorModel, usize)> = Vec::new();
     let mut seen = 0usize;

@@ -28,8 +28,9 @@
 //! - [`frame`]: a finished scan, header plus points.
 //!
 //! Middle, parsing and frame building:
-//! - [`net`]: Ethernet/VLAN/SLL/IPv4/UDP header parsing of received frames (RFC 791, RFC 768);
-//! - [`reassembly`]: IPv4 fragment reassembly (RFC 791, RFC 815);
+//! - [`net`]: Ethernet/VLAN/SLL/IPv4/IPv6/UDP header parsing of received frames, IPv6 extension
+//!   headers included (RFC 791, RFC 8200, RFC 768);
+//! - [`reassembly`]: IPv4 and IPv6 fragment reassembly (RFC 791, RFC 815, RFC 8200, RFC 5722);
 //! - `simd` (private): the SSE2 and PCLMULQDQ kernels behind safe functions;
 //! - [`scan`]: scan (frame) assembly: the one frame builder, cut angle, field of view,
 //!   timeouts, the stream clock;

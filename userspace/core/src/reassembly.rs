@@ -1,20 +1,32 @@
-//! Sans-IO IPv4 reassembly: fragments in, whole datagrams out.
+//! Sans-IO IPv4 and IPv6 reassembly: fragments in, whole datagrams out. One implementation for
+//! both families: they differ only in the key and the size limit.
 //!
-//! Ouster lidar datagrams (3–25 KB) exceed a 1500-byte MTU, so they arrive as IPv4 fragments and
+//! Ouster lidar datagrams (3–25 KB) exceed a 1500-byte MTU, so they arrive as IP fragments and
 //! only the first carries the UDP header. The XDP program steers all of a sensor's fragments into
 //! AF_XDP (see `ebpf/src/main.rs`); this module puts them back together.
 //!
 //! # Design
-//! - **RFC 791 section 3.2 semantics.** A datagram is identified by (source, destination,
-//!   protocol, identification) ([`FragmentKey`]). The fragment offset is in 8-byte units, every
-//!   fragment but the last (MF clear) carries a multiple of 8 bytes, and the datagram is complete
-//!   when the last fragment has been seen and every byte before its end has arrived.
+//! - **RFC 791 section 3.2 / RFC 8200 section 4.5 semantics.** An IPv4 datagram is identified
+//!   by (source, destination, protocol, identification), an IPv6 packet by (source, destination,
+//!   32-bit identification) ([`FragmentKey`], whose `protocol` is 0 for IPv6). The fragment
+//!   offset is in 8-byte units, every fragment but the last (MF / M clear) carries a multiple of
+//!   8 bytes, and the datagram is complete when the last fragment has been seen and every byte
+//!   before its end has arrived. The reassembled payload starts with the header named by the
+//!   offset-0 fragment ([`Fragment::protocol`]: IPv4's protocol, IPv6's fragment header next
+//!   header; RFC 8200: only the offset-0 fragment's value is used), which for IPv6 may be
+//!   further extension headers that [`Reassembled::udp`] walks. IPv6 atomic fragments (offset
+//!   0, M clear, RFC 6946) never come here: [`crate::net`] parses them as whole packets.
+//! - **Size limit**: IPv4's payload is at most 65,515 bytes ([`MAX_PAYLOAD_LEN`]); IPv6's
+//!   fragmentable part at most 65,527 ([`MAX_IPV6_PAYLOAD_LEN`]: a 65,535-byte payload length
+//!   less the fragment header; the unfragmentable headers' length is not subtracted), and a
+//!   fragment ending beyond the limit fails its datagram (RFC 8200: "must be discarded").
 //! - **Bitmap of 8-byte blocks** (the "bit table" of RFC 791's reassembly procedure, rather than
 //!   RFC 815 hole descriptors): one bit per block, 8,190 blocks cover the largest payload. It
 //!   makes overlap detection exact and O(words), needs no per-fragment list, and cannot be made to
 //!   grow by a hostile sender.
 //! - **Overlaps drop the whole datagram** (the rule RFC 5722 made mandatory for IPv6, applied to
-//!   IPv4 as Linux does): a fragment touching any byte already received fails the datagram. An
+//!   IPv4 as Linux does; RFC 8200 section 4.5 allows dropping an exact duplicate alone, and this
+//!   module drops its datagram like any overlap, for both families): a fragment touching any byte already received fails the datagram. An
 //!   exact re-send (every byte already received and equal) is counted as a `duplicate`, anything
 //!   else as an `overlap`; both drop the datagram. A failed datagram keeps its slot, marked
 //!   failed, until its timeout, so its remaining fragments are dropped (`dropped_fragments`)
@@ -33,14 +45,21 @@
 //! input can panic or index out of bounds (all slicing goes through `get`).
 //!
 //! References: RFC 791 (IPv4, section 3.2 "Fragmentation and Reassembly"), RFC 815 (IP datagram
-//! reassembly algorithms), RFC 5722 (handling of overlapping IPv6 fragments), Linux
-//! `net/ipv4/ip_fragment.c` (behaviour on overlaps, limits and timeouts).
+//! reassembly algorithms), RFC 8200 (IPv6, section 4.5 "Fragment Header"), RFC 5722 (handling
+//! of overlapping IPv6 fragments), RFC 6946 (atomic fragments), Linux `net/ipv4/ip_fragment.c`
+//! and `net/ipv6/reassembly.c` (behaviour on overlaps, limits and timeouts).
 #![forbid(unsafe_code)]
 
-use crate::net::{Ipv4Packet, NetError, UdpDatagram};
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::net::{IpPacket, NetError, UdpDatagram};
 
 /// Largest IPv4 payload: the 16-bit total length (65,535 bytes) minus the minimal 20-byte header.
 pub const MAX_PAYLOAD_LEN: usize = 65_535 - 20;
+
+/// Largest IPv6 fragmentable part: the 16-bit payload length (65,535 bytes) minus the 8-byte
+/// fragment header (RFC 8200 section 4.5). The largest payload a [`Reassembler`] holds.
+pub const MAX_IPV6_PAYLOAD_LEN: usize = 65_535 - 8;
 
 /// Bytes per fragment-offset unit (RFC 791: the offset field counts 8-octet blocks).
 pub const FRAGMENT_BLOCK: usize = 8;
@@ -52,45 +71,81 @@ pub const DEFAULT_TIMEOUT_NS: u64 = lidarxdp_common::FRAG_TRACK_NS;
 /// Default number of datagrams reassembled at the same time.
 pub const DEFAULT_MAX_DATAGRAMS: usize = 16;
 
-const BLOCKS: usize = MAX_PAYLOAD_LEN.div_ceil(FRAGMENT_BLOCK);
+const BLOCKS: usize = MAX_IPV6_PAYLOAD_LEN.div_ceil(FRAGMENT_BLOCK);
 const BITMAP_WORDS: usize = BLOCKS.div_ceil(64);
 
-/// Identity of one IPv4 datagram: RFC 791's (source, destination, protocol, identification).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+/// Identity of one datagram: RFC 791's (source, destination, protocol, identification) for
+/// IPv4, RFC 8200's (source, destination, identification) for IPv6 (`protocol` 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FragmentKey {
-    /// IPv4 source address (wire-order octets).
-    pub src_ip: [u8; 4],
-    /// IPv4 destination address (wire-order octets).
-    pub dst_ip: [u8; 4],
-    /// IPv4 identification field (host order).
-    pub id: u16,
-    /// IPv4 protocol number (17 = UDP).
+    /// Source address.
+    pub src_ip: IpAddr,
+    /// Destination address.
+    pub dst_ip: IpAddr,
+    /// Identification: IPv4's 16-bit field, IPv6's 32-bit one (host order).
+    pub id: u32,
+    /// IPv4 protocol number (17 = UDP); 0 for IPv6, whose key has none.
     pub protocol: u8,
 }
 
-/// One IPv4 fragment, as parsed by [`crate::net::parse_ipv4`].
+impl Default for FragmentKey {
+    /// 0.0.0.0 to 0.0.0.0, id 0, protocol 0 (a free slot's key).
+    fn default() -> Self {
+        Self {
+            src_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            dst_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            id: 0,
+            protocol: 0,
+        }
+    }
+}
+
+impl FragmentKey {
+    /// The largest payload the key's family allows: [`MAX_PAYLOAD_LEN`] for IPv4,
+    /// [`MAX_IPV6_PAYLOAD_LEN`] for IPv6, bytes.
+    pub fn max_payload_len(&self) -> usize {
+        match self.src_ip {
+            IpAddr::V4(_) => MAX_PAYLOAD_LEN,
+            IpAddr::V6(_) => MAX_IPV6_PAYLOAD_LEN,
+        }
+    }
+}
+
+/// One IPv4 or IPv6 fragment, as parsed by [`crate::net::parse_ip`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fragment<'a> {
     /// Datagram the fragment belongs to.
     pub key: FragmentKey,
-    /// Offset of `payload` in the datagram's IPv4 payload, bytes (fragment offset field × 8).
+    /// The header the payload starts with on the offset-0 fragment: IPv4's protocol (equal to
+    /// `key.protocol`), IPv6's fragment header next header (17 = UDP, or an extension header
+    /// of the fragmentable part). Only the offset-0 fragment's value is used.
+    pub protocol: u8,
+    /// Offset of `payload` in the datagram's payload (IPv6: its fragmentable part), bytes
+    /// (fragment offset field × 8).
     pub offset: u16,
     /// More-fragments flag: clear on the last fragment.
     pub more_fragments: bool,
-    /// The fragment's IPv4 payload (for the first fragment it starts with the UDP header).
+    /// The fragment's data (for the first fragment it starts with the UDP header, or IPv6
+    /// extension headers before it).
     pub payload: &'a [u8],
 }
 
 impl<'a> Fragment<'a> {
-    /// The fragment view of `packet`, or `None` when it is a whole datagram (offset 0, MF clear).
-    pub fn from_ipv4(packet: &Ipv4Packet<'a>) -> Option<Self> {
+    /// The fragment view of `packet`, or `None` when it is a whole datagram (offset 0, MF clear;
+    /// an IPv6 atomic fragment).
+    pub fn from_ip(packet: &IpPacket<'a>) -> Option<Self> {
+        let protocol = match packet.src_ip {
+            IpAddr::V4(_) => packet.protocol,
+            IpAddr::V6(_) => 0,
+        };
         packet.is_fragment().then_some(Fragment {
             key: FragmentKey {
                 src_ip: packet.src_ip,
                 dst_ip: packet.dst_ip,
                 id: packet.id,
-                protocol: packet.protocol,
+                protocol,
             },
+            protocol: packet.protocol,
             offset: packet.frag_offset,
             more_fragments: packet.more_fragments,
             payload: packet.payload,
@@ -104,8 +159,9 @@ pub struct ReassemblyConfig {
     /// Datagrams reassembled at the same time (slots); at least 1. Default
     /// [`DEFAULT_MAX_DATAGRAMS`].
     pub max_datagrams: usize,
-    /// Largest reassembled IPv4 payload in bytes; at most [`MAX_PAYLOAD_LEN`] (the default).
-    /// A fragment ending beyond it fails its datagram (`too_big`).
+    /// Largest reassembled payload in bytes; at most [`MAX_IPV6_PAYLOAD_LEN`] (the default).
+    /// A fragment ending beyond it, or beyond its family's limit
+    /// ([`FragmentKey::max_payload_len`]), fails its datagram (`too_big`).
     pub max_payload_len: usize,
     /// Time from a datagram's first fragment (in arrival order) after which an incomplete
     /// datagram is dropped (`timed_out`), ns. Default [`DEFAULT_TIMEOUT_NS`].
@@ -116,13 +172,13 @@ impl Default for ReassemblyConfig {
     fn default() -> Self {
         Self {
             max_datagrams: DEFAULT_MAX_DATAGRAMS,
-            max_payload_len: MAX_PAYLOAD_LEN,
+            max_payload_len: MAX_IPV6_PAYLOAD_LEN,
             timeout_ns: DEFAULT_TIMEOUT_NS,
         }
     }
 }
 
-/// The IPv4 reassembly counters of one (interface, queue): `lidarxdp_reassembly_*{iface,queue}`.
+/// The IP reassembly counters of one (interface, queue): `lidarxdp_reassembly_*{iface,queue}`.
 pub const REASSEMBLY_COUNTERS: crate::counters::Group = crate::counters::Group {
     name: "reassembly",
     labels: &["iface", "queue"],
@@ -139,16 +195,16 @@ crate::counter_set! {
     pub struct SharedReassemblyCounters;
     {
         /// Whole datagrams passed by mistake are not counted.
-        fragments: Counter "fragments" "IPv4 fragments handed to reassembly.",
+        fragments: Counter "fragments" "IP fragments handed to reassembly.",
         completed: Counter "datagrams" "Datagrams reassembled.",
-        completed_bytes: Counter "bytes" "IPv4 payload bytes of the reassembled datagrams.",
+        completed_bytes: Counter "bytes" "IP payload bytes of the reassembled datagrams.",
         timed_out: Counter "datagrams" "Datagrams that timed out incomplete.",
         /// A fragment overlapped bytes already received with other data (or only partly
         /// covered received bytes).
         overlaps: Counter "datagrams" "Datagrams failed by overlapping fragments.",
         /// A fragment was an exact duplicate of bytes already received.
         duplicates: Counter "datagrams" "Datagrams failed by duplicate fragments.",
-        /// A fragment ended beyond `max_payload_len`.
+        /// A fragment ended beyond `max_payload_len` or its family's limit.
         too_big: Counter "datagrams" "Datagrams larger than the limit.",
         /// Dropped oldest first to make room when all slots were busy.
         too_many: Counter "datagrams" "Datagrams beyond the in-flight limit.",
@@ -237,27 +293,36 @@ pub enum FragmentError {
 pub struct Reassembled<'a> {
     /// The datagram's identity.
     pub key: FragmentKey,
-    /// The whole IPv4 payload (for UDP: the 8-byte UDP header followed by the UDP payload).
+    /// The header `payload` starts with (the offset-0 fragment's [`Fragment::protocol`]).
+    pub protocol: u8,
+    /// The whole IPv4 payload, or IPv6 fragmentable part (for UDP: the 8-byte UDP header
+    /// followed by the UDP payload, after any IPv6 extension headers).
     pub payload: &'a [u8],
     /// Number of fragments it was assembled from.
     pub fragments: u32,
 }
 
 impl<'a> Reassembled<'a> {
-    /// The datagram as UDP, with [`crate::net::parse_udp`], the parser of [`crate::net::parse_udp_ipv4`]: the UDP
-    /// length field must be at least 8 and fit in the payload (the UDP checksum is not verified).
+    /// The datagram as UDP, with [`crate::net::parse_udp`], the parser of
+    /// [`crate::net::parse_udp_frame`]: the UDP length field must be at least 8 and fit in the
+    /// payload (the UDP checksum is not verified). An IPv6 payload's extension headers are
+    /// walked first with [`crate::net::walk_ipv6_chain`] (no hop-by-hop, no fragment header).
     ///
     /// # Errors
-    /// [`NetError::NotUdp`], [`NetError::Truncated`] in the UDP header,
-    /// [`NetError::BadUdpLength`].
+    /// [`NetError::NotUdp`], [`NetError::Truncated`] in the UDP or an extension header,
+    /// [`NetError::BadUdpLength`], [`NetError::BadExtHeader`], [`NetError::TooManyExtHeaders`].
     pub fn udp(&self) -> Result<UdpDatagram<'a>, NetError> {
-        crate::net::parse_udp(
-            self.key.src_ip,
-            self.key.dst_ip,
-            self.key.protocol,
-            self.payload,
-            false,
-        )
+        let (protocol, payload) = match self.key.src_ip {
+            IpAddr::V4(_) => (self.protocol, self.payload),
+            IpAddr::V6(_) => {
+                let chain = crate::net::walk_ipv6_chain(self.protocol, self.payload, false)?;
+                if chain.fragment.is_some() {
+                    return Err(NetError::BadExtHeader(crate::net::IPPROTO_FRAGMENT));
+                }
+                (chain.next_header, chain.rest)
+            }
+        };
+        crate::net::parse_udp(self.key.src_ip, self.key.dst_ip, protocol, payload, false)
     }
 }
 
@@ -271,6 +336,8 @@ enum State {
 struct Slot {
     state: State,
     key: FragmentKey,
+    /// The offset-0 fragment's [`Fragment::protocol`], once it has arrived.
+    protocol: u8,
     /// Arrival time of the first fragment, caller's clock (ns).
     first_ns: u64,
     /// End of the datagram once the last fragment (MF clear) has arrived.
@@ -291,6 +358,7 @@ impl Slot {
     fn reset(&mut self, key: FragmentKey, now_ns: u64) {
         self.state = State::Active;
         self.key = key;
+        self.protocol = key.protocol;
         self.first_ns = now_ns;
         self.total = None;
         self.max_end = 0;
@@ -316,7 +384,7 @@ fn block_masks(b0: usize, b1: usize) -> impl Iterator<Item = (usize, u64)> {
     })
 }
 
-/// Reassembles IPv4 fragments into datagrams with bounded memory; see the module docs.
+/// Reassembles IPv4 and IPv6 fragments into datagrams with bounded memory; see the module docs.
 pub struct Reassembler {
     cfg: ReassemblyConfig,
     slots: Vec<Slot>,
@@ -325,17 +393,18 @@ pub struct Reassembler {
 
 impl Reassembler {
     /// Allocates all `cfg.max_datagrams` slots (`max_datagrams` is raised to 1 and
-    /// `max_payload_len` lowered to [`MAX_PAYLOAD_LEN`] if out of range).
+    /// `max_payload_len` lowered to [`MAX_IPV6_PAYLOAD_LEN`] if out of range).
     pub fn new(cfg: ReassemblyConfig) -> Self {
         let cfg = ReassemblyConfig {
             max_datagrams: cfg.max_datagrams.max(1),
-            max_payload_len: cfg.max_payload_len.min(MAX_PAYLOAD_LEN),
+            max_payload_len: cfg.max_payload_len.min(MAX_IPV6_PAYLOAD_LEN),
             timeout_ns: cfg.timeout_ns,
         };
         let slots = (0..cfg.max_datagrams)
             .map(|_| Slot {
                 state: State::Free,
                 key: FragmentKey::default(),
+                protocol: 0,
                 first_ns: 0,
                 total: None,
                 max_end: 0,
@@ -466,7 +535,7 @@ impl Reassembler {
                 }
             },
         };
-        let max = self.cfg.max_payload_len;
+        let max = self.cfg.max_payload_len.min(frag.key.max_payload_len());
         let counters = &mut self.counters;
         let Some(slot) = self.slots.get_mut(i) else {
             counters.dropped_fragments += 1;
@@ -545,6 +614,9 @@ impl Reassembler {
         if !frag.more_fragments {
             slot.total = Some(end);
         }
+        if offset == 0 {
+            slot.protocol = frag.protocol;
+        }
         match slot.total {
             Some(total) if slot.received == total => {
                 slot.state = State::Free;
@@ -552,6 +624,7 @@ impl Reassembler {
                 counters.completed_bytes += total as u64;
                 Ok(Some(Reassembled {
                     key: slot.key,
+                    protocol: slot.protocol,
                     payload: slot.buf.get(..total).unwrap_or_default(),
                     fragments: slot.fragments,
                 }))
@@ -567,8 +640,8 @@ mod tests {
     use crate::net::{IPPROTO_UDP, UDP_HEADER_LEN};
 
     const KEY: FragmentKey = FragmentKey {
-        src_ip: [10, 0, 0, 1],
-        dst_ip: [10, 0, 0, 2],
+        src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        dst_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
         id: 0x4242,
         protocol: IPPROTO_UDP,
     };
@@ -594,6 +667,7 @@ mod tests {
     fn frag(key: FragmentKey, (offset, more, payload): (u16, bool, &[u8])) -> Fragment<'_> {
         Fragment {
             key,
+            protocol: key.protocol,
             offset,
             more_fragments: more,
             payload,
@@ -630,7 +704,7 @@ mod tests {
             (7502, 7502, 6464)
         );
         assert_eq!(u.payload, &d[8..]);
-        assert_eq!(u.src_ip, [10, 0, 0, 1]);
+        assert_eq!(u.src_ip, IpAddr::from([10, 0, 0, 1]));
         assert_eq!(r.in_progress(), 0);
         assert_eq!(
             *r.counters(),
@@ -787,14 +861,14 @@ mod tests {
         let d = udp_datagram(3000);
         let p = split(&d, 1480);
         let mut r = small(); // 2 slots
-        for (id, t) in [(1u16, 5), (2, 3), (3, 7)] {
+        for (id, t) in [(1u32, 5), (2, 3), (3, 7)] {
             let key = FragmentKey { id, ..KEY };
             assert_eq!(r.push(&frag(key, p[0]), t * MS), Ok(None));
         }
         // id 2 (first fragment at 3 ms) was the oldest and was dropped for id 3.
         assert_eq!(r.counters().too_many, 1);
         assert_eq!(r.in_progress(), 2);
-        for id in [1u16, 3] {
+        for id in [1u32, 3] {
             let key = FragmentKey { id, ..KEY };
             assert_eq!(r.push(&frag(key, p[1]), 8 * MS), Ok(None));
             assert_eq!(
@@ -951,7 +1025,7 @@ mod tests {
                 parts[0].0 = parts[0].0.wrapping_add(8 * rnd(4) as u16 + 1);
             }
             let key = FragmentKey {
-                id: round as u16,
+                id: round as u32,
                 ..KEY
             };
             let now = round * MS;
@@ -979,5 +1053,231 @@ mod tests {
         );
         assert!(c.timed_out > 0 && c.too_many > 0, "{c:?}");
         assert_eq!(r.in_progress(), 0);
+    }
+    const KEY6: FragmentKey = FragmentKey {
+        src_ip: IpAddr::V6(std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x201)),
+        dst_ip: IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x100)),
+        id: 0xdead_beef,
+        protocol: 0,
+    };
+
+    /// Ethernet frames of `fragmentable` (starting with header `first`) sent fe80::201 ->
+    /// fd00::100 in fragments of `chunk` bytes, each after a hop-by-hop header, id 0xdeadbeef.
+    fn ipv6_fragment_frames(first: u8, fragmentable: &[u8], chunk: usize) -> Vec<Vec<u8>> {
+        let parts = split(fragmentable, chunk);
+        parts
+            .iter()
+            .map(|&(off, more, data)| {
+                let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x86, 0xdd];
+                let plen = (8 + 8 + data.len()) as u16;
+                f.extend_from_slice(&[0x60, 0, 0, 0]);
+                f.extend_from_slice(&plen.to_be_bytes());
+                f.extend_from_slice(&[0, 64]); // hop-by-hop first
+                if let (IpAddr::V6(s), IpAddr::V6(d)) = (KEY6.src_ip, KEY6.dst_ip) {
+                    f.extend_from_slice(&s.octets());
+                    f.extend_from_slice(&d.octets());
+                }
+                f.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]); // -> fragment, PadN
+                f.extend_from_slice(&[first, 0]);
+                f.extend_from_slice(&(off | u16::from(more)).to_be_bytes());
+                f.extend_from_slice(&KEY6.id.to_be_bytes());
+                f.extend_from_slice(data);
+                f
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ipv6_frames_reassemble_in_and_out_of_order() {
+        let d = udp_datagram(6464);
+        let frames = ipv6_fragment_frames(IPPROTO_UDP, &d, 1448);
+        assert_eq!(frames.len(), 5);
+        for order in [[0usize, 1, 2, 3, 4], [4, 2, 0, 3, 1]] {
+            let mut r = Reassembler::new(ReassemblyConfig::default());
+            let mut got = None;
+            for (n, &i) in order.iter().enumerate() {
+                let ip = crate::net::parse_ip(&frames[i]).unwrap();
+                assert_eq!(crate::net::udp_of_ip(&ip), Err(NetError::Fragment));
+                let f = Fragment::from_ip(&ip).unwrap();
+                assert_eq!(f.key, KEY6);
+                assert_eq!(f.protocol, IPPROTO_UDP);
+                match r.push(&f, 0).unwrap() {
+                    Some(whole) => {
+                        assert_eq!(n, 4);
+                        assert_eq!((whole.payload, whole.fragments), (&d[..], 5));
+                        got = Some(whole.udp().unwrap().payload.to_vec());
+                        let u = whole.udp().unwrap();
+                        assert_eq!((u.src_ip, u.dst_ip), (KEY6.src_ip, KEY6.dst_ip));
+                        assert_eq!((u.src_port, u.dst_port), (7502, 7502));
+                    }
+                    None => assert!(n < 4),
+                }
+            }
+            assert_eq!(got.as_deref(), Some(&d[8..]));
+            assert_eq!(
+                *r.counters(),
+                ReassemblyCounters {
+                    fragments: 5,
+                    completed: 1,
+                    completed_bytes: 6472,
+                    ..Default::default()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn ipv6_fragmentable_extension_headers_and_offset_zero_protocol() {
+        // Fragmentable part: destination options (8 bytes) then the UDP datagram.
+        let d = udp_datagram(3000);
+        let mut part = vec![IPPROTO_UDP, 0, 1, 4, 0, 0, 0, 0];
+        part.extend_from_slice(&d);
+        let frames = ipv6_fragment_frames(crate::net::IPPROTO_DSTOPTS, &part, 1448);
+        let mut r = small();
+        let mut out = None;
+        for (i, f) in frames.iter().enumerate().rev() {
+            let ip = crate::net::parse_ip(f).unwrap();
+            let mut frag = Fragment::from_ip(&ip).unwrap();
+            if i > 0 {
+                // RFC 8200: later fragments' next header may differ; only offset 0's counts.
+                frag.protocol = 59;
+            }
+            if let Some(w) = r.push(&frag, 0).unwrap() {
+                assert_eq!(w.protocol, crate::net::IPPROTO_DSTOPTS);
+                out = Some(w.udp().map(|u| u.payload.to_vec()));
+            }
+        }
+        assert_eq!(out, Some(Ok(d[8..].to_vec())));
+        // A fragment header inside the fragmentable part is refused.
+        let mut nested = vec![IPPROTO_UDP, 0, 0, 0, 0, 0, 0, 1];
+        nested.extend_from_slice(&d[..1432]);
+        let frames = ipv6_fragment_frames(crate::net::IPPROTO_FRAGMENT, &nested, 720);
+        let mut last = None;
+        for f in &frames {
+            let ip = crate::net::parse_ip(f).unwrap();
+            if let Some(w) = r.push(&Fragment::from_ip(&ip).unwrap(), 0).unwrap() {
+                last = Some(w.udp().map(|u| u.payload.len()));
+            }
+        }
+        assert_eq!(last, Some(Err(NetError::BadExtHeader(44))));
+    }
+
+    #[test]
+    fn ipv6_overlaps_duplicates_limits_and_slots() {
+        let frag6 = |offset, more, payload| Fragment {
+            key: KEY6,
+            protocol: IPPROTO_UDP,
+            offset,
+            more_fragments: more,
+            payload,
+        };
+        let d = [0x11u8; 2960];
+        let mut r = small();
+        // RFC 5722: an overlap drops the packet and its later fragments.
+        assert_eq!(r.push(&frag6(0, true, &d[..1448]), 0), Ok(None));
+        assert_eq!(
+            r.push(&frag6(1440, true, &d[..1448]), 0),
+            Err(FragmentError::Overlap {
+                offset: 1440,
+                end: 2888
+            })
+        );
+        assert_eq!(
+            r.push(&frag6(2896, false, &d[..64]), 0),
+            Err(FragmentError::DatagramFailed)
+        );
+        // An exact duplicate drops its packet too.
+        let k2 = FragmentKey { id: 2, ..KEY6 };
+        let f2 = Fragment {
+            key: k2,
+            ..frag6(0, true, &d[..1448])
+        };
+        assert_eq!(r.push(&f2, 0), Ok(None));
+        assert_eq!(
+            r.push(&f2, 0),
+            Err(FragmentError::Duplicate {
+                offset: 0,
+                end: 1448
+            })
+        );
+        // IPv4 and IPv6 with the same id and "protocol" never mix.
+        let v4 = FragmentKey { id: KEY6.id, ..KEY };
+        assert_ne!(v4, KEY6);
+        let c = *r.counters();
+        assert_eq!(
+            (c.fragments, c.overlaps, c.duplicates, c.dropped_fragments),
+            (5, 1, 1, 1)
+        );
+        // Size: IPv6's limit is 65,527 bytes (65,535 less the fragment header).
+        let mut r = Reassembler::new(ReassemblyConfig::default());
+        assert_eq!(r.config().max_payload_len, MAX_IPV6_PAYLOAD_LEN);
+        assert_eq!(
+            r.push(&frag6(65528, false, &[0u8; 8]), 0),
+            Err(FragmentError::TooBig {
+                end: 65536,
+                max: 65527
+            })
+        );
+        let big = vec![0x5Au8; MAX_IPV6_PAYLOAD_LEN];
+        let key = FragmentKey { id: 9, ..KEY6 };
+        let mut done = 0;
+        for p in split(&big, 1448) {
+            let f = Fragment {
+                key,
+                ..frag6(p.0, p.1, p.2)
+            };
+            if let Some(w) = r.push(&f, 0).unwrap() {
+                done = w.payload.len();
+            }
+        }
+        assert_eq!(done, 65_527);
+        // Misaligned non-last fragment.
+        let k3 = FragmentKey { id: 3, ..KEY6 };
+        assert_eq!(
+            r.push(
+                &Fragment {
+                    key: k3,
+                    ..frag6(0, true, &d[..100])
+                },
+                0
+            ),
+            Err(FragmentError::Misaligned {
+                offset: 0,
+                len: 100
+            })
+        );
+        // Too many packets at once: the oldest is dropped (2 slots).
+        let mut r = small();
+        for (id, t) in [(1u32, 5u64), (2, 3), (3, 7)] {
+            let f = Fragment {
+                key: FragmentKey { id, ..KEY6 },
+                ..frag6(0, true, &d[..8])
+            };
+            assert_eq!(r.push(&f, t * MS), Ok(None));
+        }
+        assert_eq!((r.counters().too_many, r.in_progress()), (1, 2));
+    }
+
+    #[test]
+    fn ipv6_truncated_fragment_frames_never_panic() {
+        let d = udp_datagram(3000);
+        let frames = ipv6_fragment_frames(IPPROTO_UDP, &d, 1448);
+        let mut r = small();
+        let mut errors = 0;
+        for f in &frames {
+            for n in 0..f.len() {
+                match crate::net::parse_ip(&f[..n]) {
+                    Ok(ip) => {
+                        if let Some(fr) = Fragment::from_ip(&ip) {
+                            let _ = r.push(&fr, 0);
+                        }
+                    }
+                    Err(_) => errors += 1,
+                }
+            }
+        }
+        // Every prefix is shorter than its payload length says: all are errors.
+        assert_eq!(errors, frames.iter().map(Vec::len).sum::<usize>());
+        assert_eq!(r.counters().fragments, 0);
     }
 }

@@ -560,6 +560,127 @@ impl Checked for Percent {
     }
 }
 
+/// A sensor's source address, as a flag (`--source`) or a TOML string (`source = "..."`):
+/// IPv4 `a.b.c.d`, IPv6 (RFC 4291 text, e.g. `fd00::201`), or a link-local IPv6 address with
+/// the interface it is on, `fe80::1%eth0` (RFC 4007 section 11 zone index; an interface name,
+/// at most 15 bytes, `IFNAMSIZ - 1`). An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) is the
+/// IPv4 address. Unspecified (`0.0.0.0`, `::`) and multicast addresses are refused (no sensor
+/// sends from one; 0 means "any source" in the XDP filter), and so is a zone on an address
+/// that is not link-local (`fe80::/10`). A link-local address without a zone is on the
+/// sensor's own interface; one with a zone must name that interface (checked where the
+/// interface is known: the daemon's plan; offline decoding has none and ignores it).
+///
+/// # Errors
+/// [`InvalidValue::NotA`], giving the value and [`SourceAddr::VALID`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourceAddr {
+    ip: std::net::IpAddr,
+    zone: Option<String>,
+}
+
+impl SourceAddr {
+    /// The valid forms as the messages print them.
+    pub const VALID: &'static str = "an IPv4 address a.b.c.d, an IPv6 address such as fd00::201, \
+                                     or a link-local IPv6 address with its interface, \
+                                     fe80::201%eth0 (not unspecified, not multicast)";
+
+    /// `ip` (and the interface of a link-local IPv6 address), checked.
+    ///
+    /// # Errors
+    /// [`InvalidValue::NotA`] for an unspecified or multicast address, a zone on an address
+    /// that is not IPv6 link-local, or a zone that is empty, longer than 15 bytes, or holds
+    /// `/`, `%` or white space.
+    pub fn new(ip: std::net::IpAddr, zone: Option<&str>) -> Result<Self, InvalidValue> {
+        let ip = ip.to_canonical();
+        let link_local = matches!(ip, std::net::IpAddr::V6(a) if a.is_unicast_link_local());
+        let zone_ok = |z: &str| {
+            !z.is_empty()
+                && z.len() <= 15
+                && !z.chars().any(|c| c == '/' || c == '%' || c.is_whitespace())
+        };
+        let ok = !ip.is_unspecified()
+            && !ip.is_multicast()
+            && zone.is_none_or(|z| link_local && zone_ok(z));
+        if !ok {
+            let value = match zone {
+                Some(z) => format!("{ip}%{z}"),
+                None => ip.to_string(),
+            };
+            return Err(Self::invalid(value));
+        }
+        Ok(Self {
+            ip,
+            zone: zone.map(str::to_owned),
+        })
+    }
+
+    fn invalid(value: String) -> InvalidValue {
+        InvalidValue::NotA {
+            value,
+            expected: "a sensor's unicast source address",
+            valid: Self::VALID.into(),
+        }
+    }
+
+    /// The address (IPv4, or IPv6 without its zone).
+    pub fn ip(&self) -> std::net::IpAddr {
+        self.ip
+    }
+
+    /// The interface a link-local IPv6 address was given with (`eth0` of `fe80::1%eth0`).
+    pub fn zone(&self) -> Option<&str> {
+        self.zone.as_deref()
+    }
+}
+
+impl From<std::net::Ipv4Addr> for SourceAddr {
+    /// An IPv4 address (no check: callers pass sensor addresses).
+    fn from(ip: std::net::Ipv4Addr) -> Self {
+        Self {
+            ip: ip.into(),
+            zone: None,
+        }
+    }
+}
+
+impl FromStr for SourceAddr {
+    type Err = InvalidValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let (addr, zone) = match t.split_once('%') {
+            Some((a, z)) => (a, Some(z)),
+            None => (t, None),
+        };
+        let ip = addr
+            .parse::<std::net::IpAddr>()
+            .map_err(|_| Self::invalid(s.to_owned()))?;
+        Self::new(ip, zone).map_err(|_| Self::invalid(s.to_owned()))
+    }
+}
+
+impl fmt::Display for SourceAddr {
+    /// `a.b.c.d`, `fd00::201` or `fe80::201%eth0`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.zone {
+            Some(z) => write!(f, "{}%{z}", self.ip),
+            None => write!(f, "{}", self.ip),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SourceAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for SourceAddr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// A validated type read from one number: the flag's text and the TOML value are both read as
 /// `Raw`, then checked by `check`, so the two share one rule and one message.
 trait Checked: Sized {
@@ -776,5 +897,80 @@ mod tests {
         let t: T = toml::from_str("fov = [270, 90]\nport = 2368").unwrap();
         assert_eq!(t.fov.unwrap().fov().unwrap().degrees(), (270.0, 90.0));
         assert_eq!(t.port.unwrap().get(), 2368);
+    }
+    #[test]
+    fn source_addresses() {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let ok = |s: &str| s.parse::<SourceAddr>().unwrap();
+        let a = ok("192.168.1.201");
+        assert_eq!((a.ip(), a.zone()), (IpAddr::from([192, 168, 1, 201]), None));
+        let a = ok("fd00::201");
+        assert_eq!(
+            a.ip(),
+            IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x201))
+        );
+        let a = ok(" fe80::1%eth0 ");
+        assert_eq!(
+            (a.ip(), a.zone()),
+            (
+                IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1)),
+                Some("eth0")
+            )
+        );
+        assert_eq!(a.to_string(), "fe80::1%eth0");
+        // Link-local without a zone: the sensor's interface.
+        assert_eq!(ok("fe80::1").zone(), None);
+        // IPv4-mapped is the IPv4 address.
+        assert_eq!(
+            ok("::ffff:10.0.0.1").ip(),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))
+        );
+        for bad in [
+            "0.0.0.0",
+            "::",
+            "224.0.0.1",
+            "ff02::1",
+            "fd00::1%eth0",
+            "10.0.0.1%eth0",
+            "fe80::1%",
+            "fe80::1%a/b",
+            "fe80::1%0123456789abcdef",
+            "fe80::1%eth0%eth1",
+            "300.1.1.1",
+            "fe80::g",
+            "",
+        ] {
+            assert_eq!(
+                bad.parse::<SourceAddr>(),
+                Err(InvalidValue::NotA {
+                    value: bad.to_owned(),
+                    expected: "a sensor's unicast source address",
+                    valid: SourceAddr::VALID.into(),
+                }),
+                "{bad}"
+            );
+        }
+        let e = "fd00::1%eth0"
+            .parse::<SourceAddr>()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "\"fd00::1%eth0\" is not a sensor's unicast source address; valid {}",
+                SourceAddr::VALID
+            )
+        );
+        #[derive(Deserialize, Debug)]
+        struct T {
+            #[allow(dead_code)]
+            source: SourceAddr,
+        }
+        let e = toml::from_str::<T>("source = \"ff02::1\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("source") && e.contains(SourceAddr::VALID), "{e}");
+        let t: T = toml::from_str("source = \"fe80::201%veth0\"").unwrap();
+        assert_eq!(t.source.zone(), Some("veth0"));
     }
 }

@@ -78,8 +78,9 @@ pub struct SensorSlot {
     /// A second destination port of the same sensor whose datagrams go to the same pipeline
     /// (RoboSense DIFOP on 7788, which carries the angle calibration), or `None`.
     pub extra_port: Option<u16>,
-    /// IPv4 source address of the sensor, or `None` for any source.
-    pub source: Option<[u8; 4]>,
+    /// IP source address of the sensor (IPv4, or IPv6 without its zone: the slot's
+    /// interface is the zone), or `None` for any source.
+    pub source: Option<std::net::IpAddr>,
     /// The sensor's decoder and scan assembler.
     pub pipeline: ScanPipeline,
     /// The return mode the configuration expects, or `None`. The first time the packets'
@@ -107,14 +108,14 @@ lidarxdp_core::counter_set! {
         /// Reassembled ones included.
         sensor_datagrams: Counter "datagrams" "UDP datagrams handed to a sensor pipeline.",
         /// Frames or reassembled datagrams.
-        not_udp: Counter "frames" "Frames that were not IPv4/UDP or had invalid headers.",
+        not_udp: Counter "frames" "Frames that were not IPv4 or IPv6 UDP or had invalid headers.",
         /// Handed to reassembly (outcomes in [`CaptureStats::reassembly`]).
-        fragments: Counter "fragments" "IPv4 fragments received.",
+        fragments: Counter "fragments" "IPv4 and IPv6 fragments received.",
         unknown_sensor: Counter "datagrams" "UDP datagrams that matched no configured sensor.",
         /// They reached a sensor configured without a `source` from another IPv4 source than
         /// the one that sensor's stream comes from (two sensors sending to one port); see
         /// [`SOURCE_SILENCE_NS`]. The first one of each sensor is logged.
-        mixed_sources: Counter "datagrams" "UDP datagrams dropped because a second IPv4 source sent to a sensor configured without a source.",
+        mixed_sources: Counter "datagrams" "UDP datagrams dropped because a second IP source sent to a sensor configured without a source.",
         waits: Counter "waits" "Idle waits in io_uring.",
         frames_out: Counter "frames" "Frames pushed to the publisher queue.",
         frames_dropped: Counter "frames" "Frames dropped because the publisher queue was full.",
@@ -150,7 +151,7 @@ lidarxdp_core::counter_set! {
         /// Of the pipeline's `packets`.
         bytes: Counter "bytes" "UDP payload bytes of the datagrams handed to the sensor's pipeline.",
         /// Of the pipeline's `packets`.
-        reassembled: Counter "datagrams" "Datagrams reassembled from IPv4 fragments.",
+        reassembled: Counter "datagrams" "Datagrams reassembled from IPv4 or IPv6 fragments.",
     }
 }
 
@@ -525,9 +526,9 @@ impl Local {
 /// bound to this exact source first, else the first one taking any source. One pass over the
 /// slots' `(port, extra_port, source)`.
 fn find_slot(
-    keys: impl Iterator<Item = (u16, Option<u16>, Option<[u8; 4]>)>,
+    keys: impl Iterator<Item = (u16, Option<u16>, Option<std::net::IpAddr>)>,
     port: u16,
-    src: [u8; 4],
+    src: std::net::IpAddr,
 ) -> Option<usize> {
     let mut any = None;
     for (i, (p, extra, source)) in keys.enumerate() {
@@ -596,7 +597,7 @@ pub const SOURCE_SILENCE_NS: u64 = 1_000_000_000;
 /// The source a sensor configured without one is receiving from.
 #[derive(Clone, Copy, Debug)]
 struct StreamSource {
-    ip: [u8; 4],
+    ip: std::net::IpAddr,
     /// Host CLOCK_MONOTONIC ns of the stream's last datagram.
     last_ns: u64,
     warned: bool,
@@ -614,7 +615,6 @@ fn one_source(local: &mut Local, i: usize, d: &UdpDatagram<'_>, now: u64) -> boo
     let Some(entry) = local.stream_source.get_mut(i) else {
         return true;
     };
-    let ip = |a: [u8; 4]| std::net::Ipv4Addr::from(a);
     match entry {
         None => {
             *entry = Some(StreamSource {
@@ -632,9 +632,9 @@ fn one_source(local: &mut Local, i: usize, d: &UdpDatagram<'_>, now: u64) -> boo
             log::warn!(
                 "sensor on port {}: its source changed from {} (silent for {} ms) to {}",
                 d.dst_port,
-                ip(s.ip),
+                s.ip,
                 now.saturating_sub(s.last_ns) / 1_000_000,
-                ip(d.src_ip)
+                d.src_ip
             );
             *s = StreamSource {
                 ip: d.src_ip,
@@ -651,8 +651,8 @@ fn one_source(local: &mut Local, i: usize, d: &UdpDatagram<'_>, now: u64) -> boo
                      they are dropped (counter mixed_sources): configure `source` for each \
                      sensor on this port",
                     d.dst_port,
-                    ip(d.src_ip),
-                    ip(s.ip)
+                    d.src_ip,
+                    s.ip
                 );
             }
             false
@@ -772,16 +772,17 @@ impl<S: PacketSource> CaptureWorker<S> {
                 Packet::Ethernet(bytes) => {
                     local.c.rx_frames += 1;
                     local.c.rx_bytes += bytes.len() as u64;
-                    // The IPv4 header is parsed once: a whole datagram's UDP header is read
-                    // from it, a fragment goes to reassembly as parsed.
-                    let ip = match net::parse_ipv4(bytes) {
+                    // The IP header (IPv4, or IPv6 and its extension headers) is parsed once:
+                    // a whole datagram's UDP header is read from it, a fragment goes to
+                    // reassembly as parsed.
+                    let ip = match net::parse_ip(bytes) {
                         Ok(ip) => ip,
                         Err(_) => {
                             local.c.not_udp += 1;
                             return;
                         }
                     };
-                    match net::udp_of_ipv4(&ip) {
+                    match net::udp_of_ip(&ip) {
                         Ok(d) => {
                             if dispatch(sensors, local, &d, false, now, out)
                                 && let Some(r) = record
@@ -792,7 +793,7 @@ impl<S: PacketSource> CaptureWorker<S> {
                         Err(NetError::Fragment) => {
                             local.c.fragments += 1;
                             // Failures are counted by the reassembler.
-                            if let Some(f) = Fragment::from_ipv4(&ip)
+                            if let Some(f) = Fragment::from_ip(&ip)
                                 && let Ok(Some(whole)) = reasm.push(&f, now.mono_ns)
                             {
                                 match whole.udp() {
@@ -886,8 +887,8 @@ mod tests {
     #[test]
     fn a_second_source_on_a_sourceless_sensor_is_refused_and_counted_once_warned() {
         let d = |src| UdpDatagram {
-            src_ip: src,
-            dst_ip: [10, 0, 0, 1],
+            src_ip: std::net::IpAddr::from(src),
+            dst_ip: [10, 0, 0, 1].into(),
             src_port: 2368,
             dst_port: 2368,
             payload: &[],
@@ -955,8 +956,8 @@ mod tests {
         let mut out = Vec::new();
         for (p, t) in payloads {
             let d = UdpDatagram {
-                src_ip: [192, 168, 1, 201],
-                dst_ip: [192, 168, 1, 100],
+                src_ip: [192, 168, 1, 201].into(),
+                dst_ip: [192, 168, 1, 100].into(),
                 src_port: 2368,
                 dst_port: 2368,
                 payload: p,
@@ -1055,19 +1056,27 @@ mod tests {
 
     #[test]
     fn exact_source_wins_over_any_source_whatever_the_order() {
-        const A: [u8; 4] = [192, 168, 1, 201];
-        const B: [u8; 4] = [192, 168, 1, 202];
+        use std::net::{IpAddr, Ipv6Addr};
+        let a = IpAddr::from([192, 168, 1, 201]);
+        let b = IpAddr::from([192, 168, 1, 202]);
+        let c = IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x201));
+        // The IPv4-mapped form of `a` is another source (the parser never yields it).
+        let mapped = IpAddr::V6(std::net::Ipv4Addr::new(192, 168, 1, 201).to_ipv6_mapped());
         let keys = [
             (2368, None, None),
-            (2368, None, Some(A)),
-            (2369, Some(7788), Some(B)),
+            (2368, None, Some(a)),
+            (2369, Some(7788), Some(b)),
+            (2368, None, Some(c)),
         ];
         let find = |port, src| find_slot(keys.iter().copied(), port, src);
-        assert_eq!(find(2368, A), Some(1));
-        assert_eq!(find(2368, B), Some(0));
-        assert_eq!(find(2369, B), Some(2));
-        assert_eq!(find(7788, B), Some(2));
-        assert_eq!(find(7788, A), None);
-        assert_eq!(find(2370, A), None);
+        assert_eq!(find(2368, a), Some(1));
+        assert_eq!(find(2368, b), Some(0));
+        assert_eq!(find(2368, c), Some(3));
+        assert_eq!(find(2368, mapped), Some(0));
+        assert_eq!(find(2369, b), Some(2));
+        assert_eq!(find(7788, b), Some(2));
+        assert_eq!(find(7788, a), None);
+        assert_eq!(find(7788, c), None);
+        assert_eq!(find(2370, a), None);
     }
 }

@@ -19,7 +19,9 @@
 //! destination address is the sockets' `--bind` address (0.0.0.0 by default: the sockets do not
 //! learn it), the MAC addresses are zero. An IPv4 datagram that arrived in fragments (AF_XDP)
 //! is recorded reassembled, with synthesized headers and the MAC addresses of its last
-//! fragment.
+//! fragment. A reassembled IPv6 datagram is recorded likewise behind Ethernet II + an IPv6
+//! header (RFC 8200: version 6, hop limit 64, no extension headers, flow label 0) + UDP with its
+//! checksum computed (RFC 8200 section 8.1 pseudo-header; an IPv6 UDP checksum may not be 0).
 //!
 //! Not blocking the capture thread: the capture thread copies each datagram into a buffer taken
 //! from a preallocated pool ([`RECORD_QUEUE`] buffers of [`RECORD_BUFFER`] bytes; a larger
@@ -56,12 +58,14 @@ use std::{
 
 use crossbeam_queue::ArrayQueue;
 use lidarxdp_core::net::{
-    ETH_HEADER_LEN, ETHERTYPE_IPV4, IPPROTO_UDP, IPV4_MIN_HEADER_LEN, UDP_HEADER_LEN, UdpDatagram,
+    ETH_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_IPV6, IPPROTO_UDP, IPV4_MIN_HEADER_LEN,
+    UDP_HEADER_LEN, UdpDatagram,
 };
 use pcap_file::{
     DataLink, Endianness, TsResolution,
     pcap::{PcapHeader, PcapPacket},
 };
+use std::net::{IpAddr, Ipv6Addr};
 
 /// Buffers of the recording's pool, which is also the queue's capacity: 8,192 datagrams
 /// (about 0.8 s of a 10,000 packet/s sensor set held back by a stalled disk).
@@ -276,12 +280,20 @@ impl RecordTap {
     /// documentation; `macs`: destination then source MAC address, zero when unknown). A
     /// `dst_ip` of 0.0.0.0 is replaced by the configured socket destination.
     pub fn datagram(&self, ts_ns: u64, d: &UdpDatagram<'_>, macs: &[u8; 12]) {
-        let dst_ip = if d.dst_ip == [0; 4] {
-            self.socket_dst
-        } else {
-            d.dst_ip
-        };
-        self.put(ts_ns, |b| write_datagram(b, d, dst_ip, macs));
+        self.put(ts_ns, |b| match (d.src_ip, d.dst_ip) {
+            (IpAddr::V6(src), IpAddr::V6(dst)) => write_datagram_v6(b, d, src, dst, macs),
+            // The socket backends' unknown destination (0.0.0.0) under an IPv6 source.
+            (IpAddr::V6(src), IpAddr::V4(_)) => {
+                write_datagram_v6(b, d, src, Ipv6Addr::UNSPECIFIED, macs)
+            }
+            (IpAddr::V4(src), dst) => {
+                let dst = match dst {
+                    IpAddr::V4(a) if !a.is_unspecified() => a.octets(),
+                    _ => self.socket_dst,
+                };
+                write_datagram(b, d, src.octets(), dst, macs)
+            }
+        });
     }
 
     /// Takes a buffer, lets `fill` write the record into it (false: do not record) and queues
@@ -312,7 +324,13 @@ impl RecordTap {
 /// Writes Ethernet II (EtherType IPv4) + IPv4 (RFC 791: version 4, IHL 5, no options, DF clear,
 /// TTL 64, protocol 17, header checksum RFC 1071) + UDP (RFC 768, checksum 0: not computed,
 /// allowed over IPv4) + payload into `b`. False when the payload cannot fit one IPv4 datagram.
-fn write_datagram(b: &mut Vec<u8>, d: &UdpDatagram<'_>, dst_ip: [u8; 4], macs: &[u8; 12]) -> bool {
+fn write_datagram(
+    b: &mut Vec<u8>,
+    d: &UdpDatagram<'_>,
+    src_ip: [u8; 4],
+    dst_ip: [u8; 4],
+    macs: &[u8; 12],
+) -> bool {
     if d.payload.len() > MAX_UDP_PAYLOAD {
         return false;
     }
@@ -325,7 +343,7 @@ fn write_datagram(b: &mut Vec<u8>, d: &UdpDatagram<'_>, dst_ip: [u8; 4], macs: &
     ip[2..4].copy_from_slice(&total.to_be_bytes());
     ip[8] = 64;
     ip[9] = IPPROTO_UDP;
-    ip[12..16].copy_from_slice(&d.src_ip);
+    ip[12..16].copy_from_slice(&src_ip);
     ip[16..20].copy_from_slice(&dst_ip);
     let sum = ipv4_checksum(&ip);
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
@@ -336,6 +354,57 @@ fn write_datagram(b: &mut Vec<u8>, d: &UdpDatagram<'_>, dst_ip: [u8; 4], macs: &
     b.extend_from_slice(&[0, 0]);
     b.extend_from_slice(d.payload);
     debug_assert_eq!(b.len(), ETH_HEADER_LEN + usize::from(total));
+    true
+}
+
+/// Writes Ethernet II (EtherType IPv6) + IPv6 (RFC 8200 section 3: version 6, traffic class
+/// and flow label 0, next header 17, hop limit 64) + UDP (RFC 768 with the RFC 8200 section 8.1
+/// checksum, 0 sent as 0xffff) + payload into `b`. False when the payload cannot fit the 16-bit
+/// payload length.
+fn write_datagram_v6(
+    b: &mut Vec<u8>,
+    d: &UdpDatagram<'_>,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    macs: &[u8; 12],
+) -> bool {
+    if d.payload.len() > 65_535 - UDP_HEADER_LEN {
+        return false;
+    }
+    let udp_len = (UDP_HEADER_LEN + d.payload.len()) as u16;
+    b.extend_from_slice(macs);
+    b.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+    b.extend_from_slice(&[0x60, 0, 0, 0]);
+    b.extend_from_slice(&udp_len.to_be_bytes());
+    b.extend_from_slice(&[IPPROTO_UDP, 64]);
+    b.extend_from_slice(&src.octets());
+    b.extend_from_slice(&dst.octets());
+    let mut udp = [0u8; UDP_HEADER_LEN];
+    udp[0..2].copy_from_slice(&d.src_port.to_be_bytes());
+    udp[2..4].copy_from_slice(&d.dst_port.to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    // Pseudo-header (source, destination, upper-layer length, next header) + UDP + payload.
+    let mut sum: u64 = 0;
+    let mut add = |bytes: &[u8]| {
+        for w in bytes.chunks(2) {
+            let hi = u64::from(w.first().copied().unwrap_or(0));
+            let lo = u64::from(w.get(1).copied().unwrap_or(0));
+            sum += (hi << 8) | lo;
+        }
+    };
+    add(&src.octets());
+    add(&dst.octets());
+    add(&u32::from(udp_len).to_be_bytes());
+    add(&[0, 0, 0, IPPROTO_UDP]);
+    add(&udp);
+    add(d.payload);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let c = !(sum as u16);
+    udp[6..8].copy_from_slice(&if c == 0 { 0xffff } else { c }.to_be_bytes());
+    b.extend_from_slice(&udp);
+    b.extend_from_slice(d.payload);
     true
 }
 
@@ -626,18 +695,24 @@ mod tests {
     fn synthesized_headers_parse_back_with_the_projects_parser() {
         let payload: Vec<u8> = (0..1206u32).map(|i| i as u8).collect();
         let d = UdpDatagram {
-            src_ip: [192, 168, 1, 201],
-            dst_ip: [0; 4],
+            src_ip: [192, 168, 1, 201].into(),
+            dst_ip: [0; 4].into(),
             src_port: 2368,
             dst_port: 2368,
             payload: &payload,
         };
         let mut b = Vec::new();
-        assert!(write_datagram(&mut b, &d, [10, 0, 0, 1], &[0; 12]));
+        assert!(write_datagram(
+            &mut b,
+            &d,
+            [192, 168, 1, 201],
+            [10, 0, 0, 1],
+            &[0; 12]
+        ));
         assert_eq!(b.len(), 14 + 20 + 8 + 1206);
-        let got = lidarxdp_core::net::parse_udp_ipv4(&b).unwrap();
-        assert_eq!(got.src_ip, [192, 168, 1, 201]);
-        assert_eq!(got.dst_ip, [10, 0, 0, 1]);
+        let got = lidarxdp_core::net::parse_udp_frame(&b).unwrap();
+        assert_eq!(got.src_ip, IpAddr::from([192, 168, 1, 201]));
+        assert_eq!(got.dst_ip, IpAddr::from([10, 0, 0, 1]));
         assert_eq!((got.src_port, got.dst_port), (2368, 2368));
         assert_eq!(got.payload, &payload[..]);
         // The header checksums to 0xffff with its checksum field (RFC 1071).
@@ -651,7 +726,43 @@ mod tests {
         let big = vec![0u8; MAX_UDP_PAYLOAD + 1];
         let d = UdpDatagram { payload: &big, ..d };
         b.clear();
-        assert!(!write_datagram(&mut b, &d, [0; 4], &[0; 12]));
+        assert!(!write_datagram(&mut b, &d, [0; 4], [0; 4], &[0; 12]));
+    }
+
+    #[test]
+    fn synthesized_ipv6_headers_parse_back_and_checksum() {
+        let payload: Vec<u8> = (0..1207u32).map(|i| (i * 3) as u8).collect();
+        let src: Ipv6Addr = "fe80::201".parse().unwrap();
+        let dst: Ipv6Addr = "fe80::100".parse().unwrap();
+        let d = UdpDatagram {
+            src_ip: src.into(),
+            dst_ip: dst.into(),
+            src_port: 7502,
+            dst_port: 7502,
+            payload: &payload,
+        };
+        let mut b = Vec::new();
+        assert!(write_datagram_v6(&mut b, &d, src, dst, &[0; 12]));
+        assert_eq!(b.len(), 14 + 40 + 8 + 1207);
+        assert_eq!(lidarxdp_core::net::parse_udp_frame(&b), Ok(d));
+        // The RFC 8200 section 8.1 checksum: pseudo-header + UDP header + payload (odd length,
+        // padded with a zero byte) sums to 0xffff.
+        let mut words: Vec<u8> = Vec::new();
+        words.extend_from_slice(&src.octets());
+        words.extend_from_slice(&dst.octets());
+        words.extend_from_slice(&(8u32 + 1207).to_be_bytes());
+        words.extend_from_slice(&[0, 0, 0, 17]);
+        words.extend_from_slice(&b[54..]);
+        words.push(0);
+        let mut sum: u64 = words
+            .chunks_exact(2)
+            .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff);
+        assert_ne!(&b[60..62], &[0, 0]);
     }
 
     /// With no writer thread draining, the pool runs dry: later packets are counted as

@@ -98,8 +98,8 @@ impl RecvmmsgSource {
                 continue;
             }
             f(Packet::Udp(UdpDatagram {
-                src_ip: m.source.ip().octets(),
-                dst_ip: [0; 4],
+                src_ip: (*m.source.ip()).into(),
+                dst_ip: std::net::Ipv4Addr::UNSPECIFIED.into(),
                 src_port: m.source.port(),
                 dst_port: *port,
                 payload: m.payload,

@@ -37,7 +37,7 @@ pub const HANDOFF_CAPACITY: usize = 1024;
 const RECV_TIMEOUT: Duration = Duration::from_millis(100);
 
 struct Queued {
-    src_ip: [u8; 4],
+    src_ip: std::net::IpAddr,
     src_port: u16,
     dst_port: u16,
     payload: Vec<u8>,
@@ -124,8 +124,8 @@ fn receive_loop(sock: &UdpSocket, port: u16, max: usize, shared: &Shared) {
             },
         };
         let (src_ip, src_port) = match from {
-            std::net::SocketAddr::V4(a) => (a.ip().octets(), a.port()),
-            std::net::SocketAddr::V6(a) => ([0; 4], a.port()),
+            std::net::SocketAddr::V4(a) => (std::net::IpAddr::V4(*a.ip()), a.port()),
+            std::net::SocketAddr::V6(a) => (std::net::IpAddr::V6(*a.ip()).to_canonical(), a.port()),
         };
         if n > max {
             shared.truncated.fetch_add(1, Ordering::Relaxed);
@@ -178,7 +178,7 @@ impl PacketSource for SocketSource {
             };
             f(Packet::Udp(UdpDatagram {
                 src_ip: q.src_ip,
-                dst_ip: [0; 4],
+                dst_ip: std::net::Ipv4Addr::UNSPECIFIED.into(),
                 src_port: q.src_port,
                 dst_port: q.dst_port,
                 payload: &q.payload,

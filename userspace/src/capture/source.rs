@@ -41,11 +41,11 @@ impl Backend {
 /// One received packet as a backend delivers it.
 #[derive(Clone, Copy, Debug)]
 pub enum Packet<'a> {
-    /// A whole Ethernet frame (AF_XDP): the decoder thread parses Ethernet/IPv4/UDP itself and
-    /// reassembles IPv4 fragments.
+    /// A whole Ethernet frame (AF_XDP): the decoder thread parses Ethernet/IPv4 or IPv6/UDP
+    /// itself ([`lidarxdp_core::net::parse_ip`]) and reassembles fragments of either family.
     Ethernet(&'a [u8]),
     /// A UDP datagram whose headers (and fragments) the kernel already handled. `dst_ip` is
-    /// `[0; 4]` (sockets bound to the wildcard address do not learn it without `IP_PKTINFO`).
+    /// 0.0.0.0 (sockets bound to the wildcard address do not learn it without `IP_PKTINFO`).
     Udp(UdpDatagram<'a>),
 }
 

@@ -231,8 +231,8 @@ impl PacketSource for UringSource {
                             .get(2..4)
                             .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
                         f(Packet::Udp(UdpDatagram {
-                            src_ip: src,
-                            dst_ip: [0; 4],
+                            src_ip: src.into(),
+                            dst_ip: std::net::Ipv4Addr::UNSPECIFIED.into(),
                             src_port: sport,
                             dst_port: port,
                             payload: p,

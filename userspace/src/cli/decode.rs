@@ -1,7 +1,6 @@
 //! `lidarxdp decode PCAP`: offline decoding, one line (or JSON object) per frame as each frame
 //! closes, optional PCDs, and a summary on stderr.
 use std::io::{IsTerminal, Write};
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -60,11 +59,12 @@ pub struct DecodeArgs {
     /// Only decode datagrams to this UDP destination port.
     #[arg(long)]
     port: Option<u16>,
-    /// Only decode datagrams from this IPv4 source. Without it, datagrams from a second
-    /// source stop the decoding with an error listing the sources (two sensors must never be
-    /// mixed into one frame).
+    /// Only decode datagrams from this source: IPv4 `a.b.c.d`, IPv6 `fd00::201`, or
+    /// link-local `fe80::201%eth0` (a capture has no interface: the zone is not checked).
+    /// Without it, datagrams from a second source stop the decoding with an error listing the
+    /// sources (two sensors must never be mixed into one frame).
     #[arg(long, value_name = "IP")]
-    source: Option<Ipv4Addr>,
+    source: Option<lidarxdp_core::valid::SourceAddr>,
     /// Print one JSON object per frame instead of text lines: `seq`, `sensor_id`, `start_ns`,
     /// `host_ns` (offline: the pcap record time of the frame's first packet), `clock`
     /// (`sensor`|`host`), `points`, `packets`, `expected_packets`, `malformed`,
@@ -169,7 +169,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         max_range: a.max_range,
         stamp: a.stamp,
         port: a.port,
-        source: a.source,
+        source: a.source.as_ref().map(|s| s.ip()),
         nebula_compat: a.nebula_compat,
         hesai_skip_crc: a.hesai_skip_crc,
         point_type: a.point_type,
@@ -249,7 +249,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         bail!(
             "{}: no datagram decoded{}; skipped records: {}",
             a.path().display(),
-            match (a.port, a.source) {
+            match (a.port, &a.source) {
                 (None, None) => String::new(),
                 _ => " with the --port/--source given".to_owned(),
             },

@@ -45,7 +45,9 @@ impl HealthMonitor {
                     "{} udp:{}{}",
                     s.model.name(),
                     s.port,
-                    s.source.map_or(String::new(), |ip| format!(" from {ip}"))
+                    s.source
+                        .as_ref()
+                        .map_or(String::new(), |ip| format!(" from {ip}"))
                 ),
                 thresholds: s.health,
                 prev: DecodeCounters::default(),

@@ -146,7 +146,9 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
             s.name,
             s.model.name(),
             s.port,
-            s.source.map_or(String::new(), |ip| format!(" from {ip}")),
+            s.source
+                .as_ref()
+                .map_or(String::new(), |ip| format!(" from {ip}")),
             publisher.local_addr()
         );
     }

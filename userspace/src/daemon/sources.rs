@@ -62,7 +62,7 @@ pub(super) fn open(plan: &Plan) -> Result<(Vec<Program>, Vec<Source>)> {
                 program.bind_socket(q.queue, &xsk)?;
                 for s in &q.sensors {
                     for p in std::iter::once(s.port).chain(s.extra_port) {
-                        program.add_sensor(p, s.source.map(|ip| ip.octets()), s.id)?;
+                        program.add_sensor(p, s.source.as_ref().map(|a| a.ip()), s.id)?;
                     }
                 }
                 sources.push(Source::Xdp(

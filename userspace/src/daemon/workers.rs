@@ -101,7 +101,7 @@ pub(super) fn start(
             .map(|(s, pipeline)| SensorSlot {
                 port: s.port,
                 extra_port: s.extra_port,
-                source: s.source.map(|ip| ip.octets()),
+                source: s.source.as_ref().map(|a| a.ip()),
                 pipeline,
                 expect_return_mode: s.return_mode,
             })

@@ -10,6 +10,7 @@ mod decode_hesai_golden;
 mod decode_hesai_robustness;
 mod decode_input;
 mod decode_ouster_fw3;
+mod decode_ipv6;
 mod decode_ouster_golden;
 mod decode_ouster_imu;
 mod decode_ouster_layout;

@@ -49,13 +49,13 @@ fn udp_datagram(payload: &[u8]) -> Vec<u8> {
 fn reassemble(r: &mut Reassembler, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for f in frames {
-        assert_eq!(net::parse_udp_ipv4(f), Err(NetError::Fragment));
-        let ip = net::parse_ipv4(f).unwrap();
-        let frag = Fragment::from_ipv4(&ip).expect("a fragment");
+        assert_eq!(net::parse_udp_frame(f), Err(NetError::Fragment));
+        let ip = net::parse_ip(f).unwrap();
+        let frag = Fragment::from_ip(&ip).expect("a fragment");
         if let Some(d) = r.push(&frag, 0).unwrap() {
             let u = d.udp().unwrap();
             assert_eq!((u.src_port, u.dst_port), (7502, 7502));
-            assert_eq!(u.src_ip, [192, 168, 1, 201]);
+            assert_eq!(u.src_ip, std::net::IpAddr::from([192, 168, 1, 201]));
             out.push(u.payload.to_vec());
         }
     }

@@ -248,8 +248,8 @@ fn ouster_datagrams_fragmented_on_1500_mtu_are_steered_and_reassembled() {
     let mut sizes = Vec::new();
     let mut ouster = Vec::new();
     for f in &wire {
-        let Ok(ip) = net::parse_ipv4(f) else { continue };
-        let Some(frag) = Fragment::from_ipv4(&ip) else {
+        let Ok(ip) = net::parse_ip(f) else { continue };
+        let Some(frag) = Fragment::from_ip(&ip) else {
             continue;
         };
         sizes.push(frag.payload.len());

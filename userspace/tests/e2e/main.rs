@@ -11,6 +11,7 @@ mod e2e_clock_step;
 mod e2e_config;
 mod e2e_faults;
 mod e2e_fragments;
+mod e2e_ipv6;
 mod e2e_metrics;
 mod e2e_privs;
 mod e2e_record_pcap;

@@ -27,7 +27,7 @@
 //! model = "vlp16"                 # required (flag: --sensor)
 //! calibration = "/etc/lidarxdp/VLP16db.yaml"   # required
 //! port = 2368                     # default: the model's usual data port
-//! source = "192.168.1.201"        # default: any source
+//! source = "192.168.1.201"        # default: any source; also "fd00::201", "fe80::201%eth0"
 //! queue = 0                       # RX queue its packets arrive on (default 0)
 //! cut_angle = 0.0                 # degrees [0, 360] (360 is 0)
 //! fov = [270.0, 90.0]             # degrees, each [0, 360]; min > max wraps through 0; [0, 360]: none

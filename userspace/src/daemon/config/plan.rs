@@ -3,7 +3,12 @@
 //! model, unique names, ports and topics, the capture threads and their CPUs, settings that
 //! need another). What `check-config` prints, section by section.
 
-use std::{collections::BTreeMap, net::Ipv4Addr, net::SocketAddr, path::PathBuf};
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    net::{IpAddr, Ipv4Addr},
+    path::PathBuf,
+};
 
 use anyhow::{Result, anyhow, bail};
 use lidarxdp::{
@@ -15,7 +20,7 @@ use lidarxdp_core::sensor::{ReturnMode, SensorModel, Stamp};
 use serde::Serialize;
 
 use super::sections::{SensorSettings, Settings};
-use super::valid::{Degrees, Fov, FovSetting, RangeGate, Ranged, UmemFrames};
+use super::valid::{Degrees, Fov, FovSetting, RangeGate, Ranged, SourceAddr, UmemFrames};
 
 /// A validated sensor: its settings with every default resolved.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -33,8 +38,8 @@ pub struct SensorPlan {
     pub port: u16,
     /// Second port, if any.
     pub extra_port: Option<u16>,
-    /// Source address, if restricted.
-    pub source: Option<Ipv4Addr>,
+    /// Source address (IPv4, IPv6, link-local IPv6 with its interface), if restricted.
+    pub source: Option<SourceAddr>,
     /// Cut angle, degrees [0, 360].
     pub cut_angle: Degrees,
     /// Field of view `(min, max)`, degrees.
@@ -595,7 +600,7 @@ fn queues_plan(
     let default_umem = s.capture.umem_frames.unwrap_or(UmemFrames::DEFAULT).get();
     let mut names = BTreeMap::new();
     let mut topics: BTreeMap<String, String> = BTreeMap::new();
-    let mut keys: BTreeMap<(String, u16, Option<Ipv4Addr>), String> = BTreeMap::new();
+    let mut keys: BTreeMap<(String, u16, Option<IpAddr>), String> = BTreeMap::new();
     let mut groups: Vec<QueuePlan> = Vec::new();
     for (id, (f, x)) in sections.into_iter().enumerate() {
         let id = u16::try_from(id).map_err(|_| anyhow!("more than 65535 sensors"))?;
@@ -617,7 +622,8 @@ fn queues_plan(
         }
         let defaulted_extra = x.extra_port.is_none() && plan.extra_port.is_some();
         for p in std::iter::once(plan.port).chain(plan.extra_port) {
-            if let Some(other) = keys.insert((iface.clone(), p, plan.source), prefix.clone()) {
+            let source = plan.source.as_ref().map(SourceAddr::ip);
+            if let Some(other) = keys.insert((iface.clone(), p, source), prefix.clone()) {
                 let is_extra = Some(p) == plan.extra_port && p != plan.port;
                 bail!(
                     "{}: port {p} from {} on {iface} is already {other}'s; each (port, source) \
@@ -627,8 +633,7 @@ fn queues_plan(
                     } else {
                         f.name("port", "port")
                     },
-                    plan.source
-                        .map_or("any source".to_owned(), |ip| ip.to_string()),
+                    source.map_or("any source".to_owned(), |ip| ip.to_string()),
                     if is_extra && defaulted_extra {
                         " (it is the model's default second port: RoboSense DIFOP 7788, \
                          Velodyne position 8308, Ouster IMU 7503; give each sensor its own \
@@ -781,6 +786,26 @@ fn sensor_plan(
         ),
         (_, _) => "-".to_owned(),
     };
+    if let Some(src) = &x.source {
+        if src.ip().is_ipv6() && backend != Backend::Xdp {
+            bail!(
+                "{}: {src} is an IPv6 source; the {} backend binds IPv4 sockets only; valid: \
+                 an IPv4 source, or --backend xdp",
+                f.name("source", "source"),
+                backend.name()
+            );
+        }
+        if let Some(zone) = src.zone()
+            && zone != iface
+        {
+            bail!(
+                "{}: {src} names interface {zone}, but the sensor's packets arrive on {iface}; \
+                 valid: {}%{iface}, or the address without a zone",
+                f.name("source", "source"),
+                src.ip()
+            );
+        }
+    }
     let queue = match backend {
         Backend::Xdp => x.queue.map_or(0, |q| q.get() as u32),
         _ => 0,
@@ -875,7 +900,7 @@ fn sensor_plan(
         calibration,
         port,
         extra_port,
-        source: x.source,
+        source: x.source.clone(),
         cut_angle: x.cut_angle.unwrap_or_default(),
         fov: x.fov.and_then(FovSetting::fov),
         return_mode,

@@ -23,7 +23,8 @@ use lidarxdp_core::{
 use serde::Deserialize;
 
 use super::valid::{
-    Degrees, DomainId, FovSetting, Metres, Percent, Ranged, RxQueue, ShmMib, SplitDurationS,
+    Degrees, DomainId, FovSetting, Metres, Percent, Ranged, RxQueue, ShmMib, SourceAddr,
+    SplitDurationS,
     SplitSizeMb, UdpPort, UmemFrames,
 };
 
@@ -155,9 +156,11 @@ section! {
         /// data port is the model's default; none otherwise. 0 = none.
         #[arg(long)]
         pub extra_port: Option<Ranged<0, 65535>>,
-        /// IPv4 source address of the sensor (default: any source).
+        /// Source address of the sensor: IPv4 `a.b.c.d`, IPv6 `fd00::201`, or link-local IPv6
+        /// `fe80::201%eth0` whose zone, if given, is the sensor's interface (default: any
+        /// source). IPv6 needs the xdp backend.
         #[arg(long, value_name = "IP")]
-        pub source: Option<Ipv4Addr>,
+        pub source: Option<SourceAddr>,
         /// Interface its packets arrive on (file only; default: `capture.iface` / `--iface`).
         #[arg(skip)]
         pub iface: Option<String>,

@@ -305,9 +305,9 @@ fn ranges_default_to_the_datasheet_and_stamp_to_sensor() {
 #[test]
 fn same_port_from_distinct_sources_is_two_sensors() {
     let mut a = sensor("a", 2368);
-    a.source = Some(Ipv4Addr::new(192, 168, 1, 201));
+    a.source = Some(Ipv4Addr::new(192, 168, 1, 201).into());
     let mut b = sensor("b", 2368);
-    b.source = Some(Ipv4Addr::new(192, 168, 1, 202));
+    b.source = Some(Ipv4Addr::new(192, 168, 1, 202).into());
     let p = plan(settings(vec![a, b, sensor("c", 2368)])).unwrap();
     assert_eq!(p.queues[0].sensors.len(), 3);
 }
@@ -539,5 +539,68 @@ fn a_full_circle_fov_is_no_fov() {
     assert_eq!(
         p.sensors().next().unwrap().fov.map(|f| f.degrees()),
         Some((270.0, 90.0))
+    );
+}
+
+#[test]
+fn ipv6_and_link_local_sources_are_sensors_and_bad_ones_are_refused() {
+    let src = |s: &str| Some(s.parse::<valid::SourceAddr>().unwrap());
+    let mut a = sensor("a", 2368);
+    a.source = src("fe80::201%eth0");
+    let mut b = sensor("b", 2368);
+    b.source = src("fd00::202");
+    let mut c = sensor("c", 2368);
+    c.source = src("192.168.1.201");
+    let p = plan(settings(vec![a.clone(), b, c])).unwrap();
+    let got: Vec<String> = p
+        .sensors()
+        .map(|s| s.source.as_ref().unwrap().to_string())
+        .collect();
+    assert_eq!(got, ["fe80::201%eth0", "fd00::202", "192.168.1.201"]);
+    // The same address with and without its zone is one source.
+    let mut a2 = sensor("a2", 2368);
+    a2.source = src("fe80::201");
+    assert_eq!(
+        err(settings(vec![a.clone(), a2])),
+        "sensors[1].port: port 2368 from fe80::201 on eth0 is already sensors[0]'s; each \
+         (port, source) names one sensor"
+    );
+    // A zone naming another interface than the sensor's.
+    let mut z = sensor("z", 2368);
+    z.source = src("fe80::201%eth1");
+    assert_eq!(
+        err(settings(vec![z])),
+        "sensors[0].source: fe80::201%eth1 names interface eth1, but the sensor's packets \
+         arrive on eth0; valid: fe80::201%eth0, or the address without a zone"
+    );
+    // IPv6 with a socket backend.
+    let mut s = settings(vec![a]);
+    s.capture.backend = Some(Backend::Socket);
+    assert_eq!(
+        err(s),
+        "sensors[0].source: fe80::201%eth0 is an IPv6 source; the socket backend binds IPv4 \
+         sockets only; valid: an IPv4 source, or --backend xdp"
+    );
+    // A bad address in the file names the key and the valid forms.
+    for bad in [
+        "fd00::1%eth0",
+        "ff02::1",
+        "0.0.0.0",
+        "10.0.0.256",
+        "fe80::1%",
+    ] {
+        let e = toml::from_str::<SensorSettings>(&format!("source = \"{bad}\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("source")
+                && e.contains(&format!("{bad:?} is not a sensor's unicast source address"))
+                && e.contains(valid::SourceAddr::VALID),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        toml_sensor("source = \"fe80::201%eth0\"").source,
+        src("fe80::201%eth0")
     );
 }
