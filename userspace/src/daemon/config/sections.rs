@@ -24,8 +24,7 @@ use serde::Deserialize;
 
 use super::valid::{
     Degrees, DomainId, FovSetting, Metres, Percent, Ranged, RxQueue, ShmMib, SourceAddr,
-    SplitDurationS,
-    SplitSizeMb, UdpPort, UmemFrames,
+    SplitDurationS, SplitSizeMb, UdpPort, UmemFrames,
 };
 
 /// Declares a configuration record: the struct (every field an `Option`, with its attributes
