@@ -11,10 +11,18 @@
 //! motor speed and CRC rewritten; the capture is looped with continuous azimuth when longer
 //! streams are needed.
 //!
-//! Return mode: the VLP-16 strongest capture followed by the dual capture, re-stamped and
-//! turned so time and azimuth run on: the frames before the switch equal the single-return
-//! decode, the switch frame holds the single part and the dual part whole, the frames after
-//! it equal the dual-return decode.
+//! Models: VLP-16, VLS-128, Hesai XT32, Pandar64 and QT128, RoboSense Helios-16P (its motor
+//! speed is announced by a DIFOP before the first packet at the new speed).
+//!
+//! Return mode: the old-mode stream then the new-mode one, time, azimuth (and the Hesai UDP
+//! sequence) running on: the frames before the switch equal the old-mode decode, the switch
+//! frame holds the old part and the new part, every point once, counted whole, the frames
+//! after it equal the new-mode decode. VLP-16: the strongest and dual captures, re-stamped
+//! and turned, both ways, the switch also at and just after the cut. Hesai: the single-return
+//! (last) stream derived from the dual capture by [`hesai_single`] (the last-return block of
+//! each firing, two dual packets to one). RoboSense: the Helios-16P capture read as dual
+//! return and its single-return stream derived by [`robo_single`]; a DIFOP announces each
+//! mode.
 
 use std::path::Path;
 
@@ -216,8 +224,18 @@ impl Format for Hesai {
     }
     fn finish(&self, p: &mut [u8], serial: u32) {
         let t = self.l.tail_offset();
-        if let Some(s) = self.l.t_udp_seq {
-            p[t + s..t + s + 4].copy_from_slice(&serial.to_le_bytes());
+        // The UDP sequence: in the tail, or (Pandar64) the u32 after it.
+        let seq = match self.l.t_udp_seq {
+            Some(s) => Some(t + s),
+            None => (p.len() >= self.l.base_len() + 4).then_some(self.l.base_len()),
+        };
+        if let Some(s) = seq {
+            p[s..s + 4].copy_from_slice(&serial.to_le_bytes());
+        }
+        if self.l.body_crc {
+            let (h, e) = (self.l.header_len(), self.l.body_end());
+            let crc = crc32_mpeg2(&p[h..e]);
+            p[e..e + 4].copy_from_slice(&crc.to_le_bytes());
         }
         if let Some(c) = self.l.t_crc {
             let crc = crc32_mpeg2(&p[t..t + c]);
@@ -605,4 +623,713 @@ fn velodyne_single_to_dual_switch_frame_is_whole() {
             assert_eq!((g.header, &g.points), (h, &w.points), "{by}");
         }
     }
+}
+
+// ---- Pandar64, PandarQT128, VLS-128, Helios-16P ---------------------------------------------
+
+/// Pandar64: motor speed u16 at tail offset 8 (0x0257 = 599 rpm in the capture).
+const P64: Hesai = Hesai {
+    l: &hl::PANDAR64,
+    rpm_at: 8,
+};
+/// PandarQT128: motor speed u16 at tail offset 13 (0x0258 = 600 rpm in the capture).
+const QT128: Hesai = Hesai {
+    l: &hl::PANDARQT128,
+    rpm_at: 13,
+};
+const P64_PCAP: &str = "hesai/pandar64/pandar64_nebula.pcap";
+const QT128_PCAP: &str = "hesai/pandarqt128/pandarqt128_nebula.pcap";
+const VLS128_PCAP: &str = "velodyne/vls128/vls128_strongest_nebula_2193pkt.pcap";
+const HELIOS_PCAP: &str = "robosense/helios16p/helios16p_nebula_pr79.pcap";
+
+fn p64() -> SensorConfig {
+    let mut c = SensorConfig::new(
+        0,
+        SensorModel::Pandar64,
+        format!("{DATA}hesai/pandar64/Pandar64.csv"),
+    );
+    c.range = RangeGate::from_m(0.3, 200.0).unwrap();
+    c
+}
+
+fn qt128() -> SensorConfig {
+    let mut c = SensorConfig::new(
+        0,
+        SensorModel::PandarQt128,
+        format!("{DATA}hesai/pandarqt128/PandarQT128.csv"),
+    );
+    c.range = RangeGate::from_m(0.3, 300.0).unwrap();
+    c
+}
+
+fn vls128() -> SensorConfig {
+    let mut c = SensorConfig::new(
+        0,
+        SensorModel::Vls128,
+        format!("{DATA}velodyne/vls128/calibration/VLS128.yaml"),
+    );
+    c.range = RangeGate::from_m(0.3, 300.0).unwrap();
+    c
+}
+
+fn helios16p() -> SensorConfig {
+    SensorConfig::new(
+        0,
+        SensorModel::Helios16p,
+        format!("{DATA}robosense/helios16p/RobosenseHelios16P.csv"),
+    )
+}
+
+/// RoboSense MSOP (big-endian): block azimuths at `42 + 100·b + 2`, the time at 20 (u48
+/// Unix seconds + u32 µs, Helios). The motor speed is in the DIFOP ([`helios_difop`]).
+struct Robo;
+
+impl Format for Robo {
+    fn azimuths(&self, p: &[u8]) -> Vec<u32> {
+        (0..12)
+            .map(|b| u32::from(u16::from_be_bytes([p[44 + 100 * b], p[45 + 100 * b]])))
+            .collect()
+    }
+    fn set_azimuths(&self, p: &mut [u8], az: &[u32]) {
+        for (b, &a) in az.iter().enumerate() {
+            p[44 + 100 * b..46 + 100 * b].copy_from_slice(&(a as u16).to_be_bytes());
+        }
+    }
+    fn sensor_ns(&self, p: &[u8]) -> u64 {
+        let mut s = [0u8; 8];
+        s[2..].copy_from_slice(&p[20..26]);
+        let us = u32::from_be_bytes(p[26..30].try_into().unwrap());
+        u64::from_be_bytes(s) * 1_000_000_000 + u64::from(us) * 1000
+    }
+    fn set_sensor_ns(&self, p: &mut [u8], ns: u64) {
+        p[20..26].copy_from_slice(&(ns / 1_000_000_000).to_be_bytes()[2..]);
+        p[26..30].copy_from_slice(&((ns % 1_000_000_000 / 1000) as u32).to_be_bytes());
+    }
+}
+
+/// The capture's DIFOP with motor speed `rpm` (offset 8, BE) and return-mode byte `mode`
+/// (offset 300: 0 dual, 4 strongest).
+fn helios_difop(rpm: u32, mode: u8) -> Vec<u8> {
+    let mut d = capture(HELIOS_PCAP, 7788).remove(0).0;
+    d[8..10].copy_from_slice(&(rpm as u16).to_be_bytes());
+    d[300] = mode;
+    d
+}
+
+/// `input` with each `(i, payload)` of `extra` inserted before packet `i` (at its host time).
+fn insert(input: &[(Vec<u8>, u64)], extra: &[(usize, Vec<u8>)]) -> Input {
+    let mut out = Vec::with_capacity(input.len() + extra.len());
+    for (i, d) in input.iter().enumerate() {
+        for (_, p) in extra.iter().filter(|(at, _)| *at == i) {
+            out.push((p.clone(), d.1));
+        }
+        out.push(d.clone());
+    }
+    out
+}
+
+/// Renumbers the UDP sequence of a Hesai stream from 0 (tail CRCs rewritten).
+fn renumber(h: &Hesai, input: &[(Vec<u8>, u64)]) -> Input {
+    input
+        .iter()
+        .enumerate()
+        .map(|(i, (p, t))| {
+            let mut p = p.clone();
+            h.finish(&mut p, i as u32);
+            (p, *t)
+        })
+        .collect()
+}
+
+/// The speed runs of one model: steady 1200 rpm over `n_fast` packets, 300 rpm over `n_slow`,
+/// and 1200 then 300 rpm (the change at packet `at` of `n_change`); each with its cut crossings
+/// and decode shape. `pre` turns a resampled stream into the pipeline's input (RoboSense: the
+/// DIFOPs announcing each speed).
+fn speed_runs(
+    f: &dyn Format,
+    cfg: &SensorConfig,
+    clean: &Input,
+    n: [usize; 3],
+    at: usize,
+    edge: usize,
+    pre: impl Fn(Input, &dyn Fn(usize) -> u32) -> Input,
+) -> Vec<(usize, Vec<Shape>)> {
+    let runs: [(usize, &dyn Fn(usize) -> u32); 3] = [
+        (n[0], &|_| 4),
+        (n[1], &|_| 1),
+        (n[2], &move |m| if m < at { 4 } else { 1 }),
+    ];
+    runs.into_iter()
+        .map(|(n, s2)| {
+            let input = resample(f, clean, n, s2);
+            let x = crossings(f, &input);
+            let input = pre(input, s2);
+            let (got, c) = run(cfg, &input);
+            let whole = got[edge..got.len() - edge]
+                .iter()
+                .all(|f| f.header.packets_received == f.header.packets_expected);
+            assert!(whole, "{:?}", shape(&got));
+            let points: usize = got.iter().map(|f| f.points.len()).sum();
+            assert_eq!(c.points, points as u64);
+            assert_eq!(
+                (c.decoded, c.frames_lost, c.time_jumps, c.restarts),
+                (n as u64, 0, 0, 0)
+            );
+            (x, shape(&got))
+        })
+        .collect()
+}
+
+/// The single-return (last, 0x38) stream of a dual-return (last + strongest, 0x39) Hesai stream,
+/// from packet `first` on. A dual packet holds `blocks / 2` firings, each as two blocks: the
+/// last return first, then the strongest (or second strongest when the last is the
+/// strongest; `hesai::return_type`, module `layout`). A single-return packet holds `blocks`
+/// firings at the same firing rate, so two dual packets make one: the last-return block of
+/// each firing of both, in order; the header, tail and time of the second (a Hesai packet is
+/// stamped at its last firing: Pandar64 `-42.58 µs − 55.56 µs · (5 − b) / returns`, QT128
+/// `111.11 µs · (1 − b) / returns` before it); the return-mode byte 0x38, the 12-byte
+/// header's return count 1. QT128 alternates its two firing loops per firing (mode flag bit 0,
+/// 1 = loop 1), and single-return blocks 0 and 1 are loops 1 and 2: `first` is a loop-1
+/// packet. So every point of the single stream is a point of the dual capture, fired at the
+/// same time: what the sensor set to last return would have sent.
+fn hesai_single(h: &Hesai, dual: &[(Vec<u8>, u64)], first: usize) -> Input {
+    let l = h.l;
+    let bl = l.block_len();
+    let single: Input = dual[first..]
+        .chunks_exact(2)
+        .map(|pair| {
+            let mut p = pair[1].0.clone();
+            let firings = pair
+                .iter()
+                .flat_map(|(src, _)| (0..l.blocks).step_by(2).map(move |k| (src, k)));
+            for (j, (src, k)) in firings.enumerate() {
+                let (o, so) = (l.header_len() + j * bl, l.header_len() + k * bl);
+                p[o..o + bl].copy_from_slice(&src[so..so + bl]);
+            }
+            p[l.tail_offset() + l.t_return_mode] = 0x38;
+            if l.header == hl::HeaderKind::Long12 {
+                p[10] = 1;
+            }
+            (p, pair[1].1)
+        })
+        .collect();
+    renumber(h, &single)
+}
+
+/// The single-return (strongest) stream of the Helios-16P capture read as dual return. A
+/// 16-laser dual-return block is one firing of the 16 lasers, channels 0..15 the first return
+/// and 16..31 the second (rs_driver), one firing per block, 12 per packet: the capture's MSOPs
+/// fit that (0.20° per block at 600 rpm, 1500 packets/s). A single-return block holds two
+/// firings (channels 0..15, then 16..31), 24 per packet: two dual packets make one, block `j`
+/// the first returns of firings `2j` and `2j + 1`, at the azimuth of the first; stamped with
+/// the first packet's time (a RoboSense packet is stamped at block 0), received with the
+/// second.
+fn robo_single(dual: &[(Vec<u8>, u64)]) -> Input {
+    dual.chunks_exact(2)
+        .map(|pair| {
+            let mut p = pair[0].0.clone();
+            for j in 0..12 {
+                let src = &pair[j / 6].0;
+                let f = 42 + 100 * (2 * (j % 6));
+                let o = 42 + 100 * j;
+                p[o..o + 52].copy_from_slice(&src[f..f + 52]);
+                p[o + 52..o + 100].copy_from_slice(&src[f + 104..f + 152]);
+            }
+            (p, pair[1].1)
+        })
+        .collect()
+}
+
+/// Decodes `before`, `after` and `both` (`before` then `after`, as one stream) and checks
+/// the switch between them: the frames wholly before it equal `before`'s decode; the switch
+/// frame holds the points of `before`'s last frame then those of `after`'s first, every
+/// packet of both counted, and is whole; the frames after it equal `after`'s decode
+/// (numbered on). Returns the stream's shape and the switch frame's index.
+fn check_switch(
+    cfg: &SensorConfig,
+    before: &Input,
+    after: &Input,
+    both: &Input,
+) -> (Vec<Shape>, usize) {
+    let (fa, _) = run(cfg, before);
+    let (fz, _) = run(cfg, after);
+    let (fb, c) = run(cfg, both);
+    assert_eq!((c.time_jumps, c.restarts, c.frames_lost), (0, 0, 0));
+    let k = fa.len() - 1;
+    for (g, w) in fb[..k].iter().zip(&fa[..k]) {
+        assert_eq!(g, w);
+    }
+    let sw = &fb[k];
+    assert_eq!(sw.points.len(), fa[k].points.len() + fz[0].points.len());
+    assert_eq!(
+        geometry(std::slice::from_ref(sw)),
+        [geometry(&fa[k..]), geometry(&fz[..1])].concat()
+    );
+    let h = sw.header;
+    assert_eq!(
+        h.packets_received,
+        fa[k].header.packets_received + fz[0].header.packets_received
+    );
+    assert_eq!(h.packets_received, h.packets_expected);
+    assert_eq!(fb.len(), k + fz.len());
+    for (g, w) in fb[k + 1..].iter().zip(&fz[1..]) {
+        let mut h = w.header;
+        h.sequence += k as u64;
+        assert_eq!((g.header, &g.points), (h, &w.points));
+    }
+    (shape(&fb), k)
+}
+
+/// `second` moved to run on after `first`: its first packet `adv` (0.01°) past the block-0
+/// azimuth of `first`'s last packet and `dt` ns after it (sensor and host time), its azimuths
+/// turned by a constant, its times shifted by a constant.
+fn vlp16_after(first: &Input, second: &Input, adv: u32, dt: u64) -> Input {
+    let v = Velodyne;
+    let last = &first[first.len() - 1];
+    let az_next = (v.azimuths(&last.0)[0] + adv) % 36_000;
+    let rot = (36_000 + az_next - v.azimuths(&second[0].0)[0]) % 36_000;
+    let (t0, h0) = (v.sensor_ns(&second[0].0), second[0].1);
+    let (t_next, h_next) = (v.sensor_ns(&last.0) + dt, last.1 + dt);
+    second
+        .iter()
+        .map(|(p, h)| {
+            let mut p = p.clone();
+            let az: Vec<u32> = v.azimuths(&p).iter().map(|a| (a + rot) % 36_000).collect();
+            v.set_azimuths(&mut p, &az);
+            let t = v.sensor_ns(&p) - t0 + t_next;
+            v.set_sensor_ns(&mut p, t);
+            (p, h - h0 + h_next)
+        })
+        .collect()
+}
+
+/// Every point of `input` in packet order: its decode with the cut turned half a turn from
+/// `az` (0.01°), so that no packet near `az` holds the cut (frames concatenated keep the
+/// decode order; the carry only moves a frame's tail to the next one).
+fn all_points(
+    cfg: &SensorConfig,
+    input: &Input,
+    az: u32,
+) -> Vec<(f32, f32, f32, u8, u8, u16, f32)> {
+    let mut cfg = cfg.clone();
+    cfg.cut_angle =
+        lidarxdp_core::valid::Degrees::new(f64::from((az + 18_000) % 36_000) / 100.0).unwrap();
+    geometry(&run(&cfg, input).0)
+}
+
+/// The switch from `before` to `after` (the block-azimuth cut policy, where frames keep the
+/// packet order): `both` holds every point of `before` then every point of `after`, once;
+/// the frames before the one holding the last point of `before` equal `before`'s decode; that
+/// frame (the switch frame) holds the first point of `after` too and is whole; the frames
+/// after it equal `after`'s decode (numbered on). Returns the stream's shape, the switch
+/// frame's index and its old-mode and new-mode point counts.
+fn check_switch_kept(
+    cfg: &SensorConfig,
+    before: &Input,
+    after: &Input,
+    switch_az: u32,
+) -> (Vec<Shape>, usize, usize, usize) {
+    let both: Input = [before.clone(), after.clone()].concat();
+    let (fa, _) = run(cfg, before);
+    let (fz, _) = run(cfg, after);
+    let (fb, c) = run(cfg, &both);
+    assert_eq!((c.time_jumps, c.restarts, c.frames_lost), (0, 0, 0));
+    let (pa, pz) = (
+        all_points(cfg, before, switch_az),
+        all_points(cfg, after, switch_az),
+    );
+    // Every point once, but for a flushed tail of points carried past the stream's last cut
+    // (dropped, as at the end of `after` alone).
+    let got = geometry(&fb);
+    let fz_points: usize = fz.iter().map(|f| f.points.len()).sum();
+    assert!(
+        [pa.clone(), pz.clone()].concat().starts_with(&got),
+        "every point once"
+    );
+    assert_eq!(pa.len() + pz.len() - got.len(), pz.len() - fz_points);
+    let mut seen = 0;
+    let k = fb
+        .iter()
+        .position(|f| {
+            seen += f.points.len();
+            seen >= pa.len()
+        })
+        .unwrap();
+    let old = pa.len() - (seen - fb[k].points.len());
+    let new = fb[k].points.len() - old;
+    let h = fb[k].header;
+    assert_eq!(h.packets_received, h.packets_expected, "switch frame whole");
+    assert_eq!(fb.len(), k + fz.len() - usize::from(new == 0));
+    // A frame next to the switch whose neighbouring packet holds the cut shares that
+    // (completing) packet with the switch frame in `both` but not in the one-mode decode: its
+    // start and packet count differ, its points are the same.
+    let same = |g: &Frame, w: &Frame, seq: u64| {
+        let mut h = w.header;
+        h.sequence += seq;
+        if g.header != h {
+            assert_eq!(
+                geometry(std::slice::from_ref(g)),
+                geometry(std::slice::from_ref(w))
+            );
+        } else {
+            assert_eq!(g.points, w.points);
+        }
+    };
+    for (i, (g, w)) in fb[..k].iter().zip(&fa[..k]).enumerate() {
+        if i + 1 < k {
+            assert_eq!(g, w);
+        } else {
+            same(g, w, 0);
+        }
+    }
+    if new > 0 {
+        assert_eq!(new, fz[0].points.len());
+    }
+    let z0 = usize::from(new > 0);
+    for (i, (g, w)) in fb[k + 1..].iter().zip(&fz[z0..]).enumerate() {
+        let seq = (k + 1 - z0) as u64;
+        if i == 0 {
+            same(g, w, seq);
+        } else {
+            let mut h = w.header;
+            h.sequence += seq;
+            assert_eq!((g.header, &g.points), (h, &w.points));
+        }
+    }
+    (shape(&fb), k, old, new)
+}
+
+#[test]
+fn pandar64_qt128_vls128_helios16p_one_frame_per_turn_at_300_and_1200_rpm() {
+    // Each: 1200 rpm, 300 rpm, and 1200 then 300 rpm; `(cut crossings of block 0, shape)`.
+    // Hesai cuts per channel (azimuth offsets of several degrees): a turn counts the packets
+    // that straddle the cut too (Pandar64: 300 + 9 at 1200 rpm, 1200 + 35 at 300 rpm), and
+    // two frames at each end of a stream are edges (the start-up cutter, the flush).
+    let none = |i: Input, _: &dyn Fn(usize) -> u32| i;
+    let clean = capture(P64_PCAP, 2368);
+    let got = speed_runs(&P64, &p64(), &clean, [1500, 4200, 3900], 900, 2, none);
+    assert_eq!(
+        got,
+        vec![
+            (
+                4,
+                vec![
+                    (4, 298, 133, 0),
+                    (304, 308, 46525, 0),
+                    (309, 309, 46834, 0),
+                    (309, 309, 46829, 0),
+                    (309, 309, 46901, 0),
+                    (305, 308, 46601, 0),
+                    (5, 303, 208, 0)
+                ]
+            ),
+            (
+                3,
+                vec![
+                    (15, 1213, 483, 0),
+                    (1215, 1234, 186133, 0),
+                    (1235, 1235, 187350, 0),
+                    (1236, 1236, 187175, 0),
+                    (621, 1235, 90229, 0)
+                ]
+            ),
+            // The turn holding the change: 320 packets (both speeds), whole.
+            (
+                5,
+                vec![
+                    (4, 298, 133, 0),
+                    (304, 308, 46525, 0),
+                    (309, 309, 46834, 0),
+                    (320, 320, 47102, 0),
+                    (1219, 1219, 186732, 0),
+                    (1235, 1235, 186894, 0),
+                    (621, 1234, 90379, 0)
+                ]
+            )
+        ]
+    );
+    let clean = capture(QT128_PCAP, 2368);
+    let got = speed_runs(&QT128, &qt128(), &clean, [2250, 6300, 5850], 1350, 2, none);
+    assert_eq!(
+        got,
+        vec![
+            (
+                5,
+                vec![
+                    (450, 476, 30946, 0),
+                    (476, 476, 31886, 0),
+                    (476, 476, 31891, 0),
+                    (476, 476, 31886, 0),
+                    (476, 476, 31891, 0),
+                    (26, 475, 947, 0)
+                ]
+            ),
+            (
+                3,
+                vec![
+                    (1797, 1901, 143087, 0),
+                    (1901, 1901, 147121, 0),
+                    (1901, 1901, 147127, 0),
+                    (1004, 1901, 77117, 0)
+                ]
+            ),
+            (
+                5,
+                vec![
+                    (450, 476, 30946, 0),
+                    (476, 476, 31886, 0),
+                    (476, 476, 31891, 0),
+                    (1823, 1823, 144021, 0),
+                    (1901, 1901, 147127, 0),
+                    (1004, 1901, 77117, 0)
+                ]
+            )
+        ]
+    );
+    let clean = capture(VLS128_PCAP, 2368);
+    let got = speed_runs(
+        &Velodyne,
+        &vls128(),
+        &clean,
+        [1500, 4200, 3900],
+        900,
+        1,
+        none,
+    );
+    assert_eq!(
+        got,
+        vec![
+            (
+                5,
+                vec![
+                    (192, 302, 68085, 0),
+                    (303, 303, 105178, 0),
+                    (302, 302, 104791, 0),
+                    (303, 303, 105177, 0),
+                    (302, 302, 104742, 0),
+                    (103, 302, 35199, 0)
+                ]
+            ),
+            (
+                3,
+                vec![
+                    (765, 1205, 271207, 0),
+                    (1208, 1208, 420181, 0),
+                    (1207, 1207, 419832, 0),
+                    (1023, 1207, 350740, 0)
+                ]
+            ),
+            (
+                5,
+                vec![
+                    (192, 302, 68085, 0),
+                    (303, 303, 105178, 0),
+                    (302, 302, 104791, 0),
+                    (890, 890, 313368, 0),
+                    (1207, 1207, 419844, 0),
+                    (1011, 1207, 359352, 0)
+                ]
+            )
+        ]
+    );
+    // Helios-16P: a DIFOP with the new motor speed before the first packet at it.
+    let clean = capture(HELIOS_PCAP, 6699);
+    let difops = |i: Input, s2: &dyn Fn(usize) -> u32| {
+        let changes: Vec<(usize, Vec<u8>)> = (0..i.len())
+            .filter(|&m| m == 0 || s2(m) != s2(m - 1))
+            .map(|m| (m, helios_difop(300 * s2(m), 4)))
+            .collect();
+        insert(&i, &changes)
+    };
+    let got = speed_runs(
+        &Robo,
+        &helios16p(),
+        &clean,
+        [375, 1050, 975],
+        225,
+        1,
+        difops,
+    );
+    assert_eq!(
+        got,
+        vec![
+            (
+                4,
+                vec![
+                    (75, 76, 7669, 0),
+                    (76, 76, 7967, 0),
+                    (76, 76, 7969, 0),
+                    (76, 76, 7904, 0),
+                    (76, 76, 7934, 0)
+                ]
+            ),
+            (
+                3,
+                vec![
+                    (297, 302, 30487, 0),
+                    (301, 301, 31592, 0),
+                    (301, 301, 31563, 0),
+                    (154, 301, 20380, 0)
+                ]
+            ),
+            (
+                5,
+                vec![
+                    (75, 76, 7669, 0),
+                    (76, 76, 7967, 0),
+                    (76, 76, 7969, 0),
+                    (298, 298, 30499, 0),
+                    (301, 301, 31569, 0),
+                    (154, 300, 20420, 0)
+                ]
+            )
+        ]
+    );
+}
+
+#[test]
+fn hesai_return_mode_switch_frame_is_whole() {
+    // Pandar64 (6 blocks, 3 firings × 2 returns) and QT128 (2 blocks, 1 firing × 2 returns,
+    // looped to 4 turns with continuous azimuth): the single-return stream derived from the
+    // dual one (`hesai_single`), then switched at a firing half a turn from the cut, single →
+    // dual and dual → single, time, azimuth and UDP sequence running on.
+    let cases = [
+        (&P64, p64(), capture(P64_PCAP, 2368), 0, 450),
+        (
+            &QT128,
+            qt128(),
+            resample(&QT128, &capture(QT128_PCAP, 2368), 3600, |_| 2),
+            1,
+            750,
+        ),
+    ];
+    let mut got = Vec::new();
+    for (h, cfg, dual, first, k) in cases {
+        let dual = renumber(h, &dual);
+        let single = hesai_single(h, &dual, first);
+        let d = first + 2 * k;
+        for (b, a) in [
+            (single[..k].to_vec(), dual[d..].to_vec()),
+            (dual[..d].to_vec(), single[k..].to_vec()),
+        ] {
+            let both = renumber(h, &[b.clone(), a.clone()].concat());
+            let (s, k) = check_switch(&cfg, &b, &a, &both);
+            got.push((s[k], k, s.len()));
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            ((463, 463, 91923, 0), 2, 6),
+            ((464, 464, 91704, 0), 2, 6),
+            ((625, 625, 71013, 0), 1, 5),
+            ((802, 802, 72539, 0), 1, 5)
+        ]
+    );
+}
+
+#[test]
+fn robosense_return_mode_switch_frame_is_whole() {
+    // Helios-16P: the capture read as dual return (a DIFOP saying so first), its single-return
+    // stream derived by `robo_single`; the switch: a DIFOP announcing the new mode, then data
+    // in it, 2.5 turns in (at 196.72°).
+    let dual: Input = capture(HELIOS_PCAP, 6699);
+    let single = robo_single(&dual);
+    let with = |mode: u8, i: &[(Vec<u8>, u64)]| insert(i, &[(0, helios_difop(600, mode))]);
+    let (fs, _) = run(&helios16p(), &with(4, &single));
+    let (fd, _) = run(&helios16p(), &with(0, &dual));
+    assert_eq!(shape(&fs)[1], (76, 76, 6587, 0));
+    assert_eq!(shape(&fd)[1], (151, 151, 15788, 0));
+    let k = 190;
+    let (b, a) = (with(4, &single[..k]), with(0, &dual[2 * k..]));
+    let (s, i) = check_switch(&helios16p(), &b, &a, &[b.clone(), a.clone()].concat());
+    assert_eq!((s[i], i, s.len()), ((110, 110, 9095, 0), 2, 6));
+    let (b, a) = (with(0, &dual[..2 * k]), with(4, &single[k..]));
+    let (s, i) = check_switch(&helios16p(), &b, &a, &[b.clone(), a.clone()].concat());
+    assert_eq!((s[i], i, s.len()), ((117, 117, 13229, 0), 2, 5));
+}
+
+/// VLP-16 single-return capture, dual-return capture, and their packet interval (ns) and
+/// block-0 advance per packet (0.01°).
+fn vlp16_modes() -> (Input, Input, [(u64, u32); 2]) {
+    let single = capture("velodyne/vlp16/vlp16_strongest_84pkt.pcap", 2368);
+    let dual = capture(VLP16_DUAL, 2368);
+    let v = Velodyne;
+    let m = |i: &Input| {
+        let n = i.len();
+        (
+            (v.sensor_ns(&i[n - 1].0) - v.sensor_ns(&i[0].0)) / (n as u64 - 1),
+            (36_000 + v.azimuths(&i[n - 1].0)[0] - v.azimuths(&i[n - 2].0)[0]) % 36_000,
+        )
+    };
+    let modes = [m(&single), m(&dual)];
+    assert_eq!(modes, [(1_327_289, 478), (663_551, 239)]);
+    (single, dual, modes)
+}
+
+#[test]
+fn velodyne_dual_to_single_switch_frame_is_whole() {
+    // The dual capture, then the single one a dual packet interval and advance later.
+    let (single, dual, [_, (dt, adv)]) = vlp16_modes();
+    let after = vlp16_after(&dual, &single, adv, dt);
+    let sw = Velodyne.azimuths(&after[0].0)[0];
+    let (s, k, old, new) = check_switch_kept(&vlp16(), &dual, &after, sw);
+    assert_eq!(
+        s,
+        vec![
+            (151, 152, 14829, 0),
+            (152, 152, 14820, 0),
+            (152, 152, 14844, 0),
+            (151, 151, 14881, 0),
+            (77, 77, 28345, 0),
+            (9, 76, 3325, 0)
+        ]
+    );
+    assert_eq!((k, old, new), (4, 40, 28305));
+}
+
+#[test]
+fn velodyne_single_to_dual_switch_at_and_after_the_cut() {
+    // The switch packet (the first dual one) `adv` past the last single packet's block 0
+    // (its single-mode advance; the dual one; 2°; 0°, i.e. behind the single packet's last
+    // blocks, as a sensor restarting its firing sequence could send) and `dt` later (the
+    // single or the dual interval); turned so the cut lies: as recorded (115.84°), 1° into
+    // the switch packet, 2° into the last single packet (the switch packet is the first after
+    // the cut), 1° before the switch packet, 4° into the last single packet. Every point
+    // once, the switch frame whole, in all 30.
+    let (single, dual, [(s_dt, s_adv), (d_dt, d_adv)]) = vlp16_modes();
+    let v = Velodyne;
+    let mut got = Vec::new();
+    for (adv, dt) in [
+        (s_adv, s_dt),
+        (s_adv, d_dt),
+        (d_adv, d_dt),
+        (d_adv, s_dt),
+        (200, s_dt),
+        (0, s_dt),
+    ] {
+        let moved = vlp16_after(&single, &dual, adv, dt);
+        let az_last = v.azimuths(&single[single.len() - 1].0)[0];
+        let az_sw = v.azimuths(&moved[0].0)[0];
+        for by in [
+            0,
+            71_900 - az_sw,
+            71_800 - az_last,
+            36_100 - az_sw,
+            71_600 - az_last,
+        ] {
+            let by = by % 36_000;
+            let (b, z) = (rotate(&v, &single, by), rotate(&v, &moved, by));
+            let (s, k, old, new) = check_switch_kept(&vlp16(), &b, &z, (az_sw + by) % 36_000);
+            got.push((adv, by, s[k], old, new));
+        }
+    }
+    // The cut inside the switch packet: the switch frame ends inside it (41 dual points);
+    // inside the last single packet: it holds that packet's 216 points past the cut and the
+    // dual turn up to the cut.
+    assert_eq!(got[1], (478, 8316, (76, 76, 28348, 0), 28307, 41));
+    assert_eq!(got[2], (478, 8694, (151, 151, 14961, 0), 216, 14745));
+    assert_eq!(got[3], (478, 8516, (152, 152, 14894, 0), 79, 14815));
+    assert_eq!(got[26], (0, 8794, (3, 3, 328, 0), 287, 41));
+    assert_eq!(got.len(), 30);
 }
