@@ -825,7 +825,8 @@ fn hesai_single(h: &Hesai, dual: &[(Vec<u8>, u64)], first: usize) -> Input {
 /// the first packet's time (a RoboSense packet is stamped at block 0), received with the
 /// second.
 fn robo_single(dual: &[(Vec<u8>, u64)]) -> Input {
-    dual.chunks_exact(2)
+    let single: Input = dual
+        .chunks_exact(2)
         .map(|pair| {
             let mut p = pair[0].0.clone();
             for j in 0..12 {
@@ -836,6 +837,27 @@ fn robo_single(dual: &[(Vec<u8>, u64)]) -> Input {
                 p[o + 52..o + 100].copy_from_slice(&src[f + 104..f + 152]);
             }
             (p, pair[1].1)
+        })
+        .collect();
+    robo_renumber(&single)
+}
+
+/// `input` with the Helios MSOP packet counter (u32 big-endian at byte 12, which a sensor
+/// steps by one per packet) renumbered from the first MSOP's on, as a sensor sends it; DIFOP
+/// packets (first byte 0xA5) are left alone.
+fn robo_renumber(input: &[(Vec<u8>, u64)]) -> Input {
+    let mut next = None;
+    input
+        .iter()
+        .map(|(p, t)| {
+            let mut p = p.clone();
+            if p.first() == Some(&0x55) && p.len() >= 16 {
+                let n: u32 =
+                    next.unwrap_or_else(|| u32::from_be_bytes(p[12..16].try_into().unwrap()));
+                p[12..16].copy_from_slice(&n.to_be_bytes());
+                next = Some(n.wrapping_add(1));
+            }
+            (p, *t)
         })
         .collect()
 }
@@ -1242,10 +1264,11 @@ fn robosense_return_mode_switch_frame_is_whole() {
     assert_eq!(shape(&fd)[1], (151, 151, 15788, 0));
     let k = 190;
     let (b, a) = (with(4, &single[..k]), with(0, &dual[2 * k..]));
-    let (s, i) = check_switch(&helios16p(), &b, &a, &[b.clone(), a.clone()].concat());
+    let both = |b: &Input, a: &Input| robo_renumber(&[b.clone(), a.clone()].concat());
+    let (s, i) = check_switch(&helios16p(), &b, &a, &both(&b, &a));
     assert_eq!((s[i], i, s.len()), ((110, 110, 9095, 0), 2, 6));
     let (b, a) = (with(0, &dual[..2 * k]), with(4, &single[k..]));
-    let (s, i) = check_switch(&helios16p(), &b, &a, &[b.clone(), a.clone()].concat());
+    let (s, i) = check_switch(&helios16p(), &b, &a, &both(&b, &a));
     assert_eq!((s[i], i, s.len()), ((117, 117, 13229, 0), 2, 5));
 }
 
