@@ -18,7 +18,8 @@
 //! sequence) running on: the frames before the switch equal the old-mode decode, the switch
 //! frame holds the old part and the new part, every point once, counted whole, the frames
 //! after it equal the new-mode decode. VLP-16: the strongest and dual captures, re-stamped
-//! and turned, both ways, the switch also at and just after the cut. Hesai: the single-return
+//! and turned, both ways, the switch also at and just after the cut (30 constructions each
+//! way: five cut positions by six lead distances). Hesai: the single-return
 //! (last) stream derived from the dual capture by [`hesai_single`] (the last-return block of
 //! each firing, two dual packets to one). RoboSense: the Helios-16P capture read as dual
 //! return and its single-return stream derived by [`robo_single`]; a DIFOP announces each
@@ -942,8 +943,11 @@ fn all_points(
 /// The switch from `before` to `after` (the block-azimuth cut policy, where frames keep the
 /// packet order): `both` holds every point of `before` then every point of `after`, once;
 /// the frames before the one holding the last point of `before` equal `before`'s decode; that
-/// frame (the switch frame) holds the first point of `after` too and is whole; the frames
-/// after it equal `after`'s decode (numbered on). Returns the stream's shape, the switch
+/// frame (the switch frame) is whole and holds the first point of `after` too, unless every
+/// point of the switch packet lies past the cut (then it holds none of `after` and `after`'s
+/// frames all follow it); the frames after it equal `after`'s decode (numbered on). Where
+/// `before`'s decode ends with a flushed frame that keeps its last packet's points past the
+/// cut, `both` carries those into the switch frame. Returns the stream's shape, the switch
 /// frame's index and its old-mode and new-mode point counts.
 fn check_switch_kept(
     cfg: &SensorConfig,
@@ -981,7 +985,9 @@ fn check_switch_kept(
     let new = fb[k].points.len() - old;
     let h = fb[k].header;
     assert_eq!(h.packets_received, h.packets_expected, "switch frame whole");
-    assert_eq!(fb.len(), k + fz.len() - usize::from(new == 0));
+    // The switch frame stands for `after`'s first frame when it holds new-mode points, else
+    // it comes before all of `after`'s frames.
+    assert_eq!(fb.len(), k + fz.len() + usize::from(new == 0));
     // A frame next to the switch whose neighbouring packet holds the cut shares that
     // (completing) packet with the switch frame in `both` but not in the one-mode decode: its
     // start and packet count differ, its points are the same.
@@ -1000,6 +1006,23 @@ fn check_switch_kept(
     for (i, (g, w)) in fb[..k].iter().zip(&fa[..k]).enumerate() {
         if i + 1 < k {
             assert_eq!(g, w);
+        } else if fa.len() == k && g.header != w.header {
+            // `before`'s last frame (flushed, no packet after it to cut it) keeps the points
+            // of its last packet past the cut (a dual-return packet's last firing sequence,
+            // interpolated past its last block azimuth); in `both` the switch packet completes
+            // that frame and they are carried into the switch frame: the frame is whole and
+            // with them holds `before`'s last frame's points. (When `before`'s last packet
+            // completes its last frame itself, the frames are equal and the carry is the
+            // tail `before` alone drops on flush.)
+            assert_eq!(g.header.packets_received, g.header.packets_expected);
+            assert_eq!(
+                [
+                    geometry(std::slice::from_ref(g)),
+                    geometry(&fb[k..=k])[..old].to_vec()
+                ]
+                .concat(),
+                geometry(std::slice::from_ref(w))
+            );
         } else {
             same(g, w, 0);
         }
@@ -1355,4 +1378,138 @@ fn velodyne_single_to_dual_switch_at_and_after_the_cut() {
     assert_eq!(got[3], (478, 8516, (152, 152, 14894, 0), 79, 14815));
     assert_eq!(got[26], (0, 8794, (3, 3, 328, 0), 287, 41));
     assert_eq!(got.len(), 30);
+}
+
+#[test]
+fn velodyne_dual_to_single_switch_at_and_after_the_cut() {
+    // The switch packet (the first single one) `adv` past the last dual packet's block 0 (the
+    // dual advance, then `dt` the dual or the single interval; the single advance, likewise;
+    // 2°; 0°, behind the dual packet's last blocks); turned so the cut lies: as recorded,
+    // 1° into the switch packet, 2° into the last dual packet
+    // (between its last block azimuth and its last, interpolated, firing sequence), 1° before
+    // the switch packet, 4° past the last dual packet's block 0. Every point once, the switch
+    // frame whole, the frames after it those of the single stream alone, in all 30.
+    let (single, dual, [(s_dt, s_adv), (d_dt, d_adv)]) = vlp16_modes();
+    let v = Velodyne;
+    let mut got = Vec::new();
+    for (adv, dt) in [
+        (d_adv, d_dt),
+        (d_adv, s_dt),
+        (s_adv, s_dt),
+        (s_adv, d_dt),
+        (200, d_dt),
+        (0, d_dt),
+    ] {
+        let moved = vlp16_after(&dual, &single, adv, dt);
+        let az_last = v.azimuths(&dual[dual.len() - 1].0)[0];
+        let az_sw = v.azimuths(&moved[0].0)[0];
+        for by in [
+            0,
+            71_900 - az_sw,
+            71_800 - az_last,
+            36_100 - az_sw,
+            71_600 - az_last,
+        ] {
+            let by = by % 36_000;
+            let (b, z) = (rotate(&v, &dual, by), rotate(&v, &moved, by));
+            let (s, k, old, new) = check_switch_kept(&vlp16(), &b, &z, (az_sw + by) % 36_000);
+            got.push((adv, by, s[k], old, new, *s.last().unwrap()));
+        }
+    }
+    // `(adv, turn, switch frame, its old and new points, last frame)`. The cut 2° into the
+    // last dual packet: its 15 points past the cut open the switch frame (the dual stream
+    // alone keeps them in its flushed last frame). The single advance with the cut 2° into or
+    // 4° past the last dual packet: the switch packet lies wholly past the cut, the switch
+    // frame holds no single point. The last frames at 0° and 4° past (lead 239 or 0) were
+    // `(9, 77, ..)`, one packet more than the single stream alone, while the dual advance
+    // lingered in the measured mean.
+    let want = [
+        (239, 0, (77, 77, 28345, 0), 40, 28305, (9, 76, 3325, 0)),
+        (
+            239,
+            35796,
+            (152, 152, 14921, 0),
+            14840,
+            81,
+            (9, 76, 3166, 0),
+        ),
+        (239, 35935, (76, 76, 28368, 0), 15, 28353, (9, 76, 3277, 0)),
+        (239, 35996, (77, 77, 28345, 0), 40, 28305, (9, 76, 3325, 0)),
+        (
+            239,
+            35735,
+            (151, 151, 14947, 0),
+            14816,
+            131,
+            (9, 76, 3118, 0),
+        ),
+        (239, 0, (77, 77, 28345, 0), 40, 28305, (9, 76, 3325, 0)),
+        (
+            239,
+            35796,
+            (152, 152, 14921, 0),
+            14840,
+            81,
+            (9, 76, 3166, 0),
+        ),
+        (239, 35935, (76, 76, 28368, 0), 15, 28353, (9, 76, 3277, 0)),
+        (239, 35996, (77, 77, 28345, 0), 40, 28305, (9, 76, 3325, 0)),
+        (
+            239,
+            35735,
+            (151, 151, 14947, 0),
+            14816,
+            131,
+            (9, 76, 3118, 0),
+        ),
+        (478, 0, (76, 76, 28158, 0), 40, 28118, (10, 76, 3512, 0)),
+        (
+            478,
+            35557,
+            (151, 151, 14825, 0),
+            14744,
+            81,
+            (9, 76, 3166, 0),
+        ),
+        (478, 35935, (75, 75, 28179, 0), 15, 28164, (10, 77, 3466, 0)),
+        (478, 35757, (151, 151, 14824, 0), 14824, 0, (9, 76, 3325, 0)),
+        (478, 35735, (151, 151, 14816, 0), 14816, 0, (9, 76, 3309, 0)),
+        (478, 0, (76, 76, 28158, 0), 40, 28118, (10, 76, 3512, 0)),
+        (
+            478,
+            35557,
+            (151, 151, 14825, 0),
+            14744,
+            81,
+            (9, 76, 3166, 0),
+        ),
+        (478, 35935, (75, 75, 28179, 0), 15, 28164, (10, 77, 3466, 0)),
+        (478, 35757, (151, 151, 14824, 0), 14824, 0, (9, 76, 3325, 0)),
+        (478, 35735, (151, 151, 14816, 0), 14816, 0, (9, 76, 3309, 0)),
+        (200, 0, (77, 77, 28377, 0), 40, 28337, (9, 76, 3293, 0)),
+        (
+            200,
+            35835,
+            (152, 152, 14937, 0),
+            14856,
+            81,
+            (9, 76, 3166, 0),
+        ),
+        (200, 35935, (76, 76, 28400, 0), 15, 28385, (9, 76, 3245, 0)),
+        (200, 35, (77, 77, 28361, 0), 56, 28305, (9, 76, 3325, 0)),
+        (
+            200,
+            35735,
+            (151, 151, 14978, 0),
+            14816,
+            162,
+            (9, 77, 3087, 0),
+        ),
+        (0, 0, (3, 3, 152, 0), 40, 112, (9, 76, 3134, 0)),
+        (0, 35, (3, 3, 137, 0), 56, 81, (9, 76, 3166, 0)),
+        (0, 35935, (152, 152, 15057, 0), 14895, 162, (9, 77, 3087, 0)),
+        (0, 235, (78, 78, 28441, 0), 136, 28305, (9, 76, 3325, 0)),
+        (0, 35735, (151, 151, 15132, 0), 14816, 316, (8, 76, 2933, 0)),
+    ];
+    assert_eq!(got, want);
 }

@@ -200,7 +200,18 @@ impl ScanAssembler {
         }
     }
 
-    fn note_step(&mut self, dt: u64, daz_cdeg: u32, nominal: u64) {
+    /// Samples the step `dt` (ns) / `daz_cdeg` (0.01°) from the previous packet (nominal
+    /// interval `prev_nominal`, ns) to this one (`nominal`) into the measured interval and
+    /// advance. A changed nominal interval is a new return mode (a VLP-16 single-return
+    /// packet spans twice a dual-return one's firings, time and azimuth): both measurements
+    /// restart, and the step across the switch, half in each mode, is no sample of either.
+    fn note_step(&mut self, dt: u64, daz_cdeg: u32, nominal: u64, prev_nominal: u64) {
+        if nominal != prev_nominal {
+            self.adv_q8 = 0;
+            self.dt_min = [u64::MAX; 2];
+            self.dt_count = 0;
+            return;
+        }
         if dt == 0 {
             return;
         }
@@ -382,7 +393,12 @@ impl ScanAssembler {
                 u32::from(info.first_azimuth_cdeg),
                 u32::from(l.first_azimuth_cdeg),
             );
-            self.note_step(info.sensor_ns.saturating_sub(prev), daz, info.interval_ns);
+            self.note_step(
+                info.sensor_ns.saturating_sub(prev),
+                daz,
+                info.interval_ns,
+                l.interval_ns,
+            );
         }
         if (self.cur.open || self.at_cut)
             && seq_gap.is_none()
@@ -760,6 +776,41 @@ mod tests {
         assert_eq!((out.len(), a.points_in_progress()), (1, 6));
         a.flush(&mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    /// A return-mode switch (issue 39, class 3): packets of half the interval and half the
+    /// advance (dual return), then of the full ones (single return). The measured advance
+    /// restarts at the switch, so the tail estimate of a frame closed early uses the new
+    /// mode's advance only.
+    #[test]
+    fn return_mode_switch_restarts_the_measured_advance() {
+        let mut a = ScanAssembler::new(0, deg(0.0), timeout(200_000_000));
+        let mut out = Vec::new();
+        let (mut ns, mut az) = (5_000_000_000u64, 300u32);
+        // 40 packets of 6° (0.5 ms), then 8 of 12° (1 ms): 3°..339°, no cut.
+        for (n, adv, interval) in [(40, 600u32, 500_000u64), (8, 1200, 1_000_000)] {
+            for _ in 0..n {
+                let info = PacketInfo {
+                    host: HostTime::both(ns - 4_000_000_000),
+                    sensor_ns: ns,
+                    first_azimuth_cdeg: az as u16,
+                    last_azimuth_cdeg: (az + adv - 100) as u16,
+                    advance_cdeg: adv,
+                    interval_ns: interval,
+                };
+                a.begin_packet(info, &mut out).unwrap();
+                a.end_packet(&mut out);
+                ns += interval;
+                az += adv;
+            }
+        }
+        a.flush(&mut out);
+        let h = out[0].header;
+        // 48 received; 1 packet (of the first 6°) before 3°; from the last packet at 327° to
+        // the cut 33° in packets of 12°: 3 with that one, 2 to come. Before the restart the
+        // 6° advance lingered in the mean (under 8.25° after 8 samples): 5 with it, 4 to
+        // come, (48, 53).
+        assert_eq!((h.packets_received, h.packets_expected), (48, 51));
     }
 
     #[test]

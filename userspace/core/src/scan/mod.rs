@@ -137,7 +137,13 @@
 //! packet for the head/tail estimates is likewise measured (a running mean of the steps
 //! between consecutive packets' first-block azimuths); the packet's own `advance_cdeg`, an
 //! integer from within one packet, undercounts it by up to 0.5 %, which made the estimate one
-//! packet too high near the end of a turn.
+//! packet too high near the end of a turn. Both measurements restart when the sensor's speed
+//! changes ([`StreamClock::speed_changes`]) and when the return mode does (issue 39, class 3;
+//! seen as a change of the packets' nominal interval, [`PacketInfo::interval_ns`]: a VLP-16
+//! single-return packet spans twice the firings of a dual-return one); the step across the
+//! switch is no sample of either mode. Before, the dual-return advance (2.39°) lingered in the
+//! mean after a switch to single return (4.78°), and the tail estimate of a frame closed early
+//! a turn later still counted one packet more than the single-return stream alone.
 //!
 //! ## Buffer reuse (no allocation once warm)
 //! Each frame's point `Vec` leaves with the frame. The next frame's `Vec` comes from the
