@@ -797,6 +797,7 @@ mod tests {
                     last_azimuth_cdeg: (az + adv - 100) as u16,
                     advance_cdeg: adv,
                     interval_ns: interval,
+                    sequence: None,
                 };
                 a.begin_packet(info, &mut out).unwrap();
                 a.end_packet(&mut out);
