@@ -20,6 +20,7 @@ use std::path::Path;
 use lidarxdp::replay::read_udp_datagrams;
 use lidarxdp_core::frame::Frame;
 use lidarxdp_core::sensor::{DecodeCounters, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::time::days_from_civil;
 use lidarxdp_core::valid::RangeGate;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
@@ -151,14 +152,6 @@ fn velodyne_clock_step_cuts_no_turn() {
 
 const P64_DATE: usize = lidarxdp_core::sensor::hesai::layout::PANDAR64.tail_offset()
     + lidarxdp_core::sensor::hesai::layout::PANDAR64.t_date;
-
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
-}
 
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;

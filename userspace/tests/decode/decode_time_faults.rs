@@ -11,6 +11,7 @@ use std::path::Path;
 use lidarxdp::replay::read_udp_datagrams;
 use lidarxdp_core::frame::{Frame, FrameClock};
 use lidarxdp_core::sensor::{DecodeCounters, PipelineOptions, SensorConfig, SensorModel};
+use lidarxdp_core::time::days_from_civil;
 use lidarxdp_core::valid::{Degrees, Fov, RangeGate};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/");
@@ -352,14 +353,6 @@ fn hesai_dates_in_either_year_convention_and_as_unix_seconds() {
     }
     let (got, _) = run(&p64(), PipelineOptions::default(), &unix);
     assert_eq!(got, want);
-}
-
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
 }
 
 #[test]
