@@ -80,6 +80,10 @@ pub struct ClockOffset {
     /// `(host_ns, sensor_ns − host_ns)`, oldest first, at least [`SAMPLE_SPACING_NS`] apart,
     /// spanning at most [`DRIFT_WINDOW_NS`].
     samples: VecDeque<(u64, i64)>,
+    /// [`Self::offset_ns`] and [`Self::drift_ppm`] as of the newest kept sample: worked out
+    /// once per kept sample (at most every [`SAMPLE_SPACING_NS`]), not on every read, since
+    /// the capture thread publishes them after every batch of packets.
+    summary: (Option<i64>, Option<f64>),
 }
 
 impl ClockOffset {
@@ -104,12 +108,17 @@ impl ClockOffset {
                 break;
             }
         }
+        self.summary = (self.median_offset(), self.fit_drift());
     }
 
     /// The median offset (sensor minus host), ns, of the samples of the last
     /// [`OFFSET_WINDOW_NS`] before the newest (the lower median of an even count); `None`
     /// before the first sample.
     pub fn offset_ns(&self) -> Option<i64> {
+        self.summary.0
+    }
+
+    fn median_offset(&self) -> Option<i64> {
         let &(newest, _) = self.samples.back()?;
         let mut recent: Vec<i64> = self
             .samples
@@ -125,6 +134,10 @@ impl ClockOffset {
     /// least-squares slope of the offset over host time across the kept minute. `None` until
     /// the samples span [`MIN_DRIFT_SPAN_NS`].
     pub fn drift_ppm(&self) -> Option<f64> {
+        self.summary.1
+    }
+
+    fn fit_drift(&self) -> Option<f64> {
         let &(t0, o0) = self.samples.front()?;
         let &(t1, _) = self.samples.back()?;
         if t1 - t0 < MIN_DRIFT_SPAN_NS || self.samples.len() < 3 {
