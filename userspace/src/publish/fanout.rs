@@ -1314,7 +1314,12 @@ mod tests {
         assert_eq!(r.counters.queue_high_water.load(Relaxed), 3);
         assert_eq!(r.f.subscriber_stats()[0].counters.frames_dropped, 2);
         assert_eq!(r.f.subscriber_stats()[0].counters.queued_frames, 3);
+        // The TCP sink's queue bytes: the frame in flight and the three waiting, header and
+        // points (32 bytes each); the two dropped ones are gone.
+        let message = (protocol::FRAME_HEADER_LEN + 40_000 * 32) as u64;
+        assert_eq!(r.f.queue_bytes().get(), 4 * message);
         assert_eq!(r.drain(id), [(0, 0), (0, 3), (0, 4), (0, 5)]);
+        assert_eq!(r.f.queue_bytes().get(), 0);
     }
 
     #[test]

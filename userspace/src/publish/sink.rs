@@ -326,3 +326,53 @@ impl Drop for SinkThread {
         self.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lidarxdp_core::point::PointXYZIRCAEDT;
+
+    fn frame(points: usize, pool: &Arc<BufferPool>) -> Arc<SharedFrame> {
+        SharedFrame::new(
+            Frame {
+                header: FrameHeader::default(),
+                points: vec![PointXYZIRCAEDT::default(); points].into(),
+            },
+            pool.clone(),
+        )
+    }
+
+    /// A sink thread's queue bytes: each queued frame's points (32 bytes a point) from its
+    /// `offer` until the thread receives it; a frame the full queue refused never counts; the
+    /// frames left in the queue when the thread ends leave the count with it.
+    #[test]
+    fn queue_bytes_follow_the_frames_in_the_queue() {
+        let pool = Arc::new(BufferPool::new(4));
+        let (go, wait) = std::sync::mpsc::channel::<usize>();
+        let (took, taken) = std::sync::mpsc::channel::<u64>();
+        let mut t = SinkThread::spawn("test-sink", 3, move |rx| {
+            // Receives as many frames as told, each time, then ends (dropping the rest).
+            while let Ok(n) = wait.recv() {
+                for _ in 0..n {
+                    let f = rx.recv().unwrap();
+                    took.send(f.point_bytes()).unwrap();
+                }
+            }
+        })
+        .unwrap();
+        let q = t.queue_bytes();
+        assert_eq!(q.get(), 0);
+        let frames = [frame(100, &pool), frame(10, &pool), frame(1, &pool), frame(7, &pool)];
+        assert_eq!(t.offer(&frames[0]), Offered::Queued);
+        assert_eq!(t.offer(&frames[1]), Offered::Queued);
+        assert_eq!(t.offer(&frames[2]), Offered::Queued);
+        assert_eq!(t.offer(&frames[3]), Offered::Full);
+        assert_eq!(q.get(), 111 * 32);
+        go.send(1).unwrap();
+        assert_eq!(taken.recv().unwrap(), 100 * 32);
+        assert_eq!(q.get(), 11 * 32);
+        drop(go);
+        t.close();
+        assert_eq!(q.get(), 0);
+    }
+}
