@@ -270,7 +270,13 @@ mod tests {
     /// (3 MiB/h over the hour, 18 MiB/h over the first 10 minutes).
     #[test]
     fn a_flat_series_with_noise_is_flat_within_the_bound() {
-        let noisy = |k: u64| if k % 2 == 0 { 500 << 20 } else { 502 << 20 };
+        let noisy = |k: u64| {
+            if k.is_multiple_of(2) {
+                500 << 20
+            } else {
+                502 << 20
+            }
+        };
         let g = fed((0..=60).map(|k| (k * MIN, noisy(k))));
         let got = g.growth().unwrap().bytes_per_hour;
         assert!(got.abs() <= 3 * MIB as i64, "{got}");

@@ -362,7 +362,12 @@ mod tests {
         .unwrap();
         let q = t.queue_bytes();
         assert_eq!(q.get(), 0);
-        let frames = [frame(100, &pool), frame(10, &pool), frame(1, &pool), frame(7, &pool)];
+        let frames = [
+            frame(100, &pool),
+            frame(10, &pool),
+            frame(1, &pool),
+            frame(7, &pool),
+        ];
         assert_eq!(t.offer(&frames[0]), Offered::Queued);
         assert_eq!(t.offer(&frames[1]), Offered::Queued);
         assert_eq!(t.offer(&frames[2]), Offered::Queued);
