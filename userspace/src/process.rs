@@ -4,8 +4,8 @@
 //! ([`memory_status`], the `lidarxdp: memory` status).
 //!
 //! Where each number comes from ([`ProcessGauges::sample`], read when `/metrics` or
-//! `/stats.json` is served, every 10 s for the log, and at exit; never on the packet or frame
-//! path):
+//! `/stats.json` is served, every 10 s for the log and for the memory status, and at exit;
+//! never on the packet or frame path):
 //! - `resident_bytes`: `VmRSS` of `/proc/self/status` (proc(5)), bytes;
 //! - `heap_bytes`, `heap_free_bytes`: glibc's `mallinfo2(3)`, `uordblks + hblkhd` and
 //!   `fordblks` ([`crate::sys::malloc::heap_stats`]); the daemon has no `#[global_allocator]`,
