@@ -19,6 +19,8 @@
 //! - [`sys`]: every raw libc call (socket options, AF_XDP syscalls, capabilities, CPU pinning,
 //!   eventfd, sysfs), each behind a safe wrapper;
 //! - [`metrics`]: Prometheus text rendering of the counters;
+//! - [`process`]: the daemon process's memory and resource gauges, and the growth of its
+//!   resident memory that `/diagnostics` judges;
 //! - [`view`]: the live 3D view in a browser (`run --view`): embedded three.js page, HTTP
 //!   server, latest frame per sensor.
 #![warn(missing_docs)]
@@ -35,6 +37,7 @@ pub mod metrics;
 /// shared with the Python package).
 pub use lidarxdp_client::offline;
 pub mod privs;
+pub mod process;
 pub mod publish;
 pub mod replay;
 pub mod ros2_dds;

@@ -9,10 +9,28 @@
 //! run --stats-json`, the 10 s log line); [`parse`] reads exposition text back and [`table`]
 //! prints it (`lidarxdp stats`).
 //!
-//! Scopes and their labels: daemon-wide (none: `xdp`, `publisher`, `publisher_pool`); per
-//! queue `iface`, `queue` (`xsk`, `capture`, `reassembly`); per sensor `sensor` (id) and
-//! `model` (`sensor`, and the vendor decoders' `ouster`, `velodyne`, `robosense`); per
-//! subscriber `subscriber` (slot) and `peer`.
+//! Scopes and their labels: daemon-wide (none: `xdp`, `publisher`, `publisher_pool`, the
+//! sinks' groups, `process`); per queue `iface`, `queue` (`xsk`, `capture`, `reassembly`); per
+//! sensor `sensor` (id) and `model` (`sensor`, and the vendor decoders' `ouster`, `velodyne`,
+//! `robosense`); per sink `sink` (`sink`: each sink's queue); per subscriber `subscriber`
+//! (slot) and `peer`.
+//!
+//! Memory (issue 40: a week-long run stays flat), where each number comes from:
+//! - `lidarxdp_process_{resident_bytes,heap_bytes,heap_free_bytes,threads,open_fds}`
+//!   ([`crate::process::ProcessGauges`]): `VmRSS` of `/proc/self/status`; glibc's
+//!   `mallinfo2(3)` `uordblks + hblkhd` (in use) and `fordblks` (held free); the entries of
+//!   `/proc/self/task` and `/proc/self/fd`. Sampled when the snapshot is taken (a scrape, the
+//!   10 s log tick, exit), never on the packet or frame path;
+//! - `lidarxdp_zenoh_shm_pool_{used,free}_bytes` (zenoh sink on): the pool's chunks still
+//!   referenced, counted by our wrapper of zenoh's backend after a garbage collection
+//!   ([`crate::ros2_zenoh::ShmPool::usage`]; zenoh's POSIX backend reports no free bytes);
+//! - `lidarxdp_sink_queue_bytes{sink}` ([`crate::publish::SinkQueueCounters`]): point bytes of
+//!   the frames waiting in each sink's queue, an atomic added to on enqueue and taken off on
+//!   dequeue (`zenoh`, `dds`, `foxglove`: their sink thread's queue,
+//!   [`crate::publish::SinkThread`]; `tcp`: the frame messages the fan-out holds for its
+//!   subscribers, queued or being sent, each encoding once). The live view keeps no queue (it
+//!   reads each frame on the publisher thread) and the recording queues packets, not frames:
+//!   neither has a sample.
 use std::{collections::HashMap, fmt::Write};
 
 use serde_json::{Map, Value};
@@ -20,7 +38,10 @@ use serde_json::{Map, Value};
 use crate::{
     capture::{CaptureSnapshot, SensorTraffic},
     loader::ProgramCounters,
-    publish::{PoolCounters, PublisherCounters, SubscriberCounters, SubscriberStats},
+    process::ProcessGauges,
+    publish::{
+        PoolCounters, PublisherCounters, SinkQueueCounters, SubscriberCounters, SubscriberStats,
+    },
     xsk::{XdpStatistics, XskCountersSnapshot},
 };
 use lidarxdp_core::{
@@ -80,6 +101,11 @@ pub struct Snapshot {
     /// recording: each sink's own descriptors, daemon-wide), in the order the sinks declare
     /// them; a sink that is off has none.
     pub sinks: Vec<(&'static CounterDesc, u64)>,
+    /// The process's memory and resources.
+    pub process: ProcessGauges,
+    /// Per sink with a queue: its name (the `sink` label: `tcp`, `zenoh`, `dds`, `foxglove`)
+    /// and its queue's counters.
+    pub sink_queues: Vec<(String, SinkQueueCounters)>,
     /// Per connected subscriber.
     pub subscribers: Vec<SubscriberStats>,
 }
@@ -110,6 +136,13 @@ pub enum Scope<'a> {
         /// Model name.
         model: &'a str,
     },
+    /// One sink's queue, label `sink`; JSON `sink_queues[index].{name}`.
+    Sink {
+        /// Index in [`Snapshot::sink_queues`].
+        index: usize,
+        /// The sink's name.
+        sink: &'a str,
+    },
     /// One subscriber, labels `subscriber`, `peer`; JSON `subscribers[index].{name}`.
     Subscriber {
         /// Index in [`Snapshot::subscribers`].
@@ -132,6 +165,7 @@ impl Scope<'_> {
             Scope::Sensor { name, model, .. } => {
                 vec![("sensor", name.to_owned()), ("model", model.to_owned())]
             }
+            Scope::Sink { sink, .. } => vec![("sink", sink.to_owned())],
             Scope::Subscriber { slot, peer, .. } => {
                 vec![("subscriber", slot.to_string()), ("peer", peer.to_owned())]
             }
@@ -152,6 +186,7 @@ impl Scope<'_> {
     fn flat_group(&self) -> Option<&'static str> {
         match self {
             Scope::Sensor { .. } => Some("sensor"),
+            Scope::Sink { .. } => Some("sink"),
             Scope::Subscriber { .. } => Some("subscriber"),
             _ => None,
         }
@@ -161,7 +196,7 @@ impl Scope<'_> {
 impl Snapshot {
     /// Calls `f` once per exported counter: daemon-wide XDP counters, then per queue (`xsk`,
     /// `capture`, `reassembly`), per sensor (`sensor`, vendor groups), the publisher and its
-    /// pool, per subscriber.
+    /// pool, the sinks, the process, per sink queue, per subscriber.
     pub fn visit(&self, f: &mut dyn FnMut(&Scope<'_>, &'static CounterDesc, u64)) {
         if let Some(x) = &self.xdp {
             x.visit(&mut |d, v| f(&Scope::Global, d, v));
@@ -202,6 +237,11 @@ impl Snapshot {
         for &(d, v) in &self.sinks {
             f(&Scope::Global, d, v);
         }
+        self.process.visit(&mut |d, v| f(&Scope::Global, d, v));
+        for (index, (sink, c)) in self.sink_queues.iter().enumerate() {
+            let sc = Scope::Sink { index, sink };
+            c.visit(&mut |d, v| f(&sc, d, v));
+        }
         for (index, c) in self.subscribers.iter().enumerate() {
             let sc = Scope::Subscriber {
                 index,
@@ -216,8 +256,9 @@ impl Snapshot {
     /// `publisher`, `publisher_pool` objects; `queues[]` (`iface`, `queue`, and `xsk`,
     /// `capture`, `reassembly` objects), the first queue's objects also at top level;
     /// `sensors[]` (`id`, `model`, the `sensor` counters, and `ouster` / `velodyne` /
-    /// `robosense` objects); `subscribers[]` (`slot`, `peer`, counters). Keys are the
-    /// descriptors' names.
+    /// `robosense` objects); the sinks' objects (`zenoh`, ...) and `process`;
+    /// `sink_queues[]` (`sink`, `queue_bytes`); `subscribers[]` (`slot`, `peer`, counters).
+    /// Keys are the descriptors' names.
     pub fn to_json(&self) -> Value {
         let obj = |pairs: Vec<(&str, Value)>| -> Map<String, Value> {
             pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
@@ -244,6 +285,11 @@ impl Snapshot {
                 ])
             })
             .collect();
+        let mut sink_queues: Vec<_> = self
+            .sink_queues
+            .iter()
+            .map(|(sink, _)| obj(vec![("sink", sink.clone().into())]))
+            .collect();
         let mut subs: Vec<_> = self
             .subscribers
             .iter()
@@ -259,6 +305,7 @@ impl Snapshot {
                 Scope::Global => Some(&mut root),
                 Scope::Queue { index, .. } => queues.get_mut(index),
                 Scope::Sensor { index, .. } => sensors.get_mut(index),
+                Scope::Sink { index, .. } => sink_queues.get_mut(index),
                 Scope::Subscriber { index, .. } => subs.get_mut(index),
             };
             let Some(target) = target else { return };
@@ -286,6 +333,7 @@ impl Snapshot {
             |v: Vec<Map<String, Value>>| Value::Array(v.into_iter().map(Value::Object).collect());
         root.insert("queues".into(), arr(queues));
         root.insert("sensors".into(), arr(sensors));
+        root.insert("sink_queues".into(), arr(sink_queues));
         root.insert("subscribers".into(), arr(subs));
         Value::Object(root)
     }
@@ -331,6 +379,8 @@ pub fn all_descriptors() -> impl Iterator<Item = &'static CounterDesc> {
         crate::capture::ClockGauges::DESCS,
         PublisherCounters::DESCS,
         PoolCounters::DESCS,
+        ProcessGauges::DESCS,
+        SinkQueueCounters::DESCS,
         SubscriberCounters::DESCS,
     ];
     CORE.iter().chain(SINK_DESCRIPTORS).flat_map(|s| s.iter())
@@ -489,6 +539,22 @@ mod tests {
                 ..PublisherCounters::default()
             },
             sinks: Vec::new(),
+            process: ProcessGauges {
+                resident_bytes: 41_943_040,
+                heap_bytes: 9_437_184,
+                heap_free_bytes: 1_048_576,
+                threads: 9,
+                open_fds: 23,
+            },
+            sink_queues: vec![
+                (
+                    "tcp".into(),
+                    SinkQueueCounters {
+                        queue_bytes: 290_240,
+                    },
+                ),
+                ("zenoh".into(), SinkQueueCounters { queue_bytes: 0 }),
+            ],
             subscribers: vec![
                 SubscriberStats {
                     slot: 0,
@@ -568,6 +634,11 @@ mod tests {
                 .flat_map(|descs| descs.iter())
                 .map(|d| (d, next(d)))
                 .collect(),
+            process: ProcessGauges::from_fn(&mut next),
+            sink_queues: vec![
+                ("tcp".into(), SinkQueueCounters::from_fn(&mut next)),
+                ("dds".into(), SinkQueueCounters::from_fn(&mut next)),
+            ],
             subscribers: vec![
                 subscriber(0, "127.0.0.1:1", &mut next),
                 subscriber(4, "127.0.0.1:2", &mut next),
@@ -596,6 +667,7 @@ mod tests {
                 Scope::Global => &json,
                 Scope::Queue { index, .. } => &json["queues"][index],
                 Scope::Sensor { index, .. } => &json["sensors"][index],
+                Scope::Sink { index, .. } => &json["sink_queues"][index],
                 Scope::Subscriber { index, .. } => &json["subscribers"][index],
             };
             let got = if scope.flat_group() == Some(d.group) {

@@ -2,9 +2,18 @@
 //! ([`lidarxdp_core::health::assess`]) from its counters' change over the period, its silence
 //! and its clock health, sent to the sinks through the [`lidarxdp::publish::AuxThread`].
 //! Runs on the main thread, beside the metrics.
+//!
+//! After the sensors' statuses comes one `lidarxdp: memory` status ([`MemoryHealth`],
+//! [`lidarxdp::process::memory_status`]): the resident and heap bytes, and the resident
+//! memory's growth per hour over the last hour, WARN above `[process]
+//! memory_growth_warn_mb_per_hour` (MiB/h; 0: never). The memory is sampled every
+//! [`MEMORY_SAMPLE_PERIOD`] (the 10 s of the metrics log, not every status: `mallinfo2` takes
+//! the allocator's arena locks), and the growth keeps one sample a minute
+//! ([`lidarxdp::process::MemoryGrowth`]).
 
 use std::time::{Duration, Instant};
 
+use lidarxdp::process::{MemoryGrowth, ProcessGauges, memory_status};
 use lidarxdp_core::health::{HealthInputs, Thresholds, assess};
 use lidarxdp_core::ros2::DiagnosticStatus;
 use lidarxdp_core::sensor::DecodeCounters;
@@ -13,6 +22,52 @@ use super::workers::Worker;
 
 /// How often the statuses are made and published (REP 107 diagnostics: about 1 Hz).
 pub(super) const PERIOD: Duration = Duration::from_secs(1);
+
+/// How often the memory status samples the process's memory (the metrics log's period).
+pub(super) const MEMORY_SAMPLE_PERIOD: Duration = Duration::from_secs(10);
+
+/// The `lidarxdp: memory` status's state: the resident memory's history and the last sample.
+pub(super) struct MemoryHealth {
+    growth: MemoryGrowth,
+    warn_mib_per_hour: u64,
+    /// Times are ns since this instant.
+    start: Instant,
+    /// The last sample and when it was taken.
+    last: Option<(Instant, ProcessGauges)>,
+}
+
+impl MemoryHealth {
+    /// No sample yet; WARN above `warn_mib_per_hour` MiB/h (0: never).
+    pub(super) fn new(warn_mib_per_hour: u64, start: Instant) -> Self {
+        Self {
+            growth: MemoryGrowth::new(),
+            warn_mib_per_hour,
+            start,
+            last: None,
+        }
+    }
+
+    /// The status at `now`, from a new sample (`sample()`) when [`MEMORY_SAMPLE_PERIOD`] has
+    /// passed since the last one, else from the last.
+    pub(super) fn status(
+        &mut self,
+        now: Instant,
+        sample: impl FnOnce() -> ProcessGauges,
+    ) -> DiagnosticStatus {
+        let due = self
+            .last
+            .as_ref()
+            .is_none_or(|(t, _)| now.duration_since(*t) >= MEMORY_SAMPLE_PERIOD);
+        if due {
+            let g = sample();
+            let t_ns = now.duration_since(self.start).as_nanos() as u64;
+            self.growth.record(t_ns, g.resident_bytes);
+            self.last = Some((now, g));
+        }
+        let now_gauges = self.last.map(|(_, g)| g).unwrap_or_default();
+        memory_status(&now_gauges, self.growth.growth(), self.warn_mib_per_hour)
+    }
+}
 
 /// One sensor as the monitor follows it.
 struct Tracked {
@@ -29,13 +84,15 @@ struct Tracked {
 /// Every sensor's health state, in worker then slot order.
 pub(super) struct HealthMonitor {
     sensors: Vec<Tracked>,
+    memory: MemoryHealth,
     last: Instant,
 }
 
 impl HealthMonitor {
     /// Follows every sensor of `workers` from `now` (a sensor that sends nothing is silent
-    /// from the daemon's start).
-    pub(super) fn new(workers: &[Worker], now: Instant) -> Self {
+    /// from the daemon's start), and the process's memory (WARN above `warn_mib_per_hour`
+    /// MiB/h of growth; 0: never).
+    pub(super) fn new(workers: &[Worker], warn_mib_per_hour: u64, now: Instant) -> Self {
         let sensors = workers
             .iter()
             .flat_map(|w| w.sensors.iter())
@@ -55,7 +112,11 @@ impl HealthMonitor {
                 last_packet: now,
             })
             .collect();
-        Self { sensors, last: now }
+        Self {
+            sensors,
+            memory: MemoryHealth::new(warn_mib_per_hour, now),
+            last: now,
+        }
     }
 
     /// Notes which sensors received a packet since the last call (call it often: the silence
@@ -71,7 +132,8 @@ impl HealthMonitor {
         }
     }
 
-    /// The statuses, once [`PERIOD`] has passed since the last ones (`None` before).
+    /// The statuses, once [`PERIOD`] has passed since the last ones (`None` before): one per
+    /// sensor, then the memory's.
     pub(super) fn assess(
         &mut self,
         workers: &[Worker],
@@ -84,7 +146,7 @@ impl HealthMonitor {
         self.last = now;
         self.observe(workers, now);
         let counters = workers.iter().flat_map(|w| w.stats.sensors.iter());
-        let out = self
+        let mut out: Vec<DiagnosticStatus> = self
             .sensors
             .iter_mut()
             .zip(counters)
@@ -112,6 +174,57 @@ impl HealthMonitor {
                 assess(&inputs, &t.thresholds)
             })
             .collect();
+        out.push(self.memory.status(now, ProcessGauges::sample));
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lidarxdp_core::msg::DiagnosticLevel;
+
+    /// The memory status over 70 minutes of samples every 10 s (the main loop's clock given,
+    /// not waited for): WARN with the resident memory growing 32 MiB/h against a 16 MiB/h
+    /// threshold, OK when flat, OK before 10 minutes of history, and the values of the last
+    /// sample taken.
+    #[test]
+    fn memory_warns_on_a_growing_series_and_not_on_a_flat_one() {
+        let t0 = Instant::now();
+        let gauges = |resident_bytes| ProcessGauges {
+            resident_bytes,
+            heap_bytes: 50 << 20,
+            ..ProcessGauges::default()
+        };
+        let run = |rss_at_s: &dyn Fn(u64) -> u64| {
+            let mut m = MemoryHealth::new(16, t0);
+            let mut levels = Vec::new();
+            let mut sampled = 0;
+            // A status every second, as the main loop makes them.
+            for s in 0..=70 * 60 {
+                let st = m.status(t0 + Duration::from_secs(s), || {
+                    sampled += 1;
+                    gauges(rss_at_s(s))
+                });
+                if s % 60 == 0 {
+                    levels.push((s / 60, st.level, st.values[3].1.clone()));
+                }
+            }
+            (levels, sampled)
+        };
+        // 32 MiB an hour: (32 << 20) / 3600 bytes a second, rounded down.
+        let (levels, sampled) = run(&|s| (200 << 20) + s * ((32 << 20) / 3600));
+        assert_eq!(sampled, 70 * 6 + 1, "one sample every 10 s");
+        assert_eq!(levels[9], (9, DiagnosticLevel::Ok, "unknown".to_owned()));
+        assert_eq!(levels[10].1, DiagnosticLevel::Warn);
+        assert_eq!(levels[70].1, DiagnosticLevel::Warn);
+        // 9320 bytes a second: 33,552,000 bytes an hour, 31.998 MiB.
+        assert_eq!(levels[70].2, "31.998");
+        let (levels, _) = run(&|_| 200 << 20);
+        assert!(
+            levels.iter().all(|l| l.1 == DiagnosticLevel::Ok),
+            "{levels:?}"
+        );
+        assert_eq!(levels[70].2, "0.000");
     }
 }

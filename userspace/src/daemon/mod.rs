@@ -157,7 +157,9 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     // (sd_notify(3), `Type=notify` in docs/lidarxdp.service; nothing when NOTIFY_SOCKET is unset).
     notify(sd_notify::NotifyState::Ready);
 
-    supervise(&programs, &workers, &publisher, &sinks, &signals, &aux);
+    supervise(
+        plan, &programs, &workers, &publisher, &sinks, &signals, &aux,
+    );
 
     log::info!("stopping");
     notify(sd_notify::NotifyState::Stopping);
@@ -169,6 +171,7 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     aux_thread.join();
     // Every capture thread has ended: what they queued is written, the file closed.
     sinks.stop_recording();
+    let tcp_queue = publisher.queue_bytes();
     let publisher_counters = publisher.shutdown().context("publisher")?;
     // The publisher thread dropped the frame sinks: the zenoh and DDS threads wrote what was
     // queued, the Foxglove and view threads are joined.
@@ -177,6 +180,7 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
         &workers,
         &publisher_counters,
         sinks.counters(),
+        sink_queues(&tcp_queue, &sinks),
         Vec::new(),
     );
     for line in report::exit_summary(&snap) {
@@ -222,6 +226,17 @@ fn notify(state: sd_notify::NotifyState) {
     }
 }
 
+/// Every sink's queue for the metrics: the TCP publisher's (`tcp`) first, then the other
+/// sinks' ([`Sinks::queue_counters`]).
+fn sink_queues(
+    tcp: &lidarxdp::publish::QueueBytes,
+    sinks: &Sinks,
+) -> Vec<(String, lidarxdp::publish::SinkQueueCounters)> {
+    let mut q = vec![("tcp".to_owned(), tcp.counters())];
+    q.extend(sinks.queue_counters());
+    q
+}
+
 /// How often the main loop looks for changes worth a log line.
 const LOG_PERIOD: Duration = Duration::from_secs(10);
 
@@ -229,6 +244,7 @@ const LOG_PERIOD: Duration = Duration::from_secs(10);
 /// `/metrics` and `/stats.json` requests, applies SIGHUP reloads, and every [`LOG_PERIOD`] logs what changed
 /// ([`report::ChangeLog`]: nothing when nothing did).
 fn supervise(
+    plan: &Plan,
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherHandle,
@@ -237,7 +253,12 @@ fn supervise(
     aux: &lidarxdp::publish::AuxSender,
 ) {
     let metrics = sinks.metrics_requests();
-    let mut health = health::HealthMonitor::new(workers, Instant::now());
+    let mut health = health::HealthMonitor::new(
+        workers,
+        plan.process.memory_growth_warn_mb_per_hour,
+        Instant::now(),
+    );
+    let tcp_queue = publisher.queue_bytes();
     let mut last_log = Instant::now();
     let mut changes = report::ChangeLog::default();
     let snapshot = || {
@@ -246,6 +267,7 @@ fn supervise(
             workers,
             &publisher.counters(),
             sinks.counters(),
+            sink_queues(&tcp_queue, sinks),
             publisher.subscriber_stats(),
         )
     };

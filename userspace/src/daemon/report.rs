@@ -11,12 +11,15 @@ use lidarxdp_core::counters::CounterDesc;
 use super::workers::Worker;
 
 /// The counters [`lidarxdp::metrics::render`] and the stats JSON export, read now. The XDP
-/// program counters are summed over the interfaces.
+/// program counters are summed over the interfaces; the process gauges are sampled here
+/// ([`lidarxdp::process::ProcessGauges::sample`]: /proc/self and one `mallinfo2`), so only at
+/// the metrics period.
 pub(super) fn metrics_snapshot(
     programs: &[(String, XdpProgram)],
     workers: &[Worker],
     publisher: &PublisherCounters,
     sinks: Vec<(&'static CounterDesc, u64)>,
+    sink_queues: Vec<(String, lidarxdp::publish::SinkQueueCounters)>,
     subscribers: Vec<lidarxdp::publish::SubscriberStats>,
 ) -> lidarxdp::metrics::Snapshot {
     use lidarxdp::metrics::{QueueSnapshot, SensorSnapshot, Snapshot};
@@ -60,6 +63,8 @@ pub(super) fn metrics_snapshot(
         sensors,
         publisher: *publisher,
         sinks,
+        process: lidarxdp::process::ProcessGauges::sample(),
+        sink_queues,
         subscribers,
     }
 }
@@ -91,7 +96,7 @@ fn backend_json(w: &Worker) -> serde_json::Value {
 /// ([`lidarxdp::metrics::Snapshot::to_json`]: `xdp` summed over interfaces, `queues[]`,
 /// the first queue's `xsk`, `capture`, `reassembly` also at top level, `sensors[]`,
 /// `publisher`, `publisher_pool`, each running sink's group (`zenoh`, `dds`, `foxglove`,
-/// `view`, `recording`), `subscribers[]`), plus `interfaces[]` (each interface's
+/// `view`, `recording`), `process`, `sink_queues[]`, `subscribers[]`), plus `interfaces[]` (each interface's
 /// XDP program counters) and each queue's `backend` exit report (the first one's also at top
 /// level).
 pub(super) fn stats_json(

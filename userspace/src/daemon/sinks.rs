@@ -23,7 +23,7 @@ use lidarxdp::ros2_zenoh::{ShmPool, ZenohHandle, ZenohSettings, ZenohSink};
 use lidarxdp::view::{ViewSensor, ViewSink, ViewState};
 use lidarxdp::{
     capture::{RecordTap, Recorder, RecordingCounters},
-    publish::{AuxSink, BufferPool, FrameSink},
+    publish::{AuxSink, BufferPool, FrameSink, QueueBytes, SinkQueueCounters},
 };
 use lidarxdp_core::counters::{CounterDesc, CounterSet};
 
@@ -67,6 +67,8 @@ pub(super) struct Sinks {
     /// The IMU and `/diagnostics` publishers of zenoh, DDS and Foxglove, until
     /// [`Sinks::take_aux`].
     aux: Vec<Box<dyn AuxSink>>,
+    /// The queued bytes of each frame sink with a queue, by its name.
+    queues: Vec<(String, QueueBytes)>,
 }
 
 impl Sinks {
@@ -174,6 +176,15 @@ impl Sinks {
             None => {}
         }
         out
+    }
+
+    /// Every frame sink's queue now, by name (`zenoh`, `dds`, `foxglove`: the sinks with a
+    /// queue, in the order they were started); the TCP publisher's is the publisher's.
+    pub(super) fn queue_counters(&self) -> Vec<(String, SinkQueueCounters)> {
+        self.queues
+            .iter()
+            .map(|(name, q)| (name.clone(), q.counters()))
+            .collect()
     }
 
     /// Finishes the packet recording once every capture thread has ended (what they queued is
@@ -303,6 +314,10 @@ impl Bound {
             }
             None => None,
         };
+        let queues = frame_sinks
+            .iter()
+            .filter_map(|s| Some((s.name().to_owned(), s.queue_bytes()?)))
+            .collect();
         Ok((
             Sinks {
                 #[cfg(feature = "zenoh")]
@@ -316,6 +331,7 @@ impl Bound {
                 recording,
                 metrics,
                 aux,
+                queues,
             },
             frame_sinks,
         ))

@@ -44,7 +44,7 @@ pub use diagnostics::{DIAGNOSTICS_SCHEMA, Diagnostics, SensorInfo, WINDOW_FRAMES
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ use ::foxglove::{
 };
 use lidarxdp_core::ros2::POINTCLOUD2_SCHEMA;
 
-use crate::publish::{FrameSink, SharedFrame, SinkThread};
+use crate::publish::{FrameSink, QueueBytes, SharedFrame, SinkReceiver, SinkThread};
 
 /// The Foxglove sink's counters: daemon-wide, no labels (`lidarxdp_foxglove_*`; stats JSON
 /// `foxglove`).
@@ -470,6 +470,10 @@ impl FrameSink for FoxgloveSink {
         self.sink_thread
             .offer_counted(frame, &self.counters.dropped, &self.counters.errors);
     }
+
+    fn queue_bytes(&self) -> Option<QueueBytes> {
+        Some(self.sink_thread.queue_bytes())
+    }
 }
 
 impl Drop for FoxgloveSink {
@@ -487,7 +491,7 @@ impl Drop for FoxgloveSink {
 }
 
 impl Worker {
-    fn run(mut self, rx: Receiver<Arc<SharedFrame>>) {
+    fn run(mut self, rx: SinkReceiver) {
         let mut next = Instant::now() + DIAGNOSTICS_PERIOD;
         loop {
             match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {

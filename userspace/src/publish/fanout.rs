@@ -22,6 +22,11 @@
 //! shared by all subscribers (one `Arc` per encoding), so the publisher holds at most that many
 //! distinct frame messages per subscriber, plus the pool's cap of empty buffers.
 //!
+//! The bytes of the frame messages alive (header and payload, each encoding once however many
+//! subscribers hold it, queued or in a batch) are the TCP sink's queue bytes,
+//! `lidarxdp_sink_queue_bytes{sink="tcp"}` ([`Fanout::queue_bytes`]): added when a frame's
+//! encoding is made, taken off when its last holder drops it.
+//!
 //! # In-flight operations
 //! While a send is in flight for a subscriber, its batch is neither changed nor freed (the
 //! kernel reads it); while a receive is in flight, the subscriber is not released (the driver
@@ -35,7 +40,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::counters::{Counters, add};
-use super::sink::{FrameSink, SharedFrame};
+use super::sink::{FrameSink, QueueBytes, SharedFrame};
 use super::{
     BATCH_BYTES, IMU_QUEUE_PER_SUBSCRIBER, MAX_BATCH, MAX_SNDBUF, SubscriberCounters,
     SubscriberStats,
@@ -115,19 +120,30 @@ pub(crate) struct Outgoing {
     /// An IMU message.
     imu: bool,
     counters: Arc<Counters>,
+    /// A frame message's [`Fanout::queue_bytes`], which holds its length while it lives.
+    queued: Option<QueueBytes>,
 }
 
 impl Outgoing {
-    fn frame(header: Vec<u8>, body: Body, sensor: u16, counters: &Arc<Counters>) -> Arc<Self> {
+    fn frame(
+        header: Vec<u8>,
+        body: Body,
+        sensor: u16,
+        counters: &Arc<Counters>,
+        queued: &QueueBytes,
+    ) -> Arc<Self> {
         let alive = counters.frames_alive.fetch_add(1, Relaxed) + 1;
         counters.frames_alive_high_water.fetch_max(alive, Relaxed);
-        Arc::new(Outgoing {
+        let o = Outgoing {
             header,
             body,
             sensor: Some(sensor),
             imu: false,
             counters: counters.clone(),
-        })
+            queued: Some(queued.clone()),
+        };
+        queued.add(o.len() as u64);
+        Arc::new(o)
     }
 
     /// A header-only message: a control message, or an IMU message when `imu`.
@@ -138,6 +154,7 @@ impl Outgoing {
             sensor: None,
             imu,
             counters: counters.clone(),
+            queued: None,
         })
     }
 
@@ -162,6 +179,9 @@ impl Drop for Outgoing {
     fn drop(&mut self) {
         if self.sensor.is_some() {
             self.counters.frames_alive.fetch_sub(1, Relaxed);
+        }
+        if let Some(q) = &self.queued {
+            q.sub(self.len() as u64);
         }
     }
 }
@@ -237,6 +257,8 @@ pub(crate) struct Fanout {
     actions: Vec<Action>,
     /// Per-frame scratch: the frame's encoding per field set.
     encodings: Vec<(FieldSet, Arc<Outgoing>)>,
+    /// Bytes of the frame messages alive (module documentation).
+    queued: QueueBytes,
 }
 
 impl Fanout {
@@ -256,7 +278,14 @@ impl Fanout {
             stopping: false,
             actions: Vec::new(),
             encodings: Vec::new(),
+            queued: QueueBytes::default(),
         }
+    }
+
+    /// The bytes of the frame messages alive: queued for a subscriber or in its batch, each
+    /// encoding once (module documentation).
+    pub(crate) fn queue_bytes(&self) -> QueueBytes {
+        self.queued.clone()
     }
 
     /// Moves the actions produced so far to the end of `out`.
@@ -829,6 +858,7 @@ impl Fanout {
             Body::Packed(packed),
             frame.header().sensor_id,
             &self.counters,
+            &self.queued,
         );
         self.encodings.push((fields, o));
     }
@@ -975,7 +1005,13 @@ impl FrameSink for Fanout {
             }
             let mut header = Vec::with_capacity(protocol::FRAME_HEADER_LEN);
             protocol::encode_frame_header(frame.header(), point_type, points as u32, &mut header);
-            let o = Outgoing::frame(header, Body::Points(frame.clone()), sensor, &self.counters);
+            let o = Outgoing::frame(
+                header,
+                Body::Points(frame.clone()),
+                sensor,
+                &self.counters,
+                &self.queued,
+            );
             self.encodings.push((FieldSet::all(point_type), o));
         }
         for slot in 0..self.subs.len() {
@@ -1278,7 +1314,12 @@ mod tests {
         assert_eq!(r.counters.queue_high_water.load(Relaxed), 3);
         assert_eq!(r.f.subscriber_stats()[0].counters.frames_dropped, 2);
         assert_eq!(r.f.subscriber_stats()[0].counters.queued_frames, 3);
+        // The TCP sink's queue bytes: the frame in flight and the three waiting, header and
+        // points (32 bytes each); the two dropped ones are gone.
+        let message = (protocol::FRAME_HEADER_LEN + 40_000 * 32) as u64;
+        assert_eq!(r.f.queue_bytes().get(), 4 * message);
         assert_eq!(r.drain(id), [(0, 0), (0, 3), (0, 4), (0, 5)]);
+        assert_eq!(r.f.queue_bytes().get(), 0);
     }
 
     #[test]

@@ -62,7 +62,10 @@ mod uring;
 pub use aux::{AuxMessage, AuxSender, AuxSink, AuxThread};
 pub use counters::PublisherCounters;
 pub use pool::{BufferPool, PoolCounters};
-pub use sink::{FrameSink, Offered, SINK_QUEUE_PER_SENSOR, SharedFrame, SinkThread, sink_queue};
+pub use sink::{
+    FrameSink, Offered, QueueBytes, SINK_QUEUE_PER_SENSOR, SINK_QUEUES, SharedFrame,
+    SinkQueueCounters, SinkReceiver, SinkThread, sink_queue,
+};
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -391,6 +394,7 @@ impl Publisher {
             },
             counters,
         );
+        let queue_bytes = fanout.queue_bytes();
         let shared2 = shared.clone();
         let linger = cfg.linger;
         let thread = std::thread::Builder::new()
@@ -421,6 +425,7 @@ impl Publisher {
                 local_addr,
                 shared,
                 thread: Some(thread),
+                queue_bytes,
             },
             sender,
         ))
@@ -433,6 +438,7 @@ pub struct PublisherHandle {
     local_addr: SocketAddr,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<io::Result<()>>>,
+    queue_bytes: QueueBytes,
 }
 
 impl std::fmt::Debug for PublisherHandle {
@@ -466,6 +472,12 @@ impl PublisherHandle {
     /// Snapshot of every counter the publisher keeps (the pool's included).
     pub fn counters(&self) -> PublisherCounters {
         self.shared.counters()
+    }
+
+    /// The bytes of the frame messages held for the TCP subscribers (queued or being sent,
+    /// each encoding once): the `tcp` sink's `lidarxdp_sink_queue_bytes`.
+    pub fn queue_bytes(&self) -> QueueBytes {
+        self.queue_bytes.clone()
     }
 
     /// Stops the publisher and returns its final counters: stops accepting, publishes the

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use lidarxdp_core::ros2::{
@@ -35,7 +35,7 @@ use super::cyclone::{
     CycloneError, Durability, Participant, Qos, Reliability, Writer, WriterQos, policy_name,
 };
 use super::{DdsError, DdsSettings, NODE_NAME, SENSOR_DATA_DEPTH};
-use crate::publish::{FrameSink, SharedFrame, SinkThread};
+use crate::publish::{FrameSink, QueueBytes, SharedFrame, SinkReceiver, SinkThread};
 
 /// Why one frame (counted in `errors`) or one IMU or diagnostics message (counted in
 /// `aux_errors`) was not written; logged at debug level.
@@ -375,10 +375,14 @@ impl FrameSink for DdsSink {
         self.thread
             .offer_counted(frame, &self.counters.dropped, &self.counters.errors);
     }
+
+    fn queue_bytes(&self) -> Option<QueueBytes> {
+        Some(self.thread.queue_bytes())
+    }
 }
 
 impl Worker {
-    fn run(mut self, rx: Receiver<Arc<SharedFrame>>) {
+    fn run(mut self, rx: SinkReceiver) {
         let mut last_status = Instant::now();
         self.poll_status();
         loop {

@@ -21,6 +21,14 @@
 //! (`zenoh.loans_refused`) and copied by the sink into a chunk, or built on the heap when there
 //! is still none (`zenoh.shm_exhausted`), so a full pool costs a copy, never a frame.
 //!
+//! **Use** (`lidarxdp_zenoh_shm_pool_used_bytes`, `_free_bytes`, [`ShmPool::usage`]): zenoh's
+//! POSIX backend (talc) does not report what it has free (`available()` is 0), so the
+//! backend wrapper counts it: the bytes of the chunks it allocated and not yet freed. zenoh
+//! frees a chunk only when it collects garbage (a chunk no one references any more, ours or a
+//! subscriber's), which it does when an allocation fails; [`ShmPool::usage`] collects first,
+//! so `used` is the bytes of chunks still referenced (the decoders' frames in progress, frames
+//! queued or in flight, and what subscribers still hold) and `free` the pool's size less them.
+//!
 //! zenoh locks the segment in RAM (mlock(2)), which needs `CAP_IPC_LOCK` or an
 //! `RLIMIT_MEMLOCK` above the pool: the daemon creates the pool during start-up, before it
 //! drops its capabilities. Creating it spawns no thread, which [`ShmPool::create`] checks, so
@@ -58,6 +66,8 @@ pub(super) struct Backend {
     inner: PosixShmProviderBackend,
     /// The segment of the last chunk allocated, `u64::MAX` before the first.
     segment: Arc<AtomicU64>,
+    /// Bytes of the chunks allocated and not yet freed.
+    used: Arc<AtomicU64>,
 }
 
 impl WithProtocolID for Backend {
@@ -71,11 +81,13 @@ impl ShmProviderBackend for Backend {
         let chunk = self.inner.alloc(layout);
         if let Ok(c) = &chunk {
             self.segment.store(u64::from(c.descriptor.segment), Relaxed);
+            self.used.fetch_add(c.descriptor.len.get() as u64, Relaxed);
         }
         chunk
     }
     fn free(&self, chunk: &ChunkDescriptor) {
         self.inner.free(chunk);
+        self.used.fetch_sub(chunk.len.get() as u64, Relaxed);
     }
     fn defragment(&self) -> usize {
         self.inner.defragment()
@@ -95,6 +107,8 @@ pub struct ShmPool {
     pub(super) bytes: usize,
     /// The backend's [`Backend::segment`].
     segment: Arc<AtomicU64>,
+    /// The backend's [`Backend::used`].
+    used: Arc<AtomicU64>,
     protocol: ProtocolID,
 }
 
@@ -118,6 +132,7 @@ impl ShmPool {
             reason: format!("alignment: {e:?}"),
         })?;
         let segment = Arc::new(AtomicU64::new(u64::MAX));
+        let used = Arc::new(AtomicU64::new(0));
         let mut protocol = 0;
         let provider = PosixShmProviderBackend::builder((bytes, align))
             .wait()
@@ -126,6 +141,7 @@ impl ShmPool {
                 ShmProviderBuilder::backend(Backend {
                     inner,
                     segment: segment.clone(),
+                    used: used.clone(),
                 })
                 .wait()
             })
@@ -157,6 +173,7 @@ impl ShmPool {
             provider: Arc::new(provider),
             bytes,
             segment,
+            used,
             protocol,
         })
     }
@@ -164,6 +181,16 @@ impl ShmPool {
     /// Size of the pool, bytes.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// `(used, free)` bytes of the pool now (module documentation, "Use"): first frees the
+    /// chunks no one references any more (zenoh's garbage collection, which walks the list of
+    /// chunks lent under its lock), then reads the bytes of the chunks still allocated. Call
+    /// it at the metrics period.
+    pub fn usage(&self) -> (u64, u64) {
+        self.provider.garbage_collect();
+        let used = self.used.load(Relaxed);
+        (used, (self.bytes as u64).saturating_sub(used))
     }
 
     /// The pool's protocol and segment (zenoh's POSIX backend has one segment), learnt from a

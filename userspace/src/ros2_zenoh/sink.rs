@@ -31,7 +31,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use lidarxdp_core::ros2::{Attachment, NodeTokens, topic_key_expr};
@@ -44,7 +43,7 @@ use zenoh::shm::GarbageCollect;
 
 use super::shm::{ChunkLayout, Layouts, ShmFrames, ShmPoints};
 use super::{NODE_NAME, ShmPool, ZenohError, ZenohSettings};
-use crate::publish::{BufferPool, FrameSink, SharedFrame, SinkThread};
+use crate::publish::{BufferPool, FrameSink, QueueBytes, SharedFrame, SinkReceiver, SinkThread};
 
 /// The zenoh sink's counters: daemon-wide, no labels (`lidarxdp_zenoh_*`; stats JSON `zenoh`).
 pub const ZENOH_COUNTERS: lidarxdp_core::counters::Group = lidarxdp_core::counters::Group {
@@ -84,6 +83,10 @@ lidarxdp_core::counter_set! {
         imu: Counter "messages" "sensor_msgs/Imu messages put on the sensors' IMU topics.",
         diagnostics: Counter "messages" "diagnostic_msgs/DiagnosticArray messages put on /diagnostics.",
         aux_errors: Counter "messages" "IMU or diagnostics messages zenoh refused.",
+        /// Read by [`ZenohHandle::counters`] ([`ShmPool::usage`]); 0 without a pool.
+        shm_pool_used_bytes: Gauge "bytes" "Bytes of the shared-memory pool in chunks still referenced (frames being decoded, queued, or held by subscribers).",
+        /// Read by [`ZenohHandle::counters`] ([`ShmPool::usage`]); 0 without a pool.
+        shm_pool_free_bytes: Gauge "bytes" "Bytes of the shared-memory pool not in a referenced chunk.",
     }
 }
 
@@ -131,9 +134,14 @@ pub struct ZenohHandle {
 }
 
 impl ZenohHandle {
-    /// The counters now.
+    /// The counters now, with the shared-memory pool's use ([`ShmPool::usage`], which collects
+    /// the chunks no one references any more first: call it at the metrics period).
     pub fn counters(&self) -> ZenohCounters {
-        self.counters.snapshot()
+        let mut c = self.counters.snapshot();
+        if let Some((pool, _)) = &self.shm {
+            (c.shm_pool_used_bytes, c.shm_pool_free_bytes) = pool.usage();
+        }
+        c
     }
 
     /// The endpoints the session listens on (e.g. `tcp/127.0.0.1:7447`), as it resolved them.
@@ -310,10 +318,14 @@ impl FrameSink for ZenohSink {
         self.thread
             .offer_counted(frame, &self.counters.dropped, &self.counters.errors);
     }
+
+    fn queue_bytes(&self) -> Option<QueueBytes> {
+        Some(self.thread.queue_bytes())
+    }
 }
 
 impl Worker {
-    fn run(mut self, rx: Receiver<Arc<SharedFrame>>) {
+    fn run(mut self, rx: SinkReceiver) {
         while let Ok(frame) = rx.recv() {
             if let Err(e) = self.publish(&frame) {
                 self.counters.errors.fetch_add(1, Relaxed);

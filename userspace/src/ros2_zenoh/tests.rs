@@ -353,3 +353,34 @@ fn a_subscriber_maps_the_pool_when_it_subscribes() {
     drop(frame);
     publisher.shutdown().unwrap();
 }
+
+/// The pool's use ([`ShmPool::usage`]): the bytes of the chunks still referenced, the rest
+/// free; a chunk every holder dropped leaves `used` at the next reading (which collects it).
+#[test]
+fn pool_usage_counts_the_chunks_still_referenced() {
+    if alone("ros2_zenoh::tests::pool_usage_counts_the_chunks_still_referenced") {
+        return;
+    }
+    let Some(pool) = pool() else { return };
+    const POOL: u64 = 2 << 20;
+    assert_eq!(pool.usage(), (0, POOL));
+    let chunk = |bytes: usize| {
+        pool.provider
+            .alloc((bytes, zenoh::shm::AllocAlignment::new(3).unwrap()))
+            .with_policy::<zenoh::shm::GarbageCollect>()
+            .wait()
+            .unwrap()
+    };
+    let a = chunk(4096);
+    let b = chunk(65536);
+    assert_eq!(pool.usage(), (69632, POOL - 69632));
+    drop(a);
+    assert_eq!(pool.usage(), (65536, POOL - 65536));
+    // Shared (immutable, as the sink puts it): referenced until the last clone goes.
+    let b: zenoh::shm::ZShm = b.into();
+    let b2 = b.clone();
+    drop(b);
+    assert_eq!(pool.usage(), (65536, POOL - 65536));
+    drop(b2);
+    assert_eq!(pool.usage(), (0, POOL));
+}

@@ -1,4 +1,4 @@
-//! glibc's allocator tuning: `mallopt(3)`.
+//! glibc's allocator: its tuning (`mallopt(3)`) and its statistics (`mallinfo2(3)`).
 
 use std::io;
 
@@ -56,6 +56,51 @@ pub fn keep_freed_memory(trim_threshold: usize, mmap_threshold: usize) -> io::Re
     }
 }
 
+/// The heap as glibc's allocator counts it ([`heap_stats`]), bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Bytes of allocations the process holds: `mallinfo2` `uordblks` (chunks in use in every
+    /// arena, `brk` heap and the threads' `mmap`ped arenas) plus `hblkhd` (the chunks above
+    /// `M_MMAP_THRESHOLD` that have their own `mmap`).
+    pub in_use: u64,
+    /// Bytes the allocator holds free, not handed back to the kernel: `fordblks` (free chunks
+    /// in every arena, the top chunks included). Large and growing while `in_use` is flat
+    /// means fragmentation.
+    pub free: u64,
+}
+
+/// The heap in use and held free by glibc's allocator, from `mallinfo2(3)` (glibc 2.33+).
+///
+/// Cost: glibc walks every arena under its lock, visiting every free chunk in its bins, so
+/// an allocation on another thread waits for that arena's walk, and the cost grows with the
+/// free chunks. Measured (2-core VM, glibc 2.36): in `lidarxdp run` with every sink on (27
+/// threads, 12 MiB of heap in use, 4 MiB free) 2 to 3.4 µs a call warm (1000 calls in a row),
+/// 17 to 60 µs for a single call as the daemon makes it (cold caches); a synthetic heap of
+/// 200,000 small blocks with holes over 24 threads, 1.4 ms. Call it at the metrics period,
+/// never on a path that runs per packet or per frame.
+///
+/// # Errors
+/// `Unsupported` on targets other than Linux with glibc.
+pub fn heap_stats() -> io::Result<HeapStats> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 takes no argument and returns a plain struct by value; it only
+        // reads glibc's own arena state under the arenas' locks.
+        let m = unsafe { libc::mallinfo2() };
+        Ok(HeapStats {
+            in_use: (m.uordblks as u64).saturating_add(m.hblkhd as u64),
+            free: m.fordblks as u64,
+        })
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "mallinfo2(3) is glibc's",
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +113,29 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         let e = keep_freed_memory(1 << 20, usize::MAX).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// A 256 MiB allocation (its own `mmap`, counted in `hblkhd`) is in `in_use` while
+    /// held and leaves it when freed. Other tests allocate on other threads meanwhile: the
+    /// slack (64 MiB) is far above what they hold at once, far below the allocation.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn heap_stats_count_a_held_allocation() {
+        const N: u64 = 256 << 20;
+        const SLACK: u64 = 64 << 20;
+        let before = heap_stats().unwrap();
+        // calloc'd by mmap: nothing is written, so this costs no memory traffic.
+        let held = std::hint::black_box(vec![0u8; N as usize]);
+        let during = heap_stats().unwrap();
+        drop(held);
+        let after = heap_stats().unwrap();
+        assert!(
+            during.in_use + SLACK >= before.in_use + N,
+            "{before:?} {during:?}"
+        );
+        assert!(
+            after.in_use + N <= during.in_use + SLACK,
+            "{during:?} {after:?}"
+        );
     }
 }

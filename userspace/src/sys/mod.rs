@@ -22,7 +22,9 @@
 //!   publisher (`shutdown(2)`, `SIOCOUTQ`, `getpeername(2)`);
 //! - [`xdp`]: the AF_XDP socket: `socket(AF_XDP)`, `bind(sockaddr_xdp)` and the RX wake-up
 //!   (`Documentation/networking/af_xdp.rst`);
-//! - [`malloc`]: glibc's `mallopt(3)` (keeping freed frame buffers in the process);
+//! - [`malloc`]: glibc's `mallopt(3)` (keeping freed frame buffers in the process) and
+//!   `mallinfo2(3)` (the heap in use and held free, for the metrics);
+//! - [`process`]: the process's resident memory, threads and open descriptors (proc(5));
 //! - [`rlimit`]: `getrlimit(2)`/`setrlimit(2)` of `RLIMIT_MEMLOCK` (zenoh's locked shared
 //!   memory);
 //! - [`sysfs`]: the procfs/sysfs files the daemon reads (`/sys/class/net/IF/*`,
@@ -34,6 +36,7 @@ pub mod cpu;
 pub mod event;
 pub mod malloc;
 pub mod net;
+pub mod process;
 pub mod rlimit;
 pub mod sockopt;
 pub mod sysfs;

@@ -213,6 +213,11 @@ impl Daemon {
         d
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends `sig` to the daemon.
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on a child we own and have not reaped (so the pid cannot have been

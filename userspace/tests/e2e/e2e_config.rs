@@ -256,6 +256,10 @@ fn check_config_prints_every_section_and_names_bad_fields() {
     assert_eq!(plan["capture"]["wait"].as_str(), Some("paced:1000"));
     assert_eq!(plan["capture"]["frame_queue"].as_integer(), Some(16));
     assert_eq!(plan["process"]["keep_caps"].as_bool(), Some(false));
+    assert_eq!(
+        plan["process"]["memory_growth_warn_mb_per_hour"].as_integer(),
+        Some(16)
+    );
     let sinks = &plan["sinks"];
     assert_eq!(sinks["tcp"]["listen"].as_str(), Some("127.0.0.1:7510"));
     assert_eq!(sinks["tcp"]["max_subscribers"].as_integer(), Some(4));
@@ -315,6 +319,16 @@ fn check_config_prints_every_section_and_names_bad_fields() {
     ));
     assert!(!ok);
     assert!(err.contains("/nonexistent.yaml"), "{err}");
+    let (ok, _, err) = check_config(&format!(
+        "[capture]\niface = \"eth9\"\n[process]\nmemory_growth_warn_mb_per_hour = 70000\n{}",
+        sensor_toml("front", 2368, "")
+    ));
+    assert!(!ok);
+    assert!(
+        err.contains("memory_growth_warn_mb_per_hour = 70000")
+            && err.contains("70000 is out of range; valid 0..=65536"),
+        "{err}"
+    );
     // The process settings `run` refuses are refused here too.
     let (ok, _, err) = check_config(&format!(
         "[capture]\niface = \"eth9\"\n[process]\nuser = \"no_such_user_lxq\"\n{}",

@@ -41,6 +41,15 @@ fn value(text: &str, series: &str) -> u64 {
         .unwrap()
 }
 
+/// The names (`comm`, proc(5)) of every thread of process `pid`.
+fn named_threads(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|c| c.trim_end().to_owned())
+        .collect()
+}
+
 #[test]
 fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
     if !privileged() {
@@ -105,6 +114,24 @@ fn metrics_endpoint_reports_live_counters_of_a_replayed_capture() {
         assert_eq!(value(&text, series), *v, "{series}\n{text}");
     }
     assert!(text.contains("# TYPE lidarxdp_xdp_redirected_total counter\n"));
+
+    // The process gauges, read at the scrape: resident memory, a heap, every named thread
+    // (main, publisher, capture, metrics server, aux), stdin/out/err and more, and the TCP
+    // sink's queue (empty once every frame went out: no subscriber holds one).
+    let resident = value(&text, "lidarxdp_process_resident_bytes");
+    let heap = value(&text, "lidarxdp_process_heap_bytes");
+    assert!(resident > 1 << 20, "{resident}");
+    assert!(heap > 0, "{heap}");
+    let _ = value(&text, "lidarxdp_process_heap_free_bytes");
+    let threads = value(&text, "lidarxdp_process_threads");
+    let named = named_threads(daemon.pid());
+    // `comm` holds 15 bytes of a name.
+    for t in ["lidarxdp-publis", "metrics-http", "aux-sink", "capture-"] {
+        assert!(named.iter().any(|n| n.starts_with(t)), "{t} in {named:?}");
+    }
+    assert!(threads >= named.len() as u64, "{threads} < {named:?}");
+    assert!(value(&text, "lidarxdp_process_open_fds") >= 3);
+    assert_eq!(value(&text, r#"lidarxdp_sink_queue_bytes{sink="tcp"}"#), 0);
 
     let (status, _) = http_get(&net.host_ns, "/");
     assert_eq!(status, "HTTP/1.1 404 Not Found");

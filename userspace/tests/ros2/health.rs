@@ -287,7 +287,10 @@ fn imu_and_diagnostics(via: Via) {
         .iter()
         .map(|m| {
             let st = &m["status"];
-            assert_eq!(st.as_array().unwrap().len(), 1, "{m}");
+            // The sensor's status, then the daemon's memory (no growth verdict in a run this
+            // short: OK).
+            assert_eq!(st.as_array().unwrap().len(), 2, "{m}");
+            assert_memory_ok(&st[1]);
             assert_eq!(st[0]["name"], "lidarxdp: os");
             assert_eq!(st[0]["hardware_id"], "Ouster udp:7502");
             let keys: Vec<&str> = st[0]["values"]
@@ -483,17 +486,58 @@ fn imu_and_diagnostics_through_dds() {
     imu_and_diagnostics(Via::Dds);
 }
 
+/// The daemon's `lidarxdp: memory` status of a short run: OK, its keys in order, resident and
+/// heap bytes above 0, no growth verdict yet (under 10 minutes of samples), the default
+/// threshold.
+fn assert_memory_ok(st: &serde_json::Value) {
+    assert_eq!(st["name"], "lidarxdp: memory", "{st}");
+    assert_eq!(
+        (st["level"].as_u64(), st["message"].as_str()),
+        (Some(0), Some("OK")),
+        "{st}"
+    );
+    let kv: Vec<(&str, &str)> = st["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kv| (kv[0].as_str().unwrap(), kv[1].as_str().unwrap()))
+        .collect();
+    let keys: Vec<&str> = kv.iter().map(|p| p.0).collect();
+    assert_eq!(
+        keys,
+        [
+            "resident_bytes",
+            "heap_bytes",
+            "heap_free_bytes",
+            "growth_mib_per_hour",
+            "window_min",
+            "warn_mib_per_hour"
+        ]
+    );
+    assert!(kv[0].1.parse::<u64>().unwrap() > 0, "{st}");
+    assert!(kv[1].1.parse::<u64>().unwrap() > 0, "{st}");
+    assert_eq!(
+        &kv[3..],
+        [
+            ("growth_mib_per_hour", "unknown"),
+            ("window_min", "0.0"),
+            ("warn_mib_per_hour", "16")
+        ]
+    );
+}
+
 /// One status as the probe decoded it: stamp (ns), level, message, key/values.
 type Status = (u64, u64, String, Vec<(String, String)>);
 
 /// The statuses of a diagnostics probe's output: `(stamp ns, level, message, values)`, each
-/// array holding exactly one status named `lidarxdp: <name>`.
+/// array holding one status named `lidarxdp: <name>` and the memory status after it.
 fn statuses(out: &std::path::Path, name: &str) -> Vec<Status> {
     lines(out)
         .iter()
         .map(|m| {
             let st = &m["status"];
-            assert_eq!(st.as_array().unwrap().len(), 1, "{m}");
+            assert_eq!(st.as_array().unwrap().len(), 2, "{m}");
+            assert_memory_ok(&st[1]);
             assert_eq!(st[0]["name"], format!("lidarxdp: {name}"));
             let values = st[0]["values"]
                 .as_array()

@@ -42,6 +42,7 @@
 //! [process]
 //! user = "lidarxdp"               # switch to this user once set up
 //! stats_json = "/var/lib/lidarxdp/stats.json"   # every counter as JSON at exit
+//! memory_growth_warn_mb_per_hour = 16   # MiB/h, 0..=65536; /diagnostics WARN above; 0: never
 //!
 //! [tcp]                           # lidarxdp's protocol, loopback only
 //! listen = "127.0.0.1:7510"

@@ -130,7 +130,14 @@ pub struct ProcessPlan {
     pub keep_caps: bool,
     /// Where every counter is written as JSON at exit.
     pub stats_json: Option<PathBuf>,
+    /// Resident-memory growth above which `/diagnostics` warns, MiB per hour, 0..=65536
+    /// (0: never; default [`DEFAULT_MEMORY_GROWTH_WARN_MB_PER_HOUR`]).
+    pub memory_growth_warn_mb_per_hour: u64,
 }
+
+/// Default of `[process] memory_growth_warn_mb_per_hour`, MiB per hour: a daemon whose
+/// buffers are all pooled grows by nothing once warm; 16 MiB/h is 2.7 GiB a week.
+pub const DEFAULT_MEMORY_GROWTH_WARN_MB_PER_HOUR: u64 = 16;
 
 /// `[tcp]`, resolved.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -367,6 +374,10 @@ pub fn build(s: Settings, cpus: Option<Vec<usize>>, env: &Ros2Env) -> Result<Pla
         user: s.process.user.clone(),
         keep_caps: s.process.keep_caps.unwrap_or(false),
         stats_json: s.process.stats_json.clone(),
+        memory_growth_warn_mb_per_hour: get(
+            s.process.memory_growth_warn_mb_per_hour,
+            DEFAULT_MEMORY_GROWTH_WARN_MB_PER_HOUR,
+        ),
     };
     if process.user.is_some() && process.keep_caps {
         bail!("--user and --keep-caps exclude each other");

@@ -273,6 +273,10 @@ section! {
         /// a short summary; `lidarxdp stats` reads them while the daemon runs).
         #[arg(long, value_name = "FILE")]
         pub stats_json: Option<PathBuf>,
+        /// `/diagnostics` warns (status `lidarxdp: memory`) when the resident memory grew
+        /// faster than this over the last hour, MiB per hour, 0..=65536 (default 16; 0: never).
+        #[arg(long, value_name = "MIB")]
+        pub memory_growth_warn_mb_per_hour: Option<Ranged<0, 65536>>,
     }
 }
 

@@ -241,6 +241,16 @@ fn file_values_are_checked_by_their_types() {
             "4097 is out of range; valid 0..=4096",
         ),
         (
+            "[process]\nmemory_growth_warn_mb_per_hour = 65537\n",
+            "memory_growth_warn_mb_per_hour = 65537",
+            "65537 is out of range; valid 0..=65536",
+        ),
+        (
+            "[process]\nmemory_growth_warn_mb_per_hour = -1\n",
+            "memory_growth_warn_mb_per_hour = -1",
+            "valid 0..=65536",
+        ),
+        (
             "[ros2]\ndomain_id = 233\n",
             "domain_id = 233",
             "233 is out of range; valid 0..=232",
@@ -325,6 +335,46 @@ fn single_sensor_flags_and_sections_exclude_each_other() {
     assert_eq!(
         err(s),
         "--calibration: required (the model's calibration or metadata file)"
+    );
+}
+
+/// `[process] memory_growth_warn_mb_per_hour`: 16 MiB/h by default, 0 (never) and the
+/// range's ends accepted, the flag over the file, and the flag's range checked like the key's.
+#[test]
+fn memory_growth_warn_defaults_and_is_checked() {
+    let of = |text: &str| {
+        let s: Settings = toml::from_str(&format!(
+            "[capture]\niface = \"eth0\"\n{text}\n[[sensors]]\nmodel = \"vlp16\"\n\
+             calibration = \"c.yaml\"\n"
+        ))
+        .unwrap();
+        plan(s).unwrap().process.memory_growth_warn_mb_per_hour
+    };
+    assert_eq!(of(""), 16);
+    assert_eq!(of("[process]\nmemory_growth_warn_mb_per_hour = 0"), 0);
+    assert_eq!(
+        of("[process]\nmemory_growth_warn_mb_per_hour = 65536"),
+        65536
+    );
+    let file: Settings = toml::from_str(
+        "[capture]\niface = \"eth0\"\n[process]\nmemory_growth_warn_mb_per_hour = 64\n\
+         [[sensors]]\nmodel = \"vlp16\"\ncalibration = \"c.yaml\"\n",
+    )
+    .unwrap();
+    let mut flags = Settings::default();
+    flags.process.memory_growth_warn_mb_per_hour = Some(valid::Ranged::new(8).unwrap());
+    assert_eq!(
+        plan(flags.over(file))
+            .unwrap()
+            .process
+            .memory_growth_warn_mb_per_hour,
+        8
+    );
+    assert_eq!(
+        valid::Ranged::<0, 65536>::new(65537)
+            .unwrap_err()
+            .to_string(),
+        "65537 is out of range; valid 0..=65536"
     );
 }
 
