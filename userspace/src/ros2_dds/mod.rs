@@ -63,10 +63,24 @@ pub const NODE_NAME: &str = crate::ros2_zenoh::NODE_NAME;
 ///   discovery traffic; the subscriber's receive buffer is what a frame needs, see
 ///   docs/deploy.md: a best-effort reader must hold a whole frame in its socket buffer, so
 ///   subscribers raise `net.core.rmem_max` and their own buffer to at least the frame size).
+/// - `Sizing/ReceiveBufferSize` 128 KiB and `Sizing/ReceiveBufferChunkSize` 64 KiB (Cyclone's
+///   defaults: 1 MiB and 128 KiB), so the daemon's memory reaches its plateau within minutes
+///   (issue 40). Each receive thread reads datagrams into a receive buffer
+///   (`ddsi_radmin.c`), and a message handed on to Cyclone's delivery queue, as every
+///   discovery message is, keeps its bytes there: the next one goes in behind it. The thread
+///   thus walks through the buffer and touches its pages for the first time one message after
+///   another. Only when the buffer is used up does it take a new one, and malloc hands back a
+///   freed one. With 1 MiB buffers and two remote participants, that walk added 94 kB a
+///   minute to the daemon's resident memory for the first 10 minutes and more. With 128 KiB
+///   buffers it ends within the first minutes. A chunk of 64 KiB still takes the largest
+///   UDP datagram whole (Cyclone reads at most `min(chunk, 64 KiB)`), and the daemon receives
+///   only discovery and acknowledgements.
 pub const LARGE_FRAME_CONFIG: &str = "<CycloneDDS><Domain id=\"any\"><General>\
 <MaxMessageSize>14720B</MaxMessageSize><FragmentSize>1344B</FragmentSize></General>\
 <Internal><SocketSendBufferSize min=\"default\" max=\"16MB\"/>\
-<SocketReceiveBufferSize min=\"default\" max=\"16MB\"/></Internal></Domain></CycloneDDS>";
+<SocketReceiveBufferSize min=\"default\" max=\"16MB\"/></Internal>\
+<Sizing><ReceiveBufferSize>128KiB</ReceiveBufferSize>\
+<ReceiveBufferChunkSize>64KiB</ReceiveBufferChunkSize></Sizing></Domain></CycloneDDS>";
 
 /// `ROS_AUTOMATIC_DISCOVERY_RANGE` (ROS 2 Jazzy, REP 2019 / rmw `discovery_options.h`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

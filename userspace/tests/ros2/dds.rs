@@ -52,23 +52,23 @@ pub(crate) fn checkers() -> &'static common::DdsCheckers {
 
 /// Which subscriber.
 #[derive(Clone, Copy, Debug)]
-enum Impl {
+pub(crate) enum Impl {
     FastDds,
     Cyclone,
 }
 
 /// A subscriber's options.
-struct Sub<'a> {
-    which: Impl,
-    out: &'a Path,
-    expect: Option<usize>,
-    reliable: bool,
-    localhost: bool,
+pub(crate) struct Sub<'a> {
+    pub(crate) which: Impl,
+    pub(crate) out: &'a Path,
+    pub(crate) expect: Option<usize>,
+    pub(crate) reliable: bool,
+    pub(crate) localhost: bool,
 }
 
 /// Starts subscriber `s` in `ns` on [`TOPIC`] and returns once it printed "ready" (matched the
 /// daemon's writer; with `reliable`, once its reader exists).
-fn subscribe(ns: &str, s: &Sub) -> Probe {
+pub(crate) fn subscribe(ns: &str, s: &Sub) -> Probe {
     let c = checkers();
     let (exe, name) = match s.which {
         Impl::FastDds => (&c.fastdds, "Fast DDS subscriber"),

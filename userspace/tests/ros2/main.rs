@@ -31,6 +31,7 @@ mod dds;
 mod health;
 #[path = "../publish/layout_check.rs"]
 mod layout_check;
+mod memory;
 mod point_types;
 mod probe;
 mod zenoh_frames;
