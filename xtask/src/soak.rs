@@ -29,7 +29,8 @@
 //! - faults, once each, at fixed fractions of the time after the warm-up (see [`faults`]): a
 //!   stalled TCP subscriber (connects, never reads, 60 s), a TCP reconnect storm (100
 //!   connections/s for 10 s) and a zenoh one (sessions that open, declare a subscriber and
-//!   close, 100/s asked of 4 threads, for 10 s; the rate reached is reported).
+//!   close, 100/s asked of [`ZENOH_STORM_THREADS`] threads, for 10 s; the rate reached is
+//!   reported).
 //!
 //! Samples every `--sample-s` s: the daemon's VmRSS and Threads (/proc/PID/status), its open
 //! fds (/proc/PID/fd), and from `GET /metrics` (read from a thread that joined the daemon's
@@ -93,6 +94,9 @@ pub const STALL_S: f64 = 60.0;
 pub const STORM_S: f64 = 10.0;
 /// Connections (TCP) or sessions (zenoh) per second a storm asks for.
 pub const STORM_RATE: u64 = 100;
+/// Threads of the zenoh storm: a session takes about 120 ms to open, declare and close, mostly
+/// waiting (64 threads reached 91 sessions/s against an idle peer for 1.4 s of CPU in 5 s).
+pub const ZENOH_STORM_THREADS: u32 = 64;
 /// Period of the zenoh churn subscriber, s (a process start and a zenoh session each time).
 pub const ZENOH_CHURN_S: f64 = 3.0;
 /// The target: RSS after the warm-up stays within this of its value at minute W, kB.
@@ -217,7 +221,12 @@ fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe; the
         // handler stays valid for the life of the process.
-        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
     }
 }
 
@@ -225,6 +234,7 @@ fn catch_signals() {
 /// threads joined (each ends its own child), every process killed and reaped, and the
 /// namespaces deleted.
 struct Guard {
+    out: PathBuf,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Value>>,
     procs: Vec<(String, Child)>,
@@ -254,6 +264,17 @@ impl Drop for Guard {
             let _ = c.wait();
         }
         drop(self.net.take());
+        // The recording (up to SPLIT_MB per part) is not a result, also when the run failed.
+        for e in fs::read_dir(&self.out)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("rec_") && name.ends_with(".pcap") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
     }
 }
 
@@ -516,7 +537,11 @@ fn prune_parts(out: &Path) -> u64 {
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let n = name.strip_prefix("rec_")?.strip_suffix(".pcap")?.parse().ok()?;
+            let n = name
+                .strip_prefix("rec_")?
+                .strip_suffix(".pcap")?
+                .parse()
+                .ok()?;
             Some((n, e.path()))
         })
         .collect();
@@ -578,8 +603,8 @@ fn faults(minutes: f64, warmup: f64) -> Vec<Fault> {
             "zenoh-storm",
             format!(
                 "zenoh reconnect storm: sessions that open, declare a subscriber of \
-                 /lidar/s0/points and close, {STORM_RATE}/s asked on 4 threads, for \
-                 {STORM_S:.0} s"
+                 /lidar/s0/points and close, {STORM_RATE}/s asked of \
+                 {ZENOH_STORM_THREADS} threads, for {STORM_S:.0} s"
             ),
             0.5,
             STORM_S,
@@ -647,7 +672,7 @@ fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -671,7 +696,11 @@ fn num(v: &Value, path: &[&str]) -> u64 {
 fn last_json(text: &str) -> Value {
     text.lines()
         .rev()
-        .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().filter(Value::is_object))
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l.trim())
+                .ok()
+                .filter(Value::is_object)
+        })
         .unwrap_or(Value::Null)
 }
 
@@ -861,6 +890,7 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     catch_signals();
     let stop = Arc::new(AtomicBool::new(false));
     let mut g = Guard {
+        out: out.clone(),
         stop: stop.clone(),
         threads: Vec::new(),
         procs: Vec::new(),
@@ -870,7 +900,10 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     let (host, sensor) = (net.host_ns.clone(), net.sensor_ns.clone());
     let (host_if, host_ip) = (net.host_if.clone(), net.host_ip.clone());
     g.net = Some(net);
-    eprintln!("soak: namespaces {sensor} -> {host} ({host_if} {host_ip}); output {}", out.display());
+    eprintln!(
+        "soak: namespaces {sensor} -> {host} ({host_if} {host_ip}); output {}",
+        out.display()
+    );
 
     let config = out.join("soak.toml");
     fs::write(&config, daemon_config(&host_if, out, &plan.calibration)?)?;
@@ -913,7 +946,13 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     let tcp = g.spawn(
         "TCP subscriber",
         in_ns(&host, daemon)
-            .args(["subscribe", TCP_ADDR, "--stats", "--connect-timeout-ms", "15000"])
+            .args([
+                "subscribe",
+                TCP_ADDR,
+                "--stats",
+                "--connect-timeout-ms",
+                "15000",
+            ])
             .arg("--ready-file")
             .arg(ready("sub_tcp.ready"))
             .arg("--summary-json")
@@ -957,7 +996,12 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     let mut lined: Vec<(String, usize, Option<ChildStdin>, BufReader<ChildStdout>)> = Vec::new();
     for (name, exe, s, prefix) in [
         ("Fast DDS reader s0", &checkers.fastdds, 0, "dds_fastdds_s0"),
-        ("Cyclone DDS reader s9", &checkers.cyclone, 9, "dds_cyclone_s9"),
+        (
+            "Cyclone DDS reader s9",
+            &checkers.cyclone,
+            9,
+            "dds_cyclone_s9",
+        ),
     ] {
         let i = g.spawn(
             name,
@@ -1018,7 +1062,9 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         );
         thread::sleep(Duration::from_millis(200));
     }
-    eprintln!("soak: steady subscribers ready: TCP, zenoh s0 and s9, Fast DDS s0, Cyclone DDS s9, Foxglove s0 and s9");
+    eprintln!(
+        "soak: steady subscribers ready: TCP, zenoh s0 and s9, Fast DDS s0, Cyclone DDS s9, Foxglove s0 and s9"
+    );
 
     // Churn.
     let tcp_churn = g.spawn(
@@ -1035,7 +1081,14 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
             .arg(&plan.python)
             .arg(&script)
             .args(["churn", "--url", &fox_url, "--protocols", "foxglove.sdk.v1"])
-            .args(["--topics", "/lidar/s3/points", "--every", "1", "--timeout", "10"])
+            .args([
+                "--topics",
+                "/lidar/s3/points",
+                "--every",
+                "1",
+                "--timeout",
+                "10",
+            ])
             .arg("--out")
             .arg(out.join("fox_churn"))
             .stdin(Stdio::piped())
@@ -1062,7 +1115,11 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         )
     };
     let dds_churn = {
-        let (host, exe, prefix) = (host.clone(), checkers.fastdds.clone(), out.join("dds_churn"));
+        let (host, exe, prefix) = (
+            host.clone(),
+            checkers.fastdds.clone(),
+            out.join("dds_churn"),
+        );
         churn_thread(
             stop.clone(),
             Duration::from_secs(1),
@@ -1073,7 +1130,14 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
                     .arg(&exe)
                     .args(["--topic", "rt/lidar/s2/points", "--out"])
                     .arg(&prefix)
-                    .args(["--localhost", "--no-data", "--expect", "1", "--timeout-s", "4"])
+                    .args([
+                        "--localhost",
+                        "--no-data",
+                        "--expect",
+                        "1",
+                        "--timeout-s",
+                        "4",
+                    ])
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
@@ -1157,12 +1221,19 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
                         .arg(&zsub)
                         .args(["--topic", "/lidar/s0/points"])
                         .args(["--rate", &STORM_RATE.to_string()])
-                        .args(["--seconds", &format!("{STORM_S}"), "--threads", "4"]),
+                        .args(["--seconds", &format!("{STORM_S}")])
+                        .args(["--threads", &ZENOH_STORM_THREADS.to_string()]),
                 };
-                c.stdout(Stdio::piped()).stderr(log(&format!("fault_{}.log", f.name))?);
+                c.stdout(Stdio::piped())
+                    .stderr(log(&format!("fault_{}.log", f.name))?);
                 f.proc = Some(g.spawn(f.name, &mut c)?);
                 f.started_s = Some(now.as_secs_f64());
-                eprintln!("soak: {:.2} min: fault {}: {}", now.as_secs_f64() / 60.0, f.name, f.what);
+                eprintln!(
+                    "soak: {:.2} min: fault {}: {}",
+                    now.as_secs_f64() / 60.0,
+                    f.name,
+                    f.what
+                );
             }
             if let (Some(i), None) = (f.proc, f.ended_s)
                 && g.child(i).try_wait()?.is_some()
@@ -1182,12 +1253,22 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         thread::sleep(Duration::from_millis(50));
     };
     let sent_s = t0.elapsed().as_secs_f64();
-    ensure!(gen_status.success(), "the generator failed: {gen_status} (see gen.log)");
-    eprintln!("soak: generator done after {:.1} min; stopping", sent_s / 60.0);
+    ensure!(
+        gen_status.success(),
+        "the generator failed: {gen_status} (see gen.log)"
+    );
+    eprintln!(
+        "soak: generator done after {:.1} min; stopping",
+        sent_s / 60.0
+    );
 
     // Churn off, faults still running cut short.
     stop.store(true, Ordering::SeqCst);
-    let churn: Vec<Value> = g.threads.drain(..).map(|t| t.join().unwrap_or(Value::Null)).collect();
+    let churn: Vec<Value> = g
+        .threads
+        .drain(..)
+        .map(|t| t.join().unwrap_or(Value::Null))
+        .collect();
     let tcp_churn_status = stop_child(g.child(tcp_churn), libc::SIGTERM, Duration::from_secs(10));
     let mut tcp_churn_text = String::new();
     if let Some(mut so) = g.child(tcp_churn).stdout.take() {
@@ -1241,6 +1322,17 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     }
     drop(g);
     eprintln!("soak: processes stopped, namespaces removed");
+    // The readiness files and the DDS readers' empty `.bin` files
+    // (`--no-data`) are not results.
+    for e in fs::read_dir(out)?.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let gone = name.ends_with(".ready")
+            || name.starts_with("dds_churn")
+            || (name.ends_with(".bin") && e.metadata().is_ok_and(|m| m.len() == 0));
+        if gone {
+            let _ = fs::remove_file(e.path());
+        }
+    }
 
     // Verdict.
     let frames = |s: usize| num(&stats, &["sensors", &s.to_string(), "frames"]);
@@ -1298,14 +1390,23 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
 
     let w = o.warmup_minutes;
     let pts = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {
-        samples.iter().filter_map(|s| Some((s.t_s / 60.0, f(s)?))).collect()
+        samples
+            .iter()
+            .filter_map(|s| Some((s.t_s / 60.0, f(s)?)))
+            .collect()
     };
     let rss = growth(&pts(&|s| Some(s.rss_kb as f64)), w);
     let heap = growth(&pts(&|s| s.heap.map(|h| h / 1024.0)), w);
-    let at_w = samples.iter().find(|s| s.t_s / 60.0 >= w).cloned().unwrap_or_default();
+    let at_w = samples
+        .iter()
+        .find(|s| s.t_s / 60.0 >= w)
+        .cloned()
+        .unwrap_or_default();
     let end = samples.last().cloned().unwrap_or_default();
     for f in faults.iter_mut() {
-        let (Some(a), Some(b)) = (f.started_s, f.ended_s) else { continue };
+        let (Some(a), Some(b)) = (f.started_s, f.ended_s) else {
+            continue;
+        };
         let before = samples.iter().rev().find(|s| s.t_s <= a).map(|s| s.rss_kb);
         let after = samples.iter().find(|s| s.t_s >= b).map(|s| s.rss_kb);
         let later = samples.iter().find(|s| s.t_s >= b + 60.0).map(|s| s.rss_kb);
@@ -1483,7 +1584,10 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         "generator": gen_report,
         "daemon_exit": daemon_status.to_string(),
     });
-    fs::write(out.join("soak.json"), serde_json::to_string_pretty(&report)?)?;
+    fs::write(
+        out.join("soak.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
     plot(&out.join("rss.svg"), &samples, w, &faults)?;
     fs::write(
         out.join("summary.md"),
@@ -1519,10 +1623,17 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         let section = docs_section(&report, &samples, &faults, &subs, "soak-rss.svg");
         fs::write(&docs, splice_docs(&text, &section)?)?;
         fs::copy(out.join("rss.svg"), crate::root().join("docs/soak-rss.svg"))?;
-        eprintln!("soak: rewrote the soak section of {} and docs/soak-rss.svg", docs.display());
+        eprintln!(
+            "soak: rewrote the soak section of {} and docs/soak-rss.svg",
+            docs.display()
+        );
     }
     ensure!(daemon_ok, "the daemon exited with {daemon_status}");
-    ensure!(pass, "a steady subscriber missed frames (see above and {})", out.display());
+    ensure!(
+        pass,
+        "a steady subscriber missed frames (see above and {})",
+        out.display()
+    );
     Ok(())
 }
 
@@ -1691,7 +1802,8 @@ fn docs_section(
         let _ = writeln!(
             s,
             "  - minute {}–{} (planned at {:.1}, {:.0} s): {}; {}",
-            f.started_s.map_or("–".into(), |a| format!("{:.1}", a / 60.0)),
+            f.started_s
+                .map_or("–".into(), |a| format!("{:.1}", a / 60.0)),
             f.ended_s.map_or("–".into(), |b| format!("{:.1}", b / 60.0)),
             f.start_s / 60.0,
             f.length_s,
@@ -1789,9 +1901,7 @@ pub fn splice_docs(docs: &str, section: &str) -> Result<String> {
         })
         .context("docs/benchmarks.md has no soak section heading")?;
     let rest = &docs[start + 3..];
-    let end = rest
-        .find("\n## ")
-        .map_or(docs.len(), |i| start + 3 + i + 1);
+    let end = rest.find("\n## ").map_or(docs.len(), |i| start + 3 + i + 1);
     let mut out = String::with_capacity(docs.len() + section.len());
     out.push_str(&docs[..start]);
     out.push_str(section.trim_end());
@@ -1808,10 +1918,16 @@ mod tests {
     fn splice_replaces_only_the_soak_section() {
         let docs = format!("# B\n\n## A\n\na\n\n{OLD_DOCS_HEADING}\n\nold\n\n## C\n\nc\n");
         let out = splice_docs(&docs, &format!("{DOCS_HEADING}\n\nnew\n")).unwrap();
-        assert_eq!(out, format!("# B\n\n## A\n\na\n\n{DOCS_HEADING}\n\nnew\n\n## C\n\nc\n"));
+        assert_eq!(
+            out,
+            format!("# B\n\n## A\n\na\n\n{DOCS_HEADING}\n\nnew\n\n## C\n\nc\n")
+        );
         // A second run finds the new heading; a last section runs to the end of the file.
         let again = splice_docs(&out, &format!("{DOCS_HEADING}\n\nnewer\n")).unwrap();
-        assert_eq!(again, format!("# B\n\n## A\n\na\n\n{DOCS_HEADING}\n\nnewer\n\n## C\n\nc\n"));
+        assert_eq!(
+            again,
+            format!("# B\n\n## A\n\na\n\n{DOCS_HEADING}\n\nnewer\n\n## C\n\nc\n")
+        );
         let last = format!("# B\n\n{DOCS_HEADING}\n\nx\n");
         assert_eq!(
             splice_docs(&last, &format!("{DOCS_HEADING}\n\ny")).unwrap(),
@@ -1822,7 +1938,9 @@ mod tests {
 
     #[test]
     fn slope_of_a_line_and_growth_after_the_warm_up() {
-        let p: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 100.0 + 2.5 * i as f64)).collect();
+        let p: Vec<(f64, f64)> = (0..10)
+            .map(|i| (i as f64, 100.0 + 2.5 * i as f64))
+            .collect();
         assert_eq!(slope(&p), Some(2.5));
         assert_eq!(slope(&p[..1]), None);
         let g = growth(&p, 4.0).unwrap();
@@ -1840,7 +1958,11 @@ mod tests {
             m,
             [
                 ("lidarxdp_process_heap_bytes".into(), String::new(), 1234.0),
-                ("lidarxdp_sink_queue_bytes".into(), "sink=\"zenoh\"".into(), 56.0)
+                (
+                    "lidarxdp_sink_queue_bytes".into(),
+                    "sink=\"zenoh\"".into(),
+                    56.0
+                )
             ]
         );
         let r = parse_http(
