@@ -411,6 +411,26 @@ fn main() -> Result<()> {
         Cmd::Demo { .. } => setup::Purpose::Demo,
         _ => setup::Purpose::Full,
     };
+    // The soak's checks (root, the shared capture, its options) before the set-up and the
+    // build, so that a missing capture or a plain user is told at once.
+    let soak_plan = match &cli.cmd {
+        Cmd::Soak {
+            minutes,
+            out,
+            pcap,
+            sample_s,
+            warmup_minutes,
+            no_docs,
+        } => Some(soak::check(soak::Options {
+            minutes: *minutes,
+            out: out.clone(),
+            pcap: pcap.clone(),
+            sample_s: *sample_s,
+            warmup_minutes: *warmup_minutes,
+            no_docs: *no_docs,
+        })?),
+        _ => None,
+    };
     let tc = setup::setup(purpose)?;
     match cli.cmd {
         Cmd::Setup => {}
@@ -477,22 +497,8 @@ fn main() -> Result<()> {
             bench_smoke(&tc)?;
             eprintln!("test: all passed in {:.0} s", t.elapsed().as_secs_f64());
         }
-        Cmd::Soak {
-            minutes,
-            out,
-            pcap,
-            sample_s,
-            warmup_minutes,
-            no_docs,
-        } => {
-            let plan = soak::check(soak::Options {
-                minutes,
-                out,
-                pcap,
-                sample_s,
-                warmup_minutes,
-                no_docs,
-            })?;
+        Cmd::Soak { .. } => {
+            let plan = soak_plan.context("the soak was checked above")?;
             let obj = build_ebpf(&tc)?;
             let (daemon, bench) = build_release(&obj)?;
             soak::soak(&plan, &daemon, &bench)?;
