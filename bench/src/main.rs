@@ -12,6 +12,8 @@
 //!   backend and scenario and writes CSV, `summary.md` and SVG plots (`docs/benchmarks.md`).
 //! * `peers` (issue 15): lidarxdp against velodyne-decoder, ouster-sdk and Hesai's SDK on the
 //!   shared captures, decode only and end to end, in interleaved rounds.
+//! * `soak-client` (issue 40): the churning, stalled and storming subscribers of `cargo xtask
+//!   soak`.
 
 mod collect;
 mod r#gen;
@@ -23,6 +25,7 @@ mod peers_input;
 mod peers_report;
 mod publish;
 mod report;
+mod soak_client;
 mod stats;
 mod suite;
 
@@ -52,6 +55,9 @@ enum Cmd {
     /// lidarxdp's decode-only measurement of `peers` (one payload file).
     #[command(hide = true, name = "peers-decode")]
     PeersDecode(peers_decode::Args),
+    /// A churning, stalled or storming subscriber of `cargo xtask soak` (issue 40).
+    #[command(name = "soak-client")]
+    SoakClient(soak_client::Args),
     /// One iceoryx2 subscriber process of `publish --imp iox2`.
     #[command(hide = true, name = "iox2-sub")]
     Iox2Sub(iox2::SubArgs),
@@ -69,6 +75,7 @@ fn main() -> Result<()> {
         Cmd::Peers(a) => peers::run(a),
         Cmd::PeersDecode(a) => peers_decode::run(a),
         Cmd::Iox2Sub(a) => iox2::sub_main(a),
+        Cmd::SoakClient(a) => soak_client::run(a),
         Cmd::Hog => {
             let mut x = 0u64;
             loop {

@@ -8,6 +8,7 @@ mod netns;
 mod peers;
 mod python;
 mod setup;
+mod soak;
 
 use std::{
     path::{Path, PathBuf},
@@ -84,6 +85,34 @@ enum Cmd {
         /// <repo>/../shared/peers/HesaiLidar_SDK_2.0).
         #[arg(long, requires = "peers")]
         hesai_sdk: Option<PathBuf>,
+    },
+    /// Build everything and soak one daemon for an hour (root; issue 40): 10 VLP-16s, every
+    /// sink on with steady and churning subscribers, three faults; samples the daemon's memory
+    /// and says whether it stayed flat and every steady subscriber got every frame
+    /// (xtask/src/soak.rs). A run of 30 minutes or more rewrites the soak section of
+    /// docs/benchmarks.md unless --no-docs.
+    Soak {
+        /// Length of the run (the generator's sending time), minutes, in (0, 1440]; fractions
+        /// allowed (0.5).
+        #[arg(long, default_value_t = 60.0)]
+        minutes: f64,
+        /// Output directory (default bench/results/<YYYY-MM-DD>-soak/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The VLP-16 capture looped (default: the dual-return capture in
+        /// ../shared/data/velodyne/vlp16/).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        /// Seconds between two samples of the daemon, in [1, 60].
+        #[arg(long, default_value_t = 5.0)]
+        sample_s: f64,
+        /// Minutes of warm-up before the growth is measured, in [0, --minutes).
+        #[arg(long, default_value_t = 5.0)]
+        warmup_minutes: f64,
+        /// Leave docs/benchmarks.md as it is (by default a run of 30 minutes or more rewrites
+        /// its soak section and docs/soak-rss.svg).
+        #[arg(long)]
+        no_docs: bool,
     },
     /// Seed the fuzz targets from the shared captures and run them (docs/fuzzing.md).
     Fuzz {
@@ -382,6 +411,26 @@ fn main() -> Result<()> {
         Cmd::Demo { .. } => setup::Purpose::Demo,
         _ => setup::Purpose::Full,
     };
+    // The soak's checks (root, the shared capture, its options) before the set-up and the
+    // build, so that a missing capture or a plain user is told at once.
+    let soak_plan = match &cli.cmd {
+        Cmd::Soak {
+            minutes,
+            out,
+            pcap,
+            sample_s,
+            warmup_minutes,
+            no_docs,
+        } => Some(soak::check(soak::Options {
+            minutes: *minutes,
+            out: out.clone(),
+            pcap: pcap.clone(),
+            sample_s: *sample_s,
+            warmup_minutes: *warmup_minutes,
+            no_docs: *no_docs,
+        })?),
+        _ => None,
+    };
     let tc = setup::setup(purpose)?;
     match cli.cmd {
         Cmd::Setup => {}
@@ -447,6 +496,12 @@ fn main() -> Result<()> {
             test(&obj)?;
             bench_smoke(&tc)?;
             eprintln!("test: all passed in {:.0} s", t.elapsed().as_secs_f64());
+        }
+        Cmd::Soak { .. } => {
+            let plan = soak_plan.context("the soak was checked above")?;
+            let obj = build_ebpf(&tc)?;
+            let (daemon, bench) = build_release(&obj)?;
+            soak::soak(&plan, &daemon, &bench)?;
         }
         Cmd::Fuzz { seconds, target } => {
             let obj = build_ebpf(&tc)?;

@@ -173,7 +173,7 @@ fn hesai_harness(flag: Option<&Path>) -> Result<HesaiHarness> {
 }
 
 /// Today's UTC date, `YYYY-MM-DD`.
-fn utc_date() -> String {
+pub fn utc_date() -> String {
     let days = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() / 86_400) as i64;

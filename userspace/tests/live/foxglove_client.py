@@ -18,13 +18,25 @@ message on stderr and exits 1):
              message until --expect-frames PointCloud2 messages arrived and a diagnostics
              message counts them all (or --timeout seconds passed); the point bytes of each
              cloud go to OUT.bin
+  count      (the soak, `cargo xtask soak`) connect, wait until --topics are advertised,
+             subscribe, print "ready", and count the messages of each topic without decoding
+             or storing them (a cloud's CDR encapsulation header is checked) until the server
+             closes the connection or stdin gives "stop" or ends; OUT.json is
+             {"messages": {TOPIC: N}, "bytes": B, "closed_by": "server"|"stdin"}
+  churn      (the soak) over and over until stdin gives "stop" or ends: connect, subscribe to
+             --topics, read one message, close, then wait --every seconds; OUT.json is
+             {"cycles": N, "messages": M, "errors": E} (E: cycles that got no message within
+             --timeout or failed to connect; counted, not fatal)
+  (count and churn also stop on SIGTERM or SIGINT, and still write OUT.json)
 """
 
 import argparse
 import base64
 import json
+import signal
 import struct
 import sys
+import threading
 import time
 
 from mcap_ros2._dynamic import generate_dynamic
@@ -267,9 +279,137 @@ def watch(args):
         }
 
 
+def advertised(ws, topics, timeout):
+    """Reads serverInfo then advertisements until every topic of `topics` is known; returns
+    {topic: channel}."""
+    info = recv_json(ws, timeout)
+    if info.get("op") != "serverInfo":
+        fail(f"first message is not serverInfo: {info}")
+    schemas = {}
+    by_topic = {}
+    deadline = time.monotonic() + timeout
+    while not all(t in by_topic for t in topics):
+        m = recv_json(ws, max(deadline - time.monotonic(), 0.001))
+        if m.get("op") == "advertise":
+            for c in normalise(m, schemas):
+                by_topic[c["topic"]] = c
+        elif m.get("op") == "unadvertise":
+            continue
+        elif m.get("op") not in ("status", "removeStatus", "advertiseServices"):
+            fail(f"unexpected message before the advertisements: {m}")
+    return by_topic
+
+
+def subscribe(ws, topics, by_topic):
+    """Subscribes to `topics` (ids 100, 101, ...); returns {subscription id: topic}."""
+    subs = {100 + i: t for i, t in enumerate(topics)}
+    ws.send(
+        json.dumps(
+            {
+                "op": "subscribe",
+                "subscriptions": [
+                    {"id": sid, "channelId": by_topic[t]["id"]} for sid, t in subs.items()
+                ],
+            }
+        )
+    )
+    return subs
+
+
+def stopper():
+    """An Event set when stdin gives a line "stop" or reaches end of file, or on SIGTERM or
+    SIGINT (so the result is still written)."""
+    stop = threading.Event()
+
+    def watch_stdin():
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    return stop
+
+
+def count(args):
+    topics = [t for t in args.topics.split(",") if t]
+    ws, status = open_ws(args.url, args.protocols.split(","), args.timeout)
+    if ws is None:
+        fail(f"handshake refused with HTTP {status}")
+    messages = {t: 0 for t in topics}
+    total = 0
+    closed_by = "stdin"
+    stop = stopper()
+    with ws:
+        subs = subscribe(ws, topics, advertised(ws, topics, args.timeout))
+        print("ready", flush=True)
+        while not stop.is_set():
+            try:
+                msg = ws.recv(timeout=0.5)
+            except TimeoutError:
+                continue
+            except Exception:  # the server closed the connection (the daemon stopped)
+                closed_by = "server"
+                break
+            if isinstance(msg, str):
+                continue
+            if len(msg) < 13 or msg[0] != OP_MESSAGE_DATA:
+                fail(f"unexpected binary message: opcode {msg[0]}, {len(msg)} bytes")
+            sid, _ = struct.unpack_from("<IQ", msg, 1)
+            if sid not in subs:
+                fail(f"message on unknown subscription {sid}")
+            # CDR little-endian encapsulation (CDR_LE, options 0), as a PointCloud2 starts.
+            if msg[13:17] != b"\x00\x01\x00\x00":
+                fail(f"{subs[sid]}: payload does not start with a CDR_LE header: {msg[13:17]!r}")
+            messages[subs[sid]] += 1
+            total += len(msg) - 13
+    return {"messages": messages, "bytes": total, "closed_by": closed_by}
+
+
+def churn(args):
+    topics = [t for t in args.topics.split(",") if t]
+    protocols = args.protocols.split(",")
+    stop = stopper()
+    cycles = messages = errors = 0
+    while not stop.is_set():
+        cycles += 1
+        try:
+            ws = connect(args.url, subprotocols=protocols, open_timeout=5, close_timeout=2,
+                         max_size=None, compression=None)
+            with ws:
+                subscribe(ws, topics, advertised(ws, topics, args.timeout))
+                deadline = time.monotonic() + args.timeout
+                got = False
+                while not got and not stop.is_set() and time.monotonic() < deadline:
+                    try:
+                        msg = ws.recv(timeout=0.5)
+                    except TimeoutError:
+                        continue
+                    got = isinstance(msg, bytes) and msg[:1] == bytes([OP_MESSAGE_DATA])
+                if got:
+                    messages += 1
+                elif not stop.is_set():
+                    errors += 1
+        except Exception:  # refused, timed out or closed: counted
+            errors += 1
+        stop.wait(args.every)
+    return {"cycles": cycles, "messages": messages, "errors": errors}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("count", "churn"):
+        s = sub.add_parser(name)
+        s.add_argument("--url", required=True)
+        s.add_argument("--protocols", required=True, help="comma-separated subprotocols")
+        s.add_argument("--topics", required=True, help="comma-separated topics")
+        s.add_argument("--out", required=True)
+        s.add_argument("--timeout", type=float, default=30.0)
+        if name == "churn":
+            s.add_argument("--every", type=float, default=1.0, help="seconds between cycles")
     for name in ("handshake", "watch"):
         s = sub.add_parser(name)
         s.add_argument("--url", required=True)
@@ -282,7 +422,9 @@ def main():
             s.add_argument("--expect-frames", type=int, required=True)
             s.add_argument("--wait-diagnostics", action="store_true")
     args = p.parse_args()
-    result = handshake(args) if args.cmd == "handshake" else watch(args)
+    result = {"handshake": handshake, "watch": watch, "count": count, "churn": churn}[args.cmd](
+        args
+    )
     with open(args.out + ".json", "w") as f:
         json.dump(result, f)
 
