@@ -10,6 +10,11 @@
 //! [`MEMORY_SAMPLE_PERIOD`] (the 10 s of the metrics log, not every status: `mallinfo2` takes
 //! the allocator's arena locks), and the growth keeps one sample a minute
 //! ([`lidarxdp::process::MemoryGrowth`]).
+//!
+//! Once every [`TRIM_PERIOD`], before that sample, the allocator's free pages go back to the
+//! kernel ([`lidarxdp::sys::malloc::trim`], `malloc_trim(0)`): what a burst of subscribers
+//! allocated on zenoh's and the sinks' threads and freed again does not stay resident
+//! (issue 40).
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +31,9 @@ pub(super) const PERIOD: Duration = Duration::from_secs(1);
 /// How often the memory status samples the process's memory (the metrics log's period).
 pub(super) const MEMORY_SAMPLE_PERIOD: Duration = Duration::from_secs(10);
 
+/// How often the allocator's free pages are handed back to the kernel (module documentation).
+pub(super) const TRIM_PERIOD: Duration = Duration::from_secs(60);
+
 /// The `lidarxdp: memory` status's state: the resident memory's history and the last sample.
 pub(super) struct MemoryHealth {
     growth: MemoryGrowth,
@@ -34,6 +42,8 @@ pub(super) struct MemoryHealth {
     start: Instant,
     /// The last sample and when it was taken.
     last: Option<(Instant, ProcessGauges)>,
+    /// When the allocator was last trimmed.
+    trimmed: Option<Instant>,
 }
 
 impl MemoryHealth {
@@ -44,21 +54,29 @@ impl MemoryHealth {
             warn_mib_per_hour,
             start,
             last: None,
+            trimmed: None,
         }
     }
 
     /// The status at `now`, from a new sample (`sample()`) when [`MEMORY_SAMPLE_PERIOD`] has
-    /// passed since the last one, else from the last.
+    /// passed since the last one, else from the last. Before a sample, `trim()` runs when
+    /// [`TRIM_PERIOD`] has passed since it last ran (the first time: a period after the start).
     pub(super) fn status(
         &mut self,
         now: Instant,
         sample: impl FnOnce() -> ProcessGauges,
+        trim: impl FnOnce(),
     ) -> DiagnosticStatus {
         let due = self
             .last
             .as_ref()
             .is_none_or(|(t, _)| now.duration_since(*t) >= MEMORY_SAMPLE_PERIOD);
         if due {
+            let since = now.duration_since(self.trimmed.unwrap_or(self.start));
+            if since >= TRIM_PERIOD {
+                trim();
+                self.trimmed = Some(now);
+            }
             let g = sample();
             let t_ns = now.duration_since(self.start).as_nanos() as u64;
             self.growth.record(t_ns, g.resident_bytes);
@@ -174,7 +192,11 @@ impl HealthMonitor {
                 assess(&inputs, &t.thresholds)
             })
             .collect();
-        out.push(self.memory.status(now, ProcessGauges::sample));
+        out.push(self.memory.status(now, ProcessGauges::sample, || {
+            if let Err(e) = lidarxdp::sys::malloc::trim() {
+                log::debug!("malloc_trim: {e}");
+            }
+        }));
         Some(out)
     }
 }
@@ -200,27 +222,34 @@ mod tests {
             let mut m = MemoryHealth::new(16, t0);
             let mut levels = Vec::new();
             let mut sampled = 0;
+            let mut trimmed = Vec::new();
             // A status every second, as the main loop makes them.
             for s in 0..=70 * 60 {
-                let st = m.status(t0 + Duration::from_secs(s), || {
-                    sampled += 1;
-                    gauges(rss_at_s(s))
-                });
+                let st = m.status(
+                    t0 + Duration::from_secs(s),
+                    || {
+                        sampled += 1;
+                        gauges(rss_at_s(s))
+                    },
+                    || trimmed.push(s),
+                );
                 if s % 60 == 0 {
                     levels.push((s / 60, st.level, st.values[3].1.clone()));
                 }
             }
-            (levels, sampled)
+            (levels, sampled, trimmed)
         };
         // 32 MiB an hour: (32 << 20) / 3600 bytes a second, rounded down.
-        let (levels, sampled) = run(&|s| (200 << 20) + s * ((32 << 20) / 3600));
+        let (levels, sampled, trimmed) = run(&|s| (200 << 20) + s * ((32 << 20) / 3600));
         assert_eq!(sampled, 70 * 6 + 1, "one sample every 10 s");
+        // Trimmed once a minute, from a minute after the start, before that minute's sample.
+        assert_eq!(trimmed, (1..=70).map(|m| m * 60).collect::<Vec<u64>>());
         assert_eq!(levels[9], (9, DiagnosticLevel::Ok, "unknown".to_owned()));
         assert_eq!(levels[10].1, DiagnosticLevel::Warn);
         assert_eq!(levels[70].1, DiagnosticLevel::Warn);
         // 9320 bytes a second: 33,552,000 bytes an hour, 31.998 MiB.
         assert_eq!(levels[70].2, "31.998");
-        let (levels, _) = run(&|_| 200 << 20);
+        let (levels, _, _) = run(&|_| 200 << 20);
         assert!(
             levels.iter().all(|l| l.1 == DiagnosticLevel::Ok),
             "{levels:?}"

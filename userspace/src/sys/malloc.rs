@@ -101,6 +101,39 @@ pub fn heap_stats() -> io::Result<HeapStats> {
     }
 }
 
+/// Hands the allocator's free pages back to the kernel: glibc's `malloc_trim(0)` (glibc 2.8+
+/// walks every arena, not only the main heap's top, and `madvise(MADV_DONTNEED)`s every whole
+/// free page). Live allocations are not touched; a freed page that is used again later is
+/// faulted in again, zero-filled. Returns whether any memory was released.
+///
+/// Why (issue 40): memory that a burst of work allocated on many threads and freed again
+/// stays with glibc's per-thread arenas. After 1,000 zenoh sessions that opened, subscribed
+/// and closed within 10 s, the daemon's heap in use was back within 0.7 MB of where it was,
+/// but its resident memory stayed 9.3 MB higher.
+///
+/// Cost: like [`heap_stats`], one arena at a time under its lock, plus one `madvise` per free
+/// run of pages; call it at the housekeeping period (the daemon: once a minute), never on a
+/// per-packet or per-frame path.
+///
+/// # Errors
+/// `Unsupported` on targets other than Linux with glibc.
+pub fn trim() -> io::Result<bool> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim takes a plain integer (the bytes to leave at the top of the
+        // main heap) and only changes the allocator's own free memory, under its arena locks;
+        // no caller memory is read or written.
+        Ok(unsafe { libc::malloc_trim(0) } == 1)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "malloc_trim(3) is glibc's",
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +169,43 @@ mod tests {
         assert!(
             after.in_use + N <= during.in_use + SLACK,
             "{during:?} {after:?}"
+        );
+    }
+
+    /// Memory freed on a thread of its own stays with that thread's arena until [`trim`]
+    /// hands it back: 32 MiB of holes between live 64 KiB blocks (below the mmap threshold,
+    /// so in the arena, and kept apart so free cannot merge them into a top it trims itself).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn trim_returns_the_holes_an_arena_keeps() {
+        const BLOCK: usize = 64 << 10;
+        const BLOCKS: usize = 1024;
+        const HOLES: u64 = (BLOCKS / 2 * BLOCK) as u64;
+        let rss = || crate::sys::process::resident_bytes().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let mut blocks: Vec<Vec<u8>> = (0..BLOCKS).map(|_| vec![1u8; BLOCK]).collect();
+            // Every other block freed: 512 holes of 64 KiB between live ones.
+            let mut i = 0;
+            blocks.retain(|_| {
+                i += 1;
+                i % 2 == 0
+            });
+            held_tx.send(()).unwrap();
+            rx.recv().unwrap();
+            drop(blocks);
+        });
+        held_rx.recv().unwrap();
+        let before = rss();
+        assert!(trim().unwrap());
+        let after = rss();
+        tx.send(()).unwrap();
+        t.join().unwrap();
+        // Each hole gives back all its whole pages but the one holding its chunk header.
+        assert!(
+            before >= after + HOLES * 3 / 4,
+            "resident {before} B before trim, {after} B after: less than 3/4 of {HOLES} B back"
         );
     }
 }
