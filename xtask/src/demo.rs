@@ -47,7 +47,8 @@ fn wait_timeout(child: &mut Child, timeout: Duration) -> Result<std::process::Ex
     }
 }
 
-fn num(v: &Value, path: &[&str]) -> u64 {
+/// A JSON number at a path of keys / array indices (`"0"` indexes an array); 0 when absent.
+pub(crate) fn num(v: &Value, path: &[&str]) -> u64 {
     let mut cur = v;
     for p in path {
         cur = match p.parse::<usize>() {

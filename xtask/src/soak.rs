@@ -70,6 +70,8 @@ use anyhow::{Context, Result, bail, ensure};
 use lidarxdp_testkit::{NetnsPair, NotifySocket, PairSpec, exec_in, in_netns};
 use serde_json::{Value, json};
 
+use crate::demo::num;
+
 /// Sensors (VLP-16 streams) the generator sends and the daemon decodes.
 pub const SENSORS: usize = 10;
 /// Total datagram rate over the sensors, datagrams/s (754 per VLP-16, as issue 25's soak).
@@ -678,18 +680,6 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-/// A JSON number at a path of keys / array indices; 0 when absent.
-fn num(v: &Value, path: &[&str]) -> u64 {
-    let mut cur = v;
-    for p in path {
-        cur = match p.parse::<usize>() {
-            Ok(i) if cur.is_array() => &cur[i],
-            _ => &cur[*p],
-        };
-    }
-    cur.as_u64().unwrap_or(0)
 }
 
 /// The last line of `text` that is a JSON object.
