@@ -47,16 +47,9 @@ fn wait_timeout(child: &mut Child, timeout: Duration) -> Result<std::process::Ex
     }
 }
 
-/// A JSON number at a path of keys / array indices (`"0"` indexes an array); 0 when absent.
+/// A JSON number at a path of keys / array indices; 0 when absent.
 pub(crate) fn num(v: &Value, path: &[&str]) -> u64 {
-    let mut cur = v;
-    for p in path {
-        cur = match p.parse::<usize>() {
-            Ok(i) if cur.is_array() => &cur[i],
-            _ => &cur[*p],
-        };
-    }
-    cur.as_u64().unwrap_or(0)
+    lidarxdp_testkit::lookup(v, path).unwrap_or(0)
 }
 
 /// Runs the demo with the release daemon at `bin`.

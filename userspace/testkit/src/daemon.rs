@@ -263,6 +263,12 @@ pub fn wait(child: &mut Child, secs: u64) -> ExitStatus {
 
 /// Reads a u64 at a path of keys / array indices in a JSON value (panics when absent).
 pub fn get(v: &serde_json::Value, path: &[&str]) -> u64 {
+    lookup(v, path).unwrap_or_else(|| panic!("{path:?} missing in {v}"))
+}
+
+/// The u64 at a path of keys / array indices (`"0"` indexes an array) in a JSON value, `None`
+/// when absent or not an unsigned integer.
+pub fn lookup(v: &serde_json::Value, path: &[&str]) -> Option<u64> {
     let mut cur = v;
     for p in path {
         cur = match p.parse::<usize>() {
@@ -271,7 +277,6 @@ pub fn get(v: &serde_json::Value, path: &[&str]) -> u64 {
         };
     }
     cur.as_u64()
-        .unwrap_or_else(|| panic!("{path:?} missing in {v}"))
 }
 
 /// Runs `lidarxdp replay <data(pcap)> --to HOST_IP:PORT --rate RATE --json` in the pair's

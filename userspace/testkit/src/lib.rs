@@ -29,8 +29,8 @@ mod python;
 mod staging;
 
 pub use daemon::{
-    Daemon, NotifySocket, assert_no_xsk_loss, daemon_exe, get, replay, replay_to, wait, wait_ready,
-    xdp_attached,
+    Daemon, NotifySocket, assert_no_xsk_loss, daemon_exe, get, lookup, replay, replay_to, wait,
+    wait_ready, xdp_attached,
 };
 pub use dds::{DdsCheckers, build_dds_checkers, dds_checker_sources};
 #[cfg(feature = "frames")]
