@@ -33,11 +33,10 @@
 //!   reported).
 //!
 //! Samples every `--sample-s` s: the daemon's VmRSS and Threads (/proc/PID/status), its open
-//! fds (/proc/PID/fd), and from `GET /metrics` (read from a thread that joined the daemon's
-//! namespace) `lidarxdp_process_resident_bytes`, `lidarxdp_process_heap_bytes`,
-//! `lidarxdp_zenoh_shm_pool_used_bytes`, `lidarxdp_zenoh_shm_pool_free_bytes` and
-//! `lidarxdp_sink_queue_bytes{sink=...}` (blank in the CSV when the daemon does not export
-//! them).
+//! fds (/proc/PID/fd), and from its own client, `lidarxdp stats --json` in the daemon's
+//! namespace, the process gauges (`resident_bytes`, `heap_bytes`, `heap_free_bytes`), the
+//! zenoh pool's `shm_pool_used_bytes` / `shm_pool_free_bytes` and the `sink_queues` (blank in
+//! the CSV when the daemon does not export them).
 //!
 //! Verdict: RSS growth after the warm-up (least-squares slope of VmRSS over the samples from
 //! minute W on, kB/min), RSS at minute W against the largest and the last (target: within
@@ -101,8 +100,9 @@ pub const STORM_RATE: u64 = 100;
 pub const ZENOH_STORM_THREADS: u32 = 64;
 /// Period of the zenoh churn subscriber, s (a process start and a zenoh session each time).
 pub const ZENOH_CHURN_S: f64 = 3.0;
-/// The target: RSS after the warm-up stays within this of its value at minute W, kB.
-pub const TARGET_KB: f64 = 1000.0;
+/// The target: RSS after the warm-up stays within 1 MB (10^6 bytes) of its value at minute W,
+/// in the kB (KiB) of VmRSS.
+pub const TARGET_KB: f64 = 1_000_000.0 / 1024.0;
 /// The heading of the section of docs/benchmarks.md this command writes.
 pub const DOCS_HEADING: &str = "## Soak: a week's memory in an hour (issue 40)";
 /// The heading of the section it replaced (issue 25's `bench/soak.sh`).
@@ -417,20 +417,21 @@ fn parse_http(buf: &[u8]) -> Result<(u16, Vec<u8>)> {
     }
 }
 
-/// Prometheus text exposition (format 0.0.4) as `(name, labels, value)` per sample line.
-fn parse_metrics(text: &str) -> Vec<(String, String, f64)> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let value: f64 = value.trim().parse().ok()?;
-            let (name, labels) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            Some((name.trim().to_owned(), labels.to_owned(), value))
-        })
-        .collect()
+/// The daemon's counters and gauges as the stats JSON (the layout of `run --stats-json`), read
+/// by its own client: `lidarxdp stats --json` run in namespace `ns` against the metrics port.
+fn stats_json(daemon: &Path, ns: &str) -> Result<Value> {
+    let out = exec_in(ns)
+        .arg(daemon)
+        .args(["stats", "--json", &format!("127.0.0.1:{METRICS_PORT}")])
+        .output()
+        .context("run lidarxdp stats --json")?;
+    ensure!(
+        out.status.success(),
+        "lidarxdp stats --json: {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    serde_json::from_slice(&out.stdout).context("lidarxdp stats --json output")
 }
 
 /// One sample of the daemon.
@@ -448,6 +449,8 @@ struct Sample {
     resident: Option<f64>,
     /// `lidarxdp_process_heap_bytes`.
     heap: Option<f64>,
+    /// `lidarxdp_process_heap_free_bytes`.
+    heap_free: Option<f64>,
     /// `lidarxdp_zenoh_shm_pool_used_bytes`.
     shm_used: Option<f64>,
     /// `lidarxdp_zenoh_shm_pool_free_bytes`.
@@ -457,7 +460,7 @@ struct Sample {
 }
 
 const CSV_HEADER: &str = "t_s,minute,rss_kb,fds,threads,resident_bytes,heap_bytes,\
-                          shm_used_bytes,shm_free_bytes,sink_queue_bytes_total,sink_queue_bytes";
+                          heap_free_bytes,shm_used_bytes,shm_free_bytes,sink_queue_bytes_total,sink_queue_bytes";
 
 impl Sample {
     fn csv(&self) -> String {
@@ -469,7 +472,7 @@ impl Sample {
             .map(|(k, v)| format!("{k}={v:.0}"))
             .collect();
         format!(
-            "{:.1},{:.3},{},{},{},{},{},{},{},{},{}",
+            "{:.1},{:.3},{},{},{},{},{},{},{},{},{},{}",
             self.t_s,
             self.t_s / 60.0,
             self.rss_kb,
@@ -477,6 +480,7 @@ impl Sample {
             self.threads,
             o(self.resident),
             o(self.heap),
+            o(self.heap_free),
             o(self.shm_used),
             o(self.shm_free),
             o(total),
@@ -497,7 +501,7 @@ fn status_field(status: &str, key: &str) -> Option<u64> {
 }
 
 /// Samples the daemon `pid` (in namespace `ns`) at `t_s`.
-fn sample(pid: u32, ns: &str, t_s: f64) -> Result<Sample> {
+fn sample(daemon: &Path, pid: u32, ns: &str, t_s: f64) -> Result<Sample> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("read /proc/{pid}/status (did the daemon die?)"))?;
     let fds = fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64;
@@ -508,24 +512,16 @@ fn sample(pid: u32, ns: &str, t_s: f64) -> Result<Sample> {
         fds,
         ..Sample::default()
     };
-    let metrics = in_netns(ns, || http_get(METRICS_PORT, "/metrics"));
-    if let Ok((200, body)) = metrics {
-        for (name, labels, v) in parse_metrics(&String::from_utf8_lossy(&body)) {
-            match name.as_str() {
-                "lidarxdp_process_resident_bytes" => s.resident = Some(v),
-                "lidarxdp_process_heap_bytes" => s.heap = Some(v),
-                "lidarxdp_zenoh_shm_pool_used_bytes" => s.shm_used = Some(v),
-                "lidarxdp_zenoh_shm_pool_free_bytes" => s.shm_free = Some(v),
-                "lidarxdp_sink_queue_bytes" => {
-                    let sink = labels
-                        .split(',')
-                        .find_map(|kv| kv.trim().strip_prefix("sink="))
-                        .unwrap_or("?")
-                        .trim_matches('"')
-                        .to_owned();
-                    *s.queues.entry(sink).or_default() += v;
-                }
-                _ => {}
+    if let Ok(v) = stats_json(daemon, ns) {
+        let f = |path: &[&str]| lidarxdp_testkit::lookup(&v, path).map(|n| n as f64);
+        s.resident = f(&["process", "resident_bytes"]);
+        s.heap = f(&["process", "heap_bytes"]);
+        s.heap_free = f(&["process", "heap_free_bytes"]);
+        s.shm_used = f(&["zenoh", "shm_pool_used_bytes"]);
+        s.shm_free = f(&["zenoh", "shm_pool_free_bytes"]);
+        for q in v["sink_queues"].as_array().into_iter().flatten() {
+            if let (Some(sink), Some(bytes)) = (q["sink"].as_str(), q["queue_bytes"].as_u64()) {
+                *s.queues.entry(sink.to_owned()).or_default() += bytes as f64;
             }
         }
     }
@@ -1035,15 +1031,11 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     // both ways): wait until the daemon counts both, so no first frame goes to discovery.
     let t = Instant::now();
     loop {
-        let m = in_netns(&host, || http_get(METRICS_PORT, "/metrics"));
-        let subs = m.ok().map_or(0.0, |(_, body)| {
-            parse_metrics(&String::from_utf8_lossy(&body))
-                .into_iter()
-                .filter(|(n, _, _)| n == "lidarxdp_dds_subscribers")
-                .map(|(_, _, v)| v)
-                .sum::<f64>()
-        });
-        if subs >= 2.0 {
+        let subs = stats_json(daemon, &host)
+            .ok()
+            .and_then(|v| lidarxdp_testkit::lookup(&v, &["dds", "subscribers"]))
+            .unwrap_or(0);
+        if subs >= 2 {
             break;
         }
         ensure!(
@@ -1180,7 +1172,7 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         }
         let now = t0.elapsed();
         if now >= next_sample {
-            let s = sample(pid, &host, now.as_secs_f64())?;
+            let s = sample(daemon, pid, &host, now.as_secs_f64())?;
             writeln!(csv, "{}", s.csv())?;
             csv.flush()?;
             samples.push(s);
@@ -1190,7 +1182,7 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         if now.as_secs() >= next_minute * 60 {
             let s = samples.last().cloned().unwrap_or_default();
             eprintln!(
-                "soak: minute {next_minute}: RSS {:.1} MB, fds {}, threads {}",
+                "soak: minute {next_minute}: RSS {:.1} MiB, fds {}, threads {}",
                 s.rss_kb as f64 / 1024.0,
                 s.fds,
                 s.threads
@@ -1278,7 +1270,7 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     }
     // The last frames (closed on their timeouts) reach every sink.
     thread::sleep(Duration::from_secs(2));
-    if let Ok(s) = sample(pid, &host, t0.elapsed().as_secs_f64()) {
+    if let Ok(s) = sample(daemon, pid, &host, t0.elapsed().as_secs_f64()) {
         writeln!(csv, "{}", s.csv())?;
         samples.push(s);
     }
@@ -1473,7 +1465,7 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         ));
         let met = r.max - r.at_w <= TARGET_KB && (r.last - r.at_w).abs() <= TARGET_KB;
         lines.push(format!(
-            "RSS at minute {w}: {:.1} MB; largest after: {:.1} MB ({:+.0} kB); last: {:.1} MB \
+            "RSS at minute {w}: {:.1} MiB; largest after: {:.1} MiB ({:+.0} kB); last: {:.1} MiB \
              ({:+.0} kB); target within 1 MB of minute {w}: {}",
             mb(r.at_w),
             mb(r.max),
@@ -1485,8 +1477,8 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
     }
     match &heap {
         Some(h) => lines.push(format!(
-            "Heap in use: {} kB/min; minute {w} {:.1} MB, largest {:.1} MB ({:+.0} kB), last \
-             {:.1} MB ({:+.0} kB)",
+            "Heap in use: {} kB/min; minute {w} {:.1} MiB, largest {:.1} MiB ({:+.0} kB), last \
+             {:.1} MiB ({:+.0} kB)",
             h.slope_per_min.map_or("n/a".into(), |s| format!("{s:+.1}")),
             mb(h.at_w),
             mb(h.max),
@@ -1639,7 +1631,7 @@ fn command_line(o: &Options) -> String {
     s
 }
 
-/// RSS (left axis) and heap in use (right axis), MB, against minutes, each axis spanning its
+/// RSS (left axis) and heap in use (right axis), MiB, against minutes, each axis spanning its
 /// series' range (so a growth of 1 MB shows), the warm-up and the faults marked, as SVG
 /// (plotters).
 fn plot(path: &Path, samples: &[Sample], warmup: f64, faults: &[Fault]) -> Result<()> {
@@ -1682,11 +1674,11 @@ fn plot(path: &Path, samples: &[Sample], warmup: f64, faults: &[Fault]) -> Resul
         .set_secondary_coord(0.0..x1, h0..h1);
     c.configure_mesh()
         .x_desc("minutes")
-        .y_desc("RSS, MB")
+        .y_desc("RSS, MiB")
         .draw()
         .map_err(|e| err(&e))?;
     c.configure_secondary_axes()
-        .y_desc("heap in use, MB")
+        .y_desc("heap in use, MiB")
         .draw()
         .map_err(|e| err(&e))?;
     c.draw_series(LineSeries::new(rss.iter().copied(), BLUE.stroke_width(2)))
@@ -1767,7 +1759,7 @@ fn docs_section(
          7540`, ports 2368–2377) with every sink on: TCP, zenoh with its shared-memory pool, \
          DDS, Foxglove, the view, metrics and the pcap recording ({SPLIT_MB} MB parts, all \
          but the newest deleted as the run goes). The daemon's VmRSS, fds and threads and its \
-         `/metrics` are sampled every {} s into `samples.csv`.\n",
+         gauges (`lidarxdp stats --json`) are sampled every {} s into `samples.csv`.\n",
         r["command"].as_str().unwrap_or(""),
         r["sample_s"]
     );
@@ -1810,7 +1802,7 @@ fn docs_section(
     );
     let _ = writeln!(
         s,
-        "| minute | RSS MB | heap MB | fds | threads | SHM used MB |\n|---:|---:|---:|---:|---:|---:|"
+        "| minute | RSS MiB | heap MiB | fds | threads | SHM used MiB |\n|---:|---:|---:|---:|---:|---:|"
     );
     let step = if minutes >= 10.0 { 5.0 } else { 1.0 };
     let mut m = 0.0;
@@ -1836,7 +1828,7 @@ fn docs_section(
     let _ = writeln!(
         s,
         "\n![RSS and heap over the soak]({svg})\n\n(RSS on the left axis, heap in use on the \
-         right, MB, against minutes; grey: the end of the warm-up; orange: the faults.)\n"
+         right, MiB, against minutes; grey: the end of the warm-up; orange: the faults.)\n"
     );
     let _ = writeln!(
         s,
@@ -1854,7 +1846,7 @@ fn fault_outcome(f: &Fault) -> String {
     let r = &f.result;
     let rss = |k: &str| {
         r[k].as_u64()
-            .map_or("–".into(), |v| format!("{:.1} MB", v as f64 / 1024.0))
+            .map_or("–".into(), |v| format!("{:.1} MiB", v as f64 / 1024.0))
     };
     let mem = format!(
         "RSS {} before, {} at its end, {} a minute later",
@@ -1939,22 +1931,7 @@ mod tests {
     }
 
     #[test]
-    fn metrics_text_and_chunked_http() {
-        let m = parse_metrics(
-            "# HELP x y\nlidarxdp_process_heap_bytes 1234\n\
-             lidarxdp_sink_queue_bytes{sink=\"zenoh\"} 56\n",
-        );
-        assert_eq!(
-            m,
-            [
-                ("lidarxdp_process_heap_bytes".into(), String::new(), 1234.0),
-                (
-                    "lidarxdp_sink_queue_bytes".into(),
-                    "sink=\"zenoh\"".into(),
-                    56.0
-                )
-            ]
-        );
+    fn chunked_http() {
         let r = parse_http(
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
         )
