@@ -36,7 +36,10 @@
 //! fds (/proc/PID/fd), and from its own client, `lidarxdp stats --json` in the daemon's
 //! namespace, the process gauges (`resident_bytes`, `heap_bytes`, `heap_free_bytes`), the
 //! zenoh pool's `shm_pool_used_bytes` / `shm_pool_free_bytes` and the `sink_queues` (blank in
-//! the CSV when the daemon does not export them).
+//! the CSV when the daemon does not export them). VmRSS is also split into `RssAnon`,
+//! `RssFile` and `RssShmem`, and the daemon's `/proc/PID/smaps` is saved (`smaps_*.txt`) at
+//! the end of the warm-up, before each fault, a minute after each fault and at the end, so a
+//! step can be traced to the mappings that grew.
 //!
 //! Verdict: RSS growth after the warm-up (least-squares slope of VmRSS over the samples from
 //! minute W on, kB/min), RSS at minute W against the largest and the last (target: within
@@ -441,6 +444,11 @@ struct Sample {
     t_s: f64,
     /// VmRSS, kB.
     rss_kb: u64,
+    /// VmRSS split as proc(5) does: `RssAnon` (heap, stacks, anonymous mappings), `RssFile`
+    /// (the executable's and libraries' pages), `RssShmem` (shared memory: the zenoh pool), kB.
+    rss_anon_kb: u64,
+    rss_file_kb: u64,
+    rss_shmem_kb: u64,
     /// Open file descriptors.
     fds: u64,
     /// Threads.
@@ -459,7 +467,7 @@ struct Sample {
     queues: BTreeMap<String, f64>,
 }
 
-const CSV_HEADER: &str = "t_s,minute,rss_kb,fds,threads,resident_bytes,heap_bytes,\
+const CSV_HEADER: &str = "t_s,minute,rss_kb,rss_anon_kb,rss_file_kb,rss_shmem_kb,fds,threads,resident_bytes,heap_bytes,\
                           heap_free_bytes,shm_used_bytes,shm_free_bytes,sink_queue_bytes_total,sink_queue_bytes";
 
 impl Sample {
@@ -472,10 +480,13 @@ impl Sample {
             .map(|(k, v)| format!("{k}={v:.0}"))
             .collect();
         format!(
-            "{:.1},{:.3},{},{},{},{},{},{},{},{},{},{}",
+            "{:.1},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.t_s,
             self.t_s / 60.0,
             self.rss_kb,
+            self.rss_anon_kb,
+            self.rss_file_kb,
+            self.rss_shmem_kb,
             self.fds,
             self.threads,
             o(self.resident),
@@ -500,6 +511,17 @@ fn status_field(status: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
+/// Copies the daemon's `/proc/PID/smaps` (proc(5): every mapping with its resident kB) to
+/// `OUT/smaps_<label>.txt`, for comparing mappings between two moments: what a fault left
+/// behind, and where (a thread's heap arena, the executable, a stack). A failure is only
+/// reported: the snapshot is a diagnosis aid, not part of the verdict.
+fn save_smaps(pid: u32, out: &Path, label: &str) {
+    let to = out.join(format!("smaps_{label}.txt"));
+    if let Err(e) = fs::copy(format!("/proc/{pid}/smaps"), &to) {
+        eprintln!("soak: could not save {}: {e}", to.display());
+    }
+}
+
 /// Samples the daemon `pid` (in namespace `ns`) at `t_s`.
 fn sample(daemon: &Path, pid: u32, ns: &str, t_s: f64) -> Result<Sample> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
@@ -508,6 +530,9 @@ fn sample(daemon: &Path, pid: u32, ns: &str, t_s: f64) -> Result<Sample> {
     let mut s = Sample {
         t_s,
         rss_kb: status_field(&status, "VmRSS:").unwrap_or(0),
+        rss_anon_kb: status_field(&status, "RssAnon:").unwrap_or(0),
+        rss_file_kb: status_field(&status, "RssFile:").unwrap_or(0),
+        rss_shmem_kb: status_field(&status, "RssShmem:").unwrap_or(0),
         threads: status_field(&status, "Threads:").unwrap_or(0),
         fds,
         ..Sample::default()
@@ -563,6 +588,8 @@ struct Fault {
     proc: Option<usize>,
     started_s: Option<f64>,
     ended_s: Option<f64>,
+    /// Whether the daemon's smaps a minute after the end was saved ([`save_smaps`]).
+    smaps_after: bool,
     result: Value,
 }
 
@@ -579,6 +606,7 @@ fn faults(minutes: f64, warmup: f64) -> Vec<Fault> {
         proc: None,
         started_s: None,
         ended_s: None,
+        smaps_after: false,
         result: Value::Null,
     };
     vec![
@@ -1187,10 +1215,14 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
                 s.fds,
                 s.threads
             );
+            if next_minute as f64 == o.warmup_minutes.ceil() {
+                save_smaps(pid, out, "end_of_warm_up");
+            }
             next_minute += 1;
         }
         for f in faults.iter_mut() {
             if f.started_s.is_none() && now.as_secs_f64() >= f.start_s {
+                save_smaps(pid, out, &format!("{}_before", f.name));
                 let mut c = in_ns(&host, bench);
                 c.args(["soak-client", f.name]);
                 match f.name {
@@ -1228,6 +1260,13 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
                 f.result = last_json(&text);
                 eprintln!("soak: fault {} over: {}", f.name, f.result);
             }
+            if let Some(e) = f.ended_s
+                && !f.smaps_after
+                && now.as_secs_f64() >= e + 60.0
+            {
+                save_smaps(pid, out, &format!("{}_1_min_after", f.name));
+                f.smaps_after = true;
+            }
         }
         if let Some(s) = g.child(gen_).try_wait()? {
             break s;
@@ -1235,6 +1274,7 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         thread::sleep(Duration::from_millis(50));
     };
     let sent_s = t0.elapsed().as_secs_f64();
+    save_smaps(pid, out, "end");
     ensure!(
         gen_status.success(),
         "the generator failed: {gen_status} (see gen.log)"
