@@ -94,6 +94,10 @@ pub const METRICS_PORT: u16 = 9751;
 pub const SPLIT_MB: u64 = 100;
 /// How long the stalled TCP subscriber holds its connection without reading, s.
 pub const STALL_S: f64 = 60.0;
+/// How long after a fault's end the soak looks again at what it left behind (the RSS reading
+/// `rss_kb_1_min_after` and the `smaps_<fault>_1_min_after.txt` snapshot), s: one of the
+/// daemon's minute trims has run by then.
+pub const AFTER_FAULT_S: f64 = 60.0;
 /// Length of each reconnect storm, s.
 pub const STORM_S: f64 = 10.0;
 /// Connections (TCP) or sessions (zenoh) per second a storm asks for.
@@ -1215,7 +1219,8 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
                 s.fds,
                 s.threads
             );
-            if next_minute as f64 == o.warmup_minutes.ceil() {
+            // The first whole minute at or after the warm-up (minute 1 for no warm-up).
+            if next_minute == (o.warmup_minutes.ceil() as u64).max(1) {
                 save_smaps(pid, out, "end_of_warm_up");
             }
             next_minute += 1;
@@ -1262,7 +1267,7 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
             }
             if let Some(e) = f.ended_s
                 && !f.smaps_after
-                && now.as_secs_f64() >= e + 60.0
+                && now.as_secs_f64() >= e + AFTER_FAULT_S
             {
                 save_smaps(pid, out, &format!("{}_1_min_after", f.name));
                 f.smaps_after = true;
@@ -1431,7 +1436,10 @@ pub fn soak(plan: &Plan, daemon: &Path, bench: &Path) -> Result<()> {
         };
         let before = samples.iter().rev().find(|s| s.t_s <= a).map(|s| s.rss_kb);
         let after = samples.iter().find(|s| s.t_s >= b).map(|s| s.rss_kb);
-        let later = samples.iter().find(|s| s.t_s >= b + 60.0).map(|s| s.rss_kb);
+        let later = samples
+            .iter()
+            .find(|s| s.t_s >= b + AFTER_FAULT_S)
+            .map(|s| s.rss_kb);
         f.result["rss_kb_before"] = json!(before);
         f.result["rss_kb_at_end"] = json!(after);
         f.result["rss_kb_1_min_after"] = json!(later);
