@@ -7,6 +7,20 @@
 mod cli;
 mod daemon;
 
+/// Every Rust allocation of the daemon and its commands goes to jemalloc (issue 40; why:
+/// `lidarxdp::sys::malloc::JEMALLOC_CONF`). C libraries (Cyclone DDS) keep glibc's `malloc`.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's `malloc_conf` (jemalloc(3), "TUNING"), read at its first allocation, before
+/// `main`: [`lidarxdp::sys::malloc::JEMALLOC_CONF`]. jemalloc defines the symbol weak; this one
+/// replaces it. A `&[u8; N]` is a plain pointer, the `const char *` jemalloc reads.
+// SAFETY: the symbol is jemalloc's `const char *malloc_conf` (prefixed `_rjem_` by the crate):
+// a pointer to a NUL-terminated string that lives for the whole process, never written.
+#[used]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: &[u8; 37] = lidarxdp::sys::malloc::JEMALLOC_CONF;
+
 fn main() -> std::process::ExitCode {
     // The daemon's log has timestamps (journald, files); the other commands talk to a person
     // at a terminal: `warning: ...` without a timestamp or module path.
@@ -54,4 +68,25 @@ fn error_chain(e: &anyhow::Error) -> String {
         text.push_str(&part);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    /// jemalloc runs with our `malloc_conf`, and this binary's allocations are its.
+    #[test]
+    fn jemalloc_is_the_allocator_with_our_configuration() {
+        use tikv_jemalloc_ctl::raw;
+        // SAFETY: both options are `ssize_t` (jemalloc(3)), read as isize.
+        let dirty: isize = unsafe { raw::read(b"opt.dirty_decay_ms\0") }.unwrap();
+        // SAFETY: as above.
+        let muzzy: isize = unsafe { raw::read(b"opt.muzzy_decay_ms\0") }.unwrap();
+        assert_eq!((dirty, muzzy), (1000, 0));
+        tikv_jemalloc_ctl::epoch::advance().unwrap();
+        let before = tikv_jemalloc_ctl::stats::allocated::read().unwrap();
+        let held = std::hint::black_box(vec![1u8; 64 << 20]);
+        tikv_jemalloc_ctl::epoch::advance().unwrap();
+        let during = tikv_jemalloc_ctl::stats::allocated::read().unwrap();
+        drop(held);
+        assert!(during >= before + (64 << 20), "{before} -> {during}");
+    }
 }

@@ -7,9 +7,10 @@
 //! `/stats.json` is served, every 10 s for the log and for the memory status, and at exit;
 //! never on the packet or frame path):
 //! - `resident_bytes`: `VmRSS` of `/proc/self/status` (proc(5)), bytes;
-//! - `heap_bytes`, `heap_free_bytes`: glibc's `mallinfo2(3)`, `uordblks + hblkhd` and
-//!   `fordblks` ([`crate::sys::malloc::heap_stats`]); the daemon has no `#[global_allocator]`,
-//!   so this is every Rust allocation too. mallinfo2 walks every arena under its lock;
+//! - `heap_bytes`, `heap_free_bytes`: both allocators added ([`crate::sys::malloc::heap_stats`]):
+//!   jemalloc's `stats.allocated` and `stats.resident − stats.allocated` (the daemon's Rust
+//!   allocations), glibc's `mallinfo2(3)` `uordblks + hblkhd` and `fordblks` (Cyclone DDS's).
+//!   mallinfo2 walks every arena under its lock;
 //! - `threads`: entries of `/proc/self/task`; `open_fds`: entries of `/proc/self/fd`.
 //!
 //! A value that cannot be read (another libc, a procfs without the file) is 0.
@@ -41,10 +42,10 @@ lidarxdp_core::counter_set! {
     {
         /// `VmRSS`, /proc/self/status.
         resident_bytes: Gauge "bytes" "Resident memory of the daemon (VmRSS of /proc/self/status).",
-        /// `mallinfo2` `uordblks + hblkhd`.
-        heap_bytes: Gauge "bytes" "Heap in use: glibc mallinfo2 uordblks (arena chunks in use) plus hblkhd (mmapped chunks).",
-        /// `mallinfo2` `fordblks`.
-        heap_free_bytes: Gauge "bytes" "Free bytes glibc's allocator holds and has not returned to the kernel (mallinfo2 fordblks): fragmentation.",
+        /// jemalloc `stats.allocated` + `mallinfo2` `uordblks + hblkhd`.
+        heap_bytes: Gauge "bytes" "Heap in use: jemalloc stats.allocated (Rust allocations) plus glibc mallinfo2 uordblks and hblkhd (C libraries).",
+        /// jemalloc `stats.resident − stats.allocated` + `mallinfo2` `fordblks`.
+        heap_free_bytes: Gauge "bytes" "Bytes the allocators hold beyond the heap in use: jemalloc stats.resident minus stats.allocated, plus glibc mallinfo2 fordblks: fragmentation.",
         /// `/proc/self/task` entries.
         threads: Gauge "threads" "Threads of the daemon (entries of /proc/self/task).",
         /// `/proc/self/fd` entries.

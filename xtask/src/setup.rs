@@ -31,6 +31,9 @@ const DEMO_APT_PACKAGES: &[&str] = &[
     "zlib1g-dev",
     "libzstd-dev",
     "iproute2",
+    // The daemon's allocator: the `tikv-jemalloc-sys` crate builds jemalloc with its
+    // `configure` script and make (issue 40).
+    "make",
 ];
 
 /// The further Debian packages the full daemon (DDS sink), the tests, the benches and their

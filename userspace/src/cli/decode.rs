@@ -159,7 +159,6 @@ fn summary_line(s: &DecodeSummary) -> String {
 /// Decodes the capture and prints one line (or JSON object) per frame as it closes, writes
 /// PCDs with `--pcd`, and a summary on stderr (and as a last JSON object with `--json`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
-    keep_freed_memory();
     let settings = DecodeSettings {
         sensor: a.sensor,
         calibration: a.calibration.clone(),
@@ -257,19 +256,6 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Keeps freed frame buffers in the process (glibc): by default glibc hands the top of the heap,
-/// and every buffer above its mmap threshold, back to the kernel when a frame is dropped, and
-/// the next frame faults every page in again. With frames of changing size (an OS1-64 capture
-/// of partial frames) that was 218 page faults per frame and about 70 % of `decode`'s CPU
-/// time (`cargo xtask bench --peers`, docs/benchmarks.md). Peak memory stays bounded by the
-/// largest frames in flight; frames above 32 MiB (glibc's largest mmap threshold) still
-/// get their own mapping.
-fn keep_freed_memory() {
-    if let Err(e) = lidarxdp::sys::malloc::keep_freed_memory(64 << 20, 32 << 20) {
-        log::debug!("decode: freed memory goes back to the kernel: {e}");
-    }
 }
 
 /// Files at least this big get a progress bar (bytes), 64 MiB: about 6 s of a VLS-128.

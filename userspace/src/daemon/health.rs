@@ -8,11 +8,11 @@
 //! memory's growth per hour over the last hour, WARN above `[process]
 //! memory_growth_warn_mb_per_hour` (MiB/h; 0: never). The memory is sampled every
 //! [`MEMORY_SAMPLE_PERIOD`] (the 10 s of the metrics log, not every status: `mallinfo2` takes
-//! the allocator's arena locks), and the growth keeps one sample a minute
+//! glibc's arena locks), and the growth keeps one sample a minute
 //! ([`lidarxdp::process::MemoryGrowth`]).
 //!
 //! Once every [`TRIM_PERIOD`], before that sample, the allocator's free pages go back to the
-//! kernel ([`lidarxdp::sys::malloc::trim`], `malloc_trim(0)`): what a burst of subscribers
+//! kernel ([`lidarxdp::sys::malloc::trim`]: jemalloc's purge and glibc's `malloc_trim(0)`): what a burst of subscribers
 //! allocated on zenoh's and the sinks' threads and freed again does not stay resident
 //! (issue 40).
 

@@ -1,99 +1,95 @@
-//! glibc's allocator: its tuning (`mallopt(3)`) and its statistics (`mallinfo2(3)`).
+//! The process's two allocators, their statistics and their purge:
+//! - jemalloc 5.3 ([`tikv_jemallocator`]), the `lidarxdp` binary's Rust allocator (its
+//!   `#[global_allocator]`, configured by [`JEMALLOC_CONF`]): every Rust allocation, zenoh's and
+//!   the sinks' included. Statistics and controls through `mallctl` (jemalloc(3), "MALLCTL
+//!   NAMESPACE"), [`tikv_jemalloc_ctl`];
+//! - glibc's `malloc`, for the C libraries (Cyclone DDS, vendored) and for Rust code in a
+//!   binary without that allocator (the test binaries): its statistics (`mallinfo2(3)`) and
+//!   `malloc_trim(3)`.
+//!
+//! [`heap_stats`] and [`trim`] cover both, so they are right whichever one a binary uses.
 
 use std::io;
 
-/// Keeps memory freed by the process inside the process instead of handing it back to the
-/// kernel, through glibc's `mallopt(3)`:
-/// - `M_TRIM_THRESHOLD` = `trim_threshold` bytes: the top of the heap is returned to the kernel
-///   (`brk`) only when at least this much is free there;
-/// - `M_MMAP_THRESHOLD` = `mmap_threshold` bytes: only allocations at least this big get their
-///   own `mmap` (unmapped again on `free`); smaller ones come from the heap and are reused.
+/// jemalloc's configuration in the `lidarxdp` binary (its `malloc_conf`, jemalloc(3) "TUNING"),
+/// a C string: freed pages are handed back to the kernel (`MADV_DONTNEED`) once they have not
+/// been used again for 1 s (`dirty_decay_ms`, default 10 s), and never parked as `MADV_FREE`
+/// pages (`muzzy_decay_ms:0`), which the kernel reclaims only under memory pressure and which
+/// count as resident until then.
 ///
-/// Call it early on the main thread, before the allocations it is meant for. Setting either
-/// threshold also turns off glibc's dynamic adjustment of both.
-///
-/// # Errors
-/// `InvalidInput` when a value does not fit a C `int`, or when glibc rejects one (`mallopt`
-/// returns 0 and sets no `errno`, e.g. for a `mmap_threshold` above the maximum of that
-/// glibc version). `Unsupported` on targets other than Linux with glibc, where nothing is
-/// changed.
-pub fn keep_freed_memory(trim_threshold: usize, mmap_threshold: usize) -> io::Result<()> {
-    let int = |what: &str, v: usize| {
-        libc::c_int::try_from(v).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{what} {v} does not fit a C int"),
-            )
-        })
-    };
-    let trim = int("M_TRIM_THRESHOLD", trim_threshold)?;
-    let mmap = int("M_MMAP_THRESHOLD", mmap_threshold)?;
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        for (name, param, value) in [
-            ("M_TRIM_THRESHOLD", libc::M_TRIM_THRESHOLD, trim),
-            ("M_MMAP_THRESHOLD", libc::M_MMAP_THRESHOLD, mmap),
-        ] {
-            // SAFETY: mallopt takes two plain integers and only changes glibc's allocator
-            // parameters (it takes the arena lock itself); it touches no caller memory, and a
-            // value out of range is rejected with 0, not undefined behaviour.
-            if unsafe { libc::mallopt(param, value) } == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("mallopt({name}, {value}) rejected by glibc"),
-                ));
-            }
-        }
-        Ok(())
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        let _ = (trim, mmap);
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "mallopt(3) is glibc's",
-        ))
-    }
-}
+/// Why (issue 40): after 1,000 zenoh sessions had opened and closed in 10 s, glibc's arenas
+/// kept 3.1 and 3.3 MB more resident a minute later (two 20-minute soaks, `malloc_trim` once a
+/// minute; the heap in use +0.07 MB): the live chunks of the steady work were spread over the
+/// pages the burst had grown. With Debian's jemalloc 5.3 preloaded (`LD_PRELOAD`, its defaults
+/// and a background thread) the same soak ended 0.8 MB above its minute 5.
+pub const JEMALLOC_CONF: &[u8; 37] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
-/// The heap as glibc's allocator counts it ([`heap_stats`]), bytes.
+/// jemalloc's `MALLCTL_ARENAS_ALL`: the arena index of `arena.<i>.*` that means every arena.
+const ARENAS_ALL: usize = 4096;
+
+/// The heap as the process's allocators count it ([`heap_stats`]): jemalloc's and glibc's,
+/// added, bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeapStats {
-    /// Bytes of allocations the process holds: `mallinfo2` `uordblks` (chunks in use in every
-    /// arena, `brk` heap and the threads' `mmap`ped arenas) plus `hblkhd` (the chunks above
-    /// `M_MMAP_THRESHOLD` that have their own `mmap`).
+    /// Bytes of allocations the process holds: jemalloc's `stats.allocated`, plus glibc's
+    /// `mallinfo2` `uordblks` (chunks in use in every arena, `brk` heap and the threads'
+    /// `mmap`ped arenas) and `hblkhd` (the chunks above `M_MMAP_THRESHOLD` that have their own
+    /// `mmap`).
     pub in_use: u64,
-    /// Bytes the allocator holds free, not handed back to the kernel: `fordblks` (free chunks
-    /// in every arena, the top chunks included). Large and growing while `in_use` is flat
-    /// means fragmentation.
+    /// Bytes the allocators hold beyond the allocations: jemalloc's `stats.resident` minus
+    /// `stats.allocated` (pages freed and not yet purged, the unused part of its slabs, its
+    /// metadata: all resident), plus glibc's `fordblks` (free chunks in every arena, the top
+    /// chunks included, resident or not). Large and growing while `in_use` is flat means
+    /// fragmentation.
     pub free: u64,
 }
 
-/// The heap in use and held free by glibc's allocator, from `mallinfo2(3)` (glibc 2.33+).
+/// jemalloc's statistics, refreshed (`epoch`): (`stats.allocated`, `stats.resident`), bytes.
+fn jemalloc_stats() -> io::Result<(u64, u64)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let e = |e: tikv_jemalloc_ctl::Error| io::Error::other(format!("jemalloc mallctl: {e}"));
+    epoch::advance().map_err(e)?;
+    Ok((
+        stats::allocated::read().map_err(e)? as u64,
+        stats::resident::read().map_err(e)? as u64,
+    ))
+}
+
+/// The heap in use and held free by the process's allocators ([`HeapStats`]): jemalloc's
+/// `stats.*` after an `epoch` refresh, and glibc's `mallinfo2(3)` (glibc 2.33+).
 ///
-/// Cost: glibc walks every arena under its lock, visiting every free chunk in its bins, so
-/// an allocation on another thread waits for that arena's walk, and the cost grows with the
-/// free chunks. Measured (2-core VM, glibc 2.36): in `lidarxdp run` with every sink on (27
-/// threads, 12 MiB of heap in use, 4 MiB free) 2 to 3.4 µs a call warm (1000 calls in a row),
-/// 17 to 60 µs for a single call as the daemon makes it (cold caches); a synthetic heap of
-/// 200,000 small blocks with holes over 24 threads, 1.4 ms. Call it at the metrics period,
-/// never on a path that runs per packet or per frame.
+/// Cost: jemalloc merges its per-arena statistics at the `epoch` write (each arena under its
+/// statistics lock; microseconds). glibc walks every arena under its lock, visiting every free
+/// chunk in its bins, so an allocation on another thread waits for that arena's walk, and the
+/// cost grows with the free chunks. Measured (2-core VM, glibc 2.36, before the daemon used
+/// jemalloc): in `lidarxdp run` with every sink on (27 threads, 12 MiB of heap in use, 4 MiB
+/// free) 2 to 3.4 µs a call warm (1000 calls in a row), 17 to 60 µs for a single call as the
+/// daemon makes it (cold caches); a synthetic heap of 200,000 small blocks with holes over 24
+/// threads, 1.4 ms. Call it at the metrics period, never on a path that runs per packet or
+/// per frame.
 ///
 /// # Errors
-/// `Unsupported` on targets other than Linux with glibc.
+/// A `mallctl` error of jemalloc (`Other`, naming it); `Unsupported` on targets other than
+/// Linux with glibc.
 pub fn heap_stats() -> io::Result<HeapStats> {
+    let (allocated, resident) = jemalloc_stats()?;
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: mallinfo2 takes no argument and returns a plain struct by value; it only
         // reads glibc's own arena state under the arenas' locks.
         let m = unsafe { libc::mallinfo2() };
         Ok(HeapStats {
-            in_use: (m.uordblks as u64).saturating_add(m.hblkhd as u64),
-            free: m.fordblks as u64,
+            in_use: allocated
+                .saturating_add(m.uordblks as u64)
+                .saturating_add(m.hblkhd as u64),
+            free: resident
+                .saturating_sub(allocated)
+                .saturating_add(m.fordblks as u64),
         })
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {
+        let _ = (allocated, resident);
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "mallinfo2(3) is glibc's",
@@ -101,23 +97,46 @@ pub fn heap_stats() -> io::Result<HeapStats> {
     }
 }
 
-/// Hands the allocator's free pages back to the kernel: glibc's `malloc_trim(0)` (glibc 2.8+
-/// walks every arena, not only the main heap's top, and `madvise(MADV_DONTNEED)`s every whole
-/// free page). Live allocations are not touched; a freed page that is used again later is
-/// faulted in again, zero-filled. Returns whether any memory was released.
+/// Hands the allocators' free pages back to the kernel: jemalloc's `arena.<all>.purge` (every
+/// arena's unused dirty pages, `MADV_DONTNEED`, now instead of after [`JEMALLOC_CONF`]'s decay)
+/// and glibc's `malloc_trim(0)` (glibc 2.8+ walks every arena, not only the main heap's top,
+/// and `madvise(MADV_DONTNEED)`s every whole free page). Live allocations are not touched; a
+/// freed page that is used again later is faulted in again, zero-filled. Returns whether glibc
+/// released any memory (jemalloc's purge does not say).
 ///
 /// Why (issue 40): memory that a burst of work allocated on many threads and freed again
-/// stays with glibc's per-thread arenas. After 1,000 zenoh sessions that opened, subscribed
-/// and closed within 10 s, the daemon's heap in use was back within 0.7 MB of where it was,
-/// but its resident memory stayed 9.3 MB higher.
+/// stays with the allocator. After 1,000 zenoh sessions that opened, subscribed and closed
+/// within 10 s, the daemon's heap in use (then all glibc's) was back within 0.7 MB of where it
+/// was, but its resident memory stayed 9.3 MB higher; `malloc_trim` returned 4.2 MB of it.
 ///
-/// Cost: like [`heap_stats`], one arena at a time under its lock, plus one `madvise` per free
-/// run of pages; call it at the housekeeping period (the daemon: once a minute), never on a
-/// per-packet or per-frame path.
+/// Cost: one arena at a time under its lock, plus one `madvise` per free run of pages; call it
+/// at the housekeeping period (the daemon: once a minute), never on a per-packet or
+/// per-frame path.
 ///
 /// # Errors
-/// `Unsupported` on targets other than Linux with glibc.
+/// A `mallctl` error of jemalloc (`Other`); `Unsupported` on targets other than Linux with
+/// glibc.
 pub fn trim() -> io::Result<bool> {
+    let name = format!("arena.{ARENAS_ALL}.purge\0");
+    // SAFETY: `name` is NUL-terminated; `arena.<i>.purge` takes neither an old nor a new
+    // value (jemalloc refuses any with EPERM), so every pointer is null and nothing of ours
+    // is read or written.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            name.as_ptr().cast(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::other(format!(
+            "jemalloc mallctl {}: {}",
+            name.trim_end_matches('\0'),
+            io::Error::from_raw_os_error(rc)
+        )));
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: malloc_trim takes a plain integer (the bytes to leave at the top of the
@@ -137,16 +156,6 @@ pub fn trim() -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Only values that never reach `mallopt`: changing the test process's allocator would
-    /// affect the other tests.
-    #[test]
-    fn rejects_values_a_c_int_cannot_hold() {
-        let e = keep_freed_memory(1 << 40, 1 << 20).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        let e = keep_freed_memory(1 << 20, usize::MAX).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-    }
 
     /// A 256 MiB allocation (its own `mmap`, counted in `hblkhd`) is in `in_use` while
     /// held and leaves it when freed. Other tests allocate on other threads meanwhile: the
@@ -169,6 +178,52 @@ mod tests {
         assert!(
             after.in_use + N <= during.in_use + SLACK,
             "{during:?} {after:?}"
+        );
+    }
+
+    /// jemalloc's side, through its allocator directly (this test binary's global allocator is
+    /// glibc's): an allocation is counted in `in_use` while held, and the pages of 32 MiB of
+    /// freed 64 KiB blocks between live ones (freed pages wait for the 10 s decay of a binary
+    /// without [`JEMALLOC_CONF`]) go back to the kernel at [`trim`].
+    #[test]
+    fn jemalloc_is_counted_and_purged() {
+        use std::alloc::{GlobalAlloc, Layout};
+        const BLOCK: usize = 64 << 10;
+        const BLOCKS: usize = 1024;
+        const HOLES: u64 = (BLOCKS / 2 * BLOCK) as u64;
+        let je = tikv_jemallocator::Jemalloc;
+        let layout = Layout::from_size_align(BLOCK, 16).unwrap();
+        let rss = || crate::sys::process::resident_bytes().unwrap();
+        let (allocated_before, _) = jemalloc_stats().unwrap();
+        // SAFETY: a non-zero layout; each block is written within its size and freed once
+        // below with the same layout.
+        let blocks: Vec<*mut u8> = (0..BLOCKS)
+            .map(|_| unsafe {
+                let p = je.alloc(layout);
+                assert!(!p.is_null());
+                p.write_bytes(1, BLOCK);
+                p
+            })
+            .collect();
+        let (allocated_held, _) = jemalloc_stats().unwrap();
+        assert!(
+            allocated_held >= allocated_before + (BLOCKS * BLOCK) as u64,
+            "{allocated_before} -> {allocated_held}"
+        );
+        for p in blocks.iter().step_by(2) {
+            // SAFETY: allocated above with `layout`, freed once.
+            unsafe { je.dealloc(*p, layout) };
+        }
+        let before = rss();
+        trim().unwrap();
+        let after = rss();
+        for p in blocks.iter().skip(1).step_by(2) {
+            // SAFETY: as above, the other half.
+            unsafe { je.dealloc(*p, layout) };
+        }
+        assert!(
+            before >= after + HOLES * 3 / 4,
+            "resident {before} B before trim, {after} B after: less than 3/4 of {HOLES} B back"
         );
     }
 
