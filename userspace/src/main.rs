@@ -72,7 +72,8 @@ fn error_chain(e: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// jemalloc runs with our `malloc_conf`, and this binary's allocations are its.
+    /// jemalloc runs with our `malloc_conf`, its purging thread starts, and this binary's
+    /// allocations are its.
     #[test]
     fn jemalloc_is_the_allocator_with_our_configuration() {
         use tikv_jemalloc_ctl::raw;
@@ -80,7 +81,14 @@ mod tests {
         let dirty: isize = unsafe { raw::read(b"opt.dirty_decay_ms\0") }.unwrap();
         // SAFETY: as above.
         let muzzy: isize = unsafe { raw::read(b"opt.muzzy_decay_ms\0") }.unwrap();
-        assert_eq!((dirty, muzzy), (1000, 0));
+        let decay = lidarxdp::sys::malloc::JEMALLOC_DIRTY_DECAY_MS as isize;
+        assert_eq!((dirty, muzzy), (decay, 0));
+        lidarxdp::sys::malloc::start_purge_thread().unwrap();
+        assert!(tikv_jemalloc_ctl::background_thread::read().unwrap());
+        assert_eq!(
+            tikv_jemalloc_ctl::max_background_threads::read().unwrap(),
+            1
+        );
         tikv_jemalloc_ctl::epoch::advance().unwrap();
         let before = tikv_jemalloc_ctl::stats::allocated::read().unwrap();
         let held = std::hint::black_box(vec![1u8; 64 << 20]);

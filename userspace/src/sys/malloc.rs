@@ -24,6 +24,33 @@ use std::io;
 /// and a background thread) the same soak ended 0.8 MB above its minute 5.
 pub const JEMALLOC_CONF: &[u8; 37] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
+/// How long jemalloc keeps a freed page before the kernel gets it back, ms: the
+/// `dirty_decay_ms` of [`JEMALLOC_CONF`]. A reading of the resident memory taken this long
+/// after the last burst (twice, to be safe) holds no page jemalloc has freed, when the
+/// background thread runs ([`start_purge_thread`]).
+pub const JEMALLOC_DIRTY_DECAY_MS: u64 = 1000;
+
+/// Starts jemalloc's background purging thread (`background_thread:true`, one thread at most,
+/// `max_background_threads:1`; jemalloc(3)). It hands each arena's freed pages back on the
+/// decay schedule of [`JEMALLOC_CONF`] whether or not the arena's threads allocate: without
+/// it, pages freed by a thread that then goes idle wait for that thread's next allocation or
+/// for [`trim`].
+///
+/// The thread is created by this call and inherits the caller's capabilities and identity:
+/// the daemon calls it after dropping them (`lidarxdp::privs`). Calling it again does nothing.
+///
+/// # Errors
+/// A `mallctl` error of jemalloc (`Other`, naming the control), e.g. a jemalloc built without
+/// background thread support.
+pub fn start_purge_thread() -> io::Result<()> {
+    use tikv_jemalloc_ctl::{background_thread, max_background_threads};
+    let e = |what: &str, e: tikv_jemalloc_ctl::Error| {
+        io::Error::other(format!("jemalloc mallctl {what}: {e}"))
+    };
+    max_background_threads::write(1).map_err(|x| e("max_background_threads", x))?;
+    background_thread::write(true).map_err(|x| e("background_thread", x))
+}
+
 /// jemalloc's `MALLCTL_ARENAS_ALL`: the arena index of `arena.<i>.*` that means every arena.
 const ARENAS_ALL: usize = 4096;
 

@@ -81,10 +81,19 @@ fn churn_growth(tag: &str, port: u16, extra: &[&str]) -> i64 {
             reader.finish();
         }
     };
+    // The daemon's Rust allocations are jemalloc's, whose background thread hands freed pages
+    // back within its dirty decay: each reading waits twice that after the last reader, so it
+    // holds no page freed by the churn (`lidarxdp::sys::malloc::JEMALLOC_DIRTY_DECAY_MS`).
+    let settled_rss = || {
+        std::thread::sleep(std::time::Duration::from_millis(
+            2 * lidarxdp::sys::malloc::JEMALLOC_DIRTY_DECAY_MS,
+        ));
+        vm_rss(daemon.pid())
+    };
     round(WARMUP);
-    let before = vm_rss(daemon.pid());
+    let before = settled_rss();
     round(MEASURED);
-    let after = vm_rss(daemon.pid());
+    let after = settled_rss();
     daemon.stop();
     after as i64 - before as i64
 }
