@@ -16,7 +16,7 @@
 //! (slot) and `peer`.
 //!
 //! Memory (issue 40: a week-long run stays flat), where each number comes from:
-//! - `lidarxdp_process_{resident_bytes,heap_bytes,heap_free_bytes,threads,open_fds}`
+//! - `lidarxdp_process_{resident_bytes,heap_bytes,heap_free_bytes,jemalloc_resident_bytes,threads,open_fds}`
 //!   ([`crate::process::ProcessGauges`]): `VmRSS` of `/proc/self/status`; glibc's
 //!   `mallinfo2(3)` `uordblks + hblkhd` (in use) and `fordblks` (held free); the entries of
 //!   `/proc/self/task` and `/proc/self/fd`. Sampled when the snapshot is taken (a scrape, the
@@ -543,6 +543,7 @@ mod tests {
                 resident_bytes: 41_943_040,
                 heap_bytes: 9_437_184,
                 heap_free_bytes: 1_048_576,
+                jemalloc_resident_bytes: 8_388_608,
                 threads: 9,
                 open_fds: 23,
             },

@@ -11,6 +11,8 @@
 //!   jemalloc's `stats.allocated` and `stats.resident − stats.allocated` (the daemon's Rust
 //!   allocations), glibc's `mallinfo2(3)` `uordblks + hblkhd` and `fordblks` (Cyclone DDS's).
 //!   mallinfo2 walks every arena under its lock;
+//! - `jemalloc_resident_bytes`: jemalloc's `stats.resident`; VmRSS minus it is the memory
+//!   outside the Rust allocator (glibc's heap, Cyclone DDS's buffers, stacks, code, the pool);
 //! - `threads`: entries of `/proc/self/task`; `open_fds`: entries of `/proc/self/fd`.
 //!
 //! A value that cannot be read (another libc, a procfs without the file) is 0.
@@ -46,6 +48,8 @@ lidarxdp_core::counter_set! {
         heap_bytes: Gauge "bytes" "Heap in use: jemalloc stats.allocated (Rust allocations) plus glibc mallinfo2 uordblks and hblkhd (C libraries).",
         /// jemalloc `stats.resident − stats.allocated` + `mallinfo2` `fordblks`.
         heap_free_bytes: Gauge "bytes" "Bytes the allocators hold beyond the heap in use: jemalloc stats.resident minus stats.allocated, plus glibc mallinfo2 fordblks: fragmentation.",
+        /// jemalloc `stats.resident`.
+        jemalloc_resident_bytes: Gauge "bytes" "Resident pages of jemalloc, the daemon's Rust allocator (stats.resident: its heap, freed pages not yet purged, its metadata); resident_bytes minus this is the memory outside it.",
         /// `/proc/self/task` entries.
         threads: Gauge "threads" "Threads of the daemon (entries of /proc/self/task).",
         /// `/proc/self/fd` entries.
@@ -63,6 +67,7 @@ impl ProcessGauges {
             resident_bytes: process::resident_bytes().unwrap_or(0),
             heap_bytes: heap.in_use,
             heap_free_bytes: heap.free,
+            jemalloc_resident_bytes: heap.jemalloc_resident,
             threads: process::threads().unwrap_or(0),
             open_fds: process::open_fds().unwrap_or(0),
         }
@@ -322,6 +327,7 @@ mod tests {
             resident_bytes: 300 << 20,
             heap_bytes: 120 << 20,
             heap_free_bytes: 8 << 20,
+            jemalloc_resident_bytes: 100 << 20,
             threads: 12,
             open_fds: 40,
         };

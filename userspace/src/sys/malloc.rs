@@ -69,6 +69,9 @@ pub struct HeapStats {
     /// chunks included, resident or not). Large and growing while `in_use` is flat means
     /// fragmentation.
     pub free: u64,
+    /// Bytes of resident pages jemalloc holds (`stats.resident`: its allocations, freed pages
+    /// not yet purged, its metadata); 0 in a binary where jemalloc allocates nothing.
+    pub jemalloc_resident: u64,
 }
 
 /// jemalloc's statistics, refreshed (`epoch`): (`stats.allocated`, `stats.resident`), bytes.
@@ -112,6 +115,7 @@ pub fn heap_stats() -> io::Result<HeapStats> {
             free: resident
                 .saturating_sub(allocated)
                 .saturating_add(m.fordblks as u64),
+            jemalloc_resident: resident,
         })
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

@@ -9,8 +9,9 @@
 //! (`lidarxdp::ros2_dds::LARGE_FRAME_CONFIG`).
 //!
 //! The test lets a Fast DDS reader (Debian's Fast DDS 2.9, `dds_sub_fastdds.cpp`) join, match
-//! the daemon's writer and leave, over and over, and reads the daemon's `VmRSS` after a
-//! warm-up and after the measured round. It runs the same churn against a daemon given
+//! the daemon's writer and leave, over and over, and reads the daemon's resident memory outside
+//! its Rust allocator (jemalloc; Cyclone allocates with glibc) after a warm-up and after the
+//! measured round. It runs the same churn against a daemon given
 //! Cyclone's default buffers back through `--dds-config`, which must grow by more than the
 //! bound: so the test can tell the two apart on this machine.
 
@@ -19,25 +20,37 @@ use crate::dds::{Impl, Sub, subscribe};
 use crate::probe::{Scratch, VLP16_CALIB};
 
 /// Readers that come and go before the first reading, and between the readings.
-const WARMUP: usize = 24;
+const WARMUP: usize = 48;
 const MEASURED: usize = 24;
 /// The most the daemon's resident memory may grow over the measured round, bytes: one
 /// receive buffer of the new size.
 const BOUND: u64 = 128 << 10;
+
+/// The daemon's metrics endpoint, inside its namespace.
+const METRICS: &str = "127.0.0.1:9751";
 
 /// Cyclone's own receive buffer sizes (its `defconfig.c`), given back by an operator file.
 const CYCLONE_DEFAULT_BUFFERS: &str = "<CycloneDDS><Domain id=\"any\"><Sizing>\
 <ReceiveBufferSize>1MiB</ReceiveBufferSize><ReceiveBufferChunkSize>128KiB\
 </ReceiveBufferChunkSize></Sizing></Domain></CycloneDDS>";
 
-fn vm_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("daemon status");
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS line");
-    kb << 10
+/// The daemon's resident memory outside its Rust allocator, bytes: `resident_bytes` (VmRSS)
+/// minus `jemalloc_resident_bytes`, both from one sample of its stats (`lidarxdp stats --json`
+/// in its namespace). Cyclone DDS allocates with glibc, so its receive buffers are in it; the
+/// pages jemalloc holds for a while after the churn frees them, and its metadata, are not.
+fn resident_outside_jemalloc(ns: &str) -> u64 {
+    let out = NetnsPair::exec(
+        ns,
+        &[env!("CARGO_BIN_EXE_lidarxdp"), "stats", "--json", METRICS],
+    )
+    .output()
+    .expect("run lidarxdp stats");
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    let rss = crate::common::get(&v, &["process", "resident_bytes"]);
+    let je = crate::common::get(&v, &["process", "jemalloc_resident_bytes"]);
+    assert!(je > 0 && rss > je, "resident {rss} B, jemalloc {je} B");
+    rss - je
 }
 
 /// The daemon's resident growth, bytes, over `MEASURED` readers coming and going after
@@ -56,6 +69,8 @@ fn churn_growth(tag: &str, port: u16, extra: &[&str]) -> i64 {
         "--calibration",
         calib.to_str().expect("UTF-8 path"),
         "--dds",
+        "--metrics",
+        METRICS,
     ];
     args.extend_from_slice(extra);
     let daemon = Daemon::start_wrapped(
@@ -81,19 +96,10 @@ fn churn_growth(tag: &str, port: u16, extra: &[&str]) -> i64 {
             reader.finish();
         }
     };
-    // The daemon's Rust allocations are jemalloc's, whose background thread hands freed pages
-    // back within its dirty decay: each reading waits twice that after the last reader, so it
-    // holds no page freed by the churn (`lidarxdp::sys::malloc::JEMALLOC_DIRTY_DECAY_MS`).
-    let settled_rss = || {
-        std::thread::sleep(std::time::Duration::from_millis(
-            2 * lidarxdp::sys::malloc::JEMALLOC_DIRTY_DECAY_MS,
-        ));
-        vm_rss(daemon.pid())
-    };
     round(WARMUP);
-    let before = settled_rss();
+    let before = resident_outside_jemalloc(&net.host_ns);
     round(MEASURED);
-    let after = settled_rss();
+    let after = resident_outside_jemalloc(&net.host_ns);
     daemon.stop();
     after as i64 - before as i64
 }
