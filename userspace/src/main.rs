@@ -19,7 +19,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 // a pointer to a NUL-terminated string that lives for the whole process, never written.
 #[used]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: &[u8; 37] = lidarxdp::sys::malloc::JEMALLOC_CONF;
+static MALLOC_CONF: &[u8; 50] = lidarxdp::sys::malloc::JEMALLOC_CONF;
 
 fn main() -> std::process::ExitCode {
     // The daemon's log has timestamps (journald, files); the other commands talk to a person
@@ -83,6 +83,9 @@ mod tests {
         let muzzy: isize = unsafe { raw::read(b"opt.muzzy_decay_ms\0") }.unwrap();
         let decay = lidarxdp::sys::malloc::JEMALLOC_DIRTY_DECAY_MS as isize;
         assert_eq!((dirty, muzzy), (decay, 0));
+        // SAFETY: `opt.tcache` is a `bool` (jemalloc(3)).
+        let tcache: bool = unsafe { raw::read(b"opt.tcache\0") }.unwrap();
+        assert!(!tcache, "jemalloc's thread caches are on");
         lidarxdp::sys::malloc::start_purge_thread().unwrap();
         assert!(tikv_jemalloc_ctl::background_thread::read().unwrap());
         assert_eq!(

@@ -12,17 +12,26 @@
 use std::io;
 
 /// jemalloc's configuration in the `lidarxdp` binary (its `malloc_conf`, jemalloc(3) "TUNING"),
-/// a C string: freed pages are handed back to the kernel (`MADV_DONTNEED`) once they have not
-/// been used again for 1 s (`dirty_decay_ms`, default 10 s), and never parked as `MADV_FREE`
-/// pages (`muzzy_decay_ms:0`), which the kernel reclaims only under memory pressure and which
-/// count as resident until then.
+/// a C string:
+/// - freed pages are handed back to the kernel (`MADV_DONTNEED`) once they have not been used
+///   again for 1 s (`dirty_decay_ms`, default 10 s), and never parked as `MADV_FREE` pages
+///   (`muzzy_decay_ms:0`), which the kernel reclaims only under memory pressure and which count
+///   as resident until then;
+/// - no per-thread cache (`tcache:false`): every allocation and free goes to the thread's
+///   arena. A thread cache is flushed only by its own thread's allocations (jemalloc 5.3
+///   counts them as events), so a zenoh worker that went idle after a burst kept the objects it
+///   had cached, and the pages under them, for good.
 ///
 /// Why (issue 40): after 1,000 zenoh sessions had opened and closed in 10 s, glibc's arenas
 /// kept 3.1 and 3.3 MB more resident a minute later (two 20-minute soaks, `malloc_trim` once a
 /// minute; the heap in use +0.07 MB): the live chunks of the steady work were spread over the
-/// pages the burst had grown. With Debian's jemalloc 5.3 preloaded (`LD_PRELOAD`, its defaults
-/// and a background thread) the same soak ended 0.8 MB above its minute 5.
-pub const JEMALLOC_CONF: &[u8; 37] = b"dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+/// pages the burst had grown. A daemon with one zenoh subscriber, after the same burst and 65 s:
+/// +2,532 kB with jemalloc and its thread caches (allocator free bytes +3.8 MB), +876 and
+/// +892 kB without them (free bytes back to within 165 kB; 368 kB of it the binary's code run
+/// for the first time, the rest new threads' stacks). The cost, an arena lock per allocation, is
+/// paid per frame and per subscriber, not per packet: a warm decoder thread does not allocate
+/// (`tests/publish_alloc.rs`).
+pub const JEMALLOC_CONF: &[u8; 50] = b"dirty_decay_ms:1000,muzzy_decay_ms:0,tcache:false\0";
 
 /// How long jemalloc keeps a freed page before the kernel gets it back, ms: the
 /// `dirty_decay_ms` of [`JEMALLOC_CONF`]. A reading of the resident memory taken this long
