@@ -197,6 +197,31 @@ pub fn trim() -> io::Result<bool> {
 mod tests {
     use super::*;
 
+    /// Whether the calling test, `name` (its full path), is to measure here: true in a copy of
+    /// this test binary that runs `name` alone (`--exact`, one test thread); otherwise that
+    /// copy is run, must pass, and false is returned. A test that reads the whole process's
+    /// resident memory measures alone: other tests allocating or freeing between its readings
+    /// (the 256 MiB of `heap_stats_count_a_held_allocation`) would move them.
+    fn alone(name: &str) -> bool {
+        const ALONE: &str = "LIDARXDP_MALLOC_TEST_ALONE";
+        if std::env::var_os(ALONE).is_some() {
+            return true;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--test-threads", "1"])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{name} alone: {}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        false
+    }
+
     /// A 256 MiB allocation (its own `mmap`, counted in `hblkhd`) is in `in_use` while
     /// held and leaves it when freed. Other tests allocate on other threads meanwhile: the
     /// slack (64 MiB) is far above what they hold at once, far below the allocation.
@@ -224,9 +249,13 @@ mod tests {
     /// jemalloc's side, through its allocator directly (this test binary's global allocator is
     /// glibc's): an allocation is counted in `in_use` while held, and the pages of 32 MiB of
     /// freed 64 KiB blocks between live ones (freed pages wait for the 10 s decay of a binary
-    /// without [`JEMALLOC_CONF`]) go back to the kernel at [`trim`].
+    /// without [`JEMALLOC_CONF`]) go back to the kernel at [`trim`]. Measured alone
+    /// ([`alone`]).
     #[test]
     fn jemalloc_is_counted_and_purged() {
+        if !alone("sys::malloc::tests::jemalloc_is_counted_and_purged") {
+            return;
+        }
         use std::alloc::{GlobalAlloc, Layout};
         const BLOCK: usize = 64 << 10;
         const BLOCKS: usize = 1024;
@@ -271,31 +300,12 @@ mod tests {
     /// hands it back: 32 MiB of holes between live 64 KiB blocks (below the mmap threshold,
     /// so in the arena, and kept apart so free cannot merge them into a top it trims itself).
     ///
-    /// The resident memory is the whole process's, so the measurement runs in a copy of this
-    /// test binary running this test alone (`--exact`, one test thread): other tests allocating
-    /// or freeing between the two readings (the 256 MiB of `heap_stats_count_a_held_allocation`)
-    /// would move them. Before this, one CI run read 22.5 of the 32 MiB back and failed.
+    /// Measured alone ([`alone`]). Before that, one CI run read 22.5 of the 32 MiB back and
+    /// failed.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn trim_returns_the_holes_an_arena_keeps() {
-        const ALONE: &str = "LIDARXDP_TRIM_TEST_ALONE";
-        if std::env::var_os(ALONE).is_none() {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "sys::malloc::tests::trim_returns_the_holes_an_arena_keeps",
-                ])
-                .args(["--test-threads", "1"])
-                .env(ALONE, "1")
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success() && stdout.contains("1 passed"),
-                "the test alone: {}\n{stdout}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
+        if !alone("sys::malloc::tests::trim_returns_the_holes_an_arena_keeps") {
             return;
         }
         const BLOCK: usize = 64 << 10;
