@@ -45,9 +45,10 @@
 //! minute W on, kB/min); RSS per whole minute from minute W on, the median of the minute's
 //! samples outside the faults' own windows, each against minute W's (target: every minute
 //! within 1 MB; a fault may hold memory while it lasts, not after), with the largest and the
-//! last single sample beside it; the heap likewise (single samples), fds and threads at minute W and at the end; per steady subscriber
-//! the frames received against the frames the daemon published for its sensors (the stats
-//! JSON's `sensors[i].frames`), and the drops of every sink. Exits non-zero when a steady
+//! last single sample beside it; the heap likewise (single samples); fds and threads at
+//! minute W and at the end; per steady subscriber the frames received against the frames the
+//! daemon published for its sensors (the stats JSON's `sensors[i].frames`), and the drops of
+//! every sink. Exits non-zero when a steady
 //! subscriber missed a frame, the daemon died, or it did not exit cleanly.
 //!
 //! Output in OUT (default `bench/results/<UTC date>-soak/`): `samples.csv`, `soak.json`

@@ -11,10 +11,10 @@
 //! glibc's arena locks), and the growth keeps one sample a minute
 //! ([`lidarxdp::process::MemoryGrowth`]).
 //!
-//! Once every [`TRIM_PERIOD`], before that sample, the allocator's free pages go back to the
-//! kernel ([`lidarxdp::sys::malloc::trim`]: jemalloc's purge and glibc's `malloc_trim(0)`): what a burst of subscribers
-//! allocated on zenoh's and the sinks' threads and freed again does not stay resident
-//! (issue 40).
+//! Once every [`TRIM_PERIOD`], before that sample, the allocators' free pages go back to the
+//! kernel ([`lidarxdp::sys::malloc::trim`]: jemalloc's purge and glibc's `malloc_trim(0)`):
+//! what a burst of subscribers allocated on zenoh's and the sinks' threads and freed again
+//! does not stay resident (issue 40).
 
 use std::time::{Duration, Instant};
 
