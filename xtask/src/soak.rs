@@ -51,7 +51,8 @@
 //! every sink. Exits non-zero when a steady
 //! subscriber missed a frame, the daemon died, or it did not exit cleanly.
 //!
-//! Output in OUT (default `bench/results/<UTC date>-soak/`): `samples.csv`, `soak.json`
+//! Output in OUT (default `bench/results/<UTC date>-soak/`, or `...-soak-2/` and on when a run
+//! of the day already has it): `samples.csv`, `soak.json`
 //! (verdict and counters), `rss.svg` (RSS and heap against minutes), `summary.md`, and the
 //! logs and stats of every process. A run of 30 minutes or more also rewrites the soak section
 //! of docs/benchmarks.md (and docs/soak-rss.svg), unless `--no-docs`.
@@ -126,7 +127,8 @@ pub const DOCS_MIN_MINUTES: f64 = 30.0;
 pub struct Options {
     /// Length of the run (the generator's sending time), minutes, > 0.
     pub minutes: f64,
-    /// Output folder (default `bench/results/<UTC date>-soak/`).
+    /// Output folder (default `bench/results/<UTC date>-soak/`, `-2`, `-3`, ... for the day's
+    /// later runs).
     pub out: Option<PathBuf>,
     /// The VLP-16 capture looped (default the dual-return one in ../shared/data).
     pub pcap: Option<PathBuf>,
@@ -208,9 +210,10 @@ pub fn check(opts: Options) -> Result<Plan> {
     let out = match &opts.out {
         Some(o) if o.is_absolute() => o.clone(),
         Some(o) => std::env::current_dir()?.join(o),
-        None => crate::root()
-            .join("bench/results")
-            .join(format!("{}-soak", crate::peers::utc_date())),
+        None => first_free(
+            &crate::root().join("bench/results"),
+            &format!("{}-soak", crate::peers::utc_date()),
+        ),
     };
     Ok(Plan {
         opts,
@@ -219,6 +222,15 @@ pub fn check(opts: Options) -> Result<Plan> {
         out,
         python,
     })
+}
+
+/// `dir/name`, or the first of `dir/name-2`, `dir/name-3`, ... that does not exist yet: a
+/// second run on the same day keeps the first one's results.
+fn first_free(dir: &Path, name: &str) -> PathBuf {
+    std::iter::once(dir.join(name))
+        .chain((2..).map(|k| dir.join(format!("{name}-{k}"))))
+        .find(|p| !p.exists())
+        .expect("an unbounded sequence of names")
 }
 
 /// Set by SIGINT/SIGTERM: the run stops and cleans up.
@@ -2090,6 +2102,17 @@ mod tests {
         assert!(farthest_minute(&[]).is_none());
         // A warm-up that ends inside a minute starts at that whole minute.
         assert_eq!(minute_medians(&p, 4.6, &[])[0].minute, 4);
+    }
+
+    #[test]
+    fn a_second_run_of_the_day_gets_its_own_folder() {
+        let dir = std::env::temp_dir().join(format!("lidarxdp-soak-free-{}", std::process::id()));
+        fs::create_dir_all(dir.join("d-soak")).unwrap();
+        assert_eq!(first_free(&dir, "x-soak"), dir.join("x-soak"));
+        assert_eq!(first_free(&dir, "d-soak"), dir.join("d-soak-2"));
+        fs::create_dir_all(dir.join("d-soak-2")).unwrap();
+        assert_eq!(first_free(&dir, "d-soak"), dir.join("d-soak-3"));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
