@@ -197,6 +197,17 @@ pub fn trim() -> io::Result<bool> {
 mod tests {
     use super::*;
 
+    /// The trim tests' blocks: `BLOCKS` of `BLOCK` bytes, every other one freed, `HOLES` bytes
+    /// of holes between live blocks.
+    const BLOCK: usize = 64 << 10;
+    const BLOCKS: usize = 1024;
+    const HOLES: u64 = (BLOCKS / 2 * BLOCK) as u64;
+
+    /// The process's resident memory, bytes.
+    fn rss() -> u64 {
+        crate::sys::process::resident_bytes().unwrap()
+    }
+
     /// Whether the calling test, `name` (its full path), is to measure here: true in a copy of
     /// this test binary that runs `name` alone (`--exact`, one test thread); otherwise that
     /// copy is run, must pass, and false is returned. A test that reads the whole process's
@@ -257,12 +268,8 @@ mod tests {
             return;
         }
         use std::alloc::{GlobalAlloc, Layout};
-        const BLOCK: usize = 64 << 10;
-        const BLOCKS: usize = 1024;
-        const HOLES: u64 = (BLOCKS / 2 * BLOCK) as u64;
         let je = tikv_jemallocator::Jemalloc;
         let layout = Layout::from_size_align(BLOCK, 16).unwrap();
-        let rss = || crate::sys::process::resident_bytes().unwrap();
         let (allocated_before, _) = jemalloc_stats().unwrap();
         // SAFETY: a non-zero layout; each block is written within its size and freed once
         // below with the same layout.
@@ -308,10 +315,6 @@ mod tests {
         if !alone("sys::malloc::tests::trim_returns_the_holes_an_arena_keeps") {
             return;
         }
-        const BLOCK: usize = 64 << 10;
-        const BLOCKS: usize = 1024;
-        const HOLES: u64 = (BLOCKS / 2 * BLOCK) as u64;
-        let rss = || crate::sys::process::resident_bytes().unwrap();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
