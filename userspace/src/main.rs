@@ -19,7 +19,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 // a pointer to a NUL-terminated string that lives for the whole process, never written.
 #[used]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: &[u8; 50] = lidarxdp::sys::malloc::JEMALLOC_CONF;
+static MALLOC_CONF: &[u8; 47] = lidarxdp::sys::malloc::JEMALLOC_CONF;
 
 fn main() -> std::process::ExitCode {
     // The daemon's log has timestamps (journald, files); the other commands talk to a person
@@ -72,8 +72,7 @@ fn error_chain(e: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// jemalloc runs with our `malloc_conf`, its purging thread starts, and this binary's
-    /// allocations are its.
+    /// jemalloc runs with our `malloc_conf`, and this binary's allocations are its.
     #[test]
     fn jemalloc_is_the_allocator_with_our_configuration() {
         use tikv_jemalloc_ctl::raw;
@@ -81,17 +80,10 @@ mod tests {
         let dirty: isize = unsafe { raw::read(b"opt.dirty_decay_ms\0") }.unwrap();
         // SAFETY: as above.
         let muzzy: isize = unsafe { raw::read(b"opt.muzzy_decay_ms\0") }.unwrap();
-        let decay = lidarxdp::sys::malloc::JEMALLOC_DIRTY_DECAY_MS as isize;
-        assert_eq!((dirty, muzzy), (decay, 0));
+        assert_eq!((dirty, muzzy), (0, 0));
         // SAFETY: `opt.tcache` is a `bool` (jemalloc(3)).
         let tcache: bool = unsafe { raw::read(b"opt.tcache\0") }.unwrap();
         assert!(!tcache, "jemalloc's thread caches are on");
-        lidarxdp::sys::malloc::start_purge_thread().unwrap();
-        assert!(tikv_jemalloc_ctl::background_thread::read().unwrap());
-        assert_eq!(
-            tikv_jemalloc_ctl::max_background_threads::read().unwrap(),
-            1
-        );
         tikv_jemalloc_ctl::epoch::advance().unwrap();
         let before = tikv_jemalloc_ctl::stats::allocated::read().unwrap();
         let held = std::hint::black_box(vec![1u8; 64 << 20]);

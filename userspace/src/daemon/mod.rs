@@ -94,12 +94,6 @@ pub fn run(plan: &Plan, user: Option<User>) -> Result<()> {
     let listener = lidarxdp::publish::bind_listener(listen, Duration::from_secs(10))
         .with_context(|| format!("publisher on {listen}"))?;
     drop_privileges(plan, user.as_ref(), bound.keep_caps())?;
-    // jemalloc's purging thread, which would inherit any capability left: after the drop.
-    if let Err(e) = lidarxdp::sys::malloc::start_purge_thread() {
-        log::warn!(
-            "allocator: no background purge ({e}); freed pages go back at the minute's trim"
-        );
-    }
 
     // Every sink's threads start here, after the capabilities are gone.
     let (mut sinks, frame_sinks) = bound.start(plan)?;

@@ -13,10 +13,10 @@ use std::io;
 
 /// jemalloc's configuration in the `lidarxdp` binary (its `malloc_conf`, jemalloc(3) "TUNING"),
 /// a C string:
-/// - freed pages are handed back to the kernel (`MADV_DONTNEED`) once they have not been used
-///   again for 1 s (`dirty_decay_ms`, default 10 s), and never parked as `MADV_FREE` pages
-///   (`muzzy_decay_ms:0`), which the kernel reclaims only under memory pressure and which count
-///   as resident until then;
+/// - a page left unused by a free goes back to the kernel (`MADV_DONTNEED`) at once
+///   (`dirty_decay_ms:0`; default 10 s) and is never parked as an `MADV_FREE` page
+///   (`muzzy_decay_ms:0`), which the kernel reclaims only under memory pressure and which
+///   counts as resident until then;
 /// - no per-thread cache (`tcache:false`): every allocation and free goes to the thread's
 ///   arena. A thread cache is flushed only by its own thread's allocations (jemalloc 5.3
 ///   counts them as events), so a zenoh worker that went idle after a burst kept the objects it
@@ -28,37 +28,15 @@ use std::io;
 /// pages the burst had grown. A daemon with one zenoh subscriber, after the same burst and 65 s:
 /// +2,532 kB with jemalloc and its thread caches (allocator free bytes +3.8 MB), +876 and
 /// +892 kB without them (free bytes back to within 165 kB; 368 kB of it the binary's code run
-/// for the first time, the rest new threads' stacks). The cost, an arena lock per allocation, is
-/// paid per frame and per subscriber, not per packet: a warm decoder thread does not allocate
+/// for the first time, the rest new threads' stacks). In the soak (10 sensors, every sink, a
+/// subscriber of each sink connecting every second or three) a 1 s decay held the pages the
+/// churn had just freed: VmRSS sampled every 5 s spread over 1.9 MB (jemalloc's resident pages
+/// 41.3 to 43.7 MB for a heap in use of 34.2 to 34.7 MB); with no decay, over 184 kB.
+///
+/// The cost, an arena lock per allocation and an `madvise` per whole page freed, is paid per
+/// frame and per subscriber, not per packet: a warm decoder thread does not allocate
 /// (`tests/publish_alloc.rs`).
-pub const JEMALLOC_CONF: &[u8; 50] = b"dirty_decay_ms:1000,muzzy_decay_ms:0,tcache:false\0";
-
-/// How long jemalloc keeps a freed page before the kernel gets it back, ms: the
-/// `dirty_decay_ms` of [`JEMALLOC_CONF`]. A reading of the resident memory taken this long
-/// after the last burst (twice, to be safe) holds no page jemalloc has freed, when the
-/// background thread runs ([`start_purge_thread`]).
-pub const JEMALLOC_DIRTY_DECAY_MS: u64 = 1000;
-
-/// Starts jemalloc's background purging thread (`background_thread:true`, one thread at most,
-/// `max_background_threads:1`; jemalloc(3)). It hands each arena's freed pages back on the
-/// decay schedule of [`JEMALLOC_CONF`] whether or not the arena's threads allocate: without
-/// it, pages freed by a thread that then goes idle wait for that thread's next allocation or
-/// for [`trim`].
-///
-/// The thread is created by this call and inherits the caller's capabilities and identity:
-/// the daemon calls it after dropping them (`lidarxdp::privs`). Calling it again does nothing.
-///
-/// # Errors
-/// A `mallctl` error of jemalloc (`Other`, naming the control), e.g. a jemalloc built without
-/// background thread support.
-pub fn start_purge_thread() -> io::Result<()> {
-    use tikv_jemalloc_ctl::{background_thread, max_background_threads};
-    let e = |what: &str, e: tikv_jemalloc_ctl::Error| {
-        io::Error::other(format!("jemalloc mallctl {what}: {e}"))
-    };
-    max_background_threads::write(1).map_err(|x| e("max_background_threads", x))?;
-    background_thread::write(true).map_err(|x| e("background_thread", x))
-}
+pub const JEMALLOC_CONF: &[u8; 47] = b"dirty_decay_ms:0,muzzy_decay_ms:0,tcache:false\0";
 
 /// jemalloc's `MALLCTL_ARENAS_ALL`: the arena index of `arena.<i>.*` that means every arena.
 const ARENAS_ALL: usize = 4096;
@@ -138,8 +116,8 @@ pub fn heap_stats() -> io::Result<HeapStats> {
 }
 
 /// Hands the allocators' free pages back to the kernel: jemalloc's `arena.<all>.purge` (every
-/// arena's unused dirty pages, `MADV_DONTNEED`, now instead of after [`JEMALLOC_CONF`]'s decay)
-/// and glibc's `malloc_trim(0)` (glibc 2.8+ walks every arena, not only the main heap's top,
+/// arena's unused dirty pages, `MADV_DONTNEED`; with [`JEMALLOC_CONF`] there are none, only
+/// with a decay given back through `_RJEM_MALLOC_CONF`) and glibc's `malloc_trim(0)` (glibc 2.8+ walks every arena, not only the main heap's top,
 /// and `madvise(MADV_DONTNEED)`s every whole free page). Live allocations are not touched; a
 /// freed page that is used again later is faulted in again, zero-filled. Returns whether glibc
 /// released any memory (jemalloc's purge does not say).
